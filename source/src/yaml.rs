@@ -1,0 +1,647 @@
+//! Strict YAML reading with positions (SPEC §1).
+//!
+//! A file is parsed by `saphyr-parser` into events; this module builds a JSON
+//! value from them under the YAML 1.2 core schema and records the position of
+//! every node and key by JSON Pointer. It refuses, each with its own code:
+//! more than one document, tags, anchors and aliases, merge keys (`<<`),
+//! duplicate keys, non-scalar keys, nesting deeper than [`MAX_DEPTH`],
+//! `.inf`/`.nan` (not JSON), and integers outside 64 bits.
+//!
+//! Typed reading ([`YamlDocument::deserialize`]) goes through serde with
+//! `serde_path_to_error`, so a wrong type, a missing key or an unknown key is
+//! reported at the offending node's position.
+
+use std::collections::BTreeMap;
+
+use saphyr_parser::{Event, Parser, ScalarStyle};
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Number, Value};
+
+use crate::diagnostic::{Diagnostic, Located};
+
+/// Deepest nesting of sequences and mappings accepted (SPEC §1).
+pub const MAX_DEPTH: usize = 64;
+
+/// Largest authored YAML file accepted, in bytes (SPEC §1: 1 MiB).
+pub const MAX_FILE_BYTES: usize = 1024 * 1024;
+
+/// A 1-based line and column (Unicode scalar values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Position {
+    pub line: u32,
+    pub column: u32,
+}
+
+/// Positions of one node: its value, and its key when it is a mapping member.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct NodeSpan {
+    pub value: Position,
+    pub key: Option<Position>,
+}
+
+/// A YAML file read into JSON, with the position of every node.
+#[derive(Clone, Debug)]
+pub struct YamlDocument {
+    /// The display name used in diagnostics (as the user typed the path).
+    pub file: String,
+    /// The document as a JSON value (`null` for an empty file).
+    pub value: Value,
+    spans: BTreeMap<String, NodeSpan>,
+}
+
+/// Escapes one JSON Pointer reference token (RFC 6901).
+pub fn escape_token(token: &str) -> String {
+    token.replace('~', "~0").replace('/', "~1")
+}
+
+impl YamlDocument {
+    /// Where the node at `pointer` is; falls back to the nearest ancestor
+    /// that has a position, then to line 1, column 1.
+    pub fn locate(&self, pointer: &str) -> Located {
+        let pos = self.position(pointer, false);
+        Located {
+            file: self.file.clone(),
+            line: pos.line,
+            column: pos.column,
+            pointer: pointer.to_owned(),
+        }
+    }
+
+    /// Like [`YamlDocument::locate`], but at the member's key when the node is
+    /// a mapping member (for "unknown key" and "duplicate" findings).
+    pub fn locate_key(&self, pointer: &str) -> Located {
+        let pos = self.position(pointer, true);
+        Located {
+            file: self.file.clone(),
+            line: pos.line,
+            column: pos.column,
+            pointer: pointer.to_owned(),
+        }
+    }
+
+    fn position(&self, pointer: &str, key: bool) -> Position {
+        let mut p = pointer;
+        loop {
+            if let Some(span) = self.spans.get(p) {
+                return match (key, span.key) {
+                    (true, Some(k)) => k,
+                    _ => span.value,
+                };
+            }
+            match p.rfind('/') {
+                Some(i) => p = &p[..i],
+                None => {
+                    return Position {
+                        line: 1,
+                        column: 1,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads the document into `T`. On failure, returns one located
+    /// diagnostic: `coordinator.yaml.unknown-key`, `coordinator.yaml.missing-key`
+    /// or `coordinator.yaml.wrong-type` (serde's own sentence as the message).
+    pub fn deserialize<T: DeserializeOwned>(&self) -> Result<T, Diagnostic> {
+        let de = self.value.clone();
+        serde_path_to_error::deserialize(de).map_err(|err| {
+            let pointer = path_to_pointer(err.path());
+            let inner = err.into_inner().to_string();
+            self.serde_diagnostic(&pointer, &inner)
+        })
+    }
+
+    /// Turns a serde error sentence at `pointer` into a located diagnostic.
+    pub fn serde_diagnostic(&self, pointer: &str, message: &str) -> Diagnostic {
+        if let Some(field) = between(message, "unknown field `", "`") {
+            let token = format!("/{}", escape_token(field));
+            let ptr = if pointer.ends_with(&token) {
+                pointer.to_owned()
+            } else {
+                format!("{pointer}{token}")
+            };
+            let expected = message
+                .split_once(", expected ")
+                .map(|(_, e)| format!(" (expected {e})"))
+                .unwrap_or_default();
+            return Diagnostic::error(
+                "coordinator.yaml.unknown-key",
+                self.locate_key(&ptr),
+                format!("unknown key `{field}`{expected}"),
+                "Remove the key or correct its spelling; this format refuses keys it does not define.",
+            );
+        }
+        if let Some(field) = between(message, "missing field `", "`") {
+            return Diagnostic::error(
+                "coordinator.yaml.missing-key",
+                self.locate(pointer),
+                format!("missing required key `{field}`"),
+                format!("Add `{field}` here."),
+            );
+        }
+        if let Some(variant) = between(message, "unknown variant `", "`") {
+            let expected = message
+                .split_once(", expected ")
+                .map(|(_, e)| format!("; expected {e}"))
+                .unwrap_or_default();
+            return Diagnostic::error(
+                "coordinator.yaml.unknown-value",
+                self.locate(pointer),
+                format!("`{variant}` is not an accepted value{expected}"),
+                "Use one of the accepted values.",
+            );
+        }
+        Diagnostic::error(
+            "coordinator.yaml.wrong-type",
+            self.locate(pointer),
+            message.to_owned(),
+            "Write a value of the expected type; values are never coerced (quote strings such as \"1\").",
+        )
+    }
+}
+
+fn between<'a>(s: &'a str, start: &str, end: &str) -> Option<&'a str> {
+    let rest = &s[s.find(start)? + start.len()..];
+    Some(&rest[..rest.find(end)?])
+}
+
+/// Converts a serde_path_to_error path to a JSON Pointer.
+pub fn path_to_pointer(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut out = String::new();
+    for seg in path.iter() {
+        match seg {
+            Segment::Seq { index } => out.push_str(&format!("/{index}")),
+            Segment::Map { key } => out.push_str(&format!("/{}", escape_token(key))),
+            Segment::Enum { .. } | Segment::Unknown => {}
+        }
+    }
+    out
+}
+
+/// Reads `text` (the content of file `file`) as one strict YAML document.
+///
+/// Errors: one diagnostic for the first fault found (codes
+/// `coordinator.file.too-large`, `coordinator.yaml.syntax`,
+/// `coordinator.yaml.multiple-documents`, `coordinator.yaml.tag`,
+/// `coordinator.yaml.anchor`, `coordinator.yaml.merge-key`,
+/// `coordinator.yaml.duplicate-key`, `coordinator.yaml.key-type`,
+/// `coordinator.yaml.too-deep`, `coordinator.yaml.number`).
+pub fn parse(file: &str, text: &str) -> Result<YamlDocument, Diagnostic> {
+    if text.len() > MAX_FILE_BYTES {
+        return Err(Diagnostic::error(
+            "coordinator.file.too-large",
+            Located {
+                file: file.to_owned(),
+                line: 1,
+                column: 1,
+                pointer: String::new(),
+            },
+            format!(
+                "the file is {} bytes; at most {MAX_FILE_BYTES} bytes are accepted",
+                text.len()
+            ),
+            "Split or shorten the file.",
+        ));
+    }
+    Builder::new(file).run(text)
+}
+
+enum Frame {
+    Seq {
+        pointer: String,
+        items: Vec<Value>,
+    },
+    Map {
+        pointer: String,
+        map: Map<String, Value>,
+        /// The key read, waiting for its value, with its position.
+        key: Option<(String, Position)>,
+    },
+}
+
+struct Builder {
+    file: String,
+    spans: BTreeMap<String, NodeSpan>,
+    stack: Vec<Frame>,
+    root: Option<Value>,
+    documents: usize,
+}
+
+fn pos(m: &saphyr_parser::Marker) -> Position {
+    Position {
+        line: u32::try_from(m.line()).unwrap_or(u32::MAX),
+        column: u32::try_from(m.col() + 1).unwrap_or(u32::MAX),
+    }
+}
+
+impl Builder {
+    fn new(file: &str) -> Self {
+        Builder {
+            file: file.to_owned(),
+            spans: BTreeMap::new(),
+            stack: Vec::new(),
+            root: None,
+            documents: 0,
+        }
+    }
+
+    fn err(&self, code: &str, at: Position, pointer: &str, message: String, next: &str) -> Diagnostic {
+        Diagnostic::error(
+            code,
+            Located {
+                file: self.file.clone(),
+                line: at.line,
+                column: at.column,
+                pointer: pointer.to_owned(),
+            },
+            message,
+            next,
+        )
+    }
+
+    /// The pointer of the node about to be placed, and its key position.
+    fn child_pointer(&self) -> (String, Option<Position>) {
+        match self.stack.last() {
+            None => (String::new(), None),
+            Some(Frame::Seq { pointer, items }) => (format!("{pointer}/{}", items.len()), None),
+            Some(Frame::Map { pointer, key, .. }) => match key {
+                Some((k, kp)) => (format!("{pointer}/{}", escape_token(k)), Some(*kp)),
+                None => (pointer.clone(), None),
+            },
+        }
+    }
+
+    fn expecting_key(&self) -> bool {
+        matches!(self.stack.last(), Some(Frame::Map { key: None, .. }))
+    }
+
+    fn place(&mut self, value: Value) {
+        match self.stack.last_mut() {
+            None => self.root = Some(value),
+            Some(Frame::Seq { items, .. }) => items.push(value),
+            Some(Frame::Map { map, key, .. }) => {
+                if let Some((k, _)) = key.take() {
+                    map.insert(k, value);
+                }
+            }
+        }
+    }
+
+    fn run(mut self, text: &str) -> Result<YamlDocument, Diagnostic> {
+        let parser = Parser::new_from_str(text);
+        for item in parser {
+            let (event, span) = match item {
+                Ok(x) => x,
+                Err(e) => {
+                    let at = pos(e.marker());
+                    return Err(self.err(
+                        "coordinator.yaml.syntax",
+                        at,
+                        "",
+                        format!("invalid YAML: {}", e.info()),
+                        "Correct the YAML syntax at this position.",
+                    ));
+                }
+            };
+            let at = pos(&span.start);
+            match event {
+                Event::StreamStart | Event::StreamEnd | Event::Nothing | Event::DocumentEnd => {}
+                Event::DocumentStart(_) => {
+                    self.documents += 1;
+                    if self.documents > 1 {
+                        return Err(self.err(
+                            "coordinator.yaml.multiple-documents",
+                            at,
+                            "",
+                            "the file holds more than one YAML document".into(),
+                            "Keep one document per file; remove the extra `---` section.",
+                        ));
+                    }
+                }
+                Event::Alias(_) => {
+                    let (ptr, _) = self.child_pointer();
+                    return Err(self.err(
+                        "coordinator.yaml.anchor",
+                        at,
+                        &ptr,
+                        "aliases (`*name`) are not accepted".into(),
+                        "Write the value out in full; anchors and aliases are refused.",
+                    ));
+                }
+                Event::Scalar(text, style, anchor, tag) => {
+                    let (ptr, _) = self.child_pointer();
+                    self.refuse_anchor_or_tag(anchor, tag.is_some(), at, &ptr)?;
+                    if self.expecting_key() {
+                        self.key(text.into_owned(), style, at)?;
+                    } else {
+                        let (ptr, key_pos) = self.child_pointer();
+                        let value = self.scalar(&text, style, at, &ptr)?;
+                        self.spans.insert(ptr, NodeSpan { value: at, key: key_pos });
+                        self.place(value);
+                    }
+                }
+                Event::SequenceStart(anchor, ref tag) | Event::MappingStart(anchor, ref tag) => {
+                    let is_map = matches!(event, Event::MappingStart(..));
+                    let (ptr, key_pos) = self.child_pointer();
+                    self.refuse_anchor_or_tag(anchor, tag.is_some(), at, &ptr)?;
+                    if self.expecting_key() {
+                        return Err(self.err(
+                            "coordinator.yaml.key-type",
+                            at,
+                            &ptr,
+                            "a mapping key must be a scalar".into(),
+                            "Use a plain string as the key.",
+                        ));
+                    }
+                    if self.stack.len() >= MAX_DEPTH {
+                        return Err(self.err(
+                            "coordinator.yaml.too-deep",
+                            at,
+                            &ptr,
+                            format!("nesting deeper than {MAX_DEPTH} levels is not accepted"),
+                            "Flatten the structure.",
+                        ));
+                    }
+                    self.spans.insert(ptr.clone(), NodeSpan { value: at, key: key_pos });
+                    self.stack.push(if is_map {
+                        Frame::Map {
+                            pointer: ptr,
+                            map: Map::new(),
+                            key: None,
+                        }
+                    } else {
+                        Frame::Seq {
+                            pointer: ptr,
+                            items: Vec::new(),
+                        }
+                    });
+                }
+                Event::SequenceEnd | Event::MappingEnd => {
+                    let value = match self.stack.pop() {
+                        Some(Frame::Seq { items, .. }) => Value::Array(items),
+                        Some(Frame::Map { map, .. }) => Value::Object(map),
+                        None => Value::Null,
+                    };
+                    self.place(value);
+                }
+            }
+        }
+        Ok(YamlDocument {
+            file: self.file,
+            value: self.root.unwrap_or(Value::Null),
+            spans: self.spans,
+        })
+    }
+
+    fn refuse_anchor_or_tag(
+        &self,
+        anchor: usize,
+        tagged: bool,
+        at: Position,
+        ptr: &str,
+    ) -> Result<(), Diagnostic> {
+        if anchor != 0 {
+            return Err(self.err(
+                "coordinator.yaml.anchor",
+                at,
+                ptr,
+                "anchors (`&name`) are not accepted".into(),
+                "Write the value out in full; anchors and aliases are refused.",
+            ));
+        }
+        if tagged {
+            return Err(self.err(
+                "coordinator.yaml.tag",
+                at,
+                ptr,
+                "YAML tags (`!name`, `!!type`) are not accepted".into(),
+                "Remove the tag; values are typed by the format, not by tags.",
+            ));
+        }
+        Ok(())
+    }
+
+    fn key(&mut self, key: String, style: ScalarStyle, at: Position) -> Result<(), Diagnostic> {
+        let Some(Frame::Map { pointer, map, key: slot }) = self.stack.last_mut() else {
+            return Ok(());
+        };
+        let ptr = format!("{pointer}/{}", escape_token(&key));
+        if key == "<<" && style == ScalarStyle::Plain {
+            let e = self.err(
+                "coordinator.yaml.merge-key",
+                at,
+                &ptr,
+                "merge keys (`<<`) are not accepted".into(),
+                "Write the members out in full.",
+            );
+            return Err(e);
+        }
+        if map.contains_key(&key) {
+            let first = self.spans.get(&ptr).and_then(|s| s.key).unwrap_or_default();
+            return Err(self.err(
+                "coordinator.yaml.duplicate-key",
+                at,
+                &ptr,
+                format!(
+                    "duplicate key `{key}` (first at line {}, column {})",
+                    first.line, first.column
+                ),
+                "Remove one of the two entries.",
+            ));
+        }
+        *slot = Some((key, at));
+        Ok(())
+    }
+
+    fn scalar(
+        &self,
+        text: &str,
+        style: ScalarStyle,
+        at: Position,
+        ptr: &str,
+    ) -> Result<Value, Diagnostic> {
+        if style != ScalarStyle::Plain {
+            return Ok(Value::String(text.to_owned()));
+        }
+        match resolve_plain(text) {
+            Ok(v) => Ok(v),
+            Err(message) => Err(self.err(
+                "coordinator.yaml.number",
+                at,
+                ptr,
+                message,
+                "Write a finite number within 64-bit range, or quote the value to make it a string.",
+            )),
+        }
+    }
+}
+
+/// Resolves a plain scalar under the YAML 1.2 core schema. `Err` carries a
+/// sentence for numbers JSON cannot hold.
+pub fn resolve_plain(text: &str) -> Result<Value, String> {
+    match text {
+        "" | "~" | "null" | "Null" | "NULL" => return Ok(Value::Null),
+        "true" | "True" | "TRUE" => return Ok(Value::Bool(true)),
+        "false" | "False" | "FALSE" => return Ok(Value::Bool(false)),
+        _ => {}
+    }
+    let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
+    let negative = text.starts_with('-');
+    if matches!(unsigned, ".inf" | ".Inf" | ".INF") || matches!(text, ".nan" | ".NaN" | ".NAN") {
+        return Err(format!("`{text}` is not a finite number"));
+    }
+    let is_dec = !unsigned.is_empty() && unsigned.bytes().all(|b| b.is_ascii_digit());
+    if is_dec {
+        if negative {
+            return text
+                .parse::<i64>()
+                .map(|n| Value::Number(n.into()))
+                .map_err(|_| format!("the integer `{text}` is outside the 64-bit range"));
+        }
+        return unsigned
+            .parse::<u64>()
+            .map(|n| Value::Number(n.into()))
+            .map_err(|_| format!("the integer `{text}` is outside the 64-bit range"));
+    }
+    if let Some(oct) = text.strip_prefix("0o") {
+        if !oct.is_empty() && oct.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
+            return u64::from_str_radix(oct, 8)
+                .map(|n| Value::Number(n.into()))
+                .map_err(|_| format!("the integer `{text}` is outside the 64-bit range"));
+        }
+    }
+    if let Some(hexa) = text.strip_prefix("0x") {
+        if !hexa.is_empty() && hexa.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return u64::from_str_radix(hexa, 16)
+                .map(|n| Value::Number(n.into()))
+                .map_err(|_| format!("the integer `{text}` is outside the 64-bit range"));
+        }
+    }
+    if is_core_float(unsigned) {
+        let f: f64 = text
+            .parse()
+            .map_err(|_| format!("`{text}` is not a number"))?;
+        return Number::from_f64(f)
+            .map(Value::Number)
+            .ok_or_else(|| format!("`{text}` is not a finite number"));
+    }
+    Ok(Value::String(text.to_owned()))
+}
+
+/// `( \. [0-9]+ | [0-9]+ ( \. [0-9]* )? ) ( [eE] [-+]? [0-9]+ )?` (sign removed).
+fn is_core_float(s: &str) -> bool {
+    let (mantissa, exponent) = match s.find(['e', 'E']) {
+        Some(i) => (&s[..i], Some(&s[i + 1..])),
+        None => (s, None),
+    };
+    let digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
+    let mantissa_ok = match mantissa.split_once('.') {
+        Some(("", frac)) => !frac.is_empty() && digits(frac),
+        Some((int, frac)) => !int.is_empty() && digits(int) && digits(frac),
+        None => !mantissa.is_empty() && digits(mantissa),
+    };
+    let exponent_ok = match exponent {
+        None => true,
+        Some(e) => {
+            let e = e.strip_prefix(['-', '+']).unwrap_or(e);
+            !e.is_empty() && digits(e)
+        }
+    };
+    mantissa_ok && exponent_ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn load(text: &str) -> Result<YamlDocument, Diagnostic> {
+        parse("f.yaml", text)
+    }
+
+    #[test]
+    fn core_schema_scalars() {
+        let d = load("a: no\nb: on\nc: 0600\nd: 1.0\ne: ~\nf: '1'\ng: 0x1f\nh: true\ni: -3\nj: 1e3\n")
+            .expect("loads");
+        assert_eq!(
+            d.value,
+            json!({"a": "no", "b": "on", "c": 600, "d": 1.0, "e": null, "f": "1", "g": 31, "h": true, "i": -3, "j": 1000.0})
+        );
+    }
+
+    #[test]
+    fn positions_of_values_and_keys() {
+        let d = load("top:\n  inner:\n    path: /x\n").expect("loads");
+        let at = d.locate("/top/inner/path");
+        assert_eq!((at.line, at.column), (3, 11));
+        let key = d.locate_key("/top/inner/path");
+        assert_eq!((key.line, key.column), (3, 5));
+        let missing = d.locate("/top/inner/nothing");
+        assert_eq!((missing.line, missing.column), (3, 5));
+    }
+
+    #[test]
+    fn refusals_have_codes() {
+        let cases = [
+            ("a: 1\na: 2\n", "coordinator.yaml.duplicate-key"),
+            ("a: !!str 1\n", "coordinator.yaml.tag"),
+            ("a: &x 1\nb: *x\n", "coordinator.yaml.anchor"),
+            ("a: [1, 2\n", "coordinator.yaml.syntax"),
+            ("a: 1\n---\nb: 2\n", "coordinator.yaml.multiple-documents"),
+            ("a: .inf\n", "coordinator.yaml.number"),
+            ("a: 99999999999999999999999\n", "coordinator.yaml.number"),
+            ("? [a]\n: 1\n", "coordinator.yaml.key-type"),
+        ];
+        for (text, code) in cases {
+            let e = load(text).expect_err(text);
+            assert_eq!(e.code, code, "{text}");
+            assert!(e.line >= 1, "{text}");
+        }
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_without_overflow() {
+        let text = "[".repeat(70);
+        let e = load(&text).expect_err("too deep");
+        assert_eq!(e.code, "coordinator.yaml.too-deep");
+        // Far deeper input is refused by the parser itself, still without a panic.
+        assert!(load(&"[".repeat(100_000)).is_err());
+        assert!(load(&"a:\n ".repeat(5_000)).is_ok() || load(&"a:\n ".repeat(5_000)).is_err());
+    }
+
+    #[test]
+    fn oversized_file_is_refused() {
+        let text = format!("a: \"{}\"\n", "x".repeat(2 * 1024 * 1024));
+        assert_eq!(load(&text).expect_err("big").code, "coordinator.file.too-large");
+    }
+
+    #[derive(serde::Deserialize, Debug)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct T {
+        version: String,
+        inner: Option<Inner>,
+    }
+    #[derive(serde::Deserialize, Debug)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Inner {
+        name: String,
+    }
+
+    #[test]
+    fn typed_reading_locates_faults() {
+        let d = load("version: 1\n").expect("loads");
+        let e = d.deserialize::<T>().expect_err("wrong type");
+        assert_eq!((e.code.as_str(), e.line, e.column), ("coordinator.yaml.wrong-type", 1, 10));
+        let d = load("version: '1'\ninner:\n  nmae: x\n").expect("loads");
+        let e = d.deserialize::<T>().expect_err("unknown");
+        assert_eq!(e.code, "coordinator.yaml.unknown-key");
+        assert_eq!((e.line, e.column, e.pointer.as_str()), (3, 3, "/inner/nmae"));
+        let d = load("inner: {}\n").expect("loads");
+        let e = d.deserialize::<T>().expect_err("missing");
+        assert_eq!(e.code, "coordinator.yaml.missing-key");
+    }
+}
