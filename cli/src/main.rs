@@ -1,1 +1,71 @@
-fn main() {}
+//! `coordinatorctl`: the offline toolchain (`init`, `check`, `explain`,
+//! `test`, `package`, `types`, `schema`) and, later, the operator commands.
+//!
+//! Exit codes (SPEC §2.3): 0 accepted, 1 refused, 2 usage, 3 resource
+//! unavailable. Diagnostics go to stderr, results to stdout.
+
+mod commands;
+mod report;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Registry Coordinator's command-line tool.
+#[derive(Parser, Debug)]
+#[command(name = "coordinatorctl", version, about)]
+struct Cli {
+    /// The deployment's runtime file (`runtime.yaml`), for deployment commands
+    /// and `check` of a complete deployment.
+    #[arg(long = "runtime-config", value_name = "FILE")]
+    runtime_config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Output format of a command.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum, Default)]
+pub enum Format {
+    /// Lines for people.
+    #[default]
+    Text,
+    /// One `CoordinatorCtlReport` JSON object on stdout.
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Create a starter project (a delayed follow-up) in a new directory.
+    Init {
+        /// The directory to create; its base name becomes the project id.
+        #[arg(long, value_name = "DIR")]
+        directory: PathBuf,
+    },
+    /// Compile and check a project offline.
+    Check(commands::check::CheckArgs),
+    /// List a project's steps breadth-first from `start`.
+    Explain(commands::explain::ExplainArgs),
+    /// Run the project's scenarios on a virtual clock.
+    Test(commands::test::TestArgs),
+    /// Run the scenarios, then write an immutable package.
+    Package(commands::package::PackageArgs),
+    /// Export a typed caller (TypeScript or Python) for the workflow.
+    Types(commands::types::TypesArgs),
+    /// Print the JSON Schema of a file format.
+    Schema(commands::schema::SchemaArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::Init { directory } => commands::init::run(&directory),
+        Command::Check(args) => commands::check::run(args, cli.runtime_config.as_deref()),
+        Command::Explain(args) => commands::explain::run(args),
+        Command::Test(args) => commands::test::run(args),
+        Command::Package(args) => commands::package::run(args),
+        Command::Types(args) => commands::types::run(args),
+        Command::Schema(args) => commands::schema::run(args),
+    };
+    ExitCode::from(code)
+}

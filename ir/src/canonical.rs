@@ -63,7 +63,10 @@ mod tests {
     #[test]
     fn sorts_keys_by_code_point_and_keeps_fractions() {
         let v = json!({"b": 1, "a": [1.0, 1, "é"], "B": null, "ä": true});
-        assert_eq!(to_string(&v), r#"{"B":null,"a":[1.0,1,"é"],"b":1,"ä":true}"#);
+        assert_eq!(
+            to_string(&v),
+            r#"{"B":null,"a":[1.0,1,"é"],"b":1,"ä":true}"#
+        );
     }
 
     #[test]

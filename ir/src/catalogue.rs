@@ -170,9 +170,15 @@ pub fn lookup(id: &str) -> Option<OperationDescriptor> {
             &[],
             false,
         ),
-        "casework.submit-review-request/v1" => {
-            (Casework, Mutation, true, SameCommand, false, &["result"], false)
-        }
+        "casework.submit-review-request/v1" => (
+            Casework,
+            Mutation,
+            true,
+            SameCommand,
+            false,
+            &["result"],
+            false,
+        ),
         "casework.read-review-request/v1" => (Casework, Read, false, ReadAgain, false, &[], false),
         "casework.withdraw-review-request/v1" => {
             (Casework, Mutation, true, SameCommand, false, &[], false)
@@ -288,9 +294,10 @@ pub fn input_schema(id: &str) -> Option<Value> {
             &["subject", "policy", "summary"],
         ),
         "casework.read-review-request/v1" => closed(json!({"id": string()}), &["id"]),
-        "casework.withdraw-review-request/v1" => {
-            closed(json!({"id": string(), "reason": string()}), &["id", "reason"])
-        }
+        "casework.withdraw-review-request/v1" => closed(
+            json!({"id": string(), "reason": string()}),
+            &["id", "reason"],
+        ),
         "external.get/v1" => closed(
             json!({
                 "path": {"type": "string", "pattern": "^/"},
@@ -364,9 +371,10 @@ pub fn output_schema(id: &str) -> Option<Value> {
             }),
             &["id", "status"],
         ),
-        "casework.withdraw-review-request/v1" => {
-            closed(json!({"id": string(), "status": string()}), &["id", "status"])
-        }
+        "casework.withdraw-review-request/v1" => closed(
+            json!({"id": string(), "status": string()}),
+            &["id", "status"],
+        ),
         "external.get/v1" => closed(
             json!({"status": {"type": "integer"}, "body": {}}),
             &["status", "body"],

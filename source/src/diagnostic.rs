@@ -98,13 +98,20 @@ pub struct Located {
 /// Sorts diagnostics by file, then position, then code, so output is stable.
 pub fn sort(diags: &mut [Diagnostic]) {
     diags.sort_by(|a, b| {
-        (a.file.as_str(), a.line, a.column, a.code.as_str(), a.pointer.as_str()).cmp(&(
-            b.file.as_str(),
-            b.line,
-            b.column,
-            b.code.as_str(),
-            b.pointer.as_str(),
-        ))
+        (
+            a.file.as_str(),
+            a.line,
+            a.column,
+            a.code.as_str(),
+            a.pointer.as_str(),
+        )
+            .cmp(&(
+                b.file.as_str(),
+                b.line,
+                b.column,
+                b.code.as_str(),
+                b.pointer.as_str(),
+            ))
     });
 }
 
@@ -181,7 +188,12 @@ mod tests {
 
     #[test]
     fn renders_seed_form_and_counts() {
-        let d = vec![Diagnostic::error("coordinator.x.y", at("p/w.yaml", 3), "msg", "fix")];
+        let d = vec![Diagnostic::error(
+            "coordinator.x.y",
+            at("p/w.yaml", 3),
+            "msg",
+            "fix",
+        )];
         assert_eq!(
             render_text(&d),
             "error[coordinator.x.y] p/w.yaml:3:9 /a\n  msg\n  next: fix\n"

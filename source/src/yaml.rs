@@ -90,12 +90,7 @@ impl YamlDocument {
             }
             match p.rfind('/') {
                 Some(i) => p = &p[..i],
-                None => {
-                    return Position {
-                        line: 1,
-                        column: 1,
-                    }
-                }
+                None => return Position { line: 1, column: 1 },
             }
         }
     }
@@ -247,7 +242,14 @@ impl Builder {
         }
     }
 
-    fn err(&self, code: &str, at: Position, pointer: &str, message: String, next: &str) -> Diagnostic {
+    fn err(
+        &self,
+        code: &str,
+        at: Position,
+        pointer: &str,
+        message: String,
+        next: &str,
+    ) -> Diagnostic {
         Diagnostic::error(
             code,
             Located {
@@ -338,7 +340,13 @@ impl Builder {
                     } else {
                         let (ptr, key_pos) = self.child_pointer();
                         let value = self.scalar(&text, style, at, &ptr)?;
-                        self.spans.insert(ptr, NodeSpan { value: at, key: key_pos });
+                        self.spans.insert(
+                            ptr,
+                            NodeSpan {
+                                value: at,
+                                key: key_pos,
+                            },
+                        );
                         self.place(value);
                     }
                 }
@@ -364,7 +372,13 @@ impl Builder {
                             "Flatten the structure.",
                         ));
                     }
-                    self.spans.insert(ptr.clone(), NodeSpan { value: at, key: key_pos });
+                    self.spans.insert(
+                        ptr.clone(),
+                        NodeSpan {
+                            value: at,
+                            key: key_pos,
+                        },
+                    );
                     self.stack.push(if is_map {
                         Frame::Map {
                             pointer: ptr,
@@ -424,7 +438,12 @@ impl Builder {
     }
 
     fn key(&mut self, key: String, style: ScalarStyle, at: Position) -> Result<(), Diagnostic> {
-        let Some(Frame::Map { pointer, map, key: slot }) = self.stack.last_mut() else {
+        let Some(Frame::Map {
+            pointer,
+            map,
+            key: slot,
+        }) = self.stack.last_mut()
+        else {
             return Ok(());
         };
         let ptr = format!("{pointer}/{}", escape_token(&key));
@@ -563,8 +582,9 @@ mod tests {
 
     #[test]
     fn core_schema_scalars() {
-        let d = load("a: no\nb: on\nc: 0600\nd: 1.0\ne: ~\nf: '1'\ng: 0x1f\nh: true\ni: -3\nj: 1e3\n")
-            .expect("loads");
+        let d =
+            load("a: no\nb: on\nc: 0600\nd: 1.0\ne: ~\nf: '1'\ng: 0x1f\nh: true\ni: -3\nj: 1e3\n")
+                .expect("loads");
         assert_eq!(
             d.value,
             json!({"a": "no", "b": "on", "c": 600, "d": 1.0, "e": null, "f": "1", "g": 31, "h": true, "i": -3, "j": 1000.0})
@@ -613,13 +633,19 @@ mod tests {
             block.push_str(&" ".repeat(depth));
             block.push_str("a:\n");
         }
-        assert_eq!(load(&block).expect_err("block").code, "coordinator.yaml.too-deep");
+        assert_eq!(
+            load(&block).expect_err("block").code,
+            "coordinator.yaml.too-deep"
+        );
     }
 
     #[test]
     fn oversized_file_is_refused() {
         let text = format!("a: \"{}\"\n", "x".repeat(2 * 1024 * 1024));
-        assert_eq!(load(&text).expect_err("big").code, "coordinator.file.too-large");
+        assert_eq!(
+            load(&text).expect_err("big").code,
+            "coordinator.file.too-large"
+        );
     }
 
     #[derive(serde::Deserialize, Debug)]
@@ -640,11 +666,17 @@ mod tests {
     fn typed_reading_locates_faults() {
         let d = load("version: 1\n").expect("loads");
         let e = d.deserialize::<T>().expect_err("wrong type");
-        assert_eq!((e.code.as_str(), e.line, e.column), ("coordinator.yaml.wrong-type", 1, 10));
+        assert_eq!(
+            (e.code.as_str(), e.line, e.column),
+            ("coordinator.yaml.wrong-type", 1, 10)
+        );
         let d = load("version: '1'\ninner:\n  nmae: x\n").expect("loads");
         let e = d.deserialize::<T>().expect_err("unknown");
         assert_eq!(e.code, "coordinator.yaml.unknown-key");
-        assert_eq!((e.line, e.column, e.pointer.as_str()), (3, 3, "/inner/nmae"));
+        assert_eq!(
+            (e.line, e.column, e.pointer.as_str()),
+            (3, 3, "/inner/nmae")
+        );
         let d = load("inner: {}\n").expect("loads");
         let e = d.deserialize::<T>().expect_err("missing");
         assert_eq!(e.code, "coordinator.yaml.missing-key");

@@ -1,0 +1,133 @@
+//! `coordinatorctl init --directory D`: writes the starter project of seed
+//! 004 (a delayed follow-up) into a new directory.
+//!
+//! The starter is `examples/delayed-follow-up/`, embedded at build time, so
+//! the maintained example and what `init` writes can never drift apart. The
+//! project id becomes the directory's base name. Nothing is written when the
+//! directory exists or the name is not a valid project id; on a write error
+//! the partly written directory is removed.
+
+use std::path::Path;
+
+use crate::report::{EXIT_OK, EXIT_REFUSED, EXIT_UNAVAILABLE, EXIT_USAGE};
+
+/// The starter's files, in the order `init` lists them.
+pub const STARTER_FILES: [(&str, &str); 5] = [
+    (
+        "workflow.yaml",
+        include_str!("../../../examples/delayed-follow-up/workflow.yaml"),
+    ),
+    (
+        "functions.rhai",
+        include_str!("../../../examples/delayed-follow-up/functions.rhai"),
+    ),
+    (
+        "runtime.yaml",
+        include_str!("../../../examples/delayed-follow-up/runtime.yaml"),
+    ),
+    (
+        "scenarios.yaml",
+        include_str!("../../../examples/delayed-follow-up/scenarios.yaml"),
+    ),
+    (
+        ".gitignore",
+        include_str!("../../../examples/delayed-follow-up/.gitignore"),
+    ),
+];
+
+/// The project id the embedded starter carries.
+const STARTER_ID: &str = "follow-up";
+
+/// Whether `name` is a valid name (SPEC §1: `^[a-z][a-z0-9-]{0,63}$`).
+pub fn valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some('a'..='z'))
+        && name.len() <= 64
+        && chars.all(|c| matches!(c, 'a'..='z' | '0'..='9' | '-'))
+}
+
+/// The starter's files with the project id (and the runtime namespace)
+/// rewritten for `id`.
+pub fn starter_for(id: &str) -> Vec<(&'static str, String)> {
+    STARTER_FILES
+        .iter()
+        .map(|(name, text)| {
+            let text = match *name {
+                "workflow.yaml" => text.replacen(
+                    &format!("\n  id: {STARTER_ID}\n"),
+                    &format!("\n  id: {id}\n"),
+                    1,
+                ),
+                "runtime.yaml" => text.replacen(
+                    "namespace: coordinator_follow_up",
+                    &format!("namespace: coordinator_{}", id.replace('-', "_")),
+                    1,
+                ),
+                _ => (*text).to_owned(),
+            };
+            (*name, text)
+        })
+        .collect()
+}
+
+/// Runs `init`; returns the exit code.
+pub fn run(directory: &Path) -> u8 {
+    let shown = directory.display().to_string();
+    let Some(id) = directory
+        .file_name()
+        .and_then(|n| n.to_str())
+        .map(str::to_owned)
+    else {
+        eprintln!("error[coordinator.init.directory] {shown}\n  the directory has no usable base name\n  next: Name a new directory, such as --directory follow-up.");
+        return EXIT_USAGE;
+    };
+    if !valid_name(&id) {
+        eprintln!("error[coordinator.init.project-id] {shown}\n  the directory name `{id}` is not a valid project id (lowercase letter, then up to 63 lowercase letters, digits or '-')\n  next: Choose a directory name such as follow-up.");
+        return EXIT_USAGE;
+    }
+    if directory.exists() {
+        eprintln!("error[coordinator.init.exists] {shown}\n  the directory already exists; init writes only into a new directory\n  next: Choose a new directory, or remove this one first.");
+        return EXIT_REFUSED;
+    }
+    if let Err(e) = write_starter(directory, &id) {
+        let _ = std::fs::remove_dir_all(directory);
+        eprintln!("error[coordinator.init.write] {shown}\n  cannot write the project: {e}\n  next: Check that the parent directory exists and is writable.");
+        return EXIT_UNAVAILABLE;
+    }
+    println!("created: {shown}");
+    for (name, _) in STARTER_FILES {
+        println!("  {name}");
+    }
+    println!("next: coordinatorctl test --project {shown}");
+    EXIT_OK
+}
+
+fn write_starter(directory: &Path, id: &str) -> std::io::Result<()> {
+    std::fs::create_dir(directory)?;
+    for (name, text) in starter_for(id) {
+        std::fs::write(directory.join(name), text)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert!(valid_name("follow-up"));
+        assert!(!valid_name("Follow"));
+        assert!(!valid_name("1a"));
+        assert!(!valid_name(&"a".repeat(65)));
+    }
+
+    #[test]
+    fn starter_takes_the_directory_name() {
+        let files = starter_for("renewal-notice");
+        let workflow = &files[0].1;
+        assert!(workflow.contains("\n  id: renewal-notice\n"));
+        assert!(!workflow.contains("id: follow-up"));
+        assert!(files[2].1.contains("namespace: coordinator_renewal_notice"));
+    }
+}

@@ -1,0 +1,9 @@
+//! One module per subcommand.
+
+pub mod check;
+pub mod explain;
+pub mod init;
+pub mod package;
+pub mod schema;
+pub mod test;
+pub mod types;

@@ -1,0 +1,82 @@
+//! Shared output: exit codes, the JSON report, and diagnostic printing.
+
+use coordinator_source::{diagnostic, Diagnostic};
+use serde::Serialize;
+
+/// Exit code: accepted.
+pub const EXIT_OK: u8 = 0;
+/// Exit code: refused (diagnostics, failed scenarios).
+pub const EXIT_REFUSED: u8 = 1;
+/// Exit code: usage error.
+pub const EXIT_USAGE: u8 = 2;
+/// Exit code: a resource (file, service) is unavailable.
+pub const EXIT_UNAVAILABLE: u8 = 3;
+
+/// `apiVersion` of the JSON report.
+pub const REPORT_API_VERSION: &str = "id.registrystack.org/formats/coordinator/ctl-report/v1beta1";
+
+/// The `--format json` output of every command (SPEC §2.3):
+/// `{apiVersion, kind, ok, command, status, diagnostics, ...}`; `extra`
+/// members are flattened in beside them.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report<'a, T: Serialize> {
+    pub api_version: &'static str,
+    pub kind: &'static str,
+    pub ok: bool,
+    pub command: &'a str,
+    pub status: &'a str,
+    pub diagnostics: &'a [Diagnostic],
+    #[serde(flatten)]
+    pub extra: T,
+}
+
+/// Prints a report as one JSON object on stdout.
+pub fn print_json<T: Serialize>(
+    command: &str,
+    ok: bool,
+    status: &str,
+    diagnostics: &[Diagnostic],
+    extra: T,
+) {
+    let report = Report {
+        api_version: REPORT_API_VERSION,
+        kind: "CoordinatorCtlReport",
+        ok,
+        command,
+        status,
+        diagnostics,
+        extra,
+    };
+    match serde_json::to_string_pretty(&report) {
+        Ok(s) => println!("{s}"),
+        Err(e) => eprintln!("coordinatorctl: cannot render the report: {e}"),
+    }
+}
+
+/// Prints diagnostics in the seed 004 text form on stderr, followed by the
+/// count line when any is an error or `always_count` is set.
+pub fn print_diagnostics(diags: &[Diagnostic], always_count: bool) {
+    if diags.is_empty() {
+        return;
+    }
+    eprint!("{}", diagnostic::render_text(diags));
+    if always_count || diags.iter().any(Diagnostic::is_error) {
+        eprintln!("{}", diagnostic::summary_line(diags));
+    }
+}
+
+/// The exit code for a set of diagnostics: 3 when a file was unavailable,
+/// 1 on any error, 0 otherwise.
+pub fn exit_code(diags: &[Diagnostic]) -> u8 {
+    if diags
+        .iter()
+        .any(|d| d.code == "coordinator.file.unreadable")
+    {
+        EXIT_UNAVAILABLE
+    } else if diags.iter().any(Diagnostic::is_error) {
+        EXIT_REFUSED
+    } else {
+        EXIT_OK
+    }
+}
