@@ -1,0 +1,119 @@
+//! Keeps DESIGN.md's layering invariants true by reading the workspace's
+//! dependency graph (`cargo metadata`), including transitive dependencies.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+
+use serde_json::Value;
+
+/// Crates that must never reach an async runtime, database, HTTP stack or clock source.
+const PURE: [&str; 3] = ["coordinator-ir", "coordinator-compiler", "coordinator-vm"];
+const FORBIDDEN: [&str; 6] = ["tokio", "sqlx", "axum", "reqwest", "hyper", "async-std"];
+
+/// Allowed project-internal dependencies per crate (DESIGN.md, "Layering invariants").
+fn allowed() -> BTreeMap<&'static str, Vec<&'static str>> {
+    BTreeMap::from([
+        ("coordinator-ir", vec![]),
+        ("coordinator-source", vec![]),
+        ("coordinator-api", vec![]),
+        ("coordinator-compiler", vec!["coordinator-ir", "coordinator-source"]),
+        ("coordinator-vm", vec!["coordinator-ir"]),
+        (
+            "coordinator-host",
+            vec!["coordinator-vm", "coordinator-ir", "coordinator-source"],
+        ),
+        (
+            "coordinatorctl",
+            vec![
+                "coordinator-compiler",
+                "coordinator-host",
+                "coordinator-api",
+                "coordinator-ir",
+                "coordinator-source",
+            ],
+        ),
+        (
+            "coordinator",
+            vec!["coordinator-host", "coordinator-api", "coordinator-ir", "coordinator-source"],
+        ),
+    ])
+}
+
+fn metadata() -> Value {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["metadata", "--format-version", "1"])
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("metadata is JSON")
+}
+
+/// package name -> names of its normal (non-dev, non-build) dependencies, from the resolve graph.
+fn graph(meta: &Value) -> BTreeMap<String, BTreeSet<String>> {
+    let mut names = BTreeMap::new();
+    for p in meta["packages"].as_array().expect("packages") {
+        names.insert(p["id"].as_str().expect("id").to_owned(), p["name"].as_str().expect("name").to_owned());
+    }
+    let mut g = BTreeMap::new();
+    for node in meta["resolve"]["nodes"].as_array().expect("nodes") {
+        let name = names[node["id"].as_str().expect("id")].clone();
+        let deps: BTreeSet<String> = node["deps"]
+            .as_array()
+            .expect("deps")
+            .iter()
+            .filter(|d| {
+                d["dep_kinds"]
+                    .as_array()
+                    .expect("dep_kinds")
+                    .iter()
+                    .any(|k| k["kind"].is_null())
+            })
+            .map(|d| names[d["pkg"].as_str().expect("pkg")].clone())
+            .collect();
+        g.insert(name, deps);
+    }
+    g
+}
+
+fn transitive(g: &BTreeMap<String, BTreeSet<String>>, root: &str) -> BTreeSet<String> {
+    let mut seen = BTreeSet::new();
+    let mut stack = vec![root.to_owned()];
+    while let Some(n) = stack.pop() {
+        for d in g.get(&n).into_iter().flatten() {
+            if seen.insert(d.clone()) {
+                stack.push(d.clone());
+            }
+        }
+    }
+    seen
+}
+
+#[test]
+fn pure_crates_pull_in_no_runtime_database_or_http() {
+    let g = graph(&metadata());
+    for krate in PURE {
+        let deps = transitive(&g, krate);
+        for bad in FORBIDDEN {
+            assert!(!deps.contains(bad), "{krate} depends (transitively) on {bad}");
+        }
+    }
+}
+
+#[test]
+fn internal_dependencies_follow_the_layering() {
+    let g = graph(&metadata());
+    for (krate, allowed) in allowed() {
+        let direct = g.get(krate).unwrap_or_else(|| panic!("{krate} is in the workspace"));
+        for dep in direct.iter().filter(|d| d.starts_with("coordinator")) {
+            assert!(allowed.contains(&dep.as_str()), "{krate} must not depend on {dep}");
+        }
+    }
+    for (krate, deps) in &g {
+        assert!(
+            !deps.contains("coordinatorctl") && !deps.contains("coordinator"),
+            "{krate} depends on a binary crate"
+        );
+    }
+}
