@@ -16,7 +16,10 @@ fn allowed() -> BTreeMap<&'static str, Vec<&'static str>> {
         ("coordinator-ir", vec![]),
         ("coordinator-source", vec![]),
         ("coordinator-api", vec![]),
-        ("coordinator-compiler", vec!["coordinator-ir", "coordinator-source"]),
+        (
+            "coordinator-compiler",
+            vec!["coordinator-ir", "coordinator-source"],
+        ),
         ("coordinator-vm", vec!["coordinator-ir"]),
         (
             "coordinator-host",
@@ -34,7 +37,12 @@ fn allowed() -> BTreeMap<&'static str, Vec<&'static str>> {
         ),
         (
             "coordinator",
-            vec!["coordinator-host", "coordinator-api", "coordinator-ir", "coordinator-source"],
+            vec![
+                "coordinator-host",
+                "coordinator-api",
+                "coordinator-ir",
+                "coordinator-source",
+            ],
         ),
     ])
 }
@@ -46,7 +54,11 @@ fn metadata() -> Value {
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
         .output()
         .expect("cargo metadata runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("metadata is JSON")
 }
 
@@ -54,7 +66,10 @@ fn metadata() -> Value {
 fn graph(meta: &Value) -> BTreeMap<String, BTreeSet<String>> {
     let mut names = BTreeMap::new();
     for p in meta["packages"].as_array().expect("packages") {
-        names.insert(p["id"].as_str().expect("id").to_owned(), p["name"].as_str().expect("name").to_owned());
+        names.insert(
+            p["id"].as_str().expect("id").to_owned(),
+            p["name"].as_str().expect("name").to_owned(),
+        );
     }
     let mut g = BTreeMap::new();
     for node in meta["resolve"]["nodes"].as_array().expect("nodes") {
@@ -96,7 +111,10 @@ fn pure_crates_pull_in_no_runtime_database_or_http() {
     for krate in PURE {
         let deps = transitive(&g, krate);
         for bad in FORBIDDEN {
-            assert!(!deps.contains(bad), "{krate} depends (transitively) on {bad}");
+            assert!(
+                !deps.contains(bad),
+                "{krate} depends (transitively) on {bad}"
+            );
         }
     }
 }
@@ -105,9 +123,14 @@ fn pure_crates_pull_in_no_runtime_database_or_http() {
 fn internal_dependencies_follow_the_layering() {
     let g = graph(&metadata());
     for (krate, allowed) in allowed() {
-        let direct = g.get(krate).unwrap_or_else(|| panic!("{krate} is in the workspace"));
+        let direct = g
+            .get(krate)
+            .unwrap_or_else(|| panic!("{krate} is in the workspace"));
         for dep in direct.iter().filter(|d| d.starts_with("coordinator")) {
-            assert!(allowed.contains(&dep.as_str()), "{krate} must not depend on {dep}");
+            assert!(
+                allowed.contains(&dep.as_str()),
+                "{krate} must not depend on {dep}"
+            );
         }
     }
     for (krate, deps) in &g {

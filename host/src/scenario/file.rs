@@ -1,0 +1,418 @@
+//! `scenarios.yaml` (CoordinatorScenarios, SPEC §7): types, strict reading,
+//! and the checks that need the compiled Program (step names and kinds).
+
+use std::collections::BTreeMap;
+
+use coordinator_ir::{Program, StepOp};
+use coordinator_source::{Diagnostic, YamlDocument};
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+
+/// `apiVersion` of the scenarios format (SPEC §1).
+pub const SCENARIOS_API_VERSION: &str =
+    "id.registrystack.org/formats/coordinator/scenarios/v1beta1";
+/// `kind` of the scenarios format.
+pub const SCENARIOS_KIND: &str = "CoordinatorScenarios";
+/// `$id` of the scenarios JSON Schema.
+pub const SCENARIOS_SCHEMA_ID: &str =
+    "https://id.registrystack.org/schemas/coordinator/scenarios/scenarios.v1beta1.schema.json";
+
+/// Most replies scripted for one call step (SPEC §7: 1..8).
+pub const MAX_REPLIES: usize = 8;
+
+/// The whole `scenarios.yaml` file.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ScenarioFile {
+    /// Always [`SCENARIOS_API_VERSION`].
+    pub api_version: String,
+    /// Always [`SCENARIOS_KIND`].
+    pub kind: String,
+    /// The cases, run in this order.
+    pub cases: Vec<Case>,
+}
+
+/// One scenario case.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Case {
+    /// The case label (`^[a-z][a-z0-9-]{0,63}$`), printed by `test`.
+    pub id: String,
+    /// RFC 3339 instant at which the run is admitted; the virtual clock starts here.
+    pub admitted_at: String,
+    /// The run input.
+    pub input: Value,
+    /// Per call step, the replies it receives, consumed in order (1..=8).
+    #[serde(default)]
+    pub replies: BTreeMap<String, Vec<Reply>>,
+    /// Per wait-for step, what its completion does.
+    #[serde(default)]
+    pub completions: BTreeMap<String, CompletionScript>,
+    /// A cancel request at a virtual time.
+    #[serde(default)]
+    pub cancel: Option<CancelScript>,
+    /// Per call step, what the operator does after every unknown answer.
+    #[serde(default)]
+    pub recovery: BTreeMap<String, RecoveryAction>,
+    /// What the case asserts.
+    pub expect: Expect,
+}
+
+/// A scripted product answer (SPEC §7 reply types).
+#[derive(Clone, Debug, PartialEq, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Reply {
+    /// The product accepted the call and answered `value`.
+    Success { value: Value },
+    /// A definite "not processed" answer (408, 429, 503): retried automatically.
+    Retryable { code: String },
+    /// A definite refusal.
+    Refused { code: String },
+    /// The effect is unknown (timeout or reset after sending, 500/502/504).
+    Uncertain { code: String },
+    /// A receipt lookup: the product no longer holds the receipt.
+    ReceiptExpired,
+    /// A receipt lookup: still unknown.
+    ReceiptUnresolved,
+    /// An owner-declared no-effect refusal (BReg immediate actions).
+    #[serde(rename_all = "camelCase")]
+    DeclaredRefusal { refusal_code: String },
+}
+
+/// What a wait-for's completion does.
+#[derive(Clone, Debug, PartialEq, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum CompletionScript {
+    /// The completion arrives `afterSeconds` after admission with `value`.
+    #[serde(rename_all = "camelCase")]
+    Completed { after_seconds: u64, value: Value },
+    /// The completion never arrives.
+    Never,
+}
+
+/// A cancel request.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CancelScript {
+    /// Seconds after admission.
+    pub after_seconds: u64,
+}
+
+/// What the operator does after an unknown answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum RecoveryAction {
+    /// Resend the same frozen command with the same key.
+    RetrySame,
+    /// Look up the receipt of the original command (receipt-capable operations only).
+    Reconcile,
+}
+
+/// The expected end of a case.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Expect {
+    /// The step names visited, in order.
+    pub path: Vec<String>,
+    /// The scenario state (SPEC §7 table).
+    pub state: ExpectedState,
+    /// The outcome reached, or none.
+    pub outcome: ExpectedOutcome,
+    /// The finish output; not checked when absent (an explicit `null` is checked).
+    #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "Option<Value>")]
+    pub output: Option<Value>,
+    /// Virtual seconds from admission to the end; not checked when absent.
+    #[serde(default)]
+    pub workflow_elapsed_seconds: Option<u64>,
+    /// With state `failed`: the failure code.
+    #[serde(default)]
+    pub failure: Option<String>,
+}
+
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+/// Scenario states (SPEC §7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExpectedState {
+    Completed,
+    Refused,
+    Retryable,
+    Uncertain,
+    Failed,
+    Expired,
+    Cancelled,
+    CancelledAfterEffect,
+}
+
+impl ExpectedState {
+    /// The name as written in `scenarios.yaml`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExpectedState::Completed => "completed",
+            ExpectedState::Refused => "refused",
+            ExpectedState::Retryable => "retryable",
+            ExpectedState::Uncertain => "uncertain",
+            ExpectedState::Failed => "failed",
+            ExpectedState::Expired => "expired",
+            ExpectedState::Cancelled => "cancelled",
+            ExpectedState::CancelledAfterEffect => "cancelled-after-effect",
+        }
+    }
+}
+
+/// The expected outcome.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum ExpectedOutcome {
+    /// A declared outcome by name.
+    Named { value: String },
+    /// No outcome (the run did not reach a finish).
+    None,
+}
+
+/// The JSON Schema (draft 2020-12) of `scenarios.yaml`, generated from the
+/// types above.
+pub fn scenarios_schema() -> Value {
+    let mut schema = serde_json::to_value(schemars::schema_for!(ScenarioFile)).unwrap_or_default();
+    if let Some(obj) = schema.as_object_mut() {
+        obj.insert("$id".into(), Value::String(SCENARIOS_SCHEMA_ID.into()));
+        obj.insert("title".into(), Value::String("CoordinatorScenarios".into()));
+    }
+    schema
+}
+
+/// Reads and checks a scenarios document against the compiled Program.
+///
+/// Returns the file when it has no errors. Each fault is one located
+/// diagnostic (`coordinator.scenario.*`): wrong header, an unknown step, replies
+/// for a step that is not a call, completions for a step that is not a
+/// wait-for, recovery for a step that is not a call, `reconcile` for an
+/// operation without receipts, more than eight or zero replies, a bad
+/// timestamp, a duplicate case id, an unknown outcome or step in `expect`.
+pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<Diagnostic>> {
+    let file: ScenarioFile = doc.deserialize().map_err(|d| vec![d])?;
+    let mut diags = Vec::new();
+    let err = |diags: &mut Vec<Diagnostic>, code: &str, ptr: String, msg: String, next: &str| {
+        diags.push(Diagnostic::error(
+            format!("coordinator.scenario.{code}"),
+            doc.locate(&ptr),
+            msg,
+            next,
+        ));
+    };
+    if file.api_version != SCENARIOS_API_VERSION {
+        err(
+            &mut diags,
+            "api-version",
+            "/apiVersion".into(),
+            format!(
+                "`{}` is not a supported scenarios apiVersion",
+                file.api_version
+            ),
+            &format!("Use apiVersion: {SCENARIOS_API_VERSION}."),
+        );
+    }
+    if file.kind != SCENARIOS_KIND {
+        err(
+            &mut diags,
+            "kind",
+            "/kind".into(),
+            format!("`{}` is not the scenarios kind", file.kind),
+            &format!("Use kind: {SCENARIOS_KIND}."),
+        );
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, case) in file.cases.iter().enumerate() {
+        let base = format!("/cases/{i}");
+        if !seen.insert(case.id.as_str()) {
+            err(
+                &mut diags,
+                "duplicate-case",
+                format!("{base}/id"),
+                format!("case id `{}` is used twice", case.id),
+                "Give every case its own id.",
+            );
+        }
+        if crate::time::parse_instant(&case.admitted_at).is_none() {
+            err(
+                &mut diags,
+                "timestamp",
+                format!("{base}/admittedAt"),
+                format!("`{}` is not an RFC 3339 instant", case.admitted_at),
+                "Write an instant such as '2026-10-09T09:00:00Z'.",
+            );
+        }
+        let step_kind = |name: &str| program.step_id(name).and_then(|id| program.step(id));
+        for (name, replies) in &case.replies {
+            let ptr = format!(
+                "{base}/replies/{}",
+                coordinator_source::yaml::escape_token(name)
+            );
+            match step_kind(name).map(|s| &s.op) {
+                None => err(
+                    &mut diags,
+                    "unknown-step",
+                    ptr,
+                    format!("the workflow has no step `{name}`"),
+                    "Name a call step of the workflow.",
+                ),
+                Some(StepOp::Call { .. }) => {
+                    if replies.is_empty() || replies.len() > MAX_REPLIES {
+                        err(
+                            &mut diags,
+                            "reply-count",
+                            ptr,
+                            format!(
+                                "{} replies are scripted for `{name}`; 1 to {MAX_REPLIES} are accepted",
+                                replies.len()
+                            ),
+                            "Script between one and eight replies.",
+                        );
+                    }
+                }
+                Some(_) => err(
+                    &mut diags,
+                    "not-a-call",
+                    ptr,
+                    format!("`{name}` is not a call step; only call steps receive replies"),
+                    "Move these replies to a call step, or script a completion for a wait-for step.",
+                ),
+            }
+        }
+        for (name, script) in &case.completions {
+            let ptr = format!(
+                "{base}/completions/{}",
+                coordinator_source::yaml::escape_token(name)
+            );
+            match step_kind(name).map(|s| &s.op) {
+                None => err(
+                    &mut diags,
+                    "unknown-step",
+                    ptr,
+                    format!("the workflow has no step `{name}`"),
+                    "Name a wait-for step of the workflow.",
+                ),
+                Some(StepOp::WaitFor { .. }) => {
+                    let _ = script;
+                }
+                Some(_) => err(
+                    &mut diags,
+                    "not-a-wait-for",
+                    ptr,
+                    format!(
+                        "`{name}` is not a wait-for step; only wait-for steps have completions"
+                    ),
+                    "Script completions for wait-for steps only.",
+                ),
+            }
+        }
+        for (name, action) in &case.recovery {
+            let ptr = format!(
+                "{base}/recovery/{}",
+                coordinator_source::yaml::escape_token(name)
+            );
+            match step_kind(name).map(|s| &s.op) {
+                None => err(
+                    &mut diags,
+                    "unknown-step",
+                    ptr,
+                    format!("the workflow has no step `{name}`"),
+                    "Name a call step of the workflow.",
+                ),
+                Some(StepOp::Call { operation, .. }) => {
+                    let receipt = program
+                        .operations
+                        .get(operation.index())
+                        .is_some_and(|o| o.descriptor.receipt);
+                    if *action == RecoveryAction::Reconcile && !receipt {
+                        err(
+                            &mut diags,
+                            "reconcile-unsupported",
+                            ptr,
+                            format!("`{name}` calls an operation without receipts; reconcile cannot settle it"),
+                            "Use retry-same, or leave the call uncertain.",
+                        );
+                    }
+                }
+                Some(_) => err(
+                    &mut diags,
+                    "not-a-call",
+                    ptr,
+                    format!("`{name}` is not a call step; recovery applies to calls"),
+                    "Name a call step.",
+                ),
+            }
+        }
+        for (j, name) in case.expect.path.iter().enumerate() {
+            if program.step_id(name).is_none() {
+                err(
+                    &mut diags,
+                    "unknown-step",
+                    format!("{base}/expect/path/{j}"),
+                    format!("the workflow has no step `{name}`"),
+                    "List step names of the workflow.",
+                );
+            }
+        }
+        if let ExpectedOutcome::Named { value } = &case.expect.outcome {
+            if !program.outcomes.iter().any(|o| &o.name == value) {
+                err(
+                    &mut diags,
+                    "unknown-outcome",
+                    format!("{base}/expect/outcome/value"),
+                    format!("the workflow declares no outcome `{value}`"),
+                    "Name a declared outcome.",
+                );
+            }
+        }
+    }
+    if diags.is_empty() {
+        Ok(file)
+    } else {
+        Err(diags)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STARTER: &str = include_str!("../../../examples/delayed-follow-up/scenarios.yaml");
+
+    fn typed(text: &str) -> Result<ScenarioFile, Diagnostic> {
+        coordinator_source::parse("s.yaml", text)?.deserialize()
+    }
+
+    #[test]
+    fn starter_reads() {
+        let f = typed(STARTER).expect("starter reads");
+        assert_eq!(f.cases.len(), 6);
+        let first = &f.cases[0];
+        assert_eq!(first.expect.workflow_elapsed_seconds, Some(960));
+        assert_eq!(f.cases[1].expect.output, Some(Value::Null));
+        assert_eq!(f.cases[2].expect.output.as_ref().map(|_| ()), Some(()));
+        assert_eq!(f.cases[4].expect.output, None);
+        assert_eq!(f.cases[4].replies["notify"][1], Reply::ReceiptExpired);
+        assert_eq!(f.cases[2].recovery["notify"], RecoveryAction::RetrySame);
+    }
+
+    #[test]
+    fn faults_are_located() {
+        let bad = STARTER.replacen("type: success", "type: sucess", 1);
+        let e = typed(&bad).expect_err("unknown variant");
+        assert!(e.line > 1, "{e:?}");
+        let bad = STARTER.replacen("  expect:\n", "  expcet:\n", 1);
+        let e = typed(&bad).expect_err("unknown key");
+        assert_eq!(e.code, "coordinator.yaml.unknown-key");
+    }
+
+    #[test]
+    fn schema_has_id() {
+        assert_eq!(scenarios_schema()["$id"], SCENARIOS_SCHEMA_ID);
+    }
+}
