@@ -379,6 +379,7 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing)]
 mod tests {
     use super::*;
 
