@@ -102,13 +102,15 @@ impl Vm {
                         .iter()
                         .map(String::as_str)
                         .eq(declared.iter().copied()) => {}
-                Some(params) => return Err(LoadError(format!(
+                Some(params) => {
+                    return Err(LoadError(format!(
                     "function `{}`: entrypoint `{}` takes ({}) but the declared inputs are ({})",
                     f.name,
                     f.entrypoint,
                     params.join(", "),
                     declared.join(", ")
-                ))),
+                )))
+                }
                 None => {
                     return Err(LoadError(format!(
                         "function `{}`: functions.rhai has no single entrypoint `{}`",
@@ -1193,5 +1195,14 @@ impl<'v> Run<'v> {
 
     fn reconcile(&mut self) -> Result<(), Rejected> {
         self.lookup_receipt()
+    }
+}
+
+impl std::fmt::Debug for Vm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Vm")
+            .field("workflow", &self.program.workflow)
+            .field("steps", &self.program.steps.len())
+            .finish_non_exhaustive()
     }
 }
