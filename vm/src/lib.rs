@@ -1,1 +1,27 @@
-//! See ARCHITECTURE.md.
+//! `coordinator-vm`: the deterministic interpreter of compiled workflow
+//! [`Program`](coordinator_ir::Program)s, with sandboxed Rhai Functions.
+//!
+//! A host loads a Program once ([`Vm::new`]), admits runs ([`Vm::admit`]) and
+//! feeds each run its [`Event`]s ([`Vm::resume`]); every call returns the new
+//! [`RunState`] and the [`Command`]s to carry out. The VM reads no clock,
+//! does no I/O and uses no randomness: time, answers and operator actions
+//! arrive as events, so the same events give the same states, bit for bit.
+//! See `vm/README.md` for the semantics decided where SPEC is silent.
+
+#![deny(clippy::unwrap_used, clippy::indexing_slicing)]
+#![warn(clippy::wildcard_enum_match_arm)]
+#![forbid(unsafe_code)]
+
+pub mod functions;
+pub mod instant;
+mod machine;
+mod model;
+
+#[cfg(test)]
+mod testkit;
+#[cfg(test)]
+mod tests;
+
+pub use functions::{FunctionError, Limits, LIMITS};
+pub use machine::{LoadError, TriggerStart, Vm};
+pub use model::*;

@@ -1,0 +1,380 @@
+//! The data the VM consumes and produces: [`Event`]s in, [`Command`]s out,
+//! and the [`RunState`] carried between them. All plain serde data; instants
+//! are RFC 3339 strings (the VM writes them in UTC with `Z`).
+
+use std::collections::BTreeMap;
+
+use coordinator_ir::StepId;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::functions::FunctionError;
+
+/// Everything that happens to a run after admission. Time enters only here.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Event {
+    /// The answer to the last [`Command::Dispatch`] or
+    /// [`Command::LookupReceipt`] of call step `step` (its name).
+    CallAnswered { step: String, answer: Answer },
+    /// A timer the host scheduled is due at `at`: a wait-until wake, a
+    /// wait-for timeout or the deadline. The VM decides what it means; a
+    /// timer that is not (or no longer) due changes nothing.
+    TimerFired { at: String },
+    /// The completion awaited by wait-for step `step` (its name) arrived at
+    /// `at` with `value`.
+    CompletionObserved {
+        step: String,
+        value: Value,
+        at: String,
+    },
+    /// A cancel request at `at`.
+    CancelRequested { at: String },
+    /// Operator recovery of a run held with an unknown effect: resend the
+    /// same frozen command.
+    RetrySame { at: String },
+    /// Operator recovery of a run held with an unknown effect: look up the
+    /// receipt (receipt-capable operations only).
+    Reconcile { at: String },
+}
+
+/// A product's answer to a dispatch or receipt lookup (SPEC §6, §7).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Answer {
+    /// A 2xx answer, or the original response from a receipt lookup.
+    Success { value: Value },
+    /// Definitely not processed (408, 429, 503, refused before sending).
+    Retryable { code: String },
+    /// A definite refusal with the product's code.
+    Refused { code: String },
+    /// May or may not have been processed (timeout or reset after sending,
+    /// 500, 502, 504).
+    Uncertain { code: String },
+    /// An owner-declared no-effect refusal (`breg.invoke-action/v1`).
+    #[serde(rename_all = "camelCase")]
+    DeclaredRefusal { refusal_code: String },
+    /// Receipt lookup: the idempotency record expired (410).
+    ReceiptExpired,
+    /// Receipt lookup: still unknown (404).
+    ReceiptUnresolved,
+}
+
+impl Answer {
+    /// The answer's kind, as the scenario reply type names it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Answer::Success { .. } => "success",
+            Answer::Retryable { .. } => "retryable",
+            Answer::Refused { .. } => "refused",
+            Answer::Uncertain { .. } => "uncertain",
+            Answer::DeclaredRefusal { .. } => "declared-refusal",
+            Answer::ReceiptExpired => "receipt-expired",
+            Answer::ReceiptUnresolved => "receipt-unresolved",
+        }
+    }
+}
+
+/// What the host must do, in order. Effects as data.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Command {
+    /// Send `command` (the frozen operation input) for call step `step`.
+    /// Every attempt of one step carries the byte-identical `command`;
+    /// `attempt` counts from 1. The host derives the idempotency key from
+    /// the step, never from the attempt.
+    #[serde(rename_all = "camelCase")]
+    Dispatch {
+        step: String,
+        /// The operation alias.
+        operation: String,
+        /// The catalogue operation, e.g. `messaging.submit-message/v1`.
+        operation_id: String,
+        connection: String,
+        /// The BReg action (`breg.invoke-action/v1` only).
+        action: Option<String>,
+        command: Value,
+        attempt: u32,
+    },
+    /// Look up the receipt of call step `step`'s idempotency key; `lookup`
+    /// counts the lookups of this step from 1.
+    #[serde(rename_all = "camelCase")]
+    LookupReceipt {
+        step: String,
+        operation: String,
+        operation_id: String,
+        connection: String,
+        lookup: u32,
+    },
+    /// Deliver [`Event::TimerFired`] at `at` (or later).
+    ScheduleWake { at: String, kind: WakeKind },
+    /// Observe completion `completion` of the accepted call `call` (whose
+    /// output is `call_output`) for wait-for step `step`; deliver
+    /// [`Event::CompletionObserved`], and [`Event::TimerFired`] at
+    /// `timeout_at` if nothing arrives first.
+    #[serde(rename_all = "camelCase")]
+    ObserveCompletion {
+        step: String,
+        call: String,
+        completion: String,
+        call_output: Value,
+        timeout_at: String,
+    },
+    /// The run ended with `status` (details in the state).
+    Ended { status: RunStatus },
+}
+
+/// Why a timer exists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WakeKind {
+    /// The run deadline (scheduled once, at admission).
+    Deadline,
+    /// The instant of a `wait-until`.
+    Wake,
+    /// A `wait-for` timeout (also announced by [`Command::ObserveCompletion`]).
+    Timeout,
+}
+
+/// The run's state (SPEC §8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunStatus {
+    /// Progressing: a call in flight or a wait.
+    Running,
+    /// A cancel arrived while a call was in flight; its answer ends the run.
+    CancelRequested,
+    /// Held: an effect is `unknown`; only an operator moves it on.
+    Attention,
+    /// Reached a `finish`.
+    Finished,
+    /// Failed; see [`RunState::failure`].
+    Failed,
+    /// The deadline passed, or a wait-for timed out without `onTimeout`.
+    Expired,
+    /// Cancelled (with or without an `onCancel` route).
+    Cancelled,
+    /// Cancelled after an accepted mutation, with no `onCancel` route.
+    CancelledAfterEffect,
+}
+
+impl RunStatus {
+    /// Whether the run has ended (no event moves it any more).
+    pub fn is_terminal(self) -> bool {
+        match self {
+            RunStatus::Running | RunStatus::CancelRequested | RunStatus::Attention => false,
+            RunStatus::Finished
+            | RunStatus::Failed
+            | RunStatus::Expired
+            | RunStatus::Cancelled
+            | RunStatus::CancelledAfterEffect => true,
+        }
+    }
+
+    /// The kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::CancelRequested => "cancel-requested",
+            RunStatus::Attention => "attention",
+            RunStatus::Finished => "finished",
+            RunStatus::Failed => "failed",
+            RunStatus::Expired => "expired",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::CancelledAfterEffect => "cancelled-after-effect",
+        }
+    }
+}
+
+/// What a call did to the product, as far as the run knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EffectState {
+    Accepted,
+    Unknown,
+}
+
+/// A failure code (SPEC §7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailureCode {
+    /// A definite refusal; the product's code is in [`Failure::product_code`].
+    ProductRefused,
+    /// A mapping could not be evaluated at run time (a missing member, a
+    /// missing step output, an `until` that is not an instant, a `finish`
+    /// output the outcome schema refuses, a case label that is not a case).
+    MappingInvalid,
+    /// The mapped call input does not fit the operation's input schema.
+    InvalidCommand,
+    /// A success (or completion) value does not fit its schema.
+    InvalidResponse,
+    /// A Function failed; see [`Failure::function`].
+    FunctionError,
+}
+
+impl FailureCode {
+    /// The kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureCode::ProductRefused => "product-refused",
+            FailureCode::MappingInvalid => "mapping-invalid",
+            FailureCode::InvalidCommand => "invalid-command",
+            FailureCode::InvalidResponse => "invalid-response",
+            FailureCode::FunctionError => "function-error",
+        }
+    }
+}
+
+/// Why a run failed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Failure {
+    pub code: FailureCode,
+    /// The step where it failed.
+    pub step: String,
+    /// The product's own refusal code (`product-refused`).
+    pub product_code: Option<String>,
+    /// The Function error (`function-error`).
+    pub function: Option<FunctionError>,
+    /// A sentence; for schema failures it names the JSON Pointer.
+    pub message: String,
+}
+
+/// Where a call step stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CallPhase {
+    /// A dispatch is out; waiting for its answer.
+    Dispatched,
+    /// Effect unknown; waiting for an operator (`attention`).
+    Held,
+    /// A receipt lookup is out; waiting for its answer.
+    LookingUpReceipt,
+}
+
+/// What the run waits for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Pending {
+    /// A call step in progress.
+    #[serde(rename_all = "camelCase")]
+    Call {
+        step: StepId,
+        /// The frozen operation input, sent byte-identical on every attempt.
+        command: Value,
+        /// Dispatches so far (1 after the first).
+        attempt: u32,
+        /// Receipt lookups so far.
+        lookups: u32,
+        phase: CallPhase,
+        /// Whether an earlier answer left the effect unknown.
+        unknown: bool,
+        /// Whether a receipt lookup answered `idempotency.expired`: nothing
+        /// may be sent or looked up for this step any more.
+        receipt_expired: bool,
+        /// Kind and code of the last answer, for inspection.
+        last_answer: Option<String>,
+    },
+    /// A wait-until (or a wait for the deadline).
+    Wake { step: StepId, at: String },
+    /// A wait-for.
+    #[serde(rename_all = "camelCase")]
+    Completion { step: StepId, timeout_at: String },
+}
+
+/// How a cancel request is being honoured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CancelMode {
+    /// Arrived while a call was in flight: the answer ends the run.
+    InFlight,
+    /// Arrived during a wait-for with `onCancel`: the run follows that
+    /// route and ends `cancelled` at its finish.
+    Route,
+}
+
+/// A recorded cancel request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CancelRecord {
+    pub at: String,
+    pub mode: CancelMode,
+}
+
+/// A run's whole state: plain data, serializable to JSON, bound to the
+/// Program it was admitted under and to nothing else.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunState {
+    pub status: RunStatus,
+    /// The run input, as admitted.
+    pub input: Value,
+    pub admitted_at: String,
+    /// `admitted_at` + the Program's `deadline_seconds`.
+    pub deadline_at: String,
+    /// The latest instant the run has seen (never past the deadline).
+    pub now: String,
+    /// Whole seconds from `admitted_at` to `now`.
+    pub elapsed_seconds: u64,
+    /// Names of the steps visited, in order.
+    pub path: Vec<String>,
+    /// Outputs of completed `call` and `wait-for` steps, by step name.
+    pub outputs: BTreeMap<String, Value>,
+    /// Effects of mutation and evaluation calls, by step name.
+    pub effects: BTreeMap<String, EffectState>,
+    /// What the run waits for; `None` once it has ended.
+    pub pending: Option<Pending>,
+    pub cancel: Option<CancelRecord>,
+    /// The outcome name once a `finish` was reached.
+    pub outcome: Option<String>,
+    /// The outcome's output once a `finish` was reached.
+    pub output: Option<Value>,
+    pub failure: Option<Failure>,
+    /// When the run ended.
+    pub ended_at: Option<String>,
+}
+
+/// The result of one admission or event: the new state, the commands to
+/// perform in order, and the status (the same as `state.status`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Resumed {
+    pub state: RunState,
+    pub commands: Vec<Command>,
+    pub status: RunStatus,
+}
+
+/// Why an admission or event was refused. The state is unchanged.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rejected {
+    pub code: RejectCode,
+    pub message: String,
+}
+
+/// The kinds of [`Rejected`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RejectCode {
+    /// The input does not fit the workflow's input schema.
+    InputInvalid,
+    /// An instant is not RFC 3339, or out of range.
+    InstantInvalid,
+    /// The run has ended.
+    RunEnded,
+    /// The event does not fit what the run waits for (wrong step, a
+    /// receipt answer without a lookup, an answer while held, ...).
+    Unexpected,
+    /// Retry-same or reconcile on a run that is not held.
+    NotHeld,
+    /// Retry-same of an evaluation, or after an expired receipt.
+    NotResendable,
+    /// Reconcile of an operation without receipts, or after an expired one.
+    NoReceipt,
+}
+
+impl std::fmt::Display for Rejected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for Rejected {}
