@@ -1,9 +1,7 @@
 //! `coordinator-host`: the hosts that drive the VM, and what they read.
 //!
 //! - [`scenario`]: `scenarios.yaml` and the scenario host (`coordinatorctl test`).
-//! - [`time`]: RFC 3339 instants.
 
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
 pub mod scenario;
-pub mod time;

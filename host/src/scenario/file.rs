@@ -238,7 +238,7 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
                 "Give every case its own id.",
             );
         }
-        if crate::time::parse_instant(&case.admitted_at).is_none() {
+        if coordinator_vm::instant::Instant::parse(&case.admitted_at).is_err() {
             err(
                 &mut diags,
                 "timestamp",

@@ -2,3 +2,4 @@
 //! a virtual clock against fake product replies.
 
 pub mod file;
+pub mod run;

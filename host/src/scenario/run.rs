@@ -1,0 +1,564 @@
+//! Runs one scenario case on a virtual clock (SPEC §7), driving the VM exactly
+//! as the service does: the VM decides, this host only answers its commands
+//! from the script and delivers timed events in order.
+//!
+//! Timing: the clock starts at `admittedAt`, moves only while the run waits,
+//! and never passes the deadline. Calls and automatic retries take no virtual
+//! time. At one instant the order is: deadline, cancel, completion, then
+//! timeout or wake. A completion scripted before its wait began is observed
+//! when the wait begins.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use coordinator_ir::{canonical, Program};
+use coordinator_source::{Diagnostic, YamlDocument};
+use coordinator_vm::instant::Instant;
+use coordinator_vm::{
+    Answer, Command, Event, FailureCode, Pending, Rejected, RunState, RunStatus, Vm,
+};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::file::{Case, CompletionScript, ExpectedOutcome, RecoveryAction, Reply};
+
+/// What happened in one case.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CaseReport {
+    /// The case id.
+    pub id: String,
+    /// Whether every expectation held.
+    pub passed: bool,
+    /// The first difference, as `what: expected X, got Y` (failed cases).
+    pub difference: Option<String>,
+    /// The scenario state the run reached.
+    pub state: String,
+    /// Step names visited.
+    pub path: Vec<String>,
+    /// The outcome reached, if any.
+    pub outcome: Option<String>,
+    /// The finish output, if a finish was reached.
+    pub output: Option<Value>,
+    /// Virtual seconds from admission to the end.
+    pub workflow_elapsed_seconds: u64,
+    /// The failure code, for a failed or refused run.
+    pub failure: Option<String>,
+}
+
+/// Runs case number `index` of the file. `Err` carries located diagnostics
+/// for faults of the scenario file itself (a call reached with nothing
+/// scripted, a reply never used, a recovery the VM refuses, ...).
+pub fn run_case(
+    vm: &Vm,
+    doc: &YamlDocument,
+    index: usize,
+    case: &Case,
+) -> Result<CaseReport, Vec<Diagnostic>> {
+    let mut host = CaseHost::new(vm, doc, index, case);
+    let end = host.drive()?;
+    let unused = host.unused_replies();
+    if !unused.is_empty() {
+        return Err(unused);
+    }
+    Ok(compare(case, &end))
+}
+
+enum End {
+    Settled(RunState),
+    /// The replies ran out after an answer that the VM retries by itself.
+    Retryable(RunState),
+}
+
+struct CaseHost<'a> {
+    vm: &'a Vm,
+    doc: &'a YamlDocument,
+    base: String,
+    case: &'a Case,
+    replies: BTreeMap<String, VecDeque<Reply>>,
+    /// First dispatched command per step, canonical JSON.
+    frozen: BTreeMap<String, Vec<u8>>,
+    /// Per step, whether the last answer left the effect unknown and the
+    /// operator's recovery has not been applied for it yet.
+    recovery_due: BTreeMap<String, bool>,
+    cancel_delivered: bool,
+    /// Steps whose next dispatch is an operator's retry-same.
+    operator_resend: std::collections::BTreeSet<String>,
+    completion_delivered: bool,
+    deadline: Option<Instant>,
+}
+
+impl<'a> CaseHost<'a> {
+    fn new(vm: &'a Vm, doc: &'a YamlDocument, index: usize, case: &'a Case) -> Self {
+        CaseHost {
+            vm,
+            doc,
+            base: format!("/cases/{index}"),
+            case,
+            replies: case
+                .replies
+                .iter()
+                .map(|(k, v)| (k.clone(), v.iter().cloned().collect()))
+                .collect(),
+            frozen: BTreeMap::new(),
+            recovery_due: BTreeMap::new(),
+            cancel_delivered: false,
+            operator_resend: Default::default(),
+            completion_delivered: false,
+            deadline: None,
+        }
+    }
+
+    fn fault(&self, code: &str, pointer: &str, message: String, next: &str) -> Vec<Diagnostic> {
+        vec![Diagnostic::error(
+            format!("coordinator.scenario.{code}"),
+            self.doc.locate(&format!("{}{pointer}", self.base)),
+            format!("case `{}`: {message}", self.case.id),
+            next,
+        )]
+    }
+
+    fn rejected(&self, pointer: &str, r: &Rejected) -> Vec<Diagnostic> {
+        self.fault(
+            "rejected",
+            pointer,
+            format!("the run refuses this event: {}", r.message),
+            "Script only what the workflow can receive at this point.",
+        )
+    }
+
+    fn instant(&self, text: &str, pointer: &str) -> Result<Instant, Vec<Diagnostic>> {
+        Instant::parse(text).map_err(|e| {
+            self.fault(
+                "timestamp",
+                pointer,
+                format!("`{text}` is not an instant: {}", e.0),
+                "Write an RFC 3339 instant such as '2026-10-09T09:00:00Z'.",
+            )
+        })
+    }
+
+    fn format(&self, at: Instant) -> Result<String, Vec<Diagnostic>> {
+        at.format().map_err(|e| {
+            self.fault(
+                "timestamp",
+                "",
+                format!("an instant is out of range: {}", e.0),
+                "Keep scenario times within years 0001-9999.",
+            )
+        })
+    }
+
+    fn after(&self, admitted: Instant, seconds: u64, pointer: &str) -> Result<Instant, Vec<Diagnostic>> {
+        i64::try_from(seconds)
+            .ok()
+            .and_then(|s| admitted.plus_seconds(s))
+            .ok_or_else(|| {
+                self.fault(
+                    "timestamp",
+                    pointer,
+                    format!("{seconds} seconds after admission is out of range"),
+                    "Use a smaller afterSeconds.",
+                )
+            })
+    }
+
+    fn drive(&mut self) -> Result<End, Vec<Diagnostic>> {
+        let admitted = self.instant(&self.case.admitted_at, "/admittedAt")?;
+        let resumed = self
+            .vm
+            .admit(self.case.input.clone(), &self.case.admitted_at)
+            .map_err(|r| self.rejected("/input", &r))?;
+        let mut state = resumed.state;
+        let mut queue: VecDeque<Command> = resumed.commands.into();
+        let mut timers: Vec<Instant> = Vec::new();
+        // Bounded: every loop turn consumes a reply, a timed event or a recovery.
+        for _ in 0..10_000 {
+            // 1. Immediate commands: calls and receipt lookups take no time.
+            if let Some(cmd) = queue.pop_front() {
+                let event = match cmd {
+                    Command::Dispatch { step, command, .. } => {
+                        let bytes = canonical::to_vec(&command);
+                        match self.frozen.get(&step) {
+                            Some(first) if *first != bytes => {
+                                return Err(self.fault(
+                                    "command-changed",
+                                    "",
+                                    format!("a later attempt of `{step}` sent a different command"),
+                                    "Report this: every attempt must send the frozen command.",
+                                ))
+                            }
+                            Some(_) => {}
+                            None => {
+                                self.frozen.insert(step.clone(), bytes);
+                            }
+                        }
+                        match self.next_reply(&step) {
+                            Some(reply) => match reply {
+                                Reply::ReceiptExpired | Reply::ReceiptUnresolved => {
+                                    return Err(self.fault(
+                                        "receipt-without-reconcile",
+                                        &format!("/replies/{step}"),
+                                        format!("`{step}` gets a receipt answer where it sent a command"),
+                                        "Script receipt answers only after an unknown answer with recovery reconcile.",
+                                    ))
+                                }
+                                other => self.answer(&step, other),
+                            },
+                            None => {
+                                if self.frozen_attempts_exhausted(&state, &step) {
+                                    return Ok(End::Retryable(state));
+                                }
+                                return Err(self.fault(
+                                    "unscripted-call",
+                                    "/replies",
+                                    format!("the run reaches call `{step}` with no reply scripted for it"),
+                                    &format!("Add replies for `{step}` under replies."),
+                                ));
+                            }
+                        }
+                    }
+                    Command::LookupReceipt { step, .. } => match self.next_reply(&step) {
+                        Some(reply) => match reply {
+                            Reply::Success { .. } | Reply::ReceiptExpired | Reply::ReceiptUnresolved => {
+                                self.answer(&step, reply)
+                            }
+                            Reply::Retryable { .. }
+                            | Reply::Refused { .. }
+                            | Reply::Uncertain { .. }
+                            | Reply::DeclaredRefusal { .. } => {
+                                return Err(self.fault(
+                                    "reconcile-reply",
+                                    &format!("/replies/{step}"),
+                                    format!("after reconcile, `{step}` needs a receipt answer (success, receipt-unresolved or receipt-expired)"),
+                                    "Script the receipt lookup's answer.",
+                                ))
+                            }
+                        },
+                        None => {
+                            return Err(self.fault(
+                                "unscripted-call",
+                                "/replies",
+                                format!("reconcile of `{step}` has no receipt answer scripted"),
+                                &format!("Add the receipt answer for `{step}` under replies."),
+                            ))
+                        }
+                    },
+                    Command::ScheduleWake { at, .. } => {
+                        let t = self.instant(&at, "")?;
+                        if self.deadline.is_none() {
+                            self.deadline = Some(t);
+                        }
+                        timers.push(t);
+                        continue;
+                    }
+                    Command::ObserveCompletion { step, timeout_at, .. } => {
+                        let t = self.instant(&timeout_at, "")?;
+                        timers.push(t);
+                        let _ = step;
+                        self.completion_delivered = false;
+                        continue;
+                    }
+                    Command::Ended { .. } => continue,
+                };
+                let resumed = self
+                    .vm
+                    .resume(&state, &event)
+                    .map_err(|r| self.rejected("/replies", &r))?;
+                state = resumed.state;
+                queue.extend(resumed.commands);
+                continue;
+            }
+            if state.status.is_terminal() {
+                return Ok(End::Settled(state));
+            }
+            let now = self.instant(&state.now, "")?;
+            // 2. An operator's recovery after an unknown answer.
+            if state.status == RunStatus::Attention {
+                let step = match &state.pending {
+                    Some(Pending::Call { step, .. }) => self
+                        .vm
+                        .program()
+                        .step(*step)
+                        .map(|s| s.name.clone())
+                        .unwrap_or_default(),
+                    _ => String::new(),
+                };
+                let due = self.recovery_due.get(&step).copied().unwrap_or(false);
+                match self.case.recovery.get(&step) {
+                    Some(action) if due => {
+                        self.recovery_due.insert(step.clone(), false);
+                        if *action == RecoveryAction::RetrySame {
+                            self.operator_resend.insert(step.clone());
+                        }
+                        let at = self.format(now)?;
+                        let event = match action {
+                            RecoveryAction::RetrySame => Event::RetrySame { at },
+                            RecoveryAction::Reconcile => Event::Reconcile { at },
+                        };
+                        let resumed = self
+                            .vm
+                            .resume(&state, &event)
+                            .map_err(|r| self.rejected(&format!("/recovery/{step}"), &r))?;
+                        state = resumed.state;
+                        queue.extend(resumed.commands);
+                        continue;
+                    }
+                    _ => return Ok(End::Settled(state)),
+                }
+            }
+            // 3. The run waits: deliver the earliest timed event.
+            let waiting_on = match &state.pending {
+                Some(Pending::Completion { step, .. }) => self
+                    .vm
+                    .program()
+                    .step(*step)
+                    .map(|s| s.name.clone()),
+                _ => None,
+            };
+            if let Some(step) = &waiting_on {
+                if !self.case.completions.contains_key(step) {
+                    return Err(self.fault(
+                        "unscripted-wait",
+                        "/completions",
+                        format!("the run reaches wait-for `{step}` with no completion scripted for it"),
+                        &format!("Add a completion for `{step}` (completed or never)."),
+                    ));
+                }
+            }
+            let mut candidates: Vec<(Instant, u8, Event)> = Vec::new();
+            if let Some(d) = self.deadline {
+                if d >= now {
+                    candidates.push((d, 0, Event::TimerFired { at: self.format(d)? }));
+                }
+            }
+            if let (Some(c), false) = (&self.case.cancel, self.cancel_delivered) {
+                let t = self.after(admitted, c.after_seconds, "/cancel/afterSeconds")?.max(now);
+                candidates.push((t, 1, Event::CancelRequested { at: self.format(t)? }));
+            }
+            if let (Some(step), false) = (&waiting_on, self.completion_delivered) {
+                if let Some(CompletionScript::Completed { after_seconds, value }) =
+                    self.case.completions.get(step)
+                {
+                    let t = self
+                        .after(admitted, *after_seconds, &format!("/completions/{step}"))?
+                        .max(now);
+                    candidates.push((
+                        t,
+                        2,
+                        Event::CompletionObserved {
+                            step: step.clone(),
+                            value: value.clone(),
+                            at: self.format(t)?,
+                        },
+                    ));
+                }
+            }
+            timers.retain(|t| *t >= now);
+            for t in &timers {
+                if Some(*t) != self.deadline {
+                    candidates.push((*t, 3, Event::TimerFired { at: self.format(*t)? }));
+                }
+            }
+            candidates.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+            let Some((at, kind, event)) = candidates.into_iter().next() else {
+                return Ok(End::Settled(state));
+            };
+            match kind {
+                1 => self.cancel_delivered = true,
+                2 => self.completion_delivered = true,
+                _ => {}
+            }
+            if kind == 0 || kind == 3 {
+                timers.retain(|t| *t != at);
+                if kind == 0 {
+                    self.deadline = None;
+                }
+            }
+            let resumed = self
+                .vm
+                .resume(&state, &event)
+                .map_err(|r| self.rejected("", &r))?;
+            state = resumed.state;
+            queue.extend(resumed.commands);
+        }
+        Err(self.fault(
+            "no-progress",
+            "",
+            "the case did not settle within 10,000 events".into(),
+            "Check the replies and completions for a loop.",
+        ))
+    }
+
+    /// Whether a dispatch with no reply left is the VM's own retry after an
+    /// answer it retries by itself (retryable, or a failed read), not an
+    /// operator's resend: the scenario state is then `retryable`.
+    fn frozen_attempts_exhausted(&self, _state: &RunState, step: &str) -> bool {
+        let consumed = self.case.replies.get(step).map_or(0, Vec::len)
+            - self.replies.get(step).map_or(0, VecDeque::len);
+        consumed > 0 && !self.operator_resend.contains(step)
+    }
+
+    fn next_reply(&mut self, step: &str) -> Option<Reply> {
+        let reply = self.replies.get_mut(step).and_then(VecDeque::pop_front);
+        if reply.is_some() {
+            self.operator_resend.remove(step);
+        }
+        reply
+    }
+
+    fn answer(&mut self, step: &str, reply: Reply) -> Event {
+        let unknown = matches!(reply, Reply::Uncertain { .. } | Reply::ReceiptUnresolved);
+        self.recovery_due.insert(step.to_owned(), unknown);
+        let answer = match reply {
+            Reply::Success { value } => Answer::Success { value },
+            Reply::Retryable { code } => Answer::Retryable { code },
+            Reply::Refused { code } => Answer::Refused { code },
+            Reply::Uncertain { code } => Answer::Uncertain { code },
+            Reply::DeclaredRefusal { refusal_code } => Answer::DeclaredRefusal { refusal_code },
+            Reply::ReceiptExpired => Answer::ReceiptExpired,
+            Reply::ReceiptUnresolved => Answer::ReceiptUnresolved,
+        };
+        Event::CallAnswered {
+            step: step.to_owned(),
+            answer,
+        }
+    }
+
+    fn unused_replies(&self) -> Vec<Diagnostic> {
+        let mut out = Vec::new();
+        for (step, left) in &self.replies {
+            if left.is_empty() {
+                continue;
+            }
+            let used = self.case.replies.get(step).map_or(0, Vec::len) - left.len();
+            out.extend(self.fault(
+                "unused-reply",
+                &format!("/replies/{}/{used}", coordinator_source::yaml::escape_token(step)),
+                format!(
+                    "{} scripted {} for `{step}` {} never used",
+                    left.len(),
+                    if left.len() == 1 { "reply" } else { "replies" },
+                    if left.len() == 1 { "is" } else { "are" }
+                ),
+                "Remove the replies the run never reaches, or correct the expectations that lead to them.",
+            ));
+        }
+        out
+    }
+}
+
+fn scenario_state(end: &End) -> (&'static str, &RunState) {
+    match end {
+        End::Retryable(s) => ("retryable", s),
+        End::Settled(s) => (
+            match s.status {
+                RunStatus::Finished => "completed",
+                RunStatus::Failed => match s.failure.as_ref().map(|f| f.code) {
+                    Some(FailureCode::ProductRefused) => "refused",
+                    _ => "failed",
+                },
+                RunStatus::Attention => "uncertain",
+                RunStatus::Running | RunStatus::CancelRequested => "retryable",
+                RunStatus::Expired => "expired",
+                RunStatus::Cancelled => "cancelled",
+                RunStatus::CancelledAfterEffect => "cancelled-after-effect",
+            },
+            s,
+        ),
+    }
+}
+
+fn show(v: &Value) -> String {
+    canonical::to_string(v)
+}
+
+fn compare(case: &Case, end: &End) -> CaseReport {
+    let (state_name, state) = scenario_state(end);
+    let failure = state.failure.as_ref().map(|f| f.code.as_str().to_owned());
+    let mut report = CaseReport {
+        id: case.id.clone(),
+        passed: true,
+        difference: None,
+        state: state_name.to_owned(),
+        path: state.path.clone(),
+        outcome: state.outcome.clone(),
+        output: state.output.clone(),
+        workflow_elapsed_seconds: state.elapsed_seconds,
+        failure: failure.clone(),
+    };
+    let expect = &case.expect;
+    let difference = if expect.path != state.path {
+        Some(format!(
+            "path: expected [{}], got [{}]",
+            expect.path.join(", "),
+            state.path.join(", ")
+        ))
+    } else if expect.state.as_str() != state_name {
+        Some(format!(
+            "state: expected {}, got {state_name}",
+            expect.state.as_str()
+        ))
+    } else {
+        let got_outcome = state.outcome.clone();
+        let want_outcome = match &expect.outcome {
+            ExpectedOutcome::Named { value } => Some(value.clone()),
+            ExpectedOutcome::None => None,
+        };
+        if want_outcome != got_outcome {
+            Some(format!(
+                "outcome: expected {}, got {}",
+                want_outcome.as_deref().unwrap_or("none"),
+                got_outcome.as_deref().unwrap_or("none")
+            ))
+        } else if let Some(want) = &expect.output {
+            let got = state.output.clone().unwrap_or(Value::Null);
+            (canonical::to_vec(want) != canonical::to_vec(&got))
+                .then(|| format!("output: expected {}, got {}", show(want), show(&got)))
+        } else {
+            None
+        }
+        .or_else(|| {
+            expect
+                .workflow_elapsed_seconds
+                .filter(|want| *want != state.elapsed_seconds)
+                .map(|want| {
+                    format!(
+                        "elapsed seconds: expected {want}, got {}",
+                        state.elapsed_seconds
+                    )
+                })
+        })
+        .or_else(|| {
+            let want = expect.failure.as_ref()?;
+            let product = state.failure.as_ref().and_then(|f| f.product_code.clone());
+            (Some(want) != failure.as_ref() && Some(want) != product.as_ref()).then(|| {
+                format!(
+                    "failure: expected {want}, got {}",
+                    failure.as_deref().unwrap_or("none")
+                )
+            })
+        })
+    };
+    if difference.is_some() {
+        report.passed = false;
+        report.difference = difference;
+    }
+    report
+}
+
+/// Loads the VM for a Program, as a located diagnostic on failure.
+pub fn load_vm(program: &Program, file: &str) -> Result<Vm, Diagnostic> {
+    Vm::new(program).map_err(|e| {
+        Diagnostic::error(
+            "coordinator.scenario.program",
+            coordinator_source::Located {
+                file: file.to_owned(),
+                line: 0,
+                column: 0,
+                pointer: String::new(),
+            },
+            format!("the compiled workflow cannot be loaded: {}", e.0),
+            "Report this: a checked workflow must always load.",
+        )
+    })
+}
