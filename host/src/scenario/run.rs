@@ -148,7 +148,12 @@ impl<'a> CaseHost<'a> {
         })
     }
 
-    fn after(&self, admitted: Instant, seconds: u64, pointer: &str) -> Result<Instant, Vec<Diagnostic>> {
+    fn after(
+        &self,
+        admitted: Instant,
+        seconds: u64,
+        pointer: &str,
+    ) -> Result<Instant, Vec<Diagnostic>> {
         i64::try_from(seconds)
             .ok()
             .and_then(|s| admitted.plus_seconds(s))
@@ -308,11 +313,9 @@ impl<'a> CaseHost<'a> {
             }
             // 3. The run waits: deliver the earliest timed event.
             let waiting_on = match &state.pending {
-                Some(Pending::Completion { step, .. }) => self
-                    .vm
-                    .program()
-                    .step(*step)
-                    .map(|s| s.name.clone()),
+                Some(Pending::Completion { step, .. }) => {
+                    self.vm.program().step(*step).map(|s| s.name.clone())
+                }
                 _ => None,
             };
             if let Some(step) = &waiting_on {
@@ -320,7 +323,9 @@ impl<'a> CaseHost<'a> {
                     return Err(self.fault(
                         "unscripted-wait",
                         "/completions",
-                        format!("the run reaches wait-for `{step}` with no completion scripted for it"),
+                        format!(
+                            "the run reaches wait-for `{step}` with no completion scripted for it"
+                        ),
                         &format!("Add a completion for `{step}` (completed or never)."),
                     ));
                 }
@@ -328,16 +333,32 @@ impl<'a> CaseHost<'a> {
             let mut candidates: Vec<(Instant, u8, Event)> = Vec::new();
             if let Some(d) = self.deadline {
                 if d >= now {
-                    candidates.push((d, 0, Event::TimerFired { at: self.format(d)? }));
+                    candidates.push((
+                        d,
+                        0,
+                        Event::TimerFired {
+                            at: self.format(d)?,
+                        },
+                    ));
                 }
             }
             if let (Some(c), false) = (&self.case.cancel, self.cancel_delivered) {
-                let t = self.after(admitted, c.after_seconds, "/cancel/afterSeconds")?.max(now);
-                candidates.push((t, 1, Event::CancelRequested { at: self.format(t)? }));
+                let t = self
+                    .after(admitted, c.after_seconds, "/cancel/afterSeconds")?
+                    .max(now);
+                candidates.push((
+                    t,
+                    1,
+                    Event::CancelRequested {
+                        at: self.format(t)?,
+                    },
+                ));
             }
             if let (Some(step), false) = (&waiting_on, self.completion_delivered) {
-                if let Some(CompletionScript::Completed { after_seconds, value }) =
-                    self.case.completions.get(step)
+                if let Some(CompletionScript::Completed {
+                    after_seconds,
+                    value,
+                }) = self.case.completions.get(step)
                 {
                     let t = self
                         .after(admitted, *after_seconds, &format!("/completions/{step}"))?
@@ -356,7 +377,13 @@ impl<'a> CaseHost<'a> {
             timers.retain(|t| *t >= now);
             for t in &timers {
                 if Some(*t) != self.deadline {
-                    candidates.push((*t, 3, Event::TimerFired { at: self.format(*t)? }));
+                    candidates.push((
+                        *t,
+                        3,
+                        Event::TimerFired {
+                            at: self.format(*t)?,
+                        },
+                    ));
                 }
             }
             candidates.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
