@@ -303,7 +303,11 @@ impl Vm {
             .map_err(describe)?
         {
             Value::String(s) => s,
-            other => {
+            other @ (Value::Null
+            | Value::Bool(_)
+            | Value::Number(_)
+            | Value::Array(_)
+            | Value::Object(_)) => {
                 return Err(reject(
                     RejectCode::Unexpected,
                     format!("the idempotency value {other} is not a string"),
