@@ -1,9 +1,19 @@
 //! `coordinator-host`: the hosts that drive the VM, and what they read.
 //!
-//! - [`keys`]: the state keyring (AES-256-GCM sealing), admission and audit keys (HMAC-SHA256).
 //! - [`scenario`]: `scenarios.yaml` and the scenario host (`coordinatorctl test`).
+//! - [`runtime`]: the runtime file (`runtime.yaml`): types, offline check,
+//!   JSON Schema.
+//! - [`package`]: workflow packages: write, load and verify against a digest.
+//! - [`types`]: typed callers (TypeScript, Python) generated from a Program.
+//! - [`keys`]: the state keyring (AES-256-GCM sealing), admission and audit
+//!   keys (HMAC-SHA256).
+//!
+//! See ARCHITECTURE.md.
 
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
 pub mod keys;
+pub mod package;
+pub mod runtime;
 pub mod scenario;
+pub mod types;

@@ -1,0 +1,3 @@
+pub fn typescript(_p: &coordinator_ir::Program) -> String {
+    String::new()
+}
