@@ -1,1 +1,162 @@
-//! See ARCHITECTURE.md.
+//! `coordinator-api`: request and response bodies of the coordinator HTTP API
+//! (SPEC §8), shared by the server, `coordinatorctl` and tests.
+//!
+//! All bodies are JSON with camelCase members. Errors are RFC 9457 problem
+//! documents ([`Problem`]) with `Content-Type: application/problem+json` and a
+//! stable `code` (seed 000, "Codes you see").
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Largest request body the service accepts, in bytes (SPEC §8: 64 KiB).
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// Default page size of `GET /v1/runs`.
+pub const DEFAULT_LIST_LIMIT: u32 = 20;
+/// Largest page size of `GET /v1/runs`.
+pub const MAX_LIST_LIMIT: u32 = 100;
+
+/// `POST /v1/runs` body; the `Idempotency-Key` header carries the key.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StartRun {
+    /// The workflow name.
+    pub workflow: String,
+    /// The expected revision (`sha256:<hex>`); 409 unless it is active.
+    pub revision: String,
+    /// The run input, checked against the workflow's input schema.
+    pub input: Value,
+}
+
+/// A run's status (`GET /v1/runs/{run}`, and the answer to a start).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunStatus {
+    /// The run id.
+    pub run: String,
+    pub workflow: String,
+    pub revision: String,
+    /// `running`, `attention`, `cancel-requested`, `finished`, `failed`,
+    /// `cancelled`, `cancelled-after-effect` or `expired`.
+    pub state: String,
+    /// RFC 3339 instants.
+    pub admitted_at: String,
+    pub deadline_at: String,
+    pub ended_at: Option<String>,
+    /// The outcome, once a finish was reached.
+    pub outcome: Option<String>,
+    /// The finish output (only what the workflow declares to publish).
+    pub output: Option<Value>,
+    /// The failure code of a failed run (`product-refused`, `mapping-invalid`, ...).
+    pub failure: Option<String>,
+    /// For `invalid-command`: the JSON Pointer of the offending member.
+    pub failure_path: Option<String>,
+}
+
+/// `GET /v1/runs` answer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunList {
+    /// Newest first.
+    pub runs: Vec<RunStatus>,
+    /// Pass as `cursor` for the next page; `None` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// `GET /v1/runs/{run}/inspect` answer: steps, effects and waits, never
+/// inputs, product responses or prepared commands.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Inspection {
+    pub status: RunStatus,
+    /// Visited steps in order.
+    pub steps: Vec<InspectedStep>,
+}
+
+/// One visited step in an [`Inspection`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InspectedStep {
+    pub name: String,
+    /// `call`, `choose`, `wait-until`, `wait-for` or `finish`.
+    pub kind: String,
+    /// For mutation and evaluation calls: `accepted` or `unknown`.
+    pub effect: Option<String>,
+    /// For calls: dispatch attempts so far.
+    pub attempts: Option<u32>,
+    /// For waits: when the wait is due (RFC 3339).
+    pub due_at: Option<String>,
+    /// For wait-for steps: how many times the source was observed.
+    pub observations: Option<u32>,
+}
+
+/// `POST /v1/runs/{run}/cancel|retry-same|reconcile` body.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Recovery {
+    /// An investigation reference holding no personal data.
+    pub reason: String,
+}
+
+/// An RFC 9457 problem document.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Problem {
+    /// A URI reference naming the problem type (`about:blank` by default).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// A short summary.
+    pub title: String,
+    /// The HTTP status code.
+    pub status: u16,
+    /// The stable code, e.g. `idempotency.key-reused`.
+    pub code: String,
+    /// A sentence for people, holding no personal data.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+impl Problem {
+    /// A problem with `type: about:blank`.
+    pub fn new(status: u16, code: &str, title: &str, detail: Option<String>) -> Self {
+        Problem {
+            kind: "about:blank".into(),
+            title: title.into(),
+            status,
+            code: code.into(),
+            detail,
+        }
+    }
+}
+
+/// `GET /ready` answer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Ready {
+    pub ready: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_run_refuses_unknown_members() {
+        let ok: StartRun =
+            serde_json::from_str(r#"{"workflow":"w","revision":"sha256:00","input":{}}"#)
+                .expect("reads");
+        assert_eq!(ok.workflow, "w");
+        assert!(serde_json::from_str::<StartRun>(
+            r#"{"workflow":"w","revision":"r","input":{},"extra":1}"#
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn problem_serialises_type_member() {
+        let p = Problem::new(409, "idempotency.key-reused", "Conflict", None);
+        let v = serde_json::to_value(&p).expect("serialises");
+        assert_eq!(v["type"], "about:blank");
+        assert_eq!(v["code"], "idempotency.key-reused");
+        assert!(v.get("detail").is_none());
+    }
+}
