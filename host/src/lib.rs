@@ -7,6 +7,8 @@
 //!
 //! See ARCHITECTURE.md.
 
+#![warn(missing_docs)]
+
 pub mod package;
 pub mod runtime;
 pub mod types;
