@@ -30,15 +30,26 @@ type HmacSha256 = Hmac<Sha256>;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KeyError {
     /// A key file does not hold exactly 32 bytes.
-    KeyLength { name: String, found: usize },
+    KeyLength {
+        /// Which key.
+        name: String,
+        /// Its length in bytes.
+        found: usize,
+    },
     /// A sealed value names a state key version the keyring does not hold
     /// (seed 000's `state-key-custody`).
-    StateKeyCustody { version: u32 },
+    StateKeyCustody {
+        /// The missing version.
+        version: u32,
+    },
     /// The sealed value is malformed, was altered, or belongs to another row
     /// (its associated data does not match).
     Tampered,
     /// The active version is not in the keyring.
-    ActiveMissing { version: u32 },
+    ActiveMissing {
+        /// The configured active version.
+        version: u32,
+    },
 }
 
 impl std::fmt::Display for KeyError {

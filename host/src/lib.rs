@@ -11,6 +11,7 @@
 //! See ARCHITECTURE.md.
 
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
+#![warn(missing_docs)]
 
 pub mod keys;
 pub mod package;

@@ -64,20 +64,35 @@ pub struct Case {
 #[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Reply {
     /// The product accepted the call and answered `value`.
-    Success { value: Value },
+    Success {
+        /// The response body (a receipt lookup: the original response).
+        value: Value,
+    },
     /// A definite "not processed" answer (408, 429, 503): retried automatically.
-    Retryable { code: String },
+    Retryable {
+        /// A free-form code naming the answer.
+        code: String,
+    },
     /// A definite refusal.
-    Refused { code: String },
+    Refused {
+        /// A free-form code naming the answer.
+        code: String,
+    },
     /// The effect is unknown (timeout or reset after sending, 500/502/504).
-    Uncertain { code: String },
+    Uncertain {
+        /// A free-form code naming the answer.
+        code: String,
+    },
     /// A receipt lookup: the product no longer holds the receipt.
     ReceiptExpired,
     /// A receipt lookup: still unknown.
     ReceiptUnresolved,
     /// An owner-declared no-effect refusal (BReg immediate actions).
     #[serde(rename_all = "camelCase")]
-    DeclaredRefusal { refusal_code: String },
+    DeclaredRefusal {
+        /// The owner's refusal code.
+        refusal_code: String,
+    },
 }
 
 /// What a wait-for's completion does.
@@ -86,7 +101,12 @@ pub enum Reply {
 pub enum CompletionScript {
     /// The completion arrives `afterSeconds` after admission with `value`.
     #[serde(rename_all = "camelCase")]
-    Completed { after_seconds: u64, value: Value },
+    Completed {
+        /// Seconds after admission.
+        after_seconds: u64,
+        /// The completion's value.
+        value: Value,
+    },
     /// The completion never arrives.
     Never,
 }
@@ -139,13 +159,21 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ExpectedState {
+    /// A `finish` was reached (service state `finished`).
     Completed,
+    /// A definite refusal (service state `failed`, failure `product-refused`).
     Refused,
+    /// The replies ran out after a retryable answer (service state `running`).
     Retryable,
+    /// An unknown mutation answer not settled (service state `attention`).
     Uncertain,
+    /// A Function error, `mapping-invalid`, `invalid-command` or `invalid-response`.
     Failed,
+    /// The deadline passed.
     Expired,
+    /// A cancel, with or without an `onCancel` route.
     Cancelled,
+    /// A cancel after an accepted mutation, with no `onCancel` route.
     CancelledAfterEffect,
 }
 
@@ -170,7 +198,10 @@ impl ExpectedState {
 #[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum ExpectedOutcome {
     /// A declared outcome by name.
-    Named { value: String },
+    Named {
+        /// The outcome name.
+        value: String,
+    },
     /// No outcome (the run did not reach a finish).
     None,
 }
