@@ -78,7 +78,7 @@ fn straight_line() -> Program {
                     }
                 } else {
                     Instr::StepOutput {
-                        step: StepId(n - 1),
+                        step: StepId(n - 2),
                         path: Some("/recordId".into()),
                     }
                 },
