@@ -1,0 +1,334 @@
+//! Lowering a checked project to a [`Program`].
+//!
+//! Everything is numbered in a canonical order so the revision does not
+//! depend on key order: steps, outcomes, aliases, Functions and triggers by
+//! name; `fields` members and `choose` cases by name; schemas and constants
+//! interned by their canonical JSON in first-use order of that walk.
+
+use std::collections::BTreeMap;
+
+use coordinator_ir::{
+    canonical, Argument, Case, ConstId, Expr, ExprId, Function, FunctionId, FunctionInput, Instr,
+    OperationBinding, OperationId, Outcome, OutcomeId, Program, SchemaId, Step, StepId, StepOp,
+    Trigger, FORMAT_VERSION,
+};
+use serde_json::{json, Value};
+
+use crate::ast::{self, Mapping, Named, ProjectFile};
+use crate::check::{esc, Binding, Checked};
+use crate::schema::{self, Sch};
+
+struct Lower<'a> {
+    p: &'a ProjectFile,
+    c: &'a Checked,
+    steps: BTreeMap<&'a str, StepId>,
+    outcomes: BTreeMap<&'a str, OutcomeId>,
+    functions: BTreeMap<&'a str, FunctionId>,
+    schemas: Vec<Value>,
+    schema_ids: BTreeMap<String, SchemaId>,
+    constants: Vec<Value>,
+    const_ids: BTreeMap<String, ConstId>,
+    exprs: Vec<Expr>,
+}
+
+fn index<T: Copy>(map: &BTreeMap<&str, T>, name: &str, fallback: T) -> T {
+    map.get(name).copied().unwrap_or(fallback)
+}
+
+/// Lowers a project that passed every check. `None` only if a resolution
+/// that checking guarantees is missing (a compiler bug, never a user error).
+pub(crate) fn lower(p: &ProjectFile, c: &Checked, function_source: &str) -> Option<Program> {
+    let mut names: Vec<&str> = p.workflow.steps.iter().map(|(k, _)| k.as_str()).collect();
+    names.sort_unstable();
+    let steps = names.iter().enumerate().map(|(i, n)| (*n, StepId(i as u32))).collect();
+    let mut onames: Vec<&str> = p.workflow.outcomes.iter().map(|(k, _)| k.as_str()).collect();
+    onames.sort_unstable();
+    let outcomes = onames.iter().enumerate().map(|(i, n)| (*n, OutcomeId(i as u32))).collect();
+    let functions = c
+        .functions
+        .keys()
+        .enumerate()
+        .map(|(i, n)| (n.as_str(), FunctionId(i as u32)))
+        .collect();
+    let mut l = Lower {
+        p,
+        c,
+        steps,
+        outcomes,
+        functions,
+        schemas: Vec::new(),
+        schema_ids: BTreeMap::new(),
+        constants: Vec::new(),
+        const_ids: BTreeMap::new(),
+        exprs: Vec::new(),
+    };
+    let input = l.schema(c.input.as_ref()?);
+    let mut operations = Vec::new();
+    let alias_ids: BTreeMap<&str, OperationId> = c
+        .aliases
+        .keys()
+        .enumerate()
+        .map(|(i, n)| (n.as_str(), OperationId(i as u32)))
+        .collect();
+    for (name, a) in &c.aliases {
+        let decl = p.operations.get(name)?;
+        operations.push(OperationBinding {
+            alias: name.clone(),
+            descriptor: a.desc.clone(),
+            connection: decl.connection.clone(),
+            action: a.action.clone(),
+            input: l.schema(&a.input),
+            output: l.schema(&a.output),
+            completion: a.completion.as_ref().map(|(_, s)| l.schema(s)),
+        });
+    }
+    let mut funcs = Vec::new();
+    for (name, f) in &c.functions {
+        let params = f.params.as_ref()?;
+        let mut inputs = Vec::new();
+        for param in params {
+            let (_, _, s) = f.inputs.iter().find(|(n, _, _)| n == param)?;
+            inputs.push(FunctionInput {
+                name: param.clone(),
+                schema: l.schema(s.as_ref()?),
+            });
+        }
+        funcs.push(Function {
+            name: name.clone(),
+            entrypoint: f.entrypoint.clone(),
+            inputs,
+            output: l.schema(f.output.as_ref()?),
+        });
+    }
+    let mut outs = Vec::new();
+    for n in &onames {
+        outs.push(Outcome {
+            name: (*n).to_owned(),
+            schema: l.schema(c.outcomes.get(*n)?),
+        });
+    }
+    let mut psteps = Vec::new();
+    for n in &names {
+        let step = p.workflow.steps.get(n)?;
+        let sp = format!("/workflow/steps/{}", esc(n));
+        let step_ids = l.steps.clone();
+        let s = |name: &str| index(&step_ids, name, StepId(u32::MAX));
+        let op = match step {
+            ast::Step::Call(call) => StepOp::Call {
+                operation: *alias_ids.get(call.operation.as_str())?,
+                input: l.expr(&call.input, &format!("{sp}/input"))?,
+                next: s(&call.next),
+                on_declared_refusal: call.on_declared_refusal.as_deref().map(s),
+            },
+            ast::Step::Choose(ch) => {
+                let mut cases: Vec<Case> = ch
+                    .cases
+                    .iter()
+                    .map(|(label, to)| Case {
+                        label: label.clone(),
+                        step: s(to),
+                    })
+                    .collect();
+                cases.sort_by(|a, b| a.label.cmp(&b.label));
+                let mut code = Vec::new();
+                l.call(&ch.function, ch.arguments.as_ref(), &sp, &mut code)?;
+                StepOp::Choose {
+                    selector: l.push_expr(code),
+                    cases,
+                }
+            }
+            ast::Step::WaitUntil(w) => StepOp::WaitUntil {
+                until: l.expr(&w.until, &format!("{sp}/until"))?,
+                next: s(&w.next),
+            },
+            ast::Step::WaitFor(w) => StepOp::WaitFor {
+                call: s(&w.completion.step),
+                completion: w.completion.name.clone(),
+                timeout_seconds: w.timeout_seconds,
+                next: s(&w.next),
+                on_timeout: w.on_timeout.as_deref().map(s),
+                on_cancel: w.on_cancel.as_deref().map(s),
+            },
+            ast::Step::Finish(f) => StepOp::Finish {
+                outcome: index(&l.outcomes, &f.outcome, OutcomeId(u32::MAX)),
+                output: match &f.output {
+                    Some(m) => Some(l.expr(m, &format!("{sp}/output"))?),
+                    None => None,
+                },
+            },
+        };
+        psteps.push(Step {
+            name: (*n).to_owned(),
+            op,
+        });
+    }
+    let mut tnames: Vec<&String> = p.triggers.iter().map(|(k, _)| k).collect();
+    tnames.sort();
+    let mut triggers = Vec::new();
+    for n in tnames {
+        let t = p.triggers.get(n)?;
+        let tp = format!("/triggers/{}", esc(n));
+        let idempotency = match &t.idempotency {
+            Some(m) => l.expr(m, &format!("{tp}/idempotency"))?,
+            None => l.push_expr(vec![Instr::Event {
+                path: Some("/id".into()),
+            }]),
+        };
+        let input = l.expr(&t.input, &format!("{tp}/input"))?;
+        triggers.push(Trigger {
+            name: n.clone(),
+            source: t.source.clone(),
+            event_type: t.event_type.clone(),
+            idempotency,
+            input,
+        });
+    }
+    let mut connections: Vec<String> = operations.iter().map(|o| o.connection.clone()).collect();
+    connections.sort();
+    connections.dedup();
+    Some(Program {
+        format: FORMAT_VERSION,
+        workflow: p.project.id.clone(),
+        input,
+        deadline_seconds: p.workflow.deadline_seconds,
+        start: index(&l.steps, &p.workflow.start, StepId(u32::MAX)),
+        steps: psteps,
+        outcomes: outs,
+        operations,
+        functions: funcs,
+        function_source: if p.functions.is_empty() {
+            String::new()
+        } else {
+            crate::functions::normalise_source(function_source)
+        },
+        triggers,
+        connections,
+        exprs: l.exprs,
+        schemas: l.schemas,
+        constants: l.constants,
+    })
+}
+
+/// A schema as the Program stores it: self-contained, annotations removed.
+fn materialise(s: &Sch) -> Value {
+    let node = schema::normalise(s.node());
+    if s.ptr.is_empty() {
+        return node;
+    }
+    // A sub-schema keeps its document available for local refs.
+    let root = crate::check::rebase(&schema::normalise(&s.root), "/$defs/root");
+    json!({"$ref": format!("#/$defs/root{}", s.ptr), "$defs": {"root": root}})
+}
+
+impl Lower<'_> {
+    fn schema(&mut self, s: &Sch) -> SchemaId {
+        let v = materialise(s);
+        let key = canonical::to_string(&v);
+        if let Some(id) = self.schema_ids.get(&key) {
+            return *id;
+        }
+        let id = SchemaId(self.schemas.len() as u32);
+        self.schemas.push(v);
+        self.schema_ids.insert(key, id);
+        id
+    }
+
+    fn constant(&mut self, v: &Value) -> ConstId {
+        let key = canonical::to_string(v);
+        if let Some(id) = self.const_ids.get(&key) {
+            return *id;
+        }
+        let id = ConstId(self.constants.len() as u32);
+        self.constants.push(v.clone());
+        self.const_ids.insert(key, id);
+        id
+    }
+
+    fn push_expr(&mut self, code: Vec<Instr>) -> ExprId {
+        let id = ExprId(self.exprs.len() as u32);
+        self.exprs.push(Expr { code });
+        id
+    }
+
+    fn expr(&mut self, m: &Mapping, ptr: &str) -> Option<ExprId> {
+        let mut code = Vec::new();
+        self.emit(m, ptr, &mut code)?;
+        Some(self.push_expr(code))
+    }
+
+    fn emit(&mut self, m: &Mapping, ptr: &str, code: &mut Vec<Instr>) -> Option<()> {
+        match m {
+            Mapping::Input(p) => code.push(Instr::Input {
+                path: p.path.clone(),
+            }),
+            Mapping::Event(p) => code.push(Instr::Event {
+                path: p.path.clone(),
+            }),
+            Mapping::Step(s) => code.push(Instr::StepOutput {
+                step: *self.steps.get(s.step.as_str())?,
+                path: s.path.clone(),
+            }),
+            Mapping::Literal(l) => {
+                let value = self.constant(&l.value);
+                code.push(Instr::Const { value });
+            }
+            Mapping::Fields(f) => {
+                let mut keys: Vec<&String> = f.fields.iter().map(|(k, _)| k).collect();
+                keys.sort();
+                for k in &keys {
+                    let sub = f.fields.get(k)?;
+                    self.emit(sub, &format!("{ptr}/fields/{}", esc(k)), code)?;
+                }
+                code.push(Instr::Object {
+                    keys: keys.into_iter().cloned().collect(),
+                });
+            }
+            Mapping::Function(f) => self.call(&f.function, f.arguments.as_ref(), ptr, code)?,
+        }
+        Some(())
+    }
+
+    fn call(
+        &mut self,
+        fname: &str,
+        args: Option<&Named<Mapping>>,
+        ptr: &str,
+        code: &mut Vec<Instr>,
+    ) -> Option<()> {
+        let c = self.c;
+        let func = c.functions.get(fname)?;
+        let bindings = c.bindings.get(ptr)?;
+        let mut out_args = Vec::new();
+        for param in func.params.as_ref()? {
+            match args.and_then(|a| a.get(param)) {
+                Some(m) => {
+                    self.emit(m, &format!("{ptr}/arguments/{}", esc(param)), code)?;
+                    out_args.push(Argument {
+                        name: param.clone(),
+                        explicit: true,
+                    });
+                }
+                None => {
+                    let (_, b) = bindings.iter().find(|(n, _)| n == param)?;
+                    code.push(match b {
+                        Binding::Input => Instr::Input { path: None },
+                        Binding::Step(s) => Instr::StepOutput {
+                            step: *self.steps.get(s.as_str())?,
+                            path: None,
+                        },
+                    });
+                    out_args.push(Argument {
+                        name: param.clone(),
+                        explicit: false,
+                    });
+                }
+            }
+        }
+        code.push(Instr::Call {
+            function: *self.functions.get(fname)?,
+            args: out_args,
+        });
+        let _ = self.p;
+        Some(())
+    }
+}
