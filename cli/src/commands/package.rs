@@ -1,13 +1,136 @@
-//! `coordinatorctl package` (not built yet).
+//! `coordinatorctl package --project D --output OUT`: runs the scenarios and,
+//! only when every case passes, writes an immutable package (SPEC §4):
+//! `definition.json` (the compiled Program in canonical JSON, with its
+//! revision) and `SHA256SUMS`. Prints `created: OUT` and
+//! `package digest: sha256:<hex>` (the SHA-256 of `SHA256SUMS`).
+//!
+//! Refuses an existing OUT; writes nothing on any failure.
+
+use std::path::PathBuf;
 
 use clap::Args;
+use coordinator_ir::Definition;
+use serde::Serialize;
+
+use crate::commands::test::compile_and_run;
+use crate::report::{self, EXIT_OK, EXIT_REFUSED, EXIT_UNAVAILABLE};
+use crate::Format;
 
 /// Arguments of `package`.
 #[derive(Args, Debug)]
-pub struct PackageArgs {}
+pub struct PackageArgs {
+    /// The project directory.
+    #[arg(long, value_name = "DIR")]
+    pub project: PathBuf,
+    /// The package directory to create; it must not exist.
+    #[arg(long, value_name = "DIR")]
+    pub output: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
 
-/// Runs the command; returns the exit code.
-pub fn run(_args: PackageArgs) -> u8 {
-    eprintln!("coordinatorctl package: not available in this build");
-    crate::report::EXIT_UNAVAILABLE
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PackageExtra {
+    output: String,
+    package_digest: Option<String>,
+    workflow_revision: Option<String>,
+    failed_cases: Vec<String>,
+}
+
+/// Runs `package`; returns the exit code.
+pub fn run(args: PackageArgs) -> u8 {
+    let output = args.output.display().to_string();
+    if args.output.exists() {
+        let diag = coordinator_source::Diagnostic::error(
+            "coordinator.package.exists",
+            coordinator_source::Located {
+                file: output.clone(),
+                ..Default::default()
+            },
+            "the output directory already exists; a package is written only into a new directory",
+            "Choose a new --output directory, or remove this one first.",
+        );
+        finish(&args, EXIT_REFUSED, &[diag], &output, None, Vec::new());
+        return EXIT_REFUSED;
+    }
+    let (program, outcome) = compile_and_run(&args.project, None);
+    let failed: Vec<String> = outcome
+        .reports
+        .iter()
+        .filter(|r| !r.passed)
+        .map(|r| r.id.clone())
+        .collect();
+    let code = report::exit_code(&outcome.diagnostics);
+    let (Some(program), true) = (program, outcome.all_passed()) else {
+        let code = if code == EXIT_OK { EXIT_REFUSED } else { code };
+        finish(&args, code, &outcome.diagnostics, &output, None, failed);
+        return code;
+    };
+    let definition = Definition::new(program);
+    let revision = definition.revision.clone();
+    match coordinator_host::package::write_package(&args.output, &definition) {
+        Ok(digest) => {
+            finish(
+                &args,
+                EXIT_OK,
+                &outcome.diagnostics,
+                &output,
+                Some((digest, revision)),
+                failed,
+            );
+            EXIT_OK
+        }
+        Err(e) => {
+            eprintln!(
+                "error[coordinator.package.write] {output}\n  cannot write the package: {e}\n  next: Check that the parent directory exists and is writable."
+            );
+            EXIT_UNAVAILABLE
+        }
+    }
+}
+
+fn finish(
+    args: &PackageArgs,
+    code: u8,
+    diags: &[coordinator_source::Diagnostic],
+    output: &str,
+    done: Option<(String, String)>,
+    failed: Vec<String>,
+) {
+    match args.format {
+        Format::Json => report::print_json(
+            "package",
+            code == EXIT_OK,
+            if code == EXIT_OK {
+                "created"
+            } else {
+                "refused"
+            },
+            diags,
+            PackageExtra {
+                output: output.to_owned(),
+                package_digest: done.as_ref().map(|d| d.0.clone()),
+                workflow_revision: done.as_ref().map(|d| d.1.clone()),
+                failed_cases: failed,
+            },
+        ),
+        Format::Text => {
+            report::print_diagnostics(diags, false);
+            if !failed.is_empty() {
+                eprintln!(
+                    "error[coordinator.package.scenarios-failed] {}\n  {} scenario case(s) failed: {}; nothing was written\n  next: Run coordinatorctl test --project {} and fix the failing cases.",
+                    args.project.display(),
+                    failed.len(),
+                    failed.join(", "),
+                    args.project.display()
+                );
+            }
+            if let Some((digest, _)) = done {
+                println!("created: {output}");
+                println!("package digest: {digest}");
+            }
+        }
+    }
 }

@@ -1,13 +1,45 @@
-//! `coordinatorctl schema` (not built yet).
+//! `coordinatorctl schema --kind project|scenarios|runtime`: prints the JSON
+//! Schema (draft 2020-12) of a file format, generated from the Rust types
+//! that read it (SPEC §1). `docs/schemas/` keeps copies, checked by tests.
 
-use clap::Args;
+use clap::{Args, ValueEnum};
+
+use crate::report::EXIT_OK;
+
+/// Which format.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Kind {
+    /// `workflow.yaml` (CoordinatorProject).
+    Project,
+    /// `scenarios.yaml` (CoordinatorScenarios).
+    Scenarios,
+    /// `runtime.yaml` (CoordinatorRuntimeConfig).
+    Runtime,
+}
 
 /// Arguments of `schema`.
 #[derive(Args, Debug)]
-pub struct SchemaArgs {}
+pub struct SchemaArgs {
+    /// The format.
+    #[arg(long, value_enum)]
+    pub kind: Kind,
+}
 
-/// Runs the command; returns the exit code.
-pub fn run(_args: SchemaArgs) -> u8 {
-    eprintln!("coordinatorctl schema: not available in this build");
-    crate::report::EXIT_UNAVAILABLE
+/// The schema text of a format: pretty JSON and a final newline, exactly as
+/// committed under `docs/schemas/`.
+pub fn schema_text(kind: Kind) -> String {
+    let value = match kind {
+        Kind::Project => coordinator_compiler::project_schema(),
+        Kind::Scenarios => coordinator_host::scenario::file::scenarios_schema(),
+        Kind::Runtime => coordinator_host::runtime::runtime_schema(),
+    };
+    let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// Runs `schema`; returns the exit code.
+pub fn run(args: SchemaArgs) -> u8 {
+    print!("{}", schema_text(args.kind));
+    EXIT_OK
 }

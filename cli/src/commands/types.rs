@@ -1,13 +1,125 @@
-//! `coordinatorctl types` (not built yet).
+//! `coordinatorctl types --project D --language typescript|python --output FILE`:
+//! exports a typed caller for the workflow (SPEC §4).
+//!
+//! Prints `output:`, `status: exported`, `workflow:` and `workflowRevision:`
+//! (seed 004). Nothing is written when the project does not compile; the
+//! file is written whole (to a temporary sibling, then renamed).
 
-use clap::Args;
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+
+use crate::report::{self, EXIT_OK, EXIT_UNAVAILABLE};
+use crate::Format;
+
+/// Target language of the caller.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Language {
+    /// A TypeScript module using `fetch`.
+    Typescript,
+    /// A Python 3.11+ module using the standard library.
+    Python,
+}
 
 /// Arguments of `types`.
 #[derive(Args, Debug)]
-pub struct TypesArgs {}
+pub struct TypesArgs {
+    /// The project directory.
+    #[arg(long, value_name = "DIR")]
+    pub project: PathBuf,
+    /// The caller's language.
+    #[arg(long, value_enum)]
+    pub language: Language,
+    /// The file to write.
+    #[arg(long, value_name = "FILE")]
+    pub output: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
 
-/// Runs the command; returns the exit code.
-pub fn run(_args: TypesArgs) -> u8 {
-    eprintln!("coordinatorctl types: not available in this build");
-    crate::report::EXIT_UNAVAILABLE
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TypesExtra {
+    output: String,
+    workflow: Option<String>,
+    workflow_revision: Option<String>,
+}
+
+/// Runs `types`; returns the exit code.
+pub fn run(args: TypesArgs) -> u8 {
+    let display = args.project.display().to_string();
+    let compiled = coordinator_compiler::compile_project(&args.project, &display);
+    let output = args.output.display().to_string();
+    let Some(program) = compiled.program else {
+        let code = report::exit_code(&compiled.diagnostics);
+        emit(&args, code, "refused", &compiled.diagnostics, &output, None);
+        return code;
+    };
+    let text = match args.language {
+        Language::Typescript => coordinator_host::types::typescript(&program),
+        Language::Python => coordinator_host::types::python(&program),
+    };
+    if let Err(e) = write_whole(&args.output, &text) {
+        eprintln!(
+            "error[coordinator.types.write] {output}\n  cannot write the caller: {e}\n  next: Check that the directory exists and is writable."
+        );
+        return EXIT_UNAVAILABLE;
+    }
+    emit(
+        &args,
+        EXIT_OK,
+        "exported",
+        &compiled.diagnostics,
+        &output,
+        Some((program.workflow.clone(), program.revision())),
+    );
+    EXIT_OK
+}
+
+fn emit(
+    args: &TypesArgs,
+    code: u8,
+    status: &str,
+    diags: &[coordinator_source::Diagnostic],
+    output: &str,
+    done: Option<(String, String)>,
+) {
+    match args.format {
+        Format::Json => report::print_json(
+            "types",
+            code == EXIT_OK,
+            status,
+            diags,
+            TypesExtra {
+                output: output.to_owned(),
+                workflow: done.as_ref().map(|d| d.0.clone()),
+                workflow_revision: done.as_ref().map(|d| d.1.clone()),
+            },
+        ),
+        Format::Text => {
+            report::print_diagnostics(diags, false);
+            if let Some((workflow, revision)) = done {
+                println!("output: {output}");
+                println!("status: {status}");
+                println!("workflow: {workflow}");
+                println!("workflowRevision: {revision}");
+            }
+        }
+    }
+}
+
+/// Writes `text` to `path` through a temporary sibling and a rename, so a
+/// failure never leaves a partial file.
+pub fn write_whole(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "output".into());
+    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
 }
