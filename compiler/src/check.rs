@@ -602,6 +602,7 @@ impl<'a> Checker<'a> {
                 }
             }
         }
+        let broken_refs = self.diags.iter().any(|d| d.code == "coordinator.step.unknown");
         // Reachability.
         let mut reach: Vec<String> = Vec::new();
         let mut seen = BTreeSet::new();
@@ -622,7 +623,7 @@ impl<'a> Checker<'a> {
                 }
             }
         }
-        if steps.contains(&wf.start) {
+        if steps.contains(&wf.start) && !broken_refs {
             for (name, _) in steps.iter() {
                 if !seen.contains(name) {
                     self.err_key(
@@ -660,7 +661,7 @@ impl<'a> Checker<'a> {
                 break;
             }
         }
-        for name in &reach {
+        for name in reach.iter().filter(|_| !broken_refs) {
             if !ends.contains(name) {
                 self.err_key(
                     "coordinator.graph.no-finish",
@@ -1072,10 +1073,14 @@ impl<'a> Checker<'a> {
                     self.warn(
                         "coordinator.mapping.path-unchecked",
                         &pptr,
-                        format!("{desc} leaves {at} open, so check cannot prove that {path} exists; the value is checked at run time"),
+                        format!(
+                            "{desc} leaves {} open, so check cannot prove that {path} exists; the value is checked at run time",
+                            if at.is_empty() { "its top level".to_owned() } else { at.clone() }
+                        ),
                         format!("Nothing to do; to have it proven offline, declare {path} in the schema."),
                     );
-                    return Ty::Any;
+                    // Reported once here; the fit of this value is left to run time.
+                    return Ty::Error;
                 }
             }
         }
@@ -1232,6 +1237,11 @@ impl<'a> Checker<'a> {
         let output = func.output.clone();
         let workflow_input = self.p.workflow.input.clone();
         let mut bindings = Vec::new();
+        let mut unbound: Vec<(String, String)> = Vec::new();
+        // A Function whose entrypoint or parameters are refused, or a call to
+        // an unknown alias, already explains why binding may fail.
+        let quiet = func.params.is_none()
+            || self.p.workflow.steps.iter().any(|(_, s)| matches!(s, Step::Call(c) if !self.out.aliases.contains_key(&c.operation)));
         if let Some(args) = args {
             for (aname, _) in args.iter() {
                 if !inputs.iter().any(|(n, _, _)| n == aname) {
@@ -1280,21 +1290,15 @@ impl<'a> Checker<'a> {
                             ty
                         }
                         None => {
-                            if !matches!(env, Env::Step(_, None)) {
+                            if !matches!(env, Env::Step(_, None)) && !quiet {
                                 let why = match tref.reference() {
                                     Some(("operationOutput", a)) => format!(
-                                        "it is declared `operationOutput: {}`, and {} call using that alias completed on every route reaching here",
+                                        "`{iname}` is declared `operationOutput: {}`, and not exactly one call using that alias completed on every route reaching here",
                                         a.as_str().unwrap_or("?"),
-                                        "not exactly one"
                                     ),
-                                    _ => "only inputs declared as the workflow input's type or as an operationOutput are bound by their type".to_owned(),
+                                    _ => format!("`{iname}` is declared neither as the workflow input's type nor as an operationOutput"),
                                 };
-                                self.err(
-                                    "coordinator.function.argument-required",
-                                    ptr,
-                                    format!("Function `{fname}` input `{iname}` cannot be bound implicitly: {why}"),
-                                    format!("Pass it explicitly under `arguments: {{{iname}: MAPPING}}`."),
-                                );
+                                unbound.push((iname.clone(), why));
                             }
                             Ty::Error
                         }
@@ -1305,6 +1309,24 @@ impl<'a> Checker<'a> {
                 let at = if explicit.is_some() { format!("{ptr}/arguments/{}", esc(iname)) } else { ptr.to_owned() };
                 self.fit_report(&ty, s, &at, &format!("input `{iname}` of Function `{fname}`"), "coordinator.mapping.type");
             }
+        }
+        if !unbound.is_empty() {
+            let names: Vec<&str> = unbound.iter().map(|(n, _)| n.as_str()).collect();
+            let whys: Vec<&str> = unbound.iter().map(|(_, w)| w.as_str()).collect();
+            self.err(
+                "coordinator.function.argument-required",
+                ptr,
+                format!(
+                    "Function `{fname}` needs {} that cannot be bound by type: {}",
+                    quote_list(&names),
+                    whys.join("; ")
+                ),
+                format!(
+                    "Pass {} explicitly under `arguments`, e.g. `arguments: {{{}: MAPPING}}`.",
+                    quote_list(&names),
+                    names.first().copied().unwrap_or_default()
+                ),
+            );
         }
         self.out.bindings.insert(ptr.to_owned(), bindings);
         output.map(|s| Ty::Schema(vec![s])).unwrap_or(Ty::Error)

@@ -454,13 +454,13 @@ fn walk_at(s: &Sch, tokens: &[String], done: String, depth: usize) -> Walk {
     }
     let here = format!("{done}/{}", esc(first));
     match s.node() {
-        Value::Bool(true) => return Walk::Unchecked(here),
+        Value::Bool(true) => return Walk::Unchecked(done),
         Value::Bool(false) => return Walk::Missing(here),
         _ => {}
     }
     // Conjunction: own keywords, allOf members, a side $ref, and the
     // disjunction of anyOf/oneOf.
-    let mut parts: Vec<Walk> = vec![walk_own(&s, first, rest, &here, depth)];
+    let mut parts: Vec<Walk> = vec![walk_own(&s, first, rest, &here, &done, depth)];
     for m in s.list("allOf") {
         parts.push(walk_at(&m, tokens, done.clone(), depth + 1));
     }
@@ -534,9 +534,9 @@ fn types_of(node: &Value) -> Option<Vec<String>> {
     }
 }
 
-fn walk_own(s: &Sch, first: &str, rest: &[String], here: &str, depth: usize) -> Walk {
+fn walk_own(s: &Sch, first: &str, rest: &[String], here: &str, done: &str, depth: usize) -> Walk {
     let Some(m) = s.obj() else {
-        return Walk::Unchecked(here.to_owned());
+        return Walk::Unchecked(done.to_owned());
     };
     let types = types_of(s.node());
     let allows = |t: &str| types.as_ref().is_none_or(|ts| ts.iter().any(|x| x == t));
@@ -563,17 +563,17 @@ fn walk_own(s: &Sch, first: &str, rest: &[String], here: &str, depth: usize) -> 
     }
     if object_ish {
         if m.contains_key("patternProperties") {
-            return Walk::Unchecked(here.to_owned());
+            return Walk::Unchecked(done.to_owned());
         }
         return match m.get("additionalProperties") {
             Some(Value::Bool(false)) => Walk::Missing(here.to_owned()),
             Some(Value::Object(_)) => {
                 walk_at(&s.at("/additionalProperties"), rest, here.to_owned(), depth + 1)
             }
-            _ => Walk::Unchecked(here.to_owned()),
+            _ => Walk::Unchecked(done.to_owned()),
         };
     }
-    Walk::Unchecked(here.to_owned())
+    Walk::Unchecked(done.to_owned())
 }
 
 /// A static type of a mapping's value.
