@@ -47,7 +47,9 @@ fn write(value: &Value, out: &mut Vec<u8>) {
         Value::String(s) => write_string(s, out),
         // serde_json prints integers exactly and floats with ryu (shortest
         // round trip, keeping `.0`), which is the form SPEC §4 asks for.
-        other => out.extend_from_slice(other.to_string().as_bytes()),
+        other @ (Value::Null | Value::Bool(_) | Value::Number(_)) => {
+            out.extend_from_slice(other.to_string().as_bytes())
+        }
     }
 }
 
