@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use coordinator_source::diagnostic;
 
 fn fixture(code: &str) {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("diagnostics").join(code);
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("diagnostics")
+        .join(code);
     let compiled = coordinator_compiler::compile_project(&dir, "fixture");
     let mut out = String::new();
     for file in ["workflow.yaml", "functions.rhai"] {
@@ -23,8 +25,15 @@ fn fixture(code: &str) {
         compiled.diagnostics.iter().any(|d| d.code == code),
         "{code} not reported:\n{out}"
     );
-    if compiled.diagnostics.iter().any(|d| d.code == code && d.is_error()) {
-        assert!(compiled.program.is_none(), "{code}: a refused project has no Program");
+    if compiled
+        .diagnostics
+        .iter()
+        .any(|d| d.code == code && d.is_error())
+    {
+        assert!(
+            compiled.program.is_none(),
+            "{code}: a refused project has no Program"
+        );
     }
     insta::assert_snapshot!(code, out);
 }

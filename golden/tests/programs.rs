@@ -201,7 +201,11 @@ fn presentation_does_not_move_the_revision() {
     for (what, text) in edits {
         assert_eq!(revision_of(&text, &rhai), base, "{what} moved the revision");
     }
-    assert_eq!(revision_of(&wf, &rhai.replace('\n', "\r\n")), base, "CRLF moved it");
+    assert_eq!(
+        revision_of(&wf, &rhai.replace('\n', "\r\n")),
+        base,
+        "CRLF moved it"
+    );
 }
 
 #[test]
@@ -209,16 +213,49 @@ fn execution_changes_move_the_revision() {
     let (wf, rhai) = starter();
     let base = revision_of(&wf, &rhai);
     let changes: Vec<(&str, String, String)> = vec![
-        ("step", edit(&wf, "        skip: skipped\n", "        skip: skipped\n").replace("deadlineSeconds: 2592000", "deadlineSeconds: 2592001"), rhai.clone()),
-        ("mapping", edit(&wf, "value: applications", "value: applicants"), rhai.clone()),
-        ("schema", edit(&wf, "maxLength: 512", "maxLength: 511"), rhai.clone()),
-        ("operation connection", edit(&wf, "connection: notices", "connection: messages"), rhai.clone()),
-        ("step name", edit(&wf, "    skipped:\n", "    skip-it:\n").replace("skip: skipped", "skip: skip-it"), rhai.clone()),
-        ("function source", wf.clone(), format!("// another comment\n{rhai}")),
-        ("project id", edit(&wf, "id: follow-up", "id: follow-up-2"), rhai.clone()),
+        (
+            "step",
+            edit(&wf, "        skip: skipped\n", "        skip: skipped\n")
+                .replace("deadlineSeconds: 2592000", "deadlineSeconds: 2592001"),
+            rhai.clone(),
+        ),
+        (
+            "mapping",
+            edit(&wf, "value: applications", "value: applicants"),
+            rhai.clone(),
+        ),
+        (
+            "schema",
+            edit(&wf, "maxLength: 512", "maxLength: 511"),
+            rhai.clone(),
+        ),
+        (
+            "operation connection",
+            edit(&wf, "connection: notices", "connection: messages"),
+            rhai.clone(),
+        ),
+        (
+            "step name",
+            edit(&wf, "    skipped:\n", "    skip-it:\n").replace("skip: skipped", "skip: skip-it"),
+            rhai.clone(),
+        ),
+        (
+            "function source",
+            wf.clone(),
+            format!("// another comment\n{rhai}"),
+        ),
+        (
+            "project id",
+            edit(&wf, "id: follow-up", "id: follow-up-2"),
+            rhai.clone(),
+        ),
     ];
     for (what, text, src) in changes {
-        assert_ne!(revision_of(&text, &src), base, "{what} did not move the revision");
+        assert_ne!(
+            revision_of(&text, &src),
+            base,
+            "{what} did not move the revision"
+        );
     }
 }
 
@@ -235,11 +272,30 @@ fn malformed_input_gives_one_located_diagnostic() {
     let (wf, rhai) = starter();
     let cases: Vec<(&str, String)> = vec![
         ("coordinator.yaml.syntax", "apiVersion: [\n".into()),
-        ("coordinator.yaml.duplicate-key", edit(&wf, "  start: due\n", "  start: due\n  start: due\n")),
-        ("coordinator.yaml.unknown-key", edit(&wf, "      next: permission\n", "      next: permission\n      retries: 2\n")),
-        ("coordinator.yaml.wrong-type", edit(&wf, "deadlineSeconds: 2592000", "deadlineSeconds: soon")),
-        ("coordinator.yaml.too-deep", format!("{}{}", "[".repeat(200), "]".repeat(200))),
-        ("coordinator.file.too-large", format!("{wf}#{}\n", "x".repeat(2 * 1024 * 1024))),
+        (
+            "coordinator.yaml.duplicate-key",
+            edit(&wf, "  start: due\n", "  start: due\n  start: due\n"),
+        ),
+        (
+            "coordinator.yaml.unknown-key",
+            edit(
+                &wf,
+                "      next: permission\n",
+                "      next: permission\n      retries: 2\n",
+            ),
+        ),
+        (
+            "coordinator.yaml.wrong-type",
+            edit(&wf, "deadlineSeconds: 2592000", "deadlineSeconds: soon"),
+        ),
+        (
+            "coordinator.yaml.too-deep",
+            format!("{}{}", "[".repeat(200), "]".repeat(200)),
+        ),
+        (
+            "coordinator.file.too-large",
+            format!("{wf}#{}\n", "x".repeat(2 * 1024 * 1024)),
+        ),
         ("coordinator.project.header", "".into()),
     ];
     for (code, text) in cases {
@@ -279,7 +335,11 @@ fn independent_errors_are_all_reported_in_position_order() {
     let (wf, rhai) = starter();
     let wf = edit(&wf, "path: /applicationId", "path: /applicationID");
     let wf = edit(&wf, "entrypoint: notice_route", "entrypoint: notice_routes");
-    let wf = edit(&wf, "  notice-route:\n    type: string\n", "  notice-route:\n    type: string\n    propertes: {}\n");
+    let wf = edit(
+        &wf,
+        "  notice-route:\n    type: string\n",
+        "  notice-route:\n    type: string\n    propertes: {}\n",
+    );
     let c = compile_sources("p", &wf, Some(&rhai));
     let codes: Vec<&str> = c.diagnostics.iter().map(|d| d.code.as_str()).collect();
     assert_eq!(
@@ -301,14 +361,19 @@ fn every_code_has_a_docs_page() {
         let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
         for part in text.split('"').skip(1).step_by(2) {
             if part.starts_with("coordinator.")
-                && part.chars().all(|c| c.is_ascii_lowercase() || c == '.' || c == '-')
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c == '.' || c == '-')
                 && part.matches('.').count() == 2
             {
                 codes.insert(part.to_owned());
             }
         }
     }
-    for d in std::fs::read_dir(workspace().join("golden/diagnostics")).expect("fixtures").flatten() {
+    for d in std::fs::read_dir(workspace().join("golden/diagnostics"))
+        .expect("fixtures")
+        .flatten()
+    {
         codes.insert(d.file_name().to_string_lossy().into_owned());
     }
     for code in &codes {
@@ -316,7 +381,10 @@ fn every_code_has_a_docs_page() {
             missing.push(code.clone());
         }
     }
-    assert!(missing.is_empty(), "codes without docs/errors page: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "codes without docs/errors page: {missing:?}"
+    );
 }
 
 #[test]
@@ -324,7 +392,9 @@ fn project_schema_is_generated() {
     let s = coordinator_compiler::project_schema();
     assert_eq!(
         s.get("$id").and_then(|v| v.as_str()),
-        Some("https://id.registrystack.org/schemas/coordinator/project/project.v1beta1.schema.json")
+        Some(
+            "https://id.registrystack.org/schemas/coordinator/project/project.v1beta1.schema.json"
+        )
     );
     assert!(s.get("$schema").is_some());
     assert!(s.pointer("/properties/workflow").is_some());

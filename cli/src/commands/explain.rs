@@ -40,7 +40,11 @@ pub fn run(args: ExplainArgs) -> u8 {
         Format::Json => report::print_json(
             "explain",
             code == EXIT_OK,
-            if code == EXIT_OK { "explained" } else { "refused" },
+            if code == EXIT_OK {
+                "explained"
+            } else {
+                "refused"
+            },
             &compiled.diagnostics,
             ExplainExtra {
                 workflow: compiled.workflow.as_deref(),
