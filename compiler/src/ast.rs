@@ -131,7 +131,11 @@ fn tag<E: de::Error>(v: &Value, variants: &'static [&'static str]) -> Result<Str
             ))),
             None => Err(E::missing_field("type")),
         },
-        _ => Err(E::custom("invalid type: expected a mapping with a `type` key")),
+        Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) | Value::Array(_) => {
+            Err(E::custom(
+                "invalid type: expected a mapping with a `type` key",
+            ))
+        }
     }
 }
 
@@ -221,7 +225,9 @@ impl TypeRef {
             return None;
         }
         let (k, v) = m.iter().next()?;
-        TYPE_REF_KEYS.contains(&k.as_str()).then_some((k.as_str(), v))
+        TYPE_REF_KEYS
+            .contains(&k.as_str())
+            .then_some((k.as_str(), v))
     }
 }
 
@@ -375,7 +381,10 @@ impl<'de> Deserialize<'de> for Step {
             "finish" => read_variant(v).map(Step::Finish),
             other => Err(de::Error::custom(nest(
                 "/type",
-                &format!("unknown variant `{other}`, expected one of {}", STEP_TYPES.join(", ")),
+                &format!(
+                    "unknown variant `{other}`, expected one of {}",
+                    STEP_TYPES.join(", ")
+                ),
             ))),
         }
     }

@@ -77,6 +77,9 @@ pub(crate) enum Variant {
     Completion,
 }
 
+/// A successor: target step, the authored key, and the output the edge adds.
+type Edge = (String, &'static str, Option<(String, Variant)>);
+
 /// Step name -> the outputs it may have here (present = completed on every route).
 type Facts = BTreeMap<String, BTreeSet<Variant>>;
 
@@ -135,7 +138,13 @@ impl<'a> Checker<'a> {
         self.diags.push(d);
     }
 
-    fn err_key(&mut self, code: &str, ptr: &str, message: impl Into<String>, next: impl Into<String>) {
+    fn err_key(
+        &mut self,
+        code: &str,
+        ptr: &str,
+        message: impl Into<String>,
+        next: impl Into<String>,
+    ) {
         let d = Diagnostic::error(code, self.doc.locate_key(ptr), message, next);
         self.diags.push(d);
     }
@@ -174,8 +183,14 @@ impl<'a> Checker<'a> {
             ("/operations", p.operations.iter().map(|(k, _)| k).collect()),
             ("/functions", p.functions.iter().map(|(k, _)| k).collect()),
             ("/triggers", p.triggers.iter().map(|(k, _)| k).collect()),
-            ("/workflow/steps", p.workflow.steps.iter().map(|(k, _)| k).collect()),
-            ("/workflow/outcomes", p.workflow.outcomes.iter().map(|(k, _)| k).collect()),
+            (
+                "/workflow/steps",
+                p.workflow.steps.iter().map(|(k, _)| k).collect(),
+            ),
+            (
+                "/workflow/outcomes",
+                p.workflow.outcomes.iter().map(|(k, _)| k).collect(),
+            ),
         ];
         for (base, names) in groups {
             for n in names {
@@ -190,10 +205,34 @@ impl<'a> Checker<'a> {
             }
         }
         let limits = [
-            ("coordinator.limit.steps", "/workflow/steps", p.workflow.steps.len(), MAX_STEPS, "steps"),
-            ("coordinator.limit.outcomes", "/workflow/outcomes", p.workflow.outcomes.len(), MAX_OUTCOMES, "outcomes"),
-            ("coordinator.limit.operations", "/operations", p.operations.len(), MAX_ALIASES, "operation aliases"),
-            ("coordinator.limit.functions", "/functions", p.functions.len(), MAX_FUNCTIONS, "Functions"),
+            (
+                "coordinator.limit.steps",
+                "/workflow/steps",
+                p.workflow.steps.len(),
+                MAX_STEPS,
+                "steps",
+            ),
+            (
+                "coordinator.limit.outcomes",
+                "/workflow/outcomes",
+                p.workflow.outcomes.len(),
+                MAX_OUTCOMES,
+                "outcomes",
+            ),
+            (
+                "coordinator.limit.operations",
+                "/operations",
+                p.operations.len(),
+                MAX_ALIASES,
+                "operation aliases",
+            ),
+            (
+                "coordinator.limit.functions",
+                "/functions",
+                p.functions.len(),
+                MAX_FUNCTIONS,
+                "Functions",
+            ),
         ];
         for (code, ptr, n, max, what) in limits {
             if n > max {
@@ -229,7 +268,8 @@ impl<'a> Checker<'a> {
         for (name, s) in self.p.types.iter() {
             let ptr = format!("/types/{}", esc(name));
             let ok = self.report_schema(&ptr, &s.0);
-            self.types.insert(name.clone(), ok.then(|| Sch::new(s.0.clone())));
+            self.types
+                .insert(name.clone(), ok.then(|| Sch::new(s.0.clone())));
         }
     }
 
@@ -246,7 +286,10 @@ impl<'a> Checker<'a> {
             self.err(
                 "coordinator.type.unknown",
                 &kptr,
-                format!("`{key}` must name a declaration, found {}", schema::json_kind(name)),
+                format!(
+                    "`{key}` must name a declaration, found {}",
+                    schema::json_kind(name)
+                ),
                 "Write the name as a string.",
             );
             return None;
@@ -259,7 +302,10 @@ impl<'a> Checker<'a> {
                 } else {
                     format!(
                         "Use one of: {}.",
-                        list.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                        list.iter()
+                            .map(|s| s.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     )
                 },
             )
@@ -268,7 +314,10 @@ impl<'a> Checker<'a> {
             "typeRef" => match self.types.get(name) {
                 Some(s) => s.clone(),
                 None => {
-                    let (m, n) = unknown("entry under `types`", self.p.types.iter().map(|(k, _)| k).collect());
+                    let (m, n) = unknown(
+                        "entry under `types`",
+                        self.p.types.iter().map(|(k, _)| k).collect(),
+                    );
                     self.err("coordinator.type.unknown", &kptr, m, n);
                     None
                 }
@@ -296,7 +345,10 @@ impl<'a> Checker<'a> {
                 if self.p.operations.contains(name) {
                     return None; // the alias has its own error
                 }
-                let (m, n) = unknown("operation alias", self.p.operations.iter().map(|(k, _)| k).collect());
+                let (m, n) = unknown(
+                    "operation alias",
+                    self.p.operations.iter().map(|(k, _)| k).collect(),
+                );
                 self.err("coordinator.type.unknown", &kptr, m, n);
                 None
             }
@@ -311,7 +363,10 @@ impl<'a> Checker<'a> {
                     }
                     Some(_) => None,
                     None => {
-                        let (m, n) = unknown("outcome", self.p.workflow.outcomes.iter().map(|(k, _)| k).collect());
+                        let (m, n) = unknown(
+                            "outcome",
+                            self.p.workflow.outcomes.iter().map(|(k, _)| k).collect(),
+                        );
                         self.err("coordinator.type.unknown", &kptr, m, n);
                         None
                     }
@@ -322,15 +377,22 @@ impl<'a> Checker<'a> {
     }
 
     fn resolve_aliases(&mut self) {
-        let ops: Vec<(String, OperationAlias)> =
-            self.p.operations.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let ops: Vec<(String, OperationAlias)> = self
+            .p
+            .operations
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         for (name, a) in ops {
             let ptr = format!("/operations/{}", esc(&name));
             if !valid_name(&a.connection) {
                 self.err(
                     "coordinator.name.invalid",
                     &format!("{ptr}/connection"),
-                    format!("`{}` is not a valid connection name; names match {NAME_PATTERN}", a.connection),
+                    format!(
+                        "`{}` is not a valid connection name; names match {NAME_PATTERN}",
+                        a.connection
+                    ),
                     "Use lowercase letters, digits and hyphens, starting with a letter.",
                 );
             }
@@ -359,7 +421,10 @@ impl<'a> Checker<'a> {
                     self.err(
                         "coordinator.operation.action-not-allowed",
                         &format!("{ptr}/action"),
-                        format!("{} takes no action; only breg.invoke-action/v1 does", desc.id),
+                        format!(
+                            "{} takes no action; only breg.invoke-action/v1 does",
+                            desc.id
+                        ),
                         "Remove `action` from this alias.",
                     );
                     ok = false;
@@ -399,7 +464,9 @@ impl<'a> Checker<'a> {
                     }
                 }
             };
-            let (Some(output), true) = (output, ok) else { continue };
+            let (Some(output), true) = (output, ok) else {
+                continue;
+            };
             let completion = desc.completions.first().and_then(|c| {
                 catalogue::completion_schema(&desc.id, c).map(|s| (c.clone(), Sch::new(s)))
             });
@@ -418,8 +485,13 @@ impl<'a> Checker<'a> {
     }
 
     fn resolve_outcomes(&mut self) {
-        let outs: Vec<(String, TypeRef)> =
-            self.p.workflow.outcomes.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let outs: Vec<(String, TypeRef)> = self
+            .p
+            .workflow
+            .outcomes
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         for (name, t) in outs {
             let ptr = format!("/workflow/outcomes/{}", esc(&name));
             if let Some(s) = self.resolve(&t, &ptr, 0) {
@@ -429,16 +501,28 @@ impl<'a> Checker<'a> {
     }
 
     fn resolve_functions(&mut self) {
-        let fns: Vec<(String, FunctionDecl)> =
-            self.p.functions.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let fns: Vec<(String, FunctionDecl)> = self
+            .p
+            .functions
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         for (name, f) in fns {
             let ptr = format!("/functions/{}", esc(&name));
             if f.source != crate::FUNCTIONS_FILE {
                 self.err(
                     "coordinator.function.source",
                     &format!("{ptr}/source"),
-                    format!("Function source `{}` is not accepted; every Function lives in {}", f.source, crate::FUNCTIONS_FILE),
-                    format!("Move the entrypoint into {} and set `source: {}`.", crate::FUNCTIONS_FILE, crate::FUNCTIONS_FILE),
+                    format!(
+                        "Function source `{}` is not accepted; every Function lives in {}",
+                        f.source,
+                        crate::FUNCTIONS_FILE
+                    ),
+                    format!(
+                        "Move the entrypoint into {} and set `source: {}`.",
+                        crate::FUNCTIONS_FILE,
+                        crate::FUNCTIONS_FILE
+                    ),
                 );
             }
             if f.inputs.len() > MAX_FUNCTION_INPUTS {
@@ -458,36 +542,70 @@ impl<'a> Checker<'a> {
             let params = match &self.script {
                 None => None, // the source did not parse: reported already
                 Some(fns) => {
-                    let candidates: Vec<&ScriptFn> = fns.iter().filter(|s| s.name == f.entrypoint).collect();
-                    let declared: BTreeSet<&str> = f.inputs.iter().map(|(k, _)| k.as_str()).collect();
+                    let candidates: Vec<&ScriptFn> =
+                        fns.iter().filter(|s| s.name == f.entrypoint).collect();
+                    let declared: BTreeSet<&str> =
+                        f.inputs.iter().map(|(k, _)| k.as_str()).collect();
                     if candidates.is_empty() {
                         let known: Vec<&str> = fns.iter().map(|s| s.name.as_str()).collect();
                         self.err(
                             "coordinator.function.entrypoint",
                             &format!("{ptr}/entrypoint"),
-                            format!("{} defines no function `{}`", crate::FUNCTIONS_FILE, f.entrypoint),
+                            format!(
+                                "{} defines no function `{}`",
+                                crate::FUNCTIONS_FILE,
+                                f.entrypoint
+                            ),
                             if known.is_empty() {
-                                format!("Define `fn {}(...)` in {}.", f.entrypoint, crate::FUNCTIONS_FILE)
+                                format!(
+                                    "Define `fn {}(...)` in {}.",
+                                    f.entrypoint,
+                                    crate::FUNCTIONS_FILE
+                                )
                             } else {
-                                format!("Define `fn {}(...)` in {}, or name one of: {}.", f.entrypoint, crate::FUNCTIONS_FILE, known.join(", "))
+                                format!(
+                                    "Define `fn {}(...)` in {}, or name one of: {}.",
+                                    f.entrypoint,
+                                    crate::FUNCTIONS_FILE,
+                                    known.join(", ")
+                                )
                             },
                         );
                         None
-                    } else if let Some(c) = candidates
-                        .iter()
-                        .find(|c| c.params.iter().map(String::as_str).collect::<BTreeSet<_>>() == declared && c.params.len() == declared.len())
-                    {
+                    } else if let Some(c) = candidates.iter().find(|c| {
+                        c.params.iter().map(String::as_str).collect::<BTreeSet<_>>() == declared
+                            && c.params.len() == declared.len()
+                    }) {
                         Some(c.params.clone())
                     } else {
-                        let params = candidates.first().map(|c| c.params.clone()).unwrap_or_default();
-                        let extra: Vec<&str> = declared.iter().filter(|d| !params.iter().any(|p| p == *d)).copied().collect();
-                        let missing: Vec<&str> = params.iter().map(String::as_str).filter(|p| !declared.contains(p)).collect();
+                        let params = candidates
+                            .first()
+                            .map(|c| c.params.clone())
+                            .unwrap_or_default();
+                        let extra: Vec<&str> = declared
+                            .iter()
+                            .filter(|d| !params.iter().any(|p| p == *d))
+                            .copied()
+                            .collect();
+                        let missing: Vec<&str> = params
+                            .iter()
+                            .map(String::as_str)
+                            .filter(|p| !declared.contains(p))
+                            .collect();
                         let mut parts = Vec::new();
                         if !extra.is_empty() {
-                            parts.push(format!("declared input {} is not a parameter of `{}`", quote_list(&extra), f.entrypoint));
+                            parts.push(format!(
+                                "declared input {} is not a parameter of `{}`",
+                                quote_list(&extra),
+                                f.entrypoint
+                            ));
                         }
                         if !missing.is_empty() {
-                            parts.push(format!("parameter {} of `{}` is not a declared input", quote_list(&missing), f.entrypoint));
+                            parts.push(format!(
+                                "parameter {} of `{}` is not a declared input",
+                                quote_list(&missing),
+                                f.entrypoint
+                            ));
                         }
                         if parts.is_empty() {
                             parts.push(format!("`{}` repeats a parameter name", f.entrypoint));
@@ -523,7 +641,7 @@ impl<'a> Checker<'a> {
     }
 
     /// Successors with the fact each edge adds, in explain order.
-    fn edges(name: &str, step: &Step) -> Vec<(String, &'static str, Option<(String, Variant)>)> {
+    fn edges(name: &str, step: &Step) -> Vec<Edge> {
         let me = name.to_owned();
         match step {
             Step::Call(c) => {
@@ -564,7 +682,10 @@ impl<'a> Checker<'a> {
                 "coordinator.step.unknown",
                 "/workflow/start",
                 format!("start names no step: `{}`", wf.start),
-                format!("Set start to one of: {}.", names(steps.iter().map(|(k, _)| k))),
+                format!(
+                    "Set start to one of: {}.",
+                    names(steps.iter().map(|(k, _)| k))
+                ),
             );
         }
         for (name, step) in steps.iter() {
@@ -577,7 +698,11 @@ impl<'a> Checker<'a> {
                     }
                     v
                 }
-                Step::Choose(c) => c.cases.iter().map(|(l, s)| (format!("{sp}/cases/{}", esc(l)), s.clone())).collect(),
+                Step::Choose(c) => c
+                    .cases
+                    .iter()
+                    .map(|(l, s)| (format!("{sp}/cases/{}", esc(l)), s.clone()))
+                    .collect(),
                 Step::WaitUntil(w) => vec![(format!("{sp}/next"), w.next.clone())],
                 Step::WaitFor(w) => {
                     let mut v = vec![(format!("{sp}/next"), w.next.clone())];
@@ -597,11 +722,18 @@ impl<'a> Checker<'a> {
                         "coordinator.step.unknown",
                         &ptr,
                         format!("`{target}` is not a step of this workflow"),
-                        format!("Name one of the declared steps: {}.", names(steps.iter().map(|(k, _)| k))),
+                        format!(
+                            "Name one of the declared steps: {}.",
+                            names(steps.iter().map(|(k, _)| k))
+                        ),
                     );
                 }
             }
         }
+        let broken_refs = self
+            .diags
+            .iter()
+            .any(|d| d.code == "coordinator.step.unknown");
         // Reachability.
         let mut reach: Vec<String> = Vec::new();
         let mut seen = BTreeSet::new();
@@ -622,7 +754,7 @@ impl<'a> Checker<'a> {
                 }
             }
         }
-        if steps.contains(&wf.start) {
+        if steps.contains(&wf.start) && !broken_refs {
             for (name, _) in steps.iter() {
                 if !seen.contains(name) {
                     self.err_key(
@@ -652,7 +784,11 @@ impl<'a> Checker<'a> {
         loop {
             let before = ends.len();
             for (name, s) in steps.iter() {
-                if !ends.contains(name) && Self::edges(name, s).iter().any(|(t, _, _)| ends.contains(t)) {
+                if !ends.contains(name)
+                    && Self::edges(name, s)
+                        .iter()
+                        .any(|(t, _, _)| ends.contains(t))
+                {
                     ends.insert(name.clone());
                 }
             }
@@ -660,7 +796,7 @@ impl<'a> Checker<'a> {
                 break;
             }
         }
-        for name in &reach {
+        for name in reach.iter().filter(|_| !broken_refs) {
             if !ends.contains(name) {
                 self.err_key(
                     "coordinator.graph.no-finish",
@@ -710,21 +846,38 @@ impl<'a> Checker<'a> {
                     0 => self.dfs(&t, color, stack),
                     1 => {
                         let from = stack.iter().position(|x| *x == t).unwrap_or(0);
-                        let mut route: Vec<String> = stack.get(from..).map(<[String]>::to_vec).unwrap_or_default();
+                        let mut route: Vec<String> = stack
+                            .get(from..)
+                            .map(<[String]>::to_vec)
+                            .unwrap_or_default();
                         route.push(t.clone());
                         let ptr = if key == "cases" {
                             let label = match s {
-                                Step::Choose(c) => c.cases.iter().find(|(_, v)| **v == t).map(|(l, _)| l.clone()),
-                                Step::Call(_) | Step::WaitUntil(_) | Step::WaitFor(_) | Step::Finish(_) => None,
+                                Step::Choose(c) => c
+                                    .cases
+                                    .iter()
+                                    .find(|(_, v)| **v == t)
+                                    .map(|(l, _)| l.clone()),
+                                Step::Call(_)
+                                | Step::WaitUntil(_)
+                                | Step::WaitFor(_)
+                                | Step::Finish(_) => None,
                             };
-                            format!("{}/cases/{}", Self::step_ptr(n), esc(&label.unwrap_or_default()))
+                            format!(
+                                "{}/cases/{}",
+                                Self::step_ptr(n),
+                                esc(&label.unwrap_or_default())
+                            )
                         } else {
                             format!("{}/{key}", Self::step_ptr(n))
                         };
                         self.err(
                             "coordinator.graph.cycle",
                             &ptr,
-                            format!("the route {} returns to `{t}`; a workflow must be acyclic", route.join(" -> ")),
+                            format!(
+                                "the route {} returns to `{t}`; a workflow must be acyclic",
+                                route.join(" -> ")
+                            ),
                             "Route forward to a later step; to repeat work, start another run.",
                         );
                     }
@@ -749,7 +902,9 @@ impl<'a> Checker<'a> {
             changed = false;
             rounds += 1;
             for n in reach {
-                let Some(cur) = facts.get(n).cloned() else { continue };
+                let Some(cur) = facts.get(n).cloned() else {
+                    continue;
+                };
                 let Some(s) = steps.get(n) else { continue };
                 for (t, _, add) in Self::edges(n, s) {
                     if !steps.contains(&t) {
@@ -809,16 +964,32 @@ impl<'a> Checker<'a> {
         target.to_owned()
     }
 
-    fn check_step(&mut self, name: &str, step: &Step, facts: Option<&Facts>, _all: &BTreeMap<String, Facts>) {
+    fn check_step(
+        &mut self,
+        name: &str,
+        step: &Step,
+        facts: Option<&Facts>,
+        _all: &BTreeMap<String, Facts>,
+    ) {
         let sp = Self::step_ptr(name);
         let env = Env::Step(name, facts);
         match step {
             Step::Call(c) => {
-                let alias = self.out.aliases.get(&c.operation).map(|a| (a.input.clone(), a.desc.id.clone(), a.desc.needs_action));
+                let alias = self
+                    .out
+                    .aliases
+                    .get(&c.operation)
+                    .map(|a| (a.input.clone(), a.desc.id.clone(), a.desc.needs_action));
                 let ty = self.mapping(&c.input, &format!("{sp}/input"), env);
                 match alias {
                     Some((input, id, invoke)) => {
-                        self.fit_report(&ty, &input, &format!("{sp}/input"), &format!("the input of operation alias `{}` ({id})", c.operation), "coordinator.mapping.type");
+                        self.fit_report(
+                            &ty,
+                            &input,
+                            &format!("{sp}/input"),
+                            &format!("the input of operation alias `{}` ({id})", c.operation),
+                            "coordinator.mapping.type",
+                        );
                         if c.on_declared_refusal.is_some() && !invoke {
                             self.err(
                                 "coordinator.call.declared-refusal",
@@ -833,8 +1004,14 @@ impl<'a> Checker<'a> {
                             self.err(
                                 "coordinator.operation.unknown-alias",
                                 &format!("{sp}/operation"),
-                                format!("`{}` is not an operation alias of this project", c.operation),
-                                format!("Declare it under `operations`, or use one of: {}.", names(self.p.operations.iter().map(|(k, _)| k))),
+                                format!(
+                                    "`{}` is not an operation alias of this project",
+                                    c.operation
+                                ),
+                                format!(
+                                    "Declare it under `operations`, or use one of: {}.",
+                                    names(self.p.operations.iter().map(|(k, _)| k))
+                                ),
                             );
                         }
                     }
@@ -842,13 +1019,21 @@ impl<'a> Checker<'a> {
             }
             Step::Choose(c) => {
                 if c.cases.is_empty() {
-                    self.err("coordinator.choose.labels", &format!("{sp}/cases"), "a choose step needs at least one case", "Add the cases the Function returns.");
+                    self.err(
+                        "coordinator.choose.labels",
+                        &format!("{sp}/cases"),
+                        "a choose step needs at least one case",
+                        "Add the cases the Function returns.",
+                    );
                 }
                 if c.cases.len() > MAX_CASES {
                     self.err(
                         "coordinator.limit.cases",
                         &format!("{sp}/cases"),
-                        format!("the step has {} cases; at most {MAX_CASES} are accepted", c.cases.len()),
+                        format!(
+                            "the step has {} cases; at most {MAX_CASES} are accepted",
+                            c.cases.len()
+                        ),
                         "Split the decision into several choose steps.",
                     );
                 }
@@ -857,25 +1042,37 @@ impl<'a> Checker<'a> {
                         self.err_key(
                             "coordinator.name.invalid",
                             &format!("{sp}/cases/{}", esc(label)),
-                            format!("`{label}` is not a valid case label; names match {NAME_PATTERN}"),
+                            format!(
+                                "`{label}` is not a valid case label; names match {NAME_PATTERN}"
+                            ),
                             "Use lowercase letters, digits and hyphens, starting with a letter.",
                         );
                     }
                 }
                 let _ = self.function_call(&c.function, c.arguments.as_ref(), &sp, env);
-                if let Some(out) = self.out.functions.get(&c.function).and_then(|f| f.output.clone()) {
+                if let Some(out) = self
+                    .out
+                    .functions
+                    .get(&c.function)
+                    .and_then(|f| f.output.clone())
+                {
                     let node = out.deref();
                     let n = node.node();
                     let labels: BTreeSet<&str> = c.cases.iter().map(|(k, _)| k.as_str()).collect();
                     let is_string = n.get("type").and_then(Value::as_str) == Some("string");
-                    let en: Option<BTreeSet<&str>> = n
-                        .get("enum")
-                        .and_then(Value::as_array)
-                        .and_then(|a| a.iter().map(Value::as_str).collect::<Option<BTreeSet<&str>>>());
+                    let en: Option<BTreeSet<&str>> =
+                        n.get("enum").and_then(Value::as_array).and_then(|a| {
+                            a.iter()
+                                .map(Value::as_str)
+                                .collect::<Option<BTreeSet<&str>>>()
+                        });
                     let ok = is_string && en.as_ref() == Some(&labels);
                     if !ok {
                         let found = match (&en, is_string) {
-                            (Some(e), true) => format!("its output is the string enum [{}]", e.iter().copied().collect::<Vec<_>>().join(", ")),
+                            (Some(e), true) => format!(
+                                "its output is the string enum [{}]",
+                                e.iter().copied().collect::<Vec<_>>().join(", ")
+                            ),
                             _ => "its output is not a string enum".to_owned(),
                         };
                         self.err(
@@ -894,7 +1091,13 @@ impl<'a> Checker<'a> {
             Step::WaitUntil(w) => {
                 let ty = self.mapping(&w.until, &format!("{sp}/until"), env);
                 let instant = Sch::new(json!({"type": "string", "format": "date-time"}));
-                self.fit_report(&ty, &instant, &format!("{sp}/until"), "an RFC 3339 instant (a string with format date-time)", "coordinator.wait-until.instant");
+                self.fit_report(
+                    &ty,
+                    &instant,
+                    &format!("{sp}/until"),
+                    "an RFC 3339 instant (a string with format date-time)",
+                    "coordinator.wait-until.instant",
+                );
             }
             Step::WaitFor(w) => {
                 let cp = format!("{sp}/completion");
@@ -910,7 +1113,10 @@ impl<'a> Checker<'a> {
                             if !a.desc.completions.contains(&w.completion.name) {
                                 let id = a.desc.id.clone();
                                 let msg = if a.desc.completions.is_empty() {
-                                    format!("step `{}` calls {id}, which exposes no completion", w.completion.step)
+                                    format!(
+                                        "step `{}` calls {id}, which exposes no completion",
+                                        w.completion.step
+                                    )
                                 } else {
                                     format!("step `{}` calls {id}, which exposes no completion `{}` (it exposes {})", w.completion.step, w.completion.name, a.desc.completions.join(", "))
                                 };
@@ -923,7 +1129,9 @@ impl<'a> Checker<'a> {
                             }
                         }
                         if let Some(f) = facts {
-                            let ok = f.get(&w.completion.step).is_some_and(|v| v.iter().all(|x| *x == Variant::Success));
+                            let ok = f
+                                .get(&w.completion.step)
+                                .is_some_and(|v| v.iter().all(|x| *x == Variant::Success));
                             if !ok {
                                 let route = self.route_without(name, &w.completion.step);
                                 self.err(
@@ -938,7 +1146,10 @@ impl<'a> Checker<'a> {
                     Some(_) => self.err(
                         "coordinator.wait-for.step",
                         &format!("{cp}/step"),
-                        format!("step `{}` is not a call; a wait-for waits for a completion of a call", w.completion.step),
+                        format!(
+                            "step `{}` is not a call; a wait-for waits for a completion of a call",
+                            w.completion.step
+                        ),
                         "Name a call step whose operation exposes the completion.",
                     ),
                 }
@@ -959,7 +1170,10 @@ impl<'a> Checker<'a> {
                         "coordinator.outcome.unknown",
                         &format!("{sp}/outcome"),
                         format!("`{}` is not a declared outcome", f.outcome),
-                        format!("Declare it under workflow.outcomes, or use one of: {}.", names(self.p.workflow.outcomes.iter().map(|(k, _)| k))),
+                        format!(
+                            "Declare it under workflow.outcomes, or use one of: {}.",
+                            names(self.p.workflow.outcomes.iter().map(|(k, _)| k))
+                        ),
                     );
                 }
                 let desc = format!("the schema of outcome `{}`", f.outcome);
@@ -967,12 +1181,20 @@ impl<'a> Checker<'a> {
                     Some(m) => {
                         let ty = self.mapping(m, &format!("{sp}/output"), env);
                         if let Some(s) = schema {
-                            self.fit_report(&ty, &s, &format!("{sp}/output"), &desc, "coordinator.mapping.type");
+                            self.fit_report(
+                                &ty,
+                                &s,
+                                &format!("{sp}/output"),
+                                &desc,
+                                "coordinator.mapping.type",
+                            );
                         }
                     }
                     None => {
                         if let Some(s) = schema {
-                            if let Fit::Mismatch(..) = schema::fit(&Ty::Literal(Value::Null), &s, &sp, "") {
+                            if let Fit::Mismatch(..) =
+                                schema::fit(&Ty::Literal(Value::Null), &s, &sp, "")
+                            {
                                 self.err(
                                     "coordinator.outcome.null-output",
                                     &sp,
@@ -988,28 +1210,53 @@ impl<'a> Checker<'a> {
     }
 
     fn check_triggers(&mut self) {
-        let trig: Vec<(String, TriggerDecl)> = self.p.triggers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let trig: Vec<(String, TriggerDecl)> = self
+            .p
+            .triggers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         for (name, t) in trig {
             let tp = format!("/triggers/{}", esc(&name));
             if !valid_name(&t.source) {
                 self.err(
                     "coordinator.name.invalid",
                     &format!("{tp}/source"),
-                    format!("`{}` is not a valid event source name; names match {NAME_PATTERN}", t.source),
+                    format!(
+                        "`{}` is not a valid event source name; names match {NAME_PATTERN}",
+                        t.source
+                    ),
                     "Use lowercase letters, digits and hyphens, starting with a letter.",
                 );
             }
             if t.event_type.is_empty() {
-                self.err("coordinator.trigger.event-type", &format!("{tp}/eventType"), "eventType is empty", "Name the event type, e.g. breg.record.created/v1.");
+                self.err(
+                    "coordinator.trigger.event-type",
+                    &format!("{tp}/eventType"),
+                    "eventType is empty",
+                    "Name the event type, e.g. breg.record.created/v1.",
+                );
             }
             if let Some(m) = &t.idempotency {
                 let ty = self.mapping(m, &format!("{tp}/idempotency"), Env::Trigger);
                 let s = Sch::new(json!({"type": "string", "minLength": 1}));
-                self.fit_report(&ty, &s, &format!("{tp}/idempotency"), "an idempotency string", "coordinator.mapping.type");
+                self.fit_report(
+                    &ty,
+                    &s,
+                    &format!("{tp}/idempotency"),
+                    "an idempotency string",
+                    "coordinator.mapping.type",
+                );
             }
             let ty = self.mapping(&t.input, &format!("{tp}/input"), Env::Trigger);
             if let Some(s) = self.out.input.clone() {
-                self.fit_report(&ty, &s, &format!("{tp}/input"), "the workflow input schema", "coordinator.mapping.type");
+                self.fit_report(
+                    &ty,
+                    &s,
+                    &format!("{tp}/input"),
+                    "the workflow input schema",
+                    "coordinator.mapping.type",
+                );
             }
         }
     }
@@ -1054,7 +1301,9 @@ impl<'a> Checker<'a> {
             return Ty::Schema(src);
         };
         let pptr = format!("{ptr}/path");
-        let Some(tokens) = self.tokens(path, &pptr) else { return Ty::Error };
+        let Some(tokens) = self.tokens(path, &pptr) else {
+            return Ty::Error;
+        };
         let mut found = Vec::new();
         for s in &src {
             match schema::walk(s, &tokens) {
@@ -1072,10 +1321,14 @@ impl<'a> Checker<'a> {
                     self.warn(
                         "coordinator.mapping.path-unchecked",
                         &pptr,
-                        format!("{desc} leaves {at} open, so check cannot prove that {path} exists; the value is checked at run time"),
+                        format!(
+                            "{desc} leaves {} open, so check cannot prove that {path} exists; the value is checked at run time",
+                            if at.is_empty() { "its top level".to_owned() } else { at.clone() }
+                        ),
                         format!("Nothing to do; to have it proven offline, declare {path} in the schema."),
                     );
-                    return Ty::Any;
+                    // Reported once here; the fit of this value is left to run time.
+                    return Ty::Error;
                 }
             }
         }
@@ -1095,7 +1348,9 @@ impl<'a> Checker<'a> {
                     return Ty::Error;
                 }
                 match self.out.input.clone() {
-                    Some(s) => self.typed_path(vec![s], p.path.as_ref(), ptr, "the workflow input schema"),
+                    Some(s) => {
+                        self.typed_path(vec![s], p.path.as_ref(), ptr, "the workflow input schema")
+                    }
                     None => Ty::Error,
                 }
             }
@@ -1129,7 +1384,10 @@ impl<'a> Checker<'a> {
                     self.err(
                         "coordinator.limit.fields",
                         &format!("{ptr}/fields"),
-                        format!("the mapping builds {} members; at most {MAX_FIELDS} are accepted", f.fields.len()),
+                        format!(
+                            "the mapping builds {} members; at most {MAX_FIELDS} are accepted",
+                            f.fields.len()
+                        ),
                         "Group members into nested `fields` mappings.",
                     );
                 }
@@ -1165,7 +1423,10 @@ impl<'a> Checker<'a> {
                     self.err(
                         "coordinator.mapping.step-kind",
                         &sptr,
-                        format!("step `{}` has no output; only call and wait-for steps do", s.step),
+                        format!(
+                            "step `{}` has no output; only call and wait-for steps do",
+                            s.step
+                        ),
                         "Read the output of a call or wait-for step.",
                     );
                     return Ty::Error;
@@ -1183,28 +1444,48 @@ impl<'a> Checker<'a> {
                 };
                 let mut alts = Vec::new();
                 for v in variants {
-                    let (sch, desc) = match (target, v) {
-                        (Step::Call(c), Variant::Success) => (
-                            self.out.aliases.get(&c.operation).map(|a| a.output.clone()),
-                            format!("the output of step `{}`", s.step),
-                        ),
-                        (Step::Call(_), Variant::Refusal) => (
-                            Some(Sch::new(catalogue::declared_refusal_schema())),
-                            format!("the output of step `{}` on its declared-refusal route", s.step),
-                        ),
-                        (Step::WaitFor(w), _) => (
-                            self.p.workflow.steps.get(&w.completion.step).and_then(|c| match c {
-                                Step::Call(c) => self.out.aliases.get(&c.operation).and_then(|a| a.completion.as_ref().map(|x| x.1.clone())),
-                                Step::Choose(_) | Step::WaitUntil(_) | Step::WaitFor(_) | Step::Finish(_) => None,
-                            }),
-                            format!("the completion that step `{}` waits for", s.step),
-                        ),
-                        (Step::Call(_), Variant::Completion) | (Step::Choose(_) | Step::WaitUntil(_) | Step::Finish(_), _) => (None, String::new()),
-                    };
+                    let (sch, desc) =
+                        match (target, v) {
+                            (Step::Call(c), Variant::Success) => (
+                                self.out.aliases.get(&c.operation).map(|a| a.output.clone()),
+                                format!("the output of step `{}`", s.step),
+                            ),
+                            (Step::Call(_), Variant::Refusal) => (
+                                Some(Sch::new(catalogue::declared_refusal_schema())),
+                                format!(
+                                    "the output of step `{}` on its declared-refusal route",
+                                    s.step
+                                ),
+                            ),
+                            (Step::WaitFor(w), _) => (
+                                self.p.workflow.steps.get(&w.completion.step).and_then(
+                                    |c| match c {
+                                        Step::Call(c) => {
+                                            self.out.aliases.get(&c.operation).and_then(|a| {
+                                                a.completion.as_ref().map(|x| x.1.clone())
+                                            })
+                                        }
+                                        Step::Choose(_)
+                                        | Step::WaitUntil(_)
+                                        | Step::WaitFor(_)
+                                        | Step::Finish(_) => None,
+                                    },
+                                ),
+                                format!("the completion that step `{}` waits for", s.step),
+                            ),
+                            (Step::Call(_), Variant::Completion)
+                            | (Step::Choose(_) | Step::WaitUntil(_) | Step::Finish(_), _) => {
+                                (None, String::new())
+                            }
+                        };
                     let Some(sch) = sch else { return Ty::Error };
                     match self.typed_path(vec![sch], s.path.as_ref(), ptr, &desc) {
                         Ty::Error => return Ty::Error,
-                        t => alts.push(t),
+                        t @ (Ty::Any
+                        | Ty::Schema(_)
+                        | Ty::Union(_)
+                        | Ty::Literal(_)
+                        | Ty::Object(_)) => alts.push(t),
                     }
                 }
                 if alts.len() == 1 {
@@ -1218,13 +1499,22 @@ impl<'a> Checker<'a> {
     }
 
     /// Checks a Function call (mapping or choose) at `ptr`; returns its type.
-    fn function_call(&mut self, fname: &str, args: Option<&Named<Mapping>>, ptr: &str, env: Env) -> Ty {
+    fn function_call(
+        &mut self,
+        fname: &str,
+        args: Option<&Named<Mapping>>,
+        ptr: &str,
+        env: Env,
+    ) -> Ty {
         let Some(func) = self.out.functions.get(fname) else {
             self.err(
                 "coordinator.function.unknown",
                 &format!("{ptr}/function"),
                 format!("`{fname}` is not a declared Function"),
-                format!("Declare it under `functions`, or use one of: {}.", names(self.p.functions.iter().map(|(k, _)| k))),
+                format!(
+                    "Declare it under `functions`, or use one of: {}.",
+                    names(self.p.functions.iter().map(|(k, _)| k))
+                ),
             );
             return Ty::Error;
         };
@@ -1232,6 +1522,13 @@ impl<'a> Checker<'a> {
         let output = func.output.clone();
         let workflow_input = self.p.workflow.input.clone();
         let mut bindings = Vec::new();
+        let mut unbound: Vec<(String, String)> = Vec::new();
+        // A Function whose entrypoint or parameters are refused, or a call to
+        // an unknown alias, already explains why binding may fail.
+        let quiet = func.params.is_none()
+            || self.p.workflow.steps.iter().any(
+                |(_, s)| matches!(s, Step::Call(c) if !self.out.aliases.contains_key(&c.operation)),
+            );
         if let Some(args) = args {
             for (aname, _) in args.iter() {
                 if !inputs.iter().any(|(n, _, _)| n == aname) {
@@ -1239,7 +1536,14 @@ impl<'a> Checker<'a> {
                         "coordinator.function.unknown-argument",
                         &format!("{ptr}/arguments/{}", esc(aname)),
                         format!("Function `{fname}` declares no input `{aname}`"),
-                        format!("Pass only declared inputs: {}.", inputs.iter().map(|(n, _, _)| n.as_str()).collect::<Vec<_>>().join(", ")),
+                        format!(
+                            "Pass only declared inputs: {}.",
+                            inputs
+                                .iter()
+                                .map(|(n, _, _)| n.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
                     );
                 }
             }
@@ -1250,7 +1554,9 @@ impl<'a> Checker<'a> {
                 Some(m) => self.mapping(m, &format!("{ptr}/arguments/{}", esc(iname)), env),
                 None => {
                     let bound = match (tref.reference(), env) {
-                        (Some(("typeRef", _)), Env::Step(..)) if *tref == workflow_input => Some(Binding::Input),
+                        (Some(("typeRef", _)), Env::Step(..)) if *tref == workflow_input => {
+                            Some(Binding::Input)
+                        }
                         (Some(("operationOutput", Value::String(alias))), Env::Step(_, facts)) => {
                             let calls: Vec<String> = match facts {
                                 Some(facts) => self
@@ -1258,7 +1564,12 @@ impl<'a> Checker<'a> {
                                     .workflow
                                     .steps
                                     .iter()
-                                    .filter(|(n, s)| matches!(s, Step::Call(c) if c.operation == *alias) && facts.get(*n).is_some_and(|v| v.iter().all(|x| *x == Variant::Success)))
+                                    .filter(|(n, s)| {
+                                        matches!(s, Step::Call(c) if c.operation == *alias)
+                                            && facts.get(*n).is_some_and(|v| {
+                                                v.iter().all(|x| *x == Variant::Success)
+                                            })
+                                    })
                                     .map(|(n, _)| n.clone())
                                     .collect(),
                                 None => vec![String::new()],
@@ -1273,28 +1584,30 @@ impl<'a> Checker<'a> {
                     match bound {
                         Some(b) => {
                             let ty = match &b {
-                                Binding::Input => self.out.input.clone().map(|s| Ty::Schema(vec![s])).unwrap_or(Ty::Error),
-                                Binding::Step(_) => sch.clone().map(|s| Ty::Schema(vec![s])).unwrap_or(Ty::Error),
+                                Binding::Input => self
+                                    .out
+                                    .input
+                                    .clone()
+                                    .map(|s| Ty::Schema(vec![s]))
+                                    .unwrap_or(Ty::Error),
+                                Binding::Step(_) => sch
+                                    .clone()
+                                    .map(|s| Ty::Schema(vec![s]))
+                                    .unwrap_or(Ty::Error),
                             };
                             bindings.push((iname.clone(), b));
                             ty
                         }
                         None => {
-                            if !matches!(env, Env::Step(_, None)) {
+                            if !matches!(env, Env::Step(_, None)) && !quiet {
                                 let why = match tref.reference() {
                                     Some(("operationOutput", a)) => format!(
-                                        "it is declared `operationOutput: {}`, and {} call using that alias completed on every route reaching here",
+                                        "`{iname}` is declared `operationOutput: {}`, and not exactly one call using that alias completed on every route reaching here",
                                         a.as_str().unwrap_or("?"),
-                                        "not exactly one"
                                     ),
-                                    _ => "only inputs declared as the workflow input's type or as an operationOutput are bound by their type".to_owned(),
+                                    _ => format!("`{iname}` is declared neither as the workflow input's type nor as an operationOutput"),
                                 };
-                                self.err(
-                                    "coordinator.function.argument-required",
-                                    ptr,
-                                    format!("Function `{fname}` input `{iname}` cannot be bound implicitly: {why}"),
-                                    format!("Pass it explicitly under `arguments: {{{iname}: MAPPING}}`."),
-                                );
+                                unbound.push((iname.clone(), why));
                             }
                             Ty::Error
                         }
@@ -1302,9 +1615,37 @@ impl<'a> Checker<'a> {
                 }
             };
             if let Some(s) = sch {
-                let at = if explicit.is_some() { format!("{ptr}/arguments/{}", esc(iname)) } else { ptr.to_owned() };
-                self.fit_report(&ty, s, &at, &format!("input `{iname}` of Function `{fname}`"), "coordinator.mapping.type");
+                let at = if explicit.is_some() {
+                    format!("{ptr}/arguments/{}", esc(iname))
+                } else {
+                    ptr.to_owned()
+                };
+                self.fit_report(
+                    &ty,
+                    s,
+                    &at,
+                    &format!("input `{iname}` of Function `{fname}`"),
+                    "coordinator.mapping.type",
+                );
             }
+        }
+        if !unbound.is_empty() {
+            let names: Vec<&str> = unbound.iter().map(|(n, _)| n.as_str()).collect();
+            let whys: Vec<&str> = unbound.iter().map(|(_, w)| w.as_str()).collect();
+            self.err(
+                "coordinator.function.argument-required",
+                ptr,
+                format!(
+                    "Function `{fname}` needs {} that cannot be bound by type: {}",
+                    quote_list(&names),
+                    whys.join("; ")
+                ),
+                format!(
+                    "Pass {} explicitly under `arguments`, e.g. `arguments: {{{}: MAPPING}}`.",
+                    quote_list(&names),
+                    names.first().copied().unwrap_or_default()
+                ),
+            );
         }
         self.out.bindings.insert(ptr.to_owned(), bindings);
         output.map(|s| Ty::Schema(vec![s])).unwrap_or(Ty::Error)
@@ -1331,7 +1672,10 @@ fn names<'x>(it: impl Iterator<Item = &'x String>) -> String {
 }
 
 fn quote_list(v: &[&str]) -> String {
-    v.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ")
+    v.iter()
+        .map(|s| format!("`{s}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Rewrites local `$ref`s of a schema placed at `prefix` inside a new root.
@@ -1351,6 +1695,8 @@ pub(crate) fn rebase(v: &Value, prefix: &str) -> Value {
                 .collect(),
         ),
         Value::Array(a) => Value::Array(a.iter().map(|x| rebase(x, prefix)).collect()),
-        other => other.clone(),
+        other @ (Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_)) => {
+            other.clone()
+        }
     }
 }

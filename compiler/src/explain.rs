@@ -36,7 +36,11 @@ fn literal(v: &Value) -> String {
 
 fn call(function: &str, args: Option<&Named<Mapping>>) -> String {
     let args: Vec<String> = args
-        .map(|a| a.iter().map(|(k, v)| format!("{k}: {}", mapping(v))).collect())
+        .map(|a| {
+            a.iter()
+                .map(|(k, v)| format!("{k}: {}", mapping(v)))
+                .collect()
+        })
         .unwrap_or_default();
     format!("{function}({})", args.join(", "))
 }
@@ -48,7 +52,9 @@ pub fn order(p: &ProjectFile) -> Vec<String> {
     let mut out = Vec::new();
     let mut queue = VecDeque::from([p.workflow.start.clone()]);
     while let Some(n) = queue.pop_front() {
-        let Some(step) = p.workflow.steps.get(&n) else { continue };
+        let Some(step) = p.workflow.steps.get(&n) else {
+            continue;
+        };
         if !seen.insert(n.clone()) {
             continue;
         }

@@ -64,7 +64,10 @@ pub struct ScriptFn {
 /// diagnostic in `display` (the file name diagnostics print).
 pub fn list_functions(source: &str, display: &str) -> Result<Vec<ScriptFn>, Diagnostic> {
     let mut engine = rhai::Engine::new_raw();
-    engine.set_max_expr_depths(FUNCTION_LIMITS.max_expr_depth, FUNCTION_LIMITS.max_expr_depth);
+    engine.set_max_expr_depths(
+        FUNCTION_LIMITS.max_expr_depth,
+        FUNCTION_LIMITS.max_expr_depth,
+    );
     match engine.compile(source) {
         Ok(ast) => Ok(ast
             .iter_functions()
@@ -80,7 +83,10 @@ pub fn list_functions(source: &str, display: &str) -> Result<Vec<ScriptFn>, Diag
                 Located {
                     file: display.to_owned(),
                     line: pos.line().and_then(|l| u32::try_from(l).ok()).unwrap_or(1),
-                    column: pos.position().and_then(|c| u32::try_from(c).ok()).unwrap_or(1),
+                    column: pos
+                        .position()
+                        .and_then(|c| u32::try_from(c).ok())
+                        .unwrap_or(1),
                     pointer: String::new(),
                 },
                 format!("the Rhai source does not parse: {}", e.err_type()),

@@ -12,6 +12,8 @@
 
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 #![warn(clippy::wildcard_enum_match_arm)]
+// A Diagnostic is the cold path; boxing it would only add noise.
+#![allow(clippy::result_large_err)]
 
 pub mod ast;
 pub mod check;
@@ -93,12 +95,8 @@ pub fn compile_project(dir: &Path, display_dir: &str) -> Compiled {
     let fn_display = display_path(display_dir, FUNCTIONS_FILE);
     let fn_path = dir.join(FUNCTIONS_FILE);
     compile_with(display_dir, &text, &mut || {
-        coordinator_source::read_file(
-            &fn_path,
-            &fn_display,
-            functions::MAX_FUNCTION_SOURCE_BYTES,
-        )
-        .map_err(read_diag)
+        coordinator_source::read_file(&fn_path, &fn_display, functions::MAX_FUNCTION_SOURCE_BYTES)
+            .map_err(read_diag)
     })
 }
 
@@ -171,14 +169,23 @@ fn header(doc: &YamlDocument) -> Vec<Diagnostic> {
         Some(v) => out.push(Diagnostic::error(
             "coordinator.project.api-version",
             doc.locate("/apiVersion"),
-            format!("apiVersion {v} is not supported; this coordinatorctl reads {}", ast::PROJECT_API_VERSION),
-            format!("Set `apiVersion: {}` and update the file to that format.", ast::PROJECT_API_VERSION),
+            format!(
+                "apiVersion {v} is not supported; this coordinatorctl reads {}",
+                ast::PROJECT_API_VERSION
+            ),
+            format!(
+                "Set `apiVersion: {}` and update the file to that format.",
+                ast::PROJECT_API_VERSION
+            ),
         )),
         None => out.push(Diagnostic::error(
             "coordinator.project.api-version",
             doc.locate(""),
             "the file has no apiVersion",
-            format!("Add `apiVersion: {}` as the first key.", ast::PROJECT_API_VERSION),
+            format!(
+                "Add `apiVersion: {}` as the first key.",
+                ast::PROJECT_API_VERSION
+            ),
         )),
     }
     match m.get("kind") {
@@ -186,7 +193,10 @@ fn header(doc: &YamlDocument) -> Vec<Diagnostic> {
         Some(v) => out.push(Diagnostic::error(
             "coordinator.project.kind",
             doc.locate("/kind"),
-            format!("kind {v} is not a project; workflow.yaml holds kind {}", ast::PROJECT_KIND),
+            format!(
+                "kind {v} is not a project; workflow.yaml holds kind {}",
+                ast::PROJECT_KIND
+            ),
             format!("Set `kind: {}`.", ast::PROJECT_KIND),
         )),
         None => out.push(Diagnostic::error(

@@ -40,10 +40,23 @@ fn index<T: Copy>(map: &BTreeMap<&str, T>, name: &str, fallback: T) -> T {
 pub(crate) fn lower(p: &ProjectFile, c: &Checked, function_source: &str) -> Option<Program> {
     let mut names: Vec<&str> = p.workflow.steps.iter().map(|(k, _)| k.as_str()).collect();
     names.sort_unstable();
-    let steps = names.iter().enumerate().map(|(i, n)| (*n, StepId(i as u32))).collect();
-    let mut onames: Vec<&str> = p.workflow.outcomes.iter().map(|(k, _)| k.as_str()).collect();
+    let steps = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (*n, StepId(i as u32)))
+        .collect();
+    let mut onames: Vec<&str> = p
+        .workflow
+        .outcomes
+        .iter()
+        .map(|(k, _)| k.as_str())
+        .collect();
     onames.sort_unstable();
-    let outcomes = onames.iter().enumerate().map(|(i, n)| (*n, OutcomeId(i as u32))).collect();
+    let outcomes = onames
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (*n, OutcomeId(i as u32)))
+        .collect();
     let functions = c
         .functions
         .keys()

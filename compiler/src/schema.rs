@@ -2,6 +2,10 @@
 //! annotation stripping for the revision, path walking, and the decidable
 //! "does this fit" subset of SPEC §2.
 
+// Matches here are over `serde_json::Value`, a foreign enum whose variants are
+// the JSON data model and will not grow; listing them all would add nothing.
+#![allow(clippy::wildcard_enum_match_arm)]
+
 use std::rc::Rc;
 
 use serde_json::{Map, Value};
@@ -84,7 +88,12 @@ const SUB_ONE: &[&str] = &[
     "else",
 ];
 /// Keywords whose value is a map of subschemas.
-const SUB_MAP: &[&str] = &["properties", "patternProperties", "$defs", "dependentSchemas"];
+const SUB_MAP: &[&str] = &[
+    "properties",
+    "patternProperties",
+    "$defs",
+    "dependentSchemas",
+];
 /// Keywords whose value is an array of subschemas.
 const SUB_ARRAY: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems"];
 
@@ -141,7 +150,8 @@ fn validate_node(root: &Value, node: &Value, ptr: &str, depth: usize, out: &mut 
             } else {
                 (
                     format!("`{k}` is not a JSON Schema keyword this format accepts"),
-                    "Correct the keyword's spelling or remove it; unknown keywords are refused.".into(),
+                    "Correct the keyword's spelling or remove it; unknown keywords are refused."
+                        .into(),
                 )
             };
             out.push(SchemaFault {
@@ -183,8 +193,8 @@ fn validate_node(root: &Value, node: &Value, ptr: &str, depth: usize, out: &mut 
                     });
                 }
             }
-            "enum" => {
-                if !v.as_array().is_some_and(|a| !a.is_empty()) {
+            "enum" if v.as_array().is_none_or(|a| a.is_empty()) => {
+                {
                     out.push(SchemaFault {
                         code: "coordinator.schema.invalid",
                         pointer: here,
@@ -223,8 +233,8 @@ fn validate_node(root: &Value, node: &Value, ptr: &str, depth: usize, out: &mut 
                     next: "Copy the schema into `$defs` and refer to it as `#/$defs/NAME`, or use `typeRef`.".into(),
                 }),
             },
-            "$schema" => {
-                if v.as_str() != Some("https://json-schema.org/draft/2020-12/schema") {
+            "$schema" if v.as_str() != Some("https://json-schema.org/draft/2020-12/schema") => {
+                {
                     out.push(SchemaFault {
                         code: "coordinator.schema.invalid",
                         pointer: here,
@@ -358,7 +368,10 @@ impl Sch {
         let mut cur = self.clone();
         for _ in 0..32 {
             match cur.node().get("$ref").and_then(Value::as_str) {
-                Some(r) if r.starts_with('#') && cur.node().as_object().is_some_and(|m| m.len() == 1) => {
+                Some(r)
+                    if r.starts_with('#')
+                        && cur.node().as_object().is_some_and(|m| m.len() == 1) =>
+                {
                     cur = Sch {
                         root: cur.root.clone(),
                         ptr: r.get(1..).unwrap_or("").to_owned(),
@@ -375,7 +388,9 @@ impl Sch {
     /// Subschemas of a combinator keyword.
     fn list(&self, kw: &str) -> Vec<Sch> {
         match self.obj().and_then(|m| m.get(kw)).and_then(Value::as_array) {
-            Some(a) => (0..a.len()).map(|i| self.at(&format!("/{kw}/{i}"))).collect(),
+            Some(a) => (0..a.len())
+                .map(|i| self.at(&format!("/{kw}/{i}")))
+                .collect(),
             None => Vec::new(),
         }
     }
@@ -391,7 +406,9 @@ impl Sch {
     pub fn is_any(&self) -> bool {
         match self.node() {
             Value::Bool(b) => *b,
-            Value::Object(m) => m.keys().all(|k| ANNOTATIONS.contains(&k.as_str()) || k == "default"),
+            Value::Object(m) => m
+                .keys()
+                .all(|k| ANNOTATIONS.contains(&k.as_str()) || k == "default"),
             _ => false,
         }
     }
@@ -454,13 +471,13 @@ fn walk_at(s: &Sch, tokens: &[String], done: String, depth: usize) -> Walk {
     }
     let here = format!("{done}/{}", esc(first));
     match s.node() {
-        Value::Bool(true) => return Walk::Unchecked(here),
+        Value::Bool(true) => return Walk::Unchecked(done),
         Value::Bool(false) => return Walk::Missing(here),
         _ => {}
     }
     // Conjunction: own keywords, allOf members, a side $ref, and the
     // disjunction of anyOf/oneOf.
-    let mut parts: Vec<Walk> = vec![walk_own(&s, first, rest, &here, depth)];
+    let mut parts: Vec<Walk> = vec![walk_own(&s, first, rest, &here, &done, depth)];
     for m in s.list("allOf") {
         parts.push(walk_at(&m, tokens, done.clone(), depth + 1));
     }
@@ -529,14 +546,18 @@ fn disjoin(parts: Vec<Walk>, here: &str) -> Walk {
 fn types_of(node: &Value) -> Option<Vec<String>> {
     match node.get("type")? {
         Value::String(s) => Some(vec![s.clone()]),
-        Value::Array(a) => Some(a.iter().filter_map(|t| t.as_str().map(str::to_owned)).collect()),
+        Value::Array(a) => Some(
+            a.iter()
+                .filter_map(|t| t.as_str().map(str::to_owned))
+                .collect(),
+        ),
         _ => None,
     }
 }
 
-fn walk_own(s: &Sch, first: &str, rest: &[String], here: &str, depth: usize) -> Walk {
+fn walk_own(s: &Sch, first: &str, rest: &[String], here: &str, done: &str, depth: usize) -> Walk {
     let Some(m) = s.obj() else {
-        return Walk::Unchecked(here.to_owned());
+        return Walk::Unchecked(done.to_owned());
     };
     let types = types_of(s.node());
     let allows = |t: &str| types.as_ref().is_none_or(|ts| ts.iter().any(|x| x == t));
@@ -548,7 +569,9 @@ fn walk_own(s: &Sch, first: &str, rest: &[String], here: &str, depth: usize) -> 
         }
     }
     let object_ish = allows("object")
-        && (types.is_some() || m.contains_key("properties") || m.contains_key("additionalProperties"));
+        && (types.is_some()
+            || m.contains_key("properties")
+            || m.contains_key("additionalProperties"));
     let array_ish = allows("array") && (types.is_some() || m.contains_key("items"));
     if types.is_some() && !allows("object") && !(allows("array") && is_index) {
         return Walk::Missing(here.to_owned());
@@ -563,17 +586,20 @@ fn walk_own(s: &Sch, first: &str, rest: &[String], here: &str, depth: usize) -> 
     }
     if object_ish {
         if m.contains_key("patternProperties") {
-            return Walk::Unchecked(here.to_owned());
+            return Walk::Unchecked(done.to_owned());
         }
         return match m.get("additionalProperties") {
             Some(Value::Bool(false)) => Walk::Missing(here.to_owned()),
-            Some(Value::Object(_)) => {
-                walk_at(&s.at("/additionalProperties"), rest, here.to_owned(), depth + 1)
-            }
-            _ => Walk::Unchecked(here.to_owned()),
+            Some(Value::Object(_)) => walk_at(
+                &s.at("/additionalProperties"),
+                rest,
+                here.to_owned(),
+                depth + 1,
+            ),
+            _ => Walk::Unchecked(done.to_owned()),
         };
     }
-    Walk::Unchecked(here.to_owned())
+    Walk::Unchecked(done.to_owned())
 }
 
 /// A static type of a mapping's value.
@@ -632,13 +658,23 @@ fn fit_d(src: &Ty, tgt: &Sch, at: &str, member: &str, depth: usize) -> Fit {
         return Fit::Ok;
     }
     if depth > 48 {
-        return Fit::Unchecked(at.to_owned(), "the schemas nest too deeply to compare".into());
+        return Fit::Unchecked(
+            at.to_owned(),
+            "the schemas nest too deeply to compare".into(),
+        );
     }
     if let Value::Bool(false) = tgt.node() {
-        return Fit::Mismatch(at.to_owned(), member.to_owned(), "no value is accepted here".into());
+        return Fit::Mismatch(
+            at.to_owned(),
+            member.to_owned(),
+            "no value is accepted here".into(),
+        );
     }
     match src {
-        Ty::Any => Fit::Unchecked(at.to_owned(), "the value's type is not known before run time".into()),
+        Ty::Any => Fit::Unchecked(
+            at.to_owned(),
+            "the value's type is not known before run time".into(),
+        ),
         Ty::Error => Fit::Ok,
         Ty::Union(alts) => alts
             .iter()
@@ -646,7 +682,10 @@ fn fit_d(src: &Ty, tgt: &Sch, at: &str, member: &str, depth: usize) -> Fit {
             .fold(Fit::Ok, worst),
         Ty::Literal(v) => match validate_value(v, &tgt, member, depth) {
             Ok(true) => Fit::Ok,
-            Ok(false) => Fit::Unchecked(at.to_owned(), "the schema uses keywords checked only at run time".into()),
+            Ok(false) => Fit::Unchecked(
+                at.to_owned(),
+                "the schema uses keywords checked only at run time".into(),
+            ),
             Err((m, msg)) => Fit::Mismatch(at.to_owned(), m, msg),
         },
         Ty::Object(members) => fit_object(members, &tgt, at, member, depth),
@@ -674,7 +713,13 @@ fn fit_d(src: &Ty, tgt: &Sch, at: &str, member: &str, depth: usize) -> Fit {
 }
 
 /// Applies the combinators of `tgt` around a per-node check.
-fn combinators(tgt: &Sch, own: Fit, mut each: impl FnMut(&Sch) -> Fit, at: &str, member: &str) -> Fit {
+fn combinators(
+    tgt: &Sch,
+    own: Fit,
+    mut each: impl FnMut(&Sch) -> Fit,
+    at: &str,
+    member: &str,
+) -> Fit {
     let mut result = own;
     for m in tgt.list("allOf") {
         result = worst(result, each(&m));
@@ -690,7 +735,10 @@ fn combinators(tgt: &Sch, own: Fit, mut each: impl FnMut(&Sch) -> Fit, at: &str,
         let fits: Vec<Fit> = alts.iter().map(&mut each).collect();
         let f = if fits.iter().any(|f| matches!(f, Fit::Ok)) {
             if kw == "oneOf" && fits.iter().filter(|f| matches!(f, Fit::Ok)).count() > 1 {
-                Fit::Unchecked(at.to_owned(), "more than one `oneOf` branch accepts the value".into())
+                Fit::Unchecked(
+                    at.to_owned(),
+                    "more than one `oneOf` branch accepts the value".into(),
+                )
             } else {
                 Fit::Ok
             }
@@ -705,8 +753,14 @@ fn combinators(tgt: &Sch, own: Fit, mut each: impl FnMut(&Sch) -> Fit, at: &str,
         };
         result = worst(result, f);
     }
-    if tgt.obj().is_some_and(|m| m.contains_key("not") || m.contains_key("if")) {
-        result = worst(result, Fit::Unchecked(at.to_owned(), "`not`/`if` are checked at run time".into()));
+    if tgt
+        .obj()
+        .is_some_and(|m| m.contains_key("not") || m.contains_key("if"))
+    {
+        result = worst(
+            result,
+            Fit::Unchecked(at.to_owned(), "`not`/`if` are checked at run time".into()),
+        );
     }
     result
 }
@@ -722,14 +776,25 @@ fn type_word(t: &str) -> String {
 }
 
 fn describe_types(ts: &[String]) -> String {
-    ts.iter().map(|t| type_word(t)).collect::<Vec<_>>().join(" or ")
+    ts.iter()
+        .map(|t| type_word(t))
+        .collect::<Vec<_>>()
+        .join(" or ")
 }
 
 fn type_allowed(v_type: &str, allowed: &[String]) -> bool {
-    allowed.iter().any(|a| a == v_type || (a == "number" && v_type == "integer"))
+    allowed
+        .iter()
+        .any(|a| a == v_type || (a == "number" && v_type == "integer"))
 }
 
-fn fit_object(members: &[(String, Ty, String)], tgt: &Sch, at: &str, member: &str, depth: usize) -> Fit {
+fn fit_object(
+    members: &[(String, Ty, String)],
+    tgt: &Sch,
+    at: &str,
+    member: &str,
+    depth: usize,
+) -> Fit {
     let own = (|| {
         let Some(m) = tgt.obj() else { return Fit::Ok };
         if let Some(ts) = types_of(tgt.node()) {
@@ -737,7 +802,11 @@ fn fit_object(members: &[(String, Ty, String)], tgt: &Sch, at: &str, member: &st
                 return Fit::Mismatch(
                     at.to_owned(),
                     member.to_owned(),
-                    format!("expected {} at {}, found an object", describe_types(&ts), show(member)),
+                    format!(
+                        "expected {} at {}, found an object",
+                        describe_types(&ts),
+                        show(member)
+                    ),
                 );
             }
         }
@@ -756,10 +825,19 @@ fn fit_object(members: &[(String, Ty, String)], tgt: &Sch, at: &str, member: &st
         for (name, ty, ptr) in members {
             let mp = format!("{member}/{}", esc(name));
             let f = match m.get("properties").and_then(|p| p.get(name)) {
-                Some(_) => fit_d(ty, &tgt.at(&format!("/properties/{}", esc(name))), ptr, &mp, depth + 1),
+                Some(_) => fit_d(
+                    ty,
+                    &tgt.at(&format!("/properties/{}", esc(name))),
+                    ptr,
+                    &mp,
+                    depth + 1,
+                ),
                 None => {
                     if m.contains_key("patternProperties") {
-                        Fit::Unchecked(ptr.clone(), "`patternProperties` is checked at run time".into())
+                        Fit::Unchecked(
+                            ptr.clone(),
+                            "`patternProperties` is checked at run time".into(),
+                        )
                     } else {
                         match m.get("additionalProperties") {
                             Some(Value::Bool(false)) => Fit::Mismatch(
@@ -777,17 +855,39 @@ fn fit_object(members: &[(String, Ty, String)], tgt: &Sch, at: &str, member: &st
             };
             result = worst(result, f);
         }
-        for kw in ["minProperties", "maxProperties", "propertyNames", "dependentRequired", "dependentSchemas", "unevaluatedProperties"] {
+        for kw in [
+            "minProperties",
+            "maxProperties",
+            "propertyNames",
+            "dependentRequired",
+            "dependentSchemas",
+            "unevaluatedProperties",
+        ] {
             if m.contains_key(kw) {
-                result = worst(result, Fit::Unchecked(at.to_owned(), format!("`{kw}` is checked at run time")));
+                result = worst(
+                    result,
+                    Fit::Unchecked(at.to_owned(), format!("`{kw}` is checked at run time")),
+                );
             }
         }
         if m.contains_key("enum") || m.contains_key("const") {
-            result = worst(result, Fit::Unchecked(at.to_owned(), "`enum`/`const` of objects are checked at run time".into()));
+            result = worst(
+                result,
+                Fit::Unchecked(
+                    at.to_owned(),
+                    "`enum`/`const` of objects are checked at run time".into(),
+                ),
+            );
         }
         result
     })();
-    combinators(tgt, own, |s| fit_object(members, s, at, member, depth + 1), at, member)
+    combinators(
+        tgt,
+        own,
+        |s| fit_object(members, s, at, member, depth + 1),
+        at,
+        member,
+    )
 }
 
 /// Renders a target member pointer for messages (`/` for the whole value).
@@ -801,7 +901,12 @@ pub fn show(member: &str) -> String {
 
 /// Validates a literal against a schema on the decidable subset.
 /// `Ok(true)`: valid; `Ok(false)`: valid as far as decidable; `Err`: invalid.
-pub fn validate_value(v: &Value, tgt: &Sch, member: &str, depth: usize) -> Result<bool, (String, String)> {
+pub fn validate_value(
+    v: &Value,
+    tgt: &Sch,
+    member: &str,
+    depth: usize,
+) -> Result<bool, (String, String)> {
     let tgt = tgt.deref();
     if depth > 64 {
         return Ok(false);
@@ -815,18 +920,38 @@ pub fn validate_value(v: &Value, tgt: &Sch, member: &str, depth: usize) -> Resul
     let mut decided = true;
     let vt = value_type(v);
     if let Some(ts) = types_of(tgt.node()) {
-        if !type_allowed(vt, &ts) && !(vt == "number" && ts.iter().any(|t| t == "integer") && is_integral(v)) {
-            return Err((member.to_owned(), format!("expected {} at {}, found {}", describe_types(&ts), show(member), json_kind(v))));
+        if !(type_allowed(vt, &ts)
+            || vt == "number" && ts.iter().any(|t| t == "integer") && is_integral(v))
+        {
+            return Err((
+                member.to_owned(),
+                format!(
+                    "expected {} at {}, found {}",
+                    describe_types(&ts),
+                    show(member),
+                    json_kind(v)
+                ),
+            ));
         }
     }
     if let Some(Value::Array(e)) = m.get("enum") {
         if !e.contains(v) {
-            return Err((member.to_owned(), format!("expected one of {} at {}, found {v}", list_values(e), show(member))));
+            return Err((
+                member.to_owned(),
+                format!(
+                    "expected one of {} at {}, found {v}",
+                    list_values(e),
+                    show(member)
+                ),
+            ));
         }
     }
     if let Some(c) = m.get("const") {
         if c != v {
-            return Err((member.to_owned(), format!("expected {c} at {}, found {v}", show(member))));
+            return Err((
+                member.to_owned(),
+                format!("expected {c} at {}, found {v}", show(member)),
+            ));
         }
     }
     match v {
@@ -834,17 +959,32 @@ pub fn validate_value(v: &Value, tgt: &Sch, member: &str, depth: usize) -> Resul
             let len = s.chars().count() as u64;
             if let Some(min) = m.get("minLength").and_then(Value::as_u64) {
                 if len < min {
-                    return Err((member.to_owned(), format!("expected a string of at least {min} characters at {}", show(member))));
+                    return Err((
+                        member.to_owned(),
+                        format!(
+                            "expected a string of at least {min} characters at {}",
+                            show(member)
+                        ),
+                    ));
                 }
             }
             if let Some(max) = m.get("maxLength").and_then(Value::as_u64) {
                 if len > max {
-                    return Err((member.to_owned(), format!("expected a string of at most {max} characters at {}", show(member))));
+                    return Err((
+                        member.to_owned(),
+                        format!(
+                            "expected a string of at most {max} characters at {}",
+                            show(member)
+                        ),
+                    ));
                 }
             }
             if let Some(f) = m.get("format").and_then(Value::as_str) {
                 if !format_ok(f, s) {
-                    return Err((member.to_owned(), format!("expected a {f} string at {}, found {v}", show(member))));
+                    return Err((
+                        member.to_owned(),
+                        format!("expected a {f} string at {}, found {v}", show(member)),
+                    ));
                 }
             }
             if m.contains_key("pattern") {
@@ -853,13 +993,21 @@ pub fn validate_value(v: &Value, tgt: &Sch, member: &str, depth: usize) -> Resul
         }
         Value::Number(n) => {
             if let Some(x) = n.as_f64() {
-                let bad = |k: &str, f: &dyn Fn(f64, f64) -> bool| m.get(k).and_then(Value::as_f64).is_some_and(|b| f(x, b));
+                let bad = |k: &str, f: &dyn Fn(f64, f64) -> bool| {
+                    m.get(k).and_then(Value::as_f64).is_some_and(|b| f(x, b))
+                };
                 if bad("minimum", &|x, b| x < b)
                     || bad("maximum", &|x, b| x > b)
                     || bad("exclusiveMinimum", &|x, b| x <= b)
                     || bad("exclusiveMaximum", &|x, b| x >= b)
                 {
-                    return Err((member.to_owned(), format!("the number {v} is out of the bounds the schema sets at {}", show(member))));
+                    return Err((
+                        member.to_owned(),
+                        format!(
+                            "the number {v} is out of the bounds the schema sets at {}",
+                            show(member)
+                        ),
+                    ));
                 }
             }
             if m.contains_key("multipleOf") {
@@ -870,14 +1018,25 @@ pub fn validate_value(v: &Value, tgt: &Sch, member: &str, depth: usize) -> Resul
             if let Some(Value::Array(req)) = m.get("required") {
                 for r in req.iter().filter_map(Value::as_str) {
                     if !obj.contains_key(r) {
-                        return Err((member.to_owned(), format!("expected member `{r}` at {}, which the schema requires", show(member))));
+                        return Err((
+                            member.to_owned(),
+                            format!(
+                                "expected member `{r}` at {}, which the schema requires",
+                                show(member)
+                            ),
+                        ));
                     }
                 }
             }
             for (k, sub) in obj {
                 let mp = format!("{member}/{}", esc(k));
                 if m.get("properties").and_then(|p| p.get(k)).is_some() {
-                    decided &= validate_value(sub, &tgt.at(&format!("/properties/{}", esc(k))), &mp, depth + 1)?;
+                    decided &= validate_value(
+                        sub,
+                        &tgt.at(&format!("/properties/{}", esc(k))),
+                        &mp,
+                        depth + 1,
+                    )?;
                 } else if m.contains_key("patternProperties") {
                     decided = false;
                 } else {
@@ -892,23 +1051,45 @@ pub fn validate_value(v: &Value, tgt: &Sch, member: &str, depth: usize) -> Resul
                     }
                 }
             }
-            for kw in ["minProperties", "maxProperties", "propertyNames", "dependentRequired", "dependentSchemas", "unevaluatedProperties"] {
+            for kw in [
+                "minProperties",
+                "maxProperties",
+                "propertyNames",
+                "dependentRequired",
+                "dependentSchemas",
+                "unevaluatedProperties",
+            ] {
                 decided &= !m.contains_key(kw);
             }
         }
         Value::Array(items) => {
-            if m.contains_key("prefixItems") || m.contains_key("contains") || m.contains_key("uniqueItems") || m.contains_key("unevaluatedItems") {
+            if m.contains_key("prefixItems")
+                || m.contains_key("contains")
+                || m.contains_key("uniqueItems")
+                || m.contains_key("unevaluatedItems")
+            {
                 decided = false;
             } else if m.get("items").is_some() {
                 for (i, it) in items.iter().enumerate() {
-                    decided &= validate_value(it, &tgt.at("/items"), &format!("{member}/{i}"), depth + 1)?;
+                    decided &=
+                        validate_value(it, &tgt.at("/items"), &format!("{member}/{i}"), depth + 1)?;
                 }
             }
             let n = items.len() as u64;
-            if m.get("minItems").and_then(Value::as_u64).is_some_and(|b| n < b)
-                || m.get("maxItems").and_then(Value::as_u64).is_some_and(|b| n > b)
+            if m.get("minItems")
+                .and_then(Value::as_u64)
+                .is_some_and(|b| n < b)
+                || m.get("maxItems")
+                    .and_then(Value::as_u64)
+                    .is_some_and(|b| n > b)
             {
-                return Err((member.to_owned(), format!("the list has {n} items, out of the bounds the schema sets at {}", show(member))));
+                return Err((
+                    member.to_owned(),
+                    format!(
+                        "the list has {n} items, out of the bounds the schema sets at {}",
+                        show(member)
+                    ),
+                ));
             }
         }
         Value::Null | Value::Bool(_) => {}
@@ -924,14 +1105,29 @@ pub fn validate_value(v: &Value, tgt: &Sch, member: &str, depth: usize) -> Resul
         if alts.is_empty() {
             continue;
         }
-        let results: Vec<_> = alts.iter().map(|a| validate_value(v, a, member, depth + 1)).collect();
+        let results: Vec<_> = alts
+            .iter()
+            .map(|a| validate_value(v, a, member, depth + 1))
+            .collect();
         let oks = results.iter().filter(|r| matches!(r, Ok(true))).count();
         let maybes = results.iter().filter(|r| matches!(r, Ok(false))).count();
         if oks == 0 && maybes == 0 {
-            return Err((member.to_owned(), format!("the value matches none of the `{kw}` alternatives at {}", show(member))));
+            return Err((
+                member.to_owned(),
+                format!(
+                    "the value matches none of the `{kw}` alternatives at {}",
+                    show(member)
+                ),
+            ));
         }
         if kw == "oneOf" && oks > 1 {
-            return Err((member.to_owned(), format!("the value matches more than one `oneOf` alternative at {}", show(member))));
+            return Err((
+                member.to_owned(),
+                format!(
+                    "the value matches more than one `oneOf` alternative at {}",
+                    show(member)
+                ),
+            ));
         }
         if oks == 0 || (kw == "oneOf" && maybes > 0) {
             decided = false;
@@ -948,7 +1144,10 @@ fn is_integral(v: &Value) -> bool {
 }
 
 fn list_values(e: &[Value]) -> String {
-    e.iter().map(Value::to_string).collect::<Vec<_>>().join(", ")
+    e.iter()
+        .map(Value::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The JSON Schema type name of a value.
@@ -980,7 +1179,13 @@ pub fn format_ok(format: &str, s: &str) -> bool {
                 })
         }
         "email" => match s.split_once('@') {
-            Some((l, d)) => !l.is_empty() && d.contains('.') && !d.starts_with('.') && !d.ends_with('.') && !s.contains(char::is_whitespace),
+            Some((l, d)) => {
+                !l.is_empty()
+                    && d.contains('.')
+                    && !d.starts_with('.')
+                    && !d.ends_with('.')
+                    && !s.contains(char::is_whitespace)
+            }
             None => false,
         },
         _ => true,
@@ -1005,7 +1210,10 @@ fn fit_schema(src: &Sch, tgt: &Sch, at: &str, member: &str, depth: usize) -> Fit
         return Fit::Ok;
     }
     if depth > 48 {
-        return Fit::Unchecked(at.to_owned(), "the schemas nest too deeply to compare".into());
+        return Fit::Unchecked(
+            at.to_owned(),
+            "the schemas nest too deeply to compare".into(),
+        );
     }
     // A source with alternatives fits when every alternative does.
     for kw in ["anyOf", "oneOf"] {
@@ -1021,20 +1229,39 @@ fn fit_schema(src: &Sch, tgt: &Sch, at: &str, member: &str, depth: usize) -> Fit
     let conj = src.list("allOf");
     if !conj.is_empty() {
         let mut best = None;
-        for s in conj.iter().chain(std::iter::once(&src).filter(|_| types_of(src.node()).is_some())) {
-            let probe = if std::ptr::eq(s, &src) { fit_own(&src, &tgt, at, member, depth) } else { fit_schema(s, &tgt, at, member, depth + 1) };
+        for s in conj
+            .iter()
+            .chain(std::iter::once(&src).filter(|_| types_of(src.node()).is_some()))
+        {
+            let probe = if std::ptr::eq(s, &src) {
+                fit_own(&src, &tgt, at, member, depth)
+            } else {
+                fit_schema(s, &tgt, at, member, depth + 1)
+            };
             if matches!(probe, Fit::Ok) {
                 return Fit::Ok;
             }
             best = Some(match best {
                 None => probe,
-                Some(b) => if rank(&probe) < rank(&b) { probe } else { b },
+                Some(b) => {
+                    if rank(&probe) < rank(&b) {
+                        probe
+                    } else {
+                        b
+                    }
+                }
             });
         }
         return best.unwrap_or(Fit::Ok);
     }
     let own = fit_own(&src, &tgt, at, member, depth);
-    combinators(&tgt, own, |t| fit_schema(&src, t, at, member, depth + 1), at, member)
+    combinators(
+        &tgt,
+        own,
+        |t| fit_schema(&src, t, at, member, depth + 1),
+        at,
+        member,
+    )
 }
 
 fn src_types(src: &Sch) -> Option<Vec<String>> {
@@ -1062,27 +1289,63 @@ fn fit_own(src: &Sch, tgt: &Sch, at: &str, member: &str, depth: usize) -> Fit {
     let mut result = Fit::Ok;
     if let Some(tts) = types_of(tgt.node()) {
         match &sts {
-            None => return Fit::Unchecked(at.to_owned(), format!("the source declares no type; {} expects {}", show(member), describe_types(&tts))),
+            None => {
+                return Fit::Unchecked(
+                    at.to_owned(),
+                    format!(
+                        "the source declares no type; {} expects {}",
+                        show(member),
+                        describe_types(&tts)
+                    ),
+                )
+            }
             Some(sts) => {
-                let bad: Vec<String> = sts.iter().filter(|st| !type_allowed(st, &tts)).cloned().collect();
+                let bad: Vec<String> = sts
+                    .iter()
+                    .filter(|st| !type_allowed(st, &tts))
+                    .cloned()
+                    .collect();
                 if !bad.is_empty() {
-                    return mismatch(format!("expected {} at {}, found {}", describe_types(&tts), show(member), describe_types(&bad)));
+                    return mismatch(format!(
+                        "expected {} at {}, found {}",
+                        describe_types(&tts),
+                        show(member),
+                        describe_types(&bad)
+                    ));
                 }
             }
         }
     }
     // enum / const: the source's values must be among the target's.
-    let tvals: Option<Vec<Value>> = t.get("const").map(|c| vec![c.clone()]).or_else(|| t.get("enum").and_then(Value::as_array).cloned());
+    let tvals: Option<Vec<Value>> = t
+        .get("const")
+        .map(|c| vec![c.clone()])
+        .or_else(|| t.get("enum").and_then(Value::as_array).cloned());
     if let Some(tv) = tvals {
-        let svals: Option<Vec<Value>> = s.get("const").map(|c| vec![c.clone()]).or_else(|| s.get("enum").and_then(Value::as_array).cloned());
+        let svals: Option<Vec<Value>> = s
+            .get("const")
+            .map(|c| vec![c.clone()])
+            .or_else(|| s.get("enum").and_then(Value::as_array).cloned());
         match svals {
             Some(sv) => {
                 if let Some(x) = sv.iter().find(|x| !tv.contains(x)) {
-                    return mismatch(format!("expected one of {} at {}, found a possible {x}", list_values(&tv), show(member)));
+                    return mismatch(format!(
+                        "expected one of {} at {}, found a possible {x}",
+                        list_values(&tv),
+                        show(member)
+                    ));
                 }
                 return Fit::Ok;
             }
-            None => return mismatch(format!("expected one of {} at {}, found any {}", list_values(&tv), show(member), sts.map(|t| describe_types(&t)).unwrap_or_else(|| "value".into()))),
+            None => {
+                return mismatch(format!(
+                    "expected one of {} at {}, found any {}",
+                    list_values(&tv),
+                    show(member),
+                    sts.map(|t| describe_types(&t))
+                        .unwrap_or_else(|| "value".into())
+                ))
+            }
         }
     }
     let sts = sts.unwrap_or_default();
@@ -1090,7 +1353,10 @@ fn fit_own(src: &Sch, tgt: &Sch, at: &str, member: &str, depth: usize) -> Fit {
     if is("string") {
         if let Some(f) = t.get("format").and_then(Value::as_str) {
             if s.get("format").and_then(Value::as_str) != Some(f) {
-                return mismatch(format!("expected a {f} string at {}, found a string with no such format", show(member)));
+                return mismatch(format!(
+                    "expected a {f} string at {}, found a string with no such format",
+                    show(member)
+                ));
             }
         }
         let smin = s.get("minLength").and_then(Value::as_u64).unwrap_or(0);
@@ -1107,18 +1373,41 @@ fn fit_own(src: &Sch, tgt: &Sch, at: &str, member: &str, depth: usize) -> Fit {
         }
         if let Some(tp) = t.get("pattern") {
             if s.get("pattern") != Some(tp) {
-                result = worst(result, Fit::Unchecked(at.to_owned(), "`pattern` is checked at run time".into()));
+                result = worst(
+                    result,
+                    Fit::Unchecked(at.to_owned(), "`pattern` is checked at run time".into()),
+                );
             }
         }
     }
     if is("integer") || is("number") {
-        for (k, lower) in [("minimum", true), ("exclusiveMinimum", true), ("maximum", false), ("exclusiveMaximum", false)] {
+        for (k, lower) in [
+            ("minimum", true),
+            ("exclusiveMinimum", true),
+            ("maximum", false),
+            ("exclusiveMaximum", false),
+        ] {
             if let Some(tb) = t.get(k).and_then(Value::as_f64) {
                 let sb = s.get(k).and_then(Value::as_f64).or_else(|| {
-                    if k.starts_with("exclusive") { None } else { s.get(if lower { "exclusiveMinimum" } else { "exclusiveMaximum" }).and_then(Value::as_f64) }
+                    if k.starts_with("exclusive") {
+                        None
+                    } else {
+                        s.get(if lower {
+                            "exclusiveMinimum"
+                        } else {
+                            "exclusiveMaximum"
+                        })
+                        .and_then(Value::as_f64)
+                    }
                 });
                 let ok = match sb {
-                    Some(sb) => if lower { sb >= tb } else { sb <= tb },
+                    Some(sb) => {
+                        if lower {
+                            sb >= tb
+                        } else {
+                            sb <= tb
+                        }
+                    }
                     None => false,
                 };
                 if !ok {
@@ -1127,11 +1416,18 @@ fn fit_own(src: &Sch, tgt: &Sch, at: &str, member: &str, depth: usize) -> Fit {
             }
         }
         if t.contains_key("multipleOf") && s.get("multipleOf") != t.get("multipleOf") {
-            result = worst(result, Fit::Unchecked(at.to_owned(), "`multipleOf` is checked at run time".into()));
+            result = worst(
+                result,
+                Fit::Unchecked(at.to_owned(), "`multipleOf` is checked at run time".into()),
+            );
         }
     }
     if is("object") {
-        let sreq: Vec<&str> = s.get("required").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+        let sreq: Vec<&str> = s
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
         if let Some(Value::Array(req)) = t.get("required") {
             for r in req.iter().filter_map(Value::as_str) {
                 if !sreq.contains(&r) {
@@ -1139,21 +1435,43 @@ fn fit_own(src: &Sch, tgt: &Sch, at: &str, member: &str, depth: usize) -> Fit {
                 }
             }
         }
-        let sprops = s.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
+        let sprops = s
+            .get("properties")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
         for name in sprops.keys() {
             let mp = format!("{member}/{}", esc(name));
             let ssub = src.at(&format!("/properties/{}", esc(name)));
             let f = match t.get("properties").and_then(|p| p.get(name)) {
-                Some(_) => fit_d(&Ty::Schema(vec![ssub]), &tgt.at(&format!("/properties/{}", esc(name))), at, &mp, depth + 1),
+                Some(_) => fit_d(
+                    &Ty::Schema(vec![ssub]),
+                    &tgt.at(&format!("/properties/{}", esc(name))),
+                    at,
+                    &mp,
+                    depth + 1,
+                ),
                 None => match t.get("additionalProperties") {
                     Some(Value::Bool(false)) if !t.contains_key("patternProperties") => {
                         if sreq.contains(&name.as_str()) {
                             mismatch(format!("expected only members the schema declares at {}; the source has `{name}`", show(member)))
                         } else {
-                            Fit::Unchecked(at.to_owned(), format!("the source may carry `{name}`, which {} does not declare", show(member)))
+                            Fit::Unchecked(
+                                at.to_owned(),
+                                format!(
+                                    "the source may carry `{name}`, which {} does not declare",
+                                    show(member)
+                                ),
+                            )
                         }
                     }
-                    Some(Value::Object(_)) => fit_d(&Ty::Schema(vec![ssub]), &tgt.at("/additionalProperties"), at, &mp, depth + 1),
+                    Some(Value::Object(_)) => fit_d(
+                        &Ty::Schema(vec![ssub]),
+                        &tgt.at("/additionalProperties"),
+                        at,
+                        &mp,
+                        depth + 1,
+                    ),
                     _ => Fit::Ok,
                 },
             };
@@ -1162,29 +1480,73 @@ fn fit_own(src: &Sch, tgt: &Sch, at: &str, member: &str, depth: usize) -> Fit {
         // Target members the source leaves open.
         if let Some(Value::Object(tprops)) = t.get("properties") {
             for name in tprops.keys() {
-                if !sprops.contains_key(name) && !matches!(s.get("additionalProperties"), Some(Value::Bool(false))) {
-                    result = worst(result, Fit::Unchecked(at.to_owned(), format!("the source leaves `{name}` open; {} constrains it", show(member))));
+                if !sprops.contains_key(name)
+                    && !matches!(s.get("additionalProperties"), Some(Value::Bool(false)))
+                {
+                    result = worst(
+                        result,
+                        Fit::Unchecked(
+                            at.to_owned(),
+                            format!(
+                                "the source leaves `{name}` open; {} constrains it",
+                                show(member)
+                            ),
+                        ),
+                    );
                 }
             }
         }
-        if matches!(t.get("additionalProperties"), Some(Value::Bool(false))) && !matches!(s.get("additionalProperties"), Some(Value::Bool(false))) {
-            result = worst(result, Fit::Unchecked(at.to_owned(), format!("the source is an open object; {} is closed", show(member))));
+        if matches!(t.get("additionalProperties"), Some(Value::Bool(false)))
+            && !matches!(s.get("additionalProperties"), Some(Value::Bool(false)))
+        {
+            result = worst(
+                result,
+                Fit::Unchecked(
+                    at.to_owned(),
+                    format!("the source is an open object; {} is closed", show(member)),
+                ),
+            );
         }
     }
     if is("array") {
         if let Some(ti) = t.get("items") {
             if ti.is_object() || ti == &Value::Bool(false) {
                 let f = match s.get("items") {
-                    Some(_) => fit_d(&Ty::Schema(vec![src.at("/items")]), &tgt.at("/items"), at, &format!("{member}/0"), depth + 1),
-                    None => Fit::Unchecked(at.to_owned(), "the source's items are not typed".into()),
+                    Some(_) => fit_d(
+                        &Ty::Schema(vec![src.at("/items")]),
+                        &tgt.at("/items"),
+                        at,
+                        &format!("{member}/0"),
+                        depth + 1,
+                    ),
+                    None => {
+                        Fit::Unchecked(at.to_owned(), "the source's items are not typed".into())
+                    }
                 };
                 result = worst(result, f);
             }
         }
     }
-    for kw in ["patternProperties", "propertyNames", "minProperties", "maxProperties", "dependentRequired", "dependentSchemas", "unevaluatedProperties", "prefixItems", "contains", "minItems", "maxItems", "uniqueItems", "unevaluatedItems"] {
+    for kw in [
+        "patternProperties",
+        "propertyNames",
+        "minProperties",
+        "maxProperties",
+        "dependentRequired",
+        "dependentSchemas",
+        "unevaluatedProperties",
+        "prefixItems",
+        "contains",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "unevaluatedItems",
+    ] {
         if t.contains_key(kw) && s.get(kw) != t.get(kw) {
-            result = worst(result, Fit::Unchecked(at.to_owned(), format!("`{kw}` is checked at run time")));
+            result = worst(
+                result,
+                Fit::Unchecked(at.to_owned(), format!("`{kw}` is checked at run time")),
+            );
         }
     }
     result

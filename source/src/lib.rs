@@ -8,6 +8,8 @@
 //! This crate knows nothing of workflows; compiler, hosts and CLI share it.
 
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
+// A Diagnostic is the cold path; boxing it would only add noise.
+#![allow(clippy::result_large_err)]
 
 pub mod diagnostic;
 pub mod yaml;
