@@ -1,6 +1,8 @@
 //! One minimal failing project per diagnostic code (golden/diagnostics/CODE/),
 //! one test each. Each snapshot holds the source followed by the rendered
 //! diagnostics, and the test checks that the directory's code is reported.
+// Test names mirror diagnostic codes, with `__` between area and condition.
+#![allow(non_snake_case)]
 
 use std::path::PathBuf;
 

@@ -3,22 +3,32 @@
 //!
 //! Text: diagnostics on stderr (warnings before the result), then on stdout
 //! `Valid workflow <id> version <version>` and `Definition: <revision>`;
-//! with `--explain`, the steps and the Function limits follow.
+//! with `--explain`, the steps and the Function limits follow. With
+//! `--runtime-config F`, the runtime file is checked as the author's template
+//! against the project's connections, and `Valid runtime configuration`
+//! follows (seed 004).
+//!
+//! `coordinatorctl --runtime-config F check` (no `--project`) checks a
+//! complete deployment file instead: the `deployment` section is required and
+//! every pinned package is verified against its digest, offline (SPEC §9).
 
 use std::path::{Path, PathBuf};
 
 use clap::Args;
 use serde::Serialize;
 
-use crate::report::{self, EXIT_OK};
+use coordinator_host::runtime::{check_runtime_file, Mode, RuntimeCheck};
+
+use crate::report::{self, EXIT_OK, EXIT_REFUSED, EXIT_UNAVAILABLE, EXIT_USAGE};
 use crate::Format;
 
 /// Arguments of `check`.
 #[derive(Args, Debug)]
 pub struct CheckArgs {
-    /// The project directory (holding workflow.yaml).
+    /// The project directory (holding workflow.yaml). Without it, the
+    /// top-level `--runtime-config` file is checked as a whole deployment.
     #[arg(long, value_name = "DIR")]
-    pub project: PathBuf,
+    pub project: Option<PathBuf>,
     /// Also print the steps and the Function limits.
     #[arg(long)]
     pub explain: bool,
@@ -41,18 +51,106 @@ struct CheckExtra<'a> {
     revision: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     explain: Option<Vec<&'a str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    runtime_configuration: Option<&'static str>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DeploymentExtra {
+    runtime_configuration: &'static str,
+    packages: Vec<PackageLine>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PackageLine {
+    workflow: String,
+    revision: String,
+    package_digest: String,
+}
+
+/// The exit code of a runtime check.
+fn runtime_code(check: &RuntimeCheck) -> u8 {
+    if check.resource_unavailable {
+        EXIT_UNAVAILABLE
+    } else if check.is_valid() {
+        EXIT_OK
+    } else {
+        EXIT_REFUSED
+    }
+}
+
+/// `coordinatorctl --runtime-config F check`: the whole deployment file.
+fn run_deployment(file: &Path, format: Format) -> u8 {
+    let display = file.to_string_lossy().into_owned();
+    let check = check_runtime_file(file, &display, None, Mode::Deployment);
+    let code = runtime_code(&check);
+    let packages: Vec<PackageLine> = check
+        .packages
+        .iter()
+        .map(|p| PackageLine {
+            workflow: p.definition.program.workflow.clone(),
+            revision: p.definition.revision.clone(),
+            package_digest: p.digest.clone(),
+        })
+        .collect();
+    match format {
+        Format::Json => report::print_json(
+            "check",
+            code == EXIT_OK,
+            if code == EXIT_OK { "valid" } else { "refused" },
+            &check.diagnostics,
+            DeploymentExtra {
+                runtime_configuration: if code == EXIT_OK { "valid" } else { "refused" },
+                packages,
+            },
+        ),
+        Format::Text => {
+            report::print_diagnostics(&check.diagnostics, false);
+            if code == EXIT_OK {
+                for p in &packages {
+                    println!(
+                        "Valid package {} {} ({})",
+                        p.workflow, p.package_digest, p.revision
+                    );
+                }
+                println!("Valid runtime configuration");
+            }
+        }
+    }
+    code
 }
 
 /// Runs the command; returns the exit code.
 pub fn run(args: CheckArgs, top_level_runtime_config: Option<&Path>) -> u8 {
-    let display = args.project.to_string_lossy().into_owned();
-    let compiled = coordinator_compiler::compile_project(&args.project, &display);
-    let code = report::exit_code(&compiled.diagnostics);
-    // TODO(runtime-config): another engineer fills this hook: check the
-    // runtime file (`args.runtime_config` or the top-level flag) against the
-    // compiled Program and print `Valid runtime configuration`. The flag is
-    // accepted and ignored until then.
-    let _runtime_config = args.runtime_config.as_deref().or(top_level_runtime_config);
+    let Some(project) = args.project.as_deref() else {
+        return match args.runtime_config.as_deref().or(top_level_runtime_config) {
+            Some(file) => run_deployment(file, args.format),
+            None => {
+                eprintln!("error: check needs --project DIR, or a deployment file given as coordinatorctl --runtime-config FILE check");
+                EXIT_USAGE
+            }
+        };
+    };
+    let display = project.to_string_lossy().into_owned();
+    let compiled = coordinator_compiler::compile_project(project, &display);
+    let mut diagnostics = compiled.diagnostics.clone();
+    let runtime = args
+        .runtime_config
+        .as_deref()
+        .or(top_level_runtime_config)
+        .map(|file| {
+            let shown = file.to_string_lossy().into_owned();
+            check_runtime_file(file, &shown, compiled.program.as_ref(), Mode::Template)
+        });
+    let mut code = report::exit_code(&compiled.diagnostics);
+    if let Some(check) = &runtime {
+        diagnostics.extend(check.diagnostics.iter().cloned());
+        coordinator_source::diagnostic::sort(&mut diagnostics);
+        code = code.max(runtime_code(check));
+    }
+    let runtime_valid = runtime.as_ref().map(RuntimeCheck::is_valid);
     let revision = compiled.revision();
     match args.format {
         Format::Json => {
@@ -68,17 +166,19 @@ pub fn run(args: CheckArgs, top_level_runtime_config: Option<&Path>) -> u8 {
                 "check",
                 code == EXIT_OK,
                 if code == EXIT_OK { "valid" } else { "refused" },
-                &compiled.diagnostics,
+                &diagnostics,
                 CheckExtra {
                     workflow: compiled.workflow.as_deref(),
                     version: compiled.version.as_deref(),
                     revision,
                     explain,
+                    runtime_configuration: runtime_valid
+                        .map(|ok| if ok { "valid" } else { "refused" }),
                 },
             );
         }
         Format::Text => {
-            report::print_diagnostics(&compiled.diagnostics, false);
+            report::print_diagnostics(&diagnostics, false);
             if code == EXIT_OK {
                 if let Some(rev) = revision {
                     println!(
@@ -90,6 +190,9 @@ pub fn run(args: CheckArgs, top_level_runtime_config: Option<&Path>) -> u8 {
                     if args.explain {
                         print!("{}", compiled.explain.as_deref().unwrap_or_default());
                         print!("{}", coordinator_compiler::FUNCTION_LIMITS_TEXT);
+                    }
+                    if runtime_valid == Some(true) {
+                        println!("Valid runtime configuration");
                     }
                 }
             }
