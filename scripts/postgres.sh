@@ -391,7 +391,7 @@ initdb_cluster() {
     mkdir -p "$DATA" && chown "$PG_OS_USER:" "$DATA"
   fi
   as_pg "$BINDIR/initdb" -D "$DATA" -U postgres -E UTF8 --locale=C \
-      --auth-local=trust --auth-host=scram-sha-256 --no-instructions \
+      --auth-local=trust --auth-host=scram-sha-256 --no-instructions --no-sync \
       >>"$LOGFILE" 2>&1 \
     || { tail -n 20 "$LOGFILE" >&2; die "initdb failed (log: $LOGFILE)"; }
   chmod 0700 "$DATA"
