@@ -69,13 +69,18 @@ pub fn list_functions(source: &str, display: &str) -> Result<Vec<ScriptFn>, Diag
         FUNCTION_LIMITS.max_expr_depth,
     );
     match engine.compile(source) {
-        Ok(ast) => Ok(ast
-            .iter_functions()
-            .map(|f| ScriptFn {
-                name: f.name.to_owned(),
-                params: f.params.iter().map(|p| (*p).to_owned()).collect(),
-            })
-            .collect()),
+        Ok(ast) => {
+            let mut fns: Vec<ScriptFn> = ast
+                .iter_functions()
+                .map(|f| ScriptFn {
+                    name: f.name.to_owned(),
+                    params: f.params.iter().map(|p| (*p).to_owned()).collect(),
+                })
+                .collect();
+            // Rhai keeps functions in a hash map: sort so diagnostics are stable.
+            fns.sort_by(|a, b| (&a.name, &a.params).cmp(&(&b.name, &b.params)));
+            Ok(fns)
+        }
         Err(e) => {
             let pos = e.position();
             Err(Diagnostic::error(
