@@ -90,6 +90,44 @@ impl<T: JsonSchema> JsonSchema for Named<T> {
     }
 }
 
+/// Like [`Named`], for maps whose keys are not project names: object member
+/// names of a `fields` mapping and Rhai parameter names (`inputs`,
+/// `arguments`). Its schema puts no pattern on the keys.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Members<T>(pub Named<T>);
+
+impl<T> Default for Members<T> {
+    fn default() -> Self {
+        Members(Named::default())
+    }
+}
+
+impl<T> std::ops::Deref for Members<T> {
+    type Target = Named<T>;
+    fn deref(&self) -> &Named<T> {
+        &self.0
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Members<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Named::deserialize(d).map(Members)
+    }
+}
+
+impl<T: JsonSchema> JsonSchema for Members<T> {
+    fn schema_name() -> Cow<'static, str> {
+        format!("Members_{}", T::schema_name()).into()
+    }
+    fn json_schema(g: &mut SchemaGenerator) -> Schema {
+        let item = g.subschema_for::<T>();
+        json_schema!({
+            "type": "object",
+            "additionalProperties": item
+        })
+    }
+}
+
 /// Marks a nested error's pointer inside a serde message, so the reader can
 /// rebuild the full pointer of a fault inside a two-phase read.
 const MARK: char = '\u{1}';
@@ -312,7 +350,7 @@ pub struct FunctionDecl {
     pub entrypoint: String,
     /// Declared inputs; names equal the entrypoint's parameter names.
     #[serde(default)]
-    pub inputs: Named<TypeRef>,
+    pub inputs: Members<TypeRef>,
     /// Declared output.
     pub output: TypeRef,
     /// Optional description.
@@ -416,7 +454,7 @@ pub struct ChooseStep {
     pub function: String,
     /// Explicit arguments by parameter name.
     #[serde(default)]
-    pub arguments: Option<Named<Mapping>>,
+    pub arguments: Option<Members<Mapping>>,
     /// Case label -> step.
     pub cases: Named<String>,
     /// Optional description.
@@ -557,7 +595,7 @@ pub struct LiteralMapping {
 #[serde(deny_unknown_fields)]
 pub struct FieldsMapping {
     /// Member name -> mapping (at most 64).
-    pub fields: Named<Mapping>,
+    pub fields: Members<Mapping>,
 }
 
 /// `{type: function, function, arguments?}`.
@@ -568,5 +606,5 @@ pub struct FunctionMapping {
     pub function: String,
     /// Explicit arguments by parameter name.
     #[serde(default)]
-    pub arguments: Option<Named<Mapping>>,
+    pub arguments: Option<Members<Mapping>>,
 }

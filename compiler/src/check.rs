@@ -1049,7 +1049,7 @@ impl<'a> Checker<'a> {
                         );
                     }
                 }
-                let _ = self.function_call(&c.function, c.arguments.as_ref(), &sp, env);
+                let _ = self.function_call(&c.function, c.arguments.as_deref(), &sp, env);
                 if let Some(out) = self
                     .out
                     .functions
@@ -1494,7 +1494,9 @@ impl<'a> Checker<'a> {
                     Ty::Union(alts)
                 }
             }
-            Mapping::Function(f) => self.function_call(&f.function, f.arguments.as_ref(), ptr, env),
+            Mapping::Function(f) => {
+                self.function_call(&f.function, f.arguments.as_deref(), ptr, env)
+            }
         }
     }
 

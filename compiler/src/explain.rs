@@ -25,7 +25,7 @@ pub fn mapping(m: &Mapping) -> String {
                 .collect();
             format!("{{{}}}", members.join(", "))
         }
-        Mapping::Function(f) => call(&f.function, f.arguments.as_ref()),
+        Mapping::Function(f) => call(&f.function, f.arguments.as_deref()),
     }
 }
 
@@ -119,7 +119,7 @@ pub fn step_line(p: &ProjectFile, name: &str, step: &Step) -> String {
             let cases: Vec<String> = c.cases.iter().map(|(l, s)| format!("{l} -> {s}")).collect();
             format!(
                 "choose by {}: {}",
-                call(&c.function, c.arguments.as_ref()),
+                call(&c.function, c.arguments.as_deref()),
                 cases.join(", ")
             )
         }

@@ -144,7 +144,7 @@ pub(crate) fn lower(p: &ProjectFile, c: &Checked, function_source: &str) -> Opti
                     .collect();
                 cases.sort_by(|a, b| a.label.cmp(&b.label));
                 let mut code = Vec::new();
-                l.call(&ch.function, ch.arguments.as_ref(), &sp, &mut code)?;
+                l.call(&ch.function, ch.arguments.as_deref(), &sp, &mut code)?;
                 StepOp::Choose {
                     selector: l.push_expr(code),
                     cases,
@@ -296,7 +296,7 @@ impl Lower<'_> {
                     keys: keys.into_iter().cloned().collect(),
                 });
             }
-            Mapping::Function(f) => self.call(&f.function, f.arguments.as_ref(), ptr, code)?,
+            Mapping::Function(f) => self.call(&f.function, f.arguments.as_deref(), ptr, code)?,
         }
         Some(())
     }
