@@ -506,7 +506,7 @@ enum Route {
     Redirect(String),
 }
 
-/// Fake external directory (`external.get/v1`): any GET path answers what
+/// Fake external directory (`external.get/v1`): any path (any method) answers what
 /// the test set, or 404.
 #[derive(Clone)]
 pub struct FakeDirectory {
@@ -525,9 +525,7 @@ impl FakeDirectory {
     /// Starts with no routes.
     pub async fn start() -> std::io::Result<FakeDirectory> {
         let routes = Arc::new(Mutex::new(HashMap::new()));
-        let router = Router::new()
-            .fallback(get(directory))
-            .with_state(routes.clone());
+        let router = Router::new().fallback(directory).with_state(routes.clone());
         Ok(FakeDirectory {
             product: Product::start(router, Fake::default()).await?,
             routes,

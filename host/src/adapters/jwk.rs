@@ -187,6 +187,7 @@ fn ed_der(jwk: &Value) -> Result<Vec<u8>, JwkError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

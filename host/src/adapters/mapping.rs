@@ -162,6 +162,7 @@ fn declared_refusal(body: &[u8]) -> Outcome {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -134,6 +134,7 @@ impl ProductAdapter for MemoryAdapter {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::adapters::ReviewState;
