@@ -326,8 +326,7 @@ fn plan(
             let segments: Vec<&str> = path.split('/').skip(1).collect();
             let mut url = url_with(connection, &segments)?;
             if let Some(query) = c.get("query").and_then(Value::as_object) {
-                if let Some(name) = query.keys().find(|k| !x.query_parameters.contains(k)) {
-                    let _ = name;
+                if query.keys().any(|k| !x.query_parameters.contains(k)) {
                     return Ok(Err(Outcome::InvalidCommand {
                         status: None,
                         code: Some("external.query-not-permitted".into()),
