@@ -326,3 +326,54 @@ pub(crate) fn transport_reason(e: &reqwest::Error) -> String {
         "transport".to_owned()
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::runtime::config::{EnvironmentProvider, FileProvider};
+
+    #[test]
+    fn provider_secrets_read_owner_only_files_and_enabled_env() {
+        let dir = tempfile::tempdir().unwrap();
+        let providers = SecretProviders {
+            file: Some(FileProvider {
+                root: dir.path().display().to_string(),
+            }),
+            environment: None,
+        };
+        let secrets = ProviderSecrets::new(&providers);
+        let path = dir.path().join("key");
+        std::fs::write(&path, b"jwk").unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+            assert_eq!(
+                secrets.read(&SecretRef("secret:file/key".into())).unwrap(),
+                b"jwk"
+            );
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+            let e = secrets
+                .read(&SecretRef("secret:file/key".into()))
+                .unwrap_err();
+            assert!(e.0.contains("group or others"), "{e}");
+        }
+        assert!(secrets
+            .read(&SecretRef("secret:file/../key".into()))
+            .is_err());
+        assert!(secrets.read(&SecretRef("secret:env/HOME".into())).is_err());
+        let with_env = ProviderSecrets::new(&SecretProviders {
+            file: None,
+            environment: Some(EnvironmentProvider {}),
+        });
+        assert!(with_env.read(&SecretRef("secret:env/PATH".into())).is_ok());
+        assert!(with_env.read(&SecretRef("secret:file/key".into())).is_err());
+    }
+
+    #[test]
+    fn access_tokens_do_not_print() {
+        let t = AccessToken("s3cret".into());
+        assert_eq!(format!("{t:?}"), "AccessToken(..)");
+    }
+}
