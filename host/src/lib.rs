@@ -5,6 +5,8 @@
 //!   JSON Schema.
 //! - [`package`]: workflow packages: write, load and verify against a digest.
 //! - [`types`]: typed callers (TypeScript, Python) generated from a Program.
+//! - [`adapters`]: product adapters (HTTP calls to other products, SPEC §6)
+//!   behind the [`adapters::ProductAdapter`] port.
 //! - [`keys`]: the state keyring (AES-256-GCM sealing), admission and audit
 //!   keys (HMAC-SHA256).
 //!
@@ -13,6 +15,7 @@
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 #![warn(missing_docs)]
 
+pub mod adapters;
 pub mod keys;
 pub mod package;
 pub mod runtime;
