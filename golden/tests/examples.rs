@@ -43,7 +43,10 @@ fn errors(diags: &[Diagnostic]) -> Vec<String> {
 
 /// Runs every case of one project; returns (case id, report) pairs.
 fn run_project(dir: &Path) -> Vec<run::CaseReport> {
-    let name = dir.file_name().and_then(|n| n.to_str()).expect("utf-8 name");
+    let name = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("utf-8 name");
     let compiled = coordinator_compiler::compile_project(dir, name);
     assert!(
         errors(&compiled.diagnostics).is_empty(),
@@ -63,9 +66,8 @@ fn run_project(dir: &Path) -> Vec<run::CaseReport> {
         .iter()
         .enumerate()
         .map(|(i, case)| {
-            run::run_case(&vm, &doc, i, case).unwrap_or_else(|d| {
-                panic!("{name}/{}: scenario fault: {:?}", case.id, errors(&d))
-            })
+            run::run_case(&vm, &doc, i, case)
+                .unwrap_or_else(|d| panic!("{name}/{}: scenario fault: {:?}", case.id, errors(&d)))
         })
         .collect()
 }
