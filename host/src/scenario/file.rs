@@ -356,11 +356,22 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
                     "Name a call step of the workflow.",
                 ),
                 Some(StepOp::Call { operation, .. }) => {
-                    let receipt = program
+                    let descriptor = program
                         .operations
                         .get(operation.index())
-                        .is_some_and(|o| o.descriptor.receipt);
-                    if *action == RecoveryAction::Reconcile && !receipt {
+                        .map(|o| &o.descriptor);
+                    let receipt = descriptor.is_some_and(|d| d.receipt);
+                    let evaluation = descriptor
+                        .is_some_and(|d| d.effect == coordinator_ir::catalogue::Effect::Evaluation);
+                    if evaluation {
+                        err(
+                            &mut diags,
+                            "recovery-unsupported",
+                            ptr,
+                            format!("`{name}` is an evaluation: one that may have been sent is never sent again or looked up, so no recovery applies"),
+                            "Remove this recovery entry; an unknown evaluation answer leaves the run uncertain.",
+                        );
+                    } else if *action == RecoveryAction::Reconcile && !receipt {
                         err(
                             &mut diags,
                             "reconcile-unsupported",

@@ -10,7 +10,8 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use coordinator_ir::{canonical, Program};
+use coordinator_ir::catalogue::Effect;
+use coordinator_ir::{canonical, Program, StepOp};
 use coordinator_source::{Diagnostic, YamlDocument};
 use coordinator_vm::instant::Instant;
 use coordinator_vm::{
@@ -83,6 +84,8 @@ struct CaseHost<'a> {
     cancel_delivered: bool,
     /// Steps whose next dispatch is an operator's retry-same.
     operator_resend: std::collections::BTreeSet<String>,
+    /// The last reply consumed per step.
+    last_reply: BTreeMap<String, Reply>,
     completion_delivered: bool,
     deadline: Option<Instant>,
 }
@@ -103,6 +106,7 @@ impl<'a> CaseHost<'a> {
             recovery_due: BTreeMap::new(),
             cancel_delivered: false,
             operator_resend: Default::default(),
+            last_reply: BTreeMap::new(),
             completion_delivered: false,
             deadline: None,
         }
@@ -288,7 +292,11 @@ impl<'a> CaseHost<'a> {
                         .unwrap_or_default(),
                     _ => String::new(),
                 };
-                let due = self.recovery_due.get(&step).copied().unwrap_or(false);
+                // The operator acts after an unknown answer only while the
+                // script still holds an answer for the step: when the replies
+                // ran out on an unknown answer the run stays held (uncertain).
+                let due = self.recovery_due.get(&step).copied().unwrap_or(false)
+                    && self.replies.get(&step).is_some_and(|left| !left.is_empty());
                 match self.case.recovery.get(&step) {
                     Some(action) if due => {
                         self.recovery_due.insert(step.clone(), false);
@@ -308,7 +316,21 @@ impl<'a> CaseHost<'a> {
                         queue.extend(resumed.commands);
                         continue;
                     }
-                    _ => return Ok(End::Settled(state)),
+                    _ => {
+                        // A held run still takes a scripted cancel that falls
+                        // before the deadline; otherwise the case ends held.
+                        if let Some(event) = self.cancel_while_held(admitted, now)? {
+                            self.cancel_delivered = true;
+                            let resumed = self
+                                .vm
+                                .resume(&state, &event)
+                                .map_err(|r| self.rejected("/cancel", &r))?;
+                            state = resumed.state;
+                            queue.extend(resumed.commands);
+                            continue;
+                        }
+                        return Ok(End::Settled(state));
+                    }
                 }
             }
             // 3. The run waits: deliver the earliest timed event.
@@ -416,6 +438,30 @@ impl<'a> CaseHost<'a> {
         ))
     }
 
+    /// The scripted cancel, when it is still to come and falls before the
+    /// deadline (at the deadline instant the deadline comes first).
+    fn cancel_while_held(
+        &self,
+        admitted: Instant,
+        now: Instant,
+    ) -> Result<Option<Event>, Vec<Diagnostic>> {
+        let Some(c) = (!self.cancel_delivered)
+            .then_some(())
+            .and(self.case.cancel.as_ref())
+        else {
+            return Ok(None);
+        };
+        let t = self
+            .after(admitted, c.after_seconds, "/cancel/afterSeconds")?
+            .max(now);
+        if self.deadline.is_some_and(|d| t >= d) {
+            return Ok(None);
+        }
+        Ok(Some(Event::CancelRequested {
+            at: self.format(t)?,
+        }))
+    }
+
     /// Whether a dispatch with no reply left is the VM's own retry after an
     /// answer it retries by itself (retryable, or a failed read), not an
     /// operator's resend: the scenario state is then `retryable`.
@@ -427,10 +473,27 @@ impl<'a> CaseHost<'a> {
 
     fn next_reply(&mut self, step: &str) -> Option<Reply> {
         let reply = self.replies.get_mut(step).and_then(VecDeque::pop_front);
-        if reply.is_some() {
+        if let Some(r) = &reply {
             self.operator_resend.remove(step);
+            self.last_reply.insert(step.to_owned(), r.clone());
         }
         reply
+    }
+
+    /// Whether `step` calls an evaluation (never sent twice).
+    fn is_evaluation(&self, step: &str) -> bool {
+        let program = self.vm.program();
+        let Some(StepOp::Call { operation, .. }) = program
+            .step_id(step)
+            .and_then(|id| program.step(id))
+            .map(|s| &s.op)
+        else {
+            return false;
+        };
+        program
+            .operations
+            .get(operation.index())
+            .is_some_and(|o| o.descriptor.effect == Effect::Evaluation)
     }
 
     fn answer(&mut self, step: &str, reply: Reply) -> Event {
@@ -458,9 +521,36 @@ impl<'a> CaseHost<'a> {
                 continue;
             }
             let used = self.case.replies.get(step).map_or(0, Vec::len) - left.len();
+            let pointer = format!(
+                "/replies/{}/{used}",
+                coordinator_source::yaml::escape_token(step)
+            );
+            // SPEC §7: nothing may follow receipt-expired, nor an unknown
+            // evaluation answer; say so rather than only "never used".
+            match self.last_reply.get(step) {
+                Some(Reply::ReceiptExpired) => {
+                    out.extend(self.fault(
+                        "reply-after-receipt-expired",
+                        &pointer,
+                        format!("nothing may follow `receipt-expired` for `{step}`: an expired receipt never proves either way, and nothing is sent or looked up for the call again"),
+                        "Remove the replies after receipt-expired; the case then ends uncertain.",
+                    ));
+                    continue;
+                }
+                Some(Reply::Uncertain { .. }) if self.is_evaluation(step) => {
+                    out.extend(self.fault(
+                        "reply-after-unknown-evaluation",
+                        &pointer,
+                        format!("nothing may follow an uncertain answer for evaluation `{step}`: an evaluation that may have been sent is never sent again"),
+                        "Remove the replies after the uncertain answer; the case then ends uncertain.",
+                    ));
+                    continue;
+                }
+                _ => {}
+            }
             out.extend(self.fault(
                 "unused-reply",
-                &format!("/replies/{}/{used}", coordinator_source::yaml::escape_token(step)),
+                &pointer,
                 format!(
                     "{} scripted {} for `{step}` {} never used",
                     left.len(),
