@@ -16,12 +16,16 @@ use crate::runtime::config::Connection;
 pub enum MemoryCall {
     /// A dispatch, with the connection's `type`.
     Dispatch {
+        /// The connection's `type` (`breg`, `messaging`, ...).
         connection_type: &'static str,
+        /// What was asked.
         request: DispatchRequest,
     },
     /// A receipt lookup, with the connection's `type`.
     Receipt {
+        /// The connection's `type`.
         connection_type: &'static str,
+        /// What was asked.
         request: ReceiptRequest,
     },
 }

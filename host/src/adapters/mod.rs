@@ -117,7 +117,10 @@ pub enum ReviewState {
     /// Decided: `decision` is the completion value `{outcome, decidedAt,
     /// note?}` to deliver as [`coordinator_vm::Event::CompletionObserved`]
     /// (the VM validates it).
-    Decided { decision: Value },
+    Decided {
+        /// The completion value (`{outcome, decidedAt, note?}`).
+        decision: Value,
+    },
     /// Withdrawn: no decision will come; the wait runs to its timeout.
     Withdrawn,
 }
