@@ -969,9 +969,11 @@ impl<'v> Run<'v> {
             ));
         }
         *last_answer = Some(match answer {
-            Answer::Retryable { code } | Answer::Refused { code } | Answer::Uncertain { code } => {
-                format!("{} {code}", answer.kind())
-            }
+            Answer::Retryable { code }
+            | Answer::Refused { code }
+            | Answer::Uncertain { code }
+            | Answer::InvalidCommand { code }
+            | Answer::InvalidResponse { code } => format!("{} {code}", answer.kind()),
             Answer::DeclaredRefusal { refusal_code } => format!("{} {refusal_code}", answer.kind()),
             Answer::Success { .. } | Answer::ReceiptExpired | Answer::ReceiptUnresolved => {
                 answer.kind().to_owned()
@@ -1048,7 +1050,11 @@ impl<'v> Run<'v> {
             Answer::Refused { code } if effect == Effect::Read => {
                 self.product_refused(step, code, cancelling)
             }
-            Answer::Refused { .. } | Answer::DeclaredRefusal { .. } if unknown => {
+            Answer::Refused { .. }
+            | Answer::DeclaredRefusal { .. }
+            | Answer::InvalidCommand { .. }
+                if unknown =>
+            {
                 // A refusal after an unknown answer proves nothing.
                 self.hold(step);
                 if cancelling {
@@ -1067,6 +1073,35 @@ impl<'v> Run<'v> {
                 }
                 None => self.product_refused(step, refusal_code, cancelling),
             },
+            Answer::InvalidCommand { code } => {
+                if cancelling {
+                    self.end_cancelled();
+                } else {
+                    self.fail(
+                        step,
+                        FailureCode::InvalidCommand,
+                        format!("the product refused the command as invalid (`{code}`)"),
+                        Some(code.clone()),
+                        None,
+                    );
+                }
+            }
+            Answer::InvalidResponse { code } => {
+                self.st.pending = None;
+                if effect != Effect::Read {
+                    self.st.effects.insert(name, EffectState::Accepted);
+                }
+                self.fail(
+                    step,
+                    FailureCode::InvalidResponse,
+                    format!(
+                        "the response of `{}` is not its declared output (`{code}`)",
+                        binding.alias
+                    ),
+                    None,
+                    None,
+                );
+            }
             Answer::Success { .. } | Answer::ReceiptExpired | Answer::ReceiptUnresolved => {}
         }
         Ok(())

@@ -58,6 +58,21 @@ pub enum Answer {
     ReceiptExpired,
     /// Receipt lookup: still unknown (404).
     ReceiptUnresolved,
+    /// The product answered 400 or another 4xx without a refusal code: the
+    /// command broke the operation's contract and had no effect (SPEC §6).
+    /// The run fails `invalid-command`, unless an earlier answer left the
+    /// effect unknown (then it stays held).
+    InvalidCommand {
+        /// The HTTP status or product code, for inspection.
+        code: String,
+    },
+    /// The product answered 2xx with a body that is not the operation's
+    /// output (e.g. not JSON): the run fails `invalid-response`; a mutation's
+    /// effect is recorded as accepted (SPEC §6).
+    InvalidResponse {
+        /// The HTTP status, for inspection.
+        code: String,
+    },
 }
 
 impl Answer {
@@ -71,6 +86,8 @@ impl Answer {
             Answer::DeclaredRefusal { .. } => "declared-refusal",
             Answer::ReceiptExpired => "receipt-expired",
             Answer::ReceiptUnresolved => "receipt-unresolved",
+            Answer::InvalidCommand { .. } => "invalid-command",
+            Answer::InvalidResponse { .. } => "invalid-response",
         }
     }
 }

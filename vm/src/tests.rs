@@ -1009,3 +1009,55 @@ fn limits_print_for_explain() {
     assert!(text.contains("operations per call: 100000"));
     assert!(text.contains("131072 bytes of canonical JSON, depth 32, 4096 nodes"));
 }
+
+#[test]
+fn an_invalid_command_answer_fails_unless_the_effect_is_unknown() {
+    let mut d = Driver::admit(&call_program("breg.invoke-action/v1"), json!({}));
+    d.feed(answered(
+        "send",
+        Answer::InvalidCommand {
+            code: "http-400".into(),
+        },
+    ));
+    let f = d.last.state.failure.clone().expect("failure");
+    assert_eq!(d.last.status, RunStatus::Failed);
+    assert_eq!(f.code, FailureCode::InvalidCommand);
+    assert_eq!(f.product_code.as_deref(), Some("http-400"));
+    assert!(!d.last.state.effects.contains_key("send"));
+
+    // After an unknown answer, a 400 to the resend proves nothing.
+    let mut d = Driver::admit(&call_program("breg.invoke-action/v1"), json!({}));
+    d.feed(answered("send", uncertain()));
+    d.feed(Event::RetrySame { at: at(0) });
+    d.feed(answered(
+        "send",
+        Answer::InvalidCommand {
+            code: "http-400".into(),
+        },
+    ));
+    assert_eq!(d.last.status, RunStatus::Attention);
+    assert_eq!(
+        d.last.state.effects.get("send"),
+        Some(&EffectState::Unknown)
+    );
+}
+
+#[test]
+fn an_invalid_response_answer_fails_and_keeps_the_mutation_accepted() {
+    let mut d = Driver::admit(&call_program("breg.invoke-action/v1"), json!({}));
+    d.feed(answered(
+        "send",
+        Answer::InvalidResponse {
+            code: "http-200".into(),
+        },
+    ));
+    assert_eq!(d.last.status, RunStatus::Failed);
+    assert_eq!(
+        d.last.state.failure.as_ref().map(|f| f.code),
+        Some(FailureCode::InvalidResponse)
+    );
+    assert_eq!(
+        d.last.state.effects.get("send"),
+        Some(&EffectState::Accepted)
+    );
+}

@@ -65,8 +65,8 @@ pub enum Outcome {
     /// An answer the VM takes as [`coordinator_vm::Event::CallAnswered`].
     Answer(Answer),
     /// 400 or another 4xx outside the mapping (SPEC §6): the product refused
-    /// the command as malformed. The step must fail `invalid-command`; the VM
-    /// has no [`Answer`] for that yet (docs/adapters.md). Also returned,
+    /// the command as malformed. The step fails `invalid-command`
+    /// ([`Answer::InvalidCommand`], see [`Outcome::into_answer`]). Also returned,
     /// before anything is sent, for an `external.get` path or query name the
     /// connection does not permit.
     InvalidCommand {
@@ -85,6 +85,23 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// The VM answer for this outcome: `InvalidCommand` and `InvalidResponse`
+    /// become [`Answer::InvalidCommand`] / [`Answer::InvalidResponse`] with
+    /// the status or code as their code.
+    pub fn into_answer(self) -> Answer {
+        match self {
+            Outcome::Answer(a) => a,
+            Outcome::InvalidCommand { status, code } => Answer::InvalidCommand {
+                code: code
+                    .or_else(|| status.map(|s| format!("http-{s}")))
+                    .unwrap_or_else(|| "invalid-command".into()),
+            },
+            Outcome::InvalidResponse { status } => Answer::InvalidResponse {
+                code: format!("http-{status}"),
+            },
+        }
+    }
+
     /// The outcome's kind and code, for logs and metrics (never a body).
     pub fn label(&self) -> String {
         match self {
