@@ -3,52 +3,7 @@
 
 use coordinator_source::{Diagnostic, Located};
 
-/// The fixed Function limits (SPEC §3), shared by `check --explain` and the VM.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FunctionLimits {
-    /// Rhai operations per call.
-    pub max_operations: u64,
-    /// Nested call levels.
-    pub max_call_levels: usize,
-    /// Expression nesting depth.
-    pub max_expr_depth: usize,
-    /// Largest string, in bytes.
-    pub max_string_bytes: usize,
-    /// Most array items.
-    pub max_array_items: usize,
-    /// Most map entries.
-    pub max_map_entries: usize,
-    /// Largest argument or result, in bytes of canonical JSON.
-    pub max_value_bytes: usize,
-    /// Deepest argument or result.
-    pub max_value_depth: usize,
-    /// Most nodes in an argument or result.
-    pub max_value_nodes: usize,
-}
-
-/// The limits every Function runs under (SPEC §3).
-pub const FUNCTION_LIMITS: FunctionLimits = FunctionLimits {
-    max_operations: 100_000,
-    max_call_levels: 32,
-    max_expr_depth: 64,
-    max_string_bytes: 16 * 1024,
-    max_array_items: 256,
-    max_map_entries: 256,
-    max_value_bytes: 128 * 1024,
-    max_value_depth: 32,
-    max_value_nodes: 4096,
-};
-
-/// The lines `check --explain` prints after the steps.
-pub const FUNCTION_LIMITS_TEXT: &str = "Function limits:
-  operations: 100,000
-  call levels: 32
-  expression depth: 64
-  string length: 16 KiB
-  array items: 256
-  map entries: 256
-  each argument and result: 128 KiB as canonical JSON, depth 32, 4,096 nodes
-";
+pub use coordinator_ir::limits::{FunctionLimits, FUNCTION_LIMITS};
 
 /// Largest `functions.rhai` accepted (SPEC §1).
 pub const MAX_FUNCTION_SOURCE_BYTES: usize = 64 * 1024;
@@ -65,8 +20,8 @@ pub struct ScriptFn {
 pub fn list_functions(source: &str, display: &str) -> Result<Vec<ScriptFn>, Diagnostic> {
     let mut engine = rhai::Engine::new_raw();
     engine.set_max_expr_depths(
-        FUNCTION_LIMITS.max_expr_depth,
-        FUNCTION_LIMITS.max_expr_depth,
+        FUNCTION_LIMITS.max_expression_depth,
+        FUNCTION_LIMITS.max_expression_depth,
     );
     match engine.compile(source) {
         Ok(ast) => {

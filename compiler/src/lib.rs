@@ -27,7 +27,7 @@ use std::path::Path;
 use coordinator_source::{diagnostic, Diagnostic, ReadError, YamlDocument};
 use serde_json::Value;
 
-pub use functions::{FunctionLimits, FUNCTION_LIMITS, FUNCTION_LIMITS_TEXT};
+pub use functions::{FunctionLimits, FUNCTION_LIMITS};
 
 /// The project's workflow file name.
 pub const WORKFLOW_FILE: &str = "workflow.yaml";

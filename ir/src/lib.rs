@@ -5,6 +5,7 @@
 //! - [`catalogue`]: the ten host operations (SPEC §5), as data.
 //! - [`canonical`]: canonical JSON, the encoding the revision hashes.
 //! - [`disasm`]: a human-readable listing used by golden tests.
+//! - [`limits`]: the fixed Function limits (SPEC §3).
 //!
 //! This crate depends on no other crate of the project, and knows nothing
 //! about YAML, source positions, clocks or I/O.
@@ -15,6 +16,7 @@
 pub mod canonical;
 pub mod catalogue;
 pub mod disasm;
+pub mod limits;
 pub mod program;
 
 pub use program::*;

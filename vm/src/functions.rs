@@ -13,61 +13,7 @@ use serde_json::{Map, Number, Value};
 
 use crate::instant;
 
-/// The fixed limits every Function runs under (SPEC §3). `check --explain`
-/// prints them; they are not configurable.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Limits {
-    /// Rhai operations per Function call.
-    pub max_operations: u64,
-    /// Nested Function call levels (recursion depth).
-    pub max_call_levels: usize,
-    /// Nesting depth of one expression.
-    pub max_expression_depth: usize,
-    /// Bytes in one string.
-    pub max_string_bytes: usize,
-    /// Items in one array.
-    pub max_array_items: usize,
-    /// Entries in one object map.
-    pub max_map_entries: usize,
-    /// Bytes of canonical JSON of one argument or result.
-    pub max_value_bytes: usize,
-    /// Nesting depth of one argument or result (a scalar is depth 0, each
-    /// array or object around it adds 1).
-    pub max_value_depth: usize,
-    /// JSON nodes (every object, array and scalar) in one argument or result.
-    pub max_value_nodes: usize,
-}
-
-/// The limits of SPEC §3.
-pub const LIMITS: Limits = Limits {
-    max_operations: 100_000,
-    max_call_levels: 32,
-    max_expression_depth: 64,
-    max_string_bytes: 16 * 1024,
-    max_array_items: 256,
-    max_map_entries: 256,
-    max_value_bytes: 128 * 1024,
-    max_value_depth: 32,
-    max_value_nodes: 4_096,
-};
-
-impl fmt::Display for Limits {
-    /// One line per limit, as `check --explain` prints them.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "operations per call: {}", self.max_operations)?;
-        writeln!(f, "call levels: {}", self.max_call_levels)?;
-        writeln!(f, "expression depth: {}", self.max_expression_depth)?;
-        writeln!(f, "string bytes: {}", self.max_string_bytes)?;
-        writeln!(f, "array items: {}", self.max_array_items)?;
-        writeln!(f, "map entries: {}", self.max_map_entries)?;
-        writeln!(
-            f,
-            "argument and result: {} bytes of canonical JSON, depth {}, {} nodes",
-            self.max_value_bytes, self.max_value_depth, self.max_value_nodes
-        )
-    }
-}
+pub use coordinator_ir::limits::{FunctionLimits as Limits, FUNCTION_LIMITS as LIMITS};
 
 /// A Function failed: it names the Function, the input (or `None` for the
 /// result and for errors raised while the body ran), the JSON Pointer inside

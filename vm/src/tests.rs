@@ -1004,13 +1004,6 @@ fn vm_is_send_and_sync() {
 }
 
 #[test]
-fn limits_print_for_explain() {
-    let text = LIMITS.to_string();
-    assert!(text.contains("operations per call: 100000"));
-    assert!(text.contains("131072 bytes of canonical JSON, depth 32, 4096 nodes"));
-}
-
-#[test]
 fn an_invalid_command_answer_fails_unless_the_effect_is_unknown() {
     let mut d = Driver::admit(&call_program("breg.invoke-action/v1"), json!({}));
     d.feed(answered(

@@ -189,7 +189,7 @@ pub fn run(args: CheckArgs, top_level_runtime_config: Option<&Path>) -> u8 {
                     println!("Definition: {rev}");
                     if args.explain {
                         print!("{}", compiled.explain.as_deref().unwrap_or_default());
-                        print!("{}", coordinator_compiler::FUNCTION_LIMITS_TEXT);
+                        print!("{}", coordinator_compiler::FUNCTION_LIMITS);
                     }
                     if runtime_valid == Some(true) {
                         println!("Valid runtime configuration");
