@@ -7,14 +7,21 @@
 //! - [`types`]: typed callers (TypeScript, Python) generated from a Program.
 //! - [`keys`]: the state keyring (AES-256-GCM sealing), admission and audit
 //!   keys (HMAC-SHA256).
+//! - [`secrets`]: secret references resolved (owner-only files, environment).
+//! - [`store`]: durable state on PostgreSQL 17+: schema, `plan`/`apply`/
+//!   `deployment-status`, the run store.
+//! - [`audit`]: the audit journal (JSON Lines, one file per process).
 //!
 //! See ARCHITECTURE.md.
 
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 #![warn(missing_docs)]
 
+pub mod audit;
 pub mod keys;
 pub mod package;
 pub mod runtime;
 pub mod scenario;
+pub mod secrets;
+pub mod store;
 pub mod types;
