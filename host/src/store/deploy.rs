@@ -490,6 +490,11 @@ pub async fn apply(
     }
     let d = deployment_row(&mut tx, ns).await?;
     check_database_id(&d.database_id, &deployment.database_id)?;
+    if !migrated {
+        // Refuse an unsafe role as found, before the grants below would
+        // silently repair part of it (a CREATE granted by hand).
+        verify_runtime_role(&mut tx, ns, &deployment.runtime_role).await?;
+    }
 
     // Key custody: recorded versions must match; configured ones get a record.
     let recorded = check_custody(&mut tx, ns, &keyring).await?;
