@@ -79,8 +79,18 @@ fn main() -> ExitCode {
         Command::Package(args) => commands::package::run(args),
         Command::Types(args) => commands::types::run(args),
         Command::Schema(args) => commands::schema::run(args),
-        Command::Plan(a) => deploy(Which::Plan, &cli.runtime_config, &a.remove_workflow, a.format),
-        Command::Apply(a) => deploy(Which::Apply, &cli.runtime_config, &a.remove_workflow, a.format),
+        Command::Plan(a) => deploy(
+            Which::Plan,
+            &cli.runtime_config,
+            &a.remove_workflow,
+            a.format,
+        ),
+        Command::Apply(a) => deploy(
+            Which::Apply,
+            &cli.runtime_config,
+            &a.remove_workflow,
+            a.format,
+        ),
         Command::DeploymentStatus(a) => deploy(Which::Status, &cli.runtime_config, &[], a.format),
     };
     ExitCode::from(code)

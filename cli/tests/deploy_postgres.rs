@@ -36,7 +36,12 @@ fn fixture() -> Option<Fx> {
     let secrets = dir.path().join("secrets");
     std::fs::create_dir(&secrets).expect("dir");
     secret(&secrets, "runtime-database-url", runtime.as_bytes(), 0o600);
-    secret(&secrets, "migration-database-url", migration.as_bytes(), 0o600);
+    secret(
+        &secrets,
+        "migration-database-url",
+        migration.as_bytes(),
+        0o600,
+    );
     secret(&secrets, "state-key-1", &[1; 32], 0o600);
     secret(&secrets, "admission-key", &[2; 32], 0o600);
     secret(&secrets, "audit-key", &[3; 32], 0o600);
@@ -64,10 +69,14 @@ fn rand_suffix() -> u64 {
 impl Fx {
     fn write(&self, packages: bool) -> PathBuf {
         let template = std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/delayed-follow-up/runtime.yaml"),
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../examples/delayed-follow-up/runtime.yaml"),
         )
         .expect("template")
-        .replace("namespace: coordinator_follow_up", &format!("namespace: {}", self.ns))
+        .replace(
+            "namespace: coordinator_follow_up",
+            &format!("namespace: {}", self.ns),
+        )
         .replace(
             "root: /run/registry-coordinator/secrets",
             &format!("root: {}", self.dir.path().join("secrets").display()),
@@ -114,12 +123,21 @@ fn plan_apply_status_unchanged_and_unlisted_through_the_cli() {
 
     let (code, out, err) = fx.ctl(&["apply"], true);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("follow-up: install\nstatus: applied\nschemaVersion: 4\n"), "{out}");
+    assert!(
+        out.contains("follow-up: install\nstatus: applied\nschemaVersion: 4\n"),
+        "{out}"
+    );
 
     let (code, out, err) = fx.ctl(&["deployment-status"], true);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.starts_with("status: checked\nschemaVersion: 4\n"), "{out}");
-    assert!(out.contains(&format!("follow-up: {}\n", fx.digest)), "{out}");
+    assert!(
+        out.starts_with("status: checked\nschemaVersion: 4\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("follow-up: {}\n", fx.digest)),
+        "{out}"
+    );
 
     let (code, out, _) = fx.ctl(&["deployment-status", "--format", "json"], true);
     assert_eq!(code, 0);
@@ -134,14 +152,23 @@ fn plan_apply_status_unchanged_and_unlisted_through_the_cli() {
 
     let (code, _, err) = fx.ctl(&["plan"], false);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("error[coordinator.deployment.workflow-unlisted]"), "{err}");
+    assert!(
+        err.contains("error[coordinator.deployment.workflow-unlisted]"),
+        "{err}"
+    );
     let (code, _, err) = fx.ctl(&["apply"], false);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("error[coordinator.deployment.workflow-unlisted]"), "{err}");
+    assert!(
+        err.contains("error[coordinator.deployment.workflow-unlisted]"),
+        "{err}"
+    );
     let (code, out, _) = fx.ctl(&["plan", "--format", "json"], false);
     assert_eq!(code, 1);
     let report: serde_json::Value = serde_json::from_str(&out).expect("json");
-    assert_eq!(report["error"]["code"], "coordinator.deployment.workflow-unlisted");
+    assert_eq!(
+        report["error"]["code"],
+        "coordinator.deployment.workflow-unlisted"
+    );
 
     // Removing it (no runs) is allowed.
     let (code, out, err) = fx.ctl(&["apply", "--remove-workflow", "follow-up"], false);
@@ -163,8 +190,14 @@ fn usage_secrets_and_an_unreachable_database_have_their_exit_codes() {
     secret(&secrets, "runtime-database-url", &url, 0o644);
     let (code, _, err) = fx.ctl(&["plan"], true);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("error[coordinator.secret.permissions]"), "{err}");
-    assert!(!err.contains("postgres://"), "a secret value was printed: {err}");
+    assert!(
+        err.contains("error[coordinator.secret.permissions]"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("postgres://"),
+        "a secret value was printed: {err}"
+    );
 
     secret(
         &secrets,
@@ -174,7 +207,10 @@ fn usage_secrets_and_an_unreachable_database_have_their_exit_codes() {
     );
     let (code, _, err) = fx.ctl(&["deployment-status"], true);
     assert_eq!(code, 3, "{err}");
-    assert!(err.contains("error[coordinator.command.store-unavailable]"), "{err}");
+    assert!(
+        err.contains("error[coordinator.command.store-unavailable]"),
+        "{err}"
+    );
     assert!(!err.contains("secret-pw"), "{err}");
 
     std::fs::remove_file(secrets.join("runtime-database-url")).expect("rm");

@@ -101,7 +101,11 @@ impl Fx {
         std::fs::create_dir(&secrets).expect("secrets dir");
         std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o700)).expect("chmod");
         write_secret(&secrets, "runtime-database-url", urls.runtime.as_bytes());
-        write_secret(&secrets, "migration-database-url", urls.migration.as_bytes());
+        write_secret(
+            &secrets,
+            "migration-database-url",
+            urls.migration.as_bytes(),
+        );
         write_secret(&secrets, "state-key-1", &[1; 32]);
         write_secret(&secrets, "state-key-2", &[2; 32]);
         write_secret(&secrets, "admission-key", &[3; 32]);
@@ -146,10 +150,14 @@ impl Fx {
 
     fn yaml(&self) -> String {
         let template = std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/delayed-follow-up/runtime.yaml"),
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../examples/delayed-follow-up/runtime.yaml"),
         )
         .expect("example runtime.yaml")
-        .replace("namespace: coordinator_follow_up", &format!("namespace: {}", self.ns))
+        .replace(
+            "namespace: coordinator_follow_up",
+            &format!("namespace: {}", self.ns),
+        )
         .replace(
             "root: /run/registry-coordinator/secrets",
             &format!("root: {}", self.secrets.display()),
@@ -160,14 +168,18 @@ impl Fx {
             self.database_id, self.runtime_role
         ));
         for (root, digest) in &self.packages {
-            y.push_str(&format!("  - root: {root}\n    expectedDigest: \"{digest}\"\n"));
+            y.push_str(&format!(
+                "  - root: {root}\n    expectedDigest: \"{digest}\"\n"
+            ));
         }
         y.push_str(&format!(
             "  listener:\n    bind: 127.0.0.1:8108\n    tlsTermination: operator-controlled-upstream\n  authentication:\n    issuer: https://login.example.org\n    audience: registry-coordinator\n  auditFile: {}\n  auditKeyRef: secret:file/audit-key\n  stateKeys:\n",
             self.audit_base().display()
         ));
         for v in &self.state_keys {
-            y.push_str(&format!("    \"{v}\":\n      keyRef: secret:file/state-key-{v}\n"));
+            y.push_str(&format!(
+                "    \"{v}\":\n      keyRef: secret:file/state-key-{v}\n"
+            ));
         }
         y.push_str(&format!(
             "  activeStateKey: {}\n  admissionKeyRef: secret:file/admission-key\n",
@@ -207,8 +219,8 @@ impl Fx {
     async fn store(&self) -> Result<Store, StoreError> {
         let config = self.config();
         let resolver = self.resolver();
-        let keys = load_keys(&resolver, config.deployment.as_ref().expect("deployment"))
-            .expect("keys");
+        let keys =
+            load_keys(&resolver, config.deployment.as_ref().expect("deployment")).expect("keys");
         let packages = store::deploy::load_pinned_packages(config.deployment.as_ref().expect("d"))
             .expect("packages");
         Store::open(&config, &resolver, keys.state, &packages, 4).await
@@ -219,7 +231,9 @@ impl Fx {
     }
 
     async fn admin(&self) -> PgConnection {
-        PgConnection::connect(&self.urls.admin).await.expect("admin connection")
+        PgConnection::connect(&self.urls.admin)
+            .await
+            .expect("admin connection")
     }
 
     /// A role with `attributes`, allowed to connect; returns (name, URL).
@@ -259,7 +273,9 @@ impl Fx {
             .await;
         for r in roles {
             let _ = admin.execute(format!("DROP OWNED BY {r}").as_str()).await;
-            let _ = admin.execute(format!("DROP ROLE IF EXISTS {r}").as_str()).await;
+            let _ = admin
+                .execute(format!("DROP ROLE IF EXISTS {r}").as_str())
+                .await;
         }
     }
 }
@@ -333,7 +349,9 @@ fn code<T: std::fmt::Debug>(r: Result<T, StoreError>) -> &'static str {
 
 #[tokio::test]
 async fn plan_apply_status_unchanged_replace_unlisted_and_remove() {
-    let Some(urls) = urls("plan_apply_status") else { return };
+    let Some(urls) = urls("plan_apply_status") else {
+        return;
+    };
     let mut fx = Fx::new(urls);
     let digest = fx.packages[0].1.clone();
 
@@ -372,7 +390,11 @@ async fn plan_apply_status_unchanged_replace_unlisted_and_remove() {
         .expect("load")
         .definition
         .revision;
-    assert!(store.definition(&old_revision).await.expect("read").is_some());
+    assert!(store
+        .definition(&old_revision)
+        .await
+        .expect("read")
+        .is_some());
 
     // Dropping the entry: workflow-unlisted from plan and apply. (The
     // offline check refuses a file without packages; the deployment
@@ -393,14 +415,26 @@ async fn plan_apply_status_unchanged_replace_unlisted_and_remove() {
 
     // A live run blocks removal; once it has ended, removal succeeds.
     let now = OffsetDateTime::now_utc();
-    let revision = store.active_workflows().await.expect("active")[0].revision.clone();
-    let AdmitOutcome::Created(run) =
-        admit(&store, &fx, &revision, "alice", "k-1", json!({"applicationId": "a"}), now).await
+    let revision = store.active_workflows().await.expect("active")[0]
+        .revision
+        .clone();
+    let AdmitOutcome::Created(run) = admit(
+        &store,
+        &fx,
+        &revision,
+        "alice",
+        "k-1",
+        json!({"applicationId": "a"}),
+        now,
+    )
+    .await
     else {
         panic!("created")
     };
     let remove = vec![fx.workflow.clone()];
-    let plan = store::plan(&config, &resolver, &remove).await.expect("plan");
+    let plan = store::plan(&config, &resolver, &remove)
+        .await
+        .expect("plan");
     assert_eq!(plan.entries[0].action, PlanAction::Remove);
     assert_eq!(
         plan.refusal.as_ref().map(|e| e.code),
@@ -410,7 +444,11 @@ async fn plan_apply_status_unchanged_replace_unlisted_and_remove() {
         code(store::apply(&config, &resolver, &remove, &journal).await),
         "deployment.workflow-live-runs"
     );
-    let loaded = store.load_run(&run.run_id).await.expect("load").expect("run");
+    let loaded = store
+        .load_run(&run.run_id)
+        .await
+        .expect("load")
+        .expect("run");
     let mut ended = loaded.state.clone();
     ended.status = RunStatus::Cancelled;
     let out = store
@@ -440,7 +478,9 @@ async fn plan_apply_status_unchanged_replace_unlisted_and_remove() {
 
 #[tokio::test]
 async fn each_unsafe_runtime_role_shape_is_refused_with_its_own_code() {
-    let Some(urls) = urls("unsafe_runtime_roles") else { return };
+    let Some(urls) = urls("unsafe_runtime_roles") else {
+        return;
+    };
     let mut fx = Fx::new(urls);
     let mut roles = Vec::new();
     let migration_user = fx
@@ -487,7 +527,10 @@ async fn each_unsafe_runtime_role_shape_is_refused_with_its_own_code() {
         .await
         .expect("grant create");
     assert_eq!(code(fx.status().await), "deployment.runtime-role-create");
-    assert_eq!(code(fx.store().await.map(|_| ())), "deployment.runtime-role-create");
+    assert_eq!(
+        code(fx.store().await.map(|_| ())),
+        "deployment.runtime-role-create"
+    );
     assert_eq!(code(fx.apply(&[]).await), "deployment.runtime-role-create");
     // The URL's role must be the configured runtimeRole.
     fx.runtime_role = roles[0].clone();
@@ -499,8 +542,12 @@ async fn each_unsafe_runtime_role_shape_is_refused_with_its_own_code() {
 
 #[tokio::test]
 async fn postgresql_15_is_refused() {
-    let Some(urls) = urls("postgresql_15") else { return };
-    let Some(pg15) = std::env::var("COORDINATOR_TEST_PG15_URL").ok().filter(|v| !v.is_empty())
+    let Some(urls) = urls("postgresql_15") else {
+        return;
+    };
+    let Some(pg15) = std::env::var("COORDINATOR_TEST_PG15_URL")
+        .ok()
+        .filter(|v| !v.is_empty())
     else {
         eprintln!("NOTICE: postgresql_15_is_refused skipped: COORDINATOR_TEST_PG15_URL is not set (eval \"$(scripts/postgres15.sh start)\")");
         return;
@@ -515,11 +562,15 @@ async fn postgresql_15_is_refused() {
 
 #[tokio::test]
 async fn no_column_of_the_namespace_holds_the_input_in_plaintext() {
-    let Some(urls) = urls("no_plaintext") else { return };
+    let Some(urls) = urls("no_plaintext") else {
+        return;
+    };
     let fx = Fx::new(urls);
     fx.apply(&[]).await.expect("apply");
     let store = fx.store().await.expect("store");
-    let revision = store.active_workflows().await.expect("active")[0].revision.clone();
+    let revision = store.active_workflows().await.expect("active")[0]
+        .revision
+        .clone();
     let now = OffsetDateTime::now_utc();
     let input = json!({"applicationId": MARKER, "sendAfter": "2026-01-01T00:00:00Z"});
     let AdmitOutcome::Created(run) =
@@ -528,9 +579,16 @@ async fn no_column_of_the_namespace_holds_the_input_in_plaintext() {
         panic!("created")
     };
     // The sealed values open again.
-    let loaded = store.load_run(&run.run_id).await.expect("load").expect("run");
+    let loaded = store
+        .load_run(&run.run_id)
+        .await
+        .expect("load")
+        .expect("run");
     assert_eq!(loaded.state.input, input);
-    assert_eq!(store.load_input(&run.run_id).await.expect("input"), Some(input.clone()));
+    assert_eq!(
+        store.load_input(&run.run_id).await.expect("input"),
+        Some(input.clone())
+    );
 
     let mut admin = fx.admin().await;
     let tables: Vec<String> = sqlx::query(
@@ -554,9 +612,18 @@ async fn no_column_of_the_namespace_holds_the_input_in_plaintext() {
         for row in rows {
             let text: String = row.get(0);
             rows_seen += 1;
-            assert!(!text.contains(MARKER), "{table} holds the input in plaintext");
-            assert!(!text.contains(&hex_marker), "{table} holds the input as plain bytes");
-            assert!(!text.contains("alice"), "{table} holds the caller's subject");
+            assert!(
+                !text.contains(MARKER),
+                "{table} holds the input in plaintext"
+            );
+            assert!(
+                !text.contains(&hex_marker),
+                "{table} holds the input as plain bytes"
+            );
+            assert!(
+                !text.contains("alice"),
+                "{table} holds the caller's subject"
+            );
         }
     }
     assert!(rows_seen >= 8, "every table was read ({rows_seen} rows)");
@@ -570,7 +637,9 @@ async fn rotation_keeps_old_runs_readable_and_a_removed_version_is_custody() {
     let mut fx = Fx::new(urls);
     fx.apply(&[]).await.expect("apply");
     let store = fx.store().await.expect("store");
-    let revision = store.active_workflows().await.expect("active")[0].revision.clone();
+    let revision = store.active_workflows().await.expect("active")[0]
+        .revision
+        .clone();
     let now = OffsetDateTime::now_utc();
     let AdmitOutcome::Created(old) =
         admit(&store, &fx, &revision, "alice", "k-1", json!({"n": 1}), now).await
@@ -588,7 +657,11 @@ async fn rotation_keeps_old_runs_readable_and_a_removed_version_is_custody() {
     let status = fx.status().await.expect("status");
     assert_eq!(status.state_key_versions, vec![1, 2]);
     let store = fx.store().await.expect("store");
-    let loaded = store.load_run(&old.run_id).await.expect("old readable").expect("run");
+    let loaded = store
+        .load_run(&old.run_id)
+        .await
+        .expect("old readable")
+        .expect("run");
     assert_eq!(loaded.state.input, json!({"n": 1}));
     let AdmitOutcome::Created(new) =
         admit(&store, &fx, &revision, "alice", "k-2", json!({"n": 2}), now).await
@@ -615,12 +688,16 @@ async fn rotation_keeps_old_runs_readable_and_a_removed_version_is_custody() {
 
 #[tokio::test]
 async fn the_audit_journal_has_one_line_per_action_and_no_input() {
-    let Some(urls) = urls("audit_journal") else { return };
+    let Some(urls) = urls("audit_journal") else {
+        return;
+    };
     let fx = Fx::new(urls);
     fx.apply(&[]).await.expect("apply 1");
     fx.apply(&[]).await.expect("apply 2");
     let store = fx.store().await.expect("store");
-    let revision = store.active_workflows().await.expect("active")[0].revision.clone();
+    let revision = store.active_workflows().await.expect("active")[0]
+        .revision
+        .clone();
     // The service's admission path: commit, then audit (fsync), then answer.
     let audit_key = coordinator_host::keys::AuditKey::new(&[4; 32]).expect("key");
     let journal = AuditJournal::open(&fx.audit_base()).expect("journal");
@@ -636,7 +713,9 @@ async fn the_audit_journal_has_one_line_per_action_and_no_input() {
             now,
         )
         .await;
-        let AdmitOutcome::Created(run) = outcome else { panic!("created") };
+        let AdmitOutcome::Created(run) = outcome else {
+            panic!("created")
+        };
         journal
             .append(
                 &AuditRecord::new("run.admit", "accepted")
@@ -646,18 +725,28 @@ async fn the_audit_journal_has_one_line_per_action_and_no_input() {
             .expect("audit");
     }
     let files = journal_files(&fx.audit_base()).expect("files");
-    assert_eq!(files.len(), 3, "one file per process (each apply and the service)");
+    assert_eq!(
+        files.len(),
+        3,
+        "one file per process (each apply and the service)"
+    );
     let mut lines = Vec::new();
     for f in &files {
         let text = std::fs::read_to_string(f).expect("read");
         assert!(!text.contains(MARKER));
         assert!(!text.contains("alice"));
-        assert!(!text.contains(&fx.database_id), "database id only as a keyed reference");
+        assert!(
+            !text.contains(&fx.database_id),
+            "database id only as a keyed reference"
+        );
         for l in text.lines() {
             lines.push(serde_json::from_str::<Value>(l).expect("JSON line"));
         }
     }
-    let applies = lines.iter().filter(|l| l["action"] == "deployment.apply").count();
+    let applies = lines
+        .iter()
+        .filter(|l| l["action"] == "deployment.apply")
+        .count();
     let admits = lines.iter().filter(|l| l["action"] == "run.admit").count();
     assert_eq!((applies, admits, lines.len()), (2, 3, 5));
     store.close().await;
@@ -666,11 +755,15 @@ async fn the_audit_journal_has_one_line_per_action_and_no_input() {
 
 #[tokio::test]
 async fn run_store_admission_leases_commits_and_listing() {
-    let Some(urls) = urls("run_store") else { return };
+    let Some(urls) = urls("run_store") else {
+        return;
+    };
     let fx = Fx::new(urls);
     fx.apply(&[]).await.expect("apply");
     let store = fx.store().await.expect("store");
-    let revision = store.active_workflows().await.expect("active")[0].revision.clone();
+    let revision = store.active_workflows().await.expect("active")[0]
+        .revision
+        .clone();
     let now = OffsetDateTime::now_utc();
 
     // Admission: created, repeat = existing, other input = key reused.
@@ -708,7 +801,11 @@ async fn run_store_admission_leases_commits_and_listing() {
     let jobs = store.lease_due("w1", now, lease, 100).await.expect("lease");
     assert_eq!(jobs.len(), 4, "{jobs:#?}");
     assert!(jobs.iter().all(|j| j.attempt == 1));
-    assert!(store.lease_due("w2", now, lease, 100).await.expect("lease").is_empty());
+    assert!(store
+        .lease_due("w2", now, lease, 100)
+        .await
+        .expect("lease")
+        .is_empty());
     let dispatch = jobs
         .iter()
         .find(|j| j.run_id == a.run_id && j.kind == JobKind::Dispatch)
@@ -719,7 +816,10 @@ async fn run_store_admission_leases_commits_and_listing() {
     );
     // Expired leases come back to another worker.
     let later = now + time::Duration::seconds(31);
-    let again = store.lease_due("w2", later, lease, 100).await.expect("lease");
+    let again = store
+        .lease_due("w2", later, lease, 100)
+        .await
+        .expect("lease");
     assert_eq!(again.len(), 4);
     assert!(again.iter().all(|j| j.attempt == 2));
 
@@ -744,7 +844,10 @@ async fn run_store_admission_leases_commits_and_listing() {
         insert: vec![],
     };
     assert!(matches!(
-        store.commit(commit("w1", loaded.version), later).await.expect("c"),
+        store
+            .commit(commit("w1", loaded.version), later)
+            .await
+            .expect("c"),
         CommitOutcome::LeaseLost { .. }
     ));
     assert_eq!(
@@ -752,7 +855,10 @@ async fn run_store_admission_leases_commits_and_listing() {
         CommitOutcome::Stale { current: Some(1) }
     );
     assert_eq!(
-        store.commit(commit("w2", loaded.version), later).await.expect("c"),
+        store
+            .commit(commit("w2", loaded.version), later)
+            .await
+            .expect("c"),
         CommitOutcome::Committed { version: 2 }
     );
     let ended = store.load_run(&a.run_id).await.expect("load").expect("run");

@@ -102,12 +102,7 @@ fn print_entries(entries: &[PlanEntry]) {
 }
 
 /// Runs `plan`, `apply` or `deployment-status`; returns the exit code.
-pub fn run(
-    which: Which,
-    runtime_config: Option<&Path>,
-    remove: &[String],
-    format: Format,
-) -> u8 {
+pub fn run(which: Which, runtime_config: Option<&Path>, remove: &[String], format: Format) -> u8 {
     let Some(path) = runtime_config else {
         eprintln!(
             "coordinatorctl {}: --runtime-config FILE is required (before the command)",

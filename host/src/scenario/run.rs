@@ -386,7 +386,7 @@ impl<'a> CaseHost<'a> {
                     ));
                 }
             }
-            candidates.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+            candidates.sort_by_key(|c| (c.0, c.1));
             let Some((at, kind, event)) = candidates.into_iter().next() else {
                 return Ok(End::Settled(state));
             };

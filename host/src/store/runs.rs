@@ -982,7 +982,7 @@ impl Store {
                 sealed_command: row.try_get("sealed_command").map_err(db_error)?,
             });
         }
-        jobs.sort_by(|a, b| (a.due_at, a.job_id).cmp(&(b.due_at, b.job_id)));
+        jobs.sort_by_key(|j| (j.due_at, j.job_id));
         Ok(jobs)
     }
 
