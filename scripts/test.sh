@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Runs every test on a fresh machine: installs what the tests need, then
-# formats-checks, lints and tests the whole workspace.
+# Runs every test on a fresh machine: installs what the tests need, starts a
+# throw-away PostgreSQL 17 (and Debian's 15, for the "older server refused"
+# test), then formats-checks, lints and tests the whole workspace. The
+# servers this script started are stopped on exit. Idempotent; runs as root
+# (CI) or as any user (see docs/testing-postgres.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,6 +22,27 @@ fi
 export TSC="$tools/tsc/node_modules/.bin/tsc" MYPY_PATH="$tools/mypy"
 [ -x "$TSC" ] && [ -d "$MYPY_PATH/mypy" ] || { echo "test.sh: tsc or mypy is missing" >&2; exit 1; }
 
+started17=""
+started15=""
+stop_postgres() {
+    if [ -n "$started15" ]; then scripts/postgres15.sh stop >&2 || true; fi
+    if [ -n "$started17" ]; then scripts/postgres.sh stop >&2 || true; fi
+}
+trap stop_postgres EXIT
+
+echo "== PostgreSQL 17 and 15 for the store tests"
+# An existing server given through the variables is used as it is.
+if [ -z "${COORDINATOR_TEST_DATABASE_URL:-}" ]; then
+    if ! scripts/postgres.sh status 2>/dev/null; then started17=1; fi
+    eval "$(scripts/postgres.sh start)"
+fi
+if [ -z "${COORDINATOR_TEST_PG15_URL:-}" ]; then
+    if ! scripts/postgres15.sh status 2>/dev/null; then started15=1; fi
+    eval "$(scripts/postgres15.sh start)"
+fi
+export COORDINATOR_TEST_DATABASE_URL COORDINATOR_TEST_MIGRATION_URL COORDINATOR_TEST_RUNTIME_URL
+export COORDINATOR_TEST_PG15_URL
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
@@ -26,4 +50,5 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
 echo "== cargo test"
+mkdir -p target
 cargo test --workspace --quiet 2>&1 | tee target/test-output.txt

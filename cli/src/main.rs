@@ -1,5 +1,6 @@
 //! `coordinatorctl`: the offline toolchain (`init`, `check`, `explain`,
-//! `test`, `package`, `types`, `schema`) and, later, the operator commands.
+//! `test`, `package`, `types`, `schema`), the deployment commands (`plan`,
+//! `apply`, `deployment-status`) and, later, the operator commands.
 //!
 //! Exit codes (SPEC §2.3): 0 accepted, 1 refused, 2 usage, 3 resource
 //! unavailable. Diagnostics go to stderr, results to stdout.
@@ -11,6 +12,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use commands::deploy::Which;
 
 /// Registry Coordinator's command-line tool.
 #[derive(Parser, Debug)]
@@ -54,6 +56,17 @@ enum Command {
     Types(commands::types::TypesArgs),
     /// Print the JSON Schema of a file format.
     Schema(commands::schema::SchemaArgs),
+    /// Show what `apply` would do to each workflow (runtime credential only).
+    Plan(commands::deploy::PlanArgs),
+    /// Migrate, grant the runtime role and record the active packages (the
+    /// only command that uses the migration credential).
+    Apply(commands::deploy::PlanArgs),
+    /// Verify the deployment as the service would and print its status.
+    DeploymentStatus(commands::deploy::StatusArgs),
+}
+
+fn deploy(which: Which, config: &Option<PathBuf>, remove: &[String], format: Format) -> u8 {
+    commands::deploy::run(which, config.as_deref(), remove, format)
 }
 
 fn main() -> ExitCode {
@@ -66,6 +79,19 @@ fn main() -> ExitCode {
         Command::Package(args) => commands::package::run(args),
         Command::Types(args) => commands::types::run(args),
         Command::Schema(args) => commands::schema::run(args),
+        Command::Plan(a) => deploy(
+            Which::Plan,
+            &cli.runtime_config,
+            &a.remove_workflow,
+            a.format,
+        ),
+        Command::Apply(a) => deploy(
+            Which::Apply,
+            &cli.runtime_config,
+            &a.remove_workflow,
+            a.format,
+        ),
+        Command::DeploymentStatus(a) => deploy(Which::Status, &cli.runtime_config, &[], a.format),
     };
     ExitCode::from(code)
 }

@@ -191,6 +191,20 @@ impl StateKeyring {
         out
     }
 
+    /// The custody fingerprint of `version`: HMAC-SHA256 under that key
+    /// over a fixed label and the version, lowercase hex (64 chars), or
+    /// `None` when the version is not configured. The store records it per
+    /// version, so a different key file under the same version number is
+    /// detected (`state-key-custody`) before anything is sealed with it. It
+    /// reveals nothing about the key.
+    pub fn fingerprint(&self, version: u32) -> Option<String> {
+        let key = self.versions.get(&version)?;
+        Some(hmac_hex(
+            key,
+            &[b"coordinator state key custody v1", &version.to_be_bytes()],
+        ))
+    }
+
     /// The key version a sealed value names, without opening it.
     pub fn version_of(sealed: &[u8]) -> Option<u32> {
         let bytes: [u8; 4] = sealed.get(1..5)?.try_into().ok()?;
@@ -272,6 +286,24 @@ impl AdmissionKey {
                 key.as_bytes(),
             ],
         )
+    }
+
+    /// A run's owner reference: HMAC-SHA256 over the length-prefixed
+    /// (`"owner"`, `iss`, `sub`), lowercase hex. Stored instead of the
+    /// caller's identity; stable for the deployment's life (the admission
+    /// key never rotates), so owner filters keep working.
+    pub fn owner_reference(&self, iss: &str, sub: &str) -> String {
+        hmac_hex(&self.0, &[b"owner", iss.as_bytes(), sub.as_bytes()])
+    }
+
+    /// An admission request's fingerprint: HMAC-SHA256 over the
+    /// length-prefixed (`"request"`, revision, canonical input bytes),
+    /// lowercase hex. A repeated start with the same start identity and the
+    /// same fingerprint is the same request; another fingerprint is
+    /// `idempotency.key-reused`. Keyed, so a low-entropy input cannot be
+    /// guessed from the stored value.
+    pub fn request_fingerprint(&self, revision: &str, canonical_input: &[u8]) -> String {
+        hmac_hex(&self.0, &[b"request", revision.as_bytes(), canonical_input])
     }
 
     /// A call's idempotency key (SPEC §5): HMAC-SHA256 over the

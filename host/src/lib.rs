@@ -9,6 +9,10 @@
 //!   behind the [`adapters::ProductAdapter`] port.
 //! - [`keys`]: the state keyring (AES-256-GCM sealing), admission and audit
 //!   keys (HMAC-SHA256).
+//! - [`secrets`]: secret references resolved (owner-only files, environment).
+//! - [`store`]: durable state on PostgreSQL 17+: schema, `plan`/`apply`/
+//!   `deployment-status`, the run store.
+//! - [`audit`]: the audit journal (JSON Lines, one file per process).
 //!
 //! See ARCHITECTURE.md.
 
@@ -16,8 +20,11 @@
 #![warn(missing_docs)]
 
 pub mod adapters;
+pub mod audit;
 pub mod keys;
 pub mod package;
 pub mod runtime;
 pub mod scenario;
+pub mod secrets;
+pub mod store;
 pub mod types;

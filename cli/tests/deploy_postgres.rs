@@ -1,0 +1,220 @@
+//! `coordinatorctl plan`, `apply` and `deployment-status` as an operator runs
+//! them (seed 000 "Apply and start"), against a real PostgreSQL 17 from
+//! `scripts/postgres.sh`. Prints a notice and passes when
+//! `COORDINATOR_TEST_MIGRATION_URL` / `COORDINATOR_TEST_RUNTIME_URL` are unset.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use coordinator_host::package::write_package;
+use coordinator_ir::Definition;
+
+struct Fx {
+    dir: tempfile::TempDir,
+    ns: String,
+    digest: String,
+    root: String,
+}
+
+fn secret(dir: &Path, name: &str, body: &[u8], mode: u32) {
+    let p = dir.join(name);
+    std::fs::write(&p, body).expect("write");
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+fn fixture() -> Option<Fx> {
+    let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let (Some(migration), Some(runtime)) = (
+        get("COORDINATOR_TEST_MIGRATION_URL"),
+        get("COORDINATOR_TEST_RUNTIME_URL"),
+    ) else {
+        eprintln!("NOTICE: coordinatorctl deployment tests skipped: COORDINATOR_TEST_MIGRATION_URL and _RUNTIME_URL are not set (eval \"$(scripts/postgres.sh start)\")");
+        return None;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let secrets = dir.path().join("secrets");
+    std::fs::create_dir(&secrets).expect("dir");
+    secret(&secrets, "runtime-database-url", runtime.as_bytes(), 0o600);
+    secret(
+        &secrets,
+        "migration-database-url",
+        migration.as_bytes(),
+        0o600,
+    );
+    secret(&secrets, "state-key-1", &[1; 32], 0o600);
+    secret(&secrets, "admission-key", &[2; 32], 0o600);
+    secret(&secrets, "audit-key", &[3; 32], 0o600);
+    let project = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/delayed-follow-up");
+    let compiled = coordinator_compiler::compile_project(&project, "delayed-follow-up");
+    let root = dir.path().join("follow-up");
+    let digest =
+        write_package(&root, &Definition::new(compiled.program.expect("program"))).expect("pkg");
+    let ns = format!("coordinator_cli_{}_{:x}", std::process::id(), rand_suffix());
+    Some(Fx {
+        root: root.display().to_string(),
+        dir,
+        ns,
+        digest,
+    })
+}
+
+fn rand_suffix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+impl Fx {
+    fn write(&self, packages: bool) -> PathBuf {
+        let template = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../examples/delayed-follow-up/runtime.yaml"),
+        )
+        .expect("template")
+        .replace(
+            "namespace: coordinator_follow_up",
+            &format!("namespace: {}", self.ns),
+        )
+        .replace(
+            "root: /run/registry-coordinator/secrets",
+            &format!("root: {}", self.dir.path().join("secrets").display()),
+        );
+        let packages = if packages {
+            format!(
+                "\n  - root: {}\n    expectedDigest: \"{}\"",
+                self.root, self.digest
+            )
+        } else {
+            " []".into()
+        };
+        let text = format!(
+            "{template}deployment:\n  databaseId: cli-test\n  runtimeRole: coordinator_runtime\n  packages:{packages}\n  listener:\n    bind: 127.0.0.1:8108\n    tlsTermination: operator-controlled-upstream\n  authentication:\n    issuer: https://login.example.org\n    audience: registry-coordinator\n  auditFile: {}\n  auditKeyRef: secret:file/audit-key\n  stateKeys:\n    \"1\":\n      keyRef: secret:file/state-key-1\n  activeStateKey: 1\n  admissionKeyRef: secret:file/admission-key\n",
+            self.dir.path().join("audit.jsonl").display()
+        );
+        let path = self.dir.path().join("runtime.yaml");
+        std::fs::write(&path, text).expect("write runtime.yaml");
+        path
+    }
+
+    fn ctl(&self, args: &[&str], packages: bool) -> (i32, String, String) {
+        let path = self.write(packages);
+        let out = Command::new(env!("CARGO_BIN_EXE_coordinatorctl"))
+            .arg("--runtime-config")
+            .arg(&path)
+            .args(args)
+            .output()
+            .expect("run coordinatorctl");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
+#[test]
+fn plan_apply_status_unchanged_and_unlisted_through_the_cli() {
+    let Some(fx) = fixture() else { return };
+    let (code, out, err) = fx.ctl(&["plan"], true);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(out, "follow-up: install\n");
+
+    let (code, out, err) = fx.ctl(&["apply"], true);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("follow-up: install\nstatus: applied\nschemaVersion: 4\n"),
+        "{out}"
+    );
+
+    let (code, out, err) = fx.ctl(&["deployment-status"], true);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.starts_with("status: checked\nschemaVersion: 4\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("follow-up: {}\n", fx.digest)),
+        "{out}"
+    );
+
+    let (code, out, _) = fx.ctl(&["deployment-status", "--format", "json"], true);
+    assert_eq!(code, 0);
+    let report: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(report["ok"], true);
+    assert_eq!(report["status"], "checked");
+    assert_eq!(report["schemaVersion"], 4);
+    assert_eq!(report["workflows"][0]["packageDigest"], fx.digest.as_str());
+
+    let (code, out, _) = fx.ctl(&["plan"], true);
+    assert_eq!((code, out.as_str()), (0, "follow-up: unchanged\n"));
+
+    let (code, _, err) = fx.ctl(&["plan"], false);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("error[coordinator.deployment.workflow-unlisted]"),
+        "{err}"
+    );
+    let (code, _, err) = fx.ctl(&["apply"], false);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("error[coordinator.deployment.workflow-unlisted]"),
+        "{err}"
+    );
+    let (code, out, _) = fx.ctl(&["plan", "--format", "json"], false);
+    assert_eq!(code, 1);
+    let report: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(
+        report["error"]["code"],
+        "coordinator.deployment.workflow-unlisted"
+    );
+
+    // Removing it (no runs) is allowed.
+    let (code, out, err) = fx.ctl(&["apply", "--remove-workflow", "follow-up"], false);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("follow-up: remove\n"), "{out}");
+}
+
+#[test]
+fn usage_secrets_and_an_unreachable_database_have_their_exit_codes() {
+    let Some(fx) = fixture() else { return };
+    let out = Command::new(env!("CARGO_BIN_EXE_coordinatorctl"))
+        .arg("plan")
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+
+    let secrets = fx.dir.path().join("secrets");
+    let url = std::fs::read(secrets.join("runtime-database-url")).expect("read");
+    secret(&secrets, "runtime-database-url", &url, 0o644);
+    let (code, _, err) = fx.ctl(&["plan"], true);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("error[coordinator.secret.permissions]"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("postgres://"),
+        "a secret value was printed: {err}"
+    );
+
+    secret(
+        &secrets,
+        "runtime-database-url",
+        b"postgres://nobody:secret-pw@127.0.0.1:1/coordinator",
+        0o600,
+    );
+    let (code, _, err) = fx.ctl(&["deployment-status"], true);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("error[coordinator.command.store-unavailable]"),
+        "{err}"
+    );
+    assert!(!err.contains("secret-pw"), "{err}");
+
+    std::fs::remove_file(secrets.join("runtime-database-url")).expect("rm");
+    let (code, _, err) = fx.ctl(&["plan"], true);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("coordinator.secret.unavailable"), "{err}");
+}

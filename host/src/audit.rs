@@ -1,0 +1,232 @@
+//! The audit journal (issue 5 item 3; docs/runtime.md "The audit journal with
+//! several processes: one file per process").
+//!
+//! Append-only JSON Lines. `deployment.auditFile` is the journal's *base
+//! path*; each process appends only to `<auditFile>.<host>-<pid>-<start>`,
+//! a file it creates (`O_CREAT|O_EXCL`, mode 0600) and alone writes. Every
+//! [`AuditJournal::append`] writes one whole line and `fsync`s the file before
+//! it returns, so an audited action's answer is released only after its
+//! record is durable.
+//!
+//! A record holds the action, the time, the outcome, keyed references
+//! (HMAC-SHA256 under the audit key, [`AuditKey::reference`]) and a few
+//! non-personal facts (counts, package digests, codes). There is no field for
+//! an input, a product response or a caller identity: the only way to name a
+//! run or a principal is [`AuditRecord::reference`], which keys it.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::Serialize;
+use serde_json::Value;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+use crate::keys::AuditKey;
+
+/// One audited action, built with [`AuditRecord::new`] and its chainable
+/// setters.
+#[derive(Clone, Debug, Serialize)]
+pub struct AuditRecord {
+    /// What was done: `deployment.apply`, `run.admit`, `run.cancel`, ...
+    pub action: String,
+    /// `accepted`, `refused`, ... (the answer the action got).
+    pub outcome: String,
+    /// Keyed references by kind (`run`, `principal`, ...): lowercase hex
+    /// HMAC-SHA256 values, never the raw identifier.
+    pub references: BTreeMap<String, String>,
+    /// Non-personal facts: counts, codes, package digests, revisions.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub facts: BTreeMap<String, Value>,
+}
+
+impl AuditRecord {
+    /// A record of `action` with outcome `outcome`.
+    pub fn new(action: &str, outcome: &str) -> Self {
+        AuditRecord {
+            action: action.to_owned(),
+            outcome: outcome.to_owned(),
+            references: BTreeMap::new(),
+            facts: BTreeMap::new(),
+        }
+    }
+
+    /// Adds a keyed reference to `value` of `kind` (`run`, `principal`,
+    /// `start-identity`, ...): only `key.reference(kind, value)` is stored.
+    pub fn reference(mut self, key: &AuditKey, kind: &str, value: &str) -> Self {
+        self.references
+            .insert(kind.to_owned(), key.reference(kind, value));
+        self
+    }
+
+    /// Adds a fact that holds no personal data and no input (a count, a code,
+    /// a package digest, a revision).
+    pub fn fact(mut self, name: &str, value: impl Into<Value>) -> Self {
+        self.facts.insert(name.to_owned(), value.into());
+        self
+    }
+}
+
+#[derive(Serialize)]
+struct Line<'a> {
+    at: String,
+    seq: u64,
+    #[serde(flatten)]
+    record: &'a AuditRecord,
+}
+
+/// This process's journal file. Cheap to share behind an `Arc`; appends are
+/// serialised by an internal lock.
+#[derive(Debug)]
+pub struct AuditJournal {
+    path: PathBuf,
+    file: Mutex<(File, u64)>,
+}
+
+impl AuditJournal {
+    /// Creates this process's journal file next to `base`
+    /// (`<base>.<host>-<pid>-<start>`, start in Unix nanoseconds), owner-only,
+    /// append-only. Creates no directory: the audit storage must exist.
+    ///
+    /// # Errors
+    /// The I/O error when the file cannot be created (it must not exist).
+    pub fn open(base: &Path) -> std::io::Result<Self> {
+        let start = OffsetDateTime::now_utc().unix_timestamp_nanos();
+        let name = format!(
+            "{}.{}-{}-{}",
+            base.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "audit.jsonl".into()),
+            hostname(),
+            std::process::id(),
+            start
+        );
+        let path = base.with_file_name(name);
+        let file = OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)?;
+        Ok(AuditJournal {
+            path,
+            file: Mutex::new((file, 0)),
+        })
+    }
+
+    /// The file this process appends to.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends `record` as one line with the current UTC time and this
+    /// file's sequence number (from 1), then `fsync`s. Returns after the
+    /// line is durable.
+    ///
+    /// # Errors
+    /// The I/O error of the write or the sync; the caller must then not
+    /// release the audited answer (`audit.response-unavailable`).
+    pub fn append(&self, record: &AuditRecord) -> std::io::Result<()> {
+        let mut guard = self
+            .file
+            .lock()
+            .map_err(|_| std::io::Error::other("the audit journal lock is poisoned"))?;
+        let seq = guard.1 + 1;
+        let at = OffsetDateTime::now_utc()
+            .format(&Rfc3339)
+            .map_err(std::io::Error::other)?;
+        let mut line = serde_json::to_vec(&Line { at, seq, record })?;
+        line.push(b'\n');
+        guard.0.write_all(&line)?;
+        guard.0.sync_data()?;
+        guard.1 = seq;
+        Ok(())
+    }
+}
+
+/// The journal files of every process for `base` (`<base>.*`), sorted.
+///
+/// # Errors
+/// The I/O error when the directory cannot be read.
+pub fn journal_files(base: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let dir = base
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let prefix = format!(
+        "{}.",
+        base.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    );
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            out.push(entry.path());
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn hostname() -> String {
+    let raw = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .unwrap_or_default();
+    let clean: String = raw
+        .trim()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.')
+        .collect();
+    if clean.is_empty() {
+        "host".into()
+    } else {
+        clean
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn one_synced_line_per_append_with_keyed_references_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let base = dir.path().join("audit.jsonl");
+        let key = AuditKey::new(&[9; 32]).expect("key");
+        let journal = AuditJournal::open(&base).expect("open");
+        let mode = std::fs::metadata(journal.path())
+            .expect("meta")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        journal
+            .append(&AuditRecord::new("run.admit", "accepted").reference(&key, "run", "run-1"))
+            .expect("append");
+        journal
+            .append(&AuditRecord::new("run.cancel", "accepted").fact("count", 1))
+            .expect("append");
+        let files = journal_files(&base).expect("list");
+        assert_eq!(files, vec![journal.path().to_path_buf()]);
+        let text = std::fs::read_to_string(journal.path()).expect("read");
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("json line"))
+            .collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0]["action"], "run.admit");
+        assert_eq!(lines[0]["seq"], 1);
+        assert_eq!(lines[1]["seq"], 2);
+        assert!(!text.contains("run-1"));
+        assert_eq!(lines[0]["references"]["run"], key.reference("run", "run-1"));
+        // A second process (another open) gets its own file.
+        let other = AuditJournal::open(&base).expect("open");
+        assert_ne!(other.path(), journal.path());
+    }
+}

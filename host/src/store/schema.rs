@@ -1,0 +1,187 @@
+//! The state schema: versioned migrations as SQL text, applied only by
+//! `apply` with the migration role.
+//!
+//! Every object lives in the deployment's namespace (`runtime.yaml`
+//! `namespace`, written `{ns}` below and substituted after
+//! [`super::valid_namespace`] accepted it). State schema version
+//! [`SCHEMA_VERSION`] is recorded in `deployment.schema_version`; a namespace
+//! recording another version is refused (`deployment.schema-version`): an
+//! earlier layout is settled with its matching binary and a fresh namespace.
+//!
+//! Waits and timers are jobs: a `wake`, `observe` or `deadline` job with a
+//! due time. Finding due work reads the partial index `jobs_ready_due`
+//! (only ready jobs, ordered by due time), so it costs O(due), not O(runs).
+
+/// The state schema version this binary reads and writes.
+pub const SCHEMA_VERSION: i32 = 4;
+
+/// The lowest PostgreSQL `server_version_num` accepted (17.0).
+pub const MIN_SERVER_VERSION_NUM: i32 = 170_000;
+
+/// Tables of the namespace, in creation order (the no-plaintext test reads
+/// every one of them).
+pub const TABLES: [&str; 7] = [
+    "deployment",
+    "definitions",
+    "active_workflows",
+    "state_key_custody",
+    "runs",
+    "jobs",
+    "spent_keys",
+];
+
+/// Migrations by the version they produce. Version 4 is the first layout
+/// this implementation writes: it creates the whole schema in one step. A
+/// later version appends `(5, "...")`; `apply` runs every migration above
+/// the recorded version in one transaction.
+pub const MIGRATIONS: &[(i32, &str)] = &[(4, V4)];
+
+const V4: &str = r#"
+CREATE TABLE {ns}.deployment (
+    singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    database_id text NOT NULL,
+    schema_version integer NOT NULL,
+    restore_hold boolean NOT NULL DEFAULT false,
+    admission_hold boolean NOT NULL DEFAULT false,
+    -- Bumped by every apply that changes the active packages: a running
+    -- service compares it with the value it started with.
+    activation_generation bigint NOT NULL DEFAULT 0,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- Every revision ever applied, kept forever: a run keeps its Program.
+CREATE TABLE {ns}.definitions (
+    revision text PRIMARY KEY CHECK (revision ~ '^sha256:[0-9a-f]{64}$'),
+    workflow text NOT NULL,
+    definition bytea NOT NULL,
+    package_digest text NOT NULL CHECK (package_digest ~ '^sha256:[0-9a-f]{64}$'),
+    recorded_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE {ns}.active_workflows (
+    workflow text PRIMARY KEY,
+    revision text NOT NULL REFERENCES {ns}.definitions (revision),
+    package_digest text NOT NULL CHECK (package_digest ~ '^sha256:[0-9a-f]{64}$'),
+    activated_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- One keyed fingerprint per state key version ever configured.
+CREATE TABLE {ns}.state_key_custody (
+    version integer PRIMARY KEY CHECK (version > 0),
+    fingerprint text NOT NULL CHECK (fingerprint ~ '^[0-9a-f]{64}$'),
+    recorded_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE {ns}.runs (
+    run_id text PRIMARY KEY,
+    seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+    workflow text NOT NULL,
+    revision text NOT NULL REFERENCES {ns}.definitions (revision),
+    owner_ref text NOT NULL,
+    start_identity text NOT NULL UNIQUE,
+    request_fingerprint text NOT NULL,
+    state text NOT NULL CHECK (state IN ('running', 'attention', 'cancel-requested',
+        'finished', 'failed', 'cancelled', 'cancelled-after-effect', 'expired')),
+    attention boolean NOT NULL DEFAULT false,
+    ended boolean NOT NULL DEFAULT false,
+    version bigint NOT NULL DEFAULT 1,
+    deadline_at timestamptz NOT NULL,
+    created_at timestamptz NOT NULL,
+    updated_at timestamptz NOT NULL,
+    ended_at timestamptz,
+    -- State key versions: of sealed_state/sealed_output, and of sealed_input.
+    key_version integer NOT NULL,
+    input_key_version integer NOT NULL,
+    sealed_input bytea,
+    sealed_state bytea,
+    sealed_output bytea,
+    payload_erased_at timestamptz
+);
+CREATE INDEX runs_newest ON {ns}.runs (seq DESC);
+CREATE INDEX runs_owner_newest ON {ns}.runs (owner_ref, seq DESC);
+CREATE INDEX runs_workflow_newest ON {ns}.runs (workflow, seq DESC);
+CREATE INDEX runs_attention ON {ns}.runs (seq DESC) WHERE attention;
+CREATE INDEX runs_live_by_workflow ON {ns}.runs (workflow) WHERE NOT ended;
+CREATE INDEX runs_key_version ON {ns}.runs (key_version);
+CREATE INDEX runs_input_key_version ON {ns}.runs (input_key_version);
+
+-- The unit of dispatch. Waits and timers are jobs with a due time.
+CREATE TABLE {ns}.jobs (
+    job_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    run_id text NOT NULL REFERENCES {ns}.runs (run_id),
+    kind text NOT NULL CHECK (kind IN ('advance', 'dispatch', 'lookup-receipt',
+        'wake', 'observe', 'deadline')),
+    step text NOT NULL DEFAULT '',
+    status text NOT NULL CHECK (status IN ('ready', 'leased', 'done', 'held')),
+    due_at timestamptz NOT NULL,
+    lease_owner text,
+    lease_expires_at timestamptz,
+    attempt integer NOT NULL DEFAULT 0,
+    idempotency_key text,
+    key_version integer,
+    sealed_command bytea,
+    effect text CHECK (effect IN ('accepted', 'unknown')),
+    created_at timestamptz NOT NULL,
+    updated_at timestamptz NOT NULL,
+    CHECK ((status = 'leased') = (lease_owner IS NOT NULL AND lease_expires_at IS NOT NULL))
+);
+CREATE INDEX jobs_ready_due ON {ns}.jobs (due_at) WHERE status = 'ready';
+CREATE INDEX jobs_lease_expiry ON {ns}.jobs (lease_expires_at) WHERE status = 'leased';
+CREATE INDEX jobs_run ON {ns}.jobs (run_id);
+CREATE INDEX jobs_key_version ON {ns}.jobs (key_version) WHERE key_version IS NOT NULL;
+
+-- Spent start identities and command idempotency keys: they outlive the
+-- payloads retention erases, so a spent key is never admitted again.
+CREATE TABLE {ns}.spent_keys (
+    kind text NOT NULL CHECK (kind IN ('start', 'command')),
+    identity text NOT NULL,
+    run_id text NOT NULL,
+    spent_at timestamptz NOT NULL,
+    PRIMARY KEY (kind, identity)
+);
+"#;
+
+/// What the runtime role may do on each table: exactly what serving needs.
+/// `apply` revokes everything else on every run, so drift is repaired.
+pub const RUNTIME_GRANTS: [(&str, &str); 7] = [
+    ("deployment", "SELECT, UPDATE"),
+    ("definitions", "SELECT"),
+    ("active_workflows", "SELECT"),
+    ("state_key_custody", "SELECT"),
+    ("runs", "SELECT, INSERT, UPDATE, DELETE"),
+    ("jobs", "SELECT, INSERT, UPDATE, DELETE"),
+    ("spent_keys", "SELECT, INSERT"),
+];
+
+/// `sql` with `{ns}` replaced by the (validated) namespace.
+pub(crate) fn in_namespace(sql: &str, ns: &str) -> String {
+    sql.replace("{ns}", ns)
+}
+
+/// Splits migration text into statements (the migrations hold no `;`
+/// inside literals or bodies).
+pub(crate) fn statements(sql: &str) -> impl Iterator<Item = &str> {
+    sql.split(';').map(str::trim).filter(|s| {
+        s.lines()
+            .any(|l| !l.trim().is_empty() && !l.trim().starts_with("--"))
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_are_ascending_and_end_at_the_schema_version() {
+        let versions: Vec<i32> = MIGRATIONS.iter().map(|(v, _)| *v).collect();
+        assert!(versions.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(versions.last(), Some(&SCHEMA_VERSION));
+        for table in TABLES {
+            assert!(V4.contains(&format!("CREATE TABLE {{ns}}.{table} (")));
+            assert!(RUNTIME_GRANTS.iter().any(|(t, _)| *t == table));
+        }
+        assert_eq!(statements(V4).count(), 18);
+    }
+}

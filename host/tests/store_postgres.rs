@@ -1,0 +1,983 @@
+//! The store against a real PostgreSQL 17 (issue 5 acceptance): plan, apply,
+//! deployment-status, the four unsafe runtime-role shapes, PostgreSQL 15,
+//! no plaintext input in any column, state key rotation and custody, the
+//! audit journal, and the run store (admission, leases, commits, listing).
+//!
+//! Needs `COORDINATOR_TEST_DATABASE_URL` (superuser), `..._MIGRATION_URL`
+//! and `..._RUNTIME_URL` (`eval "$(scripts/postgres.sh start)"`); each test
+//! prints a notice and passes when they are unset. Each test uses its own
+//! namespace (and its own roles where it needs them), so they run in
+//! parallel.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use coordinator_host::audit::{journal_files, AuditJournal, AuditRecord};
+use coordinator_host::keys::AdmissionKey;
+use coordinator_host::package::write_package;
+use coordinator_host::runtime::{check_runtime_file, Mode, RuntimeConfig};
+use coordinator_host::secrets::{load_keys, SecretResolver};
+use coordinator_host::store::{
+    self, AdmitOutcome, CommitOutcome, JobKind, NewJob, NewRun, PlanAction, RunCommit, RunFilter,
+    Store, StoreError,
+};
+use coordinator_ir::{Definition, Program};
+use coordinator_vm::{RunState, RunStatus};
+use serde_json::{json, Value};
+use sqlx::{Connection, Executor, PgConnection, Row};
+use time::OffsetDateTime;
+
+const MARKER: &str = "MARKER-7f3a9c-plaintext-probe";
+
+struct Urls {
+    admin: String,
+    migration: String,
+    runtime: String,
+}
+
+fn urls(test: &str) -> Option<Urls> {
+    let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    match (
+        get("COORDINATOR_TEST_DATABASE_URL"),
+        get("COORDINATOR_TEST_MIGRATION_URL"),
+        get("COORDINATOR_TEST_RUNTIME_URL"),
+    ) {
+        (Some(admin), Some(migration), Some(runtime)) => Some(Urls {
+            admin,
+            migration,
+            runtime,
+        }),
+        _ => {
+            eprintln!(
+                "NOTICE: {test} skipped: COORDINATOR_TEST_DATABASE_URL, _MIGRATION_URL and _RUNTIME_URL are not set (eval \"$(scripts/postgres.sh start)\")"
+            );
+            None
+        }
+    }
+}
+
+fn suffix() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..12].to_owned()
+}
+
+/// `url` with another user and password.
+fn with_login(url: &str, user: &str, password: &str) -> String {
+    let (scheme, rest) = url.split_once("://").expect("scheme");
+    let (_, host) = rest.rsplit_once('@').expect("user info");
+    format!("{scheme}://{user}:{password}@{host}")
+}
+
+fn program() -> Program {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/delayed-follow-up");
+    let compiled = coordinator_compiler::compile_project(&dir, "delayed-follow-up");
+    assert!(!compiled.has_errors(), "{:#?}", compiled.diagnostics);
+    compiled.program.expect("program")
+}
+
+fn write_secret(dir: &Path, name: &str, bytes: &[u8]) {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).expect("write secret");
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+}
+
+struct Fx {
+    dir: tempfile::TempDir,
+    ns: String,
+    secrets: PathBuf,
+    urls: Urls,
+    workflow: String,
+    packages: Vec<(String, String)>,
+    runtime_role: String,
+    database_id: String,
+    state_keys: Vec<u32>,
+    active: u32,
+}
+
+impl Fx {
+    fn new(urls: Urls) -> Fx {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let secrets = dir.path().join("secrets");
+        std::fs::create_dir(&secrets).expect("secrets dir");
+        std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        write_secret(&secrets, "runtime-database-url", urls.runtime.as_bytes());
+        write_secret(
+            &secrets,
+            "migration-database-url",
+            urls.migration.as_bytes(),
+        );
+        write_secret(&secrets, "state-key-1", &[1; 32]);
+        write_secret(&secrets, "state-key-2", &[2; 32]);
+        write_secret(&secrets, "admission-key", &[3; 32]);
+        write_secret(&secrets, "audit-key", &[4; 32]);
+        let program = program();
+        let workflow = program.workflow.clone();
+        let root = dir.path().join("package-1");
+        let digest = write_package(&root, &Definition::new(program)).expect("package");
+        let runtime_role = urls
+            .runtime
+            .split_once("://")
+            .and_then(|(_, r)| r.split_once(':'))
+            .map(|(u, _)| u.to_owned())
+            .expect("runtime user");
+        let s = suffix();
+        Fx {
+            ns: format!("coordinator_t{s}"),
+            secrets,
+            urls,
+            workflow,
+            packages: vec![(root.display().to_string(), digest)],
+            runtime_role,
+            database_id: format!("test-{s}"),
+            state_keys: vec![1],
+            active: 1,
+            dir,
+        }
+    }
+
+    /// Writes a second package of the same workflow with another revision.
+    fn other_package(&self) -> (String, String) {
+        let mut p = program();
+        p.deadline_seconds -= 1;
+        let root = self.dir.path().join(format!("package-{}", suffix()));
+        let digest = write_package(&root, &Definition::new(p)).expect("package");
+        (root.display().to_string(), digest)
+    }
+
+    fn audit_base(&self) -> PathBuf {
+        self.dir.path().join("audit.jsonl")
+    }
+
+    fn yaml(&self) -> String {
+        let template = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../examples/delayed-follow-up/runtime.yaml"),
+        )
+        .expect("example runtime.yaml")
+        .replace(
+            "namespace: coordinator_follow_up",
+            &format!("namespace: {}", self.ns),
+        )
+        .replace(
+            "root: /run/registry-coordinator/secrets",
+            &format!("root: {}", self.secrets.display()),
+        );
+        let mut y = template;
+        y.push_str(&format!(
+            "deployment:\n  databaseId: {}\n  runtimeRole: {}\n  packages:\n",
+            self.database_id, self.runtime_role
+        ));
+        for (root, digest) in &self.packages {
+            y.push_str(&format!(
+                "  - root: {root}\n    expectedDigest: \"{digest}\"\n"
+            ));
+        }
+        y.push_str(&format!(
+            "  listener:\n    bind: 127.0.0.1:8108\n    tlsTermination: operator-controlled-upstream\n  authentication:\n    issuer: https://login.example.org\n    audience: registry-coordinator\n  auditFile: {}\n  auditKeyRef: secret:file/audit-key\n  stateKeys:\n",
+            self.audit_base().display()
+        ));
+        for v in &self.state_keys {
+            y.push_str(&format!(
+                "    \"{v}\":\n      keyRef: secret:file/state-key-{v}\n"
+            ));
+        }
+        y.push_str(&format!(
+            "  activeStateKey: {}\n  admissionKeyRef: secret:file/admission-key\n",
+            self.active
+        ));
+        y
+    }
+
+    /// The runtime file, written and checked offline (Deployment mode).
+    fn config(&self) -> RuntimeConfig {
+        let path = self.dir.path().join("runtime.yaml");
+        std::fs::write(&path, self.yaml()).expect("write runtime.yaml");
+        let checked = check_runtime_file(&path, "runtime.yaml", None, Mode::Deployment);
+        assert!(checked.is_valid(), "{:#?}", checked.diagnostics);
+        checked.config.expect("config")
+    }
+
+    fn resolver(&self) -> SecretResolver {
+        SecretResolver::new(&self.config().secret_providers)
+    }
+
+    async fn plan(&self, remove: &[&str]) -> Result<store::Plan, StoreError> {
+        let remove: Vec<String> = remove.iter().map(|s| s.to_string()).collect();
+        store::plan(&self.config(), &self.resolver(), &remove).await
+    }
+
+    async fn apply(&self, remove: &[&str]) -> Result<store::ApplyReport, StoreError> {
+        let remove: Vec<String> = remove.iter().map(|s| s.to_string()).collect();
+        let journal = AuditJournal::open(&self.audit_base()).expect("journal");
+        store::apply(&self.config(), &self.resolver(), &remove, &journal).await
+    }
+
+    async fn status(&self) -> Result<store::DeploymentStatus, StoreError> {
+        store::deployment_status(&self.config(), &self.resolver()).await
+    }
+
+    async fn store(&self) -> Result<Store, StoreError> {
+        let config = self.config();
+        let resolver = self.resolver();
+        let keys =
+            load_keys(&resolver, config.deployment.as_ref().expect("deployment")).expect("keys");
+        let packages = store::deploy::load_pinned_packages(config.deployment.as_ref().expect("d"))
+            .expect("packages");
+        Store::open(&config, &resolver, keys.state, &packages, 4).await
+    }
+
+    fn admission_key(&self) -> AdmissionKey {
+        AdmissionKey::new(&[3; 32]).expect("key")
+    }
+
+    async fn admin(&self) -> PgConnection {
+        PgConnection::connect(&self.urls.admin)
+            .await
+            .expect("admin connection")
+    }
+
+    /// A role with `attributes`, allowed to connect; returns (name, URL).
+    async fn role(&self, attributes: &str) -> (String, String) {
+        let name = format!("coordinator_rt_{}", suffix());
+        let password = format!("pw{}", suffix());
+        let mut admin = self.admin().await;
+        admin
+            .execute(
+                format!("CREATE ROLE {name} LOGIN PASSWORD '{password}' {attributes}").as_str(),
+            )
+            .await
+            .expect("create role");
+        let database: String = sqlx::query("SELECT current_database()::text")
+            .fetch_one(&mut admin)
+            .await
+            .expect("db")
+            .get(0);
+        admin
+            .execute(format!("GRANT CONNECT ON DATABASE {database} TO {name}").as_str())
+            .await
+            .expect("grant connect");
+        (name.clone(), with_login(&self.urls.admin, &name, &password))
+    }
+
+    fn use_runtime_role(&mut self, name: &str, url: &str) {
+        self.runtime_role = name.to_owned();
+        write_secret(&self.secrets, "runtime-database-url", url.as_bytes());
+    }
+
+    async fn cleanup(&self, roles: &[&str]) {
+        let Ok(mut admin) = PgConnection::connect(&self.urls.admin).await else {
+            return;
+        };
+        let _ = admin
+            .execute(format!("DROP SCHEMA IF EXISTS {} CASCADE", self.ns).as_str())
+            .await;
+        for r in roles {
+            let _ = admin.execute(format!("DROP OWNED BY {r}").as_str()).await;
+            let _ = admin
+                .execute(format!("DROP ROLE IF EXISTS {r}").as_str())
+                .await;
+        }
+    }
+}
+
+fn state(input: Value, now: OffsetDateTime, status: RunStatus) -> RunState {
+    let t = now
+        .format(&time::format_description::well_known::Rfc3339)
+        .expect("format");
+    RunState {
+        status,
+        input,
+        admitted_at: t.clone(),
+        deadline_at: t.clone(),
+        now: t,
+        elapsed_seconds: 0,
+        path: vec!["due".into()],
+        outputs: Default::default(),
+        effects: Default::default(),
+        pending: None,
+        cancel: None,
+        outcome: None,
+        output: None,
+        failure: None,
+        ended_at: None,
+    }
+}
+
+async fn admit(
+    store: &Store,
+    fx: &Fx,
+    revision: &str,
+    sub: &str,
+    key: &str,
+    input: Value,
+    now: OffsetDateTime,
+) -> AdmitOutcome {
+    let ak = fx.admission_key();
+    let identity = ak.start_identity("https://login.example.org", sub, &fx.workflow, key);
+    let fingerprint = ak.request_fingerprint(revision, &serde_json::to_vec(&input).expect("json"));
+    let owner = ak.owner_reference("https://login.example.org", sub);
+    let st = state(input.clone(), now, RunStatus::Running);
+    let command_key = ak.idempotency_key(&fx.database_id, &identity, "notify");
+    let mut dispatch = NewJob::new(JobKind::Dispatch, "notify", now);
+    dispatch.command = Some(json!({"message": {"to": input}}));
+    dispatch.idempotency_key = Some(command_key);
+    store
+        .admit(
+            NewRun {
+                workflow: &fx.workflow,
+                revision,
+                owner_ref: &owner,
+                start_identity: &identity,
+                request_fingerprint: &fingerprint,
+                state: &st,
+                deadline_at: now + time::Duration::days(30),
+                first_jobs: vec![
+                    NewJob::new(JobKind::Advance, "", now),
+                    dispatch,
+                    NewJob::new(JobKind::Deadline, "", now + time::Duration::days(30)),
+                ],
+            },
+            now,
+        )
+        .await
+        .expect("admit")
+}
+
+fn code<T: std::fmt::Debug>(r: Result<T, StoreError>) -> &'static str {
+    r.expect_err("refused").code
+}
+
+#[tokio::test]
+async fn plan_apply_status_unchanged_replace_unlisted_and_remove() {
+    let Some(urls) = urls("plan_apply_status") else {
+        return;
+    };
+    let mut fx = Fx::new(urls);
+    let digest = fx.packages[0].1.clone();
+
+    let plan = fx.plan(&[]).await.expect("plan");
+    assert_eq!(plan.entries.len(), 1);
+    assert_eq!(plan.entries[0].workflow, fx.workflow);
+    assert_eq!(plan.entries[0].action, PlanAction::Install);
+    assert!(plan.refusal.is_none());
+
+    let applied = fx.apply(&[]).await.expect("apply");
+    assert!(applied.migrated);
+    assert_eq!(applied.schema_version, 4);
+
+    let status = fx.status().await.expect("status");
+    assert_eq!(status.schema_version, 4);
+    assert_eq!(status.database_id, fx.database_id);
+    assert_eq!(status.workflows.len(), 1);
+    assert_eq!(status.workflows[0].package_digest, digest);
+    assert!(!status.restore_hold && !status.admission_hold);
+
+    let again = fx.plan(&[]).await.expect("plan");
+    assert_eq!(again.entries[0].action, PlanAction::Unchanged);
+    let reapplied = fx.apply(&[]).await.expect("apply is idempotent");
+    assert!(!reapplied.migrated);
+
+    // A new package of the same workflow: replace; the old revision is kept.
+    let first = fx.packages[0].clone();
+    fx.packages = vec![fx.other_package()];
+    assert_eq!(code(fx.status().await), "deployment.packages-not-applied");
+    let plan = fx.plan(&[]).await.expect("plan");
+    assert_eq!(plan.entries[0].action, PlanAction::Replace);
+    fx.apply(&[]).await.expect("apply replace");
+    fx.status().await.expect("status after replace");
+    let store = fx.store().await.expect("store");
+    let old_revision = coordinator_host::package::load_package(Path::new(&first.0), None)
+        .expect("load")
+        .definition
+        .revision;
+    assert!(store
+        .definition(&old_revision)
+        .await
+        .expect("read")
+        .is_some());
+
+    // Dropping the entry: workflow-unlisted from plan and apply. (The
+    // offline check refuses a file without packages; the deployment
+    // commands let that one finding through, see cli/src/commands/deploy.rs.)
+    let mut config = fx.config();
+    config.deployment.as_mut().expect("d").packages.clear();
+    let resolver = fx.resolver();
+    let plan = store::plan(&config, &resolver, &[]).await.expect("plan");
+    assert_eq!(
+        plan.refusal.as_ref().map(|e| e.code),
+        Some("deployment.workflow-unlisted")
+    );
+    let journal = AuditJournal::open(&fx.audit_base()).expect("journal");
+    assert_eq!(
+        code(store::apply(&config, &resolver, &[], &journal).await),
+        "deployment.workflow-unlisted"
+    );
+
+    // A live run blocks removal; once it has ended, removal succeeds.
+    let now = OffsetDateTime::now_utc();
+    let revision = store.active_workflows().await.expect("active")[0]
+        .revision
+        .clone();
+    let AdmitOutcome::Created(run) = admit(
+        &store,
+        &fx,
+        &revision,
+        "alice",
+        "k-1",
+        json!({"applicationId": "a"}),
+        now,
+    )
+    .await
+    else {
+        panic!("created")
+    };
+    let remove = vec![fx.workflow.clone()];
+    let plan = store::plan(&config, &resolver, &remove)
+        .await
+        .expect("plan");
+    assert_eq!(plan.entries[0].action, PlanAction::Remove);
+    assert_eq!(
+        plan.refusal.as_ref().map(|e| e.code),
+        Some("deployment.workflow-live-runs")
+    );
+    assert_eq!(
+        code(store::apply(&config, &resolver, &remove, &journal).await),
+        "deployment.workflow-live-runs"
+    );
+    let loaded = store
+        .load_run(&run.run_id)
+        .await
+        .expect("load")
+        .expect("run");
+    let mut ended = loaded.state.clone();
+    ended.status = RunStatus::Cancelled;
+    let out = store
+        .commit(
+            RunCommit {
+                run_id: &run.run_id,
+                expected_version: loaded.version,
+                state: &ended,
+                lease_owner: "w",
+                complete: vec![],
+                cancel: vec![],
+                effects: vec![],
+                insert: vec![],
+            },
+            now,
+        )
+        .await
+        .expect("commit");
+    assert_eq!(out, CommitOutcome::Committed { version: 2 });
+    let report = store::apply(&config, &resolver, &remove, &journal)
+        .await
+        .expect("remove");
+    assert_eq!(report.entries[0].action, PlanAction::Remove);
+    store.close().await;
+    fx.cleanup(&[]).await;
+}
+
+#[tokio::test]
+async fn each_unsafe_runtime_role_shape_is_refused_with_its_own_code() {
+    let Some(urls) = urls("unsafe_runtime_roles") else {
+        return;
+    };
+    let mut fx = Fx::new(urls);
+    let mut roles = Vec::new();
+    let migration_user = fx
+        .urls
+        .migration
+        .split_once("://")
+        .and_then(|(_, r)| r.split_once(':'))
+        .map(|(u, _)| u.to_owned())
+        .expect("migration user");
+    for (attributes, grant_migration, expected) in [
+        ("SUPERUSER", false, "deployment.runtime-role-superuser"),
+        ("BYPASSRLS", false, "deployment.runtime-role-bypassrls"),
+        ("", true, "deployment.runtime-role-member"),
+    ] {
+        let (name, url) = fx.role(attributes).await;
+        if grant_migration {
+            fx.admin()
+                .await
+                .execute(format!("GRANT {migration_user} TO {name}").as_str())
+                .await
+                .expect("grant membership");
+        }
+        fx.use_runtime_role(&name, &url);
+        assert_eq!(code(fx.apply(&[]).await), expected, "{attributes}");
+        roles.push(name);
+    }
+    // Nothing of a refused apply stays: the namespace was rolled back.
+    let mut admin = fx.admin().await;
+    let exists: bool = sqlx::query("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)")
+        .bind(&fx.ns)
+        .fetch_one(&mut admin)
+        .await
+        .expect("q")
+        .get(0);
+    assert!(!exists, "a refused apply left the namespace behind");
+
+    // A safe role applies; given CREATE on the schema, apply and startup refuse.
+    let (name, url) = fx.role("").await;
+    fx.use_runtime_role(&name, &url);
+    fx.apply(&[]).await.expect("safe role applies");
+    fx.status().await.expect("safe role serves");
+    admin
+        .execute(format!("GRANT CREATE ON SCHEMA {} TO {name}", fx.ns).as_str())
+        .await
+        .expect("grant create");
+    assert_eq!(code(fx.status().await), "deployment.runtime-role-create");
+    assert_eq!(
+        code(fx.store().await.map(|_| ())),
+        "deployment.runtime-role-create"
+    );
+    assert_eq!(code(fx.apply(&[]).await), "deployment.runtime-role-create");
+    // The URL's role must be the configured runtimeRole.
+    fx.runtime_role = roles[0].clone();
+    assert_eq!(code(fx.status().await), "deployment.runtime-role-mismatch");
+    roles.push(name);
+    let refs: Vec<&str> = roles.iter().map(String::as_str).collect();
+    fx.cleanup(&refs).await;
+}
+
+#[tokio::test]
+async fn postgresql_15_is_refused() {
+    let Some(urls) = urls("postgresql_15") else {
+        return;
+    };
+    let Some(pg15) = std::env::var("COORDINATOR_TEST_PG15_URL")
+        .ok()
+        .filter(|v| !v.is_empty())
+    else {
+        eprintln!("NOTICE: postgresql_15_is_refused skipped: COORDINATOR_TEST_PG15_URL is not set (eval \"$(scripts/postgres15.sh start)\")");
+        return;
+    };
+    let fx = Fx::new(urls);
+    write_secret(&fx.secrets, "runtime-database-url", pg15.as_bytes());
+    write_secret(&fx.secrets, "migration-database-url", pg15.as_bytes());
+    assert_eq!(code(fx.plan(&[]).await), "deployment.database-version");
+    assert_eq!(code(fx.apply(&[]).await), "deployment.database-version");
+    assert_eq!(code(fx.status().await), "deployment.database-version");
+}
+
+#[tokio::test]
+async fn no_column_of_the_namespace_holds_the_input_in_plaintext() {
+    let Some(urls) = urls("no_plaintext") else {
+        return;
+    };
+    let fx = Fx::new(urls);
+    fx.apply(&[]).await.expect("apply");
+    let store = fx.store().await.expect("store");
+    let revision = store.active_workflows().await.expect("active")[0]
+        .revision
+        .clone();
+    let now = OffsetDateTime::now_utc();
+    let input = json!({"applicationId": MARKER, "sendAfter": "2026-01-01T00:00:00Z"});
+    let AdmitOutcome::Created(run) =
+        admit(&store, &fx, &revision, "alice", "k-1", input.clone(), now).await
+    else {
+        panic!("created")
+    };
+    // The sealed values open again.
+    let loaded = store
+        .load_run(&run.run_id)
+        .await
+        .expect("load")
+        .expect("run");
+    assert_eq!(loaded.state.input, input);
+    assert_eq!(
+        store.load_input(&run.run_id).await.expect("input"),
+        Some(input.clone())
+    );
+
+    let mut admin = fx.admin().await;
+    let tables: Vec<String> = sqlx::query(
+        "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1",
+    )
+    .bind(&fx.ns)
+    .fetch_all(&mut admin)
+    .await
+    .expect("tables")
+    .into_iter()
+    .map(|r| r.get(0))
+    .collect();
+    assert_eq!(tables.len(), store::schema::TABLES.len());
+    let hex_marker = hex::encode(MARKER);
+    let mut rows_seen = 0;
+    for table in &tables {
+        let rows = sqlx::query(&format!("SELECT t::text FROM {}.{table} t", fx.ns))
+            .fetch_all(&mut admin)
+            .await
+            .expect("rows");
+        for row in rows {
+            let text: String = row.get(0);
+            rows_seen += 1;
+            assert!(
+                !text.contains(MARKER),
+                "{table} holds the input in plaintext"
+            );
+            assert!(
+                !text.contains(&hex_marker),
+                "{table} holds the input as plain bytes"
+            );
+            assert!(
+                !text.contains("alice"),
+                "{table} holds the caller's subject"
+            );
+        }
+    }
+    assert!(rows_seen >= 8, "every table was read ({rows_seen} rows)");
+    store.close().await;
+    fx.cleanup(&[]).await;
+}
+
+#[tokio::test]
+async fn rotation_keeps_old_runs_readable_and_a_removed_version_is_custody() {
+    let Some(urls) = urls("rotation") else { return };
+    let mut fx = Fx::new(urls);
+    fx.apply(&[]).await.expect("apply");
+    let store = fx.store().await.expect("store");
+    let revision = store.active_workflows().await.expect("active")[0]
+        .revision
+        .clone();
+    let now = OffsetDateTime::now_utc();
+    let AdmitOutcome::Created(old) =
+        admit(&store, &fx, &revision, "alice", "k-1", json!({"n": 1}), now).await
+    else {
+        panic!("created")
+    };
+    store.close().await;
+
+    // Rotate: add version 2, keep 1, activate 2, apply.
+    fx.state_keys = vec![1, 2];
+    fx.active = 2;
+    // Before apply, the active version has no custody record.
+    assert_eq!(code(fx.status().await), "state-key-custody");
+    fx.apply(&[]).await.expect("apply rotation");
+    let status = fx.status().await.expect("status");
+    assert_eq!(status.state_key_versions, vec![1, 2]);
+    let store = fx.store().await.expect("store");
+    let loaded = store
+        .load_run(&old.run_id)
+        .await
+        .expect("old readable")
+        .expect("run");
+    assert_eq!(loaded.state.input, json!({"n": 1}));
+    let AdmitOutcome::Created(new) =
+        admit(&store, &fx, &revision, "alice", "k-2", json!({"n": 2}), now).await
+    else {
+        panic!("created")
+    };
+    assert!(store.load_run(&new.run_id).await.expect("new").is_some());
+    store.close().await;
+
+    // Remove version 1 while runs use it: custody refuses.
+    fx.state_keys = vec![2];
+    assert_eq!(code(fx.status().await), "state-key-custody");
+    assert_eq!(code(fx.store().await.map(|_| ())), "state-key-custody");
+    assert_eq!(code(fx.apply(&[]).await), "state-key-custody");
+    let err = fx.status().await.expect_err("custody");
+    assert_eq!(err.cli_code(), "coordinator.command.state-key-custody");
+
+    // A different key file under a recorded version is custody too.
+    fx.state_keys = vec![1, 2];
+    write_secret(&fx.secrets, "state-key-1", &[9; 32]);
+    assert_eq!(code(fx.status().await), "state-key-custody");
+    fx.cleanup(&[]).await;
+}
+
+#[tokio::test]
+async fn the_audit_journal_has_one_line_per_action_and_no_input() {
+    let Some(urls) = urls("audit_journal") else {
+        return;
+    };
+    let fx = Fx::new(urls);
+    fx.apply(&[]).await.expect("apply 1");
+    fx.apply(&[]).await.expect("apply 2");
+    let store = fx.store().await.expect("store");
+    let revision = store.active_workflows().await.expect("active")[0]
+        .revision
+        .clone();
+    // The service's admission path: commit, then audit (fsync), then answer.
+    let audit_key = coordinator_host::keys::AuditKey::new(&[4; 32]).expect("key");
+    let journal = AuditJournal::open(&fx.audit_base()).expect("journal");
+    let now = OffsetDateTime::now_utc();
+    for i in 0..3 {
+        let outcome = admit(
+            &store,
+            &fx,
+            &revision,
+            "alice",
+            &format!("k-{i}"),
+            json!({"applicationId": MARKER}),
+            now,
+        )
+        .await;
+        let AdmitOutcome::Created(run) = outcome else {
+            panic!("created")
+        };
+        journal
+            .append(
+                &AuditRecord::new("run.admit", "accepted")
+                    .reference(&audit_key, "run", &run.run_id)
+                    .reference(&audit_key, "principal", "https://login.example.org alice"),
+            )
+            .expect("audit");
+    }
+    let files = journal_files(&fx.audit_base()).expect("files");
+    assert_eq!(
+        files.len(),
+        3,
+        "one file per process (each apply and the service)"
+    );
+    let mut lines = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).expect("read");
+        assert!(!text.contains(MARKER));
+        assert!(!text.contains("alice"));
+        assert!(
+            !text.contains(&fx.database_id),
+            "database id only as a keyed reference"
+        );
+        for l in text.lines() {
+            lines.push(serde_json::from_str::<Value>(l).expect("JSON line"));
+        }
+    }
+    let applies = lines
+        .iter()
+        .filter(|l| l["action"] == "deployment.apply")
+        .count();
+    let admits = lines.iter().filter(|l| l["action"] == "run.admit").count();
+    assert_eq!((applies, admits, lines.len()), (2, 3, 5));
+    store.close().await;
+    fx.cleanup(&[]).await;
+}
+
+#[tokio::test]
+async fn run_store_admission_leases_commits_and_listing() {
+    let Some(urls) = urls("run_store") else {
+        return;
+    };
+    let fx = Fx::new(urls);
+    fx.apply(&[]).await.expect("apply");
+    let store = fx.store().await.expect("store");
+    let revision = store.active_workflows().await.expect("active")[0]
+        .revision
+        .clone();
+    let now = OffsetDateTime::now_utc();
+
+    // Admission: created, repeat = existing, other input = key reused.
+    let AdmitOutcome::Created(a) =
+        admit(&store, &fx, &revision, "alice", "k-1", json!({"x": 1}), now).await
+    else {
+        panic!("created")
+    };
+    assert_eq!(a.state, RunStatus::Running);
+    let again = admit(&store, &fx, &revision, "alice", "k-1", json!({"x": 1}), now).await;
+    assert_eq!(again, AdmitOutcome::Existing(a.clone()));
+    let reused = admit(&store, &fx, &revision, "alice", "k-1", json!({"x": 2}), now).await;
+    assert_eq!(reused, AdmitOutcome::KeyReused);
+    let stale_rev = format!("sha256:{}", "0".repeat(64));
+    assert!(matches!(
+        admit(&store, &fx, &stale_rev, "alice", "k-9", json!({}), now).await,
+        AdmitOutcome::RevisionNotActive { active: Some(_) }
+    ));
+    // Concurrent admissions of one start identity give one run.
+    let (x, y) = tokio::join!(
+        admit(&store, &fx, &revision, "bob", "same", json!({"x": 3}), now),
+        admit(&store, &fx, &revision, "bob", "same", json!({"x": 3}), now)
+    );
+    let ids: Vec<String> = [x, y]
+        .into_iter()
+        .map(|o| match o {
+            AdmitOutcome::Created(s) | AdmitOutcome::Existing(s) => s.run_id,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(ids[0], ids[1]);
+
+    // Leases: due jobs only (advance + dispatch per run; deadlines are later).
+    let lease = Duration::from_secs(30);
+    let jobs = store.lease_due("w1", now, lease, 100).await.expect("lease");
+    assert_eq!(jobs.len(), 4, "{jobs:#?}");
+    assert!(jobs.iter().all(|j| j.attempt == 1));
+    assert!(store
+        .lease_due("w2", now, lease, 100)
+        .await
+        .expect("lease")
+        .is_empty());
+    let dispatch = jobs
+        .iter()
+        .find(|j| j.run_id == a.run_id && j.kind == JobKind::Dispatch)
+        .expect("dispatch job");
+    assert_eq!(
+        store.open_command(dispatch).expect("command"),
+        Some(json!({"message": {"to": {"x": 1}}}))
+    );
+    // Expired leases come back to another worker.
+    let later = now + time::Duration::seconds(31);
+    let again = store
+        .lease_due("w2", later, lease, 100)
+        .await
+        .expect("lease");
+    assert_eq!(again.len(), 4);
+    assert!(again.iter().all(|j| j.attempt == 2));
+
+    // Commit: lost lease, stale version, then a good commit that ends the run.
+    let loaded = store.load_run(&a.run_id).await.expect("load").expect("run");
+    let mut finished = loaded.state.clone();
+    finished.status = RunStatus::Finished;
+    finished.output = Some(json!({"done": true}));
+    let a_jobs: Vec<i64> = again
+        .iter()
+        .filter(|j| j.run_id == a.run_id)
+        .map(|j| j.job_id)
+        .collect();
+    let commit = |owner: &'static str, version: i64| RunCommit {
+        run_id: &a.run_id,
+        expected_version: version,
+        state: &finished,
+        lease_owner: owner,
+        complete: a_jobs.clone(),
+        cancel: vec![],
+        effects: vec![(dispatch.job_id, store::Effect::Accepted)],
+        insert: vec![],
+    };
+    assert!(matches!(
+        store
+            .commit(commit("w1", loaded.version), later)
+            .await
+            .expect("c"),
+        CommitOutcome::LeaseLost { .. }
+    ));
+    assert_eq!(
+        store.commit(commit("w2", 7), later).await.expect("c"),
+        CommitOutcome::Stale { current: Some(1) }
+    );
+    assert_eq!(
+        store
+            .commit(commit("w2", loaded.version), later)
+            .await
+            .expect("c"),
+        CommitOutcome::Committed { version: 2 }
+    );
+    let ended = store.load_run(&a.run_id).await.expect("load").expect("run");
+    assert_eq!(ended.summary.state, RunStatus::Finished);
+    assert!(ended.summary.ended_at.is_some());
+    // Its deadline job was dropped: far in the future, nothing is due for it.
+    let far = now + time::Duration::days(31);
+    let due = store.lease_due("w3", far, lease, 100).await.expect("lease");
+    assert!(due.iter().all(|j| j.run_id != a.run_id), "{due:#?}");
+
+    // Listing: newest first, owner filter, cursor pages.
+    let ak = fx.admission_key();
+    let alice = ak.owner_reference("https://login.example.org", "alice");
+    let page = store
+        .list_runs(&RunFilter {
+            owner_ref: Some(&alice),
+            ..RunFilter::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(page.runs.len(), 1);
+    let first = store
+        .list_runs(&RunFilter {
+            limit: Some(1),
+            ..RunFilter::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(first.runs.len(), 1);
+    assert_ne!(first.runs[0].run_id, a.run_id, "newest first");
+    let cursor = first.next_cursor.expect("more");
+    let second = store
+        .list_runs(&RunFilter {
+            limit: Some(1),
+            cursor: Some(&cursor),
+            ..RunFilter::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(second.runs[0].run_id, a.run_id);
+    assert!(second.next_cursor.is_none());
+    let finished_only = store
+        .list_runs(&RunFilter {
+            state: Some(RunStatus::Finished),
+            ..RunFilter::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(finished_only.runs.len(), 1);
+    assert_eq!(
+        code(
+            store
+                .list_runs(&RunFilter {
+                    limit: Some(101),
+                    ..RunFilter::default()
+                })
+                .await
+        ),
+        "list.limit"
+    );
+    assert_eq!(
+        code(
+            store
+                .list_runs(&RunFilter {
+                    cursor: Some("zz"),
+                    ..RunFilter::default()
+                })
+                .await
+        ),
+        "list.cursor"
+    );
+    // The admission hold refuses new admissions (the runtime role may set it).
+    fx.admin()
+        .await
+        .execute(format!("UPDATE {}.deployment SET admission_hold = true", fx.ns).as_str())
+        .await
+        .expect("hold");
+    assert_eq!(
+        admit(&store, &fx, &revision, "carol", "k", json!({}), now).await,
+        AdmitOutcome::AdmissionHeld
+    );
+    store.close().await;
+    fx.cleanup(&[]).await;
+}
+
+#[tokio::test]
+async fn earlier_layouts_unknown_layouts_and_another_database_id_are_refused() {
+    let Some(urls) = urls("layouts") else { return };
+    let mut fx = Fx::new(urls);
+    fx.apply(&[]).await.expect("apply");
+    let mut admin = fx.admin().await;
+    admin
+        .execute(format!("UPDATE {}.deployment SET schema_version = 3", fx.ns).as_str())
+        .await
+        .expect("downgrade");
+    assert_eq!(code(fx.plan(&[]).await), "deployment.schema-version");
+    assert_eq!(code(fx.apply(&[]).await), "deployment.schema-version");
+    assert_eq!(code(fx.status().await), "deployment.schema-version");
+    admin
+        .execute(format!("UPDATE {}.deployment SET schema_version = 4", fx.ns).as_str())
+        .await
+        .expect("restore");
+    let original = fx.database_id.clone();
+    fx.database_id = "another-deployment".into();
+    assert_eq!(code(fx.plan(&[]).await), "deployment.database-id");
+    assert_eq!(code(fx.apply(&[]).await), "deployment.database-id");
+    assert_eq!(code(fx.status().await), "deployment.database-id");
+    fx.database_id = original;
+    fx.cleanup(&[]).await;
+
+    // A namespace holding something else.
+    admin
+        .execute(format!("CREATE SCHEMA {}", fx.ns).as_str())
+        .await
+        .expect("schema");
+    admin
+        .execute(format!("CREATE TABLE {}.runs (id int)", fx.ns).as_str())
+        .await
+        .expect("table");
+    assert_eq!(code(fx.apply(&[]).await), "deployment.schema-version");
+    fx.cleanup(&[]).await;
+}
