@@ -55,15 +55,14 @@ pub fn print_json<T: Serialize>(
 }
 
 /// Prints diagnostics in the seed 004 text form on stderr, followed by the
-/// count line when any is an error or `always_count` is set.
-pub fn print_diagnostics(diags: &[Diagnostic], always_count: bool) {
+/// count line (`N errors, M warnings in K files`). Prints nothing when there
+/// are none.
+pub fn print_diagnostics(diags: &[Diagnostic]) {
     if diags.is_empty() {
         return;
     }
     eprint!("{}", diagnostic::render_text(diags));
-    if always_count || diags.iter().any(Diagnostic::is_error) {
-        eprintln!("{}", diagnostic::summary_line(diags));
-    }
+    eprintln!("{}", diagnostic::summary_line(diags));
 }
 
 /// The exit code for a set of diagnostics: 3 when a file was unavailable,

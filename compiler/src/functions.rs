@@ -19,6 +19,9 @@ pub struct ScriptFn {
 /// diagnostic in `display` (the file name diagnostics print).
 pub fn list_functions(source: &str, display: &str) -> Result<Vec<ScriptFn>, Diagnostic> {
     let mut engine = rhai::Engine::new_raw();
+    for symbol in coordinator_ir::limits::DISABLED_SYMBOLS {
+        engine.disable_symbol(symbol);
+    }
     engine.set_max_expr_depths(
         FUNCTION_LIMITS.max_expression_depth,
         FUNCTION_LIMITS.max_expression_depth,

@@ -63,7 +63,7 @@ impl fmt::Display for PackageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PackageError::Unavailable { path, reason } => {
-                write!(f, "cannot read {}: {reason}", path.display())
+                write!(f, "{}: {reason}", path.display())
             }
             PackageError::DigestMismatch { expected, actual } => write!(
                 f,
@@ -84,7 +84,7 @@ impl std::error::Error for PackageError {}
 fn unavailable(path: &Path, e: std::io::Error) -> PackageError {
     PackageError::Unavailable {
         path: path.to_path_buf(),
-        reason: e.to_string(),
+        reason: format!("cannot read: {e}"),
     }
 }
 
@@ -195,25 +195,63 @@ pub fn load_package(
 /// Writes a new package directory `dir` for `definition`: `definition.json`
 /// ([`Definition::canonical_bytes`]) and `SHA256SUMS`, and returns the package
 /// digest (`sha256:<hex>`). Refuses an existing `dir`
-/// ([`PackageError::Exists`]); creates missing parents. Same definition, same
-/// bytes, same digest.
+/// ([`PackageError::Exists`]) and a missing parent directory
+/// ([`PackageError::Unavailable`]). The files are written into a temporary
+/// sibling that is renamed into place, so a failure leaves nothing behind.
+/// Same definition, same bytes, same digest.
 pub fn write_package(dir: &Path, definition: &Definition) -> Result<String, PackageError> {
-    if dir.exists() {
+    if dir.exists() || dir.is_symlink() {
         return Err(PackageError::Exists(dir.to_path_buf()));
     }
-    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(|e| unavailable(parent, e))?;
+    let parent = dir
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !parent.is_dir() {
+        return Err(PackageError::Unavailable {
+            path: parent.to_path_buf(),
+            reason: "the parent directory does not exist".into(),
+        });
     }
-    std::fs::create_dir(dir).map_err(|e| match e.kind() {
-        std::io::ErrorKind::AlreadyExists => PackageError::Exists(dir.to_path_buf()),
-        _ => unavailable(dir, e),
-    })?;
+    // Written whole into a temporary sibling, then renamed: a failure never
+    // leaves a partial package under `dir`.
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "package".into());
+    let tmp = parent.join(format!(".{name}.partial-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let result = write_files(&tmp, definition).and_then(|digest| {
+        std::fs::rename(&tmp, dir)
+            .map(|()| digest)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::DirectoryNotEmpty => {
+                    PackageError::Exists(dir.to_path_buf())
+                }
+                _ => unwritable(dir, e),
+            })
+    });
+    if result.is_err() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    result
+}
+
+fn unwritable(path: &Path, e: std::io::Error) -> PackageError {
+    PackageError::Unavailable {
+        path: path.to_path_buf(),
+        reason: format!("cannot write: {e}"),
+    }
+}
+
+fn write_files(dir: &Path, definition: &Definition) -> Result<String, PackageError> {
+    std::fs::create_dir(dir).map_err(|e| unwritable(dir, e))?;
     let files = [(DEFINITION_FILE, definition.canonical_bytes())];
     let mut sums = String::new();
     // `files` is sorted by name; keep it so when adding entries.
     for (name, bytes) in &files {
         let path = dir.join(name);
-        std::fs::write(&path, bytes).map_err(|e| unavailable(&path, e))?;
+        std::fs::write(&path, bytes).map_err(|e| unwritable(&path, e))?;
         let digest = sha256_digest(bytes);
         sums.push_str(&digest[coordinator_ir::SHA256_PREFIX.len()..]);
         sums.push_str("  ");
@@ -221,6 +259,6 @@ pub fn write_package(dir: &Path, definition: &Definition) -> Result<String, Pack
         sums.push('\n');
     }
     let sums_path = dir.join(SUMS_FILE);
-    std::fs::write(&sums_path, sums.as_bytes()).map_err(|e| unavailable(&sums_path, e))?;
+    std::fs::write(&sums_path, sums.as_bytes()).map_err(|e| unwritable(&sums_path, e))?;
     Ok(sha256_digest(sums.as_bytes()))
 }

@@ -44,6 +44,11 @@ pub const FUNCTION_LIMITS: FunctionLimits = FunctionLimits {
     max_value_nodes: 4_096,
 };
 
+/// Rhai symbols a Function may not use (SPEC §3: no `eval`, no `print`, and
+/// `debug` prints too). The compiler refuses them at `check`; the VM's engine
+/// disables them as well.
+pub const DISABLED_SYMBOLS: [&str; 3] = ["eval", "print", "debug"];
+
 /// `1234567` as `1,234,567`.
 fn grouped(n: u64) -> String {
     let digits = n.to_string();

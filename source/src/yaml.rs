@@ -147,13 +147,63 @@ impl YamlDocument {
                 "Use one of the accepted values.",
             );
         }
+        let found_string = message.contains("invalid type: string");
+        let wants_number = [
+            "u8", "u16", "u32", "u64", "i32", "i64", "f64", "integer", "number",
+        ]
+        .iter()
+        .any(|t| {
+            message.contains(&format!("expected {t}"))
+                || message.contains(&format!("expected an {t}"))
+                || message.contains(&format!("expected a {t}"))
+        });
+        let wants_string = message.contains("expected a string");
+        let next = if found_string && wants_number {
+            "Write the number without quotes."
+        } else if wants_string {
+            "Quote the value to make it a string, e.g. \"1\"; values are never coerced."
+        } else {
+            "Write a value of the expected type; values are never coerced."
+        };
+        let message = if pointer.is_empty() && message.contains("invalid type: null") {
+            "the file is empty; expected a mapping with apiVersion and kind".to_owned()
+        } else {
+            readable_serde(message)
+        };
         Diagnostic::error(
             "coordinator.yaml.wrong-type",
             self.locate(pointer),
-            message.to_owned(),
-            "Write a value of the expected type; values are never coerced (quote strings such as \"1\").",
+            message,
+            next,
         )
     }
+}
+
+/// Rewrites serde's Rust-flavoured type names for authors: `u64` becomes
+/// "a whole number", `struct X` becomes "a mapping", and so on.
+fn readable_serde(message: &str) -> String {
+    let mut out = message.to_owned();
+    for (from, to) in [
+        ("expected u64", "expected a whole number (0 or more)"),
+        ("expected u32", "expected a whole number (0 or more)"),
+        ("expected u16", "expected a whole number (0 or more)"),
+        ("expected u8", "expected a whole number (0 or more)"),
+        ("expected i64", "expected a whole number"),
+        ("expected i32", "expected a whole number"),
+        ("expected f64", "expected a number"),
+        ("invalid type: ", "wrong type: found "),
+    ] {
+        out = out.replace(from, to);
+    }
+    if let Some(i) = out.find("expected struct ") {
+        out.truncate(i);
+        out.push_str("expected a mapping");
+    }
+    if let Some(i) = out.find("expected a map") {
+        out.truncate(i);
+        out.push_str("expected a mapping");
+    }
+    out
 }
 
 fn between<'a>(s: &'a str, start: &str, end: &str) -> Option<&'a str> {
@@ -303,7 +353,11 @@ impl Builder {
                         at,
                         "",
                         format!("invalid YAML: {}", e.info()),
-                        "Correct the YAML syntax at this position.",
+                        if e.info().contains("tab") {
+                            "YAML does not allow tabs for indentation: indent with spaces."
+                        } else {
+                            "Correct the YAML syntax at this position."
+                        },
                     ));
                 }
             };

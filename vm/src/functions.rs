@@ -67,7 +67,7 @@ impl Sandbox {
         engine.register_global_module(MoreStringPackage::new().as_shared_module());
         engine.register_global_module(BasicMathPackage::new().as_shared_module());
         engine.register_global_module(LogicPackage::new().as_shared_module());
-        for symbol in ["eval", "print", "debug"] {
+        for symbol in coordinator_ir::limits::DISABLED_SYMBOLS {
             engine.disable_symbol(symbol);
         }
         // Functions of the Core package that observe or wait on the world:

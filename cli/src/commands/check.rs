@@ -107,7 +107,7 @@ fn run_deployment(file: &Path, format: Format) -> u8 {
             },
         ),
         Format::Text => {
-            report::print_diagnostics(&check.diagnostics, false);
+            report::print_diagnostics(&check.diagnostics);
             if code == EXIT_OK {
                 for p in &packages {
                     println!(
@@ -178,7 +178,7 @@ pub fn run(args: CheckArgs, top_level_runtime_config: Option<&Path>) -> u8 {
             );
         }
         Format::Text => {
-            report::print_diagnostics(&diagnostics, false);
+            report::print_diagnostics(&diagnostics);
             if code == EXIT_OK {
                 if let Some(rev) = revision {
                     println!(

@@ -137,7 +137,7 @@ pub fn run(which: Which, runtime_config: Option<&Path>, remove: &[String], forma
                         error: None,
                     },
                 ),
-                Format::Text => report::print_diagnostics(&checked.diagnostics, true),
+                Format::Text => report::print_diagnostics(&checked.diagnostics),
             }
             return code;
         }

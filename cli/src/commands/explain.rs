@@ -53,7 +53,7 @@ pub fn run(args: ExplainArgs) -> u8 {
             },
         ),
         Format::Text => {
-            report::print_diagnostics(&compiled.diagnostics, false);
+            report::print_diagnostics(&compiled.diagnostics);
             if code == EXIT_OK {
                 print!("{explain}");
             }

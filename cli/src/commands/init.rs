@@ -4,8 +4,8 @@
 //! The starter is `examples/delayed-follow-up/`, embedded at build time, so
 //! the maintained example and what `init` writes can never drift apart. The
 //! project id becomes the directory's base name. Nothing is written when the
-//! directory exists or the name is not a valid project id; on a write error
-//! the partly written directory is removed.
+//! path exists or the name is not a valid project id; on a write error the
+//! directory this call created is removed (never one it did not create).
 
 use std::path::Path;
 
@@ -78,20 +78,30 @@ pub fn run(directory: &Path) -> u8 {
         .and_then(|n| n.to_str())
         .map(str::to_owned)
     else {
-        eprintln!("error[coordinator.init.directory] {shown}\n  the directory has no usable base name\n  next: Name a new directory, such as --directory follow-up.");
+        eprintln!("error[coordinator.init.directory] {shown}\n  the directory has no usable base name\n  next: Name a new directory, such as --directory follow-up.\n1 error, 0 warnings in 1 file");
         return EXIT_USAGE;
     };
     if !valid_name(&id) {
-        eprintln!("error[coordinator.init.project-id] {shown}\n  the directory name `{id}` is not a valid project id (lowercase letter, then up to 63 lowercase letters, digits or '-')\n  next: Choose a directory name such as follow-up.");
+        eprintln!("error[coordinator.init.project-id] {shown}\n  the directory name `{id}` is not a valid project id (lowercase letter, then up to 63 lowercase letters, digits or '-')\n  next: Choose a directory name such as follow-up.\n1 error, 0 warnings in 1 file");
         return EXIT_USAGE;
     }
-    if directory.exists() {
-        eprintln!("error[coordinator.init.exists] {shown}\n  the directory already exists; init writes only into a new directory\n  next: Choose a new directory, or remove this one first.");
+    if directory.exists() || directory.is_symlink() {
+        eprintln!("error[coordinator.init.exists] {shown}\n  the path already exists; init writes only into a new directory\n  next: Choose a new directory name, or remove this path first.\n1 error, 0 warnings in 1 file");
         return EXIT_REFUSED;
+    }
+    // Only a directory this call created is ever removed again.
+    if let Err(e) = std::fs::create_dir(directory) {
+        let (code, exit) = if e.kind() == std::io::ErrorKind::AlreadyExists {
+            ("exists", EXIT_REFUSED)
+        } else {
+            ("write", EXIT_UNAVAILABLE)
+        };
+        eprintln!("error[coordinator.init.{code}] {shown}\n  cannot create the directory: {e}\n  next: Check that the parent directory exists and is writable.\n1 error, 0 warnings in 1 file");
+        return exit;
     }
     if let Err(e) = write_starter(directory, &id) {
         let _ = std::fs::remove_dir_all(directory);
-        eprintln!("error[coordinator.init.write] {shown}\n  cannot write the project: {e}\n  next: Check that the parent directory exists and is writable.");
+        eprintln!("error[coordinator.init.write] {shown}\n  cannot write the project: {e}; nothing was kept\n  next: Check that the disk has room and the directory is writable.\n1 error, 0 warnings in 1 file");
         return EXIT_UNAVAILABLE;
     }
     println!("created: {shown}");
@@ -103,7 +113,6 @@ pub fn run(directory: &Path) -> u8 {
 }
 
 fn write_starter(directory: &Path, id: &str) -> std::io::Result<()> {
-    std::fs::create_dir(directory)?;
     for (name, text) in starter_for(id) {
         std::fs::write(directory.join(name), text)?;
     }

@@ -49,8 +49,8 @@ pub fn run(args: PackageArgs) -> u8 {
                 file: output.clone(),
                 ..Default::default()
             },
-            "the output directory already exists; a package is written only into a new directory",
-            "Choose a new --output directory, or remove this one first.",
+            "the output path already exists; a package is written only into a new directory",
+            "Choose a new --output directory, or remove this path first.",
         );
         finish(&args, EXIT_REFUSED, &[diag], &output, None, Vec::new());
         return EXIT_REFUSED;
@@ -65,7 +65,27 @@ pub fn run(args: PackageArgs) -> u8 {
     let code = report::exit_code(&outcome.diagnostics);
     let (Some(program), true) = (program, outcome.all_passed()) else {
         let code = if code == EXIT_OK { EXIT_REFUSED } else { code };
-        finish(&args, code, &outcome.diagnostics, &output, None, failed);
+        let mut diags = outcome.diagnostics.clone();
+        if !failed.is_empty() {
+            diags.push(coordinator_source::Diagnostic::error(
+                "coordinator.package.scenarios-failed",
+                coordinator_source::Located {
+                    file: args.project.join("scenarios.yaml").display().to_string(),
+                    ..Default::default()
+                },
+                format!(
+                    "{} of {} scenario cases failed ({}); nothing was written",
+                    failed.len(),
+                    outcome.reports.len(),
+                    failed.join(", ")
+                ),
+                format!(
+                    "Run coordinatorctl test --project {} and fix the failing cases.",
+                    args.project.display()
+                ),
+            ));
+        }
+        finish(&args, code, &diags, &output, None, failed);
         return code;
     };
     let definition = Definition::new(program);
@@ -84,7 +104,7 @@ pub fn run(args: PackageArgs) -> u8 {
         }
         Err(e) => {
             eprintln!(
-                "error[coordinator.package.write] {output}\n  cannot write the package: {e}\n  next: Check that the parent directory exists and is writable."
+                "error[coordinator.package.write] {output}\n  cannot write the package: {e}; nothing was written\n  next: Check that the parent directory exists, is writable and has room.\n1 error, 0 warnings in 1 file"
             );
             EXIT_UNAVAILABLE
         }
@@ -117,16 +137,7 @@ fn finish(
             },
         ),
         Format::Text => {
-            report::print_diagnostics(diags, false);
-            if !failed.is_empty() {
-                eprintln!(
-                    "error[coordinator.package.scenarios-failed] {}\n  {} scenario case(s) failed: {}; nothing was written\n  next: Run coordinatorctl test --project {} and fix the failing cases.",
-                    args.project.display(),
-                    failed.len(),
-                    failed.join(", "),
-                    args.project.display()
-                );
-            }
+            report::print_diagnostics(diags);
             if let Some((digest, _)) = done {
                 println!("created: {output}");
                 println!("package digest: {digest}");

@@ -164,7 +164,7 @@ pub fn run(args: TestArgs) -> u8 {
             );
         }
         Format::Text => {
-            report::print_diagnostics(&outcome.diagnostics, false);
+            report::print_diagnostics(&outcome.diagnostics);
             for r in &outcome.reports {
                 if r.passed {
                     println!("PASS {}", r.id);
@@ -172,6 +172,9 @@ pub fn run(args: TestArgs) -> u8 {
                     println!("FAIL {}", r.id);
                     if let Some(d) = &r.difference {
                         println!("  {d}");
+                    }
+                    if let (Some(code), Some(detail)) = (&r.failure, &r.failure_detail) {
+                        println!("  the run failed {code} at {detail}");
                     }
                 }
             }

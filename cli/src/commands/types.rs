@@ -63,7 +63,7 @@ pub fn run(args: TypesArgs) -> u8 {
     };
     if let Err(e) = write_whole(&args.output, &text) {
         eprintln!(
-            "error[coordinator.types.write] {output}\n  cannot write the caller: {e}\n  next: Check that the directory exists and is writable."
+            "error[coordinator.types.write] {output}\n  cannot write the caller: {e}; nothing was written\n  next: Check that the directory exists, is writable and has room.\n1 error, 0 warnings in 1 file"
         );
         return EXIT_UNAVAILABLE;
     }
@@ -99,7 +99,7 @@ fn emit(
             },
         ),
         Format::Text => {
-            report::print_diagnostics(diags, false);
+            report::print_diagnostics(diags);
             if let Some((workflow, revision)) = done {
                 println!("output: {output}");
                 println!("status: {status}");
@@ -118,8 +118,9 @@ pub fn write_whole(path: &std::path::Path, text: &str) -> std::io::Result<()> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "output".into());
     let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
+    let written = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
-    })
+    }
+    written
 }

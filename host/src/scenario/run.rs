@@ -44,11 +44,17 @@ pub struct CaseReport {
     pub workflow_elapsed_seconds: u64,
     /// The failure code, for a failed or refused run.
     pub failure: Option<String>,
+    /// What failed, for a failed or refused run: the step and the VM's
+    /// sentence (a Function error names the Function, the input and the
+    /// JSON Pointer).
+    pub failure_detail: Option<String>,
 }
 
 /// Runs case number `index` of the file. `Err` carries located diagnostics
 /// for faults of the scenario file itself (a call reached with nothing
-/// scripted, a reply never used, a recovery the VM refuses, ...).
+/// scripted, a reply never used, a recovery the VM refuses, ...). Replies
+/// left unused are only reported for a case whose expectations hold: when
+/// the run went elsewhere, the case FAILs with the first difference instead.
 pub fn run_case(
     vm: &Vm,
     doc: &YamlDocument,
@@ -57,11 +63,14 @@ pub fn run_case(
 ) -> Result<CaseReport, Vec<Diagnostic>> {
     let mut host = CaseHost::new(vm, doc, index, case);
     let end = host.drive()?;
-    let unused = host.unused_replies();
-    if !unused.is_empty() {
-        return Err(unused);
+    let report = compare(case, &end);
+    if report.passed {
+        let unused = host.unused_replies();
+        if !unused.is_empty() {
+            return Err(unused);
+        }
     }
-    Ok(compare(case, &end))
+    Ok(report)
 }
 
 enum End {
@@ -602,6 +611,10 @@ fn compare(case: &Case, end: &End) -> CaseReport {
         output: state.output.clone(),
         workflow_elapsed_seconds: state.elapsed_seconds,
         failure: failure.clone(),
+        failure_detail: state
+            .failure
+            .as_ref()
+            .map(|f| format!("step {}: {}", f.step, f.message)),
     };
     let expect = &case.expect;
     let difference = if expect.path != state.path {

@@ -1,0 +1,166 @@
+//! Bad input through the real binary: clear refusals, exit codes, and nothing
+//! left behind or removed that the command did not create.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn ctl(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_coordinatorctl"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("coordinatorctl runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn starter(dir: &Path) {
+    assert!(ctl(dir, &["init", "--directory", "follow-up"])
+        .status
+        .success());
+}
+
+#[test]
+fn init_never_removes_a_path_it_did_not_create() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    std::os::unix::fs::symlink(tmp.path().join("nowhere"), tmp.path().join("mylink"))
+        .expect("link");
+    let out = ctl(tmp.path(), &["init", "--directory", "mylink"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("coordinator.init.exists"));
+    assert!(
+        tmp.path().join("mylink").is_symlink(),
+        "the link was removed"
+    );
+}
+
+#[test]
+fn check_refuses_functions_that_eval_or_print() {
+    for call in ["eval(\"1\");", "print(\"x\");", "debug(\"x\");"] {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        starter(tmp.path());
+        let f = tmp.path().join("follow-up/functions.rhai");
+        let src = std::fs::read_to_string(&f).expect("read");
+        let src = src.replacen(
+            "fn notice_route(record) {",
+            &format!("fn notice_route(record) {{\n    {call}"),
+            1,
+        );
+        std::fs::write(&f, src).expect("write");
+        let out = ctl(tmp.path(), &["check", "--project", "follow-up"]);
+        assert_eq!(out.status.code(), Some(1), "{call}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("coordinator.function.syntax"),
+            "{call}: {}",
+            stderr(&out)
+        );
+        assert!(
+            stderr(&out).contains("follow-up/functions.rhai:"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn a_failing_function_is_named_in_the_test_output() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    starter(tmp.path());
+    let f = tmp.path().join("follow-up/functions.rhai");
+    let src = std::fs::read_to_string(&f).expect("read");
+    std::fs::write(
+        &f,
+        src.replacen(
+            "fn notice_route(record) {",
+            "fn notice_route(record) {\n    loop { }",
+            1,
+        ),
+    )
+    .expect("write");
+    let out = ctl(
+        tmp.path(),
+        &[
+            "test",
+            "--project",
+            "follow-up",
+            "--case",
+            "notice-accepted-after-virtual-wait",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("FAIL notice-accepted-after-virtual-wait"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("the run failed function-error at step permission"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("operations"),
+        "the limit is named: {stdout}"
+    );
+    assert!(stdout.contains("0 passed, 1 failed"), "{stdout}");
+}
+
+#[test]
+fn device_and_pipe_inputs_are_refused_not_read() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path().join("dev");
+    std::fs::create_dir(&dir).expect("dir");
+    std::os::unix::fs::symlink("/dev/zero", dir.join("workflow.yaml")).expect("link");
+    let out = ctl(tmp.path(), &["check", "--project", "dev"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("coordinator.file.not-regular"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn package_into_a_missing_parent_writes_nothing() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    starter(tmp.path());
+    let out = ctl(
+        tmp.path(),
+        &["package", "--project", "follow-up", "--output", "nodir/pkg"],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(!tmp.path().join("nodir").exists());
+    let leftovers: Vec<_> = std::fs::read_dir(tmp.path())
+        .expect("list")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().contains("partial"))
+        .collect();
+    assert!(leftovers.is_empty());
+}
+
+#[test]
+fn a_quoted_number_gets_a_fix_that_removes_the_quotes() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    starter(tmp.path());
+    let f = tmp.path().join("follow-up/workflow.yaml");
+    let src = std::fs::read_to_string(&f).expect("read");
+    std::fs::write(
+        &f,
+        src.replacen(
+            "deadlineSeconds: 2592000",
+            "deadlineSeconds: \"2592000\"",
+            1,
+        ),
+    )
+    .expect("write");
+    let out = ctl(tmp.path(), &["check", "--project", "follow-up"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("coordinator.yaml.wrong-type"), "{err}");
+    assert!(
+        err.contains("next: Write the number without quotes."),
+        "{err}"
+    );
+    assert!(!err.contains("u64"), "{err}");
+}
