@@ -7,6 +7,8 @@
 //! - [`types`]: typed callers (TypeScript, Python) generated from a Program.
 //! - [`adapters`]: product adapters (HTTP calls to other products, SPEC §6)
 //!   behind the [`adapters::ProductAdapter`] port.
+//! - [`service`]: the service host: ports (run store, clock), in-memory
+//!   implementations, and the engine (`coordinator`).
 //! - [`keys`]: the state keyring (AES-256-GCM sealing), admission and audit
 //!   keys (HMAC-SHA256).
 //!
@@ -20,4 +22,5 @@ pub mod keys;
 pub mod package;
 pub mod runtime;
 pub mod scenario;
+pub mod service;
 pub mod types;
