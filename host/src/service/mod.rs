@@ -23,3 +23,7 @@ pub use store::{
     Admitted, Commit, Job, JobKind, JobState, MemoryRunStore, NewJob, NewRun, Owner, RunFilter,
     RunPage, RunRecord, RunStore, StepLedger, StoreError,
 };
+
+/// The VM's run state names and effect states, re-exported for `server/`
+/// (which depends on `host/` and `api/` only).
+pub use coordinator_vm::{EffectState, RejectCode, RunStatus};
