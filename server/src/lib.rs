@@ -25,7 +25,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use coordinator_api as api;
 use coordinator_host::service::{
-    Action, ActionError, AdmitError, Engine, EffectState, Principal, RunFilter, RunRecord,
+    Action, ActionError, AdmitError, EffectState, Engine, Principal, RunFilter, RunRecord,
     RunStatus, StartRequest, StoreError,
 };
 use serde::Deserialize;
@@ -98,7 +98,11 @@ impl ApiError {
         Self::new(401, "authentication.refused", "Authentication refused")
     }
     fn forbidden() -> Self {
-        Self::new(403, "authorization.refused", "The policy does not grant this action")
+        Self::new(
+            403,
+            "authorization.refused",
+            "The policy does not grant this action",
+        )
     }
     fn not_found() -> Self {
         Self::new(404, "run.not-found", "No such run")
@@ -108,7 +112,9 @@ impl ApiError {
     }
     fn store(e: &StoreError) -> Self {
         match e {
-            StoreError::BadCursor => Self::bad_request("the cursor was not written by this service"),
+            StoreError::BadCursor => {
+                Self::bad_request("the cursor was not written by this service")
+            }
             StoreError::NotFound => Self::not_found(),
             other => {
                 tracing::error!(code = "store-unavailable", error = %other, "store error");
@@ -120,11 +126,15 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.0.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let status =
+            StatusCode::from_u16(self.0.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = serde_json::to_vec(&self.0).unwrap_or_default();
         (
             status,
-            [(CONTENT_TYPE, HeaderValue::from_static("application/problem+json"))],
+            [(
+                CONTENT_TYPE,
+                HeaderValue::from_static("application/problem+json"),
+            )],
             body,
         )
             .into_response()
@@ -211,7 +221,10 @@ async fn ready(State(s): State<AppState>) -> Response {
         Ok(()) => json(StatusCode::OK, &api::Ready { ready: true }),
         Err(e) => {
             tracing::warn!(code = "store-unavailable", error = %e, "not ready");
-            json(StatusCode::SERVICE_UNAVAILABLE, &api::Ready { ready: false })
+            json(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &api::Ready { ready: false },
+            )
         }
     }
 }
@@ -288,8 +301,12 @@ async fn start(
                 && k.bytes().all(|b| b.is_ascii_graphic())
         })
         .ok_or_else(|| {
-            ApiError::new(400, "idempotency.key-required", "Idempotency-Key is required")
-                .detail("1 to 255 visible ASCII characters")
+            ApiError::new(
+                400,
+                "idempotency.key-required",
+                "Idempotency-Key is required",
+            )
+            .detail("1 to 255 visible ASCII characters")
         })?
         .to_owned();
     let start = StartRequest {
@@ -299,7 +316,11 @@ async fn start(
     };
     match s.engine.admit(&who, start, &key).await {
         Ok((created, run)) => Ok(json(
-            if created { StatusCode::CREATED } else { StatusCode::OK },
+            if created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            },
             &run_status(&run),
         )),
         Err(AdmitError::UnknownWorkflow) => Err(ApiError::new(
@@ -377,7 +398,11 @@ async fn list(
         limit,
         cursor: q.cursor,
     };
-    let page = s.engine.list(&filter).await.map_err(|e| ApiError::store(&e))?;
+    let page = s
+        .engine
+        .list(&filter)
+        .await
+        .map_err(|e| ApiError::store(&e))?;
     Ok(json(
         StatusCode::OK,
         &api::RunList {

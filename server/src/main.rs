@@ -110,14 +110,20 @@ async fn main() -> ExitCode {
     let mut engine_config = EngineConfig::new(&deployment.database_id, &worker_id);
     engine_config.observation_floor_seconds = config.observation.minimum_interval_seconds;
     engine_config.recovery_only = args.recovery_only;
-    tracing::warn!("run store: in memory (TODO: the PostgreSQL store); runs do not survive a restart");
+    tracing::warn!(
+        "run store: in memory (TODO: the PostgreSQL store); runs do not survive a restart"
+    );
     let engine = match Engine::new(
         engine_config,
         Arc::new(MemoryRunStore::new()),
         Arc::new(SystemClock),
         Arc::new(adapter),
         admission_key,
-        config.connections.clone().into_iter().collect::<BTreeMap<_, _>>(),
+        config
+            .connections
+            .clone()
+            .into_iter()
+            .collect::<BTreeMap<_, _>>(),
         &definitions,
     ) {
         Ok(e) => Arc::new(e),

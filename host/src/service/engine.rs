@@ -14,8 +14,8 @@ use serde_json::Value;
 
 use super::clock::{rfc3339_to_unix, unix_to_rfc3339, Clock};
 use super::store::{
-    Admitted, Commit, Job, JobKind, JobState, NewJob, NewRun, Owner, RunFilter, RunPage,
-    RunRecord, RunStore, StepLedger, StoreError,
+    Admitted, Commit, Job, JobKind, JobState, NewJob, NewRun, Owner, RunFilter, RunPage, RunRecord,
+    RunStore, StepLedger, StoreError,
 };
 use crate::adapters::{DispatchRequest, ProductAdapter, ReceiptRequest, ReviewState};
 use crate::keys::AdmissionKey;
@@ -599,7 +599,9 @@ impl Engine {
                 }
                 match &read {
                     Ok(_) => {}
-                    Err(e) => tracing::info!(run = %run.id, step = %step, error = %e, "observation unanswered"),
+                    Err(e) => {
+                        tracing::info!(run = %run.id, step = %step, error = %e, "observation unanswered")
+                    }
                 }
                 // Still pending (or unanswered): record the observation and
                 // schedule the next one, in one step.
@@ -735,7 +737,9 @@ impl Engine {
                 } => {
                     let descriptor = catalogue::lookup(operation_id);
                     let keyed = descriptor.as_ref().is_some_and(|d| d.idempotency_key);
-                    let read = descriptor.as_ref().is_some_and(|d| d.effect == Effect::Read);
+                    let read = descriptor
+                        .as_ref()
+                        .is_some_and(|d| d.effect == Effect::Read);
                     let delay = if answered && *attempt > 1 {
                         backoff(*attempt)
                     } else {
@@ -814,7 +818,9 @@ impl Engine {
                                 last_observed_unix: None,
                             },
                         }),
-                        _ => tracing::error!(step = %step, "cannot observe: no connection or review id; the wait runs to its timeout"),
+                        _ => {
+                            tracing::error!(step = %step, "cannot observe: no connection or review id; the wait runs to its timeout")
+                        }
                     }
                 }
                 Command::Ended { .. } => {}
