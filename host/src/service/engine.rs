@@ -194,7 +194,7 @@ impl std::fmt::Display for EngineError {
 impl std::error::Error for EngineError {}
 
 enum Fed {
-    Applied(RunRecord),
+    Applied(Box<RunRecord>),
     Rejected(Rejected),
 }
 
@@ -406,6 +406,7 @@ impl Engine {
         };
         match self.feed(run, &event, None, |_| {}).await? {
             Fed::Applied(r) => {
+                let r = *r;
                 tracing::info!(run = %r.id, action = ?action, state = r.status().as_str(), "operator action");
                 Ok(r)
             }
@@ -687,7 +688,7 @@ impl Engine {
                     run.state = resumed.state;
                     run.ledger = ledger;
                     run.version = version;
-                    return Ok(Fed::Applied(run));
+                    return Ok(Fed::Applied(Box::new(run)));
                 }
                 Err(StoreError::Conflict) => {
                     run = self.store.get(&run.id).await?.ok_or(StoreError::NotFound)?;

@@ -495,7 +495,7 @@ impl RunStore for MemoryRunStore {
                     .is_none_or(|a| a == (r.status() == RunStatus::Attention))
             })
             .collect();
-        runs.sort_by(|a, b| b.sequence.cmp(&a.sequence));
+        runs.sort_by_key(|r| std::cmp::Reverse(r.sequence));
         let more = runs.len() > limit;
         runs.truncate(limit);
         let next_cursor = if more {
