@@ -763,3 +763,47 @@ async fn ready_and_health() {
         .await;
     assert_eq!(s, 200);
 }
+
+#[tokio::test]
+async fn retryable_answers_are_resent_with_the_same_key_after_backoff() {
+    let env = Env::new().await;
+    env.messaging
+        .fake()
+        .script("/v1/messages", [Reply::Retryable, Reply::Normal]);
+    env.breg.put_record(
+        "applications",
+        "app-3",
+        "r1",
+        json!({"noticeAllowed": true, "applicantEmail": "applicant@example.org"}),
+    );
+    let (_, run) = env
+        .start(
+            PRODUCER,
+            "k-13",
+            "follow-up",
+            json!({"applicationId": "app-3", "sendAfter": "2020-01-01T00:00:00Z"}),
+        )
+        .await;
+    let id = run["run"].as_str().unwrap().to_owned();
+    env.idle().await;
+    let sent = env.messaging.fake().requests_to("/v1/messages");
+    assert_eq!(sent.len(), 1, "the retry waits for its backoff");
+    env.clock.advance(2);
+    env.idle().await;
+    let sent = env.messaging.fake().requests_to("/v1/messages");
+    assert_eq!(sent.len(), 2);
+    let key = sent[0].header("idempotency-key").unwrap().to_owned();
+    assert_eq!(sent[1].header("idempotency-key"), Some(key.as_str()));
+    assert_eq!(sent[0].body, sent[1].body, "the same bytes");
+    let (_, inspection) = env.get(PRODUCER, &format!("/v1/runs/{id}/inspect")).await;
+    assert_eq!(inspection["status"]["state"], "finished", "{inspection}");
+    let notify = inspection["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "notify")
+        .unwrap()
+        .clone();
+    assert_eq!(notify["attempts"], 2);
+    assert_eq!(notify["effect"], "accepted");
+}

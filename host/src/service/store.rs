@@ -638,3 +638,129 @@ impl RunStore for MemoryRunStore {
         self.lock().map(|_| ())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coordinator_vm::RunStatus;
+
+    fn state() -> RunState {
+        serde_json::from_value(serde_json::json!({
+            "status": "running", "input": {}, "admittedAt": "2026-01-01T00:00:00Z",
+            "deadlineAt": "2026-02-01T00:00:00Z", "now": "2026-01-01T00:00:00Z",
+            "elapsedSeconds": 0, "path": [], "outputs": {}, "effects": {},
+            "pending": null, "cancel": null, "outcome": null, "output": null,
+            "failure": null, "endedAt": null
+        }))
+        .expect("state")
+    }
+
+    fn new_run(id: &str, identity: &str, digest: &str) -> NewRun {
+        NewRun {
+            id: id.into(),
+            workflow: "w".into(),
+            revision: "r".into(),
+            owner: Owner {
+                iss: "i".into(),
+                sub: "s".into(),
+            },
+            start_identity: identity.into(),
+            request_digest: digest.into(),
+            state: state(),
+            jobs: vec![NewJob {
+                kind: JobKind::Timer {
+                    at: "2026-01-01T00:01:00Z".into(),
+                    wake: WakeKind::Wake,
+                },
+                due_unix: 60,
+            }],
+        }
+    }
+
+    #[tokio::test]
+    async fn admission_is_keyed_by_start_identity() {
+        let s = MemoryRunStore::new();
+        assert!(matches!(
+            s.admit(new_run("a", "id-1", "d1")).await,
+            Ok(Admitted::Created(_))
+        ));
+        assert!(matches!(
+            s.admit(new_run("b", "id-1", "d1")).await,
+            Ok(Admitted::Existing(r)) if r.id == "a"
+        ));
+        assert_eq!(
+            s.admit(new_run("c", "id-1", "d2")).await,
+            Ok(Admitted::Conflict)
+        );
+        assert_eq!(s.jobs("a").await.map(|j| j.len()), Ok(1));
+    }
+
+    #[tokio::test]
+    async fn leases_expire_and_commits_check_versions() {
+        let s = MemoryRunStore::new();
+        s.admit(new_run("a", "id-1", "d")).await.expect("admit");
+        assert!(s.lease("w1", 59, 100, 10).await.expect("lease").is_empty());
+        let jobs = s.lease("w1", 60, 100, 10).await.expect("lease");
+        assert_eq!(jobs.len(), 1);
+        let job = jobs[0].id;
+        assert!(s.lease("w2", 99, 200, 10).await.expect("lease").is_empty());
+        s.mark_sending(job, "w1").await.expect("sending");
+        assert_eq!(s.mark_sending(job, "w2").await, Err(StoreError::LeaseLost));
+        let again = s.lease("w2", 100, 200, 10).await.expect("lease");
+        assert_eq!(
+            again[0].state,
+            JobState::Sending,
+            "an expired lease comes back"
+        );
+        let commit = |v| Commit {
+            run_id: "a".into(),
+            expected_version: v,
+            state: state(),
+            ledger: BTreeMap::new(),
+            complete: Some((job, "w2".into())),
+            jobs: vec![],
+        };
+        assert_eq!(s.commit(commit(7)).await, Err(StoreError::Conflict));
+        assert_eq!(s.commit(commit(1)).await, Ok(2));
+        assert!(s.jobs("a").await.expect("jobs").is_empty());
+    }
+
+    #[tokio::test]
+    async fn bring_forward_respects_the_floor_and_lists_page() {
+        let s = MemoryRunStore::new();
+        let mut run = new_run("a", "id-1", "d");
+        run.jobs = vec![NewJob {
+            kind: JobKind::Observe {
+                step: "wait".into(),
+                connection: "review".into(),
+                review_request_id: "rr-1".into(),
+                last_observed_unix: Some(1_000),
+            },
+            due_unix: 1_900,
+        }];
+        s.admit(run).await.expect("admit");
+        assert_eq!(s.bring_forward("rr-1", 1_010, 30).await, Ok(1));
+        assert_eq!(s.jobs("a").await.expect("jobs")[0].due_unix, 1_030);
+        assert_eq!(s.bring_forward("rr-2", 1_010, 30).await, Ok(0));
+        s.admit(new_run("b", "id-2", "d")).await.expect("admit");
+        let page = s
+            .list(&RunFilter {
+                limit: 1,
+                ..RunFilter::default()
+            })
+            .await
+            .expect("list");
+        assert_eq!(page.runs[0].id, "b");
+        let rest = s
+            .list(&RunFilter {
+                limit: 1,
+                cursor: page.next_cursor,
+                state: Some(RunStatus::Running),
+                ..RunFilter::default()
+            })
+            .await
+            .expect("list");
+        assert_eq!(rest.runs[0].id, "a");
+        assert_eq!(rest.next_cursor, None);
+    }
+}
