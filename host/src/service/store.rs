@@ -640,6 +640,7 @@ impl RunStore for MemoryRunStore {
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing)]
 mod tests {
     use super::*;
     use coordinator_vm::RunStatus;
