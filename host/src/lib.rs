@@ -7,6 +7,8 @@
 //! - [`types`]: typed callers (TypeScript, Python) generated from a Program.
 //! - [`adapters`]: product adapters (HTTP calls to other products, SPEC §6)
 //!   behind the [`adapters::ProductAdapter`] port.
+//! - [`service`]: the service host: ports (run store, clock), in-memory
+//!   implementations, and the engine (`coordinator`).
 //! - [`keys`]: the state keyring (AES-256-GCM sealing), admission and audit
 //!   keys (HMAC-SHA256).
 //! - [`secrets`]: secret references resolved (owner-only files, environment).
@@ -26,5 +28,6 @@ pub mod package;
 pub mod runtime;
 pub mod scenario;
 pub mod secrets;
+pub mod service;
 pub mod store;
 pub mod types;

@@ -1,1 +1,200 @@
-fn main() {}
+//! `coordinator --runtime-config F [--recovery-only]`: verifies the runtime
+//! file and its pinned packages, reads the keys, and serves the API with
+//! in-process workers until SIGTERM (or Ctrl-C), then stops within 15 s.
+//!
+//! TODO(store): this slice runs on the in-memory run store; the PostgreSQL
+//! store (same `RunStore` port) replaces it. Nothing survives a restart yet.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use coordinator::auth::Verifier;
+use coordinator::{AppState, Completions, SHUTDOWN_GRACE};
+use coordinator_host::adapters::token::ProviderSecrets;
+use coordinator_host::adapters::{HttpAdapter, SecretSource};
+use coordinator_host::keys::{AdmissionKey, StateKeyring};
+use coordinator_host::runtime::config::Connection;
+use coordinator_host::runtime::{check_runtime_file, Mode};
+use coordinator_host::service::{Engine, EngineConfig, MemoryRunStore, SystemClock};
+
+#[derive(Parser)]
+#[command(name = "coordinator", about = "Registry Coordinator service")]
+struct Args {
+    /// The runtime file (CoordinatorRuntimeConfig).
+    #[arg(long)]
+    runtime_config: PathBuf,
+    /// Serve recovery operations only: admit and dispatch nothing.
+    #[arg(long)]
+    recovery_only: bool,
+}
+
+fn refuse(code: &str, message: &str) -> ExitCode {
+    tracing::error!(code, "{message}");
+    ExitCode::from(1)
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .json()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let args = Args::parse();
+    let display = args.runtime_config.display().to_string();
+    let checked = check_runtime_file(&args.runtime_config, &display, None, Mode::Deployment);
+    let refused: Vec<String> = checked
+        .diagnostics
+        .iter()
+        .filter(|d| d.is_error())
+        .map(|d| format!("{} {}", d.code, d.message))
+        .collect();
+    let (Some(config), true) = (checked.config.clone(), refused.is_empty()) else {
+        return refuse("deployment.refused", &refused.join("; "));
+    };
+    let Some(deployment) = config.deployment.clone() else {
+        return refuse("deployment.refused", "the runtime file has no deployment");
+    };
+    let secrets = Arc::new(ProviderSecrets::new(&config.secret_providers));
+    let admission_key = match secrets
+        .read(&deployment.admission_key_ref)
+        .map_err(|e| e.to_string())
+        .and_then(|b| AdmissionKey::new(&b).map_err(|e| e.to_string()))
+    {
+        Ok(k) => k,
+        Err(e) => return refuse("state-key-custody", &format!("admission key: {e}")),
+    };
+    let mut versions = Vec::new();
+    for (v, key) in &deployment.state_keys {
+        let bytes = match secrets.read(&key.key_ref) {
+            Ok(b) => b,
+            Err(e) => return refuse("state-key-custody", &format!("state key {v}: {e}")),
+        };
+        versions.push((v.parse().unwrap_or(0), bytes));
+    }
+    if let Err(e) = StateKeyring::new(versions, deployment.active_state_key) {
+        return refuse("state-key-custody", &e.to_string());
+    }
+    let mut completions = Completions::default();
+    for c in config.connections.values() {
+        if let Connection::CaseworkReviewProducer(cw) = c {
+            if let Some(done) = &cw.completion {
+                match secrets.read(&done.bearer_token_ref) {
+                    Ok(t) => completions.add(&done.recipient_binding, t),
+                    Err(e) => return refuse("deployment.refused", &e.to_string()),
+                }
+            }
+        }
+    }
+    let source = match Verifier::source_for(&deployment.authentication) {
+        Ok(s) => s,
+        Err(e) => return refuse("deployment.refused", &e),
+    };
+    let adapter = match HttpAdapter::new(secrets.clone()) {
+        Ok(a) => a,
+        Err(e) => return refuse("deployment.refused", &e.to_string()),
+    };
+    let definitions: Vec<_> = checked
+        .packages
+        .iter()
+        .map(|p| p.definition.clone())
+        .collect();
+    let worker_id = format!("{}-{}", std::process::id(), uuid_like());
+    let mut engine_config = EngineConfig::new(&deployment.database_id, &worker_id);
+    engine_config.observation_floor_seconds = config.observation.minimum_interval_seconds;
+    engine_config.recovery_only = args.recovery_only;
+    tracing::warn!(
+        "run store: in memory (TODO: the PostgreSQL store); runs do not survive a restart"
+    );
+    let engine = match Engine::new(
+        engine_config,
+        Arc::new(MemoryRunStore::new()),
+        Arc::new(SystemClock),
+        Arc::new(adapter),
+        admission_key,
+        config
+            .connections
+            .clone()
+            .into_iter()
+            .collect::<BTreeMap<_, _>>(),
+        &definitions,
+    ) {
+        Ok(e) => Arc::new(e),
+        Err(e) => return refuse("deployment.refused", &e.to_string()),
+    };
+    let listener = match tokio::net::TcpListener::bind(&deployment.listener.bind).await {
+        Ok(l) => l,
+        Err(e) => return refuse("deployment.refused", &format!("bind: {e}")),
+    };
+    let state = AppState {
+        engine: engine.clone(),
+        verifier: Arc::new(Verifier::new(&deployment.authentication, source)),
+        completions: Arc::new(completions),
+    };
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let worker = if args.recovery_only {
+        None
+    } else {
+        Some(tokio::spawn(coordinator::work(
+            engine,
+            Duration::from_millis(200),
+            stop_rx.clone(),
+        )))
+    };
+    let mut server_stop = stop_rx.clone();
+    let server = tokio::spawn(coordinator::run(listener, state, async move {
+        let _ = server_stop.wait_for(|s| *s).await;
+    }));
+    tracing::info!(bind = %deployment.listener.bind, recovery_only = args.recovery_only, "serving");
+    wait_for_signal().await;
+    tracing::info!("stopping");
+    let _ = stop_tx.send(true);
+    let drained = tokio::time::timeout(SHUTDOWN_GRACE - Duration::from_secs(1), async {
+        if let Some(w) = worker {
+            let _ = w.await;
+        }
+        let _ = server.await;
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!("shutdown grace elapsed; leaving open requests");
+    }
+    ExitCode::SUCCESS
+}
+
+fn uuid_like() -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    format!("{t:x}")
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,93 @@
+//! The clock port: every instant the service host uses comes from a
+//! [`Clock`], so in-process tests drive days of waiting with a
+//! [`ManualClock`] and no real time passes.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use coordinator_vm::instant;
+
+const EPOCH: &str = "1970-01-01T00:00:00Z";
+
+/// A source of the current instant, in whole seconds.
+pub trait Clock: Send + Sync {
+    /// Seconds since 1970-01-01T00:00:00Z (Unix time, UTC).
+    fn now_unix(&self) -> i64;
+
+    /// The current instant as RFC 3339 UTC with `Z` (no fraction).
+    fn now_rfc3339(&self) -> String {
+        unix_to_rfc3339(self.now_unix())
+    }
+}
+
+/// The operating system's clock.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_unix(&self) -> i64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+            .unwrap_or_default()
+    }
+}
+
+/// A clock that moves only when a test moves it. Clones share one time.
+#[derive(Clone, Debug)]
+pub struct ManualClock(Arc<AtomicI64>);
+
+impl ManualClock {
+    /// A clock standing at `unix` seconds.
+    pub fn at_unix(unix: i64) -> Self {
+        ManualClock(Arc::new(AtomicI64::new(unix)))
+    }
+
+    /// A clock standing at the RFC 3339 instant `text` (the epoch if it is
+    /// malformed).
+    pub fn at(text: &str) -> Self {
+        Self::at_unix(rfc3339_to_unix(text).unwrap_or_default())
+    }
+
+    /// Moves the clock `seconds` forward (backward when negative).
+    pub fn advance(&self, seconds: i64) {
+        self.0.fetch_add(seconds, Ordering::SeqCst);
+    }
+
+    /// Sets the clock to `unix` seconds.
+    pub fn set_unix(&self, unix: i64) {
+        self.0.store(unix, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_unix(&self) -> i64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// Unix seconds as RFC 3339 UTC with `Z` (the epoch when out of range).
+pub fn unix_to_rfc3339(unix: i64) -> String {
+    instant::add_seconds(EPOCH, unix).unwrap_or_else(|_| EPOCH.to_owned())
+}
+
+/// An RFC 3339 instant as Unix seconds (fractions truncated toward zero);
+/// `None` when malformed.
+pub fn rfc3339_to_unix(text: &str) -> Option<i64> {
+    instant::seconds_between(EPOCH, text).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manual_clock_moves_only_when_told() {
+        let c = ManualClock::at("2026-01-01T00:00:00Z");
+        assert_eq!(c.now_rfc3339(), "2026-01-01T00:00:00Z");
+        c.advance(86_400 * 3);
+        assert_eq!(c.now_rfc3339(), "2026-01-04T00:00:00Z");
+        assert_eq!(rfc3339_to_unix("1970-01-01T00:01:00Z"), Some(60));
+    }
+}

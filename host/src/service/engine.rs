@@ -1,0 +1,860 @@
+//! The engine: admission, the worker step ([`Engine::tick`]), operator
+//! actions and inspection. It feeds the VM events and turns the VM's
+//! commands into jobs; it never decides what a step does (ARCHITECTURE.md).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use coordinator_ir::catalogue::{self, Effect};
+use coordinator_ir::{Definition, StepOp};
+use coordinator_vm::{
+    Answer, CallPhase, Command, EffectState, Event, Pending, Rejected, RunState, Vm, WakeKind,
+};
+use serde_json::Value;
+
+use super::clock::{rfc3339_to_unix, unix_to_rfc3339, Clock};
+use super::store::{
+    Admitted, Commit, Job, JobKind, JobState, NewJob, NewRun, Owner, RunFilter, RunPage, RunRecord,
+    RunStore, StepLedger, StoreError,
+};
+use crate::adapters::{DispatchRequest, ProductAdapter, ReceiptRequest, ReviewState};
+use crate::keys::AdmissionKey;
+use crate::runtime::config::{Connection, DEFAULT_RESULT_CHECK_SECONDS};
+
+/// The code fed as [`Answer::Uncertain`] for a mutation or evaluation whose
+/// job was found `sending` after its lease expired (a crash mid-request).
+pub const INTERRUPTED: &str = "dispatch-interrupted";
+
+/// The longest retry backoff, in seconds.
+pub const MAX_BACKOFF_SECONDS: i64 = 300;
+
+/// A verified caller (from an RFC 9068 access token).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Principal {
+    /// `iss`.
+    pub iss: String,
+    /// `sub`.
+    pub sub: String,
+    /// `client_id` (the policy key).
+    pub client_id: String,
+}
+
+impl Principal {
+    /// The run owner this principal is.
+    pub fn owner(&self) -> Owner {
+        Owner {
+            iss: self.iss.clone(),
+            sub: self.sub.clone(),
+        }
+    }
+}
+
+/// A start request (`POST /v1/runs` body, SPEC §8).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StartRequest {
+    /// The workflow name.
+    pub workflow: String,
+    /// The expected revision; must be the active one.
+    pub revision: String,
+    /// The run input.
+    pub input: Value,
+}
+
+/// Why an admission was refused.
+#[derive(Debug)]
+pub enum AdmitError {
+    /// No package serves this workflow.
+    UnknownWorkflow,
+    /// The revision is not the workflow's active one (409).
+    RevisionNotActive {
+        /// The active revision.
+        active: String,
+    },
+    /// The input schema refused the input (400); the message names the
+    /// JSON Pointer, never the value.
+    InputRefused(String),
+    /// The key was used with another revision or input (409
+    /// `idempotency.key-reused`).
+    KeyReused,
+    /// `--recovery-only`: no admissions (409 `admission.recovery-only`).
+    RecoveryOnly,
+    /// The store failed.
+    Store(StoreError),
+}
+
+impl From<StoreError> for AdmitError {
+    fn from(e: StoreError) -> Self {
+        AdmitError::Store(e)
+    }
+}
+
+/// Why an operator action was refused.
+#[derive(Debug)]
+pub enum ActionError {
+    /// No such run.
+    NotFound,
+    /// The VM refused the event (not held, not resendable, no receipt, ...).
+    Refused(Rejected),
+    /// The store failed.
+    Store(StoreError),
+}
+
+impl From<StoreError> for ActionError {
+    fn from(e: StoreError) -> Self {
+        ActionError::Store(e)
+    }
+}
+
+/// An operator action on a run (SPEC §8 recovery routes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// `cancel`.
+    Cancel,
+    /// `retry-same`.
+    RetrySame,
+    /// `reconcile`.
+    Reconcile,
+}
+
+/// One visited step as inspection shows it (never inputs, responses or
+/// commands).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InspectedStep {
+    /// The step name.
+    pub name: String,
+    /// `call`, `choose`, `wait-until`, `wait-for` or `finish`.
+    pub kind: &'static str,
+    /// Mutation and evaluation calls: `accepted` / `unknown`.
+    pub effect: Option<EffectState>,
+    /// Calls: dispatch attempts made.
+    pub attempts: Option<u32>,
+    /// The current wait: when it is due (a wait-until's instant, a
+    /// wait-for's timeout), RFC 3339.
+    pub due_at: Option<String>,
+    /// Wait-for steps: observations made.
+    pub observations: Option<u32>,
+}
+
+/// Engine settings.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// `deployment.databaseId` (part of every idempotency key).
+    pub database_id: String,
+    /// This process's worker id (lease owner), unique per process.
+    pub worker_id: String,
+    /// `observation.minimumIntervalSeconds` (SPEC §6 floor, ≥ 30).
+    pub observation_floor_seconds: u64,
+    /// How long a lease lasts, seconds. A job in `sending` whose lease
+    /// expired is taken as interrupted; keep it above the longest request
+    /// timeout.
+    pub lease_seconds: i64,
+    /// Jobs leased per tick.
+    pub batch: usize,
+    /// `--recovery-only`: admits nothing, dispatches nothing.
+    pub recovery_only: bool,
+}
+
+impl EngineConfig {
+    /// Defaults: floor 30 s, lease 330 s (above the 300 s request timeout
+    /// ceiling), batch 32.
+    pub fn new(database_id: &str, worker_id: &str) -> Self {
+        EngineConfig {
+            database_id: database_id.to_owned(),
+            worker_id: worker_id.to_owned(),
+            observation_floor_seconds: 30,
+            lease_seconds: 330,
+            batch: 32,
+            recovery_only: false,
+        }
+    }
+}
+
+/// The service host's engine. `Send + Sync`; share it in an `Arc`.
+pub struct Engine {
+    store: Arc<dyn RunStore>,
+    clock: Arc<dyn Clock>,
+    adapter: Arc<dyn ProductAdapter>,
+    admission_key: AdmissionKey,
+    connections: BTreeMap<String, Connection>,
+    programs: HashMap<String, Arc<Vm>>,
+    active: BTreeMap<String, String>,
+    config: EngineConfig,
+}
+
+/// Why an engine could not be built.
+#[derive(Debug)]
+pub struct EngineError(pub String);
+
+impl std::fmt::Display for EngineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for EngineError {}
+
+enum Fed {
+    Applied(Box<RunRecord>),
+    Rejected(Rejected),
+}
+
+impl Engine {
+    /// Builds an engine serving `definitions` (each the active revision of
+    /// its workflow).
+    ///
+    /// # Errors
+    /// A Program the VM cannot load, two definitions of one workflow, or a
+    /// connection a workflow names that `connections` lacks.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        config: EngineConfig,
+        store: Arc<dyn RunStore>,
+        clock: Arc<dyn Clock>,
+        adapter: Arc<dyn ProductAdapter>,
+        admission_key: AdmissionKey,
+        connections: BTreeMap<String, Connection>,
+        definitions: &[Definition],
+    ) -> Result<Engine, EngineError> {
+        let mut programs = HashMap::new();
+        let mut active = BTreeMap::new();
+        for d in definitions {
+            let vm = Vm::new(&d.program)
+                .map_err(|e| EngineError(format!("workflow `{}`: {}", d.program.workflow, e.0)))?;
+            for c in &d.program.connections {
+                if !connections.contains_key(c) {
+                    return Err(EngineError(format!(
+                        "workflow `{}` uses connection `{c}`, which the runtime file lacks",
+                        d.program.workflow
+                    )));
+                }
+            }
+            if active
+                .insert(d.program.workflow.clone(), d.revision.clone())
+                .is_some()
+            {
+                return Err(EngineError(format!(
+                    "two packages serve workflow `{}`",
+                    d.program.workflow
+                )));
+            }
+            programs.insert(d.revision.clone(), Arc::new(vm));
+        }
+        Ok(Engine {
+            store,
+            clock,
+            adapter,
+            admission_key,
+            connections,
+            programs,
+            active,
+            config,
+        })
+    }
+
+    /// The store (for readiness).
+    pub fn store(&self) -> &Arc<dyn RunStore> {
+        &self.store
+    }
+
+    /// The active revision of each workflow.
+    pub fn active_revisions(&self) -> &BTreeMap<String, String> {
+        &self.active
+    }
+
+    /// Admits a run (SPEC §8 `POST /v1/runs`): the revision must be the
+    /// active one, the VM checks the input, and the run and its first jobs
+    /// are stored in one step. Returns `(created, run)`: `false` for a
+    /// repeat of the same key, revision and input.
+    ///
+    /// # Errors
+    /// See [`AdmitError`].
+    pub async fn admit(
+        &self,
+        principal: &Principal,
+        request: StartRequest,
+        idempotency_key: &str,
+    ) -> Result<(bool, RunRecord), AdmitError> {
+        if self.config.recovery_only {
+            return Err(AdmitError::RecoveryOnly);
+        }
+        let active = self
+            .active
+            .get(&request.workflow)
+            .ok_or(AdmitError::UnknownWorkflow)?;
+        if *active != request.revision {
+            return Err(AdmitError::RevisionNotActive {
+                active: active.clone(),
+            });
+        }
+        let vm = self
+            .programs
+            .get(active)
+            .ok_or(AdmitError::UnknownWorkflow)?;
+        let start_identity = self.admission_key.start_identity(
+            &principal.iss,
+            &principal.sub,
+            &request.workflow,
+            idempotency_key,
+        );
+        let mut digest_input = request.revision.as_bytes().to_vec();
+        digest_input.push(0);
+        digest_input.extend(coordinator_ir::canonical::to_vec(&request.input));
+        let request_digest = coordinator_ir::sha256_digest(&digest_input);
+        let now = self.clock.now_unix();
+        let resumed = vm
+            .admit(request.input, &unix_to_rfc3339(now))
+            .map_err(|r| AdmitError::InputRefused(r.message))?;
+        let jobs = self.jobs_for(vm, &start_identity, &resumed.commands, now, false);
+        let run = NewRun {
+            id: uuid::Uuid::new_v4().to_string(),
+            workflow: request.workflow,
+            revision: request.revision,
+            owner: principal.owner(),
+            start_identity,
+            request_digest,
+            state: resumed.state,
+            jobs,
+        };
+        match self.store.admit(run).await? {
+            Admitted::Created(r) => {
+                tracing::info!(run = %r.id, workflow = %r.workflow, "admitted");
+                Ok((true, r))
+            }
+            Admitted::Existing(r) => Ok((false, r)),
+            Admitted::Conflict => Err(AdmitError::KeyReused),
+        }
+    }
+
+    /// The run with this id.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn get(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        self.store.get(run_id).await
+    }
+
+    /// A page of runs.
+    ///
+    /// # Errors
+    /// The store's ([`StoreError::BadCursor`] for a foreign cursor).
+    pub async fn list(&self, filter: &RunFilter) -> Result<RunPage, StoreError> {
+        self.store.list(filter).await
+    }
+
+    /// Each visited step with its effect, attempts, and the current wait's
+    /// due time and observation count.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn inspect(&self, run: &RunRecord) -> Result<Vec<InspectedStep>, StoreError> {
+        let vm = self.programs.get(&run.revision);
+        let program = vm.map(|v| v.program());
+        let mut out = Vec::new();
+        for name in &run.state.path {
+            let op = program
+                .and_then(|p| p.step_id(name).and_then(|id| p.step(id)))
+                .map(|s| &s.op);
+            let kind = match op {
+                Some(StepOp::Call { .. }) => "call",
+                Some(StepOp::Choose { .. }) => "choose",
+                Some(StepOp::WaitUntil { .. }) => "wait-until",
+                Some(StepOp::WaitFor { .. }) => "wait-for",
+                Some(StepOp::Finish { .. }) => "finish",
+                None => "unknown",
+            };
+            let ledger = run.ledger.get(name);
+            let pending_here = match (&run.state.pending, program) {
+                (Some(Pending::Wake { step, at }), Some(p)) if p.step_id(name) == Some(*step) => {
+                    Some(at.clone())
+                }
+                (Some(Pending::Completion { step, timeout_at }), Some(p))
+                    if p.step_id(name) == Some(*step) =>
+                {
+                    Some(timeout_at.clone())
+                }
+                _ => None,
+            };
+            out.push(InspectedStep {
+                name: name.clone(),
+                kind,
+                effect: run.state.effects.get(name).copied(),
+                attempts: (kind == "call").then(|| ledger.map(|l| l.attempts).unwrap_or(0)),
+                due_at: pending_here,
+                observations: (kind == "wait-for")
+                    .then(|| ledger.map(|l| l.observations).unwrap_or(0)),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Applies an operator action (SPEC §8 `cancel`, `retry-same`,
+    /// `reconcile`) and returns the run after it. A cancel of an ended run
+    /// changes nothing and returns it.
+    ///
+    /// # Errors
+    /// [`ActionError::Refused`] when the VM refuses the event.
+    pub async fn act(&self, run_id: &str, action: Action) -> Result<RunRecord, ActionError> {
+        let run = self.store.get(run_id).await?.ok_or(ActionError::NotFound)?;
+        if action == Action::Cancel && run.status().is_terminal() {
+            return Ok(run);
+        }
+        let at = self.clock.now_rfc3339();
+        let event = match action {
+            Action::Cancel => Event::CancelRequested { at },
+            Action::RetrySame => Event::RetrySame { at },
+            Action::Reconcile => Event::Reconcile { at },
+        };
+        match self.feed(run, &event, None, |_| {}).await? {
+            Fed::Applied(r) => {
+                let r = *r;
+                tracing::info!(run = %r.id, action = ?action, state = r.status().as_str(), "operator action");
+                Ok(r)
+            }
+            Fed::Rejected(r) => Err(ActionError::Refused(r)),
+        }
+    }
+
+    /// `POST /v1/review-completions`: brings the next read of this review
+    /// request forward (never sooner than the observation floor after the
+    /// last read). Returns how many waits moved.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn bring_forward(&self, review_request_id: &str) -> Result<usize, StoreError> {
+        self.store
+            .bring_forward(
+                review_request_id,
+                self.clock.now_unix(),
+                i64::try_from(self.config.observation_floor_seconds).unwrap_or(i64::MAX),
+            )
+            .await
+    }
+
+    /// One worker step: leases the due jobs and carries each out. Returns
+    /// how many jobs it leased. Does nothing with `--recovery-only`.
+    ///
+    /// # Errors
+    /// The store's (the worker loop logs `store-unavailable` and goes on).
+    pub async fn tick(&self) -> Result<usize, StoreError> {
+        if self.config.recovery_only {
+            return Ok(0);
+        }
+        let now = self.clock.now_unix();
+        let jobs = self
+            .store
+            .lease(
+                &self.config.worker_id,
+                now,
+                now.saturating_add(self.config.lease_seconds),
+                self.config.batch,
+            )
+            .await?;
+        let n = jobs.len();
+        for job in jobs {
+            let id = job.id;
+            if let Err(e) = self.run_job(job).await {
+                tracing::warn!(job = id, error = %e, "job not completed; its lease will expire");
+                if let StoreError::Unavailable(_) = e {
+                    return Err(e);
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// Ticks until a tick leases nothing (at most `max_ticks` times);
+    /// returns the jobs leased in all. For tests and for draining.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn run_until_idle(&self, max_ticks: usize) -> Result<usize, StoreError> {
+        let mut total = 0;
+        for _ in 0..max_ticks {
+            let n = self.tick().await?;
+            total += n;
+            if n == 0 {
+                break;
+            }
+        }
+        Ok(total)
+    }
+
+    async fn run_job(&self, job: Job) -> Result<(), StoreError> {
+        let owner = self.config.worker_id.clone();
+        let Some(run) = self.store.get(&job.run_id).await? else {
+            return self.store.discard(job.id, &owner).await;
+        };
+        if run.status().is_terminal() {
+            return self.store.discard(job.id, &owner).await;
+        }
+        let Some(vm) = self.programs.get(&run.revision).cloned() else {
+            tracing::error!(run = %run.id, revision = %run.revision, "no Program for the run's revision; job held");
+            let later = self.clock.now_unix().saturating_add(MAX_BACKOFF_SECONDS);
+            return self.store.release(job.id, &owner, later, None).await;
+        };
+        let now = self.clock.now_unix();
+        match job.kind.clone() {
+            JobKind::Timer { at, .. } => {
+                let event = Event::TimerFired { at };
+                self.feed(run, &event, Some(job.id), |_| {}).await?;
+                Ok(())
+            }
+            JobKind::Dispatch {
+                step,
+                operation_id,
+                connection,
+                action,
+                command,
+                idempotency_key,
+                attempt,
+                resend_safe,
+            } => {
+                if !call_in(&vm, &run.state, &step, CallPhase::Dispatched, Some(attempt)) {
+                    return self.store.discard(job.id, &owner).await;
+                }
+                let answer = if job.state == JobState::Sending && !resend_safe {
+                    tracing::warn!(run = %run.id, step = %step, "interrupted dispatch found; effect unknown, never resent");
+                    Answer::Uncertain {
+                        code: INTERRUPTED.to_owned(),
+                    }
+                } else {
+                    let Some(conn) = self.connections.get(&connection) else {
+                        return self.hold_job(&job, "unknown connection").await;
+                    };
+                    self.store.mark_sending(job.id, &owner).await?;
+                    let request = DispatchRequest {
+                        operation_id,
+                        action,
+                        command,
+                        idempotency_key,
+                    };
+                    match self.adapter.dispatch(conn, &request).await {
+                        Ok(outcome) => {
+                            tracing::info!(run = %run.id, step = %step, attempt, result = %outcome.label(), "dispatched");
+                            outcome.into_answer()
+                        }
+                        Err(e) => return self.hold_job(&job, &e.to_string()).await,
+                    }
+                };
+                let event = Event::CallAnswered {
+                    step: step.clone(),
+                    answer,
+                };
+                self.feed(run, &event, Some(job.id), |l| {
+                    l.entry(step.clone()).or_default().attempts = attempt;
+                })
+                .await?;
+                Ok(())
+            }
+            JobKind::LookupReceipt {
+                step,
+                operation_id,
+                connection,
+                idempotency_key,
+                ..
+            } => {
+                if !call_in(&vm, &run.state, &step, CallPhase::LookingUpReceipt, None) {
+                    return self.store.discard(job.id, &owner).await;
+                }
+                let Some(conn) = self.connections.get(&connection) else {
+                    return self.hold_job(&job, "unknown connection").await;
+                };
+                let request = ReceiptRequest {
+                    operation_id,
+                    idempotency_key,
+                };
+                let answer = match self.adapter.lookup_receipt(conn, &request).await {
+                    Ok(o) => o.into_answer(),
+                    Err(e) => return self.hold_job(&job, &e.to_string()).await,
+                };
+                let event = Event::CallAnswered { step, answer };
+                self.feed(run, &event, Some(job.id), |_| {}).await?;
+                Ok(())
+            }
+            JobKind::Observe {
+                step,
+                connection,
+                review_request_id,
+                ..
+            } => {
+                let waiting = matches!(&run.state.pending,
+                    Some(Pending::Completion { step: s, .. }) if vm.program().step_id(&step) == Some(*s));
+                if !waiting {
+                    return self.store.discard(job.id, &owner).await;
+                }
+                let Some(conn) = self.connections.get(&connection) else {
+                    return self.hold_job(&job, "unknown connection").await;
+                };
+                let read = self.adapter.read_review(conn, &review_request_id).await;
+                let count = |l: &mut BTreeMap<String, StepLedger>| {
+                    l.entry(step.clone()).or_default().observations += 1;
+                };
+                if let Ok(ReviewState::Decided { decision }) = read {
+                    let event = Event::CompletionObserved {
+                        step: step.clone(),
+                        value: decision,
+                        at: unix_to_rfc3339(now),
+                    };
+                    self.feed(run, &event, Some(job.id), count).await?;
+                    return Ok(());
+                }
+                match &read {
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::info!(run = %run.id, step = %step, error = %e, "observation unanswered")
+                    }
+                }
+                // Still pending (or unanswered): record the observation and
+                // schedule the next one, in one step.
+                let mut ledger = run.ledger.clone();
+                count(&mut ledger);
+                let next = NewJob {
+                    kind: JobKind::Observe {
+                        step: step.clone(),
+                        connection: connection.clone(),
+                        review_request_id,
+                        last_observed_unix: Some(now),
+                    },
+                    due_unix: now.saturating_add(self.observe_interval(&connection)),
+                };
+                self.store
+                    .commit(Commit {
+                        run_id: run.id.clone(),
+                        expected_version: run.version,
+                        state: run.state.clone(),
+                        ledger,
+                        complete: Some((job.id, owner)),
+                        jobs: vec![next],
+                    })
+                    .await
+                    .map(|_| ())
+            }
+        }
+    }
+
+    /// A host fault (nothing was sent): log and try the job again later.
+    async fn hold_job(&self, job: &Job, why: &str) -> Result<(), StoreError> {
+        tracing::error!(job = job.id, run = %job.run_id, reason = why, "host fault; job retried later");
+        let later = self.clock.now_unix().saturating_add(MAX_BACKOFF_SECONDS);
+        self.store
+            .release(job.id, &self.config.worker_id, later, None)
+            .await
+    }
+
+    /// Feeds `event` to the run, commits the new state, the completed job
+    /// and the new jobs; on a version conflict re-reads the run and applies
+    /// the event again (an answer is never dropped because an operator
+    /// acted meanwhile).
+    async fn feed(
+        &self,
+        mut run: RunRecord,
+        event: &Event,
+        complete: Option<u64>,
+        ledger_update: impl Fn(&mut BTreeMap<String, StepLedger>),
+    ) -> Result<Fed, StoreError> {
+        let owner = self.config.worker_id.clone();
+        let Some(vm) = self.programs.get(&run.revision).cloned() else {
+            return Err(StoreError::NotFound);
+        };
+        let answered = matches!(event, Event::CallAnswered { .. });
+        for _ in 0..8 {
+            let resumed = match vm.resume(&run.state, event) {
+                Ok(r) => r,
+                Err(rejected) => {
+                    if let Some(job) = complete {
+                        tracing::warn!(run = %run.id, error = %rejected, "event refused by the VM; job discarded");
+                        self.store.discard(job, &owner).await?;
+                    }
+                    return Ok(Fed::Rejected(rejected));
+                }
+            };
+            let now = self.clock.now_unix();
+            let jobs = self.jobs_for(&vm, &run.start_identity, &resumed.commands, now, answered);
+            let mut ledger = run.ledger.clone();
+            ledger_update(&mut ledger);
+            let commit = Commit {
+                run_id: run.id.clone(),
+                expected_version: run.version,
+                state: resumed.state.clone(),
+                ledger: ledger.clone(),
+                complete: complete.map(|j| (j, owner.clone())),
+                jobs,
+            };
+            match self.store.commit(commit).await {
+                Ok(version) => {
+                    if resumed.status.is_terminal() {
+                        tracing::info!(run = %run.id, state = resumed.status.as_str(), "run ended");
+                    }
+                    run.state = resumed.state;
+                    run.ledger = ledger;
+                    run.version = version;
+                    return Ok(Fed::Applied(Box::new(run)));
+                }
+                Err(StoreError::Conflict) => {
+                    run = self.store.get(&run.id).await?.ok_or(StoreError::NotFound)?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(StoreError::Conflict)
+    }
+
+    fn observe_interval(&self, connection: &str) -> i64 {
+        let check = match self.connections.get(connection) {
+            Some(Connection::CaseworkReviewProducer(c)) => c.result_check_seconds,
+            _ => DEFAULT_RESULT_CHECK_SECONDS,
+        };
+        i64::try_from(check.max(self.config.observation_floor_seconds)).unwrap_or(i64::MAX)
+    }
+
+    /// The jobs for the VM's commands. `answered`: the commands follow a
+    /// product answer, so a repeated attempt waits its backoff.
+    fn jobs_for(
+        &self,
+        vm: &Vm,
+        start_identity: &str,
+        commands: &[Command],
+        now: i64,
+        answered: bool,
+    ) -> Vec<NewJob> {
+        let mut jobs = Vec::new();
+        for c in commands {
+            match c {
+                Command::ScheduleWake { at, kind } => jobs.push(NewJob {
+                    due_unix: rfc3339_to_unix(at).unwrap_or(now),
+                    kind: JobKind::Timer {
+                        at: at.clone(),
+                        wake: *kind,
+                    },
+                }),
+                Command::Dispatch {
+                    step,
+                    operation_id,
+                    connection,
+                    action,
+                    command,
+                    attempt,
+                    ..
+                } => {
+                    let descriptor = catalogue::lookup(operation_id);
+                    let keyed = descriptor.as_ref().is_some_and(|d| d.idempotency_key);
+                    let read = descriptor
+                        .as_ref()
+                        .is_some_and(|d| d.effect == Effect::Read);
+                    let delay = if answered && *attempt > 1 {
+                        backoff(*attempt)
+                    } else {
+                        0
+                    };
+                    jobs.push(NewJob {
+                        due_unix: now.saturating_add(delay),
+                        kind: JobKind::Dispatch {
+                            step: step.clone(),
+                            operation_id: operation_id.clone(),
+                            connection: connection.clone(),
+                            action: action.clone(),
+                            command: command.clone(),
+                            idempotency_key: keyed.then(|| self.key(start_identity, step)),
+                            attempt: *attempt,
+                            resend_safe: read,
+                        },
+                    });
+                }
+                Command::LookupReceipt {
+                    step,
+                    operation_id,
+                    connection,
+                    lookup,
+                    ..
+                } => {
+                    let delay = if answered && *lookup > 1 {
+                        backoff(*lookup)
+                    } else {
+                        0
+                    };
+                    jobs.push(NewJob {
+                        due_unix: now.saturating_add(delay),
+                        kind: JobKind::LookupReceipt {
+                            step: step.clone(),
+                            operation_id: operation_id.clone(),
+                            connection: connection.clone(),
+                            idempotency_key: self.key(start_identity, step),
+                            lookup: *lookup,
+                        },
+                    });
+                }
+                Command::ObserveCompletion {
+                    step,
+                    call,
+                    call_output,
+                    timeout_at,
+                    ..
+                } => {
+                    jobs.push(NewJob {
+                        due_unix: rfc3339_to_unix(timeout_at).unwrap_or(now),
+                        kind: JobKind::Timer {
+                            at: timeout_at.clone(),
+                            wake: WakeKind::Timeout,
+                        },
+                    });
+                    let program = vm.program();
+                    let connection = program
+                        .step_id(call)
+                        .and_then(|id| program.step(id))
+                        .and_then(|s| match &s.op {
+                            StepOp::Call { operation, .. } => {
+                                program.operations.get(operation.index())
+                            }
+                            _ => None,
+                        })
+                        .map(|b| b.connection.clone());
+                    let id = call_output.get("id").and_then(Value::as_str);
+                    match (connection, id) {
+                        (Some(connection), Some(id)) => jobs.push(NewJob {
+                            due_unix: now.saturating_add(self.observe_interval(&connection)),
+                            kind: JobKind::Observe {
+                                step: step.clone(),
+                                connection,
+                                review_request_id: id.to_owned(),
+                                last_observed_unix: None,
+                            },
+                        }),
+                        _ => {
+                            tracing::error!(step = %step, "cannot observe: no connection or review id; the wait runs to its timeout")
+                        }
+                    }
+                }
+                Command::Ended { .. } => {}
+            }
+        }
+        jobs
+    }
+
+    fn key(&self, start_identity: &str, step: &str) -> String {
+        self.admission_key
+            .idempotency_key(&self.config.database_id, start_identity, step)
+    }
+}
+
+/// Backoff before attempt `attempt` (≥ 2) after a retryable answer:
+/// 2, 4, 8, ... seconds, at most [`MAX_BACKOFF_SECONDS`].
+pub fn backoff(attempt: u32) -> i64 {
+    let exp = attempt.saturating_sub(1).min(20);
+    (1i64 << exp).min(MAX_BACKOFF_SECONDS)
+}
+
+fn call_in(vm: &Vm, state: &RunState, step: &str, want: CallPhase, attempt: Option<u32>) -> bool {
+    match &state.pending {
+        Some(Pending::Call {
+            step: s,
+            phase,
+            attempt: a,
+            ..
+        }) => {
+            vm.program().step_id(step) == Some(*s)
+                && *phase == want
+                && attempt.is_none_or(|want| want == *a)
+        }
+        _ => false,
+    }
+}

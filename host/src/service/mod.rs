@@ -1,0 +1,29 @@
+//! The service host (`coordinator`): ports, their in-memory
+//! implementations, and the engine that drives the VM over them.
+//!
+//! - [`clock`]: the [`Clock`] port ([`SystemClock`], [`ManualClock`]).
+//! - [`store`]: the [`RunStore`] port ([`MemoryRunStore`]); the PostgreSQL
+//!   store implements the same trait.
+//! - [`engine`]: admission, the worker step, operator actions, inspection.
+//!
+//! Products are called through [`crate::adapters::ProductAdapter`]. No HTTP
+//! server here: `server/` translates HTTP to these calls. See
+//! docs/service.md.
+
+pub mod clock;
+pub mod engine;
+pub mod store;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use engine::{
+    Action, ActionError, AdmitError, Engine, EngineConfig, EngineError, InspectedStep, Principal,
+    StartRequest,
+};
+pub use store::{
+    Admitted, Commit, Job, JobKind, JobState, MemoryRunStore, NewJob, NewRun, Owner, RunFilter,
+    RunPage, RunRecord, RunStore, StepLedger, StoreError,
+};
+
+/// The VM's run state names and effect states, re-exported for `server/`
+/// (which depends on `host/` and `api/` only).
+pub use coordinator_vm::{EffectState, RejectCode, RunStatus};

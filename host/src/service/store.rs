@@ -1,0 +1,767 @@
+//! The run store port ([`RunStore`]) and its in-memory implementation
+//! ([`MemoryRunStore`]).
+//!
+//! The port is the whole contract between the engine and durable storage:
+//! a PostgreSQL implementation (the only production store, DESIGN.md "The
+//! service") implements exactly these methods. Each method is one atomic
+//! step (one transaction). The port carries plain data; a PostgreSQL store
+//! seals `RunRecord::state` and every job's prepared command with
+//! [`crate::keys::StateKeyring`] (binding: database id, run id, purpose
+//! `state` / `command`, step) before writing, and opens them on reading.
+//!
+//! Jobs are the only way work and waits exist: a wait is a job row with a
+//! due time, never a sleeping task (DESIGN.md "The service").
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use coordinator_vm::{RunState, RunStatus, WakeKind};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Who started a run: the starting token's `iss` and `sub` (SPEC §8).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Owner {
+    /// The token's `iss`.
+    pub iss: String,
+    /// The token's `sub`.
+    pub sub: String,
+}
+
+/// Per-step counters the engine keeps beside the VM state, for inspection.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepLedger {
+    /// Dispatch attempts actually started (a job reached `sending`).
+    pub attempts: u32,
+    /// Wait-for observations made (reads of the source).
+    pub observations: u32,
+}
+
+/// A run as stored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// The run id (a UUID v4 string).
+    pub id: String,
+    /// Admission order, assigned by the store; larger is newer.
+    pub sequence: u64,
+    /// The workflow name.
+    pub workflow: String,
+    /// The revision the run is bound to forever (`sha256:<hex>`).
+    pub revision: String,
+    /// The starter.
+    pub owner: Owner,
+    /// `AdmissionKey::start_identity(iss, sub, workflow, key)` (hex).
+    pub start_identity: String,
+    /// SHA-256 (hex) of the admission request's revision and canonical input:
+    /// a repeat with another digest is a conflict.
+    pub request_digest: String,
+    /// The VM state (sealed at rest by a durable store).
+    pub state: RunState,
+    /// Per-step counters, by step name.
+    pub ledger: BTreeMap<String, StepLedger>,
+    /// Optimistic concurrency version; starts at 1, +1 on every commit.
+    pub version: u64,
+}
+
+impl RunRecord {
+    /// The run's state (`running`, `attention`, ...).
+    pub fn status(&self) -> RunStatus {
+        self.state.status
+    }
+}
+
+/// What a job does when it is due.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum JobKind {
+    /// Send one attempt of call step `step` (the VM's `Command::Dispatch`):
+    /// the prepared command, persisted before it is sent.
+    #[serde(rename_all = "camelCase")]
+    Dispatch {
+        /// The call step's name.
+        step: String,
+        /// The catalogue operation id.
+        operation_id: String,
+        /// The logical connection name.
+        connection: String,
+        /// The BReg action (invoke-action only).
+        action: Option<String>,
+        /// The frozen operation input (sealed at rest).
+        command: Value,
+        /// SPEC §5's key, for operations that carry one.
+        idempotency_key: Option<String>,
+        /// The VM's attempt number (from 1).
+        attempt: u32,
+        /// Whether a resend after an interrupted attempt is safe (reads).
+        resend_safe: bool,
+    },
+    /// Look up the receipt of step `step`'s idempotency key.
+    #[serde(rename_all = "camelCase")]
+    LookupReceipt {
+        /// The call step's name.
+        step: String,
+        /// The catalogue operation id.
+        operation_id: String,
+        /// The logical connection name.
+        connection: String,
+        /// The key of the original command.
+        idempotency_key: String,
+        /// The VM's lookup number (from 1).
+        lookup: u32,
+    },
+    /// Deliver `TimerFired { at }` (a wake, a wait-for timeout or the
+    /// deadline).
+    Timer {
+        /// The instant (RFC 3339).
+        at: String,
+        /// Why the timer exists.
+        wake: WakeKind,
+    },
+    /// Observe a Casework review for wait-for step `step`.
+    #[serde(rename_all = "camelCase")]
+    Observe {
+        /// The wait-for step's name.
+        step: String,
+        /// The Casework connection's name.
+        connection: String,
+        /// The review request id (the submit call's output `id`).
+        review_request_id: String,
+        /// Unix seconds of the last observation, if any (the floor counts
+        /// from it when a completion event brings the read forward).
+        last_observed_unix: Option<i64>,
+    },
+}
+
+/// Where a job stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum JobState {
+    /// Waiting for its due time (or for a worker).
+    Ready,
+    /// A dispatch attempt was started: the request may have been sent. A
+    /// `sending` job whose lease expired is never resent blindly: a read is
+    /// sent again, a mutation or evaluation is answered `uncertain`.
+    Sending,
+}
+
+/// A job's lease: who works on it, until when.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    /// The worker's id (unique per process).
+    pub owner: String,
+    /// Unix seconds; after it, another worker may lease the job.
+    pub expires_unix: i64,
+}
+
+/// A stored job.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    /// Store-assigned id, unique in the deployment.
+    pub id: u64,
+    /// The run the job belongs to.
+    pub run_id: String,
+    /// What to do.
+    pub kind: JobKind,
+    /// Unix seconds; the job is not leased before.
+    pub due_unix: i64,
+    /// Where it stands.
+    pub state: JobState,
+    /// The current lease, if any.
+    pub lease: Option<Lease>,
+}
+
+/// A job to create.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewJob {
+    /// What to do.
+    pub kind: JobKind,
+    /// Unix seconds.
+    pub due_unix: i64,
+}
+
+/// A run to admit with its first jobs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewRun {
+    /// The run id the engine chose.
+    pub id: String,
+    /// The workflow name.
+    pub workflow: String,
+    /// The active revision at admission.
+    pub revision: String,
+    /// The starter.
+    pub owner: Owner,
+    /// The start identity (unique per deployment).
+    pub start_identity: String,
+    /// See [`RunRecord::request_digest`].
+    pub request_digest: String,
+    /// The state `Vm::admit` returned.
+    pub state: RunState,
+    /// The jobs of the admission's commands.
+    pub jobs: Vec<NewJob>,
+}
+
+/// The result of [`RunStore::admit`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Admitted {
+    /// A new run was stored with its jobs.
+    Created(RunRecord),
+    /// The start identity exists with the same request digest: that run.
+    Existing(RunRecord),
+    /// The start identity exists with another revision or input.
+    Conflict,
+}
+
+/// One atomic step of a run: its new state, the leased job it completes,
+/// and the jobs its commands create.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Commit {
+    /// The run.
+    pub run_id: String,
+    /// The version read; the commit fails with [`StoreError::Conflict`] if
+    /// the stored version differs.
+    pub expected_version: u64,
+    /// The new state.
+    pub state: RunState,
+    /// The new ledger.
+    pub ledger: BTreeMap<String, StepLedger>,
+    /// The leased job this commit completes (deleted), with its lease owner.
+    pub complete: Option<(u64, String)>,
+    /// Jobs to create.
+    pub jobs: Vec<NewJob>,
+}
+
+/// `list` filters (SPEC §8 `GET /v1/runs`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunFilter {
+    /// Only runs of this owner (non-operators).
+    pub owner: Option<Owner>,
+    /// Only runs of these workflows (`None`: all).
+    pub workflows: Option<Vec<String>>,
+    /// Only runs in this state.
+    pub state: Option<RunStatus>,
+    /// `Some(true)`: only `attention`; `Some(false)`: all but `attention`.
+    pub attention: Option<bool>,
+    /// Page size, 1..=100 (clamped).
+    pub limit: u32,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// One page of runs, newest first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunPage {
+    /// The runs.
+    pub runs: Vec<RunRecord>,
+    /// Opaque; `None` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// Why a store operation failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreError {
+    /// The store cannot be reached (seed 000 `store-unavailable`); retry.
+    Unavailable(String),
+    /// The run's version moved since it was read (optimistic concurrency).
+    Conflict,
+    /// The job is gone or leased by another worker.
+    LeaseLost,
+    /// No such run.
+    NotFound,
+    /// A cursor the store did not write.
+    BadCursor,
+}
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreError::Unavailable(m) => write!(f, "store-unavailable: {m}"),
+            StoreError::Conflict => f.write_str("the run changed meanwhile"),
+            StoreError::LeaseLost => f.write_str("the job's lease was lost"),
+            StoreError::NotFound => f.write_str("no such run"),
+            StoreError::BadCursor => f.write_str("malformed cursor"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// The durable run store (STYLE.md "host/": a small port).
+///
+/// Every method is atomic. Unix seconds come from the engine's clock, never
+/// from the store's, so a manual clock drives leases and due times too.
+#[async_trait]
+pub trait RunStore: Send + Sync {
+    /// Admits a run and its first jobs in one step, unless its start
+    /// identity exists: then [`Admitted::Existing`] when the request digest
+    /// matches, else [`Admitted::Conflict`] (SPEC §8 `idempotency.key-reused`).
+    async fn admit(&self, run: NewRun) -> Result<Admitted, StoreError>;
+
+    /// The run with this id.
+    async fn get(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError>;
+
+    /// Runs matching `filter`, newest first (by `sequence`), at most
+    /// `filter.limit` (clamped to 1..=100), continuing after `cursor`.
+    async fn list(&self, filter: &RunFilter) -> Result<RunPage, StoreError>;
+
+    /// The run's jobs (for inspection), in id order.
+    async fn jobs(&self, run_id: &str) -> Result<Vec<Job>, StoreError>;
+
+    /// Leases up to `limit` jobs with `due_unix <= now` that have no lease
+    /// or an expired one (`expires_unix <= now`), oldest due first, for
+    /// `owner` until `lease_until`. A job is never leased by two workers at
+    /// once (PostgreSQL: `FOR UPDATE SKIP LOCKED`).
+    async fn lease(
+        &self,
+        owner: &str,
+        now: i64,
+        lease_until: i64,
+        limit: usize,
+    ) -> Result<Vec<Job>, StoreError>;
+
+    /// Marks a leased job `sending` (committed before the request leaves).
+    /// [`StoreError::LeaseLost`] unless `owner` holds its lease.
+    async fn mark_sending(&self, job_id: u64, owner: &str) -> Result<(), StoreError>;
+
+    /// Gives a leased job back: ready again, due at `due_unix`, lease
+    /// cleared (a host fault, a conflict to retry, a pending observation).
+    /// `kind`, when given, replaces the job's kind.
+    async fn release(
+        &self,
+        job_id: u64,
+        owner: &str,
+        due_unix: i64,
+        kind: Option<JobKind>,
+    ) -> Result<(), StoreError>;
+
+    /// Deletes a leased job that no longer applies (a stale timer, an
+    /// answer for a step that moved on).
+    async fn discard(&self, job_id: u64, owner: &str) -> Result<(), StoreError>;
+
+    /// Saves a run's new state and ledger, completes the leased job and adds
+    /// new jobs, atomically, if the version still equals
+    /// `expected_version` ([`StoreError::Conflict`] otherwise; nothing
+    /// changes). When the new state has ended, every other job of the run is
+    /// deleted too. Returns the new version.
+    async fn commit(&self, commit: Commit) -> Result<u64, StoreError>;
+
+    /// Brings the next observation of review request `review_request_id`
+    /// forward: every `Observe` job for it gets
+    /// `due = min(due, max(now, last_observed + floor_seconds))`. Returns
+    /// how many jobs it moved.
+    async fn bring_forward(
+        &self,
+        review_request_id: &str,
+        now: i64,
+        floor_seconds: i64,
+    ) -> Result<usize, StoreError>;
+
+    /// Whether the store answers (for `/ready`).
+    async fn ping(&self) -> Result<(), StoreError>;
+}
+
+#[derive(Default)]
+struct Memory {
+    runs: BTreeMap<String, RunRecord>,
+    by_identity: BTreeMap<String, String>,
+    jobs: BTreeMap<u64, Job>,
+    next_sequence: u64,
+    next_job: u64,
+}
+
+impl Memory {
+    fn add_jobs(&mut self, run_id: &str, jobs: Vec<NewJob>) {
+        for j in jobs {
+            self.next_job += 1;
+            self.jobs.insert(
+                self.next_job,
+                Job {
+                    id: self.next_job,
+                    run_id: run_id.to_owned(),
+                    kind: j.kind,
+                    due_unix: j.due_unix,
+                    state: JobState::Ready,
+                    lease: None,
+                },
+            );
+        }
+    }
+
+    fn leased(&mut self, job_id: u64, owner: &str) -> Result<&mut Job, StoreError> {
+        match self.jobs.get_mut(&job_id) {
+            Some(j) if j.lease.as_ref().is_some_and(|l| l.owner == owner) => Ok(j),
+            _ => Err(StoreError::LeaseLost),
+        }
+    }
+}
+
+/// An in-memory [`RunStore`] for tests and for a service started without
+/// PostgreSQL (nothing survives the process).
+#[derive(Default)]
+pub struct MemoryRunStore {
+    inner: Mutex<Memory>,
+    unavailable: std::sync::atomic::AtomicBool,
+}
+
+impl MemoryRunStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Makes every call fail with [`StoreError::Unavailable`] (tests).
+    pub fn set_unavailable(&self, unavailable: bool) {
+        self.unavailable
+            .store(unavailable, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Memory>, StoreError> {
+        if self.unavailable.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(StoreError::Unavailable("memory store switched off".into()));
+        }
+        self.inner
+            .lock()
+            .map_err(|_| StoreError::Unavailable("memory store poisoned".into()))
+    }
+}
+
+fn cursor_of(sequence: u64) -> String {
+    format!("s{sequence:x}")
+}
+
+fn parse_cursor(cursor: &str) -> Result<u64, StoreError> {
+    cursor
+        .strip_prefix('s')
+        .and_then(|h| u64::from_str_radix(h, 16).ok())
+        .ok_or(StoreError::BadCursor)
+}
+
+#[async_trait]
+impl RunStore for MemoryRunStore {
+    async fn admit(&self, run: NewRun) -> Result<Admitted, StoreError> {
+        let mut m = self.lock()?;
+        if let Some(id) = m.by_identity.get(&run.start_identity) {
+            let existing = m.runs.get(id).cloned().ok_or(StoreError::NotFound)?;
+            return Ok(if existing.request_digest == run.request_digest {
+                Admitted::Existing(existing)
+            } else {
+                Admitted::Conflict
+            });
+        }
+        m.next_sequence += 1;
+        let record = RunRecord {
+            id: run.id.clone(),
+            sequence: m.next_sequence,
+            workflow: run.workflow,
+            revision: run.revision,
+            owner: run.owner,
+            start_identity: run.start_identity.clone(),
+            request_digest: run.request_digest,
+            state: run.state,
+            ledger: BTreeMap::new(),
+            version: 1,
+        };
+        m.by_identity.insert(run.start_identity, run.id.clone());
+        m.runs.insert(run.id.clone(), record.clone());
+        if !record.state.status.is_terminal() {
+            m.add_jobs(&run.id, run.jobs);
+        }
+        Ok(Admitted::Created(record))
+    }
+
+    async fn get(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        Ok(self.lock()?.runs.get(run_id).cloned())
+    }
+
+    async fn list(&self, filter: &RunFilter) -> Result<RunPage, StoreError> {
+        let m = self.lock()?;
+        let limit = filter.limit.clamp(1, 100) as usize;
+        let before = filter.cursor.as_deref().map(parse_cursor).transpose()?;
+        let mut runs: Vec<&RunRecord> = m
+            .runs
+            .values()
+            .filter(|r| before.is_none_or(|b| r.sequence < b))
+            .filter(|r| filter.owner.as_ref().is_none_or(|o| *o == r.owner))
+            .filter(|r| {
+                filter
+                    .workflows
+                    .as_ref()
+                    .is_none_or(|w| w.contains(&r.workflow))
+            })
+            .filter(|r| filter.state.is_none_or(|s| s == r.status()))
+            .filter(|r| {
+                filter
+                    .attention
+                    .is_none_or(|a| a == (r.status() == RunStatus::Attention))
+            })
+            .collect();
+        runs.sort_by_key(|r| std::cmp::Reverse(r.sequence));
+        let more = runs.len() > limit;
+        runs.truncate(limit);
+        let next_cursor = if more {
+            runs.last().map(|r| cursor_of(r.sequence))
+        } else {
+            None
+        };
+        Ok(RunPage {
+            runs: runs.into_iter().cloned().collect(),
+            next_cursor,
+        })
+    }
+
+    async fn jobs(&self, run_id: &str) -> Result<Vec<Job>, StoreError> {
+        Ok(self
+            .lock()?
+            .jobs
+            .values()
+            .filter(|j| j.run_id == run_id)
+            .cloned()
+            .collect())
+    }
+
+    async fn lease(
+        &self,
+        owner: &str,
+        now: i64,
+        lease_until: i64,
+        limit: usize,
+    ) -> Result<Vec<Job>, StoreError> {
+        let mut m = self.lock()?;
+        let mut due: Vec<(i64, u64)> = m
+            .jobs
+            .values()
+            .filter(|j| j.due_unix <= now)
+            .filter(|j| j.lease.as_ref().is_none_or(|l| l.expires_unix <= now))
+            .map(|j| (j.due_unix, j.id))
+            .collect();
+        due.sort_unstable();
+        due.truncate(limit);
+        let mut out = Vec::with_capacity(due.len());
+        for (_, id) in due {
+            if let Some(j) = m.jobs.get_mut(&id) {
+                j.lease = Some(Lease {
+                    owner: owner.to_owned(),
+                    expires_unix: lease_until,
+                });
+                out.push(j.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    async fn mark_sending(&self, job_id: u64, owner: &str) -> Result<(), StoreError> {
+        self.lock()?.leased(job_id, owner)?.state = JobState::Sending;
+        Ok(())
+    }
+
+    async fn release(
+        &self,
+        job_id: u64,
+        owner: &str,
+        due_unix: i64,
+        kind: Option<JobKind>,
+    ) -> Result<(), StoreError> {
+        let mut m = self.lock()?;
+        let job = m.leased(job_id, owner)?;
+        job.lease = None;
+        job.state = JobState::Ready;
+        job.due_unix = due_unix;
+        if let Some(k) = kind {
+            job.kind = k;
+        }
+        Ok(())
+    }
+
+    async fn discard(&self, job_id: u64, owner: &str) -> Result<(), StoreError> {
+        let mut m = self.lock()?;
+        m.leased(job_id, owner)?;
+        m.jobs.remove(&job_id);
+        Ok(())
+    }
+
+    async fn commit(&self, commit: Commit) -> Result<u64, StoreError> {
+        let mut m = self.lock()?;
+        let version = match m.runs.get(&commit.run_id) {
+            None => return Err(StoreError::NotFound),
+            Some(r) if r.version != commit.expected_version => return Err(StoreError::Conflict),
+            Some(r) => r.version + 1,
+        };
+        if let Some((job, owner)) = &commit.complete {
+            m.leased(*job, owner)?;
+            m.jobs.remove(job);
+        }
+        let ended = commit.state.status.is_terminal();
+        if let Some(r) = m.runs.get_mut(&commit.run_id) {
+            r.state = commit.state;
+            r.ledger = commit.ledger;
+            r.version = version;
+        }
+        if ended {
+            m.jobs.retain(|_, j| j.run_id != commit.run_id);
+        } else {
+            m.add_jobs(&commit.run_id, commit.jobs);
+        }
+        Ok(version)
+    }
+
+    async fn bring_forward(
+        &self,
+        review_request_id: &str,
+        now: i64,
+        floor_seconds: i64,
+    ) -> Result<usize, StoreError> {
+        let mut m = self.lock()?;
+        let mut moved = 0;
+        for j in m.jobs.values_mut() {
+            if let JobKind::Observe {
+                review_request_id: id,
+                last_observed_unix,
+                ..
+            } = &j.kind
+            {
+                if id == review_request_id {
+                    let earliest = last_observed_unix
+                        .map(|t| t.saturating_add(floor_seconds))
+                        .unwrap_or(now)
+                        .max(now);
+                    if j.due_unix > earliest {
+                        j.due_unix = earliest;
+                        moved += 1;
+                    }
+                }
+            }
+        }
+        Ok(moved)
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.lock().map(|_| ())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+    use coordinator_vm::RunStatus;
+
+    fn state() -> RunState {
+        serde_json::from_value(serde_json::json!({
+            "status": "running", "input": {}, "admittedAt": "2026-01-01T00:00:00Z",
+            "deadlineAt": "2026-02-01T00:00:00Z", "now": "2026-01-01T00:00:00Z",
+            "elapsedSeconds": 0, "path": [], "outputs": {}, "effects": {},
+            "pending": null, "cancel": null, "outcome": null, "output": null,
+            "failure": null, "endedAt": null
+        }))
+        .expect("state")
+    }
+
+    fn new_run(id: &str, identity: &str, digest: &str) -> NewRun {
+        NewRun {
+            id: id.into(),
+            workflow: "w".into(),
+            revision: "r".into(),
+            owner: Owner {
+                iss: "i".into(),
+                sub: "s".into(),
+            },
+            start_identity: identity.into(),
+            request_digest: digest.into(),
+            state: state(),
+            jobs: vec![NewJob {
+                kind: JobKind::Timer {
+                    at: "2026-01-01T00:01:00Z".into(),
+                    wake: WakeKind::Wake,
+                },
+                due_unix: 60,
+            }],
+        }
+    }
+
+    #[tokio::test]
+    async fn admission_is_keyed_by_start_identity() {
+        let s = MemoryRunStore::new();
+        assert!(matches!(
+            s.admit(new_run("a", "id-1", "d1")).await,
+            Ok(Admitted::Created(_))
+        ));
+        assert!(matches!(
+            s.admit(new_run("b", "id-1", "d1")).await,
+            Ok(Admitted::Existing(r)) if r.id == "a"
+        ));
+        assert_eq!(
+            s.admit(new_run("c", "id-1", "d2")).await,
+            Ok(Admitted::Conflict)
+        );
+        assert_eq!(s.jobs("a").await.map(|j| j.len()), Ok(1));
+    }
+
+    #[tokio::test]
+    async fn leases_expire_and_commits_check_versions() {
+        let s = MemoryRunStore::new();
+        s.admit(new_run("a", "id-1", "d")).await.expect("admit");
+        assert!(s.lease("w1", 59, 100, 10).await.expect("lease").is_empty());
+        let jobs = s.lease("w1", 60, 100, 10).await.expect("lease");
+        assert_eq!(jobs.len(), 1);
+        let job = jobs[0].id;
+        assert!(s.lease("w2", 99, 200, 10).await.expect("lease").is_empty());
+        s.mark_sending(job, "w1").await.expect("sending");
+        assert_eq!(s.mark_sending(job, "w2").await, Err(StoreError::LeaseLost));
+        let again = s.lease("w2", 100, 200, 10).await.expect("lease");
+        assert_eq!(
+            again[0].state,
+            JobState::Sending,
+            "an expired lease comes back"
+        );
+        let commit = |v| Commit {
+            run_id: "a".into(),
+            expected_version: v,
+            state: state(),
+            ledger: BTreeMap::new(),
+            complete: Some((job, "w2".into())),
+            jobs: vec![],
+        };
+        assert_eq!(s.commit(commit(7)).await, Err(StoreError::Conflict));
+        assert_eq!(s.commit(commit(1)).await, Ok(2));
+        assert!(s.jobs("a").await.expect("jobs").is_empty());
+    }
+
+    #[tokio::test]
+    async fn bring_forward_respects_the_floor_and_lists_page() {
+        let s = MemoryRunStore::new();
+        let mut run = new_run("a", "id-1", "d");
+        run.jobs = vec![NewJob {
+            kind: JobKind::Observe {
+                step: "wait".into(),
+                connection: "review".into(),
+                review_request_id: "rr-1".into(),
+                last_observed_unix: Some(1_000),
+            },
+            due_unix: 1_900,
+        }];
+        s.admit(run).await.expect("admit");
+        assert_eq!(s.bring_forward("rr-1", 1_010, 30).await, Ok(1));
+        assert_eq!(s.jobs("a").await.expect("jobs")[0].due_unix, 1_030);
+        assert_eq!(s.bring_forward("rr-2", 1_010, 30).await, Ok(0));
+        s.admit(new_run("b", "id-2", "d")).await.expect("admit");
+        let page = s
+            .list(&RunFilter {
+                limit: 1,
+                ..RunFilter::default()
+            })
+            .await
+            .expect("list");
+        assert_eq!(page.runs[0].id, "b");
+        let rest = s
+            .list(&RunFilter {
+                limit: 1,
+                cursor: page.next_cursor,
+                state: Some(RunStatus::Running),
+                ..RunFilter::default()
+            })
+            .await
+            .expect("list");
+        assert_eq!(rest.runs[0].id, "a");
+        assert_eq!(rest.next_cursor, None);
+    }
+}

@@ -1,0 +1,267 @@
+//! Caller authentication and authorisation (SPEC §8, seed 000 "Write the
+//! runtime file"): RFC 9068 access tokens verified against the issuer's
+//! JWKS, and policies keyed by `client_id`.
+//!
+//! Token rules: header `typ` is `at+jwt` (or `application/at+jwt`); `alg`
+//! is RS256, ES256 or EdDSA (`none` and everything else refused); `kid`
+//! names a key of the issuer's JWKS (fetched from a static file, a URI or
+//! the discovery document, cached, and fetched again when a `kid` is
+//! unknown, at most once per [`REFRESH_MIN_SECONDS`]); `iss` and `aud`
+//! exact; `exp` required and in the future; `exp − iat` (or `exp − now`
+//! without `iat`) at most one hour; `sub` and `client_id` present. Token
+//! times are checked against the system clock, not the engine's clock.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use coordinator_host::runtime::config::{Authentication, Jwks, Policy};
+use coordinator_host::service::Principal;
+use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
+use serde::Deserialize;
+
+/// Longest accepted token lifetime, seconds (SPEC §8: one hour).
+pub const MAX_LIFETIME_SECONDS: u64 = 3600;
+/// Least time between two JWKS fetches caused by unknown `kid`s.
+pub const REFRESH_MIN_SECONDS: u64 = 5;
+/// Clock skew tolerated on `exp`, seconds.
+pub const LEEWAY_SECONDS: u64 = 30;
+
+/// Why a token was refused (always 401 `authentication.refused`; the
+/// reason is logged, never returned).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthError(pub String);
+
+impl std::fmt::Display for AuthError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Where the verification keys come from.
+#[derive(Clone, Debug)]
+pub enum KeySource {
+    /// A static JWKS (read from `jwks.file` at startup).
+    Static(JwkSet),
+    /// `jwks.uri`.
+    Uri(String),
+    /// The issuer's discovery document's `jwks_uri`.
+    Discovery,
+}
+
+#[derive(Deserialize)]
+struct Claims {
+    sub: String,
+    client_id: String,
+    exp: u64,
+    #[serde(default)]
+    iat: Option<u64>,
+    iss: String,
+}
+
+/// Verifies caller tokens and answers policy questions.
+pub struct Verifier {
+    issuer: String,
+    audience: String,
+    source: KeySource,
+    policies: BTreeMap<String, Policy>,
+    http: reqwest::Client,
+    cache: tokio::sync::Mutex<Option<JwkSet>>,
+    last_fetch: Mutex<Option<Instant>>,
+}
+
+/// What a policy says about one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Grant {
+    /// The action is not granted (403).
+    Denied,
+    /// Granted; `operator` sees every run.
+    Allowed {
+        /// `operator: true`.
+        operator: bool,
+    },
+}
+
+impl Verifier {
+    /// A verifier for `deployment.authentication`. A `jwks.file` must be
+    /// read by the caller into [`KeySource::Static`].
+    pub fn new(auth: &Authentication, source: KeySource) -> Verifier {
+        Verifier {
+            issuer: auth.issuer.clone(),
+            audience: auth.audience.clone(),
+            source,
+            policies: auth.policies.clone(),
+            http: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .timeout(Duration::from_secs(10))
+                .build()
+                .unwrap_or_default(),
+            cache: tokio::sync::Mutex::new(None),
+            last_fetch: Mutex::new(None),
+        }
+    }
+
+    /// The key source a runtime file's `jwks` names (reading a file now).
+    ///
+    /// # Errors
+    /// A JWKS file that cannot be read or parsed.
+    pub fn source_for(auth: &Authentication) -> Result<KeySource, String> {
+        match &auth.jwks {
+            None => Ok(KeySource::Discovery),
+            Some(Jwks::Uri(u)) => Ok(KeySource::Uri(u.clone())),
+            Some(Jwks::File(path)) => {
+                let bytes =
+                    std::fs::read(path).map_err(|e| format!("jwks file {path}: {}", e.kind()))?;
+                serde_json::from_slice(&bytes)
+                    .map(KeySource::Static)
+                    .map_err(|e| format!("jwks file {path}: {e}"))
+            }
+        }
+    }
+
+    /// Verifies `token` and returns its principal.
+    ///
+    /// # Errors
+    /// [`AuthError`] for any refusal (the server answers 401).
+    pub async fn verify(&self, token: &str) -> Result<Principal, AuthError> {
+        let header = decode_header(token).map_err(|e| AuthError(format!("header: {e}")))?;
+        let typ = header.typ.as_deref().unwrap_or("").to_ascii_lowercase();
+        if typ != "at+jwt" && typ != "application/at+jwt" {
+            return Err(AuthError("typ is not at+jwt".into()));
+        }
+        if !matches!(
+            header.alg,
+            Algorithm::RS256 | Algorithm::ES256 | Algorithm::EdDSA
+        ) {
+            return Err(AuthError(format!("alg {:?} refused", header.alg)));
+        }
+        let kid = header.kid.ok_or_else(|| AuthError("no kid".into()))?;
+        let key = self.key_for(&kid).await?;
+        let mut validation = Validation::new(header.alg);
+        validation.set_issuer(&[&self.issuer]);
+        validation.set_audience(&[&self.audience]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        validation.leeway = LEEWAY_SECONDS;
+        let data = decode::<Claims>(token, &key, &validation)
+            .map_err(|e| AuthError(format!("claims: {e}")))?;
+        let c = data.claims;
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or_default();
+        let lifetime = c.exp.saturating_sub(c.iat.unwrap_or(now));
+        if lifetime > MAX_LIFETIME_SECONDS {
+            return Err(AuthError("lifetime over one hour".into()));
+        }
+        if c.client_id.is_empty() || c.sub.is_empty() {
+            return Err(AuthError("empty sub or client_id".into()));
+        }
+        Ok(Principal {
+            iss: c.iss,
+            sub: c.sub,
+            client_id: c.client_id,
+        })
+    }
+
+    /// Whether `principal`'s policy grants `action`, for `workflow` when
+    /// given (run actions), or at all (listing).
+    pub fn grant(&self, principal: &Principal, action: &str, workflow: Option<&str>) -> Grant {
+        let Some(policy) = self.policies.get(&principal.client_id) else {
+            return Grant::Denied;
+        };
+        if !policy.actions.iter().any(|a| a == action) {
+            return Grant::Denied;
+        }
+        let in_scope = match (workflow, &policy.workflows) {
+            (Some(w), Some(ws)) => ws.iter().any(|x| x == w),
+            _ => true,
+        };
+        if in_scope {
+            Grant::Allowed {
+                operator: policy.operator,
+            }
+        } else {
+            Grant::Denied
+        }
+    }
+
+    /// The workflows `principal`'s policy scopes its run actions to
+    /// (`None`: every workflow).
+    pub fn scope(&self, principal: &Principal) -> Option<Vec<String>> {
+        self.policies
+            .get(&principal.client_id)
+            .and_then(|p| p.workflows.clone())
+    }
+
+    async fn key_for(&self, kid: &str) -> Result<DecodingKey, AuthError> {
+        let mut cache = self.cache.lock().await;
+        if let Some(k) = cache.as_ref().and_then(|s| find(s, kid)) {
+            return k;
+        }
+        if let KeySource::Static(set) = &self.source {
+            return find(set, kid).unwrap_or_else(|| Err(AuthError("unknown kid".into())));
+        }
+        let may_fetch = {
+            let mut last = self
+                .last_fetch
+                .lock()
+                .map_err(|_| AuthError("poisoned".into()))?;
+            let ok = cache.is_none()
+                || last.is_none_or(|t| t.elapsed() >= Duration::from_secs(REFRESH_MIN_SECONDS));
+            if ok {
+                *last = Some(Instant::now());
+            }
+            ok
+        };
+        if !may_fetch {
+            return Err(AuthError("unknown kid (refresh rate-limited)".into()));
+        }
+        let set = self.fetch().await?;
+        let found = find(&set, kid);
+        *cache = Some(set);
+        found.unwrap_or_else(|| Err(AuthError("unknown kid".into())))
+    }
+
+    async fn fetch(&self) -> Result<JwkSet, AuthError> {
+        let uri = match &self.source {
+            KeySource::Uri(u) => u.clone(),
+            KeySource::Discovery => {
+                let url = format!(
+                    "{}/.well-known/openid-configuration",
+                    self.issuer.trim_end_matches('/')
+                );
+                let doc: serde_json::Value = self.get_json(&url).await?;
+                doc.get("jwks_uri")
+                    .and_then(|v| v.as_str())
+                    .ok_or_else(|| AuthError("discovery has no jwks_uri".into()))?
+                    .to_owned()
+            }
+            KeySource::Static(s) => return Ok(s.clone()),
+        };
+        let set = self.get_json(&uri).await?;
+        serde_json::from_value(set).map_err(|e| AuthError(format!("jwks: {e}")))
+    }
+
+    async fn get_json(&self, url: &str) -> Result<serde_json::Value, AuthError> {
+        let r = self
+            .http
+            .get(url)
+            .send()
+            .await
+            .map_err(|e| AuthError(format!("fetch {url}: {e}")))?;
+        if !r.status().is_success() {
+            return Err(AuthError(format!("fetch {url}: {}", r.status())));
+        }
+        let bytes = r
+            .bytes()
+            .await
+            .map_err(|e| AuthError(format!("fetch {url}: {e}")))?;
+        serde_json::from_slice(&bytes).map_err(|e| AuthError(format!("fetch {url}: {e}")))
+    }
+}
+
+fn find(set: &JwkSet, kid: &str) -> Option<Result<DecodingKey, AuthError>> {
+    set.find(kid)
+        .map(|jwk| DecodingKey::from_jwk(jwk).map_err(|e| AuthError(format!("jwk: {e}"))))
+}

@@ -1,0 +1,553 @@
+//! `coordinator`: the workflow service's HTTP edge (SPEC §8).
+//!
+//! Handlers only translate HTTP ↔ domain and call the engine in
+//! `coordinator_host::service`; request and response bodies come from
+//! `coordinator_api`. [`run`] takes its listener and its shutdown signal
+//! from the caller, so tests bind port 0; [`work`] is the in-process
+//! worker loop. See docs/service.md.
+
+#![deny(clippy::unwrap_used, clippy::indexing_slicing)]
+
+pub mod auth;
+pub mod strict;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::header::{HeaderValue, AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use coordinator_api as api;
+use coordinator_host::service::{
+    Action, ActionError, AdmitError, EffectState, Engine, Principal, RunFilter, RunRecord,
+    RunStatus, StartRequest, StoreError,
+};
+use serde::Deserialize;
+
+use auth::{Grant, Verifier};
+
+/// The header Casework sends its recipient binding in (seed 000).
+pub const RECIPIENT_BINDING_HEADER: &str = "registry-recipient-binding";
+/// How long shutdown may take (seed 000: SIGTERM stops within 15 s).
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
+/// Longest accepted `Idempotency-Key`, in bytes.
+pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 255;
+
+/// The review-completion credentials: one (recipient binding, bearer
+/// token) pair per Casework connection with a `completion` block.
+#[derive(Clone, Default)]
+pub struct Completions {
+    pairs: Vec<(String, Vec<u8>)>,
+}
+
+impl std::fmt::Debug for Completions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Completions")
+            .field("bindings", &self.pairs.len())
+            .finish()
+    }
+}
+
+impl Completions {
+    /// Adds a connection's binding and its token's bytes.
+    pub fn add(&mut self, binding: &str, token: Vec<u8>) {
+        self.pairs.push((binding.to_owned(), token));
+    }
+
+    fn accepts(&self, binding: &str, token: &[u8]) -> bool {
+        self.pairs
+            .iter()
+            .any(|(b, t)| b == binding && constant_time_eq(t, token))
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    /// The engine (admission, runs, operator actions).
+    pub engine: Arc<Engine>,
+    /// Token verification and policies.
+    pub verifier: Arc<Verifier>,
+    /// Review-completion credentials.
+    pub completions: Arc<Completions>,
+}
+
+/// An error answer: an RFC 9457 problem document.
+#[derive(Debug)]
+pub struct ApiError(api::Problem);
+
+impl ApiError {
+    fn new(status: u16, code: &str, title: &str) -> Self {
+        ApiError(api::Problem::new(status, code, title, None))
+    }
+    fn detail(mut self, detail: impl Into<String>) -> Self {
+        self.0.detail = Some(detail.into());
+        self
+    }
+    fn refused() -> Self {
+        Self::new(401, "authentication.refused", "Authentication refused")
+    }
+    fn forbidden() -> Self {
+        Self::new(
+            403,
+            "authorization.refused",
+            "The policy does not grant this action",
+        )
+    }
+    fn not_found() -> Self {
+        Self::new(404, "run.not-found", "No such run")
+    }
+    fn bad_request(detail: impl Into<String>) -> Self {
+        Self::new(400, "request.invalid", "Malformed request").detail(detail)
+    }
+    fn store(e: &StoreError) -> Self {
+        match e {
+            StoreError::BadCursor => {
+                Self::bad_request("the cursor was not written by this service")
+            }
+            StoreError::NotFound => Self::not_found(),
+            other => {
+                tracing::error!(code = "store-unavailable", error = %other, "store error");
+                Self::new(503, "service.unavailable", "The store is unavailable")
+            }
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status =
+            StatusCode::from_u16(self.0.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = serde_json::to_vec(&self.0).unwrap_or_default();
+        (
+            status,
+            [(
+                CONTENT_TYPE,
+                HeaderValue::from_static("application/problem+json"),
+            )],
+            body,
+        )
+            .into_response()
+    }
+}
+
+fn json<T: serde::Serialize>(status: StatusCode, body: &T) -> Response {
+    (
+        status,
+        [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        serde_json::to_vec(body).unwrap_or_default(),
+    )
+        .into_response()
+}
+
+/// The router of SPEC §8's implemented routes.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/ready", get(ready))
+        .route("/health", get(health))
+        .route("/v1/runs", post(start).get(list))
+        .route("/v1/runs/{run}", get(status))
+        .route("/v1/runs/{run}/inspect", get(inspect))
+        .route("/v1/runs/{run}/{action}", post(recover))
+        .route("/v1/review-completions", post(review_completion))
+        .fallback(|| async { ApiError::new(404, "route.not-found", "No such route") })
+        .layer(DefaultBodyLimit::max(api::MAX_BODY_BYTES))
+        .layer(axum::middleware::map_response(no_store))
+        .with_state(state)
+}
+
+async fn no_store(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// Serves the API on `listener` until `shutdown` completes, then drains
+/// open requests (the caller bounds the drain by [`SHUTDOWN_GRACE`]).
+///
+/// # Errors
+/// The listener's I/O errors.
+pub async fn run(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// The worker loop: calls [`Engine::tick`] every `interval` (at once again
+/// while jobs keep coming) until `shutdown` says stop. A store error is
+/// logged as `store-unavailable` and the loop goes on.
+pub async fn work(
+    engine: Arc<Engine>,
+    interval: Duration,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        let busy = match engine.tick().await {
+            Ok(n) => n > 0,
+            Err(e) => {
+                tracing::error!(code = "store-unavailable", error = %e, "worker tick failed");
+                false
+            }
+        };
+        if !busy {
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => {}
+                _ = shutdown.changed() => {}
+            }
+        }
+    }
+}
+
+async fn ready(State(s): State<AppState>) -> Response {
+    match s.engine.store().ping().await {
+        Ok(()) => json(StatusCode::OK, &api::Ready { ready: true }),
+        Err(e) => {
+            tracing::warn!(code = "store-unavailable", error = %e, "not ready");
+            json(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &api::Ready { ready: false },
+            )
+        }
+    }
+}
+
+async fn health() -> Response {
+    json(StatusCode::OK, &serde_json::json!({"live": true}))
+}
+
+async fn principal(s: &AppState, headers: &HeaderMap) -> Result<Principal, ApiError> {
+    let token = bearer(headers).ok_or_else(ApiError::refused)?;
+    s.verifier.verify(token).await.map_err(|e| {
+        tracing::info!(code = "authentication.refused", reason = %e, "token refused");
+        ApiError::refused()
+    })
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let v = headers.get(AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = v.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
+        .filter(|t| !t.is_empty())
+}
+
+fn body(bytes: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    bytes.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(413, "request.too-large", "The body is larger than 64 KiB")
+        } else {
+            ApiError::bad_request("the body could not be read")
+        }
+    })
+}
+
+fn run_status(r: &RunRecord) -> api::RunStatus {
+    let st = &r.state;
+    api::RunStatus {
+        run: r.id.clone(),
+        workflow: r.workflow.clone(),
+        revision: r.revision.clone(),
+        state: st.status.as_str().to_owned(),
+        admitted_at: st.admitted_at.clone(),
+        deadline_at: st.deadline_at.clone(),
+        ended_at: st.ended_at.clone(),
+        outcome: st.outcome.clone(),
+        output: if st.status == RunStatus::Finished || st.outcome.is_some() {
+            st.output.clone()
+        } else {
+            None
+        },
+        failure: st.failure.as_ref().map(|f| f.code.as_str().to_owned()),
+        failure_path: None,
+    }
+}
+
+async fn start(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let who = principal(&s, &headers).await?;
+    let bytes = body(bytes)?;
+    let request: api::StartRun = strict::from_slice(&bytes).map_err(ApiError::bad_request)?;
+    if s.verifier.grant(&who, "start", Some(&request.workflow)) == Grant::Denied {
+        return Err(ApiError::forbidden());
+    }
+    let key = headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .filter(|k| {
+            !k.is_empty()
+                && k.len() <= MAX_IDEMPOTENCY_KEY_BYTES
+                && k.bytes().all(|b| b.is_ascii_graphic())
+        })
+        .ok_or_else(|| {
+            ApiError::new(
+                400,
+                "idempotency.key-required",
+                "Idempotency-Key is required",
+            )
+            .detail("1 to 255 visible ASCII characters")
+        })?
+        .to_owned();
+    let start = StartRequest {
+        workflow: request.workflow,
+        revision: request.revision,
+        input: request.input,
+    };
+    match s.engine.admit(&who, start, &key).await {
+        Ok((created, run)) => Ok(json(
+            if created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            },
+            &run_status(&run),
+        )),
+        Err(AdmitError::UnknownWorkflow) => Err(ApiError::new(
+            404,
+            "workflow.not-found",
+            "No package serves this workflow",
+        )),
+        Err(AdmitError::RevisionNotActive { active }) => Err(ApiError::new(
+            409,
+            "revision.not-active",
+            "The revision is not the workflow's active one",
+        )
+        .detail(format!("the active revision is {active}"))),
+        Err(AdmitError::InputRefused(m)) => {
+            Err(ApiError::new(400, "input.invalid", "The input schema refuses the input").detail(m))
+        }
+        Err(AdmitError::KeyReused) => Err(ApiError::new(
+            409,
+            "idempotency.key-reused",
+            "The key was used with another revision or input",
+        )),
+        Err(AdmitError::RecoveryOnly) => Err(ApiError::new(
+            409,
+            "admission.recovery-only",
+            "This instance runs with --recovery-only and admits no runs",
+        )),
+        Err(AdmitError::Store(e)) => Err(ApiError::store(&e)),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    workflow: Option<String>,
+    state: Option<String>,
+    attention: Option<bool>,
+    limit: Option<u32>,
+    cursor: Option<String>,
+}
+
+fn parse_state(s: &str) -> Option<RunStatus> {
+    serde_json::from_value(serde_json::Value::String(s.to_owned())).ok()
+}
+
+async fn list(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    let who = principal(&s, &headers).await?;
+    let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let Grant::Allowed { operator } = s.verifier.grant(&who, "status", None) else {
+        return Err(ApiError::forbidden());
+    };
+    let limit = q.limit.unwrap_or(api::DEFAULT_LIST_LIMIT);
+    if limit == 0 || limit > api::MAX_LIST_LIMIT {
+        return Err(ApiError::bad_request("limit must be 1..=100"));
+    }
+    let state = match q.state.as_deref() {
+        None => None,
+        Some(t) => Some(parse_state(t).ok_or_else(|| ApiError::bad_request("unknown state"))?),
+    };
+    let mut workflows = s.verifier.scope(&who);
+    if let Some(w) = q.workflow {
+        workflows = match workflows {
+            Some(ws) if !ws.contains(&w) => Some(Vec::new()),
+            _ => Some(vec![w]),
+        };
+    }
+    let filter = RunFilter {
+        owner: (!operator).then(|| who.owner()),
+        workflows,
+        state,
+        attention: q.attention,
+        limit,
+        cursor: q.cursor,
+    };
+    let page = s
+        .engine
+        .list(&filter)
+        .await
+        .map_err(|e| ApiError::store(&e))?;
+    Ok(json(
+        StatusCode::OK,
+        &api::RunList {
+            runs: page.runs.iter().map(run_status).collect(),
+            next_cursor: page.next_cursor,
+        },
+    ))
+}
+
+/// Loads a run the principal may act on with `action`: 403 when the policy
+/// lacks the action entirely, 404 when the run does not exist or is not
+/// theirs (non-operators) or outside the policy's workflows.
+async fn visible_run(
+    s: &AppState,
+    who: &Principal,
+    run_id: &str,
+    action: &str,
+) -> Result<RunRecord, ApiError> {
+    if s.verifier.grant(who, action, None) == Grant::Denied {
+        return Err(ApiError::forbidden());
+    }
+    let run = s
+        .engine
+        .get(run_id)
+        .await
+        .map_err(|e| ApiError::store(&e))?
+        .ok_or_else(ApiError::not_found)?;
+    match s.verifier.grant(who, action, Some(&run.workflow)) {
+        Grant::Allowed { operator: true } => Ok(run),
+        Grant::Allowed { operator: false } if run.owner == who.owner() => Ok(run),
+        _ => Err(ApiError::not_found()),
+    }
+}
+
+async fn status(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    Path(run): Path<String>,
+) -> Result<Response, ApiError> {
+    let who = principal(&s, &headers).await?;
+    let run = visible_run(&s, &who, &run, "status").await?;
+    Ok(json(StatusCode::OK, &run_status(&run)))
+}
+
+async fn inspect(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    Path(run): Path<String>,
+) -> Result<Response, ApiError> {
+    let who = principal(&s, &headers).await?;
+    let run = visible_run(&s, &who, &run, "inspect").await?;
+    let steps = s
+        .engine
+        .inspect(&run)
+        .await
+        .map_err(|e| ApiError::store(&e))?;
+    let body = api::Inspection {
+        status: run_status(&run),
+        steps: steps
+            .into_iter()
+            .map(|st| api::InspectedStep {
+                name: st.name,
+                kind: st.kind.to_owned(),
+                effect: st.effect.map(|e| {
+                    match e {
+                        EffectState::Accepted => "accepted",
+                        EffectState::Unknown => "unknown",
+                    }
+                    .to_owned()
+                }),
+                attempts: st.attempts,
+                due_at: st.due_at,
+                observations: st.observations,
+            })
+            .collect(),
+    };
+    Ok(json(StatusCode::OK, &body))
+}
+
+async fn recover(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    Path((run, action)): Path<(String, String)>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let (name, act) = match action.as_str() {
+        "cancel" => ("cancel", Action::Cancel),
+        "retry-same" => ("retry-same", Action::RetrySame),
+        "reconcile" => ("reconcile", Action::Reconcile),
+        _ => return Err(ApiError::new(404, "route.not-found", "No such route")),
+    };
+    let who = principal(&s, &headers).await?;
+    let bytes = body(bytes)?;
+    let recovery: api::Recovery = strict::from_slice(&bytes).map_err(ApiError::bad_request)?;
+    if recovery.reason.is_empty() || recovery.reason.len() > 256 {
+        return Err(ApiError::bad_request("reason must be 1..=256 bytes"));
+    }
+    let run = visible_run(&s, &who, &run, name).await?;
+    match s.engine.act(&run.id, act).await {
+        Ok(after) => {
+            tracing::info!(run = %after.id, action = name, reason = %recovery.reason, "recovery action");
+            Ok(json(StatusCode::OK, &run_status(&after)))
+        }
+        Err(ActionError::NotFound) => Err(ApiError::not_found()),
+        Err(ActionError::Store(e)) => Err(ApiError::store(&e)),
+        Err(ActionError::Refused(r)) => {
+            let code = match (act, r.code) {
+                (Action::Reconcile, coordinator_host::service::RejectCode::NoReceipt) => {
+                    "reconcile.unsupported"
+                }
+                (Action::Reconcile, _) => "reconcile.refused",
+                (Action::RetrySame, _) => "retry.refused",
+                (Action::Cancel, _) => "cancel.refused",
+            };
+            Err(ApiError::new(409, code, "The run cannot be recovered that way").detail(r.message))
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CompletionEvent {
+    review_request_id: String,
+}
+
+async fn review_completion(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let token = bearer(&headers).ok_or_else(ApiError::refused)?;
+    let binding = headers
+        .get(RECIPIENT_BINDING_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(ApiError::refused)?;
+    if !s.completions.accepts(binding, token.as_bytes()) {
+        return Err(ApiError::refused());
+    }
+    let bytes = body(bytes)?;
+    let event: CompletionEvent = strict::from_slice(&bytes).map_err(ApiError::bad_request)?;
+    let moved = s
+        .engine
+        .bring_forward(&event.review_request_id)
+        .await
+        .map_err(|e| ApiError::store(&e))?;
+    tracing::info!(moved, "review completion received");
+    Ok(json(StatusCode::ACCEPTED, &serde_json::json!({})))
+}

@@ -1,0 +1,809 @@
+//! The service in process: the real HTTP edge over a real socket, the
+//! engine on a manual clock and the in-memory store, the HTTP adapter
+//! against the product fakes, caller tokens from the fake issuer.
+
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use coordinator::auth::{KeySource, Verifier};
+use coordinator::{AppState, Completions};
+use coordinator_fakes::{
+    FakeBreg, FakeCasework, FakeIssuer, FakeMessaging, Flaw, KeyKind, Mint, Reply, TestKey,
+};
+use coordinator_host::adapters::{HttpAdapter, MemorySecrets};
+use coordinator_host::keys::AdmissionKey;
+use coordinator_host::runtime::config::{
+    Authentication, Authorization, BregConnection, CaseworkConnection, Connection, PlainConnection,
+    Policy, ReviewCompletion, SecretRef,
+};
+use coordinator_host::service::{
+    Clock, Engine, EngineConfig, ManualClock, MemoryRunStore, RunStore,
+};
+use coordinator_ir::Definition;
+use serde_json::{json, Value};
+
+const AUDIENCE: &str = "registry-coordinator";
+const PRODUCER: &str = "producer-app";
+const OTHER: &str = "other-app";
+const OPERATOR: &str = "ops-console";
+const BINDING: &str = "coordinator-v1";
+const COMPLETION_TOKEN: &str = "completion-token-0123456789";
+const START: &str = "2026-03-02T09:00:00Z";
+
+fn definition(example: &str) -> Definition {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(example);
+    let compiled = coordinator_compiler::compile_project(&dir, example);
+    assert!(!compiled.has_errors(), "{:?}", compiled.diagnostics);
+    Definition::new(compiled.program.unwrap())
+}
+
+struct Env {
+    issuer: FakeIssuer,
+    casework: FakeCasework,
+    messaging: FakeMessaging,
+    breg: FakeBreg,
+    clock: ManualClock,
+    store: Arc<MemoryRunStore>,
+    engine: Arc<Engine>,
+    secrets: MemorySecrets,
+    connections: BTreeMap<String, Connection>,
+    definitions: Vec<Definition>,
+    base: String,
+    http: reqwest::Client,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+fn auth(issuer: &FakeIssuer, name: &str) -> Authorization {
+    Authorization {
+        token_endpoint: issuer.token_endpoint(),
+        client_id: format!("coordinator-{name}"),
+        signing_key_ref: SecretRef(format!("secret:file/{name}-key")),
+        scopes: vec![],
+        resource: None,
+    }
+}
+
+impl Env {
+    async fn new() -> Env {
+        let issuer = FakeIssuer::start().await.unwrap();
+        let casework = FakeCasework::start().await.unwrap();
+        let messaging = FakeMessaging::start().await.unwrap();
+        let breg = FakeBreg::start().await.unwrap();
+        let mut secrets = MemorySecrets::new();
+        for (name, kind) in [
+            ("review", KeyKind::Es256),
+            ("notices", KeyKind::EdDsa),
+            ("applications", KeyKind::Rs256),
+        ] {
+            let key = TestKey::generate(kind, &format!("{name}-kid"));
+            issuer.register_client(&format!("coordinator-{name}"), key.public_jwk.clone(), None);
+            secrets.insert(
+                &format!("secret:file/{name}-key"),
+                key.private_jwk_text().into_bytes(),
+            );
+        }
+        let check = issuer.token_check();
+        for f in [casework.fake(), messaging.fake(), breg.fake()] {
+            f.require_bearer(check.clone());
+        }
+        let mut connections = BTreeMap::new();
+        connections.insert(
+            "review".to_owned(),
+            Connection::CaseworkReviewProducer(CaseworkConnection {
+                base_url: casework.base_url().to_owned(),
+                profile: Some("application-review".into()),
+                producer: "coordinator".into(),
+                authorization: auth(&issuer, "review"),
+                completion: Some(ReviewCompletion {
+                    recipient_binding: BINDING.into(),
+                    bearer_token_ref: SecretRef("secret:file/review-completion-token".into()),
+                }),
+                result_check_seconds: 900,
+                request_timeout_milliseconds: Some(10_000),
+            }),
+        );
+        connections.insert(
+            "notices".to_owned(),
+            Connection::Messaging(PlainConnection {
+                base_url: messaging.base_url().to_owned(),
+                authorization: auth(&issuer, "notices"),
+                request_timeout_milliseconds: Some(5_000),
+            }),
+        );
+        connections.insert(
+            "applications".to_owned(),
+            Connection::Breg(BregConnection {
+                base_url: breg.base_url().to_owned(),
+                profile: "follow-up-reader".into(),
+                authorization: auth(&issuer, "applications"),
+                request_timeout_milliseconds: Some(5_000),
+            }),
+        );
+        let clock = ManualClock::at(START);
+        let store = Arc::new(MemoryRunStore::new());
+        let definitions = vec![
+            definition("reviewed-notice"),
+            definition("delayed-follow-up"),
+        ];
+        let mut env = Env {
+            engine: Arc::new(build_engine(
+                "worker-1",
+                &store,
+                &clock,
+                &secrets,
+                &connections,
+                &definitions,
+            )),
+            issuer,
+            casework,
+            messaging,
+            breg,
+            clock,
+            store,
+            secrets,
+            connections,
+            definitions,
+            base: String::new(),
+            http: reqwest::Client::new(),
+            _stop: tokio::sync::oneshot::channel().0,
+        };
+        env.serve().await;
+        env
+    }
+
+    fn policies() -> BTreeMap<String, Policy> {
+        let producer = Policy {
+            workflows: Some(vec!["reviewed-notice".into(), "follow-up".into()]),
+            actions: vec!["start".into(), "status".into(), "inspect".into()],
+            operator: false,
+        };
+        let mut p = BTreeMap::new();
+        p.insert(PRODUCER.to_owned(), producer.clone());
+        p.insert(OTHER.to_owned(), producer);
+        p.insert(
+            OPERATOR.to_owned(),
+            Policy {
+                workflows: None,
+                actions: ["status", "inspect", "cancel", "retry-same", "reconcile"]
+                    .map(String::from)
+                    .to_vec(),
+                operator: true,
+            },
+        );
+        p
+    }
+
+    async fn serve(&mut self) {
+        let authentication = Authentication {
+            issuer: self.issuer.issuer().to_owned(),
+            audience: AUDIENCE.into(),
+            jwks: None,
+            policies: Self::policies(),
+        };
+        let mut completions = Completions::default();
+        completions.add(BINDING, COMPLETION_TOKEN.as_bytes().to_vec());
+        let state = AppState {
+            engine: self.engine.clone(),
+            verifier: Arc::new(Verifier::new(&authentication, KeySource::Discovery)),
+            completions: Arc::new(completions),
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        self.base = format!("http://{}", listener.local_addr().unwrap());
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        self._stop = tx;
+        tokio::spawn(coordinator::run(listener, state, async move {
+            let _ = rx.await;
+        }));
+    }
+
+    fn token(&self, client: &str) -> String {
+        self.issuer.mint(&Mint::new(client, AUDIENCE))
+    }
+
+    fn revision(&self, workflow: &str) -> String {
+        self.engine.active_revisions()[workflow].clone()
+    }
+
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        token: Option<&str>,
+        key: Option<&str>,
+        body: Option<String>,
+    ) -> (u16, reqwest::header::HeaderMap, Value) {
+        let mut r = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        if let Some(k) = key {
+            r = r.header("idempotency-key", k);
+        }
+        if let Some(b) = body {
+            r = r.header("content-type", "application/json").body(b);
+        }
+        let resp = r.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let text = resp.text().await.unwrap();
+        (
+            status,
+            headers,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
+    async fn start(&self, client: &str, key: &str, workflow: &str, input: Value) -> (u16, Value) {
+        let body =
+            json!({"workflow": workflow, "revision": self.revision(workflow), "input": input});
+        let (s, _, v) = self
+            .send(
+                reqwest::Method::POST,
+                "/v1/runs",
+                Some(&self.token(client)),
+                Some(key),
+                Some(body.to_string()),
+            )
+            .await;
+        (s, v)
+    }
+
+    async fn get(&self, client: &str, path: &str) -> (u16, Value) {
+        let (s, _, v) = self
+            .send(
+                reqwest::Method::GET,
+                path,
+                Some(&self.token(client)),
+                None,
+                None,
+            )
+            .await;
+        (s, v)
+    }
+
+    async fn idle(&self) {
+        self.engine.run_until_idle(50).await.unwrap();
+    }
+
+    fn review_id(&self) -> String {
+        let reqs = self.casework.review_requests();
+        assert_eq!(reqs.len(), 1, "one review request");
+        reqs[0]["id"].as_str().unwrap().to_owned()
+    }
+}
+
+fn build_engine(
+    worker: &str,
+    store: &Arc<MemoryRunStore>,
+    clock: &ManualClock,
+    secrets: &MemorySecrets,
+    connections: &BTreeMap<String, Connection>,
+    definitions: &[Definition],
+) -> Engine {
+    let adapter = HttpAdapter::new(Arc::new(secrets.clone())).unwrap();
+    Engine::new(
+        EngineConfig::new("db-test-1", worker),
+        store.clone() as Arc<dyn RunStore>,
+        Arc::new(clock.clone()),
+        Arc::new(adapter),
+        AdmissionKey::new(&[7u8; 32]).unwrap(),
+        connections.clone(),
+        definitions,
+    )
+    .unwrap()
+}
+
+fn review_input() -> Value {
+    json!({"applicationId": "app-1", "applicantEmail": "applicant@example.org"})
+}
+
+fn effect(inspection: &Value, step: &str) -> Value {
+    inspection["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == step)
+        .unwrap_or_else(|| panic!("step {step} in {inspection}"))["effect"]
+        .clone()
+}
+
+#[tokio::test]
+async fn reviewed_notice_finishes_after_a_completion_event() {
+    let env = Env::new().await;
+    let (status, run) = env
+        .start(PRODUCER, "k-1", "reviewed-notice", review_input())
+        .await;
+    assert_eq!(status, 201, "{run}");
+    let id = run["run"].as_str().unwrap().to_owned();
+    env.idle().await;
+    let review = env.review_id();
+    let submitted = &env.casework.review_requests()[0];
+    assert_eq!(submitted["producer"], "coordinator");
+    assert_eq!(submitted["summary"]["applicationId"], "app-1");
+
+    env.clock.advance(120);
+    assert!(env
+        .casework
+        .decide(&review, "approved", &env.clock.now_rfc3339(), None));
+    let url = format!("{}/v1/review-completions", env.base);
+    let (s, _) = FakeCasework::post_completion(&url, COMPLETION_TOKEN, BINDING, &review)
+        .await
+        .unwrap();
+    assert_eq!(s, 202);
+    env.idle().await;
+
+    let (s, status) = env.get(PRODUCER, &format!("/v1/runs/{id}")).await;
+    assert_eq!(s, 200);
+    assert_eq!(status["state"], "finished", "{status}");
+    assert_eq!(status["outcome"], "approval-notice-sent");
+    let messages = env.messaging.messages();
+    assert_eq!(messages.len(), 1);
+    assert!(status["output"]["messageId"].is_string(), "{status}");
+    assert_eq!(messages[0]["to"]["email"], "applicant@example.org");
+
+    let (s, inspection) = env.get(PRODUCER, &format!("/v1/runs/{id}/inspect")).await;
+    assert_eq!(s, 200);
+    assert_eq!(effect(&inspection, "submit-review"), "accepted");
+    assert_eq!(effect(&inspection, "send-notice"), "accepted");
+    let names: Vec<&str> = inspection["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "submit-review",
+            "await-decision",
+            "route-decision",
+            "send-notice",
+            "notice-sent"
+        ]
+    );
+    let text = inspection.to_string();
+    assert!(
+        !text.contains("applicant@example.org"),
+        "inspection leaks input"
+    );
+}
+
+#[tokio::test]
+async fn reviewed_notice_finishes_by_periodic_read_without_an_event() {
+    let env = Env::new().await;
+    let (_, run) = env
+        .start(PRODUCER, "k-2", "reviewed-notice", review_input())
+        .await;
+    let id = run["run"].as_str().unwrap().to_owned();
+    env.idle().await;
+    let review = env.review_id();
+    let reads = || {
+        env.casework
+            .fake()
+            .requests_to(&format!("/v1/review-requests/{review}"))
+            .len()
+    };
+
+    env.clock.advance(899);
+    env.idle().await;
+    assert_eq!(reads(), 0, "no read before resultCheckSeconds");
+    env.clock.advance(1);
+    env.idle().await;
+    assert_eq!(reads(), 1, "first periodic read");
+
+    assert!(env
+        .casework
+        .decide(&review, "approved", &env.clock.now_rfc3339(), None));
+    env.clock.advance(900);
+    env.idle().await;
+    assert_eq!(reads(), 2);
+
+    let (_, inspection) = env.get(PRODUCER, &format!("/v1/runs/{id}/inspect")).await;
+    assert_eq!(inspection["status"]["state"], "finished", "{inspection}");
+    assert_eq!(inspection["status"]["outcome"], "approval-notice-sent");
+    let wait = inspection["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "await-decision")
+        .unwrap()
+        .clone();
+    assert_eq!(wait["observations"], 2);
+    assert_eq!(env.messaging.messages().len(), 1);
+}
+
+#[tokio::test]
+async fn reviewed_notice_times_out_and_withdraws() {
+    let env = Env::new().await;
+    let (_, run) = env
+        .start(PRODUCER, "k-3", "reviewed-notice", review_input())
+        .await;
+    let id = run["run"].as_str().unwrap().to_owned();
+    env.idle().await;
+    let review = env.review_id();
+
+    let (_, inspection) = env.get(PRODUCER, &format!("/v1/runs/{id}/inspect")).await;
+    let wait = inspection["steps"][1].clone();
+    assert_eq!(wait["name"], "await-decision");
+    assert_eq!(wait["dueAt"], "2026-03-09T09:00:00Z", "{inspection}");
+
+    // Seven days in one jump: the due read comes first, then the timeout.
+    env.clock.advance(604_800);
+    env.idle().await;
+    let (_, status) = env.get(PRODUCER, &format!("/v1/runs/{id}")).await;
+    assert_eq!(status["state"], "finished", "{status}");
+    assert_eq!(status["outcome"], "review-timed-out");
+    assert_eq!(env.casework.review_requests()[0]["status"], "withdrawn");
+    assert_eq!(
+        env.casework
+            .fake()
+            .requests_to(&format!("/v1/review-requests/{review}/withdraw"))
+            .len(),
+        1
+    );
+    assert!(env.messaging.messages().is_empty());
+}
+
+#[tokio::test]
+async fn delayed_follow_up_finishes_after_send_after() {
+    let env = Env::new().await;
+    env.breg.put_record(
+        "applications",
+        "app-9",
+        "r1",
+        json!({"noticeAllowed": true, "applicantEmail": "applicant@example.org"}),
+    );
+    let send_after = "2026-03-05T09:00:00Z";
+    let (s, run) = env
+        .start(
+            PRODUCER,
+            "k-4",
+            "follow-up",
+            json!({"applicationId": "app-9", "sendAfter": send_after}),
+        )
+        .await;
+    assert_eq!(s, 201, "{run}");
+    let id = run["run"].as_str().unwrap().to_owned();
+    env.idle().await;
+    env.clock.advance(3 * 86_400 - 1);
+    env.idle().await;
+    assert!(
+        env.breg.fake().requests().is_empty(),
+        "nothing before sendAfter"
+    );
+    let (_, status) = env.get(PRODUCER, &format!("/v1/runs/{id}")).await;
+    assert_eq!(status["state"], "running");
+
+    env.clock.advance(1);
+    env.idle().await;
+    let (_, status) = env.get(PRODUCER, &format!("/v1/runs/{id}")).await;
+    assert_eq!(status["state"], "finished", "{status}");
+    assert_eq!(status["outcome"], "message-accepted");
+    assert!(status["endedAt"].as_str().unwrap() >= send_after);
+    assert_eq!(env.messaging.messages().len(), 1);
+}
+
+#[tokio::test]
+async fn interrupted_mutation_is_unknown_and_never_resent() {
+    let env = Env::new().await;
+    env.casework
+        .fake()
+        .script("/v1/review-requests", [Reply::Hang]);
+    let (_, run) = env
+        .start(PRODUCER, "k-5", "reviewed-notice", review_input())
+        .await;
+    let id = run["run"].as_str().unwrap().to_owned();
+
+    // Worker 1 sends the request, and "crashes" while the fake holds it.
+    let engine = env.engine.clone();
+    let worker = tokio::spawn(async move { engine.tick().await });
+    let sent = || env.casework.fake().requests_to("/v1/review-requests").len();
+    for _ in 0..200 {
+        if sent() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(sent(), 1);
+    worker.abort();
+    let _ = worker.await;
+
+    // Worker 2 on the same store finds the job `sending` once the lease
+    // expired.
+    let engine2 = build_engine(
+        "worker-2",
+        &env.store,
+        &env.clock,
+        &env.secrets,
+        &env.connections,
+        &env.definitions,
+    );
+    engine2.run_until_idle(10).await.unwrap();
+    let (_, status) = env.get(PRODUCER, &format!("/v1/runs/{id}")).await;
+    assert_eq!(status["state"], "running", "lease not expired yet");
+    env.clock.advance(331);
+    engine2.run_until_idle(10).await.unwrap();
+
+    let (_, inspection) = env.get(PRODUCER, &format!("/v1/runs/{id}/inspect")).await;
+    assert_eq!(inspection["status"]["state"], "attention", "{inspection}");
+    assert_eq!(effect(&inspection, "submit-review"), "unknown");
+    env.clock.advance(86_400);
+    engine2.run_until_idle(10).await.unwrap();
+    assert_eq!(sent(), 1, "the mutation was never resent");
+
+    // The operator sees it in the attention list; reconcile is unsupported
+    // for Casework (no receipts).
+    let (s, list) = env.get(OPERATOR, "/v1/runs?attention=true").await;
+    assert_eq!(s, 200);
+    assert_eq!(list["runs"][0]["run"], id.as_str());
+    let (s, _, problem) = env
+        .send(
+            reqwest::Method::POST,
+            &format!("/v1/runs/{id}/reconcile"),
+            Some(&env.token(OPERATOR)),
+            None,
+            Some(json!({"reason": "incident-1"}).to_string()),
+        )
+        .await;
+    assert_eq!(s, 409);
+    assert_eq!(problem["code"], "reconcile.unsupported");
+}
+
+#[tokio::test]
+async fn bad_tokens_are_refused_with_401() {
+    let env = Env::new().await;
+    for flaw in [
+        Flaw::Expired,
+        Flaw::WrongTyp,
+        Flaw::WrongIssuer,
+        Flaw::WrongAudience,
+        Flaw::UnknownKid,
+        Flaw::AlgNone,
+    ] {
+        let mut mint = Mint::new(PRODUCER, AUDIENCE);
+        mint.flaw = Some(flaw);
+        let token = env.issuer.mint(&mint);
+        let (s, headers, body) = env
+            .send(reqwest::Method::GET, "/v1/runs", Some(&token), None, None)
+            .await;
+        assert_eq!(s, 401, "{flaw:?}");
+        assert_eq!(body["code"], "authentication.refused", "{flaw:?}");
+        assert_eq!(headers["content-type"], "application/problem+json");
+    }
+    let mut long = Mint::new(PRODUCER, AUDIENCE);
+    long.lifetime_seconds = 7200;
+    let (s, _, _) = env
+        .send(
+            reqwest::Method::GET,
+            "/v1/runs",
+            Some(&env.issuer.mint(&long)),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(s, 401, "lifetime over an hour");
+    let (s, _, _) = env
+        .send(reqwest::Method::GET, "/v1/runs", None, None, None)
+        .await;
+    assert_eq!(s, 401);
+    let mut rsa = Mint::new(PRODUCER, AUDIENCE);
+    rsa.kind = KeyKind::Rs256;
+    let (s, _, _) = env
+        .send(
+            reqwest::Method::GET,
+            "/v1/runs",
+            Some(&env.issuer.mint(&rsa)),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(s, 200, "a good RS256 token");
+    // A completion with the wrong token or binding.
+    let url = format!("{}/v1/review-completions", env.base);
+    let (s, body) = FakeCasework::post_completion(&url, "wrong", BINDING, "x")
+        .await
+        .unwrap();
+    assert_eq!(s, 401, "{body}");
+    let (s, _) = FakeCasework::post_completion(&url, COMPLETION_TOKEN, "other", "x")
+        .await
+        .unwrap();
+    assert_eq!(s, 401);
+}
+
+#[tokio::test]
+async fn policies_and_ownership() {
+    let env = Env::new().await;
+    let (_, run) = env
+        .start(PRODUCER, "k-6", "reviewed-notice", review_input())
+        .await;
+    let id = run["run"].as_str().unwrap().to_owned();
+    let (s, _, problem) = env
+        .send(
+            reqwest::Method::POST,
+            &format!("/v1/runs/{id}/cancel"),
+            Some(&env.token(PRODUCER)),
+            None,
+            Some(json!({"reason": "r-1"}).to_string()),
+        )
+        .await;
+    assert_eq!(s, 403, "{problem}");
+    let (s, _) = env.get(OTHER, &format!("/v1/runs/{id}")).await;
+    assert_eq!(s, 404);
+    let (_, list) = env.get(OTHER, "/v1/runs").await;
+    assert!(list["runs"].as_array().unwrap().is_empty());
+    let (s, _) = env.get(OPERATOR, &format!("/v1/runs/{id}")).await;
+    assert_eq!(s, 200);
+    let (s, _) = env.get("unknown-client", "/v1/runs").await;
+    assert_eq!(s, 403);
+
+    // The operator cancels while the review waits: onCancel withdraws.
+    env.idle().await;
+    let (s, _, after) = env
+        .send(
+            reqwest::Method::POST,
+            &format!("/v1/runs/{id}/cancel"),
+            Some(&env.token(OPERATOR)),
+            None,
+            Some(json!({"reason": "r-1"}).to_string()),
+        )
+        .await;
+    assert_eq!(s, 200, "{after}");
+    env.idle().await;
+    let (_, status) = env.get(PRODUCER, &format!("/v1/runs/{id}")).await;
+    assert_eq!(status["state"], "cancelled", "{status}");
+    assert_eq!(status["outcome"], "review-withdrawn");
+    assert_eq!(env.casework.review_requests()[0]["status"], "withdrawn");
+}
+
+#[tokio::test]
+async fn admission_is_idempotent_and_strict() {
+    let env = Env::new().await;
+    let (s, first) = env
+        .start(PRODUCER, "k-7", "reviewed-notice", review_input())
+        .await;
+    assert_eq!(s, 201);
+    let (s, again) = env
+        .start(PRODUCER, "k-7", "reviewed-notice", review_input())
+        .await;
+    assert_eq!(s, 200);
+    assert_eq!(first["run"], again["run"]);
+    let (s, other) = env
+        .start(OTHER, "k-7", "reviewed-notice", review_input())
+        .await;
+    assert_eq!(s, 201, "the key is per caller");
+    assert_ne!(other["run"], first["run"]);
+    let (s, problem) = env
+        .start(
+            PRODUCER,
+            "k-7",
+            "reviewed-notice",
+            json!({"applicationId": "app-2", "applicantEmail": "applicant@example.org"}),
+        )
+        .await;
+    assert_eq!(s, 409);
+    assert_eq!(problem["code"], "idempotency.key-reused");
+
+    let token = env.token(PRODUCER);
+    let post = |body: String, key: Option<&'static str>| {
+        let token = token.clone();
+        let env = &env;
+        async move {
+            env.send(
+                reqwest::Method::POST,
+                "/v1/runs",
+                Some(&token),
+                key,
+                Some(body),
+            )
+            .await
+        }
+    };
+    let stale = json!({"workflow": "reviewed-notice", "revision": format!("sha256:{}", "0".repeat(64)), "input": review_input()});
+    let (s, headers, problem) = post(stale.to_string(), Some("k-8")).await;
+    assert_eq!(s, 409);
+    assert_eq!(problem["code"], "revision.not-active");
+    assert_eq!(headers["cache-control"], "no-store");
+    let bad = json!({"workflow": "reviewed-notice", "revision": env.revision("reviewed-notice"), "input": {"applicationId": ""}});
+    let (s, _, problem) = post(bad.to_string(), Some("k-9")).await;
+    assert_eq!(s, 400);
+    assert_eq!(problem["code"], "input.invalid");
+    let dup = format!(
+        r#"{{"workflow":"reviewed-notice","revision":"{}","input":{{"applicationId":"a","applicationId":"b","applicantEmail":"x@example.org"}}}}"#,
+        env.revision("reviewed-notice")
+    );
+    let (s, _, problem) = post(dup, Some("k-10")).await;
+    assert_eq!(s, 400);
+    assert_eq!(problem["code"], "request.invalid");
+    let (s, _, problem) = post(stale.to_string(), None).await;
+    assert_eq!(s, 400);
+    assert_eq!(problem["code"], "idempotency.key-required");
+    let big = json!({"workflow": "reviewed-notice", "revision": "x", "input": {"pad": "a".repeat(70_000)}});
+    let (s, _, problem) = post(big.to_string(), Some("k-11")).await;
+    assert_eq!(s, 413, "{problem}");
+
+    // Listing: newest first, pages with a cursor.
+    let (s, second) = env
+        .start(PRODUCER, "k-12", "reviewed-notice", review_input())
+        .await;
+    assert_eq!(s, 201);
+    let (_, page) = env.get(PRODUCER, "/v1/runs?limit=1").await;
+    assert_eq!(page["runs"].as_array().unwrap().len(), 1);
+    let cursor = page["nextCursor"].as_str().unwrap().to_owned();
+    assert_eq!(page["runs"][0]["run"], second["run"], "newest first");
+    let (_, page2) = env
+        .get(PRODUCER, &format!("/v1/runs?limit=1&cursor={cursor}"))
+        .await;
+    assert_eq!(page2["runs"][0]["run"], first["run"]);
+    assert!(page2["nextCursor"].is_null());
+    let (s, _) = env.get(PRODUCER, "/v1/runs?limit=101").await;
+    assert_eq!(s, 400);
+}
+
+#[tokio::test]
+async fn ready_and_health() {
+    let env = Env::new().await;
+    let (s, _, body) = env
+        .send(reqwest::Method::GET, "/ready", None, None, None)
+        .await;
+    assert_eq!((s, body), (200, json!({"ready": true})));
+    env.store.set_unavailable(true);
+    let (s, _, body) = env
+        .send(reqwest::Method::GET, "/ready", None, None, None)
+        .await;
+    assert_eq!((s, body), (503, json!({"ready": false})));
+    env.store.set_unavailable(false);
+    let (s, _, _) = env
+        .send(reqwest::Method::GET, "/health", None, None, None)
+        .await;
+    assert_eq!(s, 200);
+}
+
+#[tokio::test]
+async fn retryable_answers_are_resent_with_the_same_key_after_backoff() {
+    let env = Env::new().await;
+    env.messaging
+        .fake()
+        .script("/v1/messages", [Reply::Retryable, Reply::Normal]);
+    env.breg.put_record(
+        "applications",
+        "app-3",
+        "r1",
+        json!({"noticeAllowed": true, "applicantEmail": "applicant@example.org"}),
+    );
+    let (_, run) = env
+        .start(
+            PRODUCER,
+            "k-13",
+            "follow-up",
+            json!({"applicationId": "app-3", "sendAfter": "2020-01-01T00:00:00Z"}),
+        )
+        .await;
+    let id = run["run"].as_str().unwrap().to_owned();
+    env.idle().await;
+    let sent = env.messaging.fake().requests_to("/v1/messages");
+    assert_eq!(sent.len(), 1, "the retry waits for its backoff");
+    env.clock.advance(2);
+    env.idle().await;
+    let sent = env.messaging.fake().requests_to("/v1/messages");
+    assert_eq!(sent.len(), 2);
+    let key = sent[0].header("idempotency-key").unwrap().to_owned();
+    assert_eq!(sent[1].header("idempotency-key"), Some(key.as_str()));
+    assert_eq!(sent[0].body, sent[1].body, "the same bytes");
+    let (_, inspection) = env.get(PRODUCER, &format!("/v1/runs/{id}/inspect")).await;
+    assert_eq!(inspection["status"]["state"], "finished", "{inspection}");
+    let notify = inspection["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "notify")
+        .unwrap()
+        .clone();
+    assert_eq!(notify["attempts"], 2);
+    assert_eq!(notify["effect"], "accepted");
+}
