@@ -103,21 +103,29 @@ pub enum SecretError {
 }
 
 impl SecretError {
-    /// The stable code without the CLI's `coordinator.` prefix:
-    /// `secret.reference`, `secret.provider-disabled`, `secret.unavailable`,
-    /// `secret.not-regular-file`, `secret.permissions`, `secret.owner`,
-    /// `secret.content`, `secret.key-length`.
-    pub fn code(&self) -> &'static str {
+    /// The code as `coordinatorctl` prints it: `coordinator.secret.reference`,
+    /// `coordinator.secret.provider-disabled`, `coordinator.secret.unavailable`,
+    /// `coordinator.secret.not-regular-file`, `coordinator.secret.permissions`,
+    /// `coordinator.secret.owner`, `coordinator.secret.content`,
+    /// `coordinator.secret.key-length`.
+    pub fn cli_code(&self) -> &'static str {
         match self {
-            SecretError::Reference => "secret.reference",
-            SecretError::ProviderDisabled { .. } => "secret.provider-disabled",
-            SecretError::Unavailable { .. } => "secret.unavailable",
-            SecretError::NotRegularFile { .. } => "secret.not-regular-file",
-            SecretError::Permissions { .. } => "secret.permissions",
-            SecretError::Owner { .. } => "secret.owner",
-            SecretError::Content { .. } => "secret.content",
-            SecretError::Key { .. } => "secret.key-length",
+            SecretError::Reference => "coordinator.secret.reference",
+            SecretError::ProviderDisabled { .. } => "coordinator.secret.provider-disabled",
+            SecretError::Unavailable { .. } => "coordinator.secret.unavailable",
+            SecretError::NotRegularFile { .. } => "coordinator.secret.not-regular-file",
+            SecretError::Permissions { .. } => "coordinator.secret.permissions",
+            SecretError::Owner { .. } => "coordinator.secret.owner",
+            SecretError::Content { .. } => "coordinator.secret.content",
+            SecretError::Key { .. } => "coordinator.secret.key-length",
         }
+    }
+
+    /// The stable code without the CLI's `coordinator.` prefix
+    /// (`secret.reference`, ...; see [`SecretError::cli_code`]).
+    pub fn code(&self) -> &'static str {
+        let code = self.cli_code();
+        code.strip_prefix("coordinator.").unwrap_or(code)
     }
 
     /// Whether the secret could not be read at all (the CLI exits 3), as

@@ -177,7 +177,7 @@ async fn run_async(which: Which, config: &RuntimeConfig, remove: &[String], form
                 Ok(j) => j,
                 Err(e) => {
                     let err = StoreError::unavailable(
-                        "audit.unavailable",
+                        "coordinator.audit.unavailable",
                         format!(
                             "cannot create this process's audit journal next to {}: {e}",
                             deployment.audit_file

@@ -92,11 +92,11 @@ pub fn run(directory: &Path) -> u8 {
     // Only a directory this call created is ever removed again.
     if let Err(e) = std::fs::create_dir(directory) {
         let (code, exit) = if e.kind() == std::io::ErrorKind::AlreadyExists {
-            ("exists", EXIT_REFUSED)
+            ("coordinator.init.exists", EXIT_REFUSED)
         } else {
-            ("write", EXIT_UNAVAILABLE)
+            ("coordinator.init.write", EXIT_UNAVAILABLE)
         };
-        eprintln!("error[coordinator.init.{code}] {shown}\n  cannot create the directory: {e}\n  next: Check that the parent directory exists and is writable.\n1 error, 0 warnings in 1 file");
+        eprintln!("error[{code}] {shown}\n  cannot create the directory: {e}\n  next: Check that the parent directory exists and is writable.\n1 error, 0 warnings in 1 file");
         return exit;
     }
     if let Err(e) = write_starter(directory, &id) {

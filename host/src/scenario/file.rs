@@ -229,17 +229,12 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
     let file: ScenarioFile = doc.deserialize().map_err(|d| vec![d])?;
     let mut diags = Vec::new();
     let err = |diags: &mut Vec<Diagnostic>, code: &str, ptr: String, msg: String, next: &str| {
-        diags.push(Diagnostic::error(
-            format!("coordinator.scenario.{code}"),
-            doc.locate(&ptr),
-            msg,
-            next,
-        ));
+        diags.push(Diagnostic::error(code, doc.locate(&ptr), msg, next));
     };
     if file.api_version != SCENARIOS_API_VERSION {
         err(
             &mut diags,
-            "api-version",
+            "coordinator.scenario.api-version",
             "/apiVersion".into(),
             format!(
                 "`{}` is not a supported scenarios apiVersion",
@@ -251,7 +246,7 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
     if file.kind != SCENARIOS_KIND {
         err(
             &mut diags,
-            "kind",
+            "coordinator.scenario.kind",
             "/kind".into(),
             format!("`{}` is not the scenarios kind", file.kind),
             &format!("Use kind: {SCENARIOS_KIND}."),
@@ -263,7 +258,7 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
         if !seen.insert(case.id.as_str()) {
             err(
                 &mut diags,
-                "duplicate-case",
+                "coordinator.scenario.duplicate-case",
                 format!("{base}/id"),
                 format!("case id `{}` is used twice", case.id),
                 "Give every case its own id.",
@@ -272,7 +267,7 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
         if coordinator_vm::instant::Instant::parse(&case.admitted_at).is_err() {
             err(
                 &mut diags,
-                "timestamp",
+                "coordinator.scenario.timestamp",
                 format!("{base}/admittedAt"),
                 format!("`{}` is not an RFC 3339 instant", case.admitted_at),
                 "Write an instant such as '2026-10-09T09:00:00Z'.",
@@ -287,7 +282,7 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
             match step_kind(name).map(|s| &s.op) {
                 None => err(
                     &mut diags,
-                    "unknown-step",
+                    "coordinator.scenario.unknown-step",
                     ptr,
                     format!("the workflow has no step `{name}`"),
                     "Name a call step of the workflow.",
@@ -296,7 +291,7 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
                     if replies.is_empty() || replies.len() > MAX_REPLIES {
                         err(
                             &mut diags,
-                            "reply-count",
+                            "coordinator.scenario.reply-count",
                             ptr,
                             format!(
                                 "{} replies are scripted for `{name}`; 1 to {MAX_REPLIES} are accepted",
@@ -308,7 +303,7 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
                 }
                 Some(_) => err(
                     &mut diags,
-                    "not-a-call",
+                    "coordinator.scenario.not-a-call",
                     ptr,
                     format!("`{name}` is not a call step; only call steps receive replies"),
                     "Move these replies to a call step, or script a completion for a wait-for step.",
@@ -323,7 +318,7 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
             match step_kind(name).map(|s| &s.op) {
                 None => err(
                     &mut diags,
-                    "unknown-step",
+                    "coordinator.scenario.unknown-step",
                     ptr,
                     format!("the workflow has no step `{name}`"),
                     "Name a wait-for step of the workflow.",
@@ -333,7 +328,7 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
                 }
                 Some(_) => err(
                     &mut diags,
-                    "not-a-wait-for",
+                    "coordinator.scenario.not-a-wait-for",
                     ptr,
                     format!(
                         "`{name}` is not a wait-for step; only wait-for steps have completions"
@@ -350,7 +345,7 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
             match step_kind(name).map(|s| &s.op) {
                 None => err(
                     &mut diags,
-                    "unknown-step",
+                    "coordinator.scenario.unknown-step",
                     ptr,
                     format!("the workflow has no step `{name}`"),
                     "Name a call step of the workflow.",
@@ -366,7 +361,7 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
                     if evaluation {
                         err(
                             &mut diags,
-                            "recovery-unsupported",
+                            "coordinator.scenario.recovery-unsupported",
                             ptr,
                             format!("`{name}` is an evaluation: one that may have been sent is never sent again or looked up, so no recovery applies"),
                             "Remove this recovery entry; an unknown evaluation answer leaves the run uncertain.",
@@ -374,7 +369,7 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
                     } else if *action == RecoveryAction::Reconcile && !receipt {
                         err(
                             &mut diags,
-                            "reconcile-unsupported",
+                            "coordinator.scenario.reconcile-unsupported",
                             ptr,
                             format!("`{name}` calls an operation without receipts; reconcile cannot settle it"),
                             "Use retry-same, or leave the call uncertain.",
@@ -383,7 +378,7 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
                 }
                 Some(_) => err(
                     &mut diags,
-                    "not-a-call",
+                    "coordinator.scenario.not-a-call",
                     ptr,
                     format!("`{name}` is not a call step; recovery applies to calls"),
                     "Name a call step.",
@@ -394,7 +389,7 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
             if program.step_id(name).is_none() {
                 err(
                     &mut diags,
-                    "unknown-step",
+                    "coordinator.scenario.unknown-step",
                     format!("{base}/expect/path/{j}"),
                     format!("the workflow has no step `{name}`"),
                     "List step names of the workflow.",
@@ -405,7 +400,7 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
             if !program.outcomes.iter().any(|o| &o.name == value) {
                 err(
                     &mut diags,
-                    "unknown-outcome",
+                    "coordinator.scenario.unknown-outcome",
                     format!("{base}/expect/outcome/value"),
                     format!("the workflow declares no outcome `{value}`"),
                     "Name a declared outcome.",

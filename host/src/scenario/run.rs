@@ -123,7 +123,7 @@ impl<'a> CaseHost<'a> {
 
     fn fault(&self, code: &str, pointer: &str, message: String, next: &str) -> Vec<Diagnostic> {
         vec![Diagnostic::error(
-            format!("coordinator.scenario.{code}"),
+            code,
             self.doc.locate(&format!("{}{pointer}", self.base)),
             format!("case `{}`: {message}", self.case.id),
             next,
@@ -132,7 +132,7 @@ impl<'a> CaseHost<'a> {
 
     fn rejected(&self, pointer: &str, r: &Rejected) -> Vec<Diagnostic> {
         self.fault(
-            "rejected",
+            "coordinator.scenario.rejected",
             pointer,
             format!("the run refuses this event: {}", r.message),
             "Script only what the workflow can receive at this point.",
@@ -142,7 +142,7 @@ impl<'a> CaseHost<'a> {
     fn instant(&self, text: &str, pointer: &str) -> Result<Instant, Vec<Diagnostic>> {
         Instant::parse(text).map_err(|e| {
             self.fault(
-                "timestamp",
+                "coordinator.scenario.timestamp",
                 pointer,
                 format!("`{text}` is not an instant: {}", e.0),
                 "Write an RFC 3339 instant such as '2026-10-09T09:00:00Z'.",
@@ -153,7 +153,7 @@ impl<'a> CaseHost<'a> {
     fn format(&self, at: Instant) -> Result<String, Vec<Diagnostic>> {
         at.format().map_err(|e| {
             self.fault(
-                "timestamp",
+                "coordinator.scenario.timestamp",
                 "",
                 format!("an instant is out of range: {}", e.0),
                 "Keep scenario times within years 0001-9999.",
@@ -172,7 +172,7 @@ impl<'a> CaseHost<'a> {
             .and_then(|s| admitted.plus_seconds(s))
             .ok_or_else(|| {
                 self.fault(
-                    "timestamp",
+                    "coordinator.scenario.timestamp",
                     pointer,
                     format!("{seconds} seconds after admission is out of range"),
                     "Use a smaller afterSeconds.",
@@ -199,7 +199,7 @@ impl<'a> CaseHost<'a> {
                         match self.frozen.get(&step) {
                             Some(first) if *first != bytes => {
                                 return Err(self.fault(
-                                    "command-changed",
+                                    "coordinator.scenario.command-changed",
                                     "",
                                     format!("a later attempt of `{step}` sent a different command"),
                                     "Report this: every attempt must send the frozen command.",
@@ -214,7 +214,7 @@ impl<'a> CaseHost<'a> {
                             Some(reply) => match reply {
                                 Reply::ReceiptExpired | Reply::ReceiptUnresolved => {
                                     return Err(self.fault(
-                                        "receipt-without-reconcile",
+                                        "coordinator.scenario.receipt-without-reconcile",
                                         &format!("/replies/{step}"),
                                         format!("`{step}` gets a receipt answer where it sent a command"),
                                         "Script receipt answers only after an unknown answer with recovery reconcile.",
@@ -227,7 +227,7 @@ impl<'a> CaseHost<'a> {
                                     return Ok(End::Retryable(state));
                                 }
                                 return Err(self.fault(
-                                    "unscripted-call",
+                                    "coordinator.scenario.unscripted-call",
                                     "/replies",
                                     format!("the run reaches call `{step}` with no reply scripted for it"),
                                     &format!("Add replies for `{step}` under replies."),
@@ -245,7 +245,7 @@ impl<'a> CaseHost<'a> {
                             | Reply::Uncertain { .. }
                             | Reply::DeclaredRefusal { .. } => {
                                 return Err(self.fault(
-                                    "reconcile-reply",
+                                    "coordinator.scenario.reconcile-reply",
                                     &format!("/replies/{step}"),
                                     format!("after reconcile, `{step}` needs a receipt answer (success, receipt-unresolved or receipt-expired)"),
                                     "Script the receipt lookup's answer.",
@@ -254,7 +254,7 @@ impl<'a> CaseHost<'a> {
                         },
                         None => {
                             return Err(self.fault(
-                                "unscripted-call",
+                                "coordinator.scenario.unscripted-call",
                                 "/replies",
                                 format!("reconcile of `{step}` has no receipt answer scripted"),
                                 &format!("Add the receipt answer for `{step}` under replies."),
@@ -352,7 +352,7 @@ impl<'a> CaseHost<'a> {
             if let Some(step) = &waiting_on {
                 if !self.case.completions.contains_key(step) {
                     return Err(self.fault(
-                        "unscripted-wait",
+                        "coordinator.scenario.unscripted-wait",
                         "/completions",
                         format!(
                             "the run reaches wait-for `{step}` with no completion scripted for it"
@@ -440,7 +440,7 @@ impl<'a> CaseHost<'a> {
             queue.extend(resumed.commands);
         }
         Err(self.fault(
-            "no-progress",
+            "coordinator.scenario.no-progress",
             "",
             "the case did not settle within 10,000 events".into(),
             "Check the replies and completions for a loop.",
@@ -539,7 +539,7 @@ impl<'a> CaseHost<'a> {
             match self.last_reply.get(step) {
                 Some(Reply::ReceiptExpired) => {
                     out.extend(self.fault(
-                        "reply-after-receipt-expired",
+                        "coordinator.scenario.reply-after-receipt-expired",
                         &pointer,
                         format!("nothing may follow `receipt-expired` for `{step}`: an expired receipt never proves either way, and nothing is sent or looked up for the call again"),
                         "Remove the replies after receipt-expired; the case then ends uncertain.",
@@ -548,7 +548,7 @@ impl<'a> CaseHost<'a> {
                 }
                 Some(Reply::Uncertain { .. }) if self.is_evaluation(step) => {
                     out.extend(self.fault(
-                        "reply-after-unknown-evaluation",
+                        "coordinator.scenario.reply-after-unknown-evaluation",
                         &pointer,
                         format!("nothing may follow an uncertain answer for evaluation `{step}`: an evaluation that may have been sent is never sent again"),
                         "Remove the replies after the uncertain answer; the case then ends uncertain.",
@@ -558,7 +558,7 @@ impl<'a> CaseHost<'a> {
                 _ => {}
             }
             out.extend(self.fault(
-                "unused-reply",
+                "coordinator.scenario.unused-reply",
                 &pointer,
                 format!(
                     "{} scripted {} for `{step}` {} never used",

@@ -130,7 +130,7 @@ pub struct DeploymentStatus {
 fn deployment_of(config: &RuntimeConfig) -> Result<&Deployment, StoreError> {
     config.deployment.as_ref().ok_or_else(|| {
         StoreError::refused(
-            "deployment.not-applied",
+            "coordinator.deployment.not-applied",
             "the runtime file has no `deployment` section",
             "complete the deployment section, then run `check`",
         )
@@ -151,9 +151,9 @@ pub fn load_pinned_packages(deployment: &Deployment) -> Result<Vec<LoadedPackage
                     "rebuild or restore the package the author handed over, or pin its digest";
                 match e {
                     PackageError::Unavailable { .. } => {
-                        StoreError::unavailable("deployment.package", message, next)
+                        StoreError::unavailable("coordinator.deployment.package", message, next)
                     }
-                    _ => StoreError::refused("deployment.package", message, next),
+                    _ => StoreError::refused("coordinator.deployment.package", message, next),
                 }
             })?;
         out.push(loaded);
@@ -214,7 +214,7 @@ async fn layout(conn: &mut PgConnection, ns: &str) -> Result<Layout, StoreError>
 
 fn not_applied(ns: &str) -> StoreError {
     StoreError::refused(
-        "deployment.not-applied",
+        "coordinator.deployment.not-applied",
         format!("namespace `{ns}` holds no deployment this role may read"),
         "run `coordinatorctl --runtime-config FILE apply` with this runtimeRole",
     )
@@ -224,14 +224,14 @@ fn check_layout(layout: Layout, ns: &str) -> Result<(), StoreError> {
     match layout {
         Layout::Versioned(SCHEMA_VERSION) | Layout::Absent | Layout::Empty => Ok(()),
         Layout::Versioned(v) => Err(StoreError::refused(
-            "deployment.schema-version",
+            "coordinator.deployment.schema-version",
             format!(
                 "namespace `{ns}` records state schema version {v}; this binary requires version {SCHEMA_VERSION}"
             ),
             "settle that work with its matching binary, then use a fresh namespace and databaseId",
         )),
         Layout::Unknown => Err(StoreError::refused(
-            "deployment.schema-version",
+            "coordinator.deployment.schema-version",
             format!("namespace `{ns}` holds objects but no state schema version {SCHEMA_VERSION} record"),
             "use a fresh namespace, or settle the earlier layout with its matching binary",
         )),
@@ -264,7 +264,7 @@ fn check_database_id(recorded: &str, configured: &str) -> Result<(), StoreError>
         Ok(())
     } else {
         Err(StoreError::refused(
-            "deployment.database-id",
+            "coordinator.deployment.database-id",
             format!(
                 "the database records databaseId `{recorded}`, the runtime file says `{configured}`"
             ),
@@ -328,7 +328,7 @@ async fn compute_plan(
         };
         if remove.contains(&workflow) && refusal.is_none() {
             refusal = Some(StoreError::refused(
-                "deployment.remove-workflow",
+                "coordinator.deployment.remove-workflow",
                 format!(
                     "`--remove-workflow {workflow}` names a workflow the runtime file still lists"
                 ),
@@ -346,7 +346,7 @@ async fn compute_plan(
     for r in remove {
         if !active.contains_key(r) && refusal.is_none() {
             refusal = Some(StoreError::refused(
-                "deployment.remove-workflow",
+                "coordinator.deployment.remove-workflow",
                 format!("`--remove-workflow {r}` names a workflow that is not active"),
                 "run `plan` to see the active workflows",
             ));
@@ -360,7 +360,7 @@ async fn compute_plan(
         if !remove.contains(workflow) {
             refusal.get_or_insert_with(|| {
                 StoreError::refused(
-                    "deployment.workflow-unlisted",
+                    "coordinator.deployment.workflow-unlisted",
                     format!("workflow `{workflow}` is active but the runtime file no longer lists its package"),
                     format!("list its package again, or pass `--remove-workflow {workflow}`"),
                 )
@@ -371,7 +371,7 @@ async fn compute_plan(
             let live = live_runs(c, ns, workflow).await?;
             if live > 0 && refusal.is_none() {
                 refusal = Some(StoreError::refused(
-                    "deployment.workflow-live-runs",
+                    "coordinator.deployment.workflow-live-runs",
                     format!("workflow `{workflow}` has {live} runs that have not ended"),
                     "let them end (or cancel them), then remove the workflow",
                 ));
@@ -589,7 +589,7 @@ pub async fn apply(
     }
     journal.append(&record).map_err(|e| {
         StoreError::unavailable(
-            "audit.unavailable",
+            "coordinator.audit.unavailable",
             format!(
                 "apply committed, but its audit record could not be written to {}: {e}",
                 journal.path().display()
@@ -645,7 +645,7 @@ async fn role_exists(conn: &mut PgConnection, role: &str) -> Result<(), StoreErr
         Ok(())
     } else {
         Err(StoreError::refused(
-            "deployment.runtime-role-missing",
+            "coordinator.deployment.runtime-role-missing",
             format!("the runtime role `{role}` does not exist"),
             "create the role as the deployment runbook describes, or fix deployment.runtimeRole",
         ))
@@ -690,28 +690,28 @@ pub async fn verify_runtime_role(
     let next = "serve with a role that is LOGIN NOSUPERUSER NOBYPASSRLS, member of no role, with only the grants apply gives";
     if superuser {
         return Err(StoreError::refused(
-            "deployment.runtime-role-superuser",
+            "coordinator.deployment.runtime-role-superuser",
             format!("the runtime role `{role}` is a superuser"),
             next,
         ));
     }
     if bypassrls {
         return Err(StoreError::refused(
-            "deployment.runtime-role-bypassrls",
+            "coordinator.deployment.runtime-role-bypassrls",
             format!("the runtime role `{role}` bypasses row-level security"),
             next,
         ));
     }
     if member {
         return Err(StoreError::refused(
-            "deployment.runtime-role-member",
+            "coordinator.deployment.runtime-role-member",
             format!("the runtime role `{role}` is a member of the migration role that owns `{ns}`"),
             next,
         ));
     }
     if create {
         return Err(StoreError::refused(
-            "deployment.runtime-role-create",
+            "coordinator.deployment.runtime-role-create",
             format!("the runtime role `{role}` can create objects in `{ns}`"),
             next,
         ));
@@ -744,7 +744,7 @@ pub(crate) async fn verify_runtime(
         .map_err(db_error)?;
     if user != deployment.runtime_role {
         return Err(StoreError::refused(
-            "deployment.runtime-role-mismatch",
+            "coordinator.deployment.runtime-role-mismatch",
             format!(
                 "the runtime database URL logs in as `{user}`, but deployment.runtimeRole is `{}`",
                 deployment.runtime_role
@@ -757,7 +757,7 @@ pub(crate) async fn verify_runtime(
     let active = keyring.active_version();
     if !recorded.iter().any(|(v, _)| *v == active) {
         return Err(StoreError::refused(
-            "state-key-custody",
+            "coordinator.command.state-key-custody",
             format!("the active state key version {active} has no custody record"),
             "run `apply` after adding a state key version",
         ));
@@ -779,7 +779,7 @@ pub(crate) async fn check_activation(
             Some(a) if a.package_digest == p.digest => {}
             Some(a) => {
                 return Err(StoreError::refused(
-                    "deployment.packages-not-applied",
+                    "coordinator.deployment.packages-not-applied",
                     format!(
                         "workflow `{workflow}` pins {} but {} is active",
                         p.digest, a.package_digest
@@ -789,7 +789,7 @@ pub(crate) async fn check_activation(
             }
             None => {
                 return Err(StoreError::refused(
-                    "deployment.packages-not-applied",
+                    "coordinator.deployment.packages-not-applied",
                     format!("workflow `{workflow}` is pinned but not active"),
                     "run `plan` and `apply` with this runtime file",
                 ))
@@ -802,7 +802,7 @@ pub(crate) async fn check_activation(
             .any(|p| &p.definition.program.workflow == *w)
     }) {
         return Err(StoreError::refused(
-            "deployment.workflow-unlisted",
+            "coordinator.deployment.workflow-unlisted",
             format!("workflow `{w}` is active but the runtime file no longer lists its package"),
             format!("list its package again, or `apply --remove-workflow {w}`"),
         ));

@@ -78,6 +78,16 @@ pub const CODES: &[&str] = &[
     "list.limit",
 ];
 
+/// The raw code of a code as `coordinatorctl` prints it: the inverse of
+/// [`StoreError::cli_code`] (`coordinator.command.state-key-custody` →
+/// `state-key-custody`, `coordinator.database.url` → `database.url`). A code
+/// without the prefix is returned as it is.
+pub fn raw_code(code: &'static str) -> &'static str {
+    code.strip_prefix("coordinator.command.")
+        .or_else(|| code.strip_prefix("coordinator."))
+        .unwrap_or(code)
+}
+
 /// Whether a [`StoreError`] is a refusal or an unavailable resource.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorKind {
@@ -103,7 +113,10 @@ pub struct StoreError {
 }
 
 impl StoreError {
-    /// A refusal.
+    /// A refusal. `code` is the code as `coordinatorctl` prints it
+    /// (`coordinator.deployment.workflow-unlisted`), so that every code is
+    /// written out once, whole, where it is raised; the error keeps the raw
+    /// code (see [`raw_code`]). A raw code is taken as it is.
     pub fn refused(
         code: &'static str,
         message: impl Into<String>,
@@ -111,13 +124,13 @@ impl StoreError {
     ) -> Self {
         StoreError {
             kind: ErrorKind::Refused,
-            code,
+            code: raw_code(code),
             message: message.into(),
             next: next.into(),
         }
     }
 
-    /// An unavailable resource.
+    /// An unavailable resource; `code` as for [`StoreError::refused`].
     pub fn unavailable(
         code: &'static str,
         message: impl Into<String>,
@@ -125,7 +138,7 @@ impl StoreError {
     ) -> Self {
         StoreError {
             kind: ErrorKind::Unavailable,
-            code,
+            code: raw_code(code),
             message: message.into(),
             next: next.into(),
         }
@@ -178,12 +191,12 @@ impl From<KeyError> for StoreError {
     fn from(e: KeyError) -> Self {
         match e {
             KeyError::StateKeyCustody { .. } => StoreError::refused(
-                "state-key-custody",
+                "coordinator.command.state-key-custody",
                 e.to_string(),
                 "configure every state key version the stored rows use (deployment.stateKeys)",
             ),
             _ => StoreError::refused(
-                "state-tampered",
+                "coordinator.command.state-tampered",
                 e.to_string(),
                 "the stored value does not open under its binding; investigate the database",
             ),
@@ -204,7 +217,7 @@ pub(crate) fn db_error(e: sqlx::Error) -> StoreError {
         other => format!("the database is unavailable: {other}"),
     };
     StoreError::unavailable(
-        "store-unavailable",
+        "coordinator.command.store-unavailable",
         message,
         "check that PostgreSQL is reachable and the role may connect, then try again",
     )
@@ -228,7 +241,7 @@ pub(crate) fn namespace_of(config: &RuntimeConfig) -> Result<&str, StoreError> {
         Ok(&config.namespace)
     } else {
         Err(StoreError::refused(
-            "deployment.not-applied",
+            "coordinator.deployment.not-applied",
             "the runtime file's namespace is not `coordinator_` followed by lowercase letters, digits or `_`",
             "run `coordinatorctl --runtime-config FILE check`",
         ))
@@ -257,7 +270,7 @@ pub fn connect_options(
 ) -> Result<PgConnectOptions, StoreError> {
     let options = PgConnectOptions::from_str(url).map_err(|_| {
         StoreError::refused(
-            "database.url",
+            "coordinator.database.url",
             format!("`{}` does not hold a PostgreSQL URL", reference.0),
             "write `postgres://ROLE:PASSWORD@HOST:PORT/DATABASE?sslmode=require` into the file",
         )
@@ -270,7 +283,7 @@ pub fn connect_options(
         _ if local => options,
         _ => {
             return Err(StoreError::refused(
-                "database.insecure-url",
+                "coordinator.database.insecure-url",
                 format!(
                     "`{}` allows a plaintext connection to `{}`, which is not a loopback host",
                     reference.0,
@@ -329,7 +342,7 @@ pub async fn check_server_version(pool: &PgPool) -> Result<i32, StoreError> {
     let num: i32 = text.trim().parse().unwrap_or(0);
     if num < schema::MIN_SERVER_VERSION_NUM {
         return Err(StoreError::refused(
-            "deployment.database-version",
+            "coordinator.deployment.database-version",
             format!(
                 "the database server is version {}.{}; PostgreSQL 17 or newer is required",
                 num / 10_000,
@@ -365,7 +378,7 @@ pub(crate) async fn check_custody(
             Some(f) if f == fingerprint => {}
             Some(_) => {
                 return Err(StoreError::refused(
-                    "state-key-custody",
+                    "coordinator.command.state-key-custody",
                     format!("state key version {version} is not the key this database recorded for that version"),
                     format!("configure the original key file of version {version} under deployment.stateKeys"),
                 ))
@@ -384,7 +397,7 @@ pub(crate) async fn check_custody(
                 .map_err(db_error)?;
                 if in_use {
                     return Err(StoreError::refused(
-                        "state-key-custody",
+                        "coordinator.command.state-key-custody",
                         format!("state key version {version} is not configured, and stored runs were sealed under it"),
                         format!("add version {version} back under deployment.stateKeys; remove a version only after retention erased what it sealed"),
                     ));
@@ -446,12 +459,23 @@ mod tests {
         ] {
             assert!(!valid_namespace(bad), "{bad}");
         }
-        let custody = StoreError::refused("state-key-custody", "m", "n");
+        let custody = StoreError::refused("coordinator.command.state-key-custody", "m", "n");
+        assert_eq!(custody.code, "state-key-custody");
         assert_eq!(custody.cli_code(), "coordinator.command.state-key-custody");
-        let unlisted = StoreError::refused("deployment.workflow-unlisted", "m", "n");
+        assert_eq!(custody.to_string(), "state-key-custody: m");
+        let unlisted = StoreError::refused("coordinator.deployment.workflow-unlisted", "m", "n");
+        assert_eq!(unlisted.code, "deployment.workflow-unlisted");
         assert_eq!(
             unlisted.cli_code(),
             "coordinator.deployment.workflow-unlisted"
         );
+        // Raw codes are still taken as they are, and every listed code
+        // survives the round trip through the CLI's form.
+        assert_eq!(StoreError::refused("state-key-custody", "m", "n"), custody);
+        for code in CODES {
+            let e = StoreError::unavailable(code, "m", "n");
+            assert_eq!(e.code, *code);
+            assert_eq!(raw_code(Box::leak(e.cli_code().into_boxed_str())), *code);
+        }
     }
 }

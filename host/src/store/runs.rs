@@ -342,7 +342,7 @@ fn summary(row: &PgRow) -> Result<RunSummary, StoreError> {
     let state: String = row.try_get("state").map_err(db_error)?;
     let state: RunStatus = serde_json::from_value(Value::String(state.clone())).map_err(|_| {
         StoreError::refused(
-            "state-tampered",
+            "coordinator.command.state-tampered",
             format!("a run row holds the unknown state `{state}`"),
             "investigate the database",
         )
@@ -371,7 +371,7 @@ fn decode_cursor(cursor: &str) -> Result<i64, StoreError> {
         .and_then(|s| s.strip_prefix("runs-before:").and_then(|n| n.parse().ok()))
         .ok_or_else(|| {
             StoreError::refused(
-                "list.cursor",
+                "coordinator.list.cursor",
                 "the cursor is not one this service returned",
                 "start again without a cursor",
             )
@@ -398,7 +398,7 @@ impl Store {
         let ns = namespace_of(config)?.to_owned();
         let deployment = config.deployment.as_ref().ok_or_else(|| {
             StoreError::refused(
-                "deployment.not-applied",
+                "coordinator.deployment.not-applied",
                 "the runtime file has no `deployment` section",
                 "complete the deployment section",
             )
@@ -465,7 +465,7 @@ impl Store {
             .open(&self.bind(run_id, purpose, step), sealed)?;
         serde_json::from_slice(&bytes).map_err(|e| {
             StoreError::refused(
-                "state-tampered",
+                "coordinator.command.state-tampered",
                 format!("a sealed {purpose} of run {run_id} does not read back: {e}"),
                 "investigate the database",
             )
@@ -513,7 +513,7 @@ impl Store {
         let bytes: Vec<u8> = row.try_get(0).map_err(db_error)?;
         Definition::from_slice(&bytes).map(Some).map_err(|e| {
             StoreError::refused(
-                "state-tampered",
+                "coordinator.command.state-tampered",
                 format!("stored definition {revision}: {e}"),
                 "investigate the database",
             )
@@ -750,7 +750,7 @@ impl Store {
         let sealed: Option<Vec<u8>> = row.try_get("sealed_state").map_err(db_error)?;
         let sealed = sealed.ok_or_else(|| {
             StoreError::refused(
-                "run.payload-erased",
+                "coordinator.run.payload-erased",
                 format!("retention erased the payloads of run {run_id}"),
                 "an erased run can no longer be retried or reconciled",
             )
@@ -781,7 +781,7 @@ impl Store {
         match sealed {
             Some(s) => self.open_json(run_id, "input", "", &s).map(Some),
             None => Err(StoreError::refused(
-                "run.payload-erased",
+                "coordinator.run.payload-erased",
                 format!("retention erased the payloads of run {run_id}"),
                 "an erased run can no longer be retried or reconciled",
             )),
@@ -1038,7 +1038,7 @@ impl Store {
         let limit = filter.limit.unwrap_or(DEFAULT_LIST_LIMIT);
         if !(1..=MAX_LIST_LIMIT).contains(&limit) {
             return Err(StoreError::refused(
-                "list.limit",
+                "coordinator.list.limit",
                 format!("limit {limit} is outside 1..={MAX_LIST_LIMIT}"),
                 "ask for at most 100 runs per page",
             ));
