@@ -132,8 +132,105 @@ impl Problem {
 /// `GET /ready` answer.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Ready {
+    /// The store answered.
     pub ready: bool,
 }
+
+/// `GET /v1/doctor` answer (operator only; seed 000 "Apply and start").
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Doctor {
+    /// The service verified its packages and serves at least one workflow.
+    pub activation_ready: bool,
+    /// This instance runs with `--recovery-only` (admits and dispatches
+    /// nothing).
+    pub recovery_only: bool,
+    /// Audit, store and run counts.
+    pub state: DoctorState,
+    /// The deployment-wide holds.
+    pub holds: Holds,
+}
+
+/// The `state` member of [`Doctor`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DoctorState {
+    /// An audit journal is attached: audited actions are recorded.
+    pub audit_ready: bool,
+    /// The run store answered.
+    pub store_ready: bool,
+    /// Runs that have not ended and hold an effect in state `unknown`: the
+    /// calls waiting for an operator (`reconcile`, `retry-same`, `cancel`).
+    /// `None` when the store did not answer.
+    pub uncertain: Option<u64>,
+    /// Runs in state `attention`; `None` when the store did not answer.
+    pub attention: Option<u64>,
+    /// Runs that have not ended; `None` when the store did not answer.
+    pub live: Option<u64>,
+}
+
+/// The deployment-wide holds (seed 000 "Restore from a backup"): the answer
+/// of every hold route and the `holds` member of [`Doctor`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Holds {
+    /// The restore hold: no dispatch, `retry-same` refused (`execution.held`).
+    pub restore: bool,
+    /// The admission hold: starts refused (`admission.held`).
+    pub admission: bool,
+    /// `complete-execution-recovery` was attested under the restore hold.
+    pub execution_recovery_completed: bool,
+}
+
+/// `POST /v1/restore-hold` and `POST /v1/release-restore-hold` body.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HoldReason {
+    /// An investigation reference holding no personal data.
+    pub reason: String,
+}
+
+/// `POST /v1/complete-execution-recovery` body: audited operator
+/// statements, not proof.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExecutionRecovery {
+    /// The investigation reference, holding no personal data.
+    pub recovery_reference: String,
+    /// The operator states that retained evidence establishes the history
+    /// of every held call. Must be `true`.
+    pub execution_history_complete: bool,
+    /// The operator states the prior deployment and its workers are
+    /// stopped or fenced. Must be `true`.
+    pub prior_deployment_fenced: bool,
+}
+
+/// `POST /v1/release-admission-hold` body: audited operator statements.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AdmissionRecovery {
+    /// The investigation reference, holding no personal data.
+    pub recovery_reference: String,
+    /// The operator states every spent start key is established. Must be
+    /// `true`.
+    pub admission_history_complete: bool,
+    /// The operator states the prior deployment is stopped or fenced. Must
+    /// be `true`.
+    pub prior_deployment_fenced: bool,
+}
+
+/// `POST /v1/retention` body (`coordinatorctl retain`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Retention {
+    /// Erase the payloads of runs that ended before this RFC 3339 instant.
+    pub before: String,
+    /// At most this many runs per call (1..=100).
+    pub limit: u32,
+}
+
+/// Largest `limit` of a [`Retention`] request.
+pub const MAX_RETENTION_LIMIT: u32 = 100;
 
 #[cfg(test)]
 mod tests {

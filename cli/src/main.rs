@@ -1,6 +1,8 @@
 //! `coordinatorctl`: the offline toolchain (`init`, `check`, `explain`,
 //! `test`, `package`, `types`, `schema`), the deployment commands (`plan`,
-//! `apply`, `deployment-status`) and, later, the operator commands.
+//! `apply`, `deployment-status`) and the caller and operator commands over
+//! the service's HTTP API (`status`, `list`, `inspect`, `cancel`,
+//! `retry-same`, `reconcile`, `doctor`, the holds, `retain`).
 //!
 //! Exit codes (SPEC §2.3): 0 accepted, 1 refused, 2 usage, 3 resource
 //! unavailable. Diagnostics go to stderr, results to stdout.
@@ -63,6 +65,8 @@ enum Command {
     Apply(commands::deploy::PlanArgs),
     /// Verify the deployment as the service would and print its status.
     DeploymentStatus(commands::deploy::StatusArgs),
+    #[command(flatten)]
+    Ops(commands::ops::OpsCommand),
 }
 
 fn deploy(which: Which, config: &Option<PathBuf>, remove: &[String], format: Format) -> u8 {
@@ -92,6 +96,7 @@ fn main() -> ExitCode {
             a.format,
         ),
         Command::DeploymentStatus(a) => deploy(Which::Status, &cli.runtime_config, &[], a.format),
+        Command::Ops(c) => commands::ops::run(c),
     };
     ExitCode::from(code)
 }

@@ -9,6 +9,8 @@
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
 pub mod auth;
+pub mod metrics;
+pub mod ops;
 pub mod strict;
 
 use std::future::Future;
@@ -24,6 +26,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use coordinator_api as api;
+use coordinator_host::audit::AuditRecord;
 use coordinator_host::service::{
     Action, ActionError, AdmitError, EffectState, Engine, Principal, RunFilter, RunRecord,
     RunStatus, StartRequest, StoreError,
@@ -160,6 +163,18 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/runs/{run}/inspect", get(inspect))
         .route("/v1/runs/{run}/{action}", post(recover))
         .route("/v1/review-completions", post(review_completion))
+        .route("/v1/doctor", get(ops::doctor))
+        .route("/v1/restore-hold", post(ops::restore_hold))
+        .route("/v1/release-restore-hold", post(ops::release_restore_hold))
+        .route(
+            "/v1/complete-execution-recovery",
+            post(ops::complete_execution_recovery),
+        )
+        .route(
+            "/v1/release-admission-hold",
+            post(ops::release_admission_hold),
+        )
+        .route("/v1/retention", post(ops::retention))
         .fallback(|| async { ApiError::new(404, "route.not-found", "No such route") })
         .layer(DefaultBodyLimit::max(api::MAX_BODY_BYTES))
         .layer(axum::middleware::map_response(no_store))
@@ -315,14 +330,32 @@ async fn start(
         input: request.input,
     };
     match s.engine.admit(&who, start, &key).await {
-        Ok((created, run)) => Ok(json(
-            if created {
-                StatusCode::CREATED
-            } else {
-                StatusCode::OK
-            },
-            &run_status(&run),
-        )),
+        Ok((created, run)) => {
+            let (id, start_identity, workflow, revision) = (
+                run.id.clone(),
+                run.start_identity.clone(),
+                run.workflow.clone(),
+                run.revision.clone(),
+            );
+            let principal = ops::principal_value(&who);
+            ops::audited(&s.engine, move |k| {
+                AuditRecord::new("run.admit", if created { "created" } else { "existing" })
+                    .reference(k, "run", &id)
+                    .reference(k, "principal", &principal)
+                    .reference(k, "start-identity", &start_identity)
+                    .fact("workflow", workflow)
+                    .fact("revision", revision)
+            })
+            .await?;
+            Ok(json(
+                if created {
+                    StatusCode::CREATED
+                } else {
+                    StatusCode::OK
+                },
+                &run_status(&run),
+            ))
+        }
         Err(AdmitError::UnknownWorkflow) => Err(ApiError::new(
             404,
             "workflow.not-found",
@@ -347,6 +380,12 @@ async fn start(
             "admission.recovery-only",
             "This instance runs with --recovery-only and admits no runs",
         )),
+        Err(AdmitError::AdmissionHeld) => {
+            Err(
+                ApiError::new(409, "admission.held", "The admission hold is in place")
+                    .detail("release-admission-hold reopens admissions after a restore"),
+            )
+        }
         Err(AdmitError::Store(e)) => Err(ApiError::store(&e)),
     }
 }
@@ -504,9 +543,29 @@ async fn recover(
     match s.engine.act(&run.id, act).await {
         Ok(after) => {
             tracing::info!(run = %after.id, action = name, reason = %recovery.reason, "recovery action");
+            let (id, state, principal, reason) = (
+                after.id.clone(),
+                after.status().as_str(),
+                ops::principal_value(&who),
+                recovery.reason,
+            );
+            ops::audited(&s.engine, move |k| {
+                AuditRecord::new(&format!("run.{name}"), "accepted")
+                    .reference(k, "run", &id)
+                    .reference(k, "principal", &principal)
+                    .reference(k, "reason", &reason)
+                    .fact("state", state)
+            })
+            .await?;
             Ok(json(StatusCode::OK, &run_status(&after)))
         }
         Err(ActionError::NotFound) => Err(ApiError::not_found()),
+        Err(ActionError::ExecutionHeld) => {
+            Err(
+                ApiError::new(409, "execution.held", "The restore hold is in place")
+                    .detail("no call is resent while the restore hold is in place"),
+            )
+        }
         Err(ActionError::Store(e)) => Err(ApiError::store(&e)),
         Err(ActionError::Refused(r)) => {
             let code = match (act, r.code) {

@@ -3,7 +3,7 @@
 //! commands into jobs; it never decides what a step does (ARCHITECTURE.md).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use coordinator_ir::catalogue::{self, Effect};
 use coordinator_ir::{Definition, StepOp};
@@ -18,7 +18,8 @@ use super::store::{
     RunStore, StepLedger, StoreError,
 };
 use crate::adapters::{DispatchRequest, ProductAdapter, ReceiptRequest, ReviewState};
-use crate::keys::AdmissionKey;
+use crate::audit::{AuditJournal, AuditRecord};
+use crate::keys::{AdmissionKey, AuditKey};
 use crate::runtime::config::{Connection, DEFAULT_RESULT_CHECK_SECONDS};
 
 /// The code fed as [`Answer::Uncertain`] for a mutation or evaluation whose
@@ -78,6 +79,8 @@ pub enum AdmitError {
     KeyReused,
     /// `--recovery-only`: no admissions (409 `admission.recovery-only`).
     RecoveryOnly,
+    /// The admission hold is in place (409 `admission.held`).
+    AdmissionHeld,
     /// The store failed.
     Store(StoreError),
 }
@@ -95,6 +98,8 @@ pub enum ActionError {
     NotFound,
     /// The VM refused the event (not held, not resendable, no receipt, ...).
     Refused(Rejected),
+    /// `retry-same` while the restore hold is in place (409 `execution.held`).
+    ExecutionHeld,
     /// The store failed.
     Store(StoreError),
 }
@@ -179,6 +184,9 @@ pub struct Engine {
     programs: HashMap<String, Arc<Vm>>,
     active: BTreeMap<String, String>,
     config: EngineConfig,
+    holds: Mutex<Holds>,
+    counters: Counters,
+    audit: Option<(Arc<AuditJournal>, AuditKey)>,
 }
 
 /// Why an engine could not be built.
@@ -248,7 +256,113 @@ impl Engine {
             programs,
             active,
             config,
+            holds: Mutex::new(Holds::default()),
+            counters: Counters::default(),
+            audit: None,
         })
+    }
+
+    /// Gives the engine this process's audit journal and the audit key
+    /// (`deployment.auditFile`, `deployment.auditKeyRef`). Without one,
+    /// [`Engine::audit`] records nothing and the doctor report says
+    /// `auditReady: false`.
+    pub fn with_audit(mut self, journal: Arc<AuditJournal>, key: AuditKey) -> Engine {
+        self.audit = Some((journal, key));
+        self
+    }
+
+    /// Whether this engine runs with `--recovery-only`.
+    pub fn recovery_only(&self) -> bool {
+        self.config.recovery_only
+    }
+
+    /// Whether an audit journal is attached.
+    pub fn audit_ready(&self) -> bool {
+        self.audit.is_some()
+    }
+
+    /// Appends the record `build` makes with the audit key, `fsync`ed before
+    /// this returns. Records nothing (and succeeds) when no journal is
+    /// attached.
+    ///
+    /// # Errors
+    /// The journal's I/O error: the audited answer must not be released
+    /// (`audit.response-unavailable`).
+    pub fn audit(&self, build: impl FnOnce(&AuditKey) -> AuditRecord) -> std::io::Result<()> {
+        match &self.audit {
+            Some((journal, key)) => journal.append(&build(key)),
+            None => Ok(()),
+        }
+    }
+
+    /// The deployment-wide holds (in this engine's memory: see
+    /// docs/operations.md for what the store must persist).
+    pub fn holds(&self) -> Holds {
+        self.holds.lock().map(|h| h.clone()).unwrap_or_default()
+    }
+
+    /// Changes the holds under their lock: `change` sees the current holds
+    /// and either changes them or refuses. Returns the holds after.
+    ///
+    /// # Errors
+    /// The refusal `change` returns.
+    pub fn update_holds<E>(
+        &self,
+        change: impl FnOnce(&mut Holds) -> Result<(), E>,
+    ) -> Result<Holds, E> {
+        let mut guard = match self.holds.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let mut next = guard.clone();
+        change(&mut next)?;
+        *guard = next.clone();
+        Ok(next)
+    }
+
+    /// The counters the metrics listener renders.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Every run that has not ended (`running`, `attention`,
+    /// `cancel-requested`), scanning the store page by page.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn live_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        let mut out = Vec::new();
+        for state in [
+            coordinator_vm::RunStatus::Running,
+            coordinator_vm::RunStatus::Attention,
+            coordinator_vm::RunStatus::CancelRequested,
+        ] {
+            let mut cursor = None;
+            loop {
+                let filter = RunFilter {
+                    state: Some(state),
+                    limit: 100,
+                    cursor,
+                    ..RunFilter::default()
+                };
+                let page = self.store.list(&filter).await.map_err(|e| self.seen(e))?;
+                out.extend(page.runs);
+                match page.next_cursor {
+                    Some(c) => cursor = Some(c),
+                    None => break,
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Counts a store error (the `coordinator_store_errors_total` metric)
+    /// and hands it back.
+    pub fn seen(&self, e: StoreError) -> StoreError {
+        if matches!(e, StoreError::Unavailable(_)) {
+            self.counters.add("store_errors", "unavailable");
+        }
+        e
     }
 
     /// The store (for readiness).
@@ -274,8 +388,30 @@ impl Engine {
         request: StartRequest,
         idempotency_key: &str,
     ) -> Result<(bool, RunRecord), AdmitError> {
+        let result = self.admit_run(principal, request, idempotency_key).await;
+        let outcome = match &result {
+            Ok((true, _)) => "created",
+            Ok((false, _)) => "existing",
+            Err(AdmitError::KeyReused) => "key-reused",
+            Err(AdmitError::RecoveryOnly | AdmitError::AdmissionHeld) => "held",
+            Err(AdmitError::Store(_)) => "store-error",
+            Err(_) => "refused",
+        };
+        self.counters.add("admissions", outcome);
+        result
+    }
+
+    async fn admit_run(
+        &self,
+        principal: &Principal,
+        request: StartRequest,
+        idempotency_key: &str,
+    ) -> Result<(bool, RunRecord), AdmitError> {
         if self.config.recovery_only {
             return Err(AdmitError::RecoveryOnly);
+        }
+        if self.holds().admission {
+            return Err(AdmitError::AdmissionHeld);
         }
         let active = self
             .active
@@ -315,7 +451,7 @@ impl Engine {
             state: resumed.state,
             jobs,
         };
-        match self.store.admit(run).await? {
+        match self.store.admit(run).await.map_err(|e| self.seen(e))? {
             Admitted::Created(r) => {
                 tracing::info!(run = %r.id, workflow = %r.workflow, "admitted");
                 Ok((true, r))
@@ -330,7 +466,7 @@ impl Engine {
     /// # Errors
     /// The store's.
     pub async fn get(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
-        self.store.get(run_id).await
+        self.store.get(run_id).await.map_err(|e| self.seen(e))
     }
 
     /// A page of runs.
@@ -338,7 +474,7 @@ impl Engine {
     /// # Errors
     /// The store's ([`StoreError::BadCursor`] for a foreign cursor).
     pub async fn list(&self, filter: &RunFilter) -> Result<RunPage, StoreError> {
-        self.store.list(filter).await
+        self.store.list(filter).await.map_err(|e| self.seen(e))
     }
 
     /// Each visited step with its effect, attempts, and the current wait's
@@ -398,6 +534,9 @@ impl Engine {
         if action == Action::Cancel && run.status().is_terminal() {
             return Ok(run);
         }
+        if action == Action::RetrySame && self.holds().restore {
+            return Err(ActionError::ExecutionHeld);
+        }
         let at = self.clock.now_rfc3339();
         let event = match action {
             Action::Cancel => Event::CancelRequested { at },
@@ -436,7 +575,7 @@ impl Engine {
     /// # Errors
     /// The store's (the worker loop logs `store-unavailable` and goes on).
     pub async fn tick(&self) -> Result<usize, StoreError> {
-        if self.config.recovery_only {
+        if self.config.recovery_only || self.holds().restore {
             return Ok(0);
         }
         let now = self.clock.now_unix();
@@ -448,11 +587,12 @@ impl Engine {
                 now.saturating_add(self.config.lease_seconds),
                 self.config.batch,
             )
-            .await?;
+            .await
+            .map_err(|e| self.seen(e))?;
         let n = jobs.len();
         for job in jobs {
             let id = job.id;
-            if let Err(e) = self.run_job(job).await {
+            if let Err(e) = self.run_job(job).await.map_err(|e| self.seen(e)) {
                 tracing::warn!(job = id, error = %e, "job not completed; its lease will expire");
                 if let StoreError::Unavailable(_) = e {
                     return Err(e);
@@ -514,6 +654,7 @@ impl Engine {
                 }
                 let answer = if job.state == JobState::Sending && !resend_safe {
                     tracing::warn!(run = %run.id, step = %step, "interrupted dispatch found; effect unknown, never resent");
+                    self.counters.add("dispatch_attempts", "interrupted");
                     Answer::Uncertain {
                         code: INTERRUPTED.to_owned(),
                     }
@@ -530,10 +671,18 @@ impl Engine {
                     };
                     match self.adapter.dispatch(conn, &request).await {
                         Ok(outcome) => {
-                            tracing::info!(run = %run.id, step = %step, attempt, result = %outcome.label(), "dispatched");
+                            let label = outcome.label();
+                            tracing::info!(run = %run.id, step = %step, attempt, result = %label, "dispatched");
+                            self.counters.add(
+                                "dispatch_attempts",
+                                label.split(' ').next().unwrap_or("unknown"),
+                            );
                             outcome.into_answer()
                         }
-                        Err(e) => return self.hold_job(&job, &e.to_string()).await,
+                        Err(e) => {
+                            self.counters.add("dispatch_attempts", "host-fault");
+                            return self.hold_job(&job, &e.to_string()).await;
+                        }
                     }
                 };
                 let event = Event::CallAnswered {
@@ -684,6 +833,7 @@ impl Engine {
                 Ok(version) => {
                     if resumed.status.is_terminal() {
                         tracing::info!(run = %run.id, state = resumed.status.as_str(), "run ended");
+                        self.counters.add("runs_ended", resumed.status.as_str());
                     }
                     run.state = resumed.state;
                     run.ledger = ledger;
@@ -856,5 +1006,59 @@ fn call_in(vm: &Vm, state: &RunState, step: &str, want: CallPhase, attempt: Opti
                 && attempt.is_none_or(|want| want == *a)
         }
         _ => false,
+    }
+}
+
+/// The deployment-wide holds of seed 000 "Restore from a backup".
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Holds {
+    /// The restore hold: nothing is leased or dispatched, `retry-same` is
+    /// refused (`execution.held`).
+    pub restore: bool,
+    /// The admission hold: starts are refused (`admission.held`).
+    pub admission: bool,
+    /// `complete-execution-recovery` was attested while the restore hold
+    /// was in place: releasing it no longer waits for unknown effects.
+    pub execution_recovery_completed: bool,
+}
+
+/// Process-wide counters by (metric, label), for the metrics listener. Each
+/// label set is small and fixed (outcomes, answer kinds, run states): never
+/// a workflow, run or principal.
+#[derive(Debug, Default)]
+pub struct Counters {
+    values: Mutex<BTreeMap<(&'static str, String), u64>>,
+}
+
+impl Counters {
+    /// Adds one to `metric{label}`.
+    pub fn add(&self, metric: &'static str, label: &str) {
+        let mut guard = match self.values.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        *guard.entry((metric, label.to_owned())).or_insert(0) += 1;
+    }
+
+    /// The label values and counts of `metric`, sorted by label.
+    pub fn of(&self, metric: &str) -> Vec<(String, u64)> {
+        let guard = match self.values.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        guard
+            .iter()
+            .filter(|((m, _), _)| *m == metric)
+            .map(|((_, l), v)| (l.clone(), *v))
+            .collect()
+    }
+}
+
+/// The kind of the wait a run is in: `wait-until`, `wait-for`, or `None`.
+pub fn wait_kind(state: &RunState) -> Option<&'static str> {
+    match state.pending {
+        Some(Pending::Wake { .. }) => Some("wait-until"),
+        Some(Pending::Completion { .. }) => Some("wait-for"),
+        _ => None,
     }
 }

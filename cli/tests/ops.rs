@@ -1,0 +1,506 @@
+//! The real `coordinatorctl` binary against an in-process `coordinator`
+//! (engine on the in-memory store, fake issuer and products) on
+//! 127.0.0.1:0: status, list, inspect, cancel, doctor, holds and retain in
+//! text and JSON, refusals with their problem code, exit 3 when the service
+//! cannot be reached, and token file handling.
+
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use coordinator::auth::{KeySource, Verifier};
+use coordinator::{AppState, Completions};
+use coordinator_fakes::{FakeCasework, FakeIssuer, FakeMessaging, KeyKind, Mint, TestKey};
+use coordinator_host::adapters::{HttpAdapter, MemorySecrets};
+use coordinator_host::audit::AuditJournal;
+use coordinator_host::keys::{AdmissionKey, AuditKey};
+use coordinator_host::runtime::config::{
+    Authentication, Authorization, CaseworkConnection, Connection, PlainConnection, Policy,
+    SecretRef,
+};
+use coordinator_host::service::{Engine, EngineConfig, ManualClock, MemoryRunStore, RunStore};
+use coordinator_ir::Definition;
+use serde_json::{json, Value};
+
+const AUDIENCE: &str = "registry-coordinator";
+const PRODUCER: &str = "producer-app";
+const OPERATOR: &str = "ops-console";
+
+struct Service {
+    rt: tokio::runtime::Runtime,
+    issuer: FakeIssuer,
+    _products: (FakeCasework, FakeMessaging),
+    engine: Arc<Engine>,
+    base: String,
+    dir: tempfile::TempDir,
+}
+
+fn definition(example: &str) -> Definition {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(example);
+    let compiled = coordinator_compiler::compile_project(&dir, example);
+    assert!(!compiled.has_errors(), "{:?}", compiled.diagnostics);
+    Definition::new(compiled.program.unwrap())
+}
+
+fn auth(issuer: &FakeIssuer, name: &str) -> Authorization {
+    Authorization {
+        token_endpoint: issuer.token_endpoint(),
+        client_id: format!("coordinator-{name}"),
+        signing_key_ref: SecretRef(format!("secret:file/{name}-key")),
+        scopes: vec![],
+        resource: None,
+    }
+}
+
+impl Service {
+    fn start() -> Service {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (issuer, casework, messaging, engine, base) = rt.block_on(async {
+            let issuer = FakeIssuer::start().await.unwrap();
+            let casework = FakeCasework::start().await.unwrap();
+            let messaging = FakeMessaging::start().await.unwrap();
+            let mut secrets = MemorySecrets::new();
+            for name in ["review", "notices"] {
+                let key = TestKey::generate(KeyKind::Es256, &format!("{name}-kid"));
+                issuer.register_client(
+                    &format!("coordinator-{name}"),
+                    key.public_jwk.clone(),
+                    None,
+                );
+                secrets.insert(
+                    &format!("secret:file/{name}-key"),
+                    key.private_jwk_text().into_bytes(),
+                );
+            }
+            let mut connections = BTreeMap::new();
+            connections.insert(
+                "review".to_owned(),
+                Connection::CaseworkReviewProducer(CaseworkConnection {
+                    base_url: casework.base_url().to_owned(),
+                    profile: Some("application-review".into()),
+                    producer: "coordinator".into(),
+                    authorization: auth(&issuer, "review"),
+                    completion: None,
+                    result_check_seconds: 900,
+                    request_timeout_milliseconds: Some(5_000),
+                }),
+            );
+            connections.insert(
+                "notices".to_owned(),
+                Connection::Messaging(PlainConnection {
+                    base_url: messaging.base_url().to_owned(),
+                    authorization: auth(&issuer, "notices"),
+                    request_timeout_milliseconds: Some(5_000),
+                }),
+            );
+            let journal = AuditJournal::open(&dir.path().join("audit.jsonl")).unwrap();
+            let engine = Arc::new(
+                Engine::new(
+                    EngineConfig::new("db-cli-1", "worker-1"),
+                    Arc::new(MemoryRunStore::new()) as Arc<dyn RunStore>,
+                    Arc::new(ManualClock::at("2026-03-02T09:00:00Z")),
+                    Arc::new(HttpAdapter::new(Arc::new(secrets)).unwrap()),
+                    AdmissionKey::new(&[7u8; 32]).unwrap(),
+                    connections,
+                    &[definition("reviewed-notice")],
+                )
+                .unwrap()
+                .with_audit(Arc::new(journal), AuditKey::new(&[9u8; 32]).unwrap()),
+            );
+            let mut policies = BTreeMap::new();
+            policies.insert(
+                PRODUCER.to_owned(),
+                Policy {
+                    workflows: Some(vec!["reviewed-notice".into()]),
+                    actions: ["start", "status", "inspect"].map(String::from).to_vec(),
+                    operator: false,
+                },
+            );
+            policies.insert(
+                OPERATOR.to_owned(),
+                Policy {
+                    workflows: None,
+                    actions: [
+                        "status",
+                        "inspect",
+                        "cancel",
+                        "retry-same",
+                        "reconcile",
+                        "doctor",
+                        "restore-hold",
+                        "release-restore-hold",
+                        "complete-execution-recovery",
+                        "release-admission-hold",
+                        "retain",
+                    ]
+                    .map(String::from)
+                    .to_vec(),
+                    operator: true,
+                },
+            );
+            let authentication = Authentication {
+                issuer: issuer.issuer().to_owned(),
+                audience: AUDIENCE.into(),
+                jwks: None,
+                policies,
+            };
+            let state = AppState {
+                engine: engine.clone(),
+                verifier: Arc::new(Verifier::new(&authentication, KeySource::Discovery)),
+                completions: Arc::new(Completions::default()),
+            };
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let base = format!("http://{}", listener.local_addr().unwrap());
+            tokio::spawn(coordinator::run(listener, state, std::future::pending()));
+            (issuer, casework, messaging, engine, base)
+        });
+        Service {
+            rt,
+            issuer,
+            _products: (casework, messaging),
+            engine,
+            base,
+            dir,
+        }
+    }
+
+    /// Writes an owner-only token file for `client` and returns its path.
+    fn token_file(&self, client: &str) -> PathBuf {
+        let path = self.dir.path().join(format!("{client}.token"));
+        std::fs::write(&path, self.token(client) + "\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        path
+    }
+
+    fn token(&self, client: &str) -> String {
+        self.issuer.mint(&Mint::new(client, AUDIENCE))
+    }
+
+    /// Starts a run as the producer; returns its id.
+    fn start_run(&self, key: &str) -> String {
+        let revision = self.engine.active_revisions()["reviewed-notice"].clone();
+        let token = self.token(PRODUCER);
+        let url = format!("{}/v1/runs", self.base);
+        self.rt.block_on(async {
+            let resp = reqwest::Client::new()
+                .post(url)
+                .bearer_auth(token)
+                .header("idempotency-key", key)
+                .header("content-type", "application/json")
+                .body(
+                    json!({"workflow": "reviewed-notice", "revision": revision,
+                           "input": {"applicationId": "app-1", "applicantEmail": "a@example.org"}})
+                    .to_string(),
+                )
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status().as_u16(), 201);
+            let v: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
+            v["run"].as_str().unwrap().to_owned()
+        })
+    }
+
+    /// Runs `coordinatorctl ARGS --url <base> --token-file <file>`.
+    fn ctl(&self, client: &str, args: &[&str]) -> Out {
+        let file = self.token_file(client);
+        let mut all: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+        all.extend([
+            "--url".into(),
+            self.base.clone(),
+            "--token-file".into(),
+            file.display().to_string(),
+        ]);
+        ctl(&all)
+    }
+}
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Out {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("{e}: {}", self.stdout))
+    }
+}
+
+fn ctl(args: &[String]) -> Out {
+    let out = Command::new(env!("CARGO_BIN_EXE_coordinatorctl"))
+        .args(args)
+        .output()
+        .unwrap();
+    Out {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+#[test]
+fn status_list_inspect_and_cancel_in_text_and_json() {
+    let svc = Service::start();
+    let id = svc.start_run("k-1");
+
+    let out = svc.ctl(OPERATOR, &["status", "--run", &id]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains(&format!("run: {id}\n")),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("state: running\n"), "{}", out.stdout);
+    assert!(out.stdout.contains("workflow: reviewed-notice\n"));
+
+    let out = svc.ctl(OPERATOR, &["status", "--run", &id, "--format", "json"]);
+    assert_eq!(out.code, 0);
+    let v = out.json();
+    assert_eq!(v["kind"], "CoordinatorCtlReport");
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["command"], "status");
+    assert_eq!(v["result"]["run"], id.as_str());
+    assert_eq!(v["result"]["state"], "running");
+
+    let out = svc.ctl(OPERATOR, &["list", "--attention", "false", "--limit", "5"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout
+            .starts_with(&format!("{id}  running  reviewed-notice  ")),
+        "{}",
+        out.stdout
+    );
+    let out = svc.ctl(
+        OPERATOR,
+        &["list", "--attention", "true", "--format", "json"],
+    );
+    assert_eq!(out.json()["result"]["runs"], json!([]));
+    let out = svc.ctl(OPERATOR, &["list", "--attention", "true"]);
+    assert_eq!(out.stdout, "no runs\n");
+
+    let out = svc.ctl(OPERATOR, &["inspect", "--run", &id]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout
+            .contains("steps:\n  submit-review (call) attempts=0\n"),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("a@example.org"), "inspect leaks input");
+    let out = svc.ctl(OPERATOR, &["inspect", "--run", &id, "--format", "json"]);
+    assert_eq!(out.json()["result"]["steps"][0]["name"], "submit-review");
+
+    let out = svc.ctl(OPERATOR, &["cancel", "--run", &id, "--reason", "ticket-1"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("state: cancel-requested\n"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn refusals_show_their_problem_code_and_next_step() {
+    let svc = Service::start();
+    let id = svc.start_run("k-1");
+    // The producer's policy lacks cancel.
+    let out = svc.ctl(PRODUCER, &["cancel", "--run", &id, "--reason", "ticket-1"]);
+    assert_eq!(out.code, 1);
+    assert!(out.stdout.is_empty());
+    let url = format!("{}/v1/runs/{id}/cancel", svc.base);
+    assert!(
+        out.stderr
+            .starts_with(&format!("error[authorization.refused] {url}\n")),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("  next: "), "{}", out.stderr);
+    // An unknown run, as JSON.
+    let out = svc.ctl(
+        OPERATOR,
+        &["status", "--run", "no-such-run", "--format", "json"],
+    );
+    assert_eq!(out.code, 1);
+    let v = out.json();
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["status"], "refused");
+    assert_eq!(v["error"]["code"], "run.not-found");
+    assert_eq!(v["error"]["status"], 404);
+    assert!(v["error"]["next"].is_string());
+    // A refusal from the seed's table: admissions held.
+    let out = svc.ctl(OPERATOR, &["restore-hold", "--reason", "incident-1"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("holds.restore: true\n"),
+        "{}",
+        out.stdout
+    );
+    let out = svc.ctl(
+        OPERATOR,
+        &[
+            "release-admission-hold",
+            "--recovery-reference",
+            "incident-1",
+            "--admission-history-complete",
+            "--prior-deployment-fenced",
+        ],
+    );
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.starts_with("error[restore.unresolved] "),
+        "{}",
+        out.stderr
+    );
+    // Attestations are required (usage).
+    let out = svc.ctl(
+        OPERATOR,
+        &[
+            "complete-execution-recovery",
+            "--recovery-reference",
+            "incident-1",
+        ],
+    );
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    // Retention is not implemented: 501 reported as a refusal.
+    let out = svc.ctl(
+        OPERATOR,
+        &[
+            "retain",
+            "--before",
+            "2026-07-01T00:00:00Z",
+            "--limit",
+            "100",
+        ],
+    );
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.starts_with("error[retention.unsupported] "),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn doctor_text_and_json() {
+    let svc = Service::start();
+    let out = svc.ctl(OPERATOR, &["doctor"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    for line in [
+        "activationReady: true",
+        "state.auditReady: true",
+        "state.uncertain: 0",
+        "holds.restore: false",
+        "holds.admission: false",
+    ] {
+        assert!(
+            out.stdout.lines().any(|l| l == line),
+            "no `{line}` in\n{}",
+            out.stdout
+        );
+    }
+    let out = svc.ctl(OPERATOR, &["doctor", "--format", "json"]);
+    let v = out.json();
+    assert_eq!(v["result"]["state"]["auditReady"], true);
+    assert_eq!(v["result"]["holds"]["restore"], false);
+    let out = svc.ctl(PRODUCER, &["doctor"]);
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.starts_with("error[authorization.refused]"));
+}
+
+#[test]
+fn unreachable_service_exits_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("t");
+    std::fs::write(&token, "a.b.c").unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let args: Vec<String> = [
+        "doctor",
+        "--url",
+        &format!("http://127.0.0.1:{port}"),
+        "--token-file",
+        token.to_str().unwrap(),
+    ]
+    .map(String::from)
+    .to_vec();
+    let out = ctl(&args);
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .starts_with("error[coordinator.command.service-unreachable]"),
+        "{}",
+        out.stderr
+    );
+    let mut json_args = args.clone();
+    json_args.extend(["--format".to_owned(), "json".to_owned()]);
+    let out = ctl(&json_args);
+    assert_eq!(out.code, 3);
+    assert_eq!(out.json()["status"], "unavailable");
+}
+
+#[test]
+fn token_file_handling() {
+    let svc = Service::start();
+    let secret = svc.token(OPERATOR);
+    let path = svc.dir.path().join("loose.token");
+    std::fs::write(&path, &secret).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let run = |p: &Path| {
+        ctl(&[
+            "doctor".into(),
+            "--url".into(),
+            svc.base.clone(),
+            "--token-file".into(),
+            p.display().to_string(),
+        ])
+    };
+    // World-readable: refused, token never shown.
+    let out = run(&path);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out
+        .stderr
+        .starts_with("error[coordinator.command.token-file-permissions]"));
+    assert!(!out.stderr.contains(&secret) && !out.stdout.contains(&secret));
+    // Owner-only: accepted.
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(run(&path).code, 0);
+    // Missing: unavailable.
+    let out = run(&svc.dir.path().join("missing.token"));
+    assert_eq!(out.code, 3);
+    assert!(out
+        .stderr
+        .starts_with("error[coordinator.command.token-file-unreadable]"));
+    // A directory is not a token file.
+    assert_eq!(run(svc.dir.path()).code, 3);
+    // A bad token: the service refuses, the token is not shown.
+    std::fs::write(&path, "not-a-token").unwrap();
+    let out = run(&path);
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.starts_with("error[authentication.refused]"));
+    assert!(!out.stderr.contains("not-a-token"));
+    // The token is never accepted by value.
+    let out = ctl(&[
+        "doctor".into(),
+        "--url".into(),
+        svc.base.clone(),
+        "--token".into(),
+        secret.clone(),
+    ]);
+    assert_eq!(out.code, 2);
+}

@@ -1,0 +1,422 @@
+//! The operator routes of seed 000: `GET /v1/doctor`, the restore and
+//! admission holds, `complete-execution-recovery` and `retention`, and the
+//! audit journal hook every audited answer goes through.
+//!
+//! Every route here needs a policy with `operator: true` that lists the
+//! action (`doctor`, `restore-hold`, `release-restore-hold`,
+//! `complete-execution-recovery`, `release-admission-hold`, `retain`);
+//! anything else is 403 `authorization.refused`.
+//!
+//! The holds live in the engine's memory ([`Engine::holds`]); see
+//! docs/operations.md for what the durable store must persist.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use coordinator_api as api;
+use coordinator_host::audit::AuditRecord;
+use coordinator_host::keys::AuditKey;
+use coordinator_host::service::engine::{wait_kind, Holds};
+use coordinator_host::service::{EffectState, Engine, Principal, RunStatus, StoreError};
+
+use crate::auth::Grant;
+use crate::{body, json, principal, strict, ApiError, AppState};
+
+/// Longest accepted `reason` or `recoveryReference`, in bytes.
+pub const MAX_REFERENCE_BYTES: usize = 256;
+
+/// Counts over the runs that have not ended (doctor and metrics).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Survey {
+    /// Runs by state (`running`, `attention`, `cancel-requested`).
+    pub runs: Vec<(&'static str, u64)>,
+    /// Runs holding an `unknown` effect.
+    pub uncertain: u64,
+    /// Current waits by kind (`wait-until`, `wait-for`).
+    pub waits: Vec<(&'static str, u64)>,
+    /// Dispatch jobs by state (`ready`, `leased`, `sending`).
+    pub dispatch_jobs: Vec<(&'static str, u64)>,
+}
+
+/// Surveys the live runs and their jobs. O(live runs): the store has no
+/// aggregate query yet (docs/operations.md).
+///
+/// # Errors
+/// The store's.
+pub async fn survey(engine: &Engine) -> Result<Survey, StoreError> {
+    use coordinator_host::service::{JobKind, JobState};
+    let live = engine.live_runs().await?;
+    let mut by_state = [("running", 0u64), ("attention", 0), ("cancel-requested", 0)];
+    let mut waits = [("wait-until", 0u64), ("wait-for", 0)];
+    let mut jobs = [("ready", 0u64), ("leased", 0), ("sending", 0)];
+    let mut uncertain = 0;
+    for run in &live {
+        let status = run.status();
+        if let Some(slot) = by_state.iter_mut().find(|(s, _)| *s == status.as_str()) {
+            slot.1 += 1;
+        }
+        if run
+            .state
+            .effects
+            .values()
+            .any(|e| *e == EffectState::Unknown)
+        {
+            uncertain += 1;
+        }
+        if let Some(kind) = wait_kind(&run.state) {
+            if let Some(slot) = waits.iter_mut().find(|(k, _)| *k == kind) {
+                slot.1 += 1;
+            }
+        }
+        for job in engine
+            .store()
+            .jobs(&run.id)
+            .await
+            .map_err(|e| engine.seen(e))?
+        {
+            if !matches!(job.kind, JobKind::Dispatch { .. }) {
+                continue;
+            }
+            let state = match (job.state, &job.lease) {
+                (JobState::Sending, _) => "sending",
+                (JobState::Ready, Some(_)) => "leased",
+                (JobState::Ready, None) => "ready",
+            };
+            if let Some(slot) = jobs.iter_mut().find(|(s, _)| *s == state) {
+                slot.1 += 1;
+            }
+        }
+    }
+    Ok(Survey {
+        runs: by_state.to_vec(),
+        uncertain,
+        waits: waits.to_vec(),
+        dispatch_jobs: jobs.to_vec(),
+    })
+}
+
+/// Appends the record `build` makes to the audit journal (fsynced) on a
+/// blocking thread; a failed append is 503 `audit.response-unavailable`
+/// and the answer is not released.
+pub(crate) async fn audited(
+    engine: &Arc<Engine>,
+    build: impl FnOnce(&AuditKey) -> AuditRecord + Send + 'static,
+) -> Result<(), ApiError> {
+    let engine = engine.clone();
+    let appended = tokio::task::spawn_blocking(move || engine.audit(build))
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
+    appended.map_err(|e| {
+        tracing::error!(code = "audit.response-unavailable", error = %e, "audit append failed; answer withheld");
+        ApiError::new(
+            503,
+            "audit.response-unavailable",
+            "The operation may have completed, but its audited result was not released",
+        )
+        .detail("inspect before repeating it")
+    })
+}
+
+/// The keyed reference of a principal (`iss` and `sub`).
+pub(crate) fn principal_value(who: &Principal) -> String {
+    format!("{}\u{0}{}", who.iss, who.sub)
+}
+
+/// 401 / 403 unless the principal is an operator whose policy lists
+/// `action`.
+async fn operator(s: &AppState, headers: &HeaderMap, action: &str) -> Result<Principal, ApiError> {
+    let who = principal(s, headers).await?;
+    match s.verifier.grant(&who, action, None) {
+        Grant::Allowed { operator: true } => Ok(who),
+        _ => Err(ApiError::forbidden()),
+    }
+}
+
+fn reference(name: &str, value: &str) -> Result<(), ApiError> {
+    if value.is_empty()
+        || value.len() > MAX_REFERENCE_BYTES
+        || !value.bytes().all(|b| b.is_ascii_graphic())
+    {
+        return Err(ApiError::bad_request(format!(
+            "{name} must be 1..=256 visible ASCII characters (an investigation reference)"
+        )));
+    }
+    Ok(())
+}
+
+fn holds_body(h: &Holds) -> api::Holds {
+    api::Holds {
+        restore: h.restore,
+        admission: h.admission,
+        execution_recovery_completed: h.execution_recovery_completed,
+    }
+}
+
+fn hold_record(
+    action: &str,
+    who: &Principal,
+    refkind: &'static str,
+    refvalue: String,
+    after: &Holds,
+) -> impl FnOnce(&AuditKey) -> AuditRecord + Send + 'static {
+    let action = action.to_owned();
+    let who = principal_value(who);
+    let after = after.clone();
+    move |key| {
+        AuditRecord::new(&action, "accepted")
+            .reference(key, "principal", &who)
+            .reference(key, refkind, &refvalue)
+            .fact("restoreHold", after.restore)
+            .fact("admissionHold", after.admission)
+            .fact(
+                "executionRecoveryCompleted",
+                after.execution_recovery_completed,
+            )
+    }
+}
+
+fn out_of_order(code: &str, detail: &str) -> ApiError {
+    ApiError::new(
+        409,
+        code,
+        "A restore step is out of order, or held work still needs review",
+    )
+    .detail(detail.to_owned())
+}
+
+/// `GET /v1/doctor`.
+pub(crate) async fn doctor(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    operator(&s, &headers, "doctor").await?;
+    let store_ready = s.engine.store().ping().await.is_ok();
+    let survey = if store_ready {
+        match survey(&s.engine).await {
+            Ok(v) => Some(v),
+            Err(e) => {
+                tracing::warn!(code = "store-unavailable", error = %e, "doctor survey failed");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let count = |state: &str| {
+        survey.as_ref().map(|v| {
+            v.runs
+                .iter()
+                .filter(|(s, _)| *s == state)
+                .map(|(_, n)| n)
+                .sum()
+        })
+    };
+    let body = api::Doctor {
+        activation_ready: !s.engine.active_revisions().is_empty(),
+        recovery_only: s.engine.recovery_only(),
+        state: api::DoctorState {
+            audit_ready: s.engine.audit_ready(),
+            store_ready: store_ready && survey.is_some(),
+            uncertain: survey.as_ref().map(|v| v.uncertain),
+            attention: count(RunStatus::Attention.as_str()),
+            live: survey.as_ref().map(|v| v.runs.iter().map(|(_, n)| n).sum()),
+        },
+        holds: holds_body(&s.engine.holds()),
+    };
+    Ok(json(StatusCode::OK, &body))
+}
+
+/// `POST /v1/restore-hold`: places the restore hold and the admission
+/// hold. Placing it again changes nothing but is audited again.
+pub(crate) async fn restore_hold(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let who = operator(&s, &headers, "restore-hold").await?;
+    let req: api::HoldReason = strict::from_slice(&body(bytes)?).map_err(ApiError::bad_request)?;
+    reference("reason", &req.reason)?;
+    let after = s.engine.update_holds(|h| {
+        if !h.restore {
+            h.execution_recovery_completed = false;
+        }
+        h.restore = true;
+        h.admission = true;
+        Ok::<(), ApiError>(())
+    })?;
+    tracing::warn!(action = "restore-hold", "restore hold placed");
+    audited(
+        &s.engine,
+        hold_record("restore.hold", &who, "reason", req.reason, &after),
+    )
+    .await?;
+    Ok(json(StatusCode::OK, &holds_body(&after)))
+}
+
+/// `POST /v1/complete-execution-recovery`: the operator's attestation,
+/// under the restore hold.
+pub(crate) async fn complete_execution_recovery(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let who = operator(&s, &headers, "complete-execution-recovery").await?;
+    let req: api::ExecutionRecovery =
+        strict::from_slice(&body(bytes)?).map_err(ApiError::bad_request)?;
+    reference("recoveryReference", &req.recovery_reference)?;
+    if !(req.execution_history_complete && req.prior_deployment_fenced) {
+        return Err(ApiError::bad_request(
+            "executionHistoryComplete and priorDeploymentFenced must both be attested (true)",
+        ));
+    }
+    let after = s.engine.update_holds(|h| {
+        if !h.restore {
+            return Err(out_of_order(
+                "restore.hold-required",
+                "place the restore hold first (restore-hold)",
+            ));
+        }
+        h.execution_recovery_completed = true;
+        Ok(())
+    })?;
+    audited(
+        &s.engine,
+        hold_record(
+            "restore.complete-execution-recovery",
+            &who,
+            "recovery-reference",
+            req.recovery_reference,
+            &after,
+        ),
+    )
+    .await?;
+    Ok(json(StatusCode::OK, &holds_body(&after)))
+}
+
+/// `POST /v1/release-restore-hold`: refused with `restore.unresolved` while
+/// runs hold unknown effects, unless execution recovery was attested.
+pub(crate) async fn release_restore_hold(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let who = operator(&s, &headers, "release-restore-hold").await?;
+    let req: api::HoldReason = strict::from_slice(&body(bytes)?).map_err(ApiError::bad_request)?;
+    reference("reason", &req.reason)?;
+    let current = s.engine.holds();
+    if !current.restore {
+        return Err(out_of_order(
+            "restore.hold-required",
+            "the restore hold is not in place",
+        ));
+    }
+    let uncertain = if current.execution_recovery_completed {
+        0
+    } else {
+        survey(&s.engine)
+            .await
+            .map_err(|e| ApiError::store(&e))?
+            .uncertain
+    };
+    let after = s.engine.update_holds(|h| {
+        if !h.restore {
+            return Err(out_of_order(
+                "restore.hold-required",
+                "the restore hold is not in place",
+            ));
+        }
+        if uncertain > 0 && !h.execution_recovery_completed {
+            return Err(out_of_order(
+                "restore.unresolved",
+                &format!(
+                    "{uncertain} held run(s) hold an unknown effect: reconcile them, or attest with complete-execution-recovery"
+                ),
+            ));
+        }
+        h.restore = false;
+        h.execution_recovery_completed = false;
+        Ok(())
+    })?;
+    tracing::warn!(action = "release-restore-hold", "restore hold released");
+    audited(
+        &s.engine,
+        hold_record("restore.release", &who, "reason", req.reason, &after),
+    )
+    .await?;
+    Ok(json(StatusCode::OK, &holds_body(&after)))
+}
+
+/// `POST /v1/release-admission-hold`: only after the restore hold is
+/// released, with the operator's attestations.
+pub(crate) async fn release_admission_hold(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let who = operator(&s, &headers, "release-admission-hold").await?;
+    let req: api::AdmissionRecovery =
+        strict::from_slice(&body(bytes)?).map_err(ApiError::bad_request)?;
+    reference("recoveryReference", &req.recovery_reference)?;
+    if !(req.admission_history_complete && req.prior_deployment_fenced) {
+        return Err(ApiError::bad_request(
+            "admissionHistoryComplete and priorDeploymentFenced must both be attested (true)",
+        ));
+    }
+    let after = s.engine.update_holds(|h| {
+        if !h.admission {
+            return Err(out_of_order(
+                "restore.hold-required",
+                "the admission hold is not in place",
+            ));
+        }
+        if h.restore {
+            return Err(out_of_order(
+                "restore.unresolved",
+                "release the restore hold first (release-restore-hold)",
+            ));
+        }
+        h.admission = false;
+        Ok(())
+    })?;
+    tracing::warn!(action = "release-admission-hold", "admission hold released");
+    audited(
+        &s.engine,
+        hold_record(
+            "restore.release-admission-hold",
+            &who,
+            "recovery-reference",
+            req.recovery_reference,
+            &after,
+        ),
+    )
+    .await?;
+    Ok(json(StatusCode::OK, &holds_body(&after)))
+}
+
+/// `POST /v1/retention`: not implementable on the current run store port
+/// (it has no erasure step), so it answers 501 `retention.unsupported`
+/// after checking the caller and the request.
+pub(crate) async fn retention(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    operator(&s, &headers, "retain").await?;
+    let req: api::Retention = strict::from_slice(&body(bytes)?).map_err(ApiError::bad_request)?;
+    if req.limit == 0 || req.limit > api::MAX_RETENTION_LIMIT {
+        return Err(ApiError::bad_request("limit must be 1..=100"));
+    }
+    if coordinator_host::service::clock::rfc3339_to_unix(&req.before).is_none() {
+        return Err(ApiError::bad_request("before must be an RFC 3339 instant"));
+    }
+    Err(ApiError::new(
+        501,
+        "retention.unsupported",
+        "Retention is not implemented by this service yet",
+    )
+    .detail("the run store has no erasure step yet; nothing was erased"))
+}

@@ -1,0 +1,618 @@
+//! The operator side in process: `GET /v1/doctor`, the restore and
+//! admission holds, `--recovery-only`, retention, the audit journal and the
+//! metrics listener, over real sockets with the fake issuer and products.
+
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use coordinator::auth::{KeySource, Verifier};
+use coordinator::{AppState, Completions};
+use coordinator_fakes::{FakeCasework, FakeIssuer, FakeMessaging, KeyKind, Mint, Reply, TestKey};
+use coordinator_host::adapters::{HttpAdapter, MemorySecrets};
+use coordinator_host::audit::{journal_files, AuditJournal};
+use coordinator_host::keys::{AdmissionKey, AuditKey};
+use coordinator_host::runtime::config::{
+    Authentication, Authorization, CaseworkConnection, Connection, PlainConnection, Policy,
+    SecretRef,
+};
+use coordinator_host::service::{Engine, EngineConfig, ManualClock, MemoryRunStore, RunStore};
+use coordinator_ir::Definition;
+use serde_json::{json, Value};
+
+const AUDIENCE: &str = "registry-coordinator";
+const PRODUCER: &str = "producer-app";
+const OPERATOR: &str = "ops-console";
+const EMAIL: &str = "applicant-7@example.org";
+
+fn definition(example: &str) -> Definition {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(example);
+    let compiled = coordinator_compiler::compile_project(&dir, example);
+    assert!(!compiled.has_errors(), "{:?}", compiled.diagnostics);
+    Definition::new(compiled.program.unwrap())
+}
+
+fn auth(issuer: &FakeIssuer, name: &str) -> Authorization {
+    Authorization {
+        token_endpoint: issuer.token_endpoint(),
+        client_id: format!("coordinator-{name}"),
+        signing_key_ref: SecretRef(format!("secret:file/{name}-key")),
+        scopes: vec![],
+        resource: None,
+    }
+}
+
+struct Env {
+    issuer: FakeIssuer,
+    casework: FakeCasework,
+    _messaging: FakeMessaging,
+    engine: Arc<Engine>,
+    audit_dir: tempfile::TempDir,
+    base: String,
+    metrics: String,
+    http: reqwest::Client,
+    _stop: Vec<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Env {
+    async fn new(recovery_only: bool) -> Env {
+        let issuer = FakeIssuer::start().await.unwrap();
+        let casework = FakeCasework::start().await.unwrap();
+        let messaging = FakeMessaging::start().await.unwrap();
+        let mut secrets = MemorySecrets::new();
+        for (name, kind) in [("review", KeyKind::Es256), ("notices", KeyKind::EdDsa)] {
+            let key = TestKey::generate(kind, &format!("{name}-kid"));
+            issuer.register_client(&format!("coordinator-{name}"), key.public_jwk.clone(), None);
+            secrets.insert(
+                &format!("secret:file/{name}-key"),
+                key.private_jwk_text().into_bytes(),
+            );
+        }
+        let mut connections = BTreeMap::new();
+        connections.insert(
+            "review".to_owned(),
+            Connection::CaseworkReviewProducer(CaseworkConnection {
+                base_url: casework.base_url().to_owned(),
+                profile: Some("application-review".into()),
+                producer: "coordinator".into(),
+                authorization: auth(&issuer, "review"),
+                completion: None,
+                result_check_seconds: 900,
+                request_timeout_milliseconds: Some(5_000),
+            }),
+        );
+        connections.insert(
+            "notices".to_owned(),
+            Connection::Messaging(PlainConnection {
+                base_url: messaging.base_url().to_owned(),
+                authorization: auth(&issuer, "notices"),
+                request_timeout_milliseconds: Some(5_000),
+            }),
+        );
+        let mut config = EngineConfig::new("db-ops-1", "worker-1");
+        config.recovery_only = recovery_only;
+        let audit_dir = tempfile::tempdir().unwrap();
+        let journal = AuditJournal::open(&audit_dir.path().join("audit.jsonl")).unwrap();
+        let engine = Engine::new(
+            config,
+            Arc::new(MemoryRunStore::new()) as Arc<dyn RunStore>,
+            Arc::new(ManualClock::at("2026-03-02T09:00:00Z")),
+            Arc::new(HttpAdapter::new(Arc::new(secrets)).unwrap()),
+            AdmissionKey::new(&[7u8; 32]).unwrap(),
+            connections,
+            &[definition("reviewed-notice")],
+        )
+        .unwrap()
+        .with_audit(Arc::new(journal), AuditKey::new(&[9u8; 32]).unwrap());
+        let engine = Arc::new(engine);
+
+        let mut policies = BTreeMap::new();
+        policies.insert(
+            PRODUCER.to_owned(),
+            Policy {
+                workflows: Some(vec!["reviewed-notice".into()]),
+                actions: ["start", "status", "inspect"].map(String::from).to_vec(),
+                operator: false,
+            },
+        );
+        policies.insert(
+            OPERATOR.to_owned(),
+            Policy {
+                workflows: None,
+                actions: [
+                    "status",
+                    "inspect",
+                    "cancel",
+                    "retry-same",
+                    "reconcile",
+                    "doctor",
+                    "restore-hold",
+                    "release-restore-hold",
+                    "complete-execution-recovery",
+                    "release-admission-hold",
+                    "retain",
+                ]
+                .map(String::from)
+                .to_vec(),
+                operator: true,
+            },
+        );
+        let authentication = Authentication {
+            issuer: issuer.issuer().to_owned(),
+            audience: AUDIENCE.into(),
+            jwks: None,
+            policies,
+        };
+        let state = AppState {
+            engine: engine.clone(),
+            verifier: Arc::new(Verifier::new(&authentication, KeySource::Discovery)),
+            completions: Arc::new(Completions::default()),
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(coordinator::run(listener, state, async move {
+            let _ = rx.await;
+        }));
+        let mlistener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let metrics = format!("http://{}/metrics", mlistener.local_addr().unwrap());
+        let (mtx, mrx) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(coordinator::metrics::serve(
+            mlistener,
+            engine.clone(),
+            async move {
+                let _ = mrx.await;
+            },
+        ));
+        Env {
+            issuer,
+            casework,
+            _messaging: messaging,
+            engine,
+            audit_dir,
+            base,
+            metrics,
+            http: reqwest::Client::new(),
+            _stop: vec![tx, mtx],
+        }
+    }
+
+    fn token(&self, client: &str) -> String {
+        self.issuer.mint(&Mint::new(client, AUDIENCE))
+    }
+
+    async fn call(&self, client: Option<&str>, path: &str, body: Option<Value>) -> (u16, Value) {
+        let url = format!("{}{path}", self.base);
+        let mut r = match &body {
+            Some(b) => self
+                .http
+                .post(url)
+                .header("content-type", "application/json")
+                .body(b.to_string()),
+            None => self.http.get(url),
+        };
+        if let Some(c) = client {
+            r = r.bearer_auth(self.token(c));
+        }
+        let resp = r.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
+    async fn start(&self, key: &str) -> (u16, Value) {
+        let revision = self.engine.active_revisions()["reviewed-notice"].clone();
+        let url = format!("{}/v1/runs", self.base);
+        let resp = self
+            .http
+            .post(url)
+            .bearer_auth(self.token(PRODUCER))
+            .header("idempotency-key", key)
+            .header("content-type", "application/json")
+            .body(
+                json!({"workflow": "reviewed-notice", "revision": revision,
+                       "input": {"applicationId": "app-7", "applicantEmail": EMAIL}})
+                .to_string(),
+            )
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        (
+            status,
+            serde_json::from_str(&resp.text().await.unwrap()).unwrap(),
+        )
+    }
+
+    /// A run whose Casework submission was reset after the request was
+    /// read: effect `unknown`, run `attention`.
+    async fn uncertain_run(&self, key: &str) -> String {
+        self.casework
+            .fake()
+            .script("/v1/review-requests", [Reply::Reset]);
+        let (s, run) = self.start(key).await;
+        assert_eq!(s, 201, "{run}");
+        self.engine.run_until_idle(10).await.unwrap();
+        let id = run["run"].as_str().unwrap().to_owned();
+        let (_, status) = self
+            .call(Some(OPERATOR), &format!("/v1/runs/{id}"), None)
+            .await;
+        assert_eq!(status["state"], "attention", "{status}");
+        id
+    }
+
+    fn journal(&self) -> Vec<Value> {
+        let files = journal_files(&self.audit_dir.path().join("audit.jsonl")).unwrap();
+        assert_eq!(files.len(), 1);
+        let text = std::fs::read_to_string(&files[0]).unwrap();
+        assert!(!text.contains(EMAIL), "the journal holds an input value");
+        assert!(!text.contains("app-7"), "the journal holds an input value");
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+#[tokio::test]
+async fn doctor_reports_readiness_holds_and_uncertain_runs() {
+    let env = Env::new(false).await;
+    let (s, d) = env.call(Some(OPERATOR), "/v1/doctor", None).await;
+    assert_eq!(s, 200, "{d}");
+    assert_eq!(d["activationReady"], true);
+    assert_eq!(d["recoveryOnly"], false);
+    assert_eq!(d["state"]["auditReady"], true);
+    assert_eq!(d["state"]["storeReady"], true);
+    assert_eq!(d["state"]["uncertain"], 0);
+    assert_eq!(d["holds"]["restore"], false);
+    assert_eq!(d["holds"]["admission"], false);
+
+    env.uncertain_run("k-1").await;
+    let (_, d) = env.call(Some(OPERATOR), "/v1/doctor", None).await;
+    assert_eq!(d["state"]["uncertain"], 1, "{d}");
+    assert_eq!(d["state"]["attention"], 1, "{d}");
+
+    let (s, p) = env.call(Some(PRODUCER), "/v1/doctor", None).await;
+    assert_eq!(
+        (s, p["code"].as_str()),
+        (403, Some("authorization.refused"))
+    );
+    let (s, p) = env.call(None, "/v1/doctor", None).await;
+    assert_eq!(
+        (s, p["code"].as_str()),
+        (401, Some("authentication.refused"))
+    );
+}
+
+#[tokio::test]
+async fn restore_sequence_holds_execution_and_admissions() {
+    let env = Env::new(false).await;
+    let uncertain = env.uncertain_run("k-1").await;
+    let reason = json!({"reason": "incident-2026-10-12"});
+    let execution = json!({"recoveryReference": "incident-2026-10-12",
+        "executionHistoryComplete": true, "priorDeploymentFenced": true});
+    let admission = json!({"recoveryReference": "incident-2026-10-12",
+        "admissionHistoryComplete": true, "priorDeploymentFenced": true});
+
+    // Out of order before any hold.
+    let (s, p) = env
+        .call(
+            Some(OPERATOR),
+            "/v1/release-restore-hold",
+            Some(reason.clone()),
+        )
+        .await;
+    assert_eq!(
+        (s, p["code"].as_str()),
+        (409, Some("restore.hold-required"))
+    );
+    let (s, p) = env
+        .call(
+            Some(OPERATOR),
+            "/v1/complete-execution-recovery",
+            Some(execution.clone()),
+        )
+        .await;
+    assert_eq!(
+        (s, p["code"].as_str()),
+        (409, Some("restore.hold-required"))
+    );
+
+    // A run admitted before the hold, not yet dispatched.
+    let (s, before) = env.start("k-2").await;
+    assert_eq!(s, 201);
+    let before = before["run"].as_str().unwrap().to_owned();
+
+    let (s, h) = env
+        .call(Some(OPERATOR), "/v1/restore-hold", Some(reason.clone()))
+        .await;
+    assert_eq!(s, 200, "{h}");
+    assert_eq!(
+        h,
+        json!({"restore": true, "admission": true, "executionRecoveryCompleted": false})
+    );
+    // No dispatch while held.
+    assert_eq!(env.engine.run_until_idle(5).await.unwrap(), 0);
+    assert_eq!(
+        env.casework.fake().requests_to("/v1/review-requests").len(),
+        1
+    );
+    // No admission, no retry-same.
+    let (s, p) = env.start("k-3").await;
+    assert_eq!((s, p["code"].as_str()), (409, Some("admission.held")));
+    let (s, p) = env
+        .call(
+            Some(OPERATOR),
+            &format!("/v1/runs/{uncertain}/retry-same"),
+            Some(reason.clone()),
+        )
+        .await;
+    assert_eq!((s, p["code"].as_str()), (409, Some("execution.held")));
+    // Admissions cannot reopen before the restore hold is released.
+    let (s, p) = env
+        .call(
+            Some(OPERATOR),
+            "/v1/release-admission-hold",
+            Some(admission.clone()),
+        )
+        .await;
+    assert_eq!((s, p["code"].as_str()), (409, Some("restore.unresolved")));
+    // Held work with an unknown effect blocks the release...
+    let (s, p) = env
+        .call(
+            Some(OPERATOR),
+            "/v1/release-restore-hold",
+            Some(reason.clone()),
+        )
+        .await;
+    assert_eq!(
+        (s, p["code"].as_str()),
+        (409, Some("restore.unresolved")),
+        "{p}"
+    );
+    // ... until the operator attests the history.
+    let (s, p) = env
+        .call(
+            Some(OPERATOR),
+            "/v1/complete-execution-recovery",
+            Some(json!({"recoveryReference": "r", "executionHistoryComplete": false, "priorDeploymentFenced": true})),
+        )
+        .await;
+    assert_eq!((s, p["code"].as_str()), (400, Some("request.invalid")));
+    let (s, h) = env
+        .call(
+            Some(OPERATOR),
+            "/v1/complete-execution-recovery",
+            Some(execution),
+        )
+        .await;
+    assert_eq!(
+        (s, h["executionRecoveryCompleted"].as_bool()),
+        (200, Some(true))
+    );
+    let (s, h) = env
+        .call(
+            Some(OPERATOR),
+            "/v1/release-restore-hold",
+            Some(reason.clone()),
+        )
+        .await;
+    assert_eq!(s, 200, "{h}");
+    assert_eq!(
+        h,
+        json!({"restore": false, "admission": true, "executionRecoveryCompleted": false})
+    );
+    // Dispatch resumes: the held run's submission goes out now.
+    env.engine.run_until_idle(10).await.unwrap();
+    assert_eq!(
+        env.casework.fake().requests_to("/v1/review-requests").len(),
+        2
+    );
+    let (_, st) = env
+        .call(Some(OPERATOR), &format!("/v1/runs/{before}"), None)
+        .await;
+    assert_eq!(st["state"], "running", "{st}");
+    // Still no admissions until the admission hold is released.
+    let (s, _) = env.start("k-3").await;
+    assert_eq!(s, 409);
+    let (s, p) = env
+        .call(
+            Some(PRODUCER),
+            "/v1/release-admission-hold",
+            Some(admission.clone()),
+        )
+        .await;
+    assert_eq!(
+        (s, p["code"].as_str()),
+        (403, Some("authorization.refused"))
+    );
+    let (s, h) = env
+        .call(
+            Some(OPERATOR),
+            "/v1/release-admission-hold",
+            Some(admission),
+        )
+        .await;
+    assert_eq!(s, 200, "{h}");
+    assert_eq!(h["admission"], false);
+    let (s, _) = env.start("k-3").await;
+    assert_eq!(s, 201);
+
+    let actions: Vec<String> = env
+        .journal()
+        .iter()
+        .map(|l| l["action"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            "run.admit",
+            "run.admit",
+            "restore.hold",
+            "restore.complete-execution-recovery",
+            "restore.release",
+            "restore.release-admission-hold",
+            "run.admit",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn audit_journal_has_one_keyed_line_per_audited_action() {
+    let env = Env::new(false).await;
+    let (s, run) = env.start("k-1").await;
+    assert_eq!(s, 201);
+    let id = run["run"].as_str().unwrap().to_owned();
+    // A repeat of the same admission is audited as `existing`.
+    let (s, _) = env.start("k-1").await;
+    assert_eq!(s, 200);
+    let (s, _) = env
+        .call(
+            Some(PRODUCER),
+            &format!("/v1/runs/{id}/cancel"),
+            Some(json!({"reason": "ticket-42"})),
+        )
+        .await;
+    assert_eq!(
+        s, 403,
+        "the producer policy lacks cancel: refused, not audited"
+    );
+    let lines = env.journal();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let (s, _) = env
+        .call(
+            Some(OPERATOR),
+            &format!("/v1/runs/{id}/cancel"),
+            Some(json!({"reason": "ticket-42"})),
+        )
+        .await;
+    assert_eq!(s, 200);
+    let (s, _) = env
+        .call(Some(OPERATOR), &format!("/v1/runs/{id}"), None)
+        .await;
+    assert_eq!(s, 200, "reads are not audited");
+    let lines = env.journal();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert_eq!(lines[0]["action"], "run.admit");
+    assert_eq!(lines[0]["outcome"], "created");
+    assert_eq!(lines[1]["outcome"], "existing");
+    assert_eq!(lines[2]["action"], "run.cancel");
+    let key = AuditKey::new(&[9u8; 32]).unwrap();
+    assert_eq!(lines[0]["references"]["run"], key.reference("run", &id));
+    assert_eq!(lines[2]["references"]["run"], key.reference("run", &id));
+    assert_eq!(
+        lines[2]["references"]["reason"],
+        key.reference("reason", "ticket-42")
+    );
+    let text = lines
+        .iter()
+        .map(Value::to_string)
+        .collect::<Vec<_>>()
+        .join("\n");
+    for raw in [id.as_str(), "ticket-42", PRODUCER, OPERATOR] {
+        assert!(!text.contains(raw), "raw `{raw}` in the journal");
+    }
+}
+
+#[tokio::test]
+async fn recovery_only_admits_nothing_and_dispatches_nothing() {
+    let env = Env::new(true).await;
+    let (s, p) = env.start("k-1").await;
+    assert_eq!(
+        (s, p["code"].as_str()),
+        (409, Some("admission.recovery-only"))
+    );
+    let (_, d) = env.call(Some(OPERATOR), "/v1/doctor", None).await;
+    assert_eq!(d["recoveryOnly"], true);
+    assert_eq!(env.engine.tick().await.unwrap(), 0);
+    // Recovery operations are served.
+    let (s, _) = env
+        .call(
+            Some(OPERATOR),
+            "/v1/restore-hold",
+            Some(json!({"reason": "r-1"})),
+        )
+        .await;
+    assert_eq!(s, 200);
+}
+
+#[tokio::test]
+async fn retention_is_not_implemented_yet() {
+    let env = Env::new(false).await;
+    let body = json!({"before": "2026-07-01T00:00:00Z", "limit": 100});
+    let (s, p) = env
+        .call(Some(OPERATOR), "/v1/retention", Some(body.clone()))
+        .await;
+    assert_eq!(
+        (s, p["code"].as_str()),
+        (501, Some("retention.unsupported"))
+    );
+    let (s, _) = env.call(Some(PRODUCER), "/v1/retention", Some(body)).await;
+    assert_eq!(s, 403);
+    let (s, p) = env
+        .call(
+            Some(OPERATOR),
+            "/v1/retention",
+            Some(json!({"before": "yesterday", "limit": 100})),
+        )
+        .await;
+    assert_eq!((s, p["code"].as_str()), (400, Some("request.invalid")));
+}
+
+#[tokio::test]
+async fn metrics_are_prometheus_text_without_run_labels() {
+    let env = Env::new(false).await;
+    let id = env.uncertain_run("k-1").await;
+    let (s, _) = env.start("k-2").await;
+    assert_eq!(s, 201);
+    let resp = env.http.get(&env.metrics).send().await.unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    assert!(resp.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/plain; version=0.0.4"));
+    let text = resp.text().await.unwrap();
+    for line in [
+        "# TYPE coordinator_dispatch_jobs gauge",
+        "coordinator_dispatch_jobs{state=\"ready\"} 1",
+        "coordinator_dispatch_jobs{state=\"sending\"} 0",
+        "coordinator_admissions_total{outcome=\"created\"} 2",
+        "coordinator_dispatch_attempts_total{result=\"uncertain\"} 1",
+        "coordinator_runs{state=\"attention\"} 1",
+        "coordinator_runs{state=\"running\"} 1",
+        "coordinator_waits{kind=\"wait-for\"} 0",
+        "coordinator_uncertain_runs 1",
+        "coordinator_store_errors_total 0",
+        "coordinator_hold{hold=\"restore\"} 0",
+    ] {
+        assert!(text.lines().any(|l| l == line), "no `{line}` in\n{text}");
+    }
+    for forbidden in [
+        id.as_str(),
+        "reviewed-notice",
+        PRODUCER,
+        "workflow=",
+        "run=",
+        "principal=",
+    ] {
+        assert!(!text.contains(forbidden), "`{forbidden}` in metrics");
+    }
+    // Every sample line is `name{labels} value` or `name value`.
+    for l in text.lines().filter(|l| !l.starts_with('#')) {
+        let (_, v) = l.rsplit_once(' ').unwrap();
+        v.parse::<f64>().unwrap();
+    }
+    let resp = env
+        .http
+        .get(env.metrics.replace("/metrics", "/other"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 404);
+}
