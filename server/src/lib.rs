@@ -347,6 +347,11 @@ async fn start(
             "admission.recovery-only",
             "This instance runs with --recovery-only and admits no runs",
         )),
+        Err(AdmitError::AdmissionHeld) => Err(ApiError::new(
+            409,
+            "admission.held",
+            "The admission hold is in place",
+        )),
         Err(AdmitError::Store(e)) => Err(ApiError::store(&e)),
     }
 }
