@@ -527,7 +527,7 @@ async fn interrupted_mutation_is_unknown_and_never_resent() {
     engine2.run_until_idle(10).await.unwrap();
     let (_, status) = env.get(PRODUCER, &format!("/v1/runs/{id}")).await;
     assert_eq!(status["state"], "running", "lease not expired yet");
-    env.clock.advance(331);
+    env.clock.advance(611);
     engine2.run_until_idle(10).await.unwrap();
 
     let (_, inspection) = env.get(PRODUCER, &format!("/v1/runs/{id}/inspect")).await;
