@@ -11,19 +11,19 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use coordinator_host::audit::{journal_files, AuditJournal, AuditRecord};
 use coordinator_host::keys::AdmissionKey;
 use coordinator_host::package::write_package;
 use coordinator_host::runtime::{check_runtime_file, Mode, RuntimeConfig};
 use coordinator_host::secrets::{load_keys, SecretResolver};
-use coordinator_host::store::{
-    self, AdmitOutcome, CommitOutcome, JobKind, NewJob, NewRun, PlanAction, RunCommit, RunFilter,
-    Store, StoreError,
+use coordinator_host::service::conformance::{self, Fixture};
+use coordinator_host::service::{
+    Admitted, Commit, JobKind, NewJob, NewRun, Owner, RunStore, StoreError as PortError,
 };
+use coordinator_host::store::{self, PlanAction, Store, StoreError};
 use coordinator_ir::{Definition, Program};
-use coordinator_vm::{RunState, RunStatus};
+use coordinator_vm::{RunState, RunStatus, WakeKind};
 use serde_json::{json, Value};
 use sqlx::{Connection, Executor, PgConnection, Row};
 use time::OffsetDateTime;
@@ -223,7 +223,7 @@ impl Fx {
             load_keys(&resolver, config.deployment.as_ref().expect("deployment")).expect("keys");
         let packages = store::deploy::load_pinned_packages(config.deployment.as_ref().expect("d"))
             .expect("packages");
-        Store::open(&config, &resolver, keys.state, &packages, 4).await
+        Store::open(&config, &resolver, &keys, &packages, 4).await
     }
 
     fn admission_key(&self) -> AdmissionKey {
@@ -311,36 +311,57 @@ async fn admit(
     key: &str,
     input: Value,
     now: OffsetDateTime,
-) -> AdmitOutcome {
+) -> Admitted {
     let ak = fx.admission_key();
     let identity = ak.start_identity("https://login.example.org", sub, &fx.workflow, key);
     let fingerprint = ak.request_fingerprint(revision, &serde_json::to_vec(&input).expect("json"));
-    let owner = ak.owner_reference("https://login.example.org", sub);
     let st = state(input.clone(), now, RunStatus::Running);
     let command_key = ak.idempotency_key(&fx.database_id, &identity, "notify");
-    let mut dispatch = NewJob::new(JobKind::Dispatch, "notify", now);
-    dispatch.command = Some(json!({"message": {"to": input}}));
-    dispatch.idempotency_key = Some(command_key);
+    let t = now.unix_timestamp();
     store
-        .admit(
-            NewRun {
-                workflow: &fx.workflow,
-                revision,
-                owner_ref: &owner,
-                start_identity: &identity,
-                request_fingerprint: &fingerprint,
-                state: &st,
-                deadline_at: now + time::Duration::days(30),
-                first_jobs: vec![
-                    NewJob::new(JobKind::Advance, "", now),
-                    dispatch,
-                    NewJob::new(JobKind::Deadline, "", now + time::Duration::days(30)),
-                ],
+        .admit(NewRun {
+            id: uuid::Uuid::new_v4().to_string(),
+            workflow: fx.workflow.clone(),
+            revision: revision.to_owned(),
+            owner: Owner {
+                iss: "https://login.example.org".into(),
+                sub: sub.into(),
             },
-            now,
-        )
+            start_identity: identity,
+            request_digest: fingerprint,
+            state: st,
+            jobs: vec![
+                NewJob {
+                    kind: JobKind::Dispatch {
+                        step: "notify".into(),
+                        operation_id: "messaging.send-message".into(),
+                        connection: "notices".into(),
+                        action: None,
+                        command: json!({"message": {"to": input}}),
+                        idempotency_key: Some(command_key),
+                        attempt: 1,
+                        resend_safe: false,
+                    },
+                    due_unix: t,
+                },
+                NewJob {
+                    kind: JobKind::Timer {
+                        at: "2100-01-01T00:00:00Z".into(),
+                        wake: WakeKind::Deadline,
+                    },
+                    due_unix: t + 30 * 86_400,
+                },
+            ],
+        })
         .await
         .expect("admit")
+}
+
+fn created(a: Admitted) -> coordinator_host::service::RunRecord {
+    match a {
+        Admitted::Created(r) => r,
+        other => panic!("not created: {other:?}"),
+    }
 }
 
 fn code<T: std::fmt::Debug>(r: Result<T, StoreError>) -> &'static str {
@@ -418,19 +439,18 @@ async fn plan_apply_status_unchanged_replace_unlisted_and_remove() {
     let revision = store.active_workflows().await.expect("active")[0]
         .revision
         .clone();
-    let AdmitOutcome::Created(run) = admit(
-        &store,
-        &fx,
-        &revision,
-        "alice",
-        "k-1",
-        json!({"applicationId": "a"}),
-        now,
-    )
-    .await
-    else {
-        panic!("created")
-    };
+    let run = created(
+        admit(
+            &store,
+            &fx,
+            &revision,
+            "alice",
+            "k-1",
+            json!({"applicationId": "a"}),
+            now,
+        )
+        .await,
+    );
     let remove = vec![fx.workflow.clone()];
     let plan = store::plan(&config, &resolver, &remove)
         .await
@@ -444,30 +464,21 @@ async fn plan_apply_status_unchanged_replace_unlisted_and_remove() {
         code(store::apply(&config, &resolver, &remove, &journal).await),
         "deployment.workflow-live-runs"
     );
-    let loaded = store
-        .load_run(&run.run_id)
-        .await
-        .expect("load")
-        .expect("run");
+    let loaded = store.get(&run.id).await.expect("load").expect("run");
     let mut ended = loaded.state.clone();
     ended.status = RunStatus::Cancelled;
     let out = store
-        .commit(
-            RunCommit {
-                run_id: &run.run_id,
-                expected_version: loaded.version,
-                state: &ended,
-                lease_owner: "w",
-                complete: vec![],
-                cancel: vec![],
-                effects: vec![],
-                insert: vec![],
-            },
-            now,
-        )
+        .commit(Commit {
+            run_id: run.id.clone(),
+            expected_version: loaded.version,
+            state: ended,
+            ledger: Default::default(),
+            complete: None,
+            jobs: vec![],
+        })
         .await
         .expect("commit");
-    assert_eq!(out, CommitOutcome::Committed { version: 2 });
+    assert_eq!(out, 2);
     let report = store::apply(&config, &resolver, &remove, &journal)
         .await
         .expect("remove");
@@ -573,22 +584,18 @@ async fn no_column_of_the_namespace_holds_the_input_in_plaintext() {
         .clone();
     let now = OffsetDateTime::now_utc();
     let input = json!({"applicationId": MARKER, "sendAfter": "2026-01-01T00:00:00Z"});
-    let AdmitOutcome::Created(run) =
-        admit(&store, &fx, &revision, "alice", "k-1", input.clone(), now).await
-    else {
-        panic!("created")
-    };
+    let run = created(admit(&store, &fx, &revision, "alice", "k-1", input.clone(), now).await);
     // The sealed values open again.
-    let loaded = store
-        .load_run(&run.run_id)
-        .await
-        .expect("load")
-        .expect("run");
+    let loaded = store.get(&run.id).await.expect("load").expect("run");
     assert_eq!(loaded.state.input, input);
+    assert_eq!(loaded.owner.sub, "alice");
     assert_eq!(
-        store.load_input(&run.run_id).await.expect("input"),
+        store.load_input(&run.id).await.expect("input"),
         Some(input.clone())
     );
+    let jobs = store.jobs(&run.id).await.expect("jobs");
+    assert!(jobs.iter().any(|j| matches!(&j.kind,
+        JobKind::Dispatch { command, .. } if command["message"]["to"]["applicationId"] == MARKER)));
 
     let mut admin = fx.admin().await;
     let tables: Vec<String> = sqlx::query(
@@ -641,11 +648,7 @@ async fn rotation_keeps_old_runs_readable_and_a_removed_version_is_custody() {
         .revision
         .clone();
     let now = OffsetDateTime::now_utc();
-    let AdmitOutcome::Created(old) =
-        admit(&store, &fx, &revision, "alice", "k-1", json!({"n": 1}), now).await
-    else {
-        panic!("created")
-    };
+    let old = created(admit(&store, &fx, &revision, "alice", "k-1", json!({"n": 1}), now).await);
     store.close().await;
 
     // Rotate: add version 2, keep 1, activate 2, apply.
@@ -658,17 +661,13 @@ async fn rotation_keeps_old_runs_readable_and_a_removed_version_is_custody() {
     assert_eq!(status.state_key_versions, vec![1, 2]);
     let store = fx.store().await.expect("store");
     let loaded = store
-        .load_run(&old.run_id)
+        .get(&old.id)
         .await
         .expect("old readable")
         .expect("run");
     assert_eq!(loaded.state.input, json!({"n": 1}));
-    let AdmitOutcome::Created(new) =
-        admit(&store, &fx, &revision, "alice", "k-2", json!({"n": 2}), now).await
-    else {
-        panic!("created")
-    };
-    assert!(store.load_run(&new.run_id).await.expect("new").is_some());
+    let new = created(admit(&store, &fx, &revision, "alice", "k-2", json!({"n": 2}), now).await);
+    assert!(store.get(&new.id).await.expect("new").is_some());
     store.close().await;
 
     // Remove version 1 while runs use it: custody refuses.
@@ -713,13 +712,11 @@ async fn the_audit_journal_has_one_line_per_action_and_no_input() {
             now,
         )
         .await;
-        let AdmitOutcome::Created(run) = outcome else {
-            panic!("created")
-        };
+        let run = created(outcome);
         journal
             .append(
                 &AuditRecord::new("run.admit", "accepted")
-                    .reference(&audit_key, "run", &run.run_id)
+                    .reference(&audit_key, "run", &run.id)
                     .reference(&audit_key, "principal", "https://login.example.org alice"),
             )
             .expect("audit");
@@ -753,193 +750,148 @@ async fn the_audit_journal_has_one_line_per_action_and_no_input() {
     fx.cleanup(&[]).await;
 }
 
-#[tokio::test]
-async fn run_store_admission_leases_commits_and_listing() {
-    let Some(urls) = urls("run_store") else {
-        return;
-    };
-    let fx = Fx::new(urls);
+/// A fresh namespace with the example applied, its store, and the
+/// conformance fixture (the active workflow and revision).
+async fn fresh(test: &str) -> Option<(Fx, Store, Fixture)> {
+    let fx = Fx::new(urls(test)?);
     fx.apply(&[]).await.expect("apply");
     let store = fx.store().await.expect("store");
-    let revision = store.active_workflows().await.expect("active")[0]
-        .revision
-        .clone();
-    let now = OffsetDateTime::now_utc();
-
-    // Admission: created, repeat = existing, other input = key reused.
-    let AdmitOutcome::Created(a) =
-        admit(&store, &fx, &revision, "alice", "k-1", json!({"x": 1}), now).await
-    else {
-        panic!("created")
+    let active = store.active_workflows().await.expect("active");
+    let first = active.first().expect("one workflow");
+    let fixture = Fixture {
+        workflow: first.workflow.clone(),
+        revision: first.revision.clone(),
     };
-    assert_eq!(a.state, RunStatus::Running);
-    let again = admit(&store, &fx, &revision, "alice", "k-1", json!({"x": 1}), now).await;
-    assert_eq!(again, AdmitOutcome::Existing(a.clone()));
-    let reused = admit(&store, &fx, &revision, "alice", "k-1", json!({"x": 2}), now).await;
-    assert_eq!(reused, AdmitOutcome::KeyReused);
+    Some((fx, store, fixture))
+}
+
+// The service's store behaviours, the same checks as the in-memory store's
+// (host/src/service/conformance.rs), each on a fresh namespace.
+
+#[tokio::test]
+async fn run_store_admission_is_keyed_by_start_identity() {
+    let Some((fx, s, fixture)) = fresh("run_store_admission").await else {
+        return;
+    };
+    conformance::admission_is_keyed_by_start_identity(&s, &fixture).await;
+    s.close().await;
+    fx.cleanup(&[]).await;
+}
+
+#[tokio::test]
+async fn run_store_records_round_trip() {
+    let Some((fx, s, fixture)) = fresh("run_store_round_trip").await else {
+        return;
+    };
+    conformance::records_round_trip(&s, &fixture).await;
+    s.close().await;
+    fx.cleanup(&[]).await;
+}
+
+#[tokio::test]
+async fn run_store_leases_expire_and_commits_check_versions() {
+    let Some((fx, s, fixture)) = fresh("run_store_leases").await else {
+        return;
+    };
+    conformance::leases_expire_and_commits_check_versions(&s, &fixture).await;
+    s.close().await;
+    fx.cleanup(&[]).await;
+}
+
+#[tokio::test]
+async fn run_store_release_and_discard() {
+    let Some((fx, s, fixture)) = fresh("run_store_release").await else {
+        return;
+    };
+    conformance::release_and_discard(&s, &fixture).await;
+    s.close().await;
+    fx.cleanup(&[]).await;
+}
+
+#[tokio::test]
+async fn run_store_bring_forward_and_listing() {
+    let Some((fx, s, fixture)) = fresh("run_store_listing").await else {
+        return;
+    };
+    conformance::bring_forward_respects_the_floor_and_lists_page(&s, &fixture).await;
+    s.close().await;
+    fx.cleanup(&[]).await;
+}
+
+#[tokio::test]
+async fn run_store_holds_revisions_and_concurrent_leases() {
+    let Some((fx, store, fixture)) = fresh("run_store_holds").await else {
+        return;
+    };
+    let now = OffsetDateTime::now_utc();
     let stale_rev = format!("sha256:{}", "0".repeat(64));
     assert!(matches!(
         admit(&store, &fx, &stale_rev, "alice", "k-9", json!({}), now).await,
-        AdmitOutcome::RevisionNotActive { active: Some(_) }
+        Admitted::RevisionNotActive { active: Some(a) } if a == fixture.revision
     ));
-    // Concurrent admissions of one start identity give one run.
-    let (x, y) = tokio::join!(
-        admit(&store, &fx, &revision, "bob", "same", json!({"x": 3}), now),
-        admit(&store, &fx, &revision, "bob", "same", json!({"x": 3}), now)
+    // Two workers lease concurrently: every due job goes to exactly one.
+    for i in 0..40 {
+        created(
+            admit(
+                &store,
+                &fx,
+                &fixture.revision,
+                "bob",
+                &format!("k-{i}"),
+                json!({"i": i}),
+                now,
+            )
+            .await,
+        );
+    }
+    let t = now.unix_timestamp();
+    let (a, b) = tokio::join!(
+        store.lease("w1", t, t + 60, 25),
+        store.lease("w2", t, t + 60, 25)
     );
-    let ids: Vec<String> = [x, y]
-        .into_iter()
-        .map(|o| match o {
-            AdmitOutcome::Created(s) | AdmitOutcome::Existing(s) => s.run_id,
-            other => panic!("{other:?}"),
-        })
-        .collect();
-    assert_eq!(ids[0], ids[1]);
-
-    // Leases: due jobs only (advance + dispatch per run; deadlines are later).
-    let lease = Duration::from_secs(30);
-    let jobs = store.lease_due("w1", now, lease, 100).await.expect("lease");
-    assert_eq!(jobs.len(), 4, "{jobs:#?}");
-    assert!(jobs.iter().all(|j| j.attempt == 1));
-    assert!(store
-        .lease_due("w2", now, lease, 100)
-        .await
-        .expect("lease")
-        .is_empty());
-    let dispatch = jobs
-        .iter()
-        .find(|j| j.run_id == a.run_id && j.kind == JobKind::Dispatch)
-        .expect("dispatch job");
+    let (a, b) = (a.expect("lease"), b.expect("lease"));
+    let mut ids: Vec<u64> = a.iter().chain(b.iter()).map(|j| j.id).collect();
+    ids.sort_unstable();
+    ids.dedup();
     assert_eq!(
-        store.open_command(dispatch).expect("command"),
-        Some(json!({"message": {"to": {"x": 1}}}))
+        (a.len() + b.len(), ids.len()),
+        (40, 40),
+        "each due dispatch once"
     );
-    // Expired leases come back to another worker.
-    let later = now + time::Duration::seconds(31);
-    let again = store
-        .lease_due("w2", later, lease, 100)
+    // The restore hold leases nothing; the admission hold admits nothing.
+    let mut admin = fx.admin().await;
+    admin
+        .execute(format!("UPDATE {}.deployment SET restore_hold = true", fx.ns).as_str())
         .await
-        .expect("lease");
-    assert_eq!(again.len(), 4);
-    assert!(again.iter().all(|j| j.attempt == 2));
-
-    // Commit: lost lease, stale version, then a good commit that ends the run.
-    let loaded = store.load_run(&a.run_id).await.expect("load").expect("run");
-    let mut finished = loaded.state.clone();
-    finished.status = RunStatus::Finished;
-    finished.output = Some(json!({"done": true}));
-    let a_jobs: Vec<i64> = again
-        .iter()
-        .filter(|j| j.run_id == a.run_id)
-        .map(|j| j.job_id)
-        .collect();
-    let commit = |owner: &'static str, version: i64| RunCommit {
-        run_id: &a.run_id,
-        expected_version: version,
-        state: &finished,
-        lease_owner: owner,
-        complete: a_jobs.clone(),
-        cancel: vec![],
-        effects: vec![(dispatch.job_id, store::Effect::Accepted)],
-        insert: vec![],
-    };
-    assert!(matches!(
-        store
-            .commit(commit("w1", loaded.version), later)
-            .await
-            .expect("c"),
-        CommitOutcome::LeaseLost { .. }
-    ));
-    assert_eq!(
-        store.commit(commit("w2", 7), later).await.expect("c"),
-        CommitOutcome::Stale { current: Some(1) }
-    );
-    assert_eq!(
-        store
-            .commit(commit("w2", loaded.version), later)
-            .await
-            .expect("c"),
-        CommitOutcome::Committed { version: 2 }
-    );
-    let ended = store.load_run(&a.run_id).await.expect("load").expect("run");
-    assert_eq!(ended.summary.state, RunStatus::Finished);
-    assert!(ended.summary.ended_at.is_some());
-    // Its deadline job was dropped: far in the future, nothing is due for it.
-    let far = now + time::Duration::days(31);
-    let due = store.lease_due("w3", far, lease, 100).await.expect("lease");
-    assert!(due.iter().all(|j| j.run_id != a.run_id), "{due:#?}");
-
-    // Listing: newest first, owner filter, cursor pages.
-    let ak = fx.admission_key();
-    let alice = ak.owner_reference("https://login.example.org", "alice");
-    let page = store
-        .list_runs(&RunFilter {
-            owner_ref: Some(&alice),
-            ..RunFilter::default()
-        })
-        .await
-        .expect("list");
-    assert_eq!(page.runs.len(), 1);
-    let first = store
-        .list_runs(&RunFilter {
-            limit: Some(1),
-            ..RunFilter::default()
-        })
-        .await
-        .expect("list");
-    assert_eq!(first.runs.len(), 1);
-    assert_ne!(first.runs[0].run_id, a.run_id, "newest first");
-    let cursor = first.next_cursor.expect("more");
-    let second = store
-        .list_runs(&RunFilter {
-            limit: Some(1),
-            cursor: Some(&cursor),
-            ..RunFilter::default()
-        })
-        .await
-        .expect("list");
-    assert_eq!(second.runs[0].run_id, a.run_id);
-    assert!(second.next_cursor.is_none());
-    let finished_only = store
-        .list_runs(&RunFilter {
-            state: Some(RunStatus::Finished),
-            ..RunFilter::default()
-        })
-        .await
-        .expect("list");
-    assert_eq!(finished_only.runs.len(), 1);
-    assert_eq!(
-        code(
-            store
-                .list_runs(&RunFilter {
-                    limit: Some(101),
-                    ..RunFilter::default()
-                })
-                .await
-        ),
-        "list.limit"
-    );
-    assert_eq!(
-        code(
-            store
-                .list_runs(&RunFilter {
-                    cursor: Some("zz"),
-                    ..RunFilter::default()
-                })
-                .await
-        ),
-        "list.cursor"
-    );
-    // The admission hold refuses new admissions (the runtime role may set it).
-    fx.admin()
-        .await
+        .expect("hold");
+    assert_eq!(store.lease("w3", t + 61, t + 120, 100).await, Ok(vec![]));
+    admin
         .execute(format!("UPDATE {}.deployment SET admission_hold = true", fx.ns).as_str())
         .await
         .expect("hold");
     assert_eq!(
-        admit(&store, &fx, &revision, "carol", "k", json!({}), now).await,
-        AdmitOutcome::AdmissionHeld
+        admit(&store, &fx, &fixture.revision, "carol", "k", json!({}), now).await,
+        Admitted::AdmissionHeld
     );
+    // A tampered state is refused with its code, never read as plain data.
+    let run = a.first().expect("a job").run_id.clone();
+    admin
+        .execute(
+            format!(
+                "UPDATE {}.runs SET sealed_state = sealed_owner WHERE run_id = '{run}'",
+                fx.ns
+            )
+            .as_str(),
+        )
+        .await
+        .expect("tamper");
+    assert!(matches!(
+        store.get(&run).await,
+        Err(PortError::Refused {
+            code: "state-tampered",
+            ..
+        })
+    ));
     store.close().await;
     fx.cleanup(&[]).await;
 }

@@ -1,9 +1,15 @@
 //! `coordinator --runtime-config F [--recovery-only]`: verifies the runtime
-//! file and its pinned packages, reads the keys, and serves the API with
-//! in-process workers until SIGTERM (or Ctrl-C), then stops within 15 s.
+//! file and its pinned packages, reads the keys, opens the PostgreSQL store
+//! (`Store::open`: server 17+, schema version, database id, runtime role
+//! safety, key custody, pinned packages == active; never migrates), and
+//! serves the API with in-process workers until SIGTERM (or Ctrl-C), then
+//! stops within 15 s.
 //!
-//! TODO(store): this slice runs on the in-memory run store; the PostgreSQL
-//! store (same `RunStore` port) replaces it. Nothing survives a restart yet.
+//! Refusals are logged as one JSON line on stderr with the raw `code`
+//! (`deployment.refused`, `state-key-custody`, `store-unavailable`) and the
+//! process exits 1 (3 when the store cannot be reached at startup). Once
+//! serving, an unreachable database is waited out: `/ready` answers 503,
+//! workers log `store-unavailable` and resume by themselves.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -16,10 +22,11 @@ use coordinator::auth::Verifier;
 use coordinator::{AppState, Completions, SHUTDOWN_GRACE};
 use coordinator_host::adapters::token::ProviderSecrets;
 use coordinator_host::adapters::{HttpAdapter, SecretSource};
-use coordinator_host::keys::{AdmissionKey, StateKeyring};
 use coordinator_host::runtime::config::Connection;
 use coordinator_host::runtime::{check_runtime_file, Mode};
-use coordinator_host::service::{Engine, EngineConfig, MemoryRunStore, SystemClock};
+use coordinator_host::secrets::{load_keys, SecretResolver};
+use coordinator_host::service::{Engine, EngineConfig, SystemClock};
+use coordinator_host::store::{ErrorKind, Store, StoreError};
 
 #[derive(Parser)]
 #[command(name = "coordinator", about = "Registry Coordinator service")]
@@ -35,6 +42,38 @@ struct Args {
 fn refuse(code: &str, message: &str) -> ExitCode {
     tracing::error!(code, "{message}");
     ExitCode::from(1)
+}
+
+/// A store refusal with its raw code: custody and unavailability keep
+/// theirs, every other refusal is `deployment.refused` with the store's
+/// code as `reason`.
+fn refuse_store(e: &StoreError) -> ExitCode {
+    match (e.kind, e.code) {
+        (ErrorKind::Unavailable, _) => {
+            tracing::error!(code = "store-unavailable", reason = e.code, next = %e.next, "{}", e.message);
+            ExitCode::from(3)
+        }
+        (_, "state-key-custody") => {
+            tracing::error!(code = "state-key-custody", next = %e.next, "{}", e.message);
+            ExitCode::from(1)
+        }
+        _ => {
+            tracing::error!(code = "deployment.refused", reason = e.code, next = %e.next, "{}", e.message);
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Connections' longest request timeout, in whole seconds (at least 1).
+fn longest_timeout_seconds<'a>(connections: impl Iterator<Item = &'a Connection>) -> i64 {
+    let ms = connections
+        .map(|c| {
+            c.request_timeout_milliseconds()
+                .unwrap_or(coordinator_host::adapters::DEFAULT_REQUEST_TIMEOUT_MILLISECONDS)
+        })
+        .max()
+        .unwrap_or(coordinator_host::adapters::DEFAULT_REQUEST_TIMEOUT_MILLISECONDS);
+    i64::try_from(ms.div_ceil(1000)).unwrap_or(300).max(1)
 }
 
 #[tokio::main]
@@ -63,25 +102,16 @@ async fn main() -> ExitCode {
         return refuse("deployment.refused", "the runtime file has no deployment");
     };
     let secrets = Arc::new(ProviderSecrets::new(&config.secret_providers));
-    let admission_key = match secrets
-        .read(&deployment.admission_key_ref)
-        .map_err(|e| e.to_string())
-        .and_then(|b| AdmissionKey::new(&b).map_err(|e| e.to_string()))
-    {
+    let resolver = SecretResolver::new(&config.secret_providers);
+    let keys = match load_keys(&resolver, &deployment) {
         Ok(k) => k,
-        Err(e) => return refuse("state-key-custody", &format!("admission key: {e}")),
+        Err(e) => return refuse_store(&StoreError::from(e)),
     };
-    let mut versions = Vec::new();
-    for (v, key) in &deployment.state_keys {
-        let bytes = match secrets.read(&key.key_ref) {
-            Ok(b) => b,
-            Err(e) => return refuse("state-key-custody", &format!("state key {v}: {e}")),
-        };
-        versions.push((v.parse().unwrap_or(0), bytes));
-    }
-    if let Err(e) = StateKeyring::new(versions, deployment.active_state_key) {
-        return refuse("state-key-custody", &e.to_string());
-    }
+    let store = match Store::open(&config, &resolver, &keys, &checked.packages, 16).await {
+        Ok(s) => Arc::new(s),
+        Err(e) => return refuse_store(&e),
+    };
+    tracing::info!(namespace = %config.namespace, "run store: PostgreSQL");
     let mut completions = Completions::default();
     for c in config.connections.values() {
         if let Connection::CaseworkReviewProducer(cw) = c {
@@ -107,18 +137,16 @@ async fn main() -> ExitCode {
         .map(|p| p.definition.clone())
         .collect();
     let worker_id = format!("{}-{}", std::process::id(), uuid_like());
-    let mut engine_config = EngineConfig::new(&deployment.database_id, &worker_id);
+    let mut engine_config = EngineConfig::new(&deployment.database_id, &worker_id)
+        .with_request_timeout(longest_timeout_seconds(config.connections.values()));
     engine_config.observation_floor_seconds = config.observation.minimum_interval_seconds;
     engine_config.recovery_only = args.recovery_only;
-    tracing::warn!(
-        "run store: in memory (TODO: the PostgreSQL store); runs do not survive a restart"
-    );
     let engine = match Engine::new(
         engine_config,
-        Arc::new(MemoryRunStore::new()),
+        store,
         Arc::new(SystemClock),
         Arc::new(adapter),
-        admission_key,
+        keys.admission.clone(),
         config
             .connections
             .clone()

@@ -527,7 +527,7 @@ async fn interrupted_mutation_is_unknown_and_never_resent() {
     engine2.run_until_idle(10).await.unwrap();
     let (_, status) = env.get(PRODUCER, &format!("/v1/runs/{id}")).await;
     assert_eq!(status["state"], "running", "lease not expired yet");
-    env.clock.advance(331);
+    env.clock.advance(611);
     engine2.run_until_idle(10).await.unwrap();
 
     let (_, inspection) = env.get(PRODUCER, &format!("/v1/runs/{id}/inspect")).await;
@@ -806,4 +806,58 @@ async fn retryable_answers_are_resent_with_the_same_key_after_backoff() {
         .clone();
     assert_eq!(notify["attempts"], 2);
     assert_eq!(notify["effect"], "accepted");
+}
+
+#[tokio::test]
+async fn a_run_keeps_its_revision_after_the_workflow_moves_on() {
+    let env = Env::new().await;
+    env.breg.put_record(
+        "applications",
+        "app-r",
+        "r1",
+        json!({"noticeAllowed": true, "applicantEmail": "applicant@example.org"}),
+    );
+    let (s, run) = env
+        .start(
+            PRODUCER,
+            "k-rev",
+            "follow-up",
+            json!({"applicationId": "app-r", "sendAfter": "2026-03-01T00:00:00Z"}),
+        )
+        .await;
+    assert_eq!(s, 201, "{run}");
+    let id = run["run"].as_str().unwrap().to_owned();
+    // Another process serves a newer revision of the workflow; the store
+    // keeps the old definition, so the run finishes under its own Program.
+    let old = env
+        .definitions
+        .iter()
+        .find(|d| d.program.workflow == "follow-up")
+        .unwrap()
+        .clone();
+    let mut program = old.program.clone();
+    program.deadline_seconds -= 1;
+    let newer = Definition::new(program);
+    assert_ne!(newer.revision, old.revision);
+    let definitions: Vec<Definition> = env
+        .definitions
+        .iter()
+        .filter(|d| d.program.workflow != "follow-up")
+        .cloned()
+        .chain([newer])
+        .collect();
+    let engine = build_engine(
+        "worker-2",
+        &env.store,
+        &env.clock,
+        &env.secrets,
+        &env.connections,
+        &definitions,
+    );
+    env.store.add_definition(old.clone());
+    engine.run_until_idle(20).await.unwrap();
+    let stored = env.store.get(&id).await.unwrap().unwrap();
+    assert_eq!(stored.revision, old.revision);
+    assert_eq!(stored.status().as_str(), "finished", "{:?}", stored.state);
+    assert_eq!(env.messaging.messages().len(), 1);
 }

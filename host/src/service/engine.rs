@@ -150,9 +150,14 @@ pub struct EngineConfig {
     /// `observation.minimumIntervalSeconds` (SPEC §6 floor, ≥ 30).
     pub observation_floor_seconds: u64,
     /// How long a lease lasts, seconds. A job in `sending` whose lease
-    /// expired is taken as interrupted; keep it above the longest request
-    /// timeout.
+    /// expired is taken as interrupted; keep it at least twice
+    /// `request_budget_seconds`.
     pub lease_seconds: i64,
+    /// The longest a job takes once started (token and request timeouts
+    /// plus a margin): a leased job is started only while this much of its
+    /// lease is left, else given back, so an attempt never outlives its
+    /// lease.
+    pub request_budget_seconds: i64,
     /// Jobs leased per tick.
     pub batch: usize,
     /// `--recovery-only`: admits nothing, dispatches nothing.
@@ -160,17 +165,28 @@ pub struct EngineConfig {
 }
 
 impl EngineConfig {
-    /// Defaults: floor 30 s, lease 330 s (above the 300 s request timeout
-    /// ceiling), batch 32.
+    /// Defaults: floor 30 s, request budget 305 s (the 300 s request
+    /// timeout ceiling), lease 610 s, batch 32. The `coordinator` binary
+    /// derives the budget from its connections' timeouts
+    /// ([`EngineConfig::with_request_timeout`]).
     pub fn new(database_id: &str, worker_id: &str) -> Self {
         EngineConfig {
             database_id: database_id.to_owned(),
             worker_id: worker_id.to_owned(),
             observation_floor_seconds: 30,
-            lease_seconds: 330,
+            lease_seconds: 610,
+            request_budget_seconds: 305,
             batch: 32,
             recovery_only: false,
         }
+    }
+
+    /// Sets the request budget to twice `timeout_seconds` (a token request
+    /// and the request itself) plus 5 s, and the lease to twice the budget.
+    pub fn with_request_timeout(mut self, timeout_seconds: i64) -> Self {
+        self.request_budget_seconds = timeout_seconds.max(1).saturating_mul(2).saturating_add(5);
+        self.lease_seconds = self.request_budget_seconds.saturating_mul(2);
+        self
     }
 }
 
@@ -181,7 +197,9 @@ pub struct Engine {
     adapter: Arc<dyn ProductAdapter>,
     admission_key: AdmissionKey,
     connections: BTreeMap<String, Connection>,
-    programs: HashMap<String, Arc<Vm>>,
+    /// Programs by revision: the active ones from the start, older ones
+    /// loaded from the store when a run needs them.
+    programs: std::sync::RwLock<HashMap<String, Arc<Vm>>>,
     active: BTreeMap<String, String>,
     config: EngineConfig,
     holds: Mutex<Holds>,
@@ -253,7 +271,7 @@ impl Engine {
             adapter,
             admission_key,
             connections,
-            programs,
+            programs: std::sync::RwLock::new(programs),
             active,
             config,
             holds: Mutex::new(Holds::default()),
@@ -365,6 +383,51 @@ impl Engine {
         e
     }
 
+    fn cached(&self, revision: &str) -> Option<Arc<Vm>> {
+        self.programs
+            .read()
+            .ok()
+            .and_then(|p| p.get(revision).cloned())
+    }
+
+    /// The VM of `revision`: cached, or loaded from the store's definitions
+    /// (every revision ever applied), so a run keeps its Program after its
+    /// workflow moved on. `None` when no definition exists or it cannot be
+    /// served (a connection the runtime file lacks: logged).
+    async fn vm(&self, revision: &str) -> Result<Option<Arc<Vm>>, StoreError> {
+        if let Some(vm) = self.cached(revision) {
+            return Ok(Some(vm));
+        }
+        let Some(d) = self.store.definition(revision).await? else {
+            return Ok(None);
+        };
+        if d.revision != revision {
+            tracing::error!(revision, "the stored definition names another revision");
+            return Ok(None);
+        }
+        let vm = match Vm::new(&d.program) {
+            Ok(vm) => Arc::new(vm),
+            Err(e) => {
+                tracing::error!(revision, error = %e.0, "a stored definition does not load");
+                return Ok(None);
+            }
+        };
+        if let Some(c) = d
+            .program
+            .connections
+            .iter()
+            .find(|c| !self.connections.contains_key(*c))
+        {
+            tracing::error!(revision, connection = %c, "a stored revision uses a connection the runtime file lacks");
+            return Ok(None);
+        }
+        if let Ok(mut p) = self.programs.write() {
+            p.insert(revision.to_owned(), vm.clone());
+        }
+        tracing::info!(revision, workflow = %d.program.workflow, "loaded the Program of an earlier revision");
+        Ok(Some(vm))
+    }
+
     /// The store (for readiness).
     pub fn store(&self) -> &Arc<dyn RunStore> {
         &self.store
@@ -422,25 +485,22 @@ impl Engine {
                 active: active.clone(),
             });
         }
-        let vm = self
-            .programs
-            .get(active)
-            .ok_or(AdmitError::UnknownWorkflow)?;
+        let vm = self.cached(active).ok_or(AdmitError::UnknownWorkflow)?;
         let start_identity = self.admission_key.start_identity(
             &principal.iss,
             &principal.sub,
             &request.workflow,
             idempotency_key,
         );
-        let mut digest_input = request.revision.as_bytes().to_vec();
-        digest_input.push(0);
-        digest_input.extend(coordinator_ir::canonical::to_vec(&request.input));
-        let request_digest = coordinator_ir::sha256_digest(&digest_input);
+        let request_digest = self.admission_key.request_fingerprint(
+            &request.revision,
+            &coordinator_ir::canonical::to_vec(&request.input),
+        );
         let now = self.clock.now_unix();
         let resumed = vm
             .admit(request.input, &unix_to_rfc3339(now))
             .map_err(|r| AdmitError::InputRefused(r.message))?;
-        let jobs = self.jobs_for(vm, &start_identity, &resumed.commands, now, false);
+        let jobs = self.jobs_for(&vm, &start_identity, &resumed.commands, now, false);
         let run = NewRun {
             id: uuid::Uuid::new_v4().to_string(),
             workflow: request.workflow,
@@ -458,6 +518,11 @@ impl Engine {
             }
             Admitted::Existing(r) => Ok((false, r)),
             Admitted::Conflict => Err(AdmitError::KeyReused),
+            Admitted::RevisionNotActive {
+                active: Some(active),
+            } => Err(AdmitError::RevisionNotActive { active }),
+            Admitted::RevisionNotActive { active: None } => Err(AdmitError::UnknownWorkflow),
+            Admitted::AdmissionHeld => Err(AdmitError::AdmissionHeld),
         }
     }
 
@@ -483,8 +548,8 @@ impl Engine {
     /// # Errors
     /// The store's.
     pub async fn inspect(&self, run: &RunRecord) -> Result<Vec<InspectedStep>, StoreError> {
-        let vm = self.programs.get(&run.revision);
-        let program = vm.map(|v| v.program());
+        let vm = self.vm(&run.revision).await?;
+        let program = vm.as_ref().map(|v| v.program());
         let mut out = Vec::new();
         for name in &run.state.path {
             let op = program
@@ -590,13 +655,35 @@ impl Engine {
             .await
             .map_err(|e| self.seen(e))?;
         let n = jobs.len();
+        let lease_until = now.saturating_add(self.config.lease_seconds);
         for job in jobs {
             let id = job.id;
-            if let Err(e) = self.run_job(job).await.map_err(|e| self.seen(e)) {
-                tracing::warn!(job = id, error = %e, "job not completed; its lease will expire");
-                if let StoreError::Unavailable(_) = e {
-                    return Err(e);
+            if self
+                .clock
+                .now_unix()
+                .saturating_add(self.config.request_budget_seconds)
+                > lease_until
+            {
+                // Too little of the lease is left to start it safely.
+                let _ = self
+                    .store
+                    .release(id, &self.config.worker_id, job.due_unix, None)
+                    .await;
+                continue;
+            }
+            let mut result = self.run_job(job.clone()).await.map_err(|e| self.seen(e));
+            // The store went away before the job's request left (an answer
+            // in hand is held by `feed`): wait for it, then carry the job
+            // out again while the lease holds.
+            while let Err(StoreError::Unavailable(e)) = &result {
+                tracing::error!(code = "store-unavailable", job = id, error = %e, "store unavailable; the job waits for it");
+                if !self.wait_for_store(lease_until).await {
+                    break;
                 }
+                result = self.run_job(job.clone()).await.map_err(|e| self.seen(e));
+            }
+            if let Err(e) = result {
+                tracing::warn!(job = id, error = %e, "job not completed; its lease will expire");
             }
         }
         Ok(n)
@@ -627,7 +714,7 @@ impl Engine {
         if run.status().is_terminal() {
             return self.store.discard(job.id, &owner).await;
         }
-        let Some(vm) = self.programs.get(&run.revision).cloned() else {
+        let Some(vm) = self.vm(&run.revision).await? else {
             tracing::error!(run = %run.id, revision = %run.revision, "no Program for the run's revision; job held");
             let later = self.clock.now_unix().saturating_add(MAX_BACKOFF_SECONDS);
             return self.store.release(job.id, &owner, later, None).await;
@@ -802,11 +889,13 @@ impl Engine {
         ledger_update: impl Fn(&mut BTreeMap<String, StepLedger>),
     ) -> Result<Fed, StoreError> {
         let owner = self.config.worker_id.clone();
-        let Some(vm) = self.programs.get(&run.revision).cloned() else {
+        let Some(vm) = self.vm(&run.revision).await? else {
             return Err(StoreError::NotFound);
         };
         let answered = matches!(event, Event::CallAnswered { .. });
-        for _ in 0..8 {
+        let mut conflicts = 0;
+        let mut outage = StoreWait::new();
+        loop {
             let resumed = match vm.resume(&run.state, event) {
                 Ok(r) => r,
                 Err(rejected) => {
@@ -829,7 +918,7 @@ impl Engine {
                 complete: complete.map(|j| (j, owner.clone())),
                 jobs,
             };
-            match self.store.commit(commit).await {
+            let failed = match self.store.commit(commit).await {
                 Ok(version) => {
                     if resumed.status.is_terminal() {
                         tracing::info!(run = %run.id, state = resumed.status.as_str(), "run ended");
@@ -840,13 +929,47 @@ impl Engine {
                     run.version = version;
                     return Ok(Fed::Applied(Box::new(run)));
                 }
-                Err(StoreError::Conflict) => {
-                    run = self.store.get(&run.id).await?.ok_or(StoreError::NotFound)?;
+                Err(e) => e,
+            };
+            match failed {
+                StoreError::Conflict if conflicts < 8 => conflicts += 1,
+                // A worker holds an answer (a request may have left): it is
+                // never dropped for an outage; the commit is tried again
+                // until the store is back. An operator action fails fast.
+                StoreError::Unavailable(e) if complete.is_some() => {
+                    outage.wait(&run.id, &e).await;
+                    continue;
                 }
-                Err(e) => return Err(e),
+                e => return Err(e),
+            }
+            run = loop {
+                match self.store.get(&run.id).await {
+                    Ok(Some(r)) => break r,
+                    Ok(None) => return Err(StoreError::NotFound),
+                    Err(StoreError::Unavailable(e)) if complete.is_some() => {
+                        outage.wait(&run.id, &e).await;
+                    }
+                    Err(e) => return Err(e),
+                }
+            };
+        }
+    }
+
+    /// Waits (real time, polling `ping`) until the store answers again, or
+    /// until `deadline` (engine clock) passes. Returns whether it answers.
+    async fn wait_for_store(&self, deadline: i64) -> bool {
+        let mut outage = StoreWait::new();
+        loop {
+            match self.store.ping().await {
+                Ok(()) => return true,
+                Err(e) => {
+                    if self.clock.now_unix() >= deadline {
+                        return false;
+                    }
+                    outage.wait("-", &e.to_string()).await;
+                }
             }
         }
-        Err(StoreError::Conflict)
     }
 
     fn observe_interval(&self, connection: &str) -> i64 {
@@ -983,6 +1106,32 @@ impl Engine {
     fn key(&self, start_identity: &str, step: &str) -> String {
         self.admission_key
             .idempotency_key(&self.config.database_id, start_identity, step)
+    }
+}
+
+/// Real-time backoff while the store is unavailable: 250 ms doubling to
+/// 2 s; logs `store-unavailable` on the first wait and every 10th.
+struct StoreWait {
+    waits: u32,
+}
+
+impl StoreWait {
+    fn new() -> Self {
+        StoreWait { waits: 0 }
+    }
+
+    async fn wait(&mut self, run: &str, error: &str) {
+        if self.waits.is_multiple_of(10) {
+            tracing::error!(
+                code = "store-unavailable",
+                run,
+                error,
+                "store unavailable; waiting for it"
+            );
+        }
+        let ms = 250u64 << self.waits.min(3);
+        self.waits = self.waits.saturating_add(1);
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
     }
 }
 

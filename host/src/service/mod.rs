@@ -3,14 +3,16 @@
 //!
 //! - [`clock`]: the [`Clock`] port ([`SystemClock`], [`ManualClock`]).
 //! - [`store`]: the [`RunStore`] port ([`MemoryRunStore`]); the PostgreSQL
-//!   store implements the same trait.
+//!   store ([`crate::store::Store`]) implements the same trait.
 //! - [`engine`]: admission, the worker step, operator actions, inspection.
+//! - [`conformance`]: the store behaviours both stores are tested against.
 //!
 //! Products are called through [`crate::adapters::ProductAdapter`]. No HTTP
 //! server here: `server/` translates HTTP to these calls. See
 //! docs/service.md.
 
 pub mod clock;
+pub mod conformance;
 pub mod engine;
 pub mod store;
 

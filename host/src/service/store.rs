@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
+use coordinator_ir::Definition;
 use coordinator_vm::{RunState, RunStatus, WakeKind};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -210,6 +211,15 @@ pub enum Admitted {
     Existing(RunRecord),
     /// The start identity exists with another revision or input.
     Conflict,
+    /// The store's record of the active revision differs (an `apply`
+    /// changed it after this process started): `active` is the active one,
+    /// if the workflow is active at all. Nothing was stored.
+    RevisionNotActive {
+        /// The active revision.
+        active: Option<String>,
+    },
+    /// The admission hold is in place (seed 000 `admission.held`).
+    AdmissionHeld,
 }
 
 /// One atomic step of a run: its new state, the leased job it completes,
@@ -270,6 +280,15 @@ pub enum StoreError {
     NotFound,
     /// A cursor the store did not write.
     BadCursor,
+    /// A stored value does not open (seed 000 `state-key-custody`: its key
+    /// version is not configured; `state-tampered`: it does not open under
+    /// its binding) or the store refused otherwise; not retried.
+    Refused {
+        /// The raw code.
+        code: &'static str,
+        /// What happened (no payload, no secret).
+        message: String,
+    },
 }
 
 impl std::fmt::Display for StoreError {
@@ -280,6 +299,7 @@ impl std::fmt::Display for StoreError {
             StoreError::LeaseLost => f.write_str("the job's lease was lost"),
             StoreError::NotFound => f.write_str("no such run"),
             StoreError::BadCursor => f.write_str("malformed cursor"),
+            StoreError::Refused { code, message } => write!(f, "{code}: {message}"),
         }
     }
 }
@@ -356,12 +376,18 @@ pub trait RunStore: Send + Sync {
         floor_seconds: i64,
     ) -> Result<usize, StoreError>;
 
+    /// The definition (Program) of `revision`, if this store keeps it. The
+    /// PostgreSQL store keeps every revision ever applied, so a run finds
+    /// its Program after its workflow moved on.
+    async fn definition(&self, revision: &str) -> Result<Option<Definition>, StoreError>;
+
     /// Whether the store answers (for `/ready`).
     async fn ping(&self) -> Result<(), StoreError>;
 }
 
 #[derive(Default)]
 struct Memory {
+    definitions: BTreeMap<String, Definition>,
     runs: BTreeMap<String, RunRecord>,
     by_identity: BTreeMap<String, String>,
     jobs: BTreeMap<u64, Job>,
@@ -407,6 +433,14 @@ impl MemoryRunStore {
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Keeps `definition` (what `apply` does for the PostgreSQL store).
+    pub fn add_definition(&self, definition: Definition) {
+        if let Ok(mut m) = self.inner.lock() {
+            m.definitions
+                .insert(definition.revision.clone(), definition);
+        }
     }
 
     /// Makes every call fail with [`StoreError::Unavailable`] (tests).
@@ -634,134 +668,51 @@ impl RunStore for MemoryRunStore {
         Ok(moved)
     }
 
+    async fn definition(&self, revision: &str) -> Result<Option<Definition>, StoreError> {
+        Ok(self.lock()?.definitions.get(revision).cloned())
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         self.lock().map(|_| ())
     }
 }
 
 #[cfg(test)]
-#[allow(clippy::indexing_slicing)]
 mod tests {
-    use super::*;
-    use coordinator_vm::RunStatus;
+    use super::super::conformance::{self, Fixture};
+    use super::MemoryRunStore;
 
-    fn state() -> RunState {
-        serde_json::from_value(serde_json::json!({
-            "status": "running", "input": {}, "admittedAt": "2026-01-01T00:00:00Z",
-            "deadlineAt": "2026-02-01T00:00:00Z", "now": "2026-01-01T00:00:00Z",
-            "elapsedSeconds": 0, "path": [], "outputs": {}, "effects": {},
-            "pending": null, "cancel": null, "outcome": null, "output": null,
-            "failure": null, "endedAt": null
-        }))
-        .expect("state")
-    }
-
-    fn new_run(id: &str, identity: &str, digest: &str) -> NewRun {
-        NewRun {
-            id: id.into(),
-            workflow: "w".into(),
-            revision: "r".into(),
-            owner: Owner {
-                iss: "i".into(),
-                sub: "s".into(),
-            },
-            start_identity: identity.into(),
-            request_digest: digest.into(),
-            state: state(),
-            jobs: vec![NewJob {
-                kind: JobKind::Timer {
-                    at: "2026-01-01T00:01:00Z".into(),
-                    wake: WakeKind::Wake,
-                },
-                due_unix: 60,
-            }],
-        }
+    async fn fresh() -> (MemoryRunStore, Fixture) {
+        (MemoryRunStore::new(), Fixture::any())
     }
 
     #[tokio::test]
     async fn admission_is_keyed_by_start_identity() {
-        let s = MemoryRunStore::new();
-        assert!(matches!(
-            s.admit(new_run("a", "id-1", "d1")).await,
-            Ok(Admitted::Created(_))
-        ));
-        assert!(matches!(
-            s.admit(new_run("b", "id-1", "d1")).await,
-            Ok(Admitted::Existing(r)) if r.id == "a"
-        ));
-        assert_eq!(
-            s.admit(new_run("c", "id-1", "d2")).await,
-            Ok(Admitted::Conflict)
-        );
-        assert_eq!(s.jobs("a").await.map(|j| j.len()), Ok(1));
+        let (s, fx) = fresh().await;
+        conformance::admission_is_keyed_by_start_identity(&s, &fx).await;
+    }
+
+    #[tokio::test]
+    async fn records_round_trip() {
+        let (s, fx) = fresh().await;
+        conformance::records_round_trip(&s, &fx).await;
     }
 
     #[tokio::test]
     async fn leases_expire_and_commits_check_versions() {
-        let s = MemoryRunStore::new();
-        s.admit(new_run("a", "id-1", "d")).await.expect("admit");
-        assert!(s.lease("w1", 59, 100, 10).await.expect("lease").is_empty());
-        let jobs = s.lease("w1", 60, 100, 10).await.expect("lease");
-        assert_eq!(jobs.len(), 1);
-        let job = jobs[0].id;
-        assert!(s.lease("w2", 99, 200, 10).await.expect("lease").is_empty());
-        s.mark_sending(job, "w1").await.expect("sending");
-        assert_eq!(s.mark_sending(job, "w2").await, Err(StoreError::LeaseLost));
-        let again = s.lease("w2", 100, 200, 10).await.expect("lease");
-        assert_eq!(
-            again[0].state,
-            JobState::Sending,
-            "an expired lease comes back"
-        );
-        let commit = |v| Commit {
-            run_id: "a".into(),
-            expected_version: v,
-            state: state(),
-            ledger: BTreeMap::new(),
-            complete: Some((job, "w2".into())),
-            jobs: vec![],
-        };
-        assert_eq!(s.commit(commit(7)).await, Err(StoreError::Conflict));
-        assert_eq!(s.commit(commit(1)).await, Ok(2));
-        assert!(s.jobs("a").await.expect("jobs").is_empty());
+        let (s, fx) = fresh().await;
+        conformance::leases_expire_and_commits_check_versions(&s, &fx).await;
+    }
+
+    #[tokio::test]
+    async fn release_and_discard() {
+        let (s, fx) = fresh().await;
+        conformance::release_and_discard(&s, &fx).await;
     }
 
     #[tokio::test]
     async fn bring_forward_respects_the_floor_and_lists_page() {
-        let s = MemoryRunStore::new();
-        let mut run = new_run("a", "id-1", "d");
-        run.jobs = vec![NewJob {
-            kind: JobKind::Observe {
-                step: "wait".into(),
-                connection: "review".into(),
-                review_request_id: "rr-1".into(),
-                last_observed_unix: Some(1_000),
-            },
-            due_unix: 1_900,
-        }];
-        s.admit(run).await.expect("admit");
-        assert_eq!(s.bring_forward("rr-1", 1_010, 30).await, Ok(1));
-        assert_eq!(s.jobs("a").await.expect("jobs")[0].due_unix, 1_030);
-        assert_eq!(s.bring_forward("rr-2", 1_010, 30).await, Ok(0));
-        s.admit(new_run("b", "id-2", "d")).await.expect("admit");
-        let page = s
-            .list(&RunFilter {
-                limit: 1,
-                ..RunFilter::default()
-            })
-            .await
-            .expect("list");
-        assert_eq!(page.runs[0].id, "b");
-        let rest = s
-            .list(&RunFilter {
-                limit: 1,
-                cursor: page.next_cursor,
-                state: Some(RunStatus::Running),
-                ..RunFilter::default()
-            })
-            .await
-            .expect("list");
-        assert_eq!(rest.runs[0].id, "a");
-        assert_eq!(rest.next_cursor, None);
+        let (s, fx) = fresh().await;
+        conformance::bring_forward_respects_the_floor_and_lists_page(&s, &fx).await;
     }
 }

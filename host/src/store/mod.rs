@@ -5,8 +5,10 @@
 //!   versioned SQL text, all in the deployment's namespace.
 //! - [`deploy`]: `plan`, `apply` (the only user of the migration URL),
 //!   `deployment_status`, and the runtime-role safety check.
-//! - [`runs`]: the run store the service codes against: admission, load,
-//!   commit, job leases, listing.
+//! - [`runs`]: [`Store`], the PostgreSQL implementation of the service's
+//!   [`crate::service::RunStore`] port (admission, leases, commits,
+//!   listing), plus what only PostgreSQL has (definitions of every applied
+//!   revision, holds, the activation generation).
 //!
 //! Invariants (kept as absences):
 //! - only [`deploy::apply`] resolves `database.migrationUrlRef`;
@@ -41,10 +43,7 @@ pub use deploy::{
     apply, deployment_status, plan, verify_runtime_role, ApplyReport, DeploymentStatus, Plan,
     PlanAction, PlanEntry, WorkflowStatus,
 };
-pub use runs::{
-    AdmitOutcome, CommitOutcome, Effect, Holds, JobKind, LeasedJob, LoadedRun, NewJob, NewRun,
-    RunCommit, RunFilter, RunPage, RunSummary, Store,
-};
+pub use runs::{Holds, Store, PING_TIMEOUT};
 
 /// Most connections one pool (one process) opens.
 pub const MAX_POOL_CONNECTIONS: u32 = 32;
@@ -387,7 +386,7 @@ pub(crate) async fn check_custody(
                 let in_use: bool = sqlx::query(&format!(
                     "SELECT EXISTS (SELECT 1 FROM {ns}.runs WHERE (key_version = $1 OR input_key_version = $1)
                                                     AND payload_erased_at IS NULL)
-                         OR EXISTS (SELECT 1 FROM {ns}.jobs WHERE key_version = $1 AND status <> 'done')"
+                         OR EXISTS (SELECT 1 FROM {ns}.jobs WHERE key_version = $1)"
                 ))
                 .bind(version as i32)
                 .fetch_one(&mut *conn)

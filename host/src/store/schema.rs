@@ -8,9 +8,9 @@
 //! recording another version is refused (`deployment.schema-version`): an
 //! earlier layout is settled with its matching binary and a fresh namespace.
 //!
-//! Waits and timers are jobs: a `wake`, `observe` or `deadline` job with a
-//! due time. Finding due work reads the partial index `jobs_ready_due`
-//! (only ready jobs, ordered by due time), so it costs O(due), not O(runs).
+//! Waits and timers are jobs: a `timer` or `observe` job with a due time.
+//! Finding due work reads the index `jobs_due` (by due time) up to `now`,
+//! so it costs O(due), not O(runs).
 
 /// The state schema version this binary reads and writes.
 pub const SCHEMA_VERSION: i32 = 4;
@@ -96,6 +96,11 @@ CREATE TABLE {ns}.runs (
     sealed_input bytea,
     sealed_state bytea,
     sealed_output bytea,
+    -- The starter's `iss` and `sub`, sealed (purpose `owner`), and `owner_ref`
+    -- is their keyed reference, for filtering.
+    sealed_owner bytea,
+    -- Per-step counters for inspection (attempts, observations): no payload.
+    ledger jsonb NOT NULL DEFAULT '{}',
     payload_erased_at timestamptz
 );
 CREATE INDEX runs_newest ON {ns}.runs (seq DESC);
@@ -106,29 +111,34 @@ CREATE INDEX runs_live_by_workflow ON {ns}.runs (workflow) WHERE NOT ended;
 CREATE INDEX runs_key_version ON {ns}.runs (key_version);
 CREATE INDEX runs_input_key_version ON {ns}.runs (input_key_version);
 
--- The unit of dispatch. Waits and timers are jobs with a due time.
+-- The unit of work. Waits and timers are jobs with a due time. `kind` and
+-- `detail` say what to do (operation, connection, attempt, a timer's
+-- instant, a review request id: no payload). A dispatch's prepared command
+-- is sealed in `sealed_command` (purpose `command`, the job's step). A job
+-- is `ready` or `sending` (a dispatch attempt may be out), and the lease is
+-- apart from the state, so an expired lease comes back with its state.
+-- Completed jobs are deleted.
 CREATE TABLE {ns}.jobs (
     job_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     run_id text NOT NULL REFERENCES {ns}.runs (run_id),
-    kind text NOT NULL CHECK (kind IN ('advance', 'dispatch', 'lookup-receipt',
-        'wake', 'observe', 'deadline')),
+    kind text NOT NULL CHECK (kind IN ('dispatch', 'lookup-receipt', 'timer', 'observe')),
     step text NOT NULL DEFAULT '',
-    status text NOT NULL CHECK (status IN ('ready', 'leased', 'done', 'held')),
+    state text NOT NULL CHECK (state IN ('ready', 'sending')),
     due_at timestamptz NOT NULL,
     lease_owner text,
     lease_expires_at timestamptz,
-    attempt integer NOT NULL DEFAULT 0,
+    detail jsonb NOT NULL,
+    review_request_id text,
     idempotency_key text,
     key_version integer,
     sealed_command bytea,
-    effect text CHECK (effect IN ('accepted', 'unknown')),
-    created_at timestamptz NOT NULL,
-    updated_at timestamptz NOT NULL,
-    CHECK ((status = 'leased') = (lease_owner IS NOT NULL AND lease_expires_at IS NOT NULL))
+    CHECK ((lease_owner IS NULL) = (lease_expires_at IS NULL)),
+    CHECK ((kind = 'dispatch') = (sealed_command IS NOT NULL)),
+    CHECK ((sealed_command IS NULL) = (key_version IS NULL))
 );
-CREATE INDEX jobs_ready_due ON {ns}.jobs (due_at) WHERE status = 'ready';
-CREATE INDEX jobs_lease_expiry ON {ns}.jobs (lease_expires_at) WHERE status = 'leased';
+CREATE INDEX jobs_due ON {ns}.jobs (due_at, job_id);
 CREATE INDEX jobs_run ON {ns}.jobs (run_id);
+CREATE INDEX jobs_review_request ON {ns}.jobs (review_request_id) WHERE review_request_id IS NOT NULL;
 CREATE INDEX jobs_key_version ON {ns}.jobs (key_version) WHERE key_version IS NOT NULL;
 
 -- Spent start identities and command idempotency keys: they outlive the

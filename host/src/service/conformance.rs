@@ -1,0 +1,451 @@
+//! The [`RunStore`] behaviours every implementation keeps, as reusable
+//! checks: the in-memory store's unit tests and the PostgreSQL store's
+//! tests (host/tests/store_postgres.rs) run the same functions, each on a
+//! fresh, empty store. A failed check panics (they are test assertions).
+//!
+//! Times are small Unix seconds chosen by the checks (the engine's clock
+//! drives a store, never the store's own).
+
+use std::collections::BTreeMap;
+
+use coordinator_vm::{RunState, RunStatus, WakeKind};
+use serde_json::json;
+
+use super::store::{
+    Admitted, Commit, JobKind, JobState, NewJob, NewRun, Owner, RunFilter, RunStore, StepLedger,
+    StoreError,
+};
+
+/// What a store needs to admit runs: a workflow and a revision it knows
+/// (the PostgreSQL store refuses a revision that was never applied).
+#[derive(Clone, Debug)]
+pub struct Fixture {
+    /// The workflow name.
+    pub workflow: String,
+    /// Its active revision.
+    pub revision: String,
+}
+
+impl Fixture {
+    /// For stores that accept any revision (the in-memory store).
+    pub fn any() -> Fixture {
+        Fixture {
+            workflow: "w".into(),
+            revision: format!("sha256:{}", "a".repeat(64)),
+        }
+    }
+}
+
+/// A running state with `marker` as its input.
+pub fn state(marker: &str) -> RunState {
+    serde_json::from_value(json!({
+        "status": "running", "input": {"applicationId": marker}, "admittedAt": "2026-01-01T00:00:00Z",
+        "deadlineAt": "2026-02-01T00:00:00Z", "now": "2026-01-01T00:00:00Z",
+        "elapsedSeconds": 0, "path": ["due"], "outputs": {}, "effects": {},
+        "pending": null, "cancel": null, "outcome": null, "output": null,
+        "failure": null, "endedAt": null
+    }))
+    .expect("a valid run state")
+}
+
+fn ended(marker: &str, status: RunStatus) -> RunState {
+    let mut s = state(marker);
+    s.status = status;
+    s.output = Some(json!({"done": marker}));
+    s.ended_at = Some("2026-01-01T00:05:00Z".into());
+    s
+}
+
+/// The owner `sub` (issuer `https://login.example.org`).
+pub fn owner(sub: &str) -> Owner {
+    Owner {
+        iss: "https://login.example.org".into(),
+        sub: sub.into(),
+    }
+}
+
+/// A run `id` of `sub` with one timer job due at 60.
+pub fn new_run(fx: &Fixture, id: &str, sub: &str, identity: &str, digest: &str) -> NewRun {
+    NewRun {
+        id: id.into(),
+        workflow: fx.workflow.clone(),
+        revision: fx.revision.clone(),
+        owner: owner(sub),
+        start_identity: identity.into(),
+        request_digest: digest.into(),
+        state: state(id),
+        jobs: vec![NewJob {
+            kind: JobKind::Timer {
+                at: "1970-01-01T00:01:00Z".into(),
+                wake: WakeKind::Wake,
+            },
+            due_unix: 60,
+        }],
+    }
+}
+
+fn dispatch(step: &str, attempt: u32) -> JobKind {
+    JobKind::Dispatch {
+        step: step.into(),
+        operation_id: "messaging.send-message".into(),
+        connection: "notices".into(),
+        action: None,
+        command: json!({"message": {"to": "applicant", "body": "hello"}}),
+        idempotency_key: Some(format!("key-{step}")),
+        attempt,
+        resend_safe: false,
+    }
+}
+
+fn id(admitted: &Admitted) -> String {
+    match admitted {
+        Admitted::Created(r) | Admitted::Existing(r) => r.id.clone(),
+        other => panic!("not admitted: {other:?}"),
+    }
+}
+
+/// Admission is keyed by start identity: a repeat with the same digest is
+/// the stored run, another digest a conflict; concurrent admissions of one
+/// identity give one run.
+pub async fn admission_is_keyed_by_start_identity(s: &dyn RunStore, fx: &Fixture) {
+    let created = s
+        .admit(new_run(fx, "run-a", "alice", "id-1", "d1"))
+        .await
+        .expect("admit");
+    let Admitted::Created(a) = created else {
+        panic!("created: {created:?}")
+    };
+    assert_eq!((a.version, a.id.as_str()), (1, "run-a"));
+    assert!(matches!(
+        s.admit(new_run(fx, "run-b", "alice", "id-1", "d1")).await,
+        Ok(Admitted::Existing(r)) if r.id == "run-a"
+    ));
+    assert_eq!(
+        s.admit(new_run(fx, "run-c", "alice", "id-1", "d2")).await,
+        Ok(Admitted::Conflict)
+    );
+    assert_eq!(s.jobs("run-a").await.map(|j| j.len()), Ok(1));
+    assert_eq!(s.get("run-b").await, Ok(None));
+    let (x, y) = tokio::join!(
+        s.admit(new_run(fx, "run-x", "bob", "id-2", "d")),
+        s.admit(new_run(fx, "run-y", "bob", "id-2", "d"))
+    );
+    let (x, y) = (x.expect("admit x"), y.expect("admit y"));
+    assert_eq!(id(&x), id(&y), "one run for one identity");
+    assert!(
+        matches!(x, Admitted::Created(_)) != matches!(y, Admitted::Created(_)),
+        "exactly one admission created the run"
+    );
+}
+
+/// What is stored reads back: state, owner, ledger, a dispatch job's
+/// command and key; `get` of an unknown run is `None`.
+pub async fn records_round_trip(s: &dyn RunStore, fx: &Fixture) {
+    let mut run = new_run(fx, "run-a", "alice", "id-1", "d");
+    run.jobs = vec![NewJob {
+        kind: dispatch("notify", 1),
+        due_unix: 10,
+    }];
+    let Admitted::Created(created) = s.admit(run.clone()).await.expect("admit") else {
+        panic!("created")
+    };
+    let got = s.get("run-a").await.expect("get").expect("the run");
+    assert_eq!(got, created);
+    assert_eq!(got.state, run.state);
+    assert_eq!(got.owner, owner("alice"));
+    assert_eq!(got.workflow, fx.workflow);
+    assert_eq!(got.revision, fx.revision);
+    assert_eq!(got.start_identity, "id-1");
+    assert_eq!(got.request_digest, "d");
+    assert!(got.ledger.is_empty());
+    let jobs = s.jobs("run-a").await.expect("jobs");
+    let job = jobs.first().expect("one job");
+    assert_eq!(job.kind, dispatch("notify", 1));
+    assert_eq!(
+        (job.due_unix, job.state, job.lease.is_none()),
+        (10, JobState::Ready, true)
+    );
+    let mut ledger = BTreeMap::new();
+    ledger.insert(
+        "notify".to_owned(),
+        StepLedger {
+            attempts: 1,
+            observations: 0,
+        },
+    );
+    let mut next = state("run-a");
+    next.path.push("notify".into());
+    let v = s
+        .commit(Commit {
+            run_id: "run-a".into(),
+            expected_version: 1,
+            state: next.clone(),
+            ledger: ledger.clone(),
+            complete: None,
+            jobs: vec![NewJob {
+                kind: JobKind::LookupReceipt {
+                    step: "notify".into(),
+                    operation_id: "messaging.send-message".into(),
+                    connection: "notices".into(),
+                    idempotency_key: "key-notify".into(),
+                    lookup: 1,
+                },
+                due_unix: 20,
+            }],
+        })
+        .await
+        .expect("commit");
+    assert_eq!(v, 2);
+    let got = s.get("run-a").await.expect("get").expect("the run");
+    assert_eq!((got.state, got.ledger, got.version), (next, ledger, 2));
+    assert_eq!(s.jobs("run-a").await.map(|j| j.len()), Ok(2));
+    assert_eq!(s.get("nope").await, Ok(None));
+    assert_eq!(s.jobs("nope").await, Ok(vec![]));
+}
+
+/// Leases: only due jobs, oldest due first, never two owners at once; an
+/// expired lease comes back with its state (`sending`); commits check the
+/// version and the lease; an ended run loses every job.
+pub async fn leases_expire_and_commits_check_versions(s: &dyn RunStore, fx: &Fixture) {
+    let mut run = new_run(fx, "run-a", "alice", "id-1", "d");
+    run.jobs.push(NewJob {
+        kind: dispatch("notify", 1),
+        due_unix: 50,
+    });
+    run.jobs.push(NewJob {
+        kind: JobKind::Timer {
+            at: "1970-01-01T01:00:00Z".into(),
+            wake: WakeKind::Deadline,
+        },
+        due_unix: 3_600,
+    });
+    s.admit(run).await.expect("admit");
+    assert!(s.lease("w1", 49, 100, 10).await.expect("lease").is_empty());
+    let jobs = s.lease("w1", 60, 100, 10).await.expect("lease");
+    let due: Vec<i64> = jobs.iter().map(|j| j.due_unix).collect();
+    assert_eq!(due, vec![50, 60], "oldest due first, not the later one");
+    assert!(jobs.iter().all(|j| j
+        .lease
+        .as_ref()
+        .is_some_and(|l| l.owner == "w1" && l.expires_unix == 100)));
+    let send = jobs
+        .iter()
+        .find(|j| matches!(j.kind, JobKind::Dispatch { .. }))
+        .expect("the dispatch")
+        .id;
+    let timer = jobs
+        .iter()
+        .find(|j| matches!(j.kind, JobKind::Timer { .. }))
+        .expect("the timer")
+        .id;
+    assert!(s.lease("w2", 99, 200, 10).await.expect("lease").is_empty());
+    s.mark_sending(send, "w1").await.expect("sending");
+    assert_eq!(s.mark_sending(send, "w2").await, Err(StoreError::LeaseLost));
+    assert_eq!(s.discard(timer, "w2").await, Err(StoreError::LeaseLost));
+    assert_eq!(
+        s.release(timer, "w2", 70, None).await,
+        Err(StoreError::LeaseLost)
+    );
+    let again = s.lease("w2", 100, 200, 1).await.expect("lease");
+    let first = again.first().expect("an expired lease comes back");
+    assert_eq!(
+        (first.id, first.state),
+        (send, JobState::Sending),
+        "with its state"
+    );
+    let commit = |v, owner: &str, status| Commit {
+        run_id: "run-a".into(),
+        expected_version: v,
+        state: if status == RunStatus::Running {
+            state("run-a")
+        } else {
+            ended("run-a", status)
+        },
+        ledger: BTreeMap::new(),
+        complete: Some((send, owner.to_owned())),
+        jobs: vec![],
+    };
+    assert_eq!(
+        s.commit(commit(7, "w2", RunStatus::Finished)).await,
+        Err(StoreError::Conflict)
+    );
+    assert_eq!(
+        s.commit(commit(1, "w1", RunStatus::Finished)).await,
+        Err(StoreError::LeaseLost),
+        "w1's lease expired and w2 took the job"
+    );
+    assert_eq!(
+        s.get("run-a").await.expect("get").map(|r| r.version),
+        Some(1),
+        "a refused commit changes nothing"
+    );
+    let mut missing = commit(1, "w2", RunStatus::Finished);
+    missing.run_id = "nope".into();
+    assert_eq!(s.commit(missing).await, Err(StoreError::NotFound));
+    assert_eq!(s.commit(commit(1, "w2", RunStatus::Finished)).await, Ok(2));
+    assert!(
+        s.jobs("run-a").await.expect("jobs").is_empty(),
+        "an ended run keeps no job (the leased timer and the deadline went too)"
+    );
+    assert_eq!(
+        s.get("run-a").await.expect("get").map(|r| r.status()),
+        Some(RunStatus::Finished)
+    );
+    assert!(s
+        .lease("w3", 10_000, 20_000, 10)
+        .await
+        .expect("lease")
+        .is_empty());
+}
+
+/// `release` makes a job ready again at a new due time (optionally with a
+/// new kind); `discard` deletes it.
+pub async fn release_and_discard(s: &dyn RunStore, fx: &Fixture) {
+    let mut run = new_run(fx, "run-a", "alice", "id-1", "d");
+    run.jobs.push(NewJob {
+        kind: dispatch("notify", 1),
+        due_unix: 60,
+    });
+    s.admit(run).await.expect("admit");
+    let jobs = s.lease("w1", 60, 1_000, 10).await.expect("lease");
+    assert_eq!(jobs.len(), 2);
+    let send = jobs
+        .iter()
+        .find(|j| matches!(j.kind, JobKind::Dispatch { .. }))
+        .expect("dispatch")
+        .id;
+    let timer = jobs
+        .iter()
+        .find(|j| matches!(j.kind, JobKind::Timer { .. }))
+        .expect("timer")
+        .id;
+    s.mark_sending(send, "w1").await.expect("sending");
+    s.release(send, "w1", 400, Some(dispatch("notify", 2)))
+        .await
+        .expect("release");
+    s.discard(timer, "w1").await.expect("discard");
+    assert_eq!(s.discard(timer, "w1").await, Err(StoreError::LeaseLost));
+    let left = s.jobs("run-a").await.expect("jobs");
+    let job = left.first().expect("the dispatch is left");
+    assert_eq!(left.len(), 1);
+    assert_eq!(
+        (&job.kind, job.due_unix, job.state, job.lease.is_none()),
+        (&dispatch("notify", 2), 400, JobState::Ready, true)
+    );
+    assert!(s
+        .lease("w2", 399, 2_000, 10)
+        .await
+        .expect("lease")
+        .is_empty());
+    assert_eq!(s.lease("w2", 400, 2_000, 10).await.map(|j| j.len()), Ok(1));
+}
+
+/// `bring_forward` moves an observation to `max(now, last + floor)` and
+/// never later; listing pages newest first with filters and a cursor.
+pub async fn bring_forward_respects_the_floor_and_lists_page(s: &dyn RunStore, fx: &Fixture) {
+    let mut run = new_run(fx, "run-a", "alice", "id-1", "d");
+    run.jobs = vec![NewJob {
+        kind: JobKind::Observe {
+            step: "wait".into(),
+            connection: "review".into(),
+            review_request_id: "rr-1".into(),
+            last_observed_unix: Some(1_000),
+        },
+        due_unix: 1_900,
+    }];
+    s.admit(run).await.expect("admit");
+    assert_eq!(s.bring_forward("rr-1", 1_010, 30).await, Ok(1));
+    let due = |jobs: Vec<super::store::Job>| jobs.first().map(|j| j.due_unix);
+    assert_eq!(due(s.jobs("run-a").await.expect("jobs")), Some(1_030));
+    assert_eq!(
+        s.bring_forward("rr-1", 1_010, 30).await,
+        Ok(0),
+        "never later"
+    );
+    assert_eq!(s.bring_forward("rr-2", 1_010, 30).await, Ok(0));
+    s.admit(new_run(fx, "run-b", "bob", "id-2", "d"))
+        .await
+        .expect("admit");
+    s.admit(new_run(fx, "run-c", "bob", "id-3", "d"))
+        .await
+        .expect("admit");
+    // run-c moves to attention.
+    let mut held = state("run-c");
+    held.status = RunStatus::Attention;
+    s.commit(Commit {
+        run_id: "run-c".into(),
+        expected_version: 1,
+        state: held,
+        ledger: BTreeMap::new(),
+        complete: None,
+        jobs: vec![],
+    })
+    .await
+    .expect("commit");
+    let ids = |page: &super::store::RunPage| -> Vec<String> {
+        page.runs.iter().map(|r| r.id.clone()).collect()
+    };
+    let list = |f: RunFilter| async move { s.list(&f).await.expect("list") };
+    let page = list(RunFilter {
+        limit: 2,
+        ..RunFilter::default()
+    })
+    .await;
+    assert_eq!(ids(&page), vec!["run-c", "run-b"], "newest first");
+    let rest = list(RunFilter {
+        limit: 2,
+        cursor: page.next_cursor.clone(),
+        ..RunFilter::default()
+    })
+    .await;
+    assert_eq!(
+        (ids(&rest), rest.next_cursor),
+        (vec!["run-a".to_owned()], None)
+    );
+    let bobs = list(RunFilter {
+        owner: Some(owner("bob")),
+        limit: 100,
+        ..RunFilter::default()
+    })
+    .await;
+    assert_eq!(ids(&bobs), vec!["run-c", "run-b"]);
+    let attention = list(RunFilter {
+        attention: Some(true),
+        limit: 100,
+        ..RunFilter::default()
+    })
+    .await;
+    assert_eq!(ids(&attention), vec!["run-c"]);
+    let calm = list(RunFilter {
+        attention: Some(false),
+        state: Some(RunStatus::Running),
+        limit: 0,
+        ..RunFilter::default()
+    })
+    .await;
+    assert_eq!(ids(&calm), vec!["run-b"], "limit 0 is clamped to 1");
+    let other = list(RunFilter {
+        workflows: Some(vec!["another".into()]),
+        limit: 100,
+        ..RunFilter::default()
+    })
+    .await;
+    assert!(other.runs.is_empty());
+    let mine = list(RunFilter {
+        workflows: Some(vec![fx.workflow.clone(), "another".into()]),
+        limit: 100,
+        ..RunFilter::default()
+    })
+    .await;
+    assert_eq!(mine.runs.len(), 3);
+    assert_eq!(
+        s.list(&RunFilter {
+            cursor: Some("not-a-cursor".into()),
+            limit: 10,
+            ..RunFilter::default()
+        })
+        .await,
+        Err(StoreError::BadCursor)
+    );
+    s.ping().await.expect("ping");
+}

@@ -1,0 +1,226 @@
+//! Real-binary journeys on PostgreSQL 17: the built `coordinator` binary,
+//! a package applied with the library `apply` (what `coordinatorctl apply`
+//! runs), the product and issuer fakes over real sockets, HTTP with
+//! reqwest. Each test has its own namespace; children are killed by a Drop
+//! guard, so a failing test leaves no process behind.
+//!
+//! Needs `COORDINATOR_TEST_DATABASE_URL`, `_MIGRATION_URL` and
+//! `_RUNTIME_URL` (`eval "$(scripts/postgres.sh start)"`); each test prints
+//! a notice and passes when they are unset. `COORDINATOR_JOURNEY_RUNS` sets
+//! the run count of the two-process journey (default 500).
+
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+mod support;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use coordinator_fakes::Reply;
+use support::{free_port, rfc3339, unix_now, urls, Cluster, Deployment};
+
+#[tokio::test]
+async fn delayed_follow_up_finishes_after_send_after() {
+    let Some(urls) = urls("delayed_follow_up_finishes_after_send_after") else {
+        return;
+    };
+    let d = Deployment::new(urls, 2_000).await;
+    let c = d.spawn().await;
+    let send_after = rfc3339(unix_now() + 3);
+    let run = d.start(&c, "app-a", &send_after).await;
+    let v = d
+        .wait_state(&c, &run, "finished", Duration::from_secs(30))
+        .await;
+    assert_eq!(v["outcome"], "message-accepted", "{v}");
+    assert!(v["endedAt"].as_str().unwrap() >= send_after.as_str(), "{v}");
+    assert_eq!(d.messaging.messages().len(), 1);
+    let inspect = d.get(&c, &format!("/v1/runs/{run}/inspect")).await.unwrap();
+    assert!(inspect.to_string().contains("accepted"), "{inspect}");
+    drop(c);
+    d.cleanup().await;
+}
+
+#[tokio::test]
+async fn kill_9_during_a_mutation_leaves_it_unknown_and_sent_once() {
+    let Some(urls) = urls("kill_9_during_a_mutation") else {
+        return;
+    };
+    let d = Deployment::new(urls, 2_000).await;
+    d.messaging.fake().script("/v1/messages", [Reply::Hang]);
+    let c = d.spawn().await;
+    let run = d.start(&c, "app-b", &rfc3339(unix_now() - 60)).await;
+    let start = Instant::now();
+    while d.messaging.fake().requests_to("/v1/messages").is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{}",
+            c.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    c.kill9();
+    let c = d.spawn().await;
+    // The lease of the killed process expires (twice the request budget of
+    // a 2 s timeout: 18 s); the job is found `sending` and never resent.
+    let v = d
+        .wait_state(&c, &run, "attention", Duration::from_secs(45))
+        .await;
+    let inspect = d.get(&c, &format!("/v1/runs/{run}/inspect")).await.unwrap();
+    let steps = inspect["steps"].as_array().cloned().unwrap_or_default();
+    let notify = steps
+        .iter()
+        .find(|s| s["name"] == "notify")
+        .unwrap_or_else(|| panic!("{inspect}"));
+    assert_eq!(notify["effect"], "unknown", "{inspect} {v}");
+    assert_eq!(d.messaging.fake().requests_to("/v1/messages").len(), 1);
+    drop(c);
+    d.cleanup().await;
+}
+
+#[tokio::test]
+async fn kill_9_during_a_wait_wakes_on_time_after_restart() {
+    let Some(urls) = urls("kill_9_during_a_wait") else {
+        return;
+    };
+    let d = Deployment::new(urls, 2_000).await;
+    let c = d.spawn().await;
+    let wake = unix_now() + 5;
+    let send_after = rfc3339(wake);
+    let run = d.start(&c, "app-c", &send_after).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    c.kill9();
+    let c = d.spawn().await;
+    let v = d
+        .wait_state(&c, &run, "finished", Duration::from_secs(30))
+        .await;
+    let finished_at = unix_now();
+    assert!(v["endedAt"].as_str().unwrap() >= send_after.as_str(), "{v}");
+    assert!(
+        finished_at <= wake + 5,
+        "woke late: {} s after the instant",
+        finished_at - wake
+    );
+    assert_eq!(d.messaging.messages().len(), 1);
+    drop(c);
+    d.cleanup().await;
+}
+
+#[tokio::test]
+async fn two_processes_complete_every_run_with_each_call_once() {
+    let Some(urls) = urls("two_processes_complete_every_run") else {
+        return;
+    };
+    let n: usize = std::env::var("COORDINATOR_JOURNEY_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500);
+    let d = Arc::new(Deployment::new(urls, 5_000).await);
+    let a = Arc::new(d.spawn().await);
+    let b = Arc::new(d.spawn().await);
+    let started = Instant::now();
+    let past = rfc3339(unix_now() - 60);
+    let limit = Arc::new(tokio::sync::Semaphore::new(16));
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..n {
+        let (d, c, past, limit) = (
+            d.clone(),
+            if i % 2 == 0 { a.clone() } else { b.clone() },
+            past.clone(),
+            limit.clone(),
+        );
+        tasks.spawn(async move {
+            let _permit = limit.acquire().await.unwrap();
+            d.start(&c, &format!("app-{i}"), &past).await
+        });
+    }
+    let mut runs = Vec::new();
+    while let Some(r) = tasks.join_next().await {
+        runs.push(r.unwrap());
+    }
+    let admitted = started.elapsed();
+    // Every message sent, then every run finished.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while d.messaging.fake().requests_to("/v1/messages").len() < n {
+        assert!(
+            Instant::now() < deadline,
+            "{} of {n} messages",
+            d.messaging.fake().requests_to("/v1/messages").len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for run in &runs {
+        d.wait_state(&a, run, "finished", Duration::from_secs(30))
+            .await;
+    }
+    let elapsed = started.elapsed();
+    let per_key = d.messages_per_key();
+    assert_eq!(per_key.len(), n, "one idempotency key per run");
+    assert!(per_key.values().all(|c| *c == 1), "a message sent twice");
+    let reads = d.breg.fake().requests();
+    assert_eq!(reads.len(), n, "one record read per run");
+    eprintln!(
+        "two processes: {n} runs admitted in {admitted:?}, all finished in {elapsed:?} ({:.1} runs/s)",
+        n as f64 / elapsed.as_secs_f64()
+    );
+    drop((a, b));
+    d.cleanup().await;
+}
+
+#[tokio::test]
+async fn postgresql_outage_under_load_is_waited_out() {
+    if urls("postgresql_outage_under_load").is_none() {
+        return;
+    }
+    let port = free_port();
+    let cluster = Cluster {
+        port,
+        dir: PathBuf::from(format!("/tmp/coordinator-pg17-journey-{port}")),
+    };
+    let urls = cluster.start();
+    let d = Deployment::new(urls, 2_000).await;
+    let mut c = d.spawn().await;
+    // Load: runs due now and runs waking during the outage.
+    let mut runs = Vec::new();
+    for i in 0..60 {
+        let at = if i % 2 == 0 {
+            unix_now() - 60
+        } else {
+            unix_now() + 2
+        };
+        runs.push(d.start(&c, &format!("app-{i}"), &rfc3339(at)).await);
+    }
+    let out = cluster.script("stop");
+    assert!(out.status.success());
+    let down = Instant::now();
+    let mut saw_503 = false;
+    while down.elapsed() < Duration::from_secs(12) {
+        assert!(c.alive(), "the process died:\n{}", c.log_text());
+        if d.ready(&c).await == Some(503) {
+            saw_503 = true;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(saw_503, "/ready never answered 503");
+    cluster.start();
+    let start = Instant::now();
+    while d.ready(&c).await != Some(200) {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{}",
+            c.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for run in &runs {
+        let v = d
+            .wait_state(&c, run, "finished", Duration::from_secs(60))
+            .await;
+        assert_eq!(v["outcome"], "message-accepted");
+    }
+    let log = c.log_text();
+    assert!(log.contains("store-unavailable"), "{log}");
+    assert!(d.messages_per_key().values().all(|n| *n == 1));
+    drop(c);
+    drop(cluster);
+}

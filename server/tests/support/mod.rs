@@ -1,0 +1,479 @@
+//! Shared by the real-binary journeys (tests/journeys.rs) and the
+//! throughput benchmark (benches/throughput.rs): a deployment of the
+//! `delayed-follow-up` example on PostgreSQL 17 with the product and issuer
+//! fakes, and the built `coordinator` binary under a kill-on-drop guard.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::indexing_slicing)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use coordinator_fakes::{FakeBreg, FakeIssuer, FakeMessaging, KeyKind, Mint, TestKey};
+use coordinator_host::audit::AuditJournal;
+use coordinator_host::package::write_package;
+use coordinator_host::runtime::{check_runtime_file, Mode};
+use coordinator_host::secrets::SecretResolver;
+use coordinator_ir::Definition;
+use serde_json::{json, Value};
+use sqlx::{Connection, Executor, PgConnection};
+
+pub const AUDIENCE: &str = "registry-coordinator";
+pub const PRODUCER: &str = "producer-app";
+pub const OPERATOR: &str = "ops-console";
+pub const WORKFLOW: &str = "follow-up";
+
+#[derive(Clone)]
+pub struct Urls {
+    pub admin: String,
+    pub migration: String,
+    pub runtime: String,
+}
+
+pub fn urls(test: &str) -> Option<Urls> {
+    let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    match (
+        get("COORDINATOR_TEST_DATABASE_URL"),
+        get("COORDINATOR_TEST_MIGRATION_URL"),
+        get("COORDINATOR_TEST_RUNTIME_URL"),
+    ) {
+        (Some(admin), Some(migration), Some(runtime)) => Some(Urls {
+            admin,
+            migration,
+            runtime,
+        }),
+        _ => {
+            eprintln!("NOTICE: {test} skipped: COORDINATOR_TEST_DATABASE_URL, _MIGRATION_URL and _RUNTIME_URL are not set (eval \"$(scripts/postgres.sh start)\")");
+            None
+        }
+    }
+}
+
+pub fn suffix() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..12].to_owned()
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn write_secret(dir: &Path, name: &str, bytes: &[u8]) {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+pub fn unix_now() -> i64 {
+    time::OffsetDateTime::now_utc().unix_timestamp()
+}
+
+pub fn rfc3339(unix: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(unix)
+        .unwrap()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap()
+}
+
+/// A running `coordinator`; killed (SIGKILL) when dropped.
+pub struct Coordinator {
+    pub child: Child,
+    pub base: String,
+    pub log: PathBuf,
+}
+
+impl Drop for Coordinator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Coordinator {
+    /// SIGKILL, and wait for the process to be gone.
+    pub fn kill9(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+/// One deployment: fakes, secrets, a package, a namespace applied.
+pub struct Deployment {
+    pub dir: tempfile::TempDir,
+    pub secrets: PathBuf,
+    pub ns: String,
+    pub database_id: String,
+    pub urls: Urls,
+    pub package: (String, String),
+    pub revision: String,
+    pub issuer: FakeIssuer,
+    pub messaging: FakeMessaging,
+    pub breg: FakeBreg,
+    pub http: reqwest::Client,
+    pub timeout_ms: u64,
+}
+
+impl Deployment {
+    pub async fn new(urls: Urls, timeout_ms: u64) -> Deployment {
+        let dir = tempfile::tempdir().unwrap();
+        let secrets = dir.path().join("secrets");
+        std::fs::create_dir(&secrets).unwrap();
+        std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let issuer = FakeIssuer::start().await.unwrap();
+        let messaging = FakeMessaging::start().await.unwrap();
+        let breg = FakeBreg::start().await.unwrap();
+        for (name, kind) in [
+            ("notices", KeyKind::EdDsa),
+            ("applications", KeyKind::Es256),
+        ] {
+            let key = TestKey::generate(kind, &format!("{name}-kid"));
+            issuer.register_client(&format!("coordinator-{name}"), key.public_jwk.clone(), None);
+            write_secret(
+                &secrets,
+                &format!("{name}-client-key"),
+                key.private_jwk_text().as_bytes(),
+            );
+        }
+        let check = issuer.token_check();
+        for f in [messaging.fake(), breg.fake()] {
+            f.require_bearer(check.clone());
+        }
+        write_secret(&secrets, "state-key-1", &[1; 32]);
+        write_secret(&secrets, "admission-key", &[3; 32]);
+        write_secret(&secrets, "audit-key", &[4; 32]);
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/delayed-follow-up");
+        let compiled = coordinator_compiler::compile_project(&example, "delayed-follow-up");
+        assert!(!compiled.has_errors(), "{:?}", compiled.diagnostics);
+        let definition = Definition::new(compiled.program.unwrap());
+        let revision = definition.revision.clone();
+        let root = dir.path().join("package");
+        let digest = write_package(&root, &definition).unwrap();
+        let s = suffix();
+        let d = Deployment {
+            ns: format!("coordinator_j{s}"),
+            database_id: format!("journey-{s}"),
+            package: (root.display().to_string(), digest),
+            dir,
+            secrets,
+            urls,
+            revision,
+            issuer,
+            messaging,
+            breg,
+            http: reqwest::Client::new(),
+            timeout_ms,
+        };
+        d.set_database(&d.urls.clone());
+        d.apply().await;
+        d
+    }
+
+    /// Points the secret files at another server's URLs.
+    pub fn set_database(&self, urls: &Urls) {
+        write_secret(
+            &self.secrets,
+            "runtime-database-url",
+            urls.runtime.as_bytes(),
+        );
+        write_secret(
+            &self.secrets,
+            "migration-database-url",
+            urls.migration.as_bytes(),
+        );
+    }
+
+    pub fn runtime_role(&self) -> String {
+        let (_, rest) = self.urls.runtime.split_once("://").unwrap();
+        rest.split_once(':').unwrap().0.to_owned()
+    }
+
+    /// Writes a runtime file binding `port`; returns its path.
+    pub fn runtime_file(&self, port: u16) -> PathBuf {
+        let (root, digest) = &self.package;
+        let token = self.issuer.token_endpoint();
+        let yaml = format!(
+            r#"apiVersion: id.registrystack.org/formats/coordinator/runtime/v1beta1
+kind: CoordinatorRuntimeConfig
+namespace: {ns}
+secretProviders:
+  file:
+    root: {secrets}
+database:
+  runtimeUrlRef: secret:file/runtime-database-url
+  migrationUrlRef: secret:file/migration-database-url
+observation:
+  minimumIntervalSeconds: 30
+connections:
+  applications:
+    type: breg
+    baseUrl: {breg}
+    profile: follow-up-reader
+    requestTimeoutMilliseconds: {timeout}
+    authorization:
+      tokenEndpoint: {token}
+      clientId: coordinator-applications
+      signingKeyRef: secret:file/applications-client-key
+  notices:
+    type: messaging
+    baseUrl: {messaging}
+    requestTimeoutMilliseconds: {timeout}
+    authorization:
+      tokenEndpoint: {token}
+      clientId: coordinator-notices
+      signingKeyRef: secret:file/notices-client-key
+deployment:
+  databaseId: {db}
+  runtimeRole: {role}
+  packages:
+  - root: {root}
+    expectedDigest: "{digest}"
+  listener:
+    bind: 127.0.0.1:{port}
+    tlsTermination: operator-controlled-upstream
+  authentication:
+    issuer: {issuer}
+    audience: {AUDIENCE}
+    policies:
+      {PRODUCER}:
+        workflows: [{WORKFLOW}]
+        actions: [start, status, inspect]
+      {OPERATOR}:
+        actions: [status, inspect, cancel, retry-same, reconcile]
+        operator: true
+  auditFile: {audit}
+  auditKeyRef: secret:file/audit-key
+  stateKeys:
+    "1":
+      keyRef: secret:file/state-key-1
+  activeStateKey: 1
+  admissionKeyRef: secret:file/admission-key
+"#,
+            ns = self.ns,
+            secrets = self.secrets.display(),
+            breg = self.breg.base_url(),
+            messaging = self.messaging.base_url(),
+            timeout = self.timeout_ms,
+            db = self.database_id,
+            role = self.runtime_role(),
+            issuer = self.issuer.issuer(),
+            audit = self.dir.path().join("audit.jsonl").display(),
+        );
+        let path = self.dir.path().join(format!("runtime-{port}.yaml"));
+        std::fs::write(&path, yaml).unwrap();
+        path
+    }
+
+    /// `coordinatorctl apply` through the library.
+    pub async fn apply(&self) {
+        let path = self.runtime_file(free_port());
+        let checked = check_runtime_file(&path, "runtime.yaml", None, Mode::Deployment);
+        assert!(checked.is_valid(), "{:#?}", checked.diagnostics);
+        let config = checked.config.unwrap();
+        let resolver = SecretResolver::new(&config.secret_providers);
+        let journal = AuditJournal::open(&self.dir.path().join("audit.jsonl")).unwrap();
+        coordinator_host::store::apply(&config, &resolver, &[], &journal)
+            .await
+            .expect("apply");
+    }
+
+    /// Spawns the built binary and waits until `/ready` answers 200.
+    pub async fn spawn(&self) -> Coordinator {
+        let port = free_port();
+        let file = self.runtime_file(port);
+        let log = self.dir.path().join(format!("coordinator-{port}.log"));
+        let child = Command::new(env!("CARGO_BIN_EXE_coordinator"))
+            .arg("--runtime-config")
+            .arg(&file)
+            .env("RUST_LOG", "info,sqlx=warn")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut c = Coordinator {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            log,
+        };
+        let start = Instant::now();
+        loop {
+            assert!(c.alive(), "coordinator exited:\n{}", c.log_text());
+            if self.ready(&c).await == Some(200) {
+                return c;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "not ready in 30 s:\n{}",
+                c.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub async fn ready(&self, c: &Coordinator) -> Option<u16> {
+        self.http
+            .get(format!("{}/ready", c.base))
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await
+            .ok()
+            .map(|r| r.status().as_u16())
+    }
+
+    pub fn token(&self, client: &str) -> String {
+        self.issuer.mint(&Mint::new(client, AUDIENCE))
+    }
+
+    pub fn record(&self, app: &str) {
+        self.breg.put_record(
+            "applications",
+            app,
+            "r1",
+            json!({"noticeAllowed": true, "applicantEmail": format!("{app}@example.org")}),
+        );
+    }
+
+    /// Starts a follow-up of `app` (its record put first); the run id.
+    pub async fn start(&self, c: &Coordinator, app: &str, send_after: &str) -> String {
+        self.record(app);
+        let body = json!({"workflow": WORKFLOW, "revision": self.revision,
+            "input": {"applicationId": app, "sendAfter": send_after}});
+        let r = self
+            .http
+            .post(format!("{}/v1/runs", c.base))
+            .bearer_auth(self.token(PRODUCER))
+            .header("idempotency-key", format!("start-{app}"))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let v: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+        assert_eq!(status, 201, "{v}");
+        v["run"].as_str().unwrap().to_owned()
+    }
+
+    pub async fn get(&self, c: &Coordinator, path: &str) -> Option<Value> {
+        let r = self
+            .http
+            .get(format!("{}{path}", c.base))
+            .bearer_auth(self.token(OPERATOR))
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await
+            .ok()?;
+        if r.status().as_u16() != 200 {
+            return None;
+        }
+        serde_json::from_str(&r.text().await.ok()?).ok()
+    }
+
+    /// Polls the run until its state is `want` (or `limit` passes).
+    pub async fn wait_state(
+        &self,
+        c: &Coordinator,
+        run: &str,
+        want: &str,
+        limit: Duration,
+    ) -> Value {
+        let start = Instant::now();
+        loop {
+            if let Some(v) = self.get(c, &format!("/v1/runs/{run}")).await {
+                if v["state"] == want {
+                    return v;
+                }
+                assert!(
+                    start.elapsed() < limit,
+                    "run {run} is {} after {limit:?}, not {want}:\n{v}\n{}",
+                    v["state"],
+                    c.log_text()
+                );
+            } else {
+                assert!(
+                    start.elapsed() < limit,
+                    "run {run} unreadable:\n{}",
+                    c.log_text()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Messaging requests carrying `key`'s idempotency key, by key.
+    pub fn messages_per_key(&self) -> std::collections::BTreeMap<String, usize> {
+        let mut per = std::collections::BTreeMap::new();
+        for r in self.messaging.fake().requests_to("/v1/messages") {
+            let key = r.header("idempotency-key").unwrap_or("").to_owned();
+            *per.entry(key).or_insert(0) += 1;
+        }
+        per
+    }
+
+    pub async fn cleanup(&self) {
+        if let Ok(mut admin) = PgConnection::connect(&self.urls.admin).await {
+            let _ = admin
+                .execute(format!("DROP SCHEMA IF EXISTS {} CASCADE", self.ns).as_str())
+                .await;
+        }
+    }
+}
+
+/// A dedicated PostgreSQL 17 cluster (scripts/postgres.sh on its own port
+/// and directory), destroyed when dropped.
+pub struct Cluster {
+    pub port: u16,
+    pub dir: PathBuf,
+}
+
+impl Cluster {
+    pub fn script(&self, command: &str) -> std::process::Output {
+        Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/postgres.sh"))
+            .arg(command)
+            .arg("--port")
+            .arg(self.port.to_string())
+            .arg("--dir")
+            .arg(&self.dir)
+            // The script leaves a server given by these variables alone.
+            .env_remove("COORDINATOR_TEST_DATABASE_URL")
+            .env_remove("COORDINATOR_TEST_MIGRATION_URL")
+            .env_remove("COORDINATOR_TEST_RUNTIME_URL")
+            .stderr(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    pub fn start(&self) -> Urls {
+        let out = self.script("start");
+        assert!(out.status.success(), "postgres.sh start failed");
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let var = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("export {name}=")))
+                .map(|v| v.trim_matches('\'').trim_matches('"').to_owned())
+                .unwrap_or_else(|| panic!("{name} missing from: {text}"))
+        };
+        Urls {
+            admin: var("COORDINATOR_TEST_DATABASE_URL"),
+            migration: var("COORDINATOR_TEST_MIGRATION_URL"),
+            runtime: var("COORDINATOR_TEST_RUNTIME_URL"),
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = self.script("destroy");
+    }
+}
