@@ -2,8 +2,9 @@
 //! file and its pinned packages, reads the keys, opens the PostgreSQL store
 //! (`Store::open`: server 17+, schema version, database id, runtime role
 //! safety, key custody, pinned packages == active; never migrates), and
-//! serves the API with in-process workers until SIGTERM (or Ctrl-C), then
-//! stops within 15 s.
+//! opens this process's audit journal, serves the API with in-process workers
+//! (and `/metrics` on `deployment.metricsListener` when set) until SIGTERM
+//! (or Ctrl-C), then stops within 15 s.
 //!
 //! Refusals are logged as one JSON line on stderr with the raw `code`
 //! (`deployment.refused`, `state-key-custody`, `store-unavailable`) and the
@@ -22,6 +23,7 @@ use coordinator::auth::Verifier;
 use coordinator::{AppState, Completions, SHUTDOWN_GRACE};
 use coordinator_host::adapters::token::ProviderSecrets;
 use coordinator_host::adapters::{HttpAdapter, SecretSource};
+use coordinator_host::audit::AuditJournal;
 use coordinator_host::runtime::config::Connection;
 use coordinator_host::runtime::{check_runtime_file, Mode};
 use coordinator_host::secrets::{load_keys, SecretResolver};
@@ -154,9 +156,21 @@ async fn main() -> ExitCode {
             .collect::<BTreeMap<_, _>>(),
         &definitions,
     ) {
-        Ok(e) => Arc::new(e),
+        Ok(e) => e,
         Err(e) => return refuse("deployment.refused", &e.to_string()),
     };
+    // The audit journal: one file per process beside `deployment.auditFile`
+    // (docs/runtime.md); a service that cannot audit does not serve.
+    let journal = match AuditJournal::open(std::path::Path::new(&deployment.audit_file)) {
+        Ok(j) => Arc::new(j),
+        Err(e) => {
+            return refuse(
+                "deployment.refused",
+                &format!("the audit journal cannot be opened: {e}"),
+            )
+        }
+    };
+    let engine = Arc::new(engine.with_audit(journal, keys.audit.clone()));
     let listener = match tokio::net::TcpListener::bind(&deployment.listener.bind).await {
         Ok(l) => l,
         Err(e) => return refuse("deployment.refused", &format!("bind: {e}")),
@@ -167,6 +181,24 @@ async fn main() -> ExitCode {
         completions: Arc::new(completions),
     };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let metrics = match &deployment.metrics_listener {
+        Some(m) => {
+            let listener = match tokio::net::TcpListener::bind(&m.bind).await {
+                Ok(l) => l,
+                Err(e) => return refuse("deployment.refused", &format!("metrics bind: {e}")),
+            };
+            let mut metrics_stop = stop_rx.clone();
+            tracing::info!(bind = %m.bind, "serving metrics");
+            Some(tokio::spawn(coordinator::metrics::serve(
+                listener,
+                engine.clone(),
+                async move {
+                    let _ = metrics_stop.wait_for(|s| *s).await;
+                },
+            )))
+        }
+        None => None,
+    };
     let worker = if args.recovery_only {
         None
     } else {
@@ -187,6 +219,9 @@ async fn main() -> ExitCode {
     let drained = tokio::time::timeout(SHUTDOWN_GRACE - Duration::from_secs(1), async {
         if let Some(w) = worker {
             let _ = w.await;
+        }
+        if let Some(m) = metrics {
+            let _ = m.await;
         }
         let _ = server.await;
     })

@@ -37,6 +37,16 @@ async fn delayed_follow_up_finishes_after_send_after() {
     assert_eq!(d.messaging.messages().len(), 1);
     let inspect = d.get(&c, &format!("/v1/runs/{run}/inspect")).await.unwrap();
     assert!(inspect.to_string().contains("accepted"), "{inspect}");
+    // The binary audited the admission in its own journal file, with keyed
+    // references only (the input's application id never appears).
+    let base = d.dir.path().join("audit.jsonl");
+    let files = coordinator_host::audit::journal_files(&base).unwrap();
+    let text: String = files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .collect();
+    assert!(!text.trim().is_empty(), "no audit line in {files:?}");
+    assert!(!text.contains("app-a"), "{text}");
     drop(c);
     d.cleanup().await;
 }
