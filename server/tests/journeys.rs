@@ -17,8 +17,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use coordinator_fakes::Reply;
-use support::{free_port, rfc3339, unix_now, urls, Cluster, Deployment};
+use coordinator_fakes::{FakeCasework, Reply};
+use serde_json::{json, Value};
+use support::{
+    free_port, rfc3339, unix_now, urls, Cluster, Coordinator, Deployment, Example, BINDING,
+    COMPLETION_TOKEN,
+};
 
 #[tokio::test]
 async fn delayed_follow_up_finishes_after_send_after() {
@@ -233,4 +237,210 @@ async fn postgresql_outage_under_load_is_waited_out() {
     assert!(d.messages_per_key().values().all(|n| *n == 1));
     drop(c);
     drop(cluster);
+}
+
+fn review_input(app: &str) -> Value {
+    json!({"applicationId": app, "applicantEmail": format!("{app}@example.org")})
+}
+
+fn step(inspection: &Value, name: &str) -> Option<Value> {
+    inspection["steps"]
+        .as_array()?
+        .iter()
+        .find(|s| s["name"] == name)
+        .cloned()
+}
+
+fn step_names(inspection: &Value) -> Vec<String> {
+    inspection["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Polls inspect until the run waits at `await-decision`.
+async fn wait_entered(d: &Deployment, c: &Coordinator, run: &str) {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = d.get(c, &format!("/v1/runs/{run}/inspect")).await {
+            if step(&v, "await-decision").is_some() {
+                return;
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "run {run} never waited:\n{}",
+            c.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The approved path: finished `approval-notice-sent` with the message's
+/// id, every step listed, both effects `accepted`, one message sent.
+async fn assert_notice_sent(d: &Deployment, c: &Coordinator, run: &str, status: &Value) {
+    assert_eq!(status["outcome"], "approval-notice-sent", "{status}");
+    let messages = d.messaging.messages();
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    let message_id = status["output"]["messageId"].as_str().unwrap();
+    assert!(!message_id.is_empty(), "{status}");
+    assert_eq!(d.messaging.fake().requests_to("/v1/messages").len(), 1);
+    let inspect = d.get(c, &format!("/v1/runs/{run}/inspect")).await.unwrap();
+    assert_eq!(
+        step_names(&inspect),
+        [
+            "submit-review",
+            "await-decision",
+            "route-decision",
+            "send-notice",
+            "notice-sent"
+        ],
+        "{inspect}"
+    );
+    for name in ["submit-review", "send-notice"] {
+        assert_eq!(
+            step(&inspect, name).unwrap()["effect"],
+            "accepted",
+            "{inspect}"
+        );
+    }
+    assert_eq!(
+        d.casework.fake().requests_to("/v1/review-requests").len(),
+        1,
+        "one review submission"
+    );
+}
+
+#[tokio::test]
+async fn reviewed_notice_finishes_after_a_completion_event() {
+    let Some(urls) = urls("reviewed_notice_finishes_after_a_completion_event") else {
+        return;
+    };
+    let d = Deployment::of(Example::reviewed_notice(), urls, 2_000).await;
+    let c = d.spawn().await;
+    let run = d.start_input(&c, "review-a", review_input("app-ra")).await;
+    let review = d.review_id(&c).await;
+    wait_entered(&d, &c, &run).await;
+    assert!(d
+        .casework
+        .decide(&review, "approved", &rfc3339(unix_now()), None));
+    // Wrong credentials are refused and move nothing.
+    let url = format!("{}/v1/review-completions", c.base);
+    let (s, _) = FakeCasework::post_completion(&url, "not-the-token", BINDING, &review)
+        .await
+        .unwrap();
+    assert_eq!(s, 401);
+    let posted = Instant::now();
+    let (s, body) = FakeCasework::post_completion(&url, COMPLETION_TOKEN, BINDING, &review)
+        .await
+        .unwrap();
+    assert_eq!(s, 202, "{body}");
+    // The periodic read is 60 s away; the event brings it forward.
+    let v = d
+        .wait_state(&c, &run, "finished", Duration::from_secs(20))
+        .await;
+    assert!(posted.elapsed() < Duration::from_secs(20));
+    assert_notice_sent(&d, &c, &run, &v).await;
+    let inspect = d.get(&c, &format!("/v1/runs/{run}/inspect")).await.unwrap();
+    assert_eq!(
+        step(&inspect, "await-decision").unwrap()["observations"],
+        1,
+        "{inspect}"
+    );
+    assert!(
+        !inspect.to_string().contains("app-ra@example.org"),
+        "{inspect}"
+    );
+    drop(c);
+    d.cleanup().await;
+}
+
+#[tokio::test]
+async fn reviewed_notice_finishes_by_the_periodic_read() {
+    let Some(urls) = urls("reviewed_notice_finishes_by_the_periodic_read") else {
+        return;
+    };
+    let d = Deployment::of(Example::reviewed_notice(), urls, 2_000).await;
+    let c = d.spawn().await;
+    let run = d.start_input(&c, "review-b", review_input("app-rb")).await;
+    let review = d.review_id(&c).await;
+    let submitted = Instant::now();
+    wait_entered(&d, &c, &run).await;
+    assert!(d
+        .casework
+        .decide(&review, "approved", &rfc3339(unix_now()), None));
+    // No completion event: the read every resultCheckSeconds (60) finds it
+    // (due 60 s after the submission; margin for a loaded machine).
+    let v = d
+        .wait_state(&c, &run, "finished", Duration::from_secs(90))
+        .await;
+    let took = submitted.elapsed();
+    assert!(
+        took >= Duration::from_secs(55),
+        "finished after {took:?}, before the periodic read was due"
+    );
+    eprintln!("periodic read: finished {took:?} after the submission");
+    assert_notice_sent(&d, &c, &run, &v).await;
+    let reads = d
+        .casework
+        .fake()
+        .requests_to(&format!("/v1/review-requests/{review}"))
+        .len();
+    assert_eq!(reads, 1, "one periodic read");
+    drop(c);
+    d.cleanup().await;
+}
+
+#[tokio::test]
+async fn reviewed_notice_times_out_and_withdraws() {
+    let Some(urls) = urls("reviewed_notice_times_out_and_withdraws") else {
+        return;
+    };
+    let example = Example::reviewed_notice().with_timeout_seconds(5);
+    let d = Deployment::of(example, urls, 2_000).await;
+    let c = d.spawn().await;
+    let started = Instant::now();
+    let run = d.start_input(&c, "review-c", review_input("app-rc")).await;
+    let review = d.review_id(&c).await;
+    let v = d
+        .wait_state(&c, &run, "finished", Duration::from_secs(30))
+        .await;
+    assert!(started.elapsed() >= Duration::from_secs(5), "{v}");
+    assert_eq!(v["outcome"], "review-timed-out", "{v}");
+    assert!(v["output"].is_null(), "{v}");
+    let requests = d.casework.review_requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0]["status"], "withdrawn", "{requests:?}");
+    assert_eq!(
+        d.casework
+            .fake()
+            .requests_to(&format!("/v1/review-requests/{review}/withdraw"))
+            .len(),
+        1
+    );
+    assert!(d.messaging.messages().is_empty());
+    let inspect = d.get(&c, &format!("/v1/runs/{run}/inspect")).await.unwrap();
+    assert_eq!(
+        step_names(&inspect),
+        [
+            "submit-review",
+            "await-decision",
+            "withdraw-after-timeout",
+            "read-late-decision",
+            "late-route",
+            "review-timed-out"
+        ],
+        "{inspect}"
+    );
+    for name in ["submit-review", "withdraw-after-timeout"] {
+        assert_eq!(
+            step(&inspect, name).unwrap()["effect"],
+            "accepted",
+            "{inspect}"
+        );
+    }
+    drop(c);
+    d.cleanup().await;
 }

@@ -1,7 +1,8 @@
 //! Shared by the real-binary journeys (tests/journeys.rs) and the
-//! throughput benchmark (benches/throughput.rs): a deployment of the
-//! `delayed-follow-up` example on PostgreSQL 17 with the product and issuer
-//! fakes, and the built `coordinator` binary under a kill-on-drop guard.
+//! throughput benchmark (benches/throughput.rs): a deployment of an example
+//! (`delayed-follow-up` or `reviewed-notice`) on PostgreSQL 17 with the
+//! product and issuer fakes, and the built `coordinator` binary under a
+//! kill-on-drop guard.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::indexing_slicing)]
 
@@ -10,7 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use coordinator_fakes::{FakeBreg, FakeIssuer, FakeMessaging, KeyKind, Mint, TestKey};
+use coordinator_fakes::{
+    FakeBreg, FakeCasework, FakeIssuer, FakeMessaging, KeyKind, Mint, TestKey,
+};
 use coordinator_host::audit::AuditJournal;
 use coordinator_host::package::write_package;
 use coordinator_host::runtime::{check_runtime_file, Mode};
@@ -23,6 +26,113 @@ pub const AUDIENCE: &str = "registry-coordinator";
 pub const PRODUCER: &str = "producer-app";
 pub const OPERATOR: &str = "ops-console";
 pub const WORKFLOW: &str = "follow-up";
+/// The reviewed-notice workflow (project id).
+pub const REVIEW_WORKFLOW: &str = "reviewed-notice";
+/// The Casework recipient binding of the `review` connection.
+pub const BINDING: &str = "coordinator-v1";
+/// The bearer token Casework presents on `/v1/review-completions`.
+pub const COMPLETION_TOKEN: &str = "completion-token-for-journeys";
+
+/// A connection of an example, bound to one of the fakes.
+#[derive(Clone, Debug)]
+pub enum Conn {
+    /// `breg` against FakeBreg with this profile.
+    Breg { profile: String },
+    /// `messaging` against FakeMessaging.
+    Messaging,
+    /// `casework-review-producer` against FakeCasework, with a completion
+    /// block (BINDING, COMPLETION_TOKEN).
+    CaseworkReview { result_check_seconds: u64 },
+}
+
+/// An example project to package and the connections it needs.
+#[derive(Clone, Debug)]
+pub struct Example {
+    /// Directory name under examples/.
+    pub name: String,
+    /// The workflow (project) id policies grant.
+    pub workflow: String,
+    /// Connection name and kind.
+    pub connections: Vec<(String, Conn)>,
+    /// Replaces every `timeoutSeconds` of workflow.yaml before compiling.
+    pub timeout_seconds: Option<u64>,
+}
+
+impl Example {
+    /// `delayed-follow-up`: `applications` (Breg) and `notices`.
+    pub fn follow_up() -> Example {
+        Example {
+            name: "delayed-follow-up".into(),
+            workflow: WORKFLOW.into(),
+            connections: vec![
+                (
+                    "applications".into(),
+                    Conn::Breg {
+                        profile: "follow-up-reader".into(),
+                    },
+                ),
+                ("notices".into(), Conn::Messaging),
+            ],
+            timeout_seconds: None,
+        }
+    }
+
+    /// `reviewed-notice`: `review` (Casework, reads every 60 s, the least
+    /// allowed) and `notices`.
+    pub fn reviewed_notice() -> Example {
+        Example {
+            name: "reviewed-notice".into(),
+            workflow: REVIEW_WORKFLOW.into(),
+            connections: vec![
+                (
+                    "review".into(),
+                    Conn::CaseworkReview {
+                        result_check_seconds: 60,
+                    },
+                ),
+                ("notices".into(), Conn::Messaging),
+            ],
+            timeout_seconds: None,
+        }
+    }
+
+    /// The same with the wait's `timeoutSeconds` replaced.
+    pub fn with_timeout_seconds(mut self, seconds: u64) -> Example {
+        self.timeout_seconds = Some(seconds);
+        self
+    }
+
+    /// Compiles the example (a patched copy under `scratch` when the
+    /// timeout is replaced).
+    fn compile(&self, scratch: &Path) -> Definition {
+        let mut source = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../examples")
+            .join(&self.name);
+        if let Some(seconds) = self.timeout_seconds {
+            let copy = scratch.join("source");
+            std::fs::create_dir_all(&copy).unwrap();
+            for entry in std::fs::read_dir(&source).unwrap() {
+                let entry = entry.unwrap();
+                std::fs::copy(entry.path(), copy.join(entry.file_name())).unwrap();
+            }
+            let wf = copy.join("workflow.yaml");
+            let text = std::fs::read_to_string(&wf).unwrap();
+            let patched: String = text
+                .lines()
+                .map(|l| match l.split_once("timeoutSeconds:") {
+                    Some((indent, _)) => format!("{indent}timeoutSeconds: {seconds}\n"),
+                    None => format!("{l}\n"),
+                })
+                .collect();
+            assert_ne!(patched, text, "no timeoutSeconds in {}", self.name);
+            std::fs::write(&wf, patched).unwrap();
+            source = copy;
+        }
+        let compiled = coordinator_compiler::compile_project(&source, &self.name);
+        assert!(!compiled.has_errors(), "{:?}", compiled.diagnostics);
+        Definition::new(compiled.program.unwrap())
+    }
+}
 
 #[derive(Clone)]
 pub struct Urls {
@@ -121,12 +231,20 @@ pub struct Deployment {
     pub issuer: FakeIssuer,
     pub messaging: FakeMessaging,
     pub breg: FakeBreg,
+    pub casework: FakeCasework,
     pub http: reqwest::Client,
     pub timeout_ms: u64,
+    pub example: Example,
 }
 
 impl Deployment {
+    /// `delayed-follow-up`.
     pub async fn new(urls: Urls, timeout_ms: u64) -> Deployment {
+        Deployment::of(Example::follow_up(), urls, timeout_ms).await
+    }
+
+    /// `example` packaged and applied, its connections bound to the fakes.
+    pub async fn of(example: Example, urls: Urls, timeout_ms: u64) -> Deployment {
         let dir = tempfile::tempdir().unwrap();
         let secrets = dir.path().join("secrets");
         std::fs::create_dir(&secrets).unwrap();
@@ -134,10 +252,13 @@ impl Deployment {
         let issuer = FakeIssuer::start().await.unwrap();
         let messaging = FakeMessaging::start().await.unwrap();
         let breg = FakeBreg::start().await.unwrap();
-        for (name, kind) in [
-            ("notices", KeyKind::EdDsa),
-            ("applications", KeyKind::Es256),
-        ] {
+        let casework = FakeCasework::start().await.unwrap();
+        for (name, conn) in &example.connections {
+            let kind = match conn {
+                Conn::Breg { .. } => KeyKind::Es256,
+                Conn::Messaging => KeyKind::EdDsa,
+                Conn::CaseworkReview { .. } => KeyKind::Es256,
+            };
             let key = TestKey::generate(kind, &format!("{name}-kid"));
             issuer.register_client(&format!("coordinator-{name}"), key.public_jwk.clone(), None);
             write_secret(
@@ -147,16 +268,18 @@ impl Deployment {
             );
         }
         let check = issuer.token_check();
-        for f in [messaging.fake(), breg.fake()] {
+        for f in [messaging.fake(), breg.fake(), casework.fake()] {
             f.require_bearer(check.clone());
         }
         write_secret(&secrets, "state-key-1", &[1; 32]);
         write_secret(&secrets, "admission-key", &[3; 32]);
         write_secret(&secrets, "audit-key", &[4; 32]);
-        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/delayed-follow-up");
-        let compiled = coordinator_compiler::compile_project(&example, "delayed-follow-up");
-        assert!(!compiled.has_errors(), "{:?}", compiled.diagnostics);
-        let definition = Definition::new(compiled.program.unwrap());
+        write_secret(
+            &secrets,
+            "review-completion-token",
+            COMPLETION_TOKEN.as_bytes(),
+        );
+        let definition = example.compile(dir.path());
         let revision = definition.revision.clone();
         let root = dir.path().join("package");
         let digest = write_package(&root, &definition).unwrap();
@@ -172,8 +295,10 @@ impl Deployment {
             issuer,
             messaging,
             breg,
+            casework,
             http: reqwest::Client::new(),
             timeout_ms,
+            example,
         };
         d.set_database(&d.urls.clone());
         d.apply().await;
@@ -202,7 +327,6 @@ impl Deployment {
     /// Writes a runtime file binding `port`; returns its path.
     pub fn runtime_file(&self, port: u16) -> PathBuf {
         let (root, digest) = &self.package;
-        let token = self.issuer.token_endpoint();
         let yaml = format!(
             r#"apiVersion: id.registrystack.org/formats/coordinator/runtime/v1beta1
 kind: CoordinatorRuntimeConfig
@@ -216,24 +340,7 @@ database:
 observation:
   minimumIntervalSeconds: 30
 connections:
-  applications:
-    type: breg
-    baseUrl: {breg}
-    profile: follow-up-reader
-    requestTimeoutMilliseconds: {timeout}
-    authorization:
-      tokenEndpoint: {token}
-      clientId: coordinator-applications
-      signingKeyRef: secret:file/applications-client-key
-  notices:
-    type: messaging
-    baseUrl: {messaging}
-    requestTimeoutMilliseconds: {timeout}
-    authorization:
-      tokenEndpoint: {token}
-      clientId: coordinator-notices
-      signingKeyRef: secret:file/notices-client-key
-deployment:
+{connections}deployment:
   databaseId: {db}
   runtimeRole: {role}
   packages:
@@ -247,7 +354,7 @@ deployment:
     audience: {AUDIENCE}
     policies:
       {PRODUCER}:
-        workflows: [{WORKFLOW}]
+        workflows: [{workflow}]
         actions: [start, status, inspect]
       {OPERATOR}:
         actions: [status, inspect, cancel, retry-same, reconcile]
@@ -262,9 +369,8 @@ deployment:
 "#,
             ns = self.ns,
             secrets = self.secrets.display(),
-            breg = self.breg.base_url(),
-            messaging = self.messaging.base_url(),
-            timeout = self.timeout_ms,
+            connections = self.connections_yaml(),
+            workflow = self.example.workflow,
             db = self.database_id,
             role = self.runtime_role(),
             issuer = self.issuer.issuer(),
@@ -273,6 +379,36 @@ deployment:
         let path = self.dir.path().join(format!("runtime-{port}.yaml"));
         std::fs::write(&path, yaml).unwrap();
         path
+    }
+
+    /// The `connections:` entries of the example, bound to the fakes.
+    fn connections_yaml(&self) -> String {
+        let token = self.issuer.token_endpoint();
+        let timeout = self.timeout_ms;
+        let mut out = String::new();
+        for (name, conn) in &self.example.connections {
+            let (kind, base, extra) = match conn {
+                Conn::Breg { profile } => (
+                    "breg",
+                    self.breg.base_url().to_owned(),
+                    format!("    profile: {profile}\n"),
+                ),
+                Conn::Messaging => ("messaging", self.messaging.base_url().to_owned(), String::new()),
+                Conn::CaseworkReview {
+                    result_check_seconds,
+                } => (
+                    "casework-review-producer",
+                    self.casework.base_url().to_owned(),
+                    format!(
+                        "    profile: application-review\n    producer: coordinator\n    completion:\n      recipientBinding: {BINDING}\n      bearerTokenRef: secret:file/review-completion-token\n    resultCheckSeconds: {result_check_seconds}\n"
+                    ),
+                ),
+            };
+            out.push_str(&format!(
+                "  {name}:\n    type: {kind}\n    baseUrl: {base}\n{extra}    requestTimeoutMilliseconds: {timeout}\n    authorization:\n      tokenEndpoint: {token}\n      clientId: coordinator-{name}\n      signingKeyRef: secret:file/{name}-client-key\n"
+            ));
+        }
+        out
     }
 
     /// `coordinatorctl apply` through the library.
@@ -363,6 +499,45 @@ deployment:
         let v: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
         assert_eq!(status, 201, "{v}");
         v["run"].as_str().unwrap().to_owned()
+    }
+
+    /// Starts a run of the example's workflow with `input` under `key`;
+    /// the run id.
+    pub async fn start_input(&self, c: &Coordinator, key: &str, input: Value) -> String {
+        let body = json!({"workflow": self.example.workflow, "revision": self.revision,
+            "input": input});
+        let r = self
+            .http
+            .post(format!("{}/v1/runs", c.base))
+            .bearer_auth(self.token(PRODUCER))
+            .header("idempotency-key", key)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let v: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+        assert_eq!(status, 201, "{v}");
+        v["run"].as_str().unwrap().to_owned()
+    }
+
+    /// Waits until FakeCasework holds one review request; its id.
+    pub async fn review_id(&self, c: &Coordinator) -> String {
+        let start = Instant::now();
+        loop {
+            let reqs = self.casework.review_requests();
+            if let Some(r) = reqs.first() {
+                assert_eq!(reqs.len(), 1, "one review request: {reqs:?}");
+                return r["id"].as_str().unwrap().to_owned();
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "no review request:\n{}",
+                c.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     pub async fn get(&self, c: &Coordinator, path: &str) -> Option<Value> {
