@@ -200,6 +200,14 @@ impl Drop for Coordinator {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if std::thread::panicking() {
+            // A failing test shows the tail of the process's log (the
+            // temporary directory holding it is removed next).
+            let text = self.log_text();
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+            eprintln!("--- {} (last 40 lines) ---\n{tail}", self.log.display());
+        }
     }
 }
 
