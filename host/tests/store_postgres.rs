@@ -18,6 +18,7 @@ use coordinator_host::package::write_package;
 use coordinator_host::runtime::{check_runtime_file, Mode, RuntimeConfig};
 use coordinator_host::secrets::{load_keys, SecretResolver};
 use coordinator_host::service::conformance::{self, Fixture};
+use coordinator_host::service::engine::Holds;
 use coordinator_host::service::{
     Admitted, Commit, JobKind, NewJob, NewRun, Owner, RunStore, StoreError as PortError,
 };
@@ -384,10 +385,10 @@ async fn plan_apply_status_unchanged_replace_unlisted_and_remove() {
 
     let applied = fx.apply(&[]).await.expect("apply");
     assert!(applied.migrated);
-    assert_eq!(applied.schema_version, 4);
+    assert_eq!(applied.schema_version, 5);
 
     let status = fx.status().await.expect("status");
-    assert_eq!(status.schema_version, 4);
+    assert_eq!(status.schema_version, 5);
     assert_eq!(status.database_id, fx.database_id);
     assert_eq!(status.workflows.len(), 1);
     assert_eq!(status.workflows[0].package_digest, digest);
@@ -910,7 +911,7 @@ async fn earlier_layouts_unknown_layouts_and_another_database_id_are_refused() {
     assert_eq!(code(fx.apply(&[]).await), "deployment.schema-version");
     assert_eq!(code(fx.status().await), "deployment.schema-version");
     admin
-        .execute(format!("UPDATE {}.deployment SET schema_version = 4", fx.ns).as_str())
+        .execute(format!("UPDATE {}.deployment SET schema_version = 5", fx.ns).as_str())
         .await
         .expect("restore");
     let original = fx.database_id.clone();
@@ -931,5 +932,32 @@ async fn earlier_layouts_unknown_layouts_and_another_database_id_are_refused() {
         .await
         .expect("table");
     assert_eq!(code(fx.apply(&[]).await), "deployment.schema-version");
+    fx.cleanup(&[]).await;
+}
+
+#[tokio::test]
+async fn run_store_holds_are_persisted_for_every_process() {
+    let Some((fx, a, fixture)) = fresh("run_store_holds_persisted").await else {
+        return;
+    };
+    conformance::holds_are_swapped_only_from_what_was_read(&a).await;
+    // Another process on the same database (its own pool) reads the holds
+    // the first one placed, and obeys them: no lease, no admission.
+    let b = fx.store().await.expect("second store");
+    let held = RunStore::holds(&b).await.expect("holds");
+    assert!(held.restore && held.admission && held.execution_recovery_completed);
+    let now = OffsetDateTime::now_utc();
+    let t = now.unix_timestamp();
+    assert_eq!(b.lease("w-b", t + 600, t + 660, 100).await, Ok(vec![]));
+    assert_eq!(
+        admit(&b, &fx, &fixture.revision, "dave", "k-held", json!({}), now).await,
+        Admitted::AdmissionHeld
+    );
+    // Released by the second process: the first sees it, and admits again.
+    assert_eq!(b.swap_holds(&held, &Holds::default()).await, Ok(true));
+    assert_eq!(RunStore::holds(&a).await, Ok(Holds::default()));
+    created(admit(&a, &fx, &fixture.revision, "dave", "k-free", json!({}), now).await);
+    a.close().await;
+    b.close().await;
     fx.cleanup(&[]).await;
 }

@@ -74,6 +74,12 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        ApiError::store(&e)
+    }
+}
+
 /// What every handler shares.
 #[derive(Clone)]
 pub struct AppState {

@@ -137,7 +137,8 @@ fn owned(v: &[(&'static str, u64)]) -> Vec<(String, u64)> {
 pub async fn render(engine: &Engine) -> String {
     let surveyed = survey(engine).await;
     let counters = engine.counters();
-    let holds = engine.holds();
+    // Unknown (shown as not placed) while the store is unreachable.
+    let holds = engine.holds().await.unwrap_or_default();
     let mut out = String::new();
     match &surveyed {
         Ok(s) => {

@@ -7,8 +7,9 @@
 //! `complete-execution-recovery`, `release-admission-hold`, `retain`);
 //! anything else is 403 `authorization.refused`.
 //!
-//! The holds live in the engine's memory ([`Engine::holds`]); see
-//! docs/operations.md for what the durable store must persist.
+//! The holds live in the store's deployment row ([`Engine::holds`],
+//! [`Engine::update_holds`]), so every process obeys them; see
+//! docs/operations.md "Where the holds are kept".
 
 use std::sync::Arc;
 
@@ -215,6 +216,14 @@ pub(crate) async fn doctor(
                 .sum()
         })
     };
+    // The holds live in the store: with the store unreachable they are
+    // unknown and shown as not placed (read them with `storeReady: false`
+    // as unknown).
+    let holds = if store_ready {
+        s.engine.holds().await.unwrap_or_default()
+    } else {
+        Holds::default()
+    };
     let body = api::Doctor {
         activation_ready: !s.engine.active_revisions().is_empty(),
         recovery_only: s.engine.recovery_only(),
@@ -225,7 +234,7 @@ pub(crate) async fn doctor(
             attention: count(RunStatus::Attention.as_str()),
             live: survey.as_ref().map(|v| v.runs.iter().map(|(_, n)| n).sum()),
         },
-        holds: holds_body(&s.engine.holds()),
+        holds: holds_body(&holds),
     };
     Ok(json(StatusCode::OK, &body))
 }
@@ -240,14 +249,17 @@ pub(crate) async fn restore_hold(
     let who = operator(&s, &headers, "restore-hold").await?;
     let req: api::HoldReason = strict::from_slice(&body(bytes)?).map_err(ApiError::bad_request)?;
     reference("reason", &req.reason)?;
-    let after = s.engine.update_holds(|h| {
-        if !h.restore {
-            h.execution_recovery_completed = false;
-        }
-        h.restore = true;
-        h.admission = true;
-        Ok::<(), ApiError>(())
-    })?;
+    let after = s
+        .engine
+        .update_holds(|h: &mut Holds| {
+            if !h.restore {
+                h.execution_recovery_completed = false;
+            }
+            h.restore = true;
+            h.admission = true;
+            Ok::<(), ApiError>(())
+        })
+        .await?;
     tracing::warn!(action = "restore-hold", "restore hold placed");
     audited(
         &s.engine,
@@ -273,16 +285,19 @@ pub(crate) async fn complete_execution_recovery(
             "executionHistoryComplete and priorDeploymentFenced must both be attested (true)",
         ));
     }
-    let after = s.engine.update_holds(|h| {
-        if !h.restore {
-            return Err(out_of_order(
-                "restore.hold-required",
-                "place the restore hold first (restore-hold)",
-            ));
-        }
-        h.execution_recovery_completed = true;
-        Ok(())
-    })?;
+    let after = s
+        .engine
+        .update_holds(|h: &mut Holds| {
+            if !h.restore {
+                return Err(out_of_order(
+                    "restore.hold-required",
+                    "place the restore hold first (restore-hold)",
+                ));
+            }
+            h.execution_recovery_completed = true;
+            Ok(())
+        })
+        .await?;
     audited(
         &s.engine,
         hold_record(
@@ -307,7 +322,7 @@ pub(crate) async fn release_restore_hold(
     let who = operator(&s, &headers, "release-restore-hold").await?;
     let req: api::HoldReason = strict::from_slice(&body(bytes)?).map_err(ApiError::bad_request)?;
     reference("reason", &req.reason)?;
-    let current = s.engine.holds();
+    let current = s.engine.holds().await.map_err(|e| ApiError::store(&e))?;
     if !current.restore {
         return Err(out_of_order(
             "restore.hold-required",
@@ -322,7 +337,7 @@ pub(crate) async fn release_restore_hold(
             .map_err(|e| ApiError::store(&e))?
             .uncertain
     };
-    let after = s.engine.update_holds(|h| {
+    let after = s.engine.update_holds(|h: &mut Holds| {
         if !h.restore {
             return Err(out_of_order(
                 "restore.hold-required",
@@ -340,7 +355,8 @@ pub(crate) async fn release_restore_hold(
         h.restore = false;
         h.execution_recovery_completed = false;
         Ok(())
-    })?;
+    })
+    .await?;
     tracing::warn!(action = "release-restore-hold", "restore hold released");
     audited(
         &s.engine,
@@ -366,22 +382,25 @@ pub(crate) async fn release_admission_hold(
             "admissionHistoryComplete and priorDeploymentFenced must both be attested (true)",
         ));
     }
-    let after = s.engine.update_holds(|h| {
-        if !h.admission {
-            return Err(out_of_order(
-                "restore.hold-required",
-                "the admission hold is not in place",
-            ));
-        }
-        if h.restore {
-            return Err(out_of_order(
-                "restore.unresolved",
-                "release the restore hold first (release-restore-hold)",
-            ));
-        }
-        h.admission = false;
-        Ok(())
-    })?;
+    let after = s
+        .engine
+        .update_holds(|h: &mut Holds| {
+            if !h.admission {
+                return Err(out_of_order(
+                    "restore.hold-required",
+                    "the admission hold is not in place",
+                ));
+            }
+            if h.restore {
+                return Err(out_of_order(
+                    "restore.unresolved",
+                    "release the restore hold first (release-restore-hold)",
+                ));
+            }
+            h.admission = false;
+            Ok(())
+        })
+        .await?;
     tracing::warn!(action = "release-admission-hold", "admission hold released");
     audited(
         &s.engine,

@@ -449,3 +449,28 @@ pub async fn bring_forward_respects_the_floor_and_lists_page(s: &dyn RunStore, f
     );
     s.ping().await.expect("ping");
 }
+
+/// The holds start released; a swap succeeds only from the holds it
+/// expects, so a change made meanwhile by another process is never lost.
+pub async fn holds_are_swapped_only_from_what_was_read(s: &dyn RunStore) {
+    use super::engine::Holds;
+    assert_eq!(s.holds().await, Ok(Holds::default()));
+    let placed = Holds {
+        restore: true,
+        admission: true,
+        execution_recovery_completed: false,
+    };
+    assert_eq!(s.swap_holds(&Holds::default(), &placed).await, Ok(true));
+    assert_eq!(s.holds().await, Ok(placed.clone()));
+    assert_eq!(
+        s.swap_holds(&Holds::default(), &Holds::default()).await,
+        Ok(false),
+        "a stale expectation changes nothing"
+    );
+    let attested = Holds {
+        execution_recovery_completed: true,
+        ..placed.clone()
+    };
+    assert_eq!(s.swap_holds(&placed, &attested).await, Ok(true));
+    assert_eq!(s.holds().await, Ok(attested));
+}

@@ -202,7 +202,6 @@ pub struct Engine {
     programs: std::sync::RwLock<HashMap<String, Arc<Vm>>>,
     active: BTreeMap<String, String>,
     config: EngineConfig,
-    holds: Mutex<Holds>,
     counters: Counters,
     audit: Option<(Arc<AuditJournal>, AuditKey)>,
 }
@@ -274,7 +273,6 @@ impl Engine {
             programs: std::sync::RwLock::new(programs),
             active,
             config,
-            holds: Mutex::new(Holds::default()),
             counters: Counters::default(),
             audit: None,
         })
@@ -313,29 +311,34 @@ impl Engine {
         }
     }
 
-    /// The deployment-wide holds (in this engine's memory: see
-    /// docs/operations.md for what the store must persist).
-    pub fn holds(&self) -> Holds {
-        self.holds.lock().map(|h| h.clone()).unwrap_or_default()
-    }
-
-    /// Changes the holds under their lock: `change` sees the current holds
-    /// and either changes them or refuses. Returns the holds after.
+    /// The deployment-wide holds, read from the store (every process on
+    /// the database obeys the same holds).
     ///
     /// # Errors
-    /// The refusal `change` returns.
-    pub fn update_holds<E>(
+    /// The store's.
+    pub async fn holds(&self) -> Result<Holds, StoreError> {
+        self.store.holds().await
+    }
+
+    /// Changes the holds: `change` sees the current holds and either
+    /// changes them or refuses; the change is stored only if no other
+    /// process changed them meanwhile (else `change` runs again on the
+    /// new holds). Returns the holds after.
+    ///
+    /// # Errors
+    /// The refusal `change` returns, or the store's.
+    pub async fn update_holds<E: From<StoreError>>(
         &self,
-        change: impl FnOnce(&mut Holds) -> Result<(), E>,
+        change: impl Fn(&mut Holds) -> Result<(), E>,
     ) -> Result<Holds, E> {
-        let mut guard = match self.holds.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        let mut next = guard.clone();
-        change(&mut next)?;
-        *guard = next.clone();
-        Ok(next)
+        loop {
+            let current = self.store.holds().await?;
+            let mut next = current.clone();
+            change(&mut next)?;
+            if next == current || self.store.swap_holds(&current, &next).await? {
+                return Ok(next);
+            }
+        }
     }
 
     /// The counters the metrics listener renders.
@@ -473,7 +476,7 @@ impl Engine {
         if self.config.recovery_only {
             return Err(AdmitError::RecoveryOnly);
         }
-        if self.holds().admission {
+        if self.holds().await?.admission {
             return Err(AdmitError::AdmissionHeld);
         }
         let active = self
@@ -599,7 +602,7 @@ impl Engine {
         if action == Action::Cancel && run.status().is_terminal() {
             return Ok(run);
         }
-        if action == Action::RetrySame && self.holds().restore {
+        if action == Action::RetrySame && self.holds().await?.restore {
             return Err(ActionError::ExecutionHeld);
         }
         let at = self.clock.now_rfc3339();
@@ -640,7 +643,7 @@ impl Engine {
     /// # Errors
     /// The store's (the worker loop logs `store-unavailable` and goes on).
     pub async fn tick(&self) -> Result<usize, StoreError> {
-        if self.config.recovery_only || self.holds().restore {
+        if self.config.recovery_only || self.holds().await?.restore {
             return Ok(0);
         }
         let now = self.clock.now_unix();

@@ -21,6 +21,8 @@ use coordinator_vm::{RunState, RunStatus, WakeKind};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::engine::Holds;
+
 /// Who started a run: the starting token's `iss` and `sub` (SPEC §8).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Owner {
@@ -383,10 +385,18 @@ pub trait RunStore: Send + Sync {
 
     /// Whether the store answers (for `/ready`).
     async fn ping(&self) -> Result<(), StoreError>;
+
+    /// The deployment-wide holds, as every process on the store sees them.
+    async fn holds(&self) -> Result<Holds, StoreError>;
+
+    /// Sets the holds to `next` if they are still `expected`, in one
+    /// statement; whether they were (a concurrent change makes it false).
+    async fn swap_holds(&self, expected: &Holds, next: &Holds) -> Result<bool, StoreError>;
 }
 
 #[derive(Default)]
 struct Memory {
+    holds: Holds,
     definitions: BTreeMap<String, Definition>,
     runs: BTreeMap<String, RunRecord>,
     by_identity: BTreeMap<String, String>,
@@ -675,6 +685,19 @@ impl RunStore for MemoryRunStore {
     async fn ping(&self) -> Result<(), StoreError> {
         self.lock().map(|_| ())
     }
+
+    async fn holds(&self) -> Result<Holds, StoreError> {
+        Ok(self.lock()?.holds.clone())
+    }
+
+    async fn swap_holds(&self, expected: &Holds, next: &Holds) -> Result<bool, StoreError> {
+        let mut m = self.lock()?;
+        if m.holds != *expected {
+            return Ok(false);
+        }
+        m.holds = next.clone();
+        Ok(true)
+    }
 }
 
 #[cfg(test)]
@@ -708,6 +731,12 @@ mod tests {
     async fn release_and_discard() {
         let (s, fx) = fresh().await;
         conformance::release_and_discard(&s, &fx).await;
+    }
+
+    #[tokio::test]
+    async fn holds_are_swapped_only_from_what_was_read() {
+        let (s, _) = fresh().await;
+        conformance::holds_are_swapped_only_from_what_was_read(&s).await;
     }
 
     #[tokio::test]

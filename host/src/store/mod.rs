@@ -43,7 +43,7 @@ pub use deploy::{
     apply, deployment_status, plan, verify_runtime_role, ApplyReport, DeploymentStatus, Plan,
     PlanAction, PlanEntry, WorkflowStatus,
 };
-pub use runs::{Holds, Store, PING_TIMEOUT};
+pub use runs::{Store, PING_TIMEOUT};
 
 /// Most connections one pool (one process) opens.
 pub const MAX_POOL_CONNECTIONS: u32 = 32;

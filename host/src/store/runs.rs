@@ -42,6 +42,7 @@ use crate::package::LoadedPackage;
 use crate::runtime::config::RuntimeConfig;
 use crate::secrets::{DeploymentKeys, SecretResolver};
 use crate::service::clock::rfc3339_to_unix;
+use crate::service::engine::Holds as EngineHolds;
 use crate::service::store::{
     Admitted, Commit, Job, JobKind, JobState, Lease, NewJob, NewRun, Owner, RunFilter, RunPage,
     RunRecord, RunStore, StepLedger, StoreError as PortError,
@@ -49,15 +50,6 @@ use crate::service::store::{
 
 /// How long `ping` waits for the database before `/ready` says 503.
 pub const PING_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// Whether the restore and admission holds are in place.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Holds {
-    /// The restore hold (execution held: `lease` leases nothing).
-    pub restore: bool,
-    /// The admission hold (`admit` answers [`Admitted::AdmissionHeld`]).
-    pub admission: bool,
-}
 
 /// The run store: a pool of runtime connections, the namespace, the
 /// database id, the state keyring and the admission key (for owner
@@ -305,24 +297,6 @@ impl Store {
                 format!("stored definition {revision}: {e}"),
                 "investigate the database",
             )
-        })
-    }
-
-    /// The restore and admission holds.
-    ///
-    /// # Errors
-    /// `store-unavailable`.
-    pub async fn holds(&self) -> Result<Holds, StoreError> {
-        let row = sqlx::query(&format!(
-            "SELECT restore_hold, admission_hold FROM {}.deployment",
-            self.ns
-        ))
-        .fetch_one(&self.pool)
-        .await
-        .map_err(db_error)?;
-        Ok(Holds {
-            restore: row.try_get(0).map_err(db_error)?,
-            admission: row.try_get(1).map_err(db_error)?,
         })
     }
 
@@ -937,6 +911,47 @@ impl RunStore for Store {
 
     async fn definition(&self, revision: &str) -> Result<Option<Definition>, PortError> {
         Store::definition(self, revision).await.map_err(port)
+    }
+
+    async fn holds(&self) -> Result<EngineHolds, PortError> {
+        let row = sqlx::query(&format!(
+            "SELECT restore_hold, admission_hold, execution_recovery_completed
+               FROM {}.deployment",
+            self.ns
+        ))
+        .fetch_one(&self.pool)
+        .await
+        .map_err(pdb)?;
+        Ok(EngineHolds {
+            restore: row.try_get(0).map_err(pdb)?,
+            admission: row.try_get(1).map_err(pdb)?,
+            execution_recovery_completed: row.try_get(2).map_err(pdb)?,
+        })
+    }
+
+    async fn swap_holds(
+        &self,
+        expected: &EngineHolds,
+        next: &EngineHolds,
+    ) -> Result<bool, PortError> {
+        let done = sqlx::query(&format!(
+            "UPDATE {}.deployment
+                SET restore_hold = $4, admission_hold = $5,
+                    execution_recovery_completed = $6
+              WHERE restore_hold = $1 AND admission_hold = $2
+                AND execution_recovery_completed = $3",
+            self.ns
+        ))
+        .bind(expected.restore)
+        .bind(expected.admission)
+        .bind(expected.execution_recovery_completed)
+        .bind(next.restore)
+        .bind(next.admission)
+        .bind(next.execution_recovery_completed)
+        .execute(&self.pool)
+        .await
+        .map_err(pdb)?;
+        Ok(done.rows_affected() == 1)
     }
 
     async fn ping(&self) -> Result<(), PortError> {
