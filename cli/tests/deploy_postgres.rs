@@ -124,14 +124,14 @@ fn plan_apply_status_unchanged_and_unlisted_through_the_cli() {
     let (code, out, err) = fx.ctl(&["apply"], true);
     assert_eq!(code, 0, "{out}{err}");
     assert!(
-        out.contains("follow-up: install\nstatus: applied\nschemaVersion: 5\n"),
+        out.contains("follow-up: install\nstatus: applied\nschemaVersion: 4\n"),
         "{out}"
     );
 
     let (code, out, err) = fx.ctl(&["deployment-status"], true);
     assert_eq!(code, 0, "{out}{err}");
     assert!(
-        out.starts_with("status: checked\nschemaVersion: 5\n"),
+        out.starts_with("status: checked\nschemaVersion: 4\n"),
         "{out}"
     );
     assert!(
@@ -144,7 +144,7 @@ fn plan_apply_status_unchanged_and_unlisted_through_the_cli() {
     let report: serde_json::Value = serde_json::from_str(&out).expect("json");
     assert_eq!(report["ok"], true);
     assert_eq!(report["status"], "checked");
-    assert_eq!(report["schemaVersion"], 5);
+    assert_eq!(report["schemaVersion"], 4);
     assert_eq!(report["workflows"][0]["packageDigest"], fx.digest.as_str());
 
     let (code, out, _) = fx.ctl(&["plan"], true);

@@ -385,10 +385,10 @@ async fn plan_apply_status_unchanged_replace_unlisted_and_remove() {
 
     let applied = fx.apply(&[]).await.expect("apply");
     assert!(applied.migrated);
-    assert_eq!(applied.schema_version, 5);
+    assert_eq!(applied.schema_version, 4);
 
     let status = fx.status().await.expect("status");
-    assert_eq!(status.schema_version, 5);
+    assert_eq!(status.schema_version, 4);
     assert_eq!(status.database_id, fx.database_id);
     assert_eq!(status.workflows.len(), 1);
     assert_eq!(status.workflows[0].package_digest, digest);
@@ -911,7 +911,7 @@ async fn earlier_layouts_unknown_layouts_and_another_database_id_are_refused() {
     assert_eq!(code(fx.apply(&[]).await), "deployment.schema-version");
     assert_eq!(code(fx.status().await), "deployment.schema-version");
     admin
-        .execute(format!("UPDATE {}.deployment SET schema_version = 5", fx.ns).as_str())
+        .execute(format!("UPDATE {}.deployment SET schema_version = 4", fx.ns).as_str())
         .await
         .expect("restore");
     let original = fx.database_id.clone();

@@ -7,8 +7,8 @@
 //! with the migration credential.
 //!
 //! Text output on stdout: `plan` prints `<workflow>: <action>` lines; `apply`
-//! prints them and `status: applied`, `schemaVersion: 5`;
-//! `deployment-status` prints `status: checked`, `schemaVersion: 5`, one
+//! prints them and `status: applied`, `schemaVersion: 4`;
+//! `deployment-status` prints `status: checked`, `schemaVersion: 4`, one
 //! `<workflow>: <package digest>` line per workflow and the holds. A refusal
 //! goes to stderr as `error[<code>]: <message>` and `next: <repair>`.
 //! Exit codes: 0 ok, 1 refused, 2 usage, 3 database/file/secret unavailable.

@@ -426,7 +426,7 @@ pub async fn plan(
 
 /// `apply`: the only use of the migration URL. In one transaction (under an
 /// advisory lock per namespace): refuse a server below 17, an earlier or
-/// unknown layout, another databaseId; create schema version 5 when absent;
+/// unknown layout, another databaseId; create schema version 4 when absent;
 /// record each state key version's custody fingerprint (a different key
 /// under a recorded version is `state-key-custody`); verify every pinned
 /// package against its digest and record its definition (kept forever) and
@@ -811,7 +811,7 @@ pub(crate) async fn check_activation(
 }
 
 /// `deployment-status`, with the runtime credential only: verifies what the
-/// service verifies before serving (server version, schema version 5,
+/// service verifies before serving (server version, schema version 4,
 /// database id, runtime role identity and safety, key custody, every pinned
 /// package active with its digest) and reports it.
 ///

@@ -13,7 +13,9 @@
 //! so it costs O(due), not O(runs).
 
 /// The state schema version this binary reads and writes.
-pub const SCHEMA_VERSION: i32 = 5;
+/// Seed 000: "State schema version 4 is required, and an earlier layout is
+/// refused". Version 4 is unreleased, so its DDL may still change in place.
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// The lowest PostgreSQL `server_version_num` accepted (17.0).
 pub const MIN_SERVER_VERSION_NUM: i32 = 170_000;
@@ -34,14 +36,7 @@ pub const TABLES: [&str; 7] = [
 /// this implementation writes: it creates the whole schema in one step. A
 /// later version appends `(5, "...")`; `apply` runs every migration above
 /// the recorded version in one transaction.
-pub const MIGRATIONS: &[(i32, &str)] = &[(4, V4), (5, V5)];
-
-/// Version 5: the restore hold's attestation beside the holds, so every
-/// process on the database reads the same holds (docs/operations.md).
-const V5: &str = r#"
-ALTER TABLE {ns}.deployment
-    ADD COLUMN execution_recovery_completed boolean NOT NULL DEFAULT false;
-"#;
+pub const MIGRATIONS: &[(i32, &str)] = &[(4, V4)];
 
 const V4: &str = r#"
 CREATE TABLE {ns}.deployment (
@@ -50,6 +45,9 @@ CREATE TABLE {ns}.deployment (
     schema_version integer NOT NULL,
     restore_hold boolean NOT NULL DEFAULT false,
     admission_hold boolean NOT NULL DEFAULT false,
+    -- The restore hold's attestation, beside the holds, so every process on
+    -- the database reads the same holds (docs/operations.md).
+    execution_recovery_completed boolean NOT NULL DEFAULT false,
     -- Bumped by every apply that changes the active packages: a running
     -- service compares it with the value it started with.
     activation_generation bigint NOT NULL DEFAULT 0,
