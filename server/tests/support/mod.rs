@@ -493,20 +493,7 @@ connections:
         self.record(app);
         let body = json!({"workflow": WORKFLOW, "revision": self.revision,
             "input": {"applicationId": app, "sendAfter": send_after}});
-        let r = self
-            .http
-            .post(format!("{}/v1/runs", c.base))
-            .bearer_auth(self.token(PRODUCER))
-            .header("idempotency-key", format!("start-{app}"))
-            .header("content-type", "application/json")
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap();
-        let status = r.status().as_u16();
-        let v: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
-        assert_eq!(status, 201, "{v}");
-        v["run"].as_str().unwrap().to_owned()
+        self.post_start(c, &format!("start-{app}"), &body).await
     }
 
     /// Starts a run of the example's workflow with `input` under `key`;
@@ -514,20 +501,42 @@ connections:
     pub async fn start_input(&self, c: &Coordinator, key: &str, input: Value) -> String {
         let body = json!({"workflow": self.example.workflow, "revision": self.revision,
             "input": input});
-        let r = self
-            .http
-            .post(format!("{}/v1/runs", c.base))
-            .bearer_auth(self.token(PRODUCER))
-            .header("idempotency-key", key)
-            .header("content-type", "application/json")
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap();
-        let status = r.status().as_u16();
-        let v: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
-        assert_eq!(status, 201, "{v}");
-        v["run"].as_str().unwrap().to_owned()
+        self.post_start(c, key, &body).await
+    }
+
+    /// `POST /v1/runs` under idempotency key `key`. A transport failure
+    /// (e.g. a pooled connection the server closed as the request left) is
+    /// retried with the same key, as a client should: admission is
+    /// idempotent, so a retry answers the same run (200) or creates it (201).
+    async fn post_start(&self, c: &Coordinator, key: &str, body: &Value) -> String {
+        let mut last_error = String::new();
+        for _ in 0..3 {
+            let sent = self
+                .http
+                .post(format!("{}/v1/runs", c.base))
+                .bearer_auth(self.token(PRODUCER))
+                .header("idempotency-key", key)
+                .header("content-type", "application/json")
+                .body(body.to_string())
+                .send()
+                .await;
+            let r = match sent {
+                Ok(r) => r,
+                Err(e) => {
+                    last_error = e.to_string();
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let status = r.status().as_u16();
+            let v: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+            assert!(status == 201 || status == 200, "{status} {v}");
+            return v["run"].as_str().unwrap().to_owned();
+        }
+        panic!(
+            "POST /v1/runs failed three times: {last_error}\n{}",
+            c.log_text()
+        );
     }
 
     /// Waits until FakeCasework holds one review request; its id.
