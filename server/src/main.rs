@@ -107,7 +107,13 @@ async fn main() -> ExitCode {
     let resolver = SecretResolver::new(&config.secret_providers);
     let keys = match load_keys(&resolver, &deployment) {
         Ok(k) => k,
-        Err(e) => return refuse_store(&StoreError::from(e)),
+        // A key file that is missing or unsafe is a deployment fault, not an
+        // unreachable database: never `store-unavailable`.
+        Err(e) => {
+            let e = StoreError::from(e);
+            tracing::error!(code = "deployment.refused", reason = e.code, next = %e.next, "{}", e.message);
+            return ExitCode::from(1);
+        }
     };
     let store = match Store::open(&config, &resolver, &keys, &checked.packages, 16).await {
         Ok(s) => Arc::new(s),
