@@ -157,6 +157,20 @@ fn holds_body(h: &Holds) -> api::Holds {
     }
 }
 
+/// Audits a hold change (fsynced before the answer is released) and answers
+/// 200 with the holds after it.
+///
+/// # Errors
+/// 503 `audit.response-unavailable` when the journal cannot be written.
+async fn answer_holds(
+    s: &AppState,
+    record: impl FnOnce(&AuditKey) -> AuditRecord + Send + 'static,
+    after: &Holds,
+) -> Result<Response, ApiError> {
+    audited(&s.engine, record).await?;
+    Ok(json(StatusCode::OK, &holds_body(after)))
+}
+
 fn hold_record(
     action: &str,
     who: &Principal,
@@ -261,12 +275,12 @@ pub(crate) async fn restore_hold(
         })
         .await?;
     tracing::warn!(action = "restore-hold", "restore hold placed");
-    audited(
-        &s.engine,
+    answer_holds(
+        &s,
         hold_record("restore.hold", &who, "reason", req.reason, &after),
+        &after,
     )
-    .await?;
-    Ok(json(StatusCode::OK, &holds_body(&after)))
+    .await
 }
 
 /// `POST /v1/complete-execution-recovery`: the operator's attestation,
@@ -298,8 +312,8 @@ pub(crate) async fn complete_execution_recovery(
             Ok(())
         })
         .await?;
-    audited(
-        &s.engine,
+    answer_holds(
+        &s,
         hold_record(
             "restore.complete-execution-recovery",
             &who,
@@ -307,9 +321,9 @@ pub(crate) async fn complete_execution_recovery(
             req.recovery_reference,
             &after,
         ),
+        &after,
     )
-    .await?;
-    Ok(json(StatusCode::OK, &holds_body(&after)))
+    .await
 }
 
 /// `POST /v1/release-restore-hold`: refused with `restore.unresolved` while
@@ -358,12 +372,12 @@ pub(crate) async fn release_restore_hold(
     })
     .await?;
     tracing::warn!(action = "release-restore-hold", "restore hold released");
-    audited(
-        &s.engine,
+    answer_holds(
+        &s,
         hold_record("restore.release", &who, "reason", req.reason, &after),
+        &after,
     )
-    .await?;
-    Ok(json(StatusCode::OK, &holds_body(&after)))
+    .await
 }
 
 /// `POST /v1/release-admission-hold`: only after the restore hold is
@@ -402,8 +416,8 @@ pub(crate) async fn release_admission_hold(
         })
         .await?;
     tracing::warn!(action = "release-admission-hold", "admission hold released");
-    audited(
-        &s.engine,
+    answer_holds(
+        &s,
         hold_record(
             "restore.release-admission-hold",
             &who,
@@ -411,9 +425,9 @@ pub(crate) async fn release_admission_hold(
             req.recovery_reference,
             &after,
         ),
+        &after,
     )
-    .await?;
-    Ok(json(StatusCode::OK, &holds_body(&after)))
+    .await
 }
 
 /// `POST /v1/retention`: not implementable on the current run store port
