@@ -462,22 +462,10 @@ impl Store {
         fingerprint: &str,
     ) -> Result<Option<Admitted>, PortError> {
         let ns = &self.ns;
-        let row = sqlx::query(&format!(
-            "SELECT {RUN_COLUMNS} FROM {ns}.runs WHERE start_identity = $1"
-        ))
-        .bind(start_identity)
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(pdb)?;
-        if let Some(row) = row {
-            let stored: String = row.try_get("request_fingerprint").map_err(pdb)?;
-            return Ok(Some(if stored == fingerprint {
-                Admitted::Existing(self.record(&row)?)
-            } else {
-                Admitted::Conflict
-            }));
-        }
-        // A spent identity whose run is gone (erased) is never admitted again.
+        // The spent key first, then the run: each statement reads its own
+        // snapshot, and a run never exists without its spent key, so a
+        // concurrent admission that commits between the two statements is
+        // seen whole (the other order could see the key without the run).
         let spent: bool = sqlx::query(&format!(
             "SELECT EXISTS (SELECT 1 FROM {ns}.spent_keys WHERE kind = 'start' AND identity = $1)"
         ))
@@ -487,7 +475,28 @@ impl Store {
         .map_err(pdb)?
         .try_get(0)
         .map_err(pdb)?;
-        Ok(spent.then_some(Admitted::Conflict))
+        if !spent {
+            return Ok(None);
+        }
+        let row = sqlx::query(&format!(
+            "SELECT {RUN_COLUMNS} FROM {ns}.runs WHERE start_identity = $1"
+        ))
+        .bind(start_identity)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(pdb)?;
+        Ok(Some(match row {
+            Some(row) => {
+                let stored: String = row.try_get("request_fingerprint").map_err(pdb)?;
+                if stored == fingerprint {
+                    Admitted::Existing(self.record(&row)?)
+                } else {
+                    Admitted::Conflict
+                }
+            }
+            // A spent identity whose run is gone (erased) is never admitted again.
+            None => Admitted::Conflict,
+        }))
     }
 }
 
@@ -543,6 +552,8 @@ impl RunStore for Store {
         if spent.rows_affected() == 0 {
             drop(tx);
             let mut conn = self.pool.acquire().await.map_err(pdb)?;
+            // A concurrent admission of the same identity won: its run is
+            // the answer.
             return Ok(self
                 .existing(&mut conn, &run.start_identity, &run.request_digest)
                 .await?
