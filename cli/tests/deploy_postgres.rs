@@ -212,6 +212,47 @@ fn usage_secrets_and_an_unreachable_database_have_their_exit_codes() {
         "{err}"
     );
     assert!(!err.contains("secret-pw"), "{err}");
+    assert!(err.contains("127.0.0.1:1"), "names the address: {err}");
+
+    // A wrong password is a configuration fault (exit 1), named as a login
+    // refusal; the password is never echoed.
+    let good = String::from_utf8(url.clone()).expect("utf-8 url");
+    let (scheme, rest) = good.split_once("://").expect("url scheme");
+    let (userinfo, host_and_db) = rest.split_once('@').expect("url userinfo");
+    let user = userinfo.split(':').next().expect("user");
+    let wrong = format!("{scheme}://{user}:wrong-pw-123@{host_and_db}");
+    secret(&secrets, "runtime-database-url", wrong.as_bytes(), 0o600);
+    let (code, _, err) = fx.ctl(&["deployment-status"], true);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("error[coordinator.database.login]"), "{err}");
+    assert!(err.contains(user), "names the role: {err}");
+    assert!(!err.contains("wrong-pw-123"), "{err}");
+
+    let (before_db, _) = host_and_db.rsplit_once('/').expect("url database");
+    let missing = format!("{scheme}://{userinfo}@{before_db}/no_such_database_here");
+    secret(&secrets, "runtime-database-url", missing.as_bytes(), 0o600);
+    let (code, _, err) = fx.ctl(&["deployment-status"], true);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("error[coordinator.database.missing]"), "{err}");
+    assert!(err.contains("no_such_database_here"), "{err}");
+
+    // A refused apply leaves no (empty) audit journal file behind.
+    let migration = std::fs::read(secrets.join("migration-database-url")).expect("read");
+    let migration = String::from_utf8(migration).expect("utf-8 url");
+    let (m_scheme, m_rest) = migration.split_once("://").expect("url scheme");
+    let (m_user, m_host) = m_rest.split_once('@').expect("url userinfo");
+    let m_user = m_user.split(':').next().expect("user");
+    let wrong = format!("{m_scheme}://{m_user}:wrong-pw-456@{m_host}");
+    secret(&secrets, "migration-database-url", wrong.as_bytes(), 0o600);
+    let (code, _, err) = fx.ctl(&["apply"], true);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("error[coordinator.database.login]"), "{err}");
+    let journals: Vec<_> = std::fs::read_dir(fx.dir.path())
+        .expect("list")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("audit.jsonl."))
+        .collect();
+    assert!(journals.is_empty(), "left {journals:?}");
 
     std::fs::remove_file(secrets.join("runtime-database-url")).expect("rm");
     let (code, _, err) = fx.ctl(&["plan"], true);

@@ -122,6 +122,25 @@ impl AuditJournal {
         &self.path
     }
 
+    /// Closes the journal and removes its file when nothing was appended
+    /// (a refused `apply` leaves no empty journal behind). A journal that
+    /// holds a line is kept. Returns whether the file was removed.
+    ///
+    /// # Errors
+    /// The I/O error of the removal.
+    pub fn discard_if_empty(self) -> std::io::Result<bool> {
+        let (file, seq) = self
+            .file
+            .into_inner()
+            .map_err(|_| std::io::Error::other("the audit journal lock is poisoned"))?;
+        drop(file);
+        if seq == 0 {
+            std::fs::remove_file(&self.path)?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
     /// Appends `record` as one line with the current UTC time and this
     /// file's sequence number (from 1), then `fsync`s. Returns after the
     /// line is durable.
@@ -228,5 +247,22 @@ mod tests {
         // A second process (another open) gets its own file.
         let other = AuditJournal::open(&base).expect("open");
         assert_ne!(other.path(), journal.path());
+    }
+
+    #[test]
+    fn an_empty_journal_is_discarded_and_a_written_one_kept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let base = dir.path().join("audit.jsonl");
+        let empty = AuditJournal::open(&base).expect("open");
+        let empty_path = empty.path().to_path_buf();
+        assert!(empty.discard_if_empty().expect("discard"));
+        assert!(!empty_path.exists());
+        let written = AuditJournal::open(&base).expect("open");
+        let written_path = written.path().to_path_buf();
+        written
+            .append(&AuditRecord::new("deployment.apply", "accepted"))
+            .expect("append");
+        assert!(!written.discard_if_empty().expect("keep"));
+        assert!(written_path.exists());
     }
 }

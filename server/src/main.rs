@@ -21,7 +21,7 @@ use std::time::Duration;
 use clap::Parser;
 use coordinator::auth::Verifier;
 use coordinator::{AppState, Completions, SHUTDOWN_GRACE};
-use coordinator_host::adapters::token::ProviderSecrets;
+use coordinator_host::adapters::token::{check_signing_key, ProviderSecrets};
 use coordinator_host::adapters::{HttpAdapter, SecretSource};
 use coordinator_host::audit::AuditJournal;
 use coordinator_host::runtime::config::Connection;
@@ -98,7 +98,23 @@ async fn main() -> ExitCode {
         .map(|d| format!("{} {}", d.code, d.message))
         .collect();
     let (Some(config), true) = (checked.config.clone(), refused.is_empty()) else {
-        return refuse("deployment.refused", &refused.join("; "));
+        let reason = checked
+            .diagnostics
+            .iter()
+            .find(|d| d.is_error())
+            .map(|d| d.code.to_string())
+            .unwrap_or_default();
+        let next = format!(
+            "run `coordinatorctl --runtime-config {display} check` for every finding with its line"
+        );
+        tracing::error!(
+            code = "deployment.refused",
+            reason,
+            next,
+            "{}",
+            refused.join("; ")
+        );
+        return ExitCode::from(1);
     };
     let Some(deployment) = config.deployment.clone() else {
         return refuse("deployment.refused", "the runtime file has no deployment");
@@ -135,6 +151,18 @@ async fn main() -> ExitCode {
         Ok(s) => s,
         Err(e) => return refuse("deployment.refused", &e),
     };
+    // Every connection's signing key must be readable and usable now, not
+    // at the first dispatch.
+    for (name, c) in &config.connections {
+        if let Some(auth) = c.authorization() {
+            if let Err(e) = check_signing_key(secrets.as_ref(), auth) {
+                return refuse(
+                    "deployment.refused",
+                    &format!("connection `{name}` ({}): {e}", auth.signing_key_ref.0),
+                );
+            }
+        }
+    }
     let adapter = match HttpAdapter::new(secrets.clone()) {
         Ok(a) => a,
         Err(e) => return refuse("deployment.refused", &e.to_string()),
@@ -179,7 +207,15 @@ async fn main() -> ExitCode {
     let engine = Arc::new(engine.with_audit(journal, keys.audit.clone()));
     let listener = match tokio::net::TcpListener::bind(&deployment.listener.bind).await {
         Ok(l) => l,
-        Err(e) => return refuse("deployment.refused", &format!("bind: {e}")),
+        Err(e) => {
+            return refuse(
+                "deployment.refused",
+                &format!(
+                    "deployment.listener.bind: cannot listen on {}: {e}",
+                    deployment.listener.bind
+                ),
+            )
+        }
     };
     let state = AppState {
         engine: engine.clone(),
@@ -191,7 +227,15 @@ async fn main() -> ExitCode {
         Some(m) => {
             let listener = match tokio::net::TcpListener::bind(&m.bind).await {
                 Ok(l) => l,
-                Err(e) => return refuse("deployment.refused", &format!("metrics bind: {e}")),
+                Err(e) => {
+                    return refuse(
+                        "deployment.refused",
+                        &format!(
+                            "deployment.metricsListener.bind: cannot listen on {}: {e}",
+                            m.bind
+                        ),
+                    )
+                }
             };
             let mut metrics_stop = stop_rx.clone();
             tracing::info!(bind = %m.bind, "serving metrics");

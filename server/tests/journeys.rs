@@ -447,3 +447,77 @@ async fn reviewed_notice_times_out_and_withdraws() {
     drop(c);
     d.cleanup().await;
 }
+
+/// Runs the binary on `port` until it exits (it is expected to refuse);
+/// returns its exit code and log.
+fn refused_startup(d: &Deployment, port: u16) -> (Option<i32>, String) {
+    let file = d.runtime_file(port);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_coordinator"))
+        .arg("--runtime-config")
+        .arg(&file)
+        .env("RUST_LOG", "info,sqlx=warn")
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn startup_refuses_a_taken_port_and_an_unusable_connection_key_by_name() {
+    let Some(urls) = urls("startup_refusals") else {
+        return;
+    };
+    let d = Deployment::new(urls, 2_000).await;
+
+    // The listener's address is taken: the refusal names it.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let (code, log) = refused_startup(&d, port);
+    assert_eq!(code, Some(1), "{log}");
+    assert!(log.contains("deployment.refused"), "{log}");
+    assert!(log.contains(&format!("127.0.0.1:{port}")), "{log}");
+    drop(taken);
+
+    // A connection's signing key is missing: refused at startup, naming the
+    // connection, before anything is dispatched.
+    std::fs::remove_file(d.secrets.join("notices-client-key")).unwrap();
+    let (code, log) = refused_startup(&d, free_port());
+    assert_eq!(code, Some(1), "{log}");
+    assert!(log.contains("deployment.refused"), "{log}");
+    assert!(log.contains("connection `notices`"), "{log}");
+    assert_eq!(d.messaging.messages().len(), 0);
+
+    // Present but not a private JWK: refused the same way.
+    support::write_secret(&d.secrets, "notices-client-key", b"{\"kty\":\"oct\"}");
+    let (code, log) = refused_startup(&d, free_port());
+    assert_eq!(code, Some(1), "{log}");
+    assert!(log.contains("connection `notices`"), "{log}");
+
+    // A runtime file the checker refuses: the log line names the first
+    // finding's code as `reason` and what to run next.
+    let bad = d.dir.path().join("bad-runtime.yaml");
+    std::fs::write(&bad, "apiVersion: nope\nkind: CoordinatorRuntimeConfig\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_coordinator"))
+        .arg("--runtime-config")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    let line: Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
+    assert_eq!(line["fields"]["code"], "deployment.refused", "{log}");
+    assert!(
+        line["fields"]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("coordinator.runtime."),
+        "{log}"
+    );
+    assert!(
+        line["fields"]["next"].as_str().unwrap().contains("check"),
+        "{log}"
+    );
+    d.cleanup().await;
+}

@@ -111,7 +111,7 @@ fn run_deployment(file: &Path, format: Format) -> u8 {
             if code == EXIT_OK {
                 for p in &packages {
                     println!(
-                        "Valid package {} {} ({})",
+                        "Valid package {} {} (revision {})",
                         p.workflow, p.package_digest, p.revision
                     );
                 }

@@ -188,6 +188,9 @@ async fn run_async(which: Which, config: &RuntimeConfig, remove: &[String], form
                 }
             };
             let result = store::apply(config, &resolver, remove, &journal).await;
+            // A refused apply wrote no record: leave no empty journal file.
+            // (Failing to remove it changes nothing the operator relies on.)
+            let _ = journal.discard_if_empty();
             let (report, error) = match result {
                 Ok(r) => (Some(r), None),
                 Err(e) => (None, Some(e)),

@@ -222,6 +222,25 @@ pub struct TokenClient {
     random: SystemRandom,
 }
 
+/// Reads `auth`'s signing key from `secrets` and checks that it is a usable
+/// private JWK, without signing anything: the service's startup check, so a
+/// missing, unsafe or malformed connection key refuses startup instead of
+/// failing the first dispatch.
+///
+/// # Errors
+/// [`TokenError::Secret`] when the key cannot be read (missing, not an
+/// owner-only regular file), [`TokenError::Key`] when it is not a private
+/// JWK of a supported type.
+pub fn check_signing_key(
+    secrets: &dyn SecretSource,
+    auth: &Authorization,
+) -> Result<(), TokenError> {
+    let jwk = secrets
+        .read(&auth.signing_key_ref)
+        .map_err(TokenError::Secret)?;
+    signing_key(&jwk).map(|_| ()).map_err(TokenError::Key)
+}
+
 impl TokenClient {
     /// A token client over `http` (which must not follow redirects) reading
     /// signing keys from `secrets`.

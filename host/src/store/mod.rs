@@ -56,6 +56,8 @@ pub const CODES: &[&str] = &[
     "state-tampered",
     "database.url",
     "database.insecure-url",
+    "database.login",
+    "database.missing",
     "deployment.database-version",
     "deployment.schema-version",
     "deployment.database-id",
@@ -317,6 +319,7 @@ pub(crate) async fn connect(
         None => None,
     };
     let options = connect_options(&url, reference, root)?.application_name("registry-coordinator");
+    first_connection(&options, reference).await?;
     let pool = PgPoolOptions::new()
         .max_connections(max_connections.clamp(1, MAX_POOL_CONNECTIONS))
         .min_connections(0)
@@ -326,6 +329,89 @@ pub(crate) async fn connect(
         .map_err(db_error)?;
     check_server_version(&pool).await?;
     Ok(pool)
+}
+
+/// How long the first, direct connection may take before the database is
+/// reported unreachable, in seconds.
+pub const FIRST_CONNECT_TIMEOUT_SECONDS: u64 = 5;
+
+/// Opens (and closes) one connection with `options` before any pool exists,
+/// so a fault is reported with its cause and the server's address instead
+/// of a pool's acquire timeout.
+///
+/// # Errors
+/// `database.login` when the server refuses the role or its password
+/// (SQLSTATE class 28), `database.missing` when the database does not exist
+/// (3D000): both are configuration faults, not outages. Anything else (a
+/// refused or timed-out TCP connection, a TLS failure) is
+/// `store-unavailable`, naming `HOST:PORT` (or the socket) and the cause.
+pub(crate) async fn first_connection(
+    options: &PgConnectOptions,
+    reference: &SecretRef,
+) -> Result<(), StoreError> {
+    use sqlx::{ConnectOptions, Connection};
+    let target = match options.get_socket() {
+        Some(socket) => socket.display().to_string(),
+        None => format!("{}:{}", options.get_host(), options.get_port()),
+    };
+    let attempt = tokio::time::timeout(
+        Duration::from_secs(FIRST_CONNECT_TIMEOUT_SECONDS),
+        options.connect(),
+    )
+    .await;
+    match attempt {
+        Ok(Ok(connection)) => {
+            let _ = connection.close().await;
+            Ok(())
+        }
+        Err(_) => Err(StoreError::unavailable(
+            "coordinator.command.store-unavailable",
+            format!(
+                "PostgreSQL at {target} did not answer within {FIRST_CONNECT_TIMEOUT_SECONDS} s"
+            ),
+            "check that PostgreSQL is running and reachable from this host, then try again",
+        )),
+        Ok(Err(e)) => Err(classify_connect_error(&e, &target, options, reference)),
+    }
+}
+
+/// The [`StoreError`] of a failed first connection (see
+/// [`first_connection`]).
+fn classify_connect_error(
+    e: &sqlx::Error,
+    target: &str,
+    options: &PgConnectOptions,
+    reference: &SecretRef,
+) -> StoreError {
+    let code = match e {
+        sqlx::Error::Database(d) => d.code().map(|c| c.into_owned()),
+        _ => None,
+    };
+    let role = options.get_username();
+    let database = options.get_database().unwrap_or(role);
+    match code.as_deref() {
+        Some(c) if c.starts_with("28") => StoreError::refused(
+            "coordinator.database.login",
+            format!("PostgreSQL at {target} refused the login of role `{role}` ({c})"),
+            format!(
+                "check the role name and password in `{}`, and that pg_hba.conf lets the role connect from this host",
+                reference.0
+            ),
+        ),
+        Some("3D000") => StoreError::refused(
+            "coordinator.database.missing",
+            format!("PostgreSQL at {target} has no database `{database}`"),
+            format!(
+                "create the database, or correct the database name in `{}`",
+                reference.0
+            ),
+        ),
+        _ => StoreError::unavailable(
+            "coordinator.command.store-unavailable",
+            format!("cannot connect to PostgreSQL at {target}: {e}"),
+            "check that PostgreSQL is running and reachable from this host, then try again",
+        ),
+    }
 }
 
 /// Refuses a server below PostgreSQL 17 (`SHOW server_version_num`).
