@@ -209,10 +209,27 @@ pub async fn run(
         .await
 }
 
-/// The worker loop: calls [`Engine::tick`] every `interval` (at once again
-/// while jobs keep coming) until `shutdown` says stop. A store error is
-/// logged as `store-unavailable` and the loop goes on.
+/// How many worker lanes one process runs ([`work`]).
+pub const WORKER_LANES: usize = 8;
+
+/// The worker: [`WORKER_LANES`] lanes, each calling [`Engine::tick`] every
+/// `interval` (at once again while jobs keep coming), until `shutdown` says
+/// stop. Leases keep the lanes (and other processes) from taking the same
+/// job, so a product call that hangs until its timeout holds up one lane,
+/// not the process. A store error is logged as `store-unavailable` and the
+/// lane goes on.
 pub async fn work(
+    engine: Arc<Engine>,
+    interval: Duration,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    futures_util::future::join_all(
+        (0..WORKER_LANES).map(|_| lane(engine.clone(), interval, shutdown.clone())),
+    )
+    .await;
+}
+
+async fn lane(
     engine: Arc<Engine>,
     interval: Duration,
     mut shutdown: tokio::sync::watch::Receiver<bool>,

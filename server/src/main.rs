@@ -30,6 +30,10 @@ use coordinator_host::secrets::{load_keys, SecretResolver};
 use coordinator_host::service::{Engine, EngineConfig, SystemClock};
 use coordinator_host::store::{ErrorKind, Store, StoreError};
 
+/// Jobs one worker lane leases per tick (`coordinator::WORKER_LANES` lanes
+/// run at once, sharing a pool of 16 connections).
+const JOBS_PER_TICK: usize = 4;
+
 #[derive(Parser)]
 #[command(name = "coordinator", about = "Registry Coordinator service")]
 struct Args {
@@ -177,6 +181,9 @@ async fn main() -> ExitCode {
         .with_request_timeout(longest_timeout_seconds(config.connections.values()));
     engine_config.observation_floor_seconds = config.observation.minimum_interval_seconds;
     engine_config.recovery_only = args.recovery_only;
+    // Each of the worker's lanes leases a few jobs per tick, so the lanes
+    // share the due work instead of the first taking it all.
+    engine_config.batch = JOBS_PER_TICK;
     let engine = match Engine::new(
         engine_config,
         store,

@@ -861,3 +861,58 @@ async fn a_run_keeps_its_revision_after_the_workflow_moves_on() {
     assert_eq!(stored.status().as_str(), "finished", "{:?}", stored.state);
     assert_eq!(env.messaging.messages().len(), 1);
 }
+
+#[tokio::test]
+async fn a_hanging_call_holds_up_one_worker_lane_not_the_others() {
+    let env = Env::new().await;
+    // Run A's review request hangs until the connection's timeout.
+    env.casework
+        .fake()
+        .script("/v1/review-requests", [Reply::Hang]);
+    let (_, a) = env
+        .start(PRODUCER, "k-lane-a", "reviewed-notice", review_input())
+        .await;
+    let a = a["run"].as_str().unwrap().to_owned();
+    // Run B is due at once: a record read, then a message, in two ticks.
+    env.breg.put_record(
+        "applications",
+        "app-lane",
+        "r1",
+        json!({"noticeAllowed": true, "applicantEmail": "applicant@example.org"}),
+    );
+    let (s, b) = env
+        .start(
+            PRODUCER,
+            "k-lane-b",
+            "follow-up",
+            json!({"applicationId": "app-lane", "sendAfter": START}),
+        )
+        .await;
+    assert_eq!(s, 201, "{b}");
+
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let worker = tokio::spawn(coordinator::work(
+        env.engine.clone(),
+        Duration::from_millis(10),
+        stopped,
+    ));
+    let mut sent = false;
+    for _ in 0..300 {
+        if env.messaging.messages().len() == 1 {
+            sent = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(sent, "run B's message was not sent while A's call hung");
+    // A's request is still in flight: its job is `sending`, so B did not
+    // wait for A's timeout.
+    let jobs = env.store.jobs(&a).await.unwrap();
+    assert!(
+        jobs.iter()
+            .any(|j| j.state == coordinator_host::service::JobState::Sending),
+        "{jobs:?}"
+    );
+    let _ = stop.send(true);
+    worker.abort();
+}

@@ -659,37 +659,58 @@ impl Engine {
             .map_err(|e| self.seen(e))?;
         let n = jobs.len();
         let lease_until = now.saturating_add(self.config.lease_seconds);
+        // Jobs of one run are carried out in lease order, one after
+        // another (each sees the state its predecessor committed); jobs of
+        // different runs go concurrently, so one slow product call does
+        // not hold up the others.
+        let mut by_run: Vec<(String, Vec<Job>)> = Vec::new();
         for job in jobs {
-            let id = job.id;
-            if self
-                .clock
-                .now_unix()
-                .saturating_add(self.config.request_budget_seconds)
-                > lease_until
-            {
-                // Too little of the lease is left to start it safely.
-                let _ = self
-                    .store
-                    .release(id, &self.config.worker_id, job.due_unix, None)
-                    .await;
-                continue;
-            }
-            let mut result = self.run_job(job.clone()).await.map_err(|e| self.seen(e));
-            // The store went away before the job's request left (an answer
-            // in hand is held by `feed`): wait for it, then carry the job
-            // out again while the lease holds.
-            while let Err(StoreError::Unavailable(e)) = &result {
-                tracing::error!(code = "store-unavailable", job = id, error = %e, "store unavailable; the job waits for it");
-                if !self.wait_for_store(lease_until).await {
-                    break;
-                }
-                result = self.run_job(job.clone()).await.map_err(|e| self.seen(e));
-            }
-            if let Err(e) = result {
-                tracing::warn!(job = id, error = %e, "job not completed; its lease will expire");
+            match by_run.iter_mut().find(|(run, _)| *run == job.run_id) {
+                Some((_, group)) => group.push(job),
+                None => by_run.push((job.run_id.clone(), vec![job])),
             }
         }
+        futures_util::future::join_all(by_run.into_iter().map(|(_, group)| async move {
+            for job in group {
+                self.carry_out(job, lease_until).await;
+            }
+        }))
+        .await;
         Ok(n)
+    }
+
+    /// Carries out one leased job, unless too little of its lease is left
+    /// to start it safely (then it is given back). A store outage before
+    /// the request left is waited out while the lease holds; other failures
+    /// are logged and the lease left to expire.
+    async fn carry_out(&self, job: Job, lease_until: i64) {
+        let id = job.id;
+        if self
+            .clock
+            .now_unix()
+            .saturating_add(self.config.request_budget_seconds)
+            > lease_until
+        {
+            let _ = self
+                .store
+                .release(id, &self.config.worker_id, job.due_unix, None)
+                .await;
+            return;
+        }
+        let mut result = self.run_job(job.clone()).await.map_err(|e| self.seen(e));
+        // The store went away before the job's request left (an answer in
+        // hand is held by `feed`): wait for it, then carry the job out
+        // again while the lease holds.
+        while let Err(StoreError::Unavailable(e)) = &result {
+            tracing::error!(code = "store-unavailable", job = id, error = %e, "store unavailable; the job waits for it");
+            if !self.wait_for_store(lease_until).await {
+                break;
+            }
+            result = self.run_job(job.clone()).await.map_err(|e| self.seen(e));
+        }
+        if let Err(e) = result {
+            tracing::warn!(job = id, error = %e, "job not completed; its lease will expire");
+        }
     }
 
     /// Ticks until a tick leases nothing (at most `max_ticks` times);
