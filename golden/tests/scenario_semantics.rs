@@ -272,3 +272,36 @@ fn same_case_twice_gives_identical_reports() {
     let b = serde_json::to_string(&run_one(M, &body).expect("runs")).expect("json");
     assert_eq!(a, b);
 }
+
+/// Each scripted section names a step of the right kind: a located
+/// `unknown-step`, `not-a-call`, `not-a-wait-for` or `reply-count`.
+#[test]
+fn scripted_sections_name_steps_of_the_right_kind() {
+    let tail = "expect: {path: [pre], state: completed, outcome: {type: none}}";
+    let d = fault(W, &format!("input: {{startAt: '2030-01-01T00:00:00Z'}}\nreplies: {{nosuch: [{{type: uncertain, code: t}}]}}\n{tail}"));
+    assert_eq!(d.code, "coordinator.scenario.unknown-step");
+    assert_eq!(d.pointer, "/cases/0/replies/nosuch");
+    assert!(d.line > 0);
+    let d = fault(W, &format!("input: {{startAt: '2030-01-01T00:00:00Z'}}\nreplies: {{wait: [{{type: uncertain, code: t}}]}}\n{tail}"));
+    assert_eq!(d.code, "coordinator.scenario.not-a-call");
+    assert_eq!(d.pointer, "/cases/0/replies/wait");
+    let d = fault(
+        W,
+        &format!("input: {{startAt: '2030-01-01T00:00:00Z'}}\nreplies: {{submit: []}}\n{tail}"),
+    );
+    assert_eq!(d.code, "coordinator.scenario.reply-count");
+    let d = fault(W, &format!("input: {{startAt: '2030-01-01T00:00:00Z'}}\ncompletions: {{submit: {{type: completed, afterSeconds: 1, value: {{outcome: x}}}}}}\n{tail}"));
+    assert_eq!(d.code, "coordinator.scenario.not-a-wait-for");
+    assert_eq!(d.pointer, "/cases/0/completions/submit");
+    let d = fault(W, &format!("input: {{startAt: '2030-01-01T00:00:00Z'}}\ncompletions: {{gone: {{type: completed, afterSeconds: 1, value: {{outcome: x}}}}}}\n{tail}"));
+    assert_eq!(d.code, "coordinator.scenario.unknown-step");
+    assert_eq!(d.pointer, "/cases/0/completions/gone");
+    let d = fault(
+        W,
+        &format!(
+            "input: {{startAt: '2030-01-01T00:00:00Z'}}\nrecovery: {{pre: retry-same}}\n{tail}"
+        ),
+    );
+    assert_eq!(d.code, "coordinator.scenario.not-a-call");
+    assert_eq!(d.pointer, "/cases/0/recovery/pre");
+}

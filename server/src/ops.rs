@@ -283,6 +283,27 @@ pub(crate) async fn restore_hold(
     .await
 }
 
+/// Checks a recovery attestation (seed 000 restore sequence): a valid
+/// `recoveryReference`, the history attestation `(name, value)` and
+/// `priorDeploymentFenced`, both `true`.
+///
+/// # Errors
+/// 400 `request.invalid` naming what is missing.
+fn attested(
+    recovery_reference: &str,
+    (history, history_complete): (&str, bool),
+    prior_deployment_fenced: bool,
+) -> Result<(), ApiError> {
+    reference("recoveryReference", recovery_reference)?;
+    if history_complete && prior_deployment_fenced {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(format!(
+            "{history} and priorDeploymentFenced must both be attested (true)"
+        )))
+    }
+}
+
 /// `POST /v1/complete-execution-recovery`: the operator's attestation,
 /// under the restore hold.
 pub(crate) async fn complete_execution_recovery(
@@ -293,12 +314,11 @@ pub(crate) async fn complete_execution_recovery(
     let who = operator(&s, &headers, "complete-execution-recovery").await?;
     let req: api::ExecutionRecovery =
         strict::from_slice(&body(bytes)?).map_err(ApiError::bad_request)?;
-    reference("recoveryReference", &req.recovery_reference)?;
-    if !(req.execution_history_complete && req.prior_deployment_fenced) {
-        return Err(ApiError::bad_request(
-            "executionHistoryComplete and priorDeploymentFenced must both be attested (true)",
-        ));
-    }
+    attested(
+        &req.recovery_reference,
+        ("executionHistoryComplete", req.execution_history_complete),
+        req.prior_deployment_fenced,
+    )?;
     let after = s
         .engine
         .update_holds(|h: &mut Holds| {
@@ -390,12 +410,11 @@ pub(crate) async fn release_admission_hold(
     let who = operator(&s, &headers, "release-admission-hold").await?;
     let req: api::AdmissionRecovery =
         strict::from_slice(&body(bytes)?).map_err(ApiError::bad_request)?;
-    reference("recoveryReference", &req.recovery_reference)?;
-    if !(req.admission_history_complete && req.prior_deployment_fenced) {
-        return Err(ApiError::bad_request(
-            "admissionHistoryComplete and priorDeploymentFenced must both be attested (true)",
-        ));
-    }
+    attested(
+        &req.recovery_reference,
+        ("admissionHistoryComplete", req.admission_history_complete),
+        req.prior_deployment_fenced,
+    )?;
     let after = s
         .engine
         .update_holds(|h: &mut Holds| {

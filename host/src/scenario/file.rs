@@ -273,21 +273,38 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
                 "Write an instant such as '2026-10-09T09:00:00Z'.",
             );
         }
-        let step_kind = |name: &str| program.step_id(name).and_then(|id| program.step(id));
-        for (name, replies) in &case.replies {
+        // A step named under `section`: its pointer and operation, or an
+        // `unknown-step` finding (with `hint`) and `None`.
+        let scripted = |diags: &mut Vec<Diagnostic>, section: &str, name: &str, hint: &str| {
             let ptr = format!(
-                "{base}/replies/{}",
+                "{base}/{section}/{}",
                 coordinator_source::yaml::escape_token(name)
             );
-            match step_kind(name).map(|s| &s.op) {
-                None => err(
-                    &mut diags,
-                    "coordinator.scenario.unknown-step",
-                    ptr,
-                    format!("the workflow has no step `{name}`"),
-                    "Name a call step of the workflow.",
-                ),
-                Some(StepOp::Call { .. }) => {
+            match program.step_id(name).and_then(|id| program.step(id)) {
+                Some(step) => Some((ptr, &step.op)),
+                None => {
+                    err(
+                        diags,
+                        "coordinator.scenario.unknown-step",
+                        ptr,
+                        format!("the workflow has no step `{name}`"),
+                        hint,
+                    );
+                    None
+                }
+            }
+        };
+        for (name, replies) in &case.replies {
+            let Some((ptr, op)) = scripted(
+                &mut diags,
+                "replies",
+                name,
+                "Name a call step of the workflow.",
+            ) else {
+                continue;
+            };
+            match op {
+                StepOp::Call { .. } => {
                     if replies.is_empty() || replies.len() > MAX_REPLIES {
                         err(
                             &mut diags,
@@ -301,7 +318,7 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
                         );
                     }
                 }
-                Some(_) => err(
+                _ => err(
                     &mut diags,
                     "coordinator.scenario.not-a-call",
                     ptr,
@@ -310,23 +327,17 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
                 ),
             }
         }
-        for (name, script) in &case.completions {
-            let ptr = format!(
-                "{base}/completions/{}",
-                coordinator_source::yaml::escape_token(name)
-            );
-            match step_kind(name).map(|s| &s.op) {
-                None => err(
-                    &mut diags,
-                    "coordinator.scenario.unknown-step",
-                    ptr,
-                    format!("the workflow has no step `{name}`"),
-                    "Name a wait-for step of the workflow.",
-                ),
-                Some(StepOp::WaitFor { .. }) => {
-                    let _ = script;
-                }
-                Some(_) => err(
+        for name in case.completions.keys() {
+            let Some((ptr, op)) = scripted(
+                &mut diags,
+                "completions",
+                name,
+                "Name a wait-for step of the workflow.",
+            ) else {
+                continue;
+            };
+            if !matches!(op, StepOp::WaitFor { .. }) {
+                err(
                     &mut diags,
                     "coordinator.scenario.not-a-wait-for",
                     ptr,
@@ -334,23 +345,20 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
                         "`{name}` is not a wait-for step; only wait-for steps have completions"
                     ),
                     "Script completions for wait-for steps only.",
-                ),
+                );
             }
         }
         for (name, action) in &case.recovery {
-            let ptr = format!(
-                "{base}/recovery/{}",
-                coordinator_source::yaml::escape_token(name)
-            );
-            match step_kind(name).map(|s| &s.op) {
-                None => err(
-                    &mut diags,
-                    "coordinator.scenario.unknown-step",
-                    ptr,
-                    format!("the workflow has no step `{name}`"),
-                    "Name a call step of the workflow.",
-                ),
-                Some(StepOp::Call { operation, .. }) => {
+            let Some((ptr, op)) = scripted(
+                &mut diags,
+                "recovery",
+                name,
+                "Name a call step of the workflow.",
+            ) else {
+                continue;
+            };
+            match op {
+                StepOp::Call { operation, .. } => {
                     let descriptor = program
                         .operations
                         .get(operation.index())
@@ -376,7 +384,7 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
                         );
                     }
                 }
-                Some(_) => err(
+                _ => err(
                     &mut diags,
                     "coordinator.scenario.not-a-call",
                     ptr,
