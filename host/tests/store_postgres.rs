@@ -997,9 +997,24 @@ async fn a_changed_binding_is_refused_while_a_run_is_live() {
         return;
     };
     let now = OffsetDateTime::now_utc();
-    let run = created(admit(&store, &fx, &fixture.revision, "alice", "k-1", json!({}), now).await);
+    let run = created(
+        admit(
+            &store,
+            &fx,
+            &fixture.revision,
+            "alice",
+            "k-1",
+            json!({}),
+            now,
+        )
+        .await,
+    );
     assert!(run.bindings.contains_key("notices"), "{:?}", run.bindings);
-    assert!(run.bindings.contains_key("applications"), "{:?}", run.bindings);
+    assert!(
+        run.bindings.contains_key("applications"),
+        "{:?}",
+        run.bindings
+    );
     let original = fx.packages.clone();
 
     // Another endpoint for `notices`, together with a new package: refused,
@@ -1052,7 +1067,9 @@ async fn a_changed_binding_is_refused_while_a_run_is_live() {
         NOTICES_URL.into(),
         format!("{NOTICES_URL}    requestTimeoutMilliseconds: 5000\n"),
     )];
-    fx.apply(&[]).await.expect("a timeout is not part of the binding");
+    fx.apply(&[])
+        .await
+        .expect("a timeout is not part of the binding");
     fx.status().await.expect("status with the new timeout");
 
     // The run ends: the endpoint may change.

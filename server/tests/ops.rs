@@ -626,14 +626,21 @@ async fn a_changed_binding_refuses_startup_and_recovery_actions() {
         );
     }
     let after = second.engine.get(&id).await.unwrap().unwrap();
-    assert_eq!(after.version, run.version, "a refused action changes nothing");
+    assert_eq!(
+        after.version, run.version,
+        "a refused action changes nothing"
+    );
     // Inspection and cancel are served.
     let (s, _) = second
         .call(Some(OPERATOR), &format!("/v1/runs/{id}/inspect"), None)
         .await;
     assert_eq!(s, 200);
     let (s, p) = second
-        .call(Some(OPERATOR), &format!("/v1/runs/{id}/cancel"), reason.clone())
+        .call(
+            Some(OPERATOR),
+            &format!("/v1/runs/{id}/cancel"),
+            reason.clone(),
+        )
         .await;
     assert_eq!(s, 200, "{p}");
     // The instance with the original file is not refused.

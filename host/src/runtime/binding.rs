@@ -50,7 +50,12 @@ pub const BINDING_VERSION: u32 = 1;
 /// parameter names carries no meaning).
 fn set(items: &[String]) -> Value {
     let sorted: BTreeSet<&str> = items.iter().map(String::as_str).collect();
-    Value::Array(sorted.into_iter().map(|s| Value::String(s.into())).collect())
+    Value::Array(
+        sorted
+            .into_iter()
+            .map(|s| Value::String(s.into()))
+            .collect(),
+    )
 }
 
 fn authorization(a: Option<&Authorization>) -> Value {
