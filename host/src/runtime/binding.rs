@@ -182,8 +182,9 @@ pub fn changed_connection<'a>(
 }
 
 /// One line naming each conflict and its run count, for logs and
-/// refusals: `connection \`notices\` (2 runs), connection \`review\` (1 run, no
-/// longer in the runtime file)`. Never a payload.
+/// refusals, such as: connection `notices` (2 runs), connection `review`
+/// (1 run, no longer in the runtime file). Never a payload or a setting's
+/// value.
 pub fn describe(conflicts: &[BindingConflict]) -> String {
     conflicts
         .iter()
