@@ -134,10 +134,11 @@ async fn main() -> ExitCode {
             startup::log_refusal(&conflicts);
             return ExitCode::from(1);
         }
-        Err(e) => {
+        Err(e @ coordinator_host::service::StoreError::Unavailable(_)) => {
             tracing::error!(code = "store-unavailable", "{e}");
             return ExitCode::from(3);
         }
+        Err(e) => return refuse("deployment.refused", &e.to_string()),
     }
     let mut completions = Completions::default();
     for c in config.connections.values() {
