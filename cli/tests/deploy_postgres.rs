@@ -100,9 +100,22 @@ impl Fx {
 
     fn ctl(&self, args: &[&str], packages: bool) -> (i32, String, String) {
         let path = self.write(packages);
+        self.ctl_on(&path, args)
+    }
+
+    /// `coordinatorctl` on the runtime file with `from` replaced by `to`.
+    fn ctl_edited(&self, args: &[&str], from: &str, to: &str) -> (i32, String, String) {
+        let path = self.write(true);
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert!(text.contains(from), "no `{from}` in the runtime file");
+        std::fs::write(&path, text.replace(from, to)).expect("write");
+        self.ctl_on(&path, args)
+    }
+
+    fn ctl_on(&self, path: &Path, args: &[&str]) -> (i32, String, String) {
         let out = Command::new(env!("CARGO_BIN_EXE_coordinatorctl"))
             .arg("--runtime-config")
-            .arg(&path)
+            .arg(path)
             .args(args)
             .output()
             .expect("run coordinatorctl");
@@ -174,6 +187,85 @@ fn plan_apply_status_unchanged_and_unlisted_through_the_cli() {
     let (code, out, err) = fx.ctl(&["apply", "--remove-workflow", "follow-up"], false);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.starts_with("follow-up: remove\n"), "{out}");
+}
+
+/// Admits one run (as the engine would, with the binding digests of the
+/// runtime file at `path`) through the library store.
+fn admit_live_run(path: &Path) {
+    use coordinator_host::runtime::binding::binding_digests;
+    use coordinator_host::runtime::{check_runtime_file, Mode};
+    use coordinator_host::secrets::{load_keys, SecretResolver};
+    use coordinator_host::service::conformance::{new_run, Fixture};
+    use coordinator_host::service::{Admitted, RunStore};
+    use coordinator_host::store::{deploy::load_pinned_packages, Store};
+
+    let checked = check_runtime_file(path, "runtime.yaml", None, Mode::Deployment);
+    let config = checked.config.expect("config");
+    let deployment = config.deployment.as_ref().expect("deployment");
+    let resolver = SecretResolver::new(&config.secret_providers);
+    let keys = load_keys(&resolver, deployment).expect("keys");
+    let packages = load_pinned_packages(deployment).expect("packages");
+    let program = &packages.first().expect("one package").definition.program;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let store = Store::open(&config, &resolver, &keys, &packages, 1)
+            .await
+            .expect("store");
+        let active = store.active_workflows().await.expect("active");
+        let w = active.first().expect("one workflow");
+        let fixture = Fixture {
+            workflow: w.workflow.clone(),
+            revision: w.revision.clone(),
+        };
+        let mut run = new_run(&fixture, "run-live", "alice", "identity-1", "d");
+        run.bindings = binding_digests(&config.connections, &program.connections);
+        assert!(matches!(
+            store.admit(run).await.expect("admit"),
+            Admitted::Created(_)
+        ));
+        store.close().await;
+    });
+}
+
+#[test]
+fn a_changed_binding_under_a_live_run_is_refused_through_the_cli() {
+    let Some(fx) = fixture() else { return };
+    let (code, out, err) = fx.ctl(&["apply"], true);
+    assert_eq!(code, 0, "{out}{err}");
+    admit_live_run(&fx.write(true));
+
+    let moved = (
+        "baseUrl: https://messaging.example.org",
+        "baseUrl: https://messaging-2.example.org",
+    );
+    for command in ["plan", "apply", "deployment-status"] {
+        let (code, out, err) = fx.ctl_edited(&[command], moved.0, moved.1);
+        assert_eq!(code, 1, "{command}: {out}{err}");
+        assert!(
+            err.contains("error[coordinator.command.live-binding-conflict]")
+                && err.contains("`notices` (1 run)"),
+            "{command}: {err}"
+        );
+    }
+    let (code, out, _) = fx.ctl_edited(&["apply", "--format", "json"], moved.0, moved.1);
+    assert_eq!(code, 1);
+    let report: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(
+        report["error"]["code"],
+        "coordinator.command.live-binding-conflict"
+    );
+    // The original file still checks; a timeout alone is no binding change.
+    let (code, out, err) = fx.ctl(&["deployment-status"], true);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = fx.ctl_edited(
+        &["apply"],
+        moved.0,
+        &format!("{}\n    requestTimeoutMilliseconds: 5000", moved.0),
+    );
+    assert_eq!(code, 0, "{out}{err}");
 }
 
 #[test]

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use coordinator_host::audit::{journal_files, AuditJournal, AuditRecord};
 use coordinator_host::keys::AdmissionKey;
 use coordinator_host::package::write_package;
+use coordinator_host::runtime::binding::binding_digests;
 use coordinator_host::runtime::{check_runtime_file, Mode, RuntimeConfig};
 use coordinator_host::secrets::{load_keys, SecretResolver};
 use coordinator_host::service::conformance::{self, Fixture};
@@ -93,6 +94,8 @@ struct Fx {
     database_id: String,
     state_keys: Vec<u32>,
     active: u32,
+    /// Text replacements applied to the runtime file (connection edits).
+    edits: Vec<(String, String)>,
 }
 
 impl Fx {
@@ -132,6 +135,7 @@ impl Fx {
             database_id: format!("test-{s}"),
             state_keys: vec![1],
             active: 1,
+            edits: vec![],
             dir,
         }
     }
@@ -186,6 +190,10 @@ impl Fx {
             "  activeStateKey: {}\n  admissionKeyRef: secret:file/admission-key\n",
             self.active
         ));
+        for (from, to) in &self.edits {
+            assert!(y.contains(from.as_str()), "no `{from}` in the runtime file");
+            y = y.replace(from.as_str(), to);
+        }
         y
     }
 
@@ -319,6 +327,9 @@ async fn admit(
     let st = state(input.clone(), now, RunStatus::Running);
     let command_key = ak.idempotency_key(&fx.database_id, &identity, "notify");
     let t = now.unix_timestamp();
+    // What the engine records: the binding digest of each connection the
+    // Program uses, from the runtime file as it is now.
+    let bindings = binding_digests(&fx.config().connections, &program().connections);
     store
         .admit(NewRun {
             id: uuid::Uuid::new_v4().to_string(),
@@ -353,6 +364,7 @@ async fn admit(
                     due_unix: t + 30 * 86_400,
                 },
             ],
+            bindings,
         })
         .await
         .expect("admit")
@@ -820,6 +832,16 @@ async fn run_store_bring_forward_and_listing() {
 }
 
 #[tokio::test]
+async fn run_store_live_bindings_count_runs_that_have_not_ended() {
+    let Some((fx, s, fixture)) = fresh("run_store_live_bindings").await else {
+        return;
+    };
+    conformance::live_bindings_count_runs_that_have_not_ended(&s, &fixture).await;
+    s.close().await;
+    fx.cleanup(&[]).await;
+}
+
+#[tokio::test]
 async fn run_store_holds_revisions_and_concurrent_leases() {
     let Some((fx, store, fixture)) = fresh("run_store_holds").await else {
         return;
@@ -959,5 +981,120 @@ async fn run_store_holds_are_persisted_for_every_process() {
     created(admit(&a, &fx, &fixture.revision, "dave", "k-free", json!({}), now).await);
     a.close().await;
     b.close().await;
+    fx.cleanup(&[]).await;
+}
+
+const NOTICES_URL: &str = "baseUrl: https://messaging.example.org\n";
+
+/// seed 000 "Apply and start": a runtime file that changes a live run's
+/// connection binding is refused by plan, apply and deployment-status
+/// (`coordinator.command.live-binding-conflict`), and apply changes
+/// nothing; a timeout is no binding; once the run ended the change is
+/// accepted.
+#[tokio::test]
+async fn a_changed_binding_is_refused_while_a_run_is_live() {
+    let Some((mut fx, store, fixture)) = fresh("live_binding_conflict").await else {
+        return;
+    };
+    let now = OffsetDateTime::now_utc();
+    let run = created(
+        admit(
+            &store,
+            &fx,
+            &fixture.revision,
+            "alice",
+            "k-1",
+            json!({}),
+            now,
+        )
+        .await,
+    );
+    assert!(run.bindings.contains_key("notices"), "{:?}", run.bindings);
+    assert!(
+        run.bindings.contains_key("applications"),
+        "{:?}",
+        run.bindings
+    );
+    let original = fx.packages.clone();
+
+    // Another endpoint for `notices`, together with a new package: refused,
+    // and nothing of it is applied.
+    fx.edits = vec![(
+        NOTICES_URL.into(),
+        "baseUrl: https://messaging-2.example.org\n".into(),
+    )];
+    fx.packages = vec![fx.other_package()];
+    let err = fx.apply(&[]).await.expect_err("apply refused");
+    assert_eq!(err.code, "live-binding-conflict");
+    assert_eq!(err.cli_code(), "coordinator.command.live-binding-conflict");
+    assert_eq!(err.kind, store::ErrorKind::Refused);
+    assert!(
+        err.message.contains("`notices` (1 run)") && !err.message.contains("applications"),
+        "{}",
+        err.message
+    );
+    assert!(!err.message.contains("messaging-2"), "{}", err.message);
+    let plan = fx.plan(&[]).await.expect("plan");
+    assert_eq!(
+        plan.refusal.map(|r| r.code),
+        Some("live-binding-conflict"),
+        "plan says apply would refuse"
+    );
+    fx.packages = original.clone();
+    assert_eq!(code(fx.status().await), "live-binding-conflict");
+    fx.edits.clear();
+    fx.status()
+        .await
+        .expect("the refused apply activated nothing: the original file still checks");
+
+    // Another identity or more scopes: refused too.
+    for (from, to) in [
+        (
+            "clientId: coordinator-notices",
+            "clientId: coordinator-other",
+        ),
+        (
+            "      - messaging:messages:submit\n",
+            "      - messaging:messages:submit\n      - messaging:messages:read\n",
+        ),
+    ] {
+        fx.edits = vec![(from.into(), to.into())];
+        assert_eq!(code(fx.apply(&[]).await), "live-binding-conflict", "{to}");
+    }
+
+    // Only a timeout changed: no binding change, accepted.
+    fx.edits = vec![(
+        NOTICES_URL.into(),
+        format!("{NOTICES_URL}    requestTimeoutMilliseconds: 5000\n"),
+    )];
+    fx.apply(&[])
+        .await
+        .expect("a timeout is not part of the binding");
+    fx.status().await.expect("status with the new timeout");
+
+    // The run ends: the endpoint may change.
+    store
+        .commit(Commit {
+            run_id: run.id.clone(),
+            expected_version: run.version,
+            state: {
+                let mut s = state(json!({}), now, RunStatus::Cancelled);
+                s.ended_at = Some(s.now.clone());
+                s
+            },
+            ledger: Default::default(),
+            complete: None,
+            jobs: vec![],
+        })
+        .await
+        .expect("end the run");
+    fx.edits = vec![(
+        NOTICES_URL.into(),
+        "baseUrl: https://messaging-2.example.org\n".into(),
+    )];
+    assert_eq!(RunStore::live_bindings(&store).await, Ok(vec![]));
+    fx.status().await.expect("no live run: status accepts");
+    fx.apply(&[]).await.expect("no live run: apply accepts");
+    store.close().await;
     fx.cleanup(&[]).await;
 }

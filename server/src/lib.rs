@@ -11,6 +11,7 @@
 pub mod auth;
 pub mod metrics;
 pub mod ops;
+pub mod startup;
 pub mod strict;
 
 use std::future::Future;
@@ -589,6 +590,14 @@ async fn recover(
                     .detail("no call is resent while the restore hold is in place"),
             )
         }
+        Err(ActionError::BindingChanged { connection }) => Err(ApiError::new(
+            409,
+            "binding.live-conflict",
+            "The runtime file changed connection settings a run uses",
+        )
+        .detail(format!(
+            "connection `{connection}` is bound differently than when the run was admitted; restore its settings and restart, or keep investigating with --recovery-only"
+        ))),
         Err(ActionError::Store(e)) => Err(ApiError::store(&e)),
         Err(ActionError::Refused(r)) => {
             let code = match (act, r.code) {

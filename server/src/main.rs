@@ -6,9 +6,15 @@
 //! (and `/metrics` on `deployment.metricsListener` when set) until SIGTERM
 //! (or Ctrl-C), then stops within 15 s.
 //!
+//! After the store's checks, startup compares the connection bindings
+//! recorded by runs that have not ended with the runtime file's
+//! (`coordinator::startup::check_bindings`): a change refuses startup with
+//! raw code `live-binding-conflict`, unless `--recovery-only`.
+//!
 //! Refusals are logged as one JSON line on stderr with the raw `code`
-//! (`deployment.refused`, `state-key-custody`, `store-unavailable`) and the
-//! process exits 1 (3 when the store cannot be reached at startup). Once
+//! (`deployment.refused`, `state-key-custody`, `live-binding-conflict`,
+//! `store-unavailable`) and the process exits 1 (3 when the store cannot be
+//! reached at startup). Once
 //! serving, an unreachable database is waited out: `/ready` answers 503,
 //! workers log `store-unavailable` and resume by themselves.
 
@@ -20,6 +26,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use coordinator::auth::Verifier;
+use coordinator::startup::{self, BindingStartup};
 use coordinator::{AppState, Completions, SHUTDOWN_GRACE};
 use coordinator_host::adapters::token::{check_signing_key, ProviderSecrets};
 use coordinator_host::adapters::{HttpAdapter, SecretSource};
@@ -140,6 +147,19 @@ async fn main() -> ExitCode {
         Err(e) => return refuse_store(&e),
     };
     tracing::info!(namespace = %config.namespace, "run store: PostgreSQL");
+    match startup::check_bindings(store.as_ref(), &config.connections, args.recovery_only).await {
+        Ok(BindingStartup::Serve) => {}
+        Ok(BindingStartup::RecoveryOnly(conflicts)) => startup::log_recovery_only(&conflicts),
+        Ok(BindingStartup::Refuse(conflicts)) => {
+            startup::log_refusal(&conflicts);
+            return ExitCode::from(1);
+        }
+        Err(e @ coordinator_host::service::StoreError::Unavailable(_)) => {
+            tracing::error!(code = "store-unavailable", "{e}");
+            return ExitCode::from(3);
+        }
+        Err(e) => return refuse("deployment.refused", &e.to_string()),
+    }
     let mut completions = Completions::default();
     for c in config.connections.values() {
         if let Connection::CaseworkReviewProducer(cw) = c {

@@ -521,3 +521,53 @@ async fn startup_refuses_a_taken_port_and_an_unusable_connection_key_by_name() {
     );
     d.cleanup().await;
 }
+
+/// seed 000 "Apply and start": the built binary refuses to start when the
+/// runtime file changed a live run's connection endpoint (one JSON line,
+/// raw code `live-binding-conflict`, exit 1), and starts with
+/// `--recovery-only`.
+#[tokio::test]
+async fn startup_refuses_a_changed_binding_unless_recovery_only() {
+    let Some(urls) = urls("startup_refuses_a_changed_binding") else {
+        return;
+    };
+    let d = Deployment::new(urls, 2_000).await;
+    let c = d.spawn().await;
+    let run = d.start(&c, "app-bound", &rfc3339(unix_now() + 3_600)).await;
+    drop(c);
+    let port = free_port();
+    let file = d.runtime_file(port);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let messaging = d.messaging.base_url().to_owned();
+    assert!(text.contains(&messaging));
+    std::fs::write(
+        &file,
+        text.replace(&messaging, "https://messaging-2.example.org"),
+    )
+    .unwrap();
+
+    let mut refused = d.launch(&file, port, &[]);
+    let status = refused.exited(Duration::from_secs(30)).await;
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(1),
+        "{}",
+        refused.log_text()
+    );
+    let log = refused.log_text();
+    let line: Value = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["fields"]["code"] == "live-binding-conflict")
+        .unwrap_or_else(|| panic!("no live-binding-conflict line:\n{log}"));
+    assert_eq!(line["level"], "ERROR", "{line}");
+    assert_eq!(line["fields"]["connection"], "notices", "{line}");
+    assert_eq!(line["fields"]["runs"], 1, "{line}");
+    assert!(!log.contains("app-bound"), "{log}");
+
+    let c = d.spawn_with(&file, port, &["--recovery-only"]).await;
+    let status = d.get(&c, &format!("/v1/runs/{run}")).await.unwrap();
+    assert_eq!(status["state"], "running", "{status}");
+    drop(c);
+    d.cleanup().await;
+}

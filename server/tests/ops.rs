@@ -9,11 +9,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use coordinator::auth::{KeySource, Verifier};
+use coordinator::startup::{check_bindings, BindingStartup};
 use coordinator::{AppState, Completions};
 use coordinator_fakes::{FakeCasework, FakeIssuer, FakeMessaging, KeyKind, Mint, Reply, TestKey};
 use coordinator_host::adapters::{HttpAdapter, MemorySecrets};
 use coordinator_host::audit::{journal_files, AuditJournal};
 use coordinator_host::keys::{AdmissionKey, AuditKey};
+use coordinator_host::runtime::binding::BindingConflict;
 use coordinator_host::runtime::config::{
     Authentication, Authorization, CaseworkConnection, Connection, PlainConnection, Policy,
     SecretRef,
@@ -51,6 +53,8 @@ struct Env {
     casework: FakeCasework,
     _messaging: FakeMessaging,
     engine: Arc<Engine>,
+    store: Arc<MemoryRunStore>,
+    connections: BTreeMap<String, Connection>,
     audit_dir: tempfile::TempDir,
     base: String,
     metrics: String,
@@ -60,6 +64,13 @@ struct Env {
 
 impl Env {
     async fn new(recovery_only: bool) -> Env {
+        Env::on(recovery_only, Arc::new(MemoryRunStore::new())).await
+    }
+
+    /// An instance on `store` (shared with another instance). Each instance
+    /// starts its own fakes, so its connections' `baseUrl` and token
+    /// endpoint differ from another instance's: another binding.
+    async fn on(recovery_only: bool, store: Arc<MemoryRunStore>) -> Env {
         let issuer = FakeIssuer::start().await.unwrap();
         let casework = FakeCasework::start().await.unwrap();
         let messaging = FakeMessaging::start().await.unwrap();
@@ -99,11 +110,11 @@ impl Env {
         let journal = AuditJournal::open(&audit_dir.path().join("audit.jsonl")).unwrap();
         let engine = Engine::new(
             config,
-            Arc::new(MemoryRunStore::new()) as Arc<dyn RunStore>,
+            store.clone() as Arc<dyn RunStore>,
             Arc::new(ManualClock::at("2026-03-02T09:00:00Z")),
             Arc::new(HttpAdapter::new(Arc::new(secrets)).unwrap()),
             AdmissionKey::new(&[7u8; 32]).unwrap(),
-            connections,
+            connections.clone(),
             &[definition("reviewed-notice")],
         )
         .unwrap()
@@ -173,6 +184,8 @@ impl Env {
             casework,
             _messaging: messaging,
             engine,
+            store,
+            connections,
             audit_dir,
             base,
             metrics,
@@ -540,6 +553,101 @@ async fn recovery_only_admits_nothing_and_dispatches_nothing() {
         )
         .await;
     assert_eq!(s, 200);
+}
+
+/// seed 000 "Apply and start": startup refuses a runtime file that changed
+/// a live run's connection binding, unless `--recovery-only`; there,
+/// `retry-same` and `reconcile` of such a run answer 409
+/// `binding.live-conflict` and `cancel` is served.
+#[tokio::test]
+async fn a_changed_binding_refuses_startup_and_recovery_actions() {
+    let first = Env::new(false).await;
+    let id = first.uncertain_run("k-bound").await;
+    let run = first.engine.get(&id).await.unwrap().unwrap();
+    assert_eq!(
+        run.bindings.keys().collect::<Vec<_>>(),
+        ["notices", "review"],
+        "each connection the Program uses is recorded"
+    );
+    // The same runtime file: startup serves.
+    assert_eq!(
+        check_bindings(first.store.as_ref(), &first.connections, false).await,
+        Ok(BindingStartup::Serve)
+    );
+
+    // Another runtime file (other endpoints) on the same database.
+    let second = Env::on(true, first.store.clone()).await;
+    let conflicts = |runs| {
+        ["notices", "review"]
+            .map(|c| BindingConflict {
+                connection: c.into(),
+                runs,
+                missing: false,
+            })
+            .to_vec()
+    };
+    assert_eq!(
+        check_bindings(second.store.as_ref(), &second.connections, false).await,
+        Ok(BindingStartup::Refuse(conflicts(1))),
+        "startup refuses"
+    );
+    assert_eq!(
+        check_bindings(second.store.as_ref(), &second.connections, true).await,
+        Ok(BindingStartup::RecoveryOnly(conflicts(1))),
+        "--recovery-only starts"
+    );
+    // A timeout is not part of the binding.
+    let mut slower = first.connections.clone();
+    if let Some(Connection::Messaging(m)) = slower.get_mut("notices") {
+        m.request_timeout_milliseconds = Some(60_000);
+    }
+    assert_eq!(
+        check_bindings(first.store.as_ref(), &slower, false).await,
+        Ok(BindingStartup::Serve)
+    );
+
+    let reason = Some(json!({"reason": "ticket-7"}));
+    for action in ["retry-same", "reconcile"] {
+        let (s, p) = second
+            .call(
+                Some(OPERATOR),
+                &format!("/v1/runs/{id}/{action}"),
+                reason.clone(),
+            )
+            .await;
+        assert_eq!(
+            (s, p["code"].as_str()),
+            (409, Some("binding.live-conflict")),
+            "{action}: {p}"
+        );
+        assert!(
+            p["detail"].as_str().unwrap_or("").contains("`notices`"),
+            "{p}"
+        );
+    }
+    let after = second.engine.get(&id).await.unwrap().unwrap();
+    assert_eq!(
+        after.version, run.version,
+        "a refused action changes nothing"
+    );
+    // Inspection and cancel are served.
+    let (s, _) = second
+        .call(Some(OPERATOR), &format!("/v1/runs/{id}/inspect"), None)
+        .await;
+    assert_eq!(s, 200);
+    let (s, p) = second
+        .call(
+            Some(OPERATOR),
+            &format!("/v1/runs/{id}/cancel"),
+            reason.clone(),
+        )
+        .await;
+    assert_eq!(s, 200, "{p}");
+    // The instance with the original file is not refused.
+    let (s, p) = first
+        .call(Some(OPERATOR), &format!("/v1/runs/{id}/reconcile"), reason)
+        .await;
+    assert_ne!(p["code"], "binding.live-conflict", "{s} {p}");
 }
 
 #[tokio::test]

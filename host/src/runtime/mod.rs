@@ -1,10 +1,12 @@
 //! The runtime file (`runtime.yaml`, `CoordinatorRuntimeConfig`): its types
 //! ([`config`]), its offline check ([`check`]) and its JSON Schema
-//! ([`runtime_schema`]). Decisions where SPEC is silent: `docs/runtime.md`.
+//! ([`runtime_schema`]), and a connection's binding and its digest
+//! ([`binding`]). Decisions where SPEC is silent: `docs/runtime.md`.
 //!
 //! Invariant: nothing here reads a secret or opens a connection; a secret
 //! reference is only ever checked for its form and its provider.
 
+pub mod binding;
 pub mod check;
 pub mod config;
 

@@ -64,7 +64,12 @@ pub fn owner(sub: &str) -> Owner {
     }
 }
 
-/// A run `id` of `sub` with one timer job due at 60.
+/// The binding digest every [`new_run`] records for connection `notices`.
+pub const NOTICES_BINDING: &str =
+    "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+
+/// A run `id` of `sub` with one timer job due at 60, recording
+/// [`NOTICES_BINDING`] for `notices`.
 pub fn new_run(fx: &Fixture, id: &str, sub: &str, identity: &str, digest: &str) -> NewRun {
     NewRun {
         id: id.into(),
@@ -81,6 +86,7 @@ pub fn new_run(fx: &Fixture, id: &str, sub: &str, identity: &str, digest: &str) 
             },
             due_unix: 60,
         }],
+        bindings: [("notices".to_owned(), NOTICES_BINDING.to_owned())].into(),
     }
 }
 
@@ -157,6 +163,7 @@ pub async fn records_round_trip(s: &dyn RunStore, fx: &Fixture) {
     assert_eq!(got.revision, fx.revision);
     assert_eq!(got.start_identity, "id-1");
     assert_eq!(got.request_digest, "d");
+    assert_eq!(got.bindings, run.bindings);
     assert!(got.ledger.is_empty());
     let jobs = s.jobs("run-a").await.expect("jobs");
     let job = jobs.first().expect("one job");
@@ -197,7 +204,11 @@ pub async fn records_round_trip(s: &dyn RunStore, fx: &Fixture) {
         .expect("commit");
     assert_eq!(v, 2);
     let got = s.get("run-a").await.expect("get").expect("the run");
-    assert_eq!((got.state, got.ledger, got.version), (next, ledger, 2));
+    assert_eq!(
+        (got.state, got.ledger, got.version, got.bindings),
+        (next, ledger, 2, run.bindings),
+        "a commit keeps the bindings recorded at admission"
+    );
     assert_eq!(s.jobs("run-a").await.map(|j| j.len()), Ok(2));
     assert_eq!(s.get("nope").await, Ok(None));
     assert_eq!(s.jobs("nope").await, Ok(vec![]));
@@ -473,4 +484,53 @@ pub async fn holds_are_swapped_only_from_what_was_read(s: &dyn RunStore) {
     };
     assert_eq!(s.swap_holds(&placed, &attested).await, Ok(true));
     assert_eq!(s.holds().await, Ok(attested));
+}
+
+/// `live_bindings` counts, per (connection, digest), the runs that have not
+/// ended; an ended run no longer counts.
+pub async fn live_bindings_count_runs_that_have_not_ended(s: &dyn RunStore, fx: &Fixture) {
+    assert_eq!(s.live_bindings().await, Ok(vec![]));
+    let other = format!("sha256:{}", "2".repeat(64));
+    s.admit(new_run(fx, "run-a", "alice", "id-1", "d"))
+        .await
+        .expect("admit");
+    s.admit(new_run(fx, "run-b", "alice", "id-2", "d"))
+        .await
+        .expect("admit");
+    let mut c = new_run(fx, "run-c", "bob", "id-3", "d");
+    c.bindings = [
+        ("notices".to_owned(), other.clone()),
+        ("review".to_owned(), other.clone()),
+    ]
+    .into();
+    s.admit(c).await.expect("admit");
+    let binding = |connection: &str, digest: &str, runs| crate::runtime::binding::LiveBinding {
+        connection: connection.into(),
+        digest: digest.into(),
+        runs,
+    };
+    assert_eq!(
+        s.live_bindings().await,
+        Ok(vec![
+            binding("notices", NOTICES_BINDING, 2),
+            binding("notices", &other, 1),
+            binding("review", &other, 1),
+        ])
+    );
+    let v = s
+        .commit(Commit {
+            run_id: "run-c".into(),
+            expected_version: 1,
+            state: ended("run-c", RunStatus::Cancelled),
+            ledger: BTreeMap::new(),
+            complete: None,
+            jobs: vec![],
+        })
+        .await;
+    assert_eq!(v, Ok(2));
+    assert_eq!(
+        s.live_bindings().await,
+        Ok(vec![binding("notices", NOTICES_BINDING, 2)]),
+        "an ended run's bindings no longer count"
+    );
 }

@@ -20,6 +20,7 @@ use super::store::{
 use crate::adapters::{DispatchRequest, ProductAdapter, ReceiptRequest, ReviewState};
 use crate::audit::{AuditJournal, AuditRecord};
 use crate::keys::{AdmissionKey, AuditKey};
+use crate::runtime::binding;
 use crate::runtime::config::{Connection, DEFAULT_RESULT_CHECK_SECONDS};
 
 /// The code fed as [`Answer::Uncertain`] for a mutation or evaluation whose
@@ -100,6 +101,14 @@ pub enum ActionError {
     Refused(Rejected),
     /// `retry-same` while the restore hold is in place (409 `execution.held`).
     ExecutionHeld,
+    /// `retry-same` or `reconcile` of a run whose recorded binding of
+    /// `connection` differs from the runtime file's (409
+    /// `binding.live-conflict`; only an instance started with
+    /// `--recovery-only` serves such a run at all).
+    BindingChanged {
+        /// The first connection (by name) whose binding changed.
+        connection: String,
+    },
     /// The store failed.
     Store(StoreError),
 }
@@ -225,7 +234,9 @@ enum Fed {
 
 impl Engine {
     /// Builds an engine serving `definitions` (each the active revision of
-    /// its workflow).
+    /// its workflow). Each admission records the binding digest of every
+    /// connection its Program uses ([`crate::runtime::binding`]), from
+    /// `connections`.
     ///
     /// # Errors
     /// A Program the VM cannot load, two definitions of one workflow, or a
@@ -504,6 +515,7 @@ impl Engine {
             .admit(request.input, &unix_to_rfc3339(now))
             .map_err(|r| AdmitError::InputRefused(r.message))?;
         let jobs = self.jobs_for(&vm, &start_identity, &resumed.commands, now, false);
+        let bindings = binding::binding_digests(&self.connections, &vm.program().connections);
         let run = NewRun {
             id: uuid::Uuid::new_v4().to_string(),
             workflow: request.workflow,
@@ -513,6 +525,7 @@ impl Engine {
             request_digest,
             state: resumed.state,
             jobs,
+            bindings,
         };
         match self.store.admit(run).await.map_err(|e| self.seen(e))? {
             Admitted::Created(r) => {
@@ -596,7 +609,9 @@ impl Engine {
     /// changes nothing and returns it.
     ///
     /// # Errors
-    /// [`ActionError::Refused`] when the VM refuses the event.
+    /// [`ActionError::Refused`] when the VM refuses the event;
+    /// [`ActionError::BindingChanged`] for a `retry-same` or `reconcile` of
+    /// a run admitted under another binding of one of its connections.
     pub async fn act(&self, run_id: &str, action: Action) -> Result<RunRecord, ActionError> {
         let run = self.store.get(run_id).await?.ok_or(ActionError::NotFound)?;
         if action == Action::Cancel && run.status().is_terminal() {
@@ -604,6 +619,15 @@ impl Engine {
         }
         if action == Action::RetrySame && self.holds().await?.restore {
             return Err(ActionError::ExecutionHeld);
+        }
+        if action != Action::Cancel {
+            // Never resend or look up a receipt where, or as whom, the run
+            // was not admitted (docs/service.md "Connection bindings").
+            if let Some(c) = binding::changed_connection(&run.bindings, &self.connections) {
+                return Err(ActionError::BindingChanged {
+                    connection: c.to_owned(),
+                });
+            }
         }
         let at = self.clock.now_rfc3339();
         let event = match action {

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::engine::Holds;
+use crate::runtime::binding::LiveBinding;
 
 /// Who started a run: the starting token's `iss` and `sub` (SPEC §8).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,6 +66,11 @@ pub struct RunRecord {
     pub ledger: BTreeMap<String, StepLedger>,
     /// Optimistic concurrency version; starts at 1, +1 on every commit.
     pub version: u64,
+    /// The binding digest (`sha256:<hex>`, [`crate::runtime::binding`]) of
+    /// each connection the run's Program uses, by connection name, as the
+    /// runtime file had them at admission. Never changes afterwards.
+    #[serde(default)]
+    pub bindings: BTreeMap<String, String>,
 }
 
 impl RunRecord {
@@ -202,6 +208,8 @@ pub struct NewRun {
     pub state: RunState,
     /// The jobs of the admission's commands.
     pub jobs: Vec<NewJob>,
+    /// See [`RunRecord::bindings`].
+    pub bindings: BTreeMap<String, String>,
 }
 
 /// The result of [`RunStore::admit`].
@@ -392,6 +400,11 @@ pub trait RunStore: Send + Sync {
     /// Sets the holds to `next` if they are still `expected`, in one
     /// statement; whether they were (a concurrent change makes it false).
     async fn swap_holds(&self, expected: &Holds, next: &Holds) -> Result<bool, StoreError>;
+
+    /// The binding digests recorded by runs that have not ended: one entry
+    /// per (connection, digest) with its run count, sorted by connection
+    /// and digest (startup's `live-binding-conflict` check).
+    async fn live_bindings(&self) -> Result<Vec<LiveBinding>, StoreError>;
 }
 
 #[derive(Default)]
@@ -504,6 +517,7 @@ impl RunStore for MemoryRunStore {
             state: run.state,
             ledger: BTreeMap::new(),
             version: 1,
+            bindings: run.bindings,
         };
         m.by_identity.insert(run.start_identity, run.id.clone());
         m.runs.insert(run.id.clone(), record.clone());
@@ -698,6 +712,24 @@ impl RunStore for MemoryRunStore {
         m.holds = next.clone();
         Ok(true)
     }
+
+    async fn live_bindings(&self) -> Result<Vec<LiveBinding>, StoreError> {
+        let m = self.lock()?;
+        let mut counts: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+        for r in m.runs.values().filter(|r| !r.status().is_terminal()) {
+            for (connection, digest) in &r.bindings {
+                *counts.entry((connection, digest)).or_default() += 1;
+            }
+        }
+        Ok(counts
+            .into_iter()
+            .map(|((connection, digest), runs)| LiveBinding {
+                connection: connection.to_owned(),
+                digest: digest.to_owned(),
+                runs,
+            })
+            .collect())
+    }
 }
 
 #[cfg(test)]
@@ -737,6 +769,12 @@ mod tests {
     async fn holds_are_swapped_only_from_what_was_read() {
         let (s, _) = fresh().await;
         conformance::holds_are_swapped_only_from_what_was_read(&s).await;
+    }
+
+    #[tokio::test]
+    async fn live_bindings_count_runs_that_have_not_ended() {
+        let (s, fx) = fresh().await;
+        conformance::live_bindings_count_runs_that_have_not_ended(&s, &fx).await;
     }
 
     #[tokio::test]

@@ -22,6 +22,7 @@ use super::schema::{self, SCHEMA_VERSION};
 use super::{check_custody, connect, db_error, namespace_of, StoreError};
 use crate::audit::{AuditJournal, AuditRecord};
 use crate::package::{load_package, LoadedPackage, PackageError};
+use crate::runtime::binding::{self, BindingConflict, LiveBinding};
 use crate::runtime::config::{Deployment, RuntimeConfig};
 use crate::secrets::{load_audit_key, load_state_keyring, SecretResolver};
 
@@ -78,7 +79,8 @@ pub struct Plan {
     /// The entries.
     pub entries: Vec<PlanEntry>,
     /// Apply's refusal (`deployment.workflow-unlisted`,
-    /// `deployment.workflow-live-runs`, `deployment.remove-workflow`).
+    /// `deployment.workflow-live-runs`, `deployment.remove-workflow`,
+    /// `live-binding-conflict`).
     #[serde(skip)]
     pub refusal: Option<StoreError>,
 }
@@ -307,6 +309,66 @@ async fn live_runs(conn: &mut PgConnection, ns: &str, workflow: &str) -> Result<
     .map_err(db_error)
 }
 
+/// The binding digests recorded by runs that have not ended, one entry per
+/// (connection, digest) with its run count, sorted (the
+/// [`crate::service::RunStore::live_bindings`] of the PostgreSQL store).
+pub(crate) async fn live_bindings(
+    conn: &mut PgConnection,
+    ns: &str,
+) -> Result<Vec<LiveBinding>, StoreError> {
+    let rows = sqlx::query(&format!(
+        "SELECT b.key, b.value, count(*)
+           FROM {ns}.runs r, jsonb_each_text(r.bindings) b
+          WHERE NOT r.ended
+          GROUP BY b.key, b.value
+          ORDER BY b.key, b.value"
+    ))
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(db_error)?;
+    rows.iter()
+        .map(|r| {
+            let runs: i64 = r.try_get(2).map_err(db_error)?;
+            Ok(LiveBinding {
+                connection: r.try_get(0).map_err(db_error)?,
+                digest: r.try_get(1).map_err(db_error)?,
+                runs: u64::try_from(runs).unwrap_or(0),
+            })
+        })
+        .collect()
+}
+
+/// `coordinator.command.live-binding-conflict`: the runtime file changed the
+/// binding of connections that runs which have not ended use (seed 000
+/// "Apply and start"). `conflicts` must not be empty.
+pub fn live_binding_refusal(conflicts: &[BindingConflict]) -> StoreError {
+    StoreError::refused(
+        "coordinator.command.live-binding-conflict",
+        format!(
+            "the runtime file changes the binding of connections runs that have not ended use: {}",
+            binding::describe(conflicts)
+        ),
+        "restore the connection settings those runs were admitted with (endpoint, identity, scopes, \
+         task authority), or let the runs end; investigate with `coordinator --recovery-only`",
+    )
+}
+
+/// Refuses (`live-binding-conflict`) when the runtime file's connections
+/// change a binding that runs which have not ended recorded.
+async fn check_live_bindings(
+    conn: &mut PgConnection,
+    ns: &str,
+    config: &RuntimeConfig,
+) -> Result<(), StoreError> {
+    let live = live_bindings(conn, ns).await?;
+    let found = binding::conflicts(&live, &config.connections);
+    if found.is_empty() {
+        Ok(())
+    } else {
+        Err(live_binding_refusal(&found))
+    }
+}
+
 /// Computes the plan of `packages` against `active`, with the removals the
 /// operator asked for. Pure apart from the live-run counts.
 async fn compute_plan(
@@ -418,7 +480,10 @@ pub async fn plan(
     } else {
         BTreeMap::new()
     };
-    let plan = compute_plan(Some(&mut conn), ns, &packages, &active, remove).await?;
+    let mut plan = compute_plan(Some(&mut conn), ns, &packages, &active, remove).await?;
+    if plan.refusal.is_none() && matches!(found, Layout::Versioned(_)) {
+        plan.refusal = check_live_bindings(&mut conn, ns, config).await.err();
+    }
     drop(conn);
     pool.close().await;
     Ok(plan)
@@ -439,8 +504,10 @@ pub async fn plan(
 /// # Errors
 /// Everything [`plan`] refuses, plus `deployment.workflow-unlisted`,
 /// `deployment.workflow-live-runs`, `deployment.remove-workflow`,
-/// `deployment.runtime-role-*`, `state-key-custody`, `audit.unavailable`
-/// (the apply committed but its audit record could not be written).
+/// `live-binding-conflict` (a connection's binding changed under runs that
+/// have not ended: nothing is written), `deployment.runtime-role-*`,
+/// `state-key-custody`, `audit.unavailable` (the apply committed but its
+/// audit record could not be written).
 pub async fn apply(
     config: &RuntimeConfig,
     resolver: &SecretResolver,
@@ -518,6 +585,7 @@ pub async fn apply(
     if let Some(refusal) = plan.refusal {
         return Err(refusal);
     }
+    check_live_bindings(&mut tx, ns, config).await?;
     let mut changed = false;
     for p in &packages {
         sqlx::query(&format!(
@@ -813,10 +881,12 @@ pub(crate) async fn check_activation(
 /// `deployment-status`, with the runtime credential only: verifies what the
 /// service verifies before serving (server version, schema version 4,
 /// database id, runtime role identity and safety, key custody, every pinned
-/// package active with its digest) and reports it.
+/// package active with its digest, no connection binding changed under a
+/// run that has not ended) and reports it.
 ///
 /// # Errors
-/// Any of those refusals, secrets, packages, `store-unavailable`.
+/// Any of those refusals (`live-binding-conflict` for the last), secrets,
+/// packages, `store-unavailable`.
 pub async fn deployment_status(
     config: &RuntimeConfig,
     resolver: &SecretResolver,
@@ -829,6 +899,7 @@ pub async fn deployment_status(
     let mut conn = pool.acquire().await.map_err(db_error)?;
     let (d, versions) = verify_runtime(&mut conn, ns, deployment, &keyring).await?;
     let workflows = check_activation(&mut conn, ns, &packages).await?;
+    check_live_bindings(&mut conn, ns, config).await?;
     drop(conn);
     pool.close().await;
     Ok(DeploymentStatus {

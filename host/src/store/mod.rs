@@ -40,8 +40,8 @@ use crate::runtime::config::{RuntimeConfig, SecretRef};
 use crate::secrets::{SecretError, SecretResolver};
 
 pub use deploy::{
-    apply, deployment_status, plan, verify_runtime_role, ApplyReport, DeploymentStatus, Plan,
-    PlanAction, PlanEntry, WorkflowStatus,
+    apply, deployment_status, live_binding_refusal, plan, verify_runtime_role, ApplyReport,
+    DeploymentStatus, Plan, PlanAction, PlanEntry, WorkflowStatus,
 };
 pub use runs::{Store, PING_TIMEOUT};
 
@@ -54,6 +54,7 @@ pub const CODES: &[&str] = &[
     "store-unavailable",
     "state-key-custody",
     "state-tampered",
+    "live-binding-conflict",
     "database.url",
     "database.insecure-url",
     "database.login",

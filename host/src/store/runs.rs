@@ -35,10 +35,11 @@ use sqlx::postgres::PgRow;
 use sqlx::{Connection, PgPool, Row};
 use time::OffsetDateTime;
 
-use super::deploy::{check_activation, verify_runtime, WorkflowStatus};
+use super::deploy::{check_activation, live_bindings, verify_runtime, WorkflowStatus};
 use super::{connect, db_error, namespace_of, StoreError, MAX_POOL_CONNECTIONS};
 use crate::keys::{AdmissionKey, Binding, StateKeyring};
 use crate::package::LoadedPackage;
+use crate::runtime::binding::LiveBinding;
 use crate::runtime::config::RuntimeConfig;
 use crate::secrets::{DeploymentKeys, SecretResolver};
 use crate::service::clock::rfc3339_to_unix;
@@ -107,7 +108,7 @@ fn tampered(what: impl std::fmt::Display) -> PortError {
 }
 
 const RUN_COLUMNS: &str = "run_id, seq, workflow, revision, start_identity, request_fingerprint, \
-     version, ledger::text AS ledger, sealed_state, sealed_owner";
+     version, ledger::text AS ledger, bindings::text AS bindings, sealed_state, sealed_owner";
 
 const JOB_COLUMNS: &str = "job_id, run_id, kind, step, state, due_at, lease_owner, \
      lease_expires_at, detail::text AS detail, sealed_command";
@@ -349,6 +350,9 @@ impl Store {
         let ledger: String = row.try_get("ledger").map_err(pdb)?;
         let ledger: BTreeMap<String, StepLedger> =
             serde_json::from_str(&ledger).map_err(|e| tampered(format!("run {id} ledger: {e}")))?;
+        let bindings: String = row.try_get("bindings").map_err(pdb)?;
+        let bindings: BTreeMap<String, String> = serde_json::from_str(&bindings)
+            .map_err(|e| tampered(format!("run {id} bindings: {e}")))?;
         let seq: i64 = row.try_get("seq").map_err(pdb)?;
         let version: i64 = row.try_get("version").map_err(pdb)?;
         Ok(RunRecord {
@@ -365,6 +369,7 @@ impl Store {
                 .map_err(port)?,
             ledger,
             version: u64::try_from(version).unwrap_or(0),
+            bindings,
             id,
         })
     }
@@ -570,9 +575,9 @@ impl RunStore for Store {
             "INSERT INTO {ns}.runs (run_id, workflow, revision, owner_ref, start_identity,
                 request_fingerprint, state, attention, ended, deadline_at, created_at, updated_at,
                 ended_at, key_version, input_key_version, sealed_input, sealed_state, sealed_output,
-                sealed_owner)
+                sealed_owner, bindings)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14, $15, $16,
-                $17, $18)
+                $17, $18, $19::jsonb)
              RETURNING seq"
         ))
         .bind(id)
@@ -598,6 +603,7 @@ impl RunStore for Store {
                 .map(|o| self.seal_json(id, "output", "", o)),
         )
         .bind(self.seal_json(id, "owner", "", &run.owner))
+        .bind(serde_json::to_string(&run.bindings).unwrap_or_else(|_| "{}".into()))
         .fetch_one(&mut *tx)
         .await
         .map_err(pdb)?
@@ -620,6 +626,7 @@ impl RunStore for Store {
             state: run.state,
             ledger: BTreeMap::new(),
             version: 1,
+            bindings: run.bindings,
         }))
     }
 
@@ -963,6 +970,11 @@ impl RunStore for Store {
         .await
         .map_err(pdb)?;
         Ok(done.rows_affected() == 1)
+    }
+
+    async fn live_bindings(&self) -> Result<Vec<LiveBinding>, PortError> {
+        let mut conn = self.pool.acquire().await.map_err(pdb)?;
+        live_bindings(&mut conn, &self.ns).await.map_err(port)
     }
 
     async fn ping(&self) -> Result<(), PortError> {

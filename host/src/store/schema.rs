@@ -106,6 +106,11 @@ CREATE TABLE {ns}.runs (
     sealed_owner bytea,
     -- Per-step counters for inspection (attempts, observations): no payload.
     ledger jsonb NOT NULL DEFAULT '{}',
+    -- The binding digest of each connection the run's Program uses, by
+    -- connection name, as admitted (docs/service.md "Connection bindings"):
+    -- startup and apply refuse a runtime file that changes one while the
+    -- run has not ended. No payload, no secret.
+    bindings jsonb NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(bindings) = 'object'),
     payload_erased_at timestamptz
 );
 CREATE INDEX runs_newest ON {ns}.runs (seq DESC);

@@ -225,6 +225,18 @@ impl Coordinator {
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+
+    /// Waits up to `within` for the process to exit; its status.
+    pub async fn exited(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let start = Instant::now();
+        while start.elapsed() < within {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        None
+    }
 }
 
 /// One deployment: fakes, secrets, a package, a namespace applied.
@@ -436,20 +448,32 @@ connections:
     pub async fn spawn(&self) -> Coordinator {
         let port = free_port();
         let file = self.runtime_file(port);
+        self.spawn_with(&file, port, &[]).await
+    }
+
+    /// Starts the built binary on runtime file `file` (listening on
+    /// `port`) with `args`, without waiting for it.
+    pub fn launch(&self, file: &Path, port: u16, args: &[&str]) -> Coordinator {
         let log = self.dir.path().join(format!("coordinator-{port}.log"));
         let child = Command::new(env!("CARGO_BIN_EXE_coordinator"))
             .arg("--runtime-config")
-            .arg(&file)
+            .arg(file)
+            .args(args)
             .env("RUST_LOG", "info,sqlx=warn")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        let mut c = Coordinator {
+        Coordinator {
             child,
             base: format!("http://127.0.0.1:{port}"),
             log,
-        };
+        }
+    }
+
+    /// [`Deployment::launch`], then waits until `/ready` answers 200.
+    pub async fn spawn_with(&self, file: &Path, port: u16, args: &[&str]) -> Coordinator {
+        let mut c = self.launch(file, port, args);
         let start = Instant::now();
         loop {
             assert!(c.alive(), "coordinator exited:\n{}", c.log_text());
