@@ -22,7 +22,7 @@ pub use engine::{
     StartRequest,
 };
 pub use store::{
-    Admitted, Commit, Job, JobKind, JobState, MemoryRunStore, NewJob, NewRun, Owner, RunFilter,
+    Admitted, Commit, Erasure, Job, JobKind, JobState, MemoryRunStore, NewJob, NewRun, Owner, RunFilter,
     RunPage, RunRecord, RunStore, StepLedger, StoreError,
 };
 
