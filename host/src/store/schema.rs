@@ -107,7 +107,7 @@ CREATE TABLE {ns}.runs (
     -- Per-step counters for inspection (attempts, observations): no payload.
     ledger jsonb NOT NULL DEFAULT '{}',
     -- Whether the state holds an `unknown` effect (retention never erases
-    -- such a run; the state itself is sealed).
+    -- such a run, and the state itself is sealed).
     effect_unknown boolean NOT NULL DEFAULT false,
     -- Set by retention (the engine's clock): sealed_input, sealed_state and
     -- sealed_output are NULL from then on.
