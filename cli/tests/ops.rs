@@ -407,7 +407,13 @@ fn retain_erases_ended_runs_in_text_and_json() {
     );
     let out = svc.ctl(
         OPERATOR,
-        &["retain", "--before", "2026-03-02T09:00:01Z", "--limit", "100"],
+        &[
+            "retain",
+            "--before",
+            "2026-03-02T09:00:01Z",
+            "--limit",
+            "100",
+        ],
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(
@@ -416,11 +422,20 @@ fn retain_erases_ended_runs_in_text_and_json() {
     );
     let out = svc.ctl(
         OPERATOR,
-        &["retain", "--before", "2026-03-02T09:00:01Z", "--format", "json"],
+        &[
+            "retain",
+            "--before",
+            "2026-03-02T09:00:01Z",
+            "--format",
+            "json",
+        ],
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
     let v = out.json();
-    assert_eq!((v["ok"].as_bool(), v["command"].as_str()), (Some(true), Some("retain")));
+    assert_eq!(
+        (v["ok"].as_bool(), v["command"].as_str()),
+        (Some(true), Some("retain"))
+    );
     assert_eq!(
         v["result"],
         json!({"erased": 0, "more": false, "before": "2026-03-02T09:00:01Z"})
@@ -428,17 +443,26 @@ fn retain_erases_ended_runs_in_text_and_json() {
 
     let out = svc.ctl(OPERATOR, &["status", "--run", &id]);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    assert!(out.stdout.contains("payloadErased: true\n"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("payloadErased: true\n"),
+        "{}",
+        out.stdout
+    );
     let out = svc.ctl(OPERATOR, &["status", "--run", &live]);
     assert!(!out.stdout.contains("payloadErased"), "{}", out.stdout);
-    let out = svc.ctl(OPERATOR, &["retry-same", "--run", &id, "--reason", "ticket-2"]);
+    let out = svc.ctl(
+        OPERATOR,
+        &["retry-same", "--run", &id, "--reason", "ticket-2"],
+    );
     assert_eq!(out.code, 1);
     assert!(
         out.stderr.starts_with("error[run.payload-erased] "),
         "{}",
         out.stderr
     );
-    assert!(out.stderr.contains("can no longer be retried or reconciled"));
+    assert!(out
+        .stderr
+        .contains("can no longer be retried or reconciled"));
 }
 
 #[test]

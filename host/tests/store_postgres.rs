@@ -882,10 +882,28 @@ async fn retention_leaves_no_byte_of_an_erased_payload_in_any_table() {
     let now = OffsetDateTime::now_utc();
     let input = json!({"applicationId": MARKER});
     let run = created(
-        admit(&store, &fx, &fixture.revision, "alice", "k-1", input.clone(), now).await,
+        admit(
+            &store,
+            &fx,
+            &fixture.revision,
+            "alice",
+            "k-1",
+            input.clone(),
+            now,
+        )
+        .await,
     );
     let live = created(
-        admit(&store, &fx, &fixture.revision, "bob", "k-2", json!({"n": 2}), now).await,
+        admit(
+            &store,
+            &fx,
+            &fixture.revision,
+            "bob",
+            "k-2",
+            json!({"n": 2}),
+            now,
+        )
+        .await,
     );
     let mut admin = fx.admin().await;
     // The prepared command exists only while the run is live.
@@ -924,7 +942,11 @@ async fn retention_leaves_no_byte_of_an_erased_payload_in_any_table() {
         })
     );
     let rows = every_row(&mut admin, &fx.ns).await;
-    assert!(rows.len() >= 8, "every table was read ({} rows)", rows.len());
+    assert!(
+        rows.len() >= 8,
+        "every table was read ({} rows)",
+        rows.len()
+    );
     for (table, text) in &rows {
         for value in &sealed {
             assert!(
@@ -954,7 +976,11 @@ async fn retention_leaves_no_byte_of_an_erased_payload_in_any_table() {
     .await
     .expect("row");
     assert_eq!(
-        (row.get::<bool, _>(0), row.get::<bool, _>(1), row.get::<bool, _>(2)),
+        (
+            row.get::<bool, _>(0),
+            row.get::<bool, _>(1),
+            row.get::<bool, _>(2)
+        ),
         (true, true, true)
     );
     // What still answers, and what no longer can.

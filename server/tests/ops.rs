@@ -603,7 +603,10 @@ async fn retention_erases_ended_payloads_only_and_is_audited() {
         .call(Some(OPERATOR), "/v1/retention", Some(ok.clone()))
         .await;
     assert_eq!(s, 200, "{r}");
-    assert_eq!((r["erased"].as_u64(), r["more"].as_bool()), (Some(1), Some(false)));
+    assert_eq!(
+        (r["erased"].as_u64(), r["more"].as_bool()),
+        (Some(1), Some(false))
+    );
 
     // Status, inspect and list still answer; the payload is gone.
     let (s, st) = env

@@ -515,9 +515,15 @@ pub async fn retention_erases_only_ended_payloads(s: &dyn RunStore, fx: &Fixture
         ("run-e", "bob"),
         ("run-f", "bob"),
     ] {
-        s.admit(new_run(fx, id, sub, &format!("id-{id}"), &format!("d-{id}")))
-            .await
-            .expect("admit");
+        s.admit(new_run(
+            fx,
+            id,
+            sub,
+            &format!("id-{id}"),
+            &format!("d-{id}"),
+        ))
+        .await
+        .expect("admit");
     }
     // a ended after b: b goes first.
     settle(
@@ -538,9 +544,7 @@ pub async fn retention_erases_only_ended_payloads(s: &dyn RunStore, fx: &Fixture
         RunStatus::CancelledAfterEffect,
         "2026-01-01T00:01:00Z",
     );
-    uncertain
-        .effects
-        .insert("pay".into(), EffectState::Unknown);
+    uncertain.effects.insert("pay".into(), EffectState::Unknown);
     settle(s, "run-c", uncertain).await;
     // d is live (running, with its timer job); e is held.
     let mut held = state("run-e");
@@ -643,7 +647,13 @@ pub async fn retention_erases_only_ended_payloads(s: &dyn RunStore, fx: &Fixture
         })
         .await;
     assert!(
-        matches!(refused, Err(StoreError::Refused { code: "run.payload-erased", .. })),
+        matches!(
+            refused,
+            Err(StoreError::Refused {
+                code: "run.payload-erased",
+                ..
+            })
+        ),
         "{refused:?}"
     );
 

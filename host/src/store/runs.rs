@@ -15,7 +15,11 @@
 //!   while the restore hold is in place.
 //! - `commit`: optimistic on the run's version; the completed job is
 //!   deleted only if the caller holds its lease; an ended run loses every
-//!   job.
+//!   job; an erased run is refused (`run.payload-erased`).
+//! - `erase_payloads` (retention): ended, unheld runs without an unknown
+//!   effect or a job, ended before the cutoff, oldest ended first,
+//!   `FOR UPDATE SKIP LOCKED`: sealed input, state and output set NULL, the
+//!   owner re-sealed under the active version, `payload_erased_at` stamped.
 //!
 //! Times are parameters (the engine's clock), never SQL `now()`: due times
 //! and leases are the caller's Unix seconds, and a run's `created_at`,
@@ -44,9 +48,8 @@ use crate::secrets::{DeploymentKeys, SecretResolver};
 use crate::service::clock::rfc3339_to_unix;
 use crate::service::engine::Holds as EngineHolds;
 use crate::service::store::{
-    erased_state, Admitted, Commit, Erasure, Job, JobKind, JobState, Lease, NewJob,
-    NewRun, Owner, RunFilter, RunPage, RunRecord, RunStore, StepLedger, StoreError as PortError,
-    MAX_ERASE_LIMIT,
+    erased_state, Admitted, Commit, Erasure, Job, JobKind, JobState, Lease, NewJob, NewRun, Owner,
+    RunFilter, RunPage, RunRecord, RunStore, StepLedger, StoreError as PortError, MAX_ERASE_LIMIT,
 };
 
 /// How long `ping` waits for the database before `/ready` says 503.
@@ -521,7 +524,8 @@ impl Store {
                     Admitted::Conflict
                 }
             }
-            // A spent identity whose run is gone (erased) is never admitted again.
+            // A spent identity without its run row (retention keeps the row,
+            // so only a damaged database) is never admitted again.
             None => Admitted::Conflict,
         }))
     }
@@ -1039,9 +1043,7 @@ impl RunStore for Store {
             // The owner stays (status and list answer its owner), re-sealed
             // under the active version, so the version the run was admitted
             // under holds nothing of it any more.
-            let owner: Owner = self
-                .open_json(&id, "owner", "", &sealed)
-                .map_err(port)?;
+            let owner: Owner = self.open_json(&id, "owner", "", &sealed).map_err(port)?;
             sqlx::query(&format!(
                 "UPDATE {ns}.runs SET sealed_input = NULL, sealed_state = NULL,
                     sealed_output = NULL, sealed_owner = $2, key_version = $3,
