@@ -51,6 +51,11 @@ pub struct RunStatus {
     pub failure: Option<String>,
     /// For `invalid-command`: the JSON Pointer of the offending member.
     pub failure_path: Option<String>,
+    /// Retention erased the run's payloads (seed 000 "Erase ended
+    /// payloads"): `outcome`, `output` and `failure` are gone, the state
+    /// and timestamps remain. Present only when `true`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub payload_erased: bool,
 }
 
 /// `GET /v1/runs` answer.
@@ -231,6 +236,21 @@ pub struct Retention {
 
 /// Largest `limit` of a [`Retention`] request.
 pub const MAX_RETENTION_LIMIT: u32 = 100;
+
+/// `coordinatorctl retain`'s `--limit` when none is given (the largest).
+pub const DEFAULT_RETENTION_LIMIT: u32 = MAX_RETENTION_LIMIT;
+
+/// `POST /v1/retention` answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Retained {
+    /// Runs whose payloads this call erased (0..=`limit`).
+    pub erased: u32,
+    /// Whether more runs that ended before the cutoff qualify: call again.
+    pub more: bool,
+    /// The cutoff as given.
+    pub before: String,
+}
 
 #[cfg(test)]
 mod tests {

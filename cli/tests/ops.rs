@@ -373,23 +373,96 @@ fn refusals_show_their_problem_code_and_next_step() {
         ],
     );
     assert_eq!(out.code, 2, "{}", out.stderr);
-    // Retention is not implemented: 501 reported as a refusal.
+    // Retention: --limit out of range is a usage error; a caller that is
+    // not an operator is refused.
+    let out = svc.ctl(
+        OPERATOR,
+        &["retain", "--before", "2026-07-01T00:00:00Z", "--limit", "0"],
+    );
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    let out = svc.ctl(PRODUCER, &["retain", "--before", "2026-07-01T00:00:00Z"]);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.starts_with("error[authorization.refused] "),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn retain_erases_ended_runs_in_text_and_json() {
+    let svc = Service::start();
+    let id = svc.start_run("k-1");
+    let live = svc.start_run("k-2");
+    let out = svc.ctl(OPERATOR, &["cancel", "--run", &id, "--reason", "ticket-1"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    svc.rt.block_on(svc.engine.run_until_idle(10)).unwrap();
+
+    let out = svc.ctl(OPERATOR, &["retain", "--before", "yesterday"]);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.starts_with("error[request.invalid] "),
+        "{}",
+        out.stderr
+    );
     let out = svc.ctl(
         OPERATOR,
         &[
             "retain",
             "--before",
-            "2026-07-01T00:00:00Z",
+            "2026-03-02T09:00:01Z",
             "--limit",
             "100",
         ],
     );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        "Erased 1 run ended before 2026-03-02T09:00:01Z; none remain\n"
+    );
+    let out = svc.ctl(
+        OPERATOR,
+        &[
+            "retain",
+            "--before",
+            "2026-03-02T09:00:01Z",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let v = out.json();
+    assert_eq!(
+        (v["ok"].as_bool(), v["command"].as_str()),
+        (Some(true), Some("retain"))
+    );
+    assert_eq!(
+        v["result"],
+        json!({"erased": 0, "more": false, "before": "2026-03-02T09:00:01Z"})
+    );
+
+    let out = svc.ctl(OPERATOR, &["status", "--run", &id]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("payloadErased: true\n"),
+        "{}",
+        out.stdout
+    );
+    let out = svc.ctl(OPERATOR, &["status", "--run", &live]);
+    assert!(!out.stdout.contains("payloadErased"), "{}", out.stdout);
+    let out = svc.ctl(
+        OPERATOR,
+        &["retry-same", "--run", &id, "--reason", "ticket-2"],
+    );
     assert_eq!(out.code, 1);
     assert!(
-        out.stderr.starts_with("error[retention.unsupported] "),
+        out.stderr.starts_with("error[run.payload-erased] "),
         "{}",
         out.stderr
     );
+    assert!(out
+        .stderr
+        .contains("can no longer be retried or reconciled"));
 }
 
 #[test]

@@ -21,7 +21,7 @@ use coordinator_host::secrets::{load_keys, SecretResolver};
 use coordinator_host::service::conformance::{self, Fixture};
 use coordinator_host::service::engine::Holds;
 use coordinator_host::service::{
-    Admitted, Commit, JobKind, NewJob, NewRun, Owner, RunStore, StoreError as PortError,
+    Admitted, Commit, Erasure, JobKind, NewJob, NewRun, Owner, RunStore, StoreError as PortError,
 };
 use coordinator_host::store::{self, PlanAction, Store, StoreError};
 use coordinator_ir::{Definition, Program};
@@ -838,6 +838,190 @@ async fn run_store_live_bindings_count_runs_that_have_not_ended() {
     };
     conformance::live_bindings_count_runs_that_have_not_ended(&s, &fixture).await;
     s.close().await;
+    fx.cleanup(&[]).await;
+}
+
+#[tokio::test]
+async fn run_store_retention_erases_only_ended_payloads() {
+    let Some((fx, s, fixture)) = fresh("run_store_retention").await else {
+        return;
+    };
+    conformance::retention_erases_only_ended_payloads(&s, &fixture).await;
+    s.close().await;
+    fx.cleanup(&[]).await;
+}
+
+/// Every sealed value of `run` (input, state, output, owner, and its jobs'
+/// prepared commands) as the `\x...` text PostgreSQL renders bytea in.
+async fn sealed_of(admin: &mut PgConnection, ns: &str, run: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let row = sqlx::query(&format!(
+        "SELECT sealed_input, sealed_state, sealed_output, sealed_owner FROM {ns}.runs
+          WHERE run_id = $1"
+    ))
+    .bind(run)
+    .fetch_one(&mut *admin)
+    .await
+    .expect("run row");
+    for i in 0..4 {
+        if let Some(b) = row.get::<Option<Vec<u8>>, _>(i) {
+            out.push(hex::encode(b));
+        }
+    }
+    for row in sqlx::query(&format!(
+        "SELECT sealed_command FROM {ns}.jobs WHERE run_id = $1 AND sealed_command IS NOT NULL"
+    ))
+    .bind(run)
+    .fetch_all(&mut *admin)
+    .await
+    .expect("job rows")
+    {
+        out.push(hex::encode(row.get::<Vec<u8>, _>(0)));
+    }
+    out
+}
+
+/// Every row of every table of the namespace, as text.
+async fn every_row(admin: &mut PgConnection, ns: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for table in store::schema::TABLES {
+        for row in sqlx::query(&format!("SELECT t::text FROM {ns}.{table} t"))
+            .fetch_all(&mut *admin)
+            .await
+            .expect("rows")
+        {
+            out.push((table.to_owned(), row.get(0)));
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn retention_leaves_no_byte_of_an_erased_payload_in_any_table() {
+    let Some((fx, store, fixture)) = fresh("retention_bytes").await else {
+        return;
+    };
+    let now = OffsetDateTime::now_utc();
+    let input = json!({"applicationId": MARKER});
+    let run = created(
+        admit(
+            &store,
+            &fx,
+            &fixture.revision,
+            "alice",
+            "k-1",
+            input.clone(),
+            now,
+        )
+        .await,
+    );
+    let live = created(
+        admit(
+            &store,
+            &fx,
+            &fixture.revision,
+            "bob",
+            "k-2",
+            json!({"n": 2}),
+            now,
+        )
+        .await,
+    );
+    let mut admin = fx.admin().await;
+    // The prepared command exists only while the run is live.
+    let mut sealed = sealed_of(&mut admin, &fx.ns, &run.id).await;
+    assert_eq!(sealed.len(), 4, "input, state, owner and one command");
+    let mut ended = run.state.clone();
+    ended.status = RunStatus::Finished;
+    ended.outcome = Some("sent".into());
+    ended.output = Some(json!({"receipt": MARKER}));
+    ended.ended_at = Some(ended.now.clone());
+    store
+        .commit(Commit {
+            run_id: run.id.clone(),
+            expected_version: 1,
+            state: ended,
+            ledger: Default::default(),
+            complete: None,
+            jobs: vec![],
+        })
+        .await
+        .expect("end the run");
+    sealed.extend(sealed_of(&mut admin, &fx.ns, &run.id).await);
+    let live_sealed = sealed_of(&mut admin, &fx.ns, &live.id).await;
+    let spent_before = every_row(&mut admin, &fx.ns)
+        .await
+        .into_iter()
+        .filter(|(t, _)| t == "spent_keys")
+        .count();
+
+    let t = now.unix_timestamp();
+    assert_eq!(
+        store.erase_payloads(t + 1, 100, t + 2).await,
+        Ok(Erasure {
+            erased: 1,
+            more: false
+        })
+    );
+    let rows = every_row(&mut admin, &fx.ns).await;
+    assert!(
+        rows.len() >= 8,
+        "every table was read ({} rows)",
+        rows.len()
+    );
+    for (table, text) in &rows {
+        for value in &sealed {
+            assert!(
+                !text.contains(value.as_str()),
+                "{table} still holds sealed bytes of the erased run"
+            );
+        }
+        assert!(!text.contains(MARKER) && !text.contains("alice"));
+    }
+    // The live run keeps every sealed value; the spent identities stay.
+    for value in &live_sealed {
+        assert!(rows.iter().any(|(_, text)| text.contains(value.as_str())));
+    }
+    assert_eq!(
+        rows.iter().filter(|(t, _)| t == "spent_keys").count(),
+        spent_before,
+        "the start and command identities are tombstones"
+    );
+    let row = sqlx::query(&format!(
+        "SELECT sealed_input IS NULL AND sealed_state IS NULL AND sealed_output IS NULL,
+                payload_erased_at IS NOT NULL, sealed_owner IS NOT NULL
+           FROM {}.runs WHERE run_id = $1",
+        fx.ns
+    ))
+    .bind(&run.id)
+    .fetch_one(&mut admin)
+    .await
+    .expect("row");
+    assert_eq!(
+        (
+            row.get::<bool, _>(0),
+            row.get::<bool, _>(1),
+            row.get::<bool, _>(2)
+        ),
+        (true, true, true)
+    );
+    // What still answers, and what no longer can.
+    let got = store.get(&run.id).await.expect("get").expect("the run");
+    assert!(got.payload_erased);
+    assert_eq!(
+        (got.status(), got.owner.sub.as_str()),
+        (RunStatus::Finished, "alice")
+    );
+    assert_eq!(got.state.input, Value::Null);
+    assert!(matches!(
+        store.load_input(&run.id).await,
+        Err(e) if e.code == "run.payload-erased"
+    ));
+    assert!(matches!(
+        admit(&store, &fx, &fixture.revision, "alice", "k-1", input, now).await,
+        Admitted::Existing(r) if r.id == run.id && r.payload_erased
+    ));
+    store.close().await;
     fx.cleanup(&[]).await;
 }
 

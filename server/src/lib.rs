@@ -120,12 +120,26 @@ impl ApiError {
     fn bad_request(detail: impl Into<String>) -> Self {
         Self::new(400, "request.invalid", "Malformed request").detail(detail)
     }
+    /// 409 `run.payload-erased` (seed 000).
+    fn payload_erased() -> Self {
+        Self::new(
+            409,
+            "run.payload-erased",
+            "Retention erased the run's payloads",
+        )
+        .detail("it can no longer be retried or reconciled")
+    }
+
     fn store(e: &StoreError) -> Self {
         match e {
             StoreError::BadCursor => {
                 Self::bad_request("the cursor was not written by this service")
             }
             StoreError::NotFound => Self::not_found(),
+            StoreError::Refused {
+                code: "run.payload-erased",
+                ..
+            } => Self::payload_erased(),
             other => {
                 tracing::error!(code = "store-unavailable", error = %other, "store error");
                 Self::new(503, "service.unavailable", "The store is unavailable")
@@ -317,6 +331,7 @@ fn run_status(r: &RunRecord) -> api::RunStatus {
         },
         failure: st.failure.as_ref().map(|f| f.code.as_str().to_owned()),
         failure_path: None,
+        payload_erased: r.payload_erased,
     }
 }
 
@@ -598,6 +613,7 @@ async fn recover(
         .detail(format!(
             "connection `{connection}` is bound differently than when the run was admitted; restore its settings and restart, or keep investigating with --recovery-only"
         ))),
+        Err(ActionError::PayloadErased) => Err(ApiError::payload_erased()),
         Err(ActionError::Store(e)) => Err(ApiError::store(&e)),
         Err(ActionError::Refused(r)) => {
             let code = match (act, r.code) {

@@ -449,26 +449,53 @@ pub(crate) async fn release_admission_hold(
     .await
 }
 
-/// `POST /v1/retention`: not implementable on the current run store port
-/// (it has no erasure step), so it answers 501 `retention.unsupported`
-/// after checking the caller and the request.
+/// `POST /v1/retention` (seed 000 "Erase ended payloads"): erases the
+/// payloads of at most `limit` (1..=100) runs that ended before `before`
+/// (RFC 3339), oldest ended first, never live or uncertain work, and
+/// answers how many and whether more remain. One audit line per call
+/// (`retention.erase`: the count, whether more remain, the cutoff),
+/// fsynced before the answer is released. 400 for a bad cutoff or limit.
 pub(crate) async fn retention(
     State(s): State<AppState>,
     headers: HeaderMap,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    operator(&s, &headers, "retain").await?;
+    let who = operator(&s, &headers, "retain").await?;
     let req: api::Retention = strict::from_slice(&body(bytes)?).map_err(ApiError::bad_request)?;
     if req.limit == 0 || req.limit > api::MAX_RETENTION_LIMIT {
         return Err(ApiError::bad_request("limit must be 1..=100"));
     }
-    if coordinator_host::service::clock::rfc3339_to_unix(&req.before).is_none() {
+    let Some(before) = coordinator_host::service::clock::rfc3339_to_unix(&req.before) else {
         return Err(ApiError::bad_request("before must be an RFC 3339 instant"));
-    }
-    Err(ApiError::new(
-        501,
-        "retention.unsupported",
-        "Retention is not implemented by this service yet",
-    )
-    .detail("the run store has no erasure step yet; nothing was erased"))
+    };
+    let done = s
+        .engine
+        .retain(before, req.limit)
+        .await
+        .map_err(|e| ApiError::store(&e))?;
+    tracing::warn!(
+        action = "retain",
+        erased = done.erased,
+        more = done.more,
+        "retention erased payloads"
+    );
+    let principal = principal_value(&who);
+    let cutoff = req.before.clone();
+    audited(&s.engine, move |key| {
+        AuditRecord::new("retention.erase", "accepted")
+            .reference(key, "principal", &principal)
+            .fact("before", cutoff)
+            .fact("limit", req.limit)
+            .fact("erased", done.erased)
+            .fact("more", done.more)
+    })
+    .await?;
+    Ok(json(
+        StatusCode::OK,
+        &api::Retained {
+            erased: done.erased,
+            more: done.more,
+            before: req.before,
+        },
+    ))
 }

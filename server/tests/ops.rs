@@ -651,26 +651,138 @@ async fn a_changed_binding_refuses_startup_and_recovery_actions() {
 }
 
 #[tokio::test]
-async fn retention_is_not_implemented_yet() {
+async fn retention_erases_ended_payloads_only_and_is_audited() {
     let env = Env::new(false).await;
-    let body = json!({"before": "2026-07-01T00:00:00Z", "limit": 100});
+    let held = env.uncertain_run("k-held").await;
+    // A run that ended at 09:00:00 (cancelled while its first call was out).
+    let (s, run) = env.start("k-1").await;
+    assert_eq!(s, 201);
+    let id = run["run"].as_str().unwrap().to_owned();
+    let reason = json!({"reason": "ticket-42"});
+    let (s, _) = env
+        .call(
+            Some(OPERATOR),
+            &format!("/v1/runs/{id}/cancel"),
+            Some(reason.clone()),
+        )
+        .await;
+    assert_eq!(s, 200);
+    env.engine.run_until_idle(10).await.unwrap();
+    let (_, st) = env
+        .call(Some(OPERATOR), &format!("/v1/runs/{id}"), None)
+        .await;
+    let ended = st["state"].as_str().unwrap().to_owned();
+    assert!(ended.starts_with("cancelled"), "{st}");
+    assert!(st.get("payloadErased").is_none(), "absent until erased");
+
+    // Refusals: not an operator, a bad cutoff, a limit out of range.
+    let ok = json!({"before": "2026-03-02T09:00:01Z", "limit": 100});
     let (s, p) = env
-        .call(Some(OPERATOR), "/v1/retention", Some(body.clone()))
+        .call(Some(PRODUCER), "/v1/retention", Some(ok.clone()))
         .await;
     assert_eq!(
         (s, p["code"].as_str()),
-        (501, Some("retention.unsupported"))
+        (403, Some("authorization.refused"))
     );
-    let (s, _) = env.call(Some(PRODUCER), "/v1/retention", Some(body)).await;
-    assert_eq!(s, 403);
-    let (s, p) = env
+    for bad in [
+        json!({"before": "yesterday", "limit": 10}),
+        json!({"before": "2026-03-02T09:00:01Z", "limit": 0}),
+        json!({"before": "2026-03-02T09:00:01Z", "limit": 101}),
+        json!({"before": "2026-03-02T09:00:01Z"}),
+    ] {
+        let (s, p) = env.call(Some(OPERATOR), "/v1/retention", Some(bad)).await;
+        assert_eq!((s, p["code"].as_str()), (400, Some("request.invalid")));
+    }
+
+    // A cutoff before the run ended erases nothing.
+    let (s, r) = env
         .call(
             Some(OPERATOR),
             "/v1/retention",
-            Some(json!({"before": "yesterday", "limit": 100})),
+            Some(json!({"before": "2026-03-02T09:00:00Z", "limit": 100})),
         )
         .await;
-    assert_eq!((s, p["code"].as_str()), (400, Some("request.invalid")));
+    assert_eq!(s, 200, "{r}");
+    assert_eq!(
+        r,
+        json!({"erased": 0, "more": false, "before": "2026-03-02T09:00:00Z"})
+    );
+    let (s, r) = env
+        .call(Some(OPERATOR), "/v1/retention", Some(ok.clone()))
+        .await;
+    assert_eq!(s, 200, "{r}");
+    assert_eq!(
+        (r["erased"].as_u64(), r["more"].as_bool()),
+        (Some(1), Some(false))
+    );
+
+    // Status, inspect and list still answer; the payload is gone.
+    let (s, st) = env
+        .call(Some(OPERATOR), &format!("/v1/runs/{id}"), None)
+        .await;
+    assert_eq!(s, 200, "{st}");
+    assert_eq!(st["state"], ended.as_str());
+    assert_eq!(st["payloadErased"], true);
+    assert_eq!(st["output"], Value::Null);
+    assert_eq!(st["workflow"], "reviewed-notice");
+    assert_eq!(st["endedAt"], "2026-03-02T09:00:00Z");
+    let (s, st) = env
+        .call(Some(PRODUCER), &format!("/v1/runs/{id}"), None)
+        .await;
+    assert_eq!(
+        (s, st["payloadErased"].as_bool()),
+        (200, Some(true)),
+        "its owner still sees it"
+    );
+    let (s, ins) = env
+        .call(Some(OPERATOR), &format!("/v1/runs/{id}/inspect"), None)
+        .await;
+    assert_eq!(s, 200, "{ins}");
+    assert_eq!(ins["steps"], json!([]));
+    assert_eq!(ins["status"]["payloadErased"], true);
+    let (s, list) = env.call(Some(OPERATOR), "/v1/runs", None).await;
+    assert_eq!(s, 200);
+    assert_eq!(list["runs"].as_array().unwrap().len(), 2);
+
+    // An erased run can no longer be retried or reconciled.
+    for action in ["retry-same", "reconcile"] {
+        let (s, p) = env
+            .call(
+                Some(OPERATOR),
+                &format!("/v1/runs/{id}/{action}"),
+                Some(reason.clone()),
+            )
+            .await;
+        assert_eq!(
+            (s, p["code"].as_str()),
+            (409, Some("run.payload-erased")),
+            "{action}: {p}"
+        );
+    }
+    // A repeated start key answers with the erased run, never a second one.
+    let (s, again) = env.start("k-1").await;
+    assert_eq!((s, again["run"].as_str()), (200, Some(id.as_str())));
+    assert_eq!(again["payloadErased"], true);
+
+    // The held run with an unknown effect is untouched.
+    let (_, st) = env
+        .call(Some(OPERATOR), &format!("/v1/runs/{held}"), None)
+        .await;
+    assert_eq!(st["state"], "attention");
+    assert!(st.get("payloadErased").is_none());
+
+    // One audit line per call, refusals not audited.
+    let lines = env.journal();
+    let retention: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["action"] == "retention.erase")
+        .collect();
+    assert_eq!(retention.len(), 2, "{lines:?}");
+    assert_eq!(retention[1]["facts"]["erased"], 1);
+    assert_eq!(retention[1]["facts"]["more"], false);
+    assert_eq!(retention[1]["facts"]["before"], "2026-03-02T09:00:01Z");
+    assert!(retention[1]["references"]["principal"].is_string());
+    assert!(!retention[1].to_string().contains(OPERATOR));
 }
 
 #[tokio::test]

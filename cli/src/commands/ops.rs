@@ -142,8 +142,8 @@ pub struct RetainArgs {
     /// Erase the payloads of runs that ended before this RFC 3339 instant.
     #[arg(long, value_name = "T")]
     pub before: String,
-    /// At most this many runs (1..=100).
-    #[arg(long, value_name = "N")]
+    /// At most this many runs per call (1..=100; default 100).
+    #[arg(long, value_name = "N", default_value_t = api::DEFAULT_RETENTION_LIMIT)]
     pub limit: u32,
     #[command(flatten)]
     pub conn: Conn,
@@ -315,7 +315,7 @@ async fn execute(command: OpsCommand) -> u8 {
                 path: "/v1/retention".into(),
                 query: vec![],
                 conn: a.conn,
-                render: render_plain,
+                render: render_retained,
             }
         }
     };
@@ -639,7 +639,6 @@ pub fn next_step(code: &str) -> &'static str {
         "authentication.refused" => "the token file must hold a current access token for this service's audience",
         "authorization.refused" => "the policy of this token's client does not grant the action",
         "run.not-found" => "check the run id; a caller sees only its own runs",
-        "retention.unsupported" => "retention is not implemented by this service version; nothing was erased",
         "request.invalid" | "input.invalid" => "correct the request (see the detail)",
         _ => "see docs/operations.md for this code",
     }
@@ -668,6 +667,7 @@ fn render_status(v: &Value) {
         "outcome",
         "failure",
         "failurePath",
+        "payloadErased",
     ] {
         if let Some(x) = field(v, name) {
             println!("{name}: {}", text_of(x));
@@ -752,6 +752,14 @@ fn render_holds(v: &Value) {
     }
 }
 
-fn render_plain(v: &Value) {
-    println!("{v}");
+/// `Erased N runs ended before T; more remain` (or `none remain`).
+fn render_retained(v: &Value) {
+    let erased = v.get("erased").and_then(Value::as_u64).unwrap_or(0);
+    let before = v.get("before").and_then(Value::as_str).unwrap_or("?");
+    let more = v.get("more").and_then(Value::as_bool).unwrap_or(false);
+    println!(
+        "Erased {erased} run{} ended before {before}; {}",
+        if erased == 1 { "" } else { "s" },
+        if more { "more remain" } else { "none remain" }
+    );
 }

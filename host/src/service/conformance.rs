@@ -8,12 +8,13 @@
 
 use std::collections::BTreeMap;
 
-use coordinator_vm::{RunState, RunStatus, WakeKind};
+use coordinator_vm::{EffectState, RunState, RunStatus, WakeKind};
 use serde_json::json;
 
+use super::clock::rfc3339_to_unix;
 use super::store::{
-    Admitted, Commit, JobKind, JobState, NewJob, NewRun, Owner, RunFilter, RunStore, StepLedger,
-    StoreError,
+    Admitted, Commit, Erasure, JobKind, JobState, NewJob, NewRun, Owner, RunFilter, RunStore,
+    StepLedger, StoreError,
 };
 
 /// What a store needs to admit runs: a workflow and a revision it knows
@@ -533,4 +534,211 @@ pub async fn live_bindings_count_runs_that_have_not_ended(s: &dyn RunStore, fx: 
         Ok(vec![binding("notices", NOTICES_BINDING, 2)]),
         "an ended run's bindings no longer count"
     );
+}
+
+/// Moves run `id` (version 1, as admitted) to `state` with one commit.
+async fn settle(s: &dyn RunStore, id: &str, state: RunState) {
+    s.commit(Commit {
+        run_id: id.into(),
+        expected_version: 1,
+        state,
+        ledger: BTreeMap::new(),
+        complete: None,
+        jobs: vec![],
+    })
+    .await
+    .expect("commit");
+}
+
+/// An ended state of run `marker` that ended at `ended_at` (RFC 3339).
+pub fn ended_at(marker: &str, status: RunStatus, ended_at: &str) -> RunState {
+    let mut s = ended(marker, status);
+    s.now = ended_at.into();
+    s.ended_at = Some(ended_at.into());
+    s
+}
+
+/// Retention (seed 000 "Erase ended payloads"): only runs that ended before
+/// the cutoff, never live, held or uncertain work, oldest ended first, at
+/// most `limit` per call, `more` while others qualify. An erased run keeps
+/// its id, workflow, revision, owner, state name, timestamps, start
+/// identity and request digest; its input, path, outputs and output are
+/// gone; a repeat of its start key still finds it (another digest is a
+/// conflict); a commit on it is refused `run.payload-erased`.
+pub async fn retention_erases_only_ended_payloads(s: &dyn RunStore, fx: &Fixture) {
+    let cutoff = rfc3339_to_unix("2026-02-01T00:00:00Z").expect("an instant");
+    for (id, sub) in [
+        ("run-a", "alice"),
+        ("run-b", "alice"),
+        ("run-c", "bob"),
+        ("run-d", "bob"),
+        ("run-e", "bob"),
+        ("run-f", "bob"),
+    ] {
+        s.admit(new_run(
+            fx,
+            id,
+            sub,
+            &format!("id-{id}"),
+            &format!("d-{id}"),
+        ))
+        .await
+        .expect("admit");
+    }
+    // a ended after b: b goes first.
+    settle(
+        s,
+        "run-a",
+        ended_at("run-a", RunStatus::Finished, "2026-01-01T00:05:00Z"),
+    )
+    .await;
+    settle(
+        s,
+        "run-b",
+        ended_at("run-b", RunStatus::Failed, "2026-01-01T00:03:00Z"),
+    )
+    .await;
+    // c ended earliest but holds an unknown effect: uncertain, kept.
+    let mut uncertain = ended_at(
+        "run-c",
+        RunStatus::CancelledAfterEffect,
+        "2026-01-01T00:01:00Z",
+    );
+    uncertain.effects.insert("pay".into(), EffectState::Unknown);
+    settle(s, "run-c", uncertain).await;
+    // d is live (running, with its timer job); e is held.
+    let mut held = state("run-e");
+    held.status = RunStatus::Attention;
+    held.effects.insert("pay".into(), EffectState::Unknown);
+    settle(s, "run-e", held).await;
+    // f ended after the cutoff.
+    settle(
+        s,
+        "run-f",
+        ended_at("run-f", RunStatus::Finished, "2026-03-01T00:00:00Z"),
+    )
+    .await;
+    let mut before = BTreeMap::new();
+    for id in ["run-a", "run-b", "run-c", "run-d", "run-e", "run-f"] {
+        before.insert(id, s.get(id).await.expect("get").expect("the run"));
+    }
+
+    assert_eq!(
+        s.erase_payloads(cutoff, 1, 5_000_000_000).await,
+        Ok(Erasure {
+            erased: 1,
+            more: true
+        }),
+        "at most `limit`, and more remain"
+    );
+    let b = s.get("run-b").await.expect("get").expect("run-b");
+    assert!(b.payload_erased, "the oldest ended run goes first");
+    assert!(
+        !s.get("run-a")
+            .await
+            .expect("get")
+            .expect("run-a")
+            .payload_erased
+    );
+    assert_eq!(
+        s.erase_payloads(cutoff, 100, 5_000_000_000).await,
+        Ok(Erasure {
+            erased: 1,
+            more: false
+        })
+    );
+    assert_eq!(
+        s.erase_payloads(cutoff, 100, 5_000_000_000).await,
+        Ok(Erasure::default()),
+        "an erased run is never erased again"
+    );
+
+    // What an erased run keeps, and what it lost.
+    let was = before.get("run-b").expect("kept");
+    assert_eq!(
+        (&b.id, &b.workflow, &b.revision, &b.owner),
+        (&was.id, &was.workflow, &was.revision, &was.owner)
+    );
+    assert_eq!(
+        (&b.start_identity, &b.request_digest, b.sequence),
+        (&was.start_identity, &was.request_digest, was.sequence)
+    );
+    assert_eq!(b.status(), RunStatus::Failed);
+    assert_eq!(b.state.admitted_at, was.state.admitted_at);
+    assert_eq!(b.state.deadline_at, was.state.deadline_at);
+    assert_eq!(b.state.ended_at.as_deref(), Some("2026-01-01T00:03:00Z"));
+    assert_eq!(b.state.input, serde_json::Value::Null);
+    assert!(b.state.output.is_none() && b.state.outcome.is_none());
+    assert!(b.state.path.is_empty() && b.state.outputs.is_empty());
+    assert!(b.version > was.version, "erasure moves the version");
+    let a = s.get("run-a").await.expect("get").expect("run-a");
+    assert!(a.payload_erased);
+    assert_eq!(a.state.ended_at.as_deref(), Some("2026-01-01T00:05:00Z"));
+    for id in ["run-c", "run-d", "run-e", "run-f"] {
+        let now = s.get(id).await.expect("get").expect("the run");
+        assert_eq!(Some(&now), before.get(id), "{id} is untouched");
+    }
+    assert_eq!(s.jobs("run-d").await.map(|j| j.len()), Ok(1));
+
+    // The spent start identity outlives the payload.
+    match s
+        .admit(new_run(fx, "run-b2", "alice", "id-run-b", "d-run-b"))
+        .await
+    {
+        Ok(Admitted::Existing(r)) => assert_eq!((r.id.as_str(), r.payload_erased), ("run-b", true)),
+        other => panic!("the erased run answers its repeated key: {other:?}"),
+    }
+    assert_eq!(
+        s.admit(new_run(fx, "run-b3", "alice", "id-run-b", "other"))
+            .await,
+        Ok(Admitted::Conflict)
+    );
+    assert_eq!(s.get("run-b2").await, Ok(None), "never a second run");
+
+    // Nothing moves an erased run.
+    let refused = s
+        .commit(Commit {
+            run_id: "run-b".into(),
+            expected_version: b.version,
+            state: state("run-b"),
+            ledger: BTreeMap::new(),
+            complete: None,
+            jobs: vec![],
+        })
+        .await;
+    assert!(
+        matches!(
+            refused,
+            Err(StoreError::Refused {
+                code: "run.payload-erased",
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+
+    // Status and list still answer.
+    let all = s
+        .list(&RunFilter {
+            limit: 100,
+            ..RunFilter::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(all.runs.len(), 6);
+    assert_eq!(
+        all.runs.iter().filter(|r| r.payload_erased).count(),
+        2,
+        "a and b"
+    );
+    let failed = s
+        .list(&RunFilter {
+            state: Some(RunStatus::Failed),
+            owner: Some(owner("alice")),
+            limit: 100,
+            ..RunFilter::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(failed.runs.first().map(|r| r.id.as_str()), Some("run-b"));
 }

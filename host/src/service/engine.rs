@@ -14,8 +14,8 @@ use serde_json::Value;
 
 use super::clock::{rfc3339_to_unix, unix_to_rfc3339, Clock};
 use super::store::{
-    Admitted, Commit, Job, JobKind, JobState, NewJob, NewRun, Owner, RunFilter, RunPage, RunRecord,
-    RunStore, StepLedger, StoreError,
+    Admitted, Commit, Erasure, Job, JobKind, JobState, NewJob, NewRun, Owner, RunFilter, RunPage,
+    RunRecord, RunStore, StepLedger, StoreError,
 };
 use crate::adapters::{DispatchRequest, ProductAdapter, ReceiptRequest, ReviewState};
 use crate::audit::{AuditJournal, AuditRecord};
@@ -109,6 +109,9 @@ pub enum ActionError {
         /// The first connection (by name) whose binding changed.
         connection: String,
     },
+    /// `retry-same` or `reconcile` of a run whose payloads retention erased
+    /// (409 `run.payload-erased`, seed 000).
+    PayloadErased,
     /// The store failed.
     Store(StoreError),
 }
@@ -617,6 +620,9 @@ impl Engine {
         if action == Action::Cancel && run.status().is_terminal() {
             return Ok(run);
         }
+        if run.payload_erased {
+            return Err(ActionError::PayloadErased);
+        }
         if action == Action::RetrySame && self.holds().await?.restore {
             return Err(ActionError::ExecutionHeld);
         }
@@ -643,6 +649,23 @@ impl Engine {
             }
             Fed::Rejected(r) => Err(ActionError::Refused(r)),
         }
+    }
+
+    /// Retention (seed 000 "Erase ended payloads"): erases the payloads of
+    /// at most `limit` runs (1..=100) that ended before `before_unix`,
+    /// oldest ended first, never live or uncertain work
+    /// ([`RunStore::erase_payloads`]); stamped with this engine's clock.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn retain(&self, before_unix: i64, limit: u32) -> Result<Erasure, StoreError> {
+        let done = self
+            .store
+            .erase_payloads(before_unix, limit, self.clock.now_unix())
+            .await
+            .map_err(|e| self.seen(e))?;
+        tracing::info!(erased = done.erased, more = done.more, "retention");
+        Ok(done)
     }
 
     /// `POST /v1/review-completions`: brings the next read of this review

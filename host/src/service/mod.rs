@@ -22,8 +22,8 @@ pub use engine::{
     StartRequest,
 };
 pub use store::{
-    Admitted, Commit, Job, JobKind, JobState, MemoryRunStore, NewJob, NewRun, Owner, RunFilter,
-    RunPage, RunRecord, RunStore, StepLedger, StoreError,
+    Admitted, Commit, Erasure, Job, JobKind, JobState, MemoryRunStore, NewJob, NewRun, Owner,
+    RunFilter, RunPage, RunRecord, RunStore, StepLedger, StoreError,
 };
 
 /// The VM's run state names and effect states, re-exported for `server/`

@@ -71,6 +71,12 @@ pub struct RunRecord {
     /// runtime file had them at admission. Never changes afterwards.
     #[serde(default)]
     pub bindings: BTreeMap<String, String>,
+    /// Retention erased the run's payloads ([`RunStore::erase_payloads`]):
+    /// `state` is then [`erased_state`]'s skeleton (state name and
+    /// timestamps only), and the run can no longer be retried or reconciled
+    /// (seed 000 `run.payload-erased`).
+    #[serde(default)]
+    pub payload_erased: bool,
 }
 
 impl RunRecord {
@@ -251,6 +257,64 @@ pub struct Commit {
     pub jobs: Vec<NewJob>,
 }
 
+/// What one [`RunStore::erase_payloads`] call did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Erasure {
+    /// Runs whose payloads were erased by this call.
+    pub erased: u32,
+    /// Whether further runs qualify (call again).
+    pub more: bool,
+}
+
+/// Whether retention may erase this run's payloads: it has ended, is not
+/// held, holds no `unknown` effect and has no job left (seed 000 "Erase
+/// ended payloads": never live or uncertain work). Ended before the cutoff
+/// is checked apart.
+pub fn erasable(state: &RunState) -> bool {
+    state.status.is_terminal()
+        && state.status != RunStatus::Attention
+        && !state
+            .effects
+            .values()
+            .any(|e| *e == coordinator_vm::EffectState::Unknown)
+}
+
+/// What an erased run's state reads as: its state name and timestamps
+/// (Unix seconds, rendered RFC 3339), nothing else. No input, path, step
+/// outputs, effects, outcome, output or failure: those were payload. Both
+/// stores build it the same way, so an erased run reads the same from
+/// either.
+pub fn erased_state(
+    status: RunStatus,
+    admitted_unix: i64,
+    deadline_unix: i64,
+    now_unix: i64,
+    ended_unix: Option<i64>,
+) -> RunState {
+    use super::clock::unix_to_rfc3339;
+    RunState {
+        status,
+        input: Value::Null,
+        admitted_at: unix_to_rfc3339(admitted_unix),
+        deadline_at: unix_to_rfc3339(deadline_unix),
+        now: unix_to_rfc3339(now_unix),
+        elapsed_seconds: u64::try_from(now_unix.saturating_sub(admitted_unix)).unwrap_or(0),
+        path: Vec::new(),
+        outputs: BTreeMap::new(),
+        effects: BTreeMap::new(),
+        pending: None,
+        cancel: None,
+        outcome: None,
+        output: None,
+        failure: None,
+        ended_at: ended_unix.map(unix_to_rfc3339),
+    }
+}
+
+/// Largest `limit` of one [`RunStore::erase_payloads`] call (seed 000: at
+/// most 100 runs per call).
+pub const MAX_ERASE_LIMIT: u32 = 100;
+
 /// `list` filters (SPEC §8 `GET /v1/runs`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunFilter {
@@ -391,6 +455,24 @@ pub trait RunStore: Send + Sync {
     /// its Program after its workflow moved on.
     async fn definition(&self, revision: &str) -> Result<Option<Definition>, StoreError>;
 
+    /// Retention (seed 000 "Erase ended payloads"), one atomic step:
+    /// erases the payloads (sealed input, state, output; a job's prepared
+    /// command cannot remain, as an erasable run has no job) of at most
+    /// `limit` (clamped to 1..=[`MAX_ERASE_LIMIT`]) runs that ended before
+    /// `before_unix` and are [`erasable`], oldest ended first (then by
+    /// admission order), stamping them erased at `now_unix`. Keeps the run
+    /// row (id, workflow, revision, owner, state name, timestamps, start
+    /// identity, request digest) and every spent start and command
+    /// identity, so a repeated start key still finds its run. Returns how
+    /// many were erased and whether more qualify. An erased run is never
+    /// erased again.
+    async fn erase_payloads(
+        &self,
+        before_unix: i64,
+        limit: u32,
+        now_unix: i64,
+    ) -> Result<Erasure, StoreError>;
+
     /// Whether the store answers (for `/ready`).
     async fn ping(&self) -> Result<(), StoreError>;
 
@@ -518,6 +600,7 @@ impl RunStore for MemoryRunStore {
             ledger: BTreeMap::new(),
             version: 1,
             bindings: run.bindings,
+            payload_erased: false,
         };
         m.by_identity.insert(run.start_identity, run.id.clone());
         m.runs.insert(run.id.clone(), record.clone());
@@ -641,6 +724,12 @@ impl RunStore for MemoryRunStore {
         let mut m = self.lock()?;
         let version = match m.runs.get(&commit.run_id) {
             None => return Err(StoreError::NotFound),
+            Some(r) if r.payload_erased => {
+                return Err(StoreError::Refused {
+                    code: "run.payload-erased",
+                    message: format!("retention erased the payloads of run {}", r.id),
+                })
+            }
             Some(r) if r.version != commit.expected_version => return Err(StoreError::Conflict),
             Some(r) => r.version + 1,
         };
@@ -694,6 +783,48 @@ impl RunStore for MemoryRunStore {
 
     async fn definition(&self, revision: &str) -> Result<Option<Definition>, StoreError> {
         Ok(self.lock()?.definitions.get(revision).cloned())
+    }
+
+    async fn erase_payloads(
+        &self,
+        before_unix: i64,
+        limit: u32,
+        _now_unix: i64,
+    ) -> Result<Erasure, StoreError> {
+        use super::clock::rfc3339_to_unix;
+        let mut m = self.lock()?;
+        let limit = limit.clamp(1, MAX_ERASE_LIMIT) as usize;
+        let mut due: Vec<(i64, u64, String)> = m
+            .runs
+            .values()
+            .filter(|r| !r.payload_erased && erasable(&r.state))
+            .filter(|r| !m.jobs.values().any(|j| j.run_id == r.id))
+            .filter_map(|r| {
+                let ended = r.state.ended_at.as_deref().and_then(rfc3339_to_unix)?;
+                (ended < before_unix).then(|| (ended, r.sequence, r.id.clone()))
+            })
+            .collect();
+        due.sort_unstable();
+        let more = due.len() > limit;
+        due.truncate(limit);
+        for (_, _, id) in &due {
+            if let Some(r) = m.runs.get_mut(id) {
+                let unix = |t: &str| rfc3339_to_unix(t).unwrap_or(0);
+                r.state = erased_state(
+                    r.state.status,
+                    unix(&r.state.admitted_at),
+                    unix(&r.state.deadline_at),
+                    unix(&r.state.now),
+                    r.state.ended_at.as_deref().map(unix),
+                );
+                r.payload_erased = true;
+                r.version += 1;
+            }
+        }
+        Ok(Erasure {
+            erased: u32::try_from(due.len()).unwrap_or(u32::MAX),
+            more,
+        })
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
@@ -775,6 +906,12 @@ mod tests {
     async fn live_bindings_count_runs_that_have_not_ended() {
         let (s, fx) = fresh().await;
         conformance::live_bindings_count_runs_that_have_not_ended(&s, &fx).await;
+    }
+
+    #[tokio::test]
+    async fn retention_erases_only_ended_payloads() {
+        let (s, fx) = fresh().await;
+        conformance::retention_erases_only_ended_payloads(&s, &fx).await;
     }
 
     #[tokio::test]

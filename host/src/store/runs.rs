@@ -15,7 +15,11 @@
 //!   while the restore hold is in place.
 //! - `commit`: optimistic on the run's version; the completed job is
 //!   deleted only if the caller holds its lease; an ended run loses every
-//!   job.
+//!   job; an erased run is refused (`run.payload-erased`).
+//! - `erase_payloads` (retention): ended, unheld runs without an unknown
+//!   effect or a job, ended before the cutoff, oldest ended first,
+//!   `FOR UPDATE SKIP LOCKED`: sealed input, state and output set NULL, the
+//!   owner re-sealed under the active version, `payload_erased_at` stamped.
 //!
 //! Times are parameters (the engine's clock), never SQL `now()`: due times
 //! and leases are the caller's Unix seconds, and a run's `created_at`,
@@ -29,7 +33,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use coordinator_ir::Definition;
-use coordinator_vm::RunStatus;
+use coordinator_vm::{EffectState, RunState, RunStatus};
 use serde_json::Value;
 use sqlx::postgres::PgRow;
 use sqlx::{Connection, PgPool, Row};
@@ -45,8 +49,8 @@ use crate::secrets::{DeploymentKeys, SecretResolver};
 use crate::service::clock::rfc3339_to_unix;
 use crate::service::engine::Holds as EngineHolds;
 use crate::service::store::{
-    Admitted, Commit, Job, JobKind, JobState, Lease, NewJob, NewRun, Owner, RunFilter, RunPage,
-    RunRecord, RunStore, StepLedger, StoreError as PortError,
+    erased_state, Admitted, Commit, Erasure, Job, JobKind, JobState, Lease, NewJob, NewRun, Owner,
+    RunFilter, RunPage, RunRecord, RunStore, StepLedger, StoreError as PortError, MAX_ERASE_LIMIT,
 };
 
 /// How long `ping` waits for the database before `/ready` says 503.
@@ -108,7 +112,8 @@ fn tampered(what: impl std::fmt::Display) -> PortError {
 }
 
 const RUN_COLUMNS: &str = "run_id, seq, workflow, revision, start_identity, request_fingerprint, \
-     version, ledger::text AS ledger, bindings::text AS bindings, sealed_state, sealed_owner";
+     version, ledger::text AS ledger, bindings::text AS bindings, sealed_state, sealed_owner, \
+     state, created_at, deadline_at, updated_at, ended_at, payload_erased_at";
 
 const JOB_COLUMNS: &str = "job_id, run_id, kind, step, state, due_at, lease_owner, \
      lease_expires_at, detail::text AS detail, sealed_command";
@@ -344,8 +349,14 @@ impl Store {
         let id: String = row.try_get("run_id").map_err(pdb)?;
         let sealed_state: Option<Vec<u8>> = row.try_get("sealed_state").map_err(pdb)?;
         let sealed_owner: Option<Vec<u8>> = row.try_get("sealed_owner").map_err(pdb)?;
-        let (Some(sealed_state), Some(sealed_owner)) = (sealed_state, sealed_owner) else {
-            return Err(port(erased(&id)));
+        let erased_at: Option<OffsetDateTime> = row.try_get("payload_erased_at").map_err(pdb)?;
+        let Some(sealed_owner) = sealed_owner else {
+            return Err(tampered(format!("run {id} has no sealed owner")));
+        };
+        let state = match (sealed_state, erased_at) {
+            (_, Some(_)) => self.erased_state(row, &id)?,
+            (Some(sealed), None) => self.open_json(&id, "state", "", &sealed).map_err(port)?,
+            (None, None) => return Err(tampered(format!("run {id} has no sealed state"))),
         };
         let ledger: String = row.try_get("ledger").map_err(pdb)?;
         let ledger: BTreeMap<String, StepLedger> =
@@ -364,14 +375,33 @@ impl Store {
                 .map_err(port)?,
             start_identity: row.try_get("start_identity").map_err(pdb)?,
             request_digest: row.try_get("request_fingerprint").map_err(pdb)?,
-            state: self
-                .open_json(&id, "state", "", &sealed_state)
-                .map_err(port)?,
+            state,
             ledger,
             version: u64::try_from(version).unwrap_or(0),
             bindings,
+            payload_erased: erased_at.is_some(),
             id,
         })
+    }
+
+    /// An erased run's state, from its clear columns (state name and
+    /// timestamps): [`erased_state`].
+    fn erased_state(&self, row: &PgRow, id: &str) -> Result<RunState, PortError> {
+        let name: String = row.try_get("state").map_err(pdb)?;
+        let status: RunStatus = serde_json::from_value(Value::String(name))
+            .map_err(|e| tampered(format!("run {id} state: {e}")))?;
+        let unix = |column: &str| -> Result<i64, PortError> {
+            let t: OffsetDateTime = row.try_get(column).map_err(pdb)?;
+            Ok(t.unix_timestamp())
+        };
+        let ended: Option<OffsetDateTime> = row.try_get("ended_at").map_err(pdb)?;
+        Ok(erased_state(
+            status,
+            unix("created_at")?,
+            unix("deadline_at")?,
+            unix("updated_at")?,
+            ended.map(|t| t.unix_timestamp()),
+        ))
     }
 
     fn job(&self, row: &PgRow) -> Result<Job, PortError> {
@@ -499,10 +529,16 @@ impl Store {
                     Admitted::Conflict
                 }
             }
-            // A spent identity whose run is gone (erased) is never admitted again.
+            // A spent identity without its run row (retention keeps the row,
+            // so only a damaged database) is never admitted again.
             None => Admitted::Conflict,
         }))
     }
+}
+
+/// Whether a state holds an `unknown` effect (the `effect_unknown` column).
+fn effect_unknown(state: &RunState) -> bool {
+    state.effects.values().any(|e| *e == EffectState::Unknown)
 }
 
 fn erased(run_id: &str) -> StoreError {
@@ -575,9 +611,9 @@ impl RunStore for Store {
             "INSERT INTO {ns}.runs (run_id, workflow, revision, owner_ref, start_identity,
                 request_fingerprint, state, attention, ended, deadline_at, created_at, updated_at,
                 ended_at, key_version, input_key_version, sealed_input, sealed_state, sealed_output,
-                sealed_owner, bindings)
+                sealed_owner, bindings, effect_unknown)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14, $15, $16,
-                $17, $18, $19::jsonb)
+                $17, $18, $19::jsonb, $20)
              RETURNING seq"
         ))
         .bind(id)
@@ -604,6 +640,7 @@ impl RunStore for Store {
         )
         .bind(self.seal_json(id, "owner", "", &run.owner))
         .bind(serde_json::to_string(&run.bindings).unwrap_or_else(|_| "{}".into()))
+        .bind(effect_unknown(&run.state))
         .fetch_one(&mut *tx)
         .await
         .map_err(pdb)?
@@ -627,6 +664,7 @@ impl RunStore for Store {
             ledger: BTreeMap::new(),
             version: 1,
             bindings: run.bindings,
+            payload_erased: false,
         }))
     }
 
@@ -838,8 +876,10 @@ impl RunStore for Store {
         let updated = sqlx::query(&format!(
             "UPDATE {ns}.runs SET state = $3, attention = $4, ended = $5, version = version + 1,
                 updated_at = $6, ended_at = CASE WHEN $5 THEN COALESCE(ended_at, $7, $6) END,
-                key_version = $8, sealed_state = $9, sealed_output = $10, ledger = $11::jsonb
-              WHERE run_id = $1 AND version = $2 RETURNING version"
+                key_version = $8, sealed_state = $9, sealed_output = $10, ledger = $11::jsonb,
+                effect_unknown = $12
+              WHERE run_id = $1 AND version = $2 AND payload_erased_at IS NULL
+          RETURNING version"
         ))
         .bind(id)
         .bind(i64::try_from(c.expected_version).unwrap_or(-1))
@@ -857,20 +897,25 @@ impl RunStore for Store {
                 .map(|o| self.seal_json(id, "output", "", o)),
         )
         .bind(ledger)
+        .bind(effect_unknown(&c.state))
         .fetch_optional(&mut *tx)
         .await
         .map_err(pdb)?;
         let Some(updated) = updated else {
-            let exists = sqlx::query(&format!("SELECT 1 FROM {ns}.runs WHERE run_id = $1"))
-                .bind(id)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(pdb)?
-                .is_some();
-            return Err(if exists {
-                PortError::Conflict
-            } else {
-                PortError::NotFound
+            let erased_at: Option<Option<OffsetDateTime>> = sqlx::query(&format!(
+                "SELECT payload_erased_at FROM {ns}.runs WHERE run_id = $1"
+            ))
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(pdb)?
+            .map(|r| r.try_get(0))
+            .transpose()
+            .map_err(pdb)?;
+            return Err(match erased_at {
+                None => PortError::NotFound,
+                Some(Some(_)) => port(erased(id)),
+                Some(None) => PortError::Conflict,
             });
         };
         let version: i64 = updated.try_get(0).map_err(pdb)?;
@@ -975,6 +1020,70 @@ impl RunStore for Store {
     async fn live_bindings(&self) -> Result<Vec<LiveBinding>, PortError> {
         let mut conn = self.pool.acquire().await.map_err(pdb)?;
         live_bindings(&mut conn, &self.ns).await.map_err(port)
+    }
+
+    async fn erase_payloads(
+        &self,
+        before_unix: i64,
+        limit: u32,
+        now_unix: i64,
+    ) -> Result<Erasure, PortError> {
+        let ns = &self.ns;
+        // Ended, not held, no unknown effect, no job left, not yet erased.
+        let qualifies = format!(
+            "r.ended AND NOT r.attention AND NOT r.effect_unknown AND r.payload_erased_at IS NULL
+             AND r.ended_at IS NOT NULL AND r.ended_at < $1
+             AND NOT EXISTS (SELECT 1 FROM {ns}.jobs j WHERE j.run_id = r.run_id)"
+        );
+        let limit = i64::from(limit.clamp(1, MAX_ERASE_LIMIT));
+        let mut conn = self.pool.acquire().await.map_err(pdb)?;
+        let mut tx = conn.begin().await.map_err(pdb)?;
+        let rows = sqlx::query(&format!(
+            "SELECT r.run_id, r.sealed_owner FROM {ns}.runs r WHERE {qualifies}
+              ORDER BY r.ended_at, r.seq LIMIT $2 FOR UPDATE SKIP LOCKED"
+        ))
+        .bind(at(before_unix))
+        .bind(limit)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(pdb)?;
+        let active = self.keyring.active_version() as i32;
+        for row in &rows {
+            let id: String = row.try_get(0).map_err(pdb)?;
+            let sealed: Option<Vec<u8>> = row.try_get(1).map_err(pdb)?;
+            let sealed = sealed.ok_or_else(|| tampered(format!("run {id} has no sealed owner")))?;
+            // The owner stays (status and list answer its owner), re-sealed
+            // under the active version, so the version the run was admitted
+            // under holds nothing of it any more.
+            let owner: Owner = self.open_json(&id, "owner", "", &sealed).map_err(port)?;
+            sqlx::query(&format!(
+                "UPDATE {ns}.runs SET sealed_input = NULL, sealed_state = NULL,
+                    sealed_output = NULL, sealed_owner = $2, key_version = $3,
+                    input_key_version = $3, payload_erased_at = $4, version = version + 1
+                  WHERE run_id = $1"
+            ))
+            .bind(&id)
+            .bind(self.seal_json(&id, "owner", "", &owner))
+            .bind(active)
+            .bind(at(now_unix))
+            .execute(&mut *tx)
+            .await
+            .map_err(pdb)?;
+        }
+        let more: bool = sqlx::query(&format!(
+            "SELECT EXISTS (SELECT 1 FROM {ns}.runs r WHERE {qualifies})"
+        ))
+        .bind(at(before_unix))
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(pdb)?
+        .try_get(0)
+        .map_err(pdb)?;
+        tx.commit().await.map_err(pdb)?;
+        Ok(Erasure {
+            erased: u32::try_from(rows.len()).unwrap_or(u32::MAX),
+            more,
+        })
     }
 
     async fn ping(&self) -> Result<(), PortError> {

@@ -111,7 +111,14 @@ CREATE TABLE {ns}.runs (
     -- startup and apply refuse a runtime file that changes one while the
     -- run has not ended. No payload, no secret.
     bindings jsonb NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(bindings) = 'object'),
-    payload_erased_at timestamptz
+    -- Whether the state holds an `unknown` effect (retention never erases
+    -- such a run, and the state itself is sealed).
+    effect_unknown boolean NOT NULL DEFAULT false,
+    -- Set by retention (the engine's clock): sealed_input, sealed_state and
+    -- sealed_output are NULL from then on.
+    payload_erased_at timestamptz,
+    CHECK (payload_erased_at IS NULL OR (ended AND sealed_input IS NULL
+        AND sealed_state IS NULL AND sealed_output IS NULL))
 );
 CREATE INDEX runs_newest ON {ns}.runs (seq DESC);
 CREATE INDEX runs_owner_newest ON {ns}.runs (owner_ref, seq DESC);
@@ -120,6 +127,9 @@ CREATE INDEX runs_attention ON {ns}.runs (seq DESC) WHERE attention;
 CREATE INDEX runs_live_by_workflow ON {ns}.runs (workflow) WHERE NOT ended;
 CREATE INDEX runs_key_version ON {ns}.runs (key_version);
 CREATE INDEX runs_input_key_version ON {ns}.runs (input_key_version);
+-- Retention's candidates, oldest ended first.
+CREATE INDEX runs_retention ON {ns}.runs (ended_at, seq)
+    WHERE ended AND payload_erased_at IS NULL;
 
 -- The unit of work. Waits and timers are jobs with a due time. `kind` and
 -- `detail` say what to do (operation, connection, attempt, a timer's
@@ -202,6 +212,6 @@ mod tests {
             assert!(V4.contains(&format!("CREATE TABLE {{ns}}.{table} (")));
             assert!(RUNTIME_GRANTS.iter().any(|(t, _)| *t == table));
         }
-        assert_eq!(statements(V4).count(), 18);
+        assert_eq!(statements(V4).count(), 19);
     }
 }
