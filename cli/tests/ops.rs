@@ -159,6 +159,7 @@ impl Service {
                 engine: engine.clone(),
                 verifier: Arc::new(Verifier::new(&authentication, KeySource::Discovery)),
                 completions: Arc::new(Completions::default()),
+                events: Arc::default(),
             };
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let base = format!("http://{}", listener.local_addr().unwrap());

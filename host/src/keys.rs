@@ -288,6 +288,34 @@ impl AdmissionKey {
         )
     }
 
+    /// The start identity of an event start (SPEC §2.4, docs/service.md):
+    /// HMAC-SHA256 over the length-prefixed (`"event"`, the event source's
+    /// `source` URI, its `eventSources` name, workflow, trigger, the
+    /// trigger's idempotency value), lowercase hex (64 chars). The event
+    /// source takes the place of the token's `iss`/`sub`; the leading
+    /// `"event"` part and the part count keep it apart from every token
+    /// start identity.
+    pub fn event_start_identity(
+        &self,
+        source: &str,
+        source_name: &str,
+        workflow: &str,
+        trigger: &str,
+        idempotency: &str,
+    ) -> String {
+        hmac_hex(
+            &self.0,
+            &[
+                b"event",
+                source.as_bytes(),
+                source_name.as_bytes(),
+                workflow.as_bytes(),
+                trigger.as_bytes(),
+                idempotency.as_bytes(),
+            ],
+        )
+    }
+
     /// A run's owner reference: HMAC-SHA256 over the length-prefixed
     /// (`"owner"`, `iss`, `sub`), lowercase hex. Stored instead of the
     /// caller's identity; stable for the deployment's life (the admission
@@ -412,6 +440,15 @@ mod tests {
         assert_ne!(
             k.start_identity("ab", "c", "wf", "k"),
             k.start_identity("a", "bc", "wf", "k")
+        );
+        // An event start never shares a token start's identity, and each
+        // trigger admits its own run.
+        let e = k.event_start_identity("https://src", "src", "wf", "t", "key-1");
+        assert_eq!(e.len(), 64);
+        assert_ne!(e, k.start_identity("https://src", "src", "wf", "key-1"));
+        assert_ne!(
+            e,
+            k.event_start_identity("https://src", "src", "wf", "t2", "key-1")
         );
         let i = k.idempotency_key("db", &a, "notify");
         assert_ne!(i, k.idempotency_key("db", &a, "other"));

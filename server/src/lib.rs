@@ -9,6 +9,7 @@
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
 pub mod auth;
+pub mod events;
 pub mod metrics;
 pub mod ops;
 pub mod startup;
@@ -29,8 +30,8 @@ use axum::Router;
 use coordinator_api as api;
 use coordinator_host::audit::AuditRecord;
 use coordinator_host::service::{
-    Action, ActionError, AdmitError, EffectState, Engine, Principal, RunFilter, RunRecord,
-    RunStatus, StartRequest, StoreError,
+    Action, ActionError, AdmitError, EffectState, Engine, EventOrigin, Principal, RunFilter,
+    RunRecord, RunStatus, StartRequest, StoreError,
 };
 use serde::Deserialize;
 
@@ -90,6 +91,8 @@ pub struct AppState {
     pub verifier: Arc<Verifier>,
     /// Review-completion credentials.
     pub completions: Arc<Completions>,
+    /// The event sources and their signing keys (`POST /v1/events/...`).
+    pub events: Arc<events::EventSources>,
 }
 
 /// An error answer: an RFC 9457 problem document.
@@ -183,6 +186,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/runs/{run}", get(status))
         .route("/v1/runs/{run}/inspect", get(inspect))
         .route("/v1/runs/{run}/{action}", post(recover))
+        .route("/v1/events/{workflow}/{trigger}", post(event_start))
         .route("/v1/review-completions", post(review_completion))
         .route("/v1/doctor", get(ops::doctor))
         .route("/v1/restore-hold", post(ops::restore_hold))
@@ -368,7 +372,19 @@ async fn start(
         revision: request.revision,
         input: request.input,
     };
-    match s.engine.admit(&who, start, &key).await {
+    let result = s.engine.admit(&who, start, &key).await;
+    admitted(&s, result, ops::principal_value(&who), None).await
+}
+
+/// Answers an admission: 201 for a new run, 200 for a repeat (each audited
+/// as `run.admit` first), or the refusal's problem.
+async fn admitted(
+    s: &AppState,
+    result: Result<(bool, RunRecord), AdmitError>,
+    principal: String,
+    trigger: Option<String>,
+) -> Result<Response, ApiError> {
+    match result {
         Ok((created, run)) => {
             let (id, start_identity, workflow, revision) = (
                 run.id.clone(),
@@ -376,14 +392,18 @@ async fn start(
                 run.workflow.clone(),
                 run.revision.clone(),
             );
-            let principal = ops::principal_value(&who);
             ops::audited(&s.engine, move |k| {
-                AuditRecord::new("run.admit", if created { "created" } else { "existing" })
-                    .reference(k, "run", &id)
-                    .reference(k, "principal", &principal)
-                    .reference(k, "start-identity", &start_identity)
-                    .fact("workflow", workflow)
-                    .fact("revision", revision)
+                let record =
+                    AuditRecord::new("run.admit", if created { "created" } else { "existing" })
+                        .reference(k, "run", &id)
+                        .reference(k, "principal", &principal)
+                        .reference(k, "start-identity", &start_identity)
+                        .fact("workflow", workflow)
+                        .fact("revision", revision);
+                match trigger {
+                    Some(t) => record.fact("trigger", t),
+                    None => record,
+                }
             })
             .await?;
             Ok(json(
@@ -400,6 +420,27 @@ async fn start(
             "workflow.not-found",
             "No package serves this workflow",
         )),
+        Err(AdmitError::UnknownTrigger) => Err(ApiError::new(
+            404,
+            "trigger.not-found",
+            "The workflow's active revision has no such trigger",
+        )),
+        Err(AdmitError::EventSourceMismatch) => Err(ApiError::new(
+            422,
+            "event.source-mismatch",
+            "The event's source is not the trigger's event source",
+        )),
+        Err(AdmitError::EventTypeMismatch) => Err(ApiError::new(
+            422,
+            "event.type-mismatch",
+            "The event's type is not the trigger's eventType",
+        )),
+        Err(AdmitError::EventRefused(m)) => Err(ApiError::new(
+            422,
+            "event.data-invalid",
+            "The trigger cannot start a run from this event",
+        )
+        .detail(m)),
         Err(AdmitError::RevisionNotActive { active }) => Err(ApiError::new(
             409,
             "revision.not-active",
@@ -427,6 +468,70 @@ async fn start(
         }
         Err(AdmitError::Store(e)) => Err(ApiError::store(&e)),
     }
+}
+
+/// `POST /v1/events/{workflow}/{trigger}` (SPEC §2.4; docs/service.md
+/// "Event starts"). No bearer token: the `registry-signature` header under
+/// the trigger's event source key authenticates. Order: 413 for a body over
+/// 64 KiB; 404 for a workflow or trigger the active revisions lack; 401 for
+/// a missing, malformed, wrong or stale signature; 400 for a body that is
+/// not a strict-JSON CloudEvent; then the admission's answers.
+async fn event_start(
+    State(s): State<AppState>,
+    Path((workflow, trigger)): Path<(String, String)>,
+    headers: HeaderMap,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let bytes = body(bytes)?;
+    let Some(info) = s.engine.trigger(&workflow, &trigger) else {
+        return Err(if s.engine.active_revisions().contains_key(&workflow) {
+            ApiError::new(
+                404,
+                "trigger.not-found",
+                "The workflow's active revision has no such trigger",
+            )
+        } else {
+            ApiError::new(404, "workflow.not-found", "No package serves this workflow")
+        });
+    };
+    let Some(source) = s.events.source(&info.source) else {
+        // The runtime check refuses a trigger whose event source is not
+        // configured, so this is not reached in a started service.
+        tracing::error!(
+            code = "deployment.refused",
+            workflow,
+            trigger,
+            "a trigger's event source has no key"
+        );
+        return Err(ApiError::refused());
+    };
+    let origin = EventOrigin {
+        name: info.source.clone(),
+        source: source.to_owned(),
+    };
+    let header = headers
+        .get(events::SIGNATURE_HEADER)
+        .and_then(|v| v.to_str().ok());
+    if let Err(e) = s
+        .events
+        .verify(&origin.name, header, &bytes, s.engine.now_unix())
+    {
+        tracing::info!(
+            code = "authentication.refused",
+            reason = e.detail(),
+            "event signature refused"
+        );
+        return Err(ApiError::refused().detail(e.detail()));
+    }
+    let event: serde_json::Value = strict::from_slice(&bytes).map_err(ApiError::bad_request)?;
+    events::check_event(&event).map_err(ApiError::bad_request)?;
+    let result = s
+        .engine
+        .admit_event(&origin, &workflow, &trigger, &event)
+        .await;
+    let owner = origin.owner();
+    let principal = format!("{}\u{0}{}", owner.iss, owner.sub);
+    admitted(&s, result, principal, Some(trigger)).await
 }
 
 #[derive(Deserialize)]

@@ -27,13 +27,14 @@ use std::time::Duration;
 use clap::Parser;
 use coordinator::auth::Verifier;
 use coordinator::startup::{self, BindingStartup};
+use coordinator::events::EventSources;
 use coordinator::{AppState, Completions, SHUTDOWN_GRACE};
 use coordinator_host::adapters::token::{check_signing_key, ProviderSecrets};
 use coordinator_host::adapters::{HttpAdapter, SecretSource};
 use coordinator_host::audit::AuditJournal;
 use coordinator_host::runtime::config::Connection;
 use coordinator_host::runtime::{check_runtime_file, Mode};
-use coordinator_host::secrets::{load_keys, SecretResolver};
+use coordinator_host::secrets::{load_keys, SecretError, SecretResolver};
 use coordinator_host::service::{Engine, EngineConfig, SystemClock};
 use coordinator_host::store::{ErrorKind, Store, StoreError};
 
@@ -75,6 +76,15 @@ fn refuse_store(e: &StoreError) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// A key file that is missing or unsafe is a deployment fault, not an
+/// unreachable database: `deployment.refused` with the secret's code as
+/// `reason`, never `store-unavailable`.
+fn refuse_secret(e: SecretError) -> ExitCode {
+    let e = StoreError::from(e);
+    tracing::error!(code = "deployment.refused", reason = e.code, next = %e.next, "{}", e.message);
+    ExitCode::from(1)
 }
 
 /// Connections' longest request timeout, in whole seconds (at least 1).
@@ -134,14 +144,28 @@ async fn main() -> ExitCode {
     let resolver = SecretResolver::new(&config.secret_providers);
     let keys = match load_keys(&resolver, &deployment) {
         Ok(k) => k,
-        // A key file that is missing or unsafe is a deployment fault, not an
-        // unreachable database: never `store-unavailable`.
-        Err(e) => {
-            let e = StoreError::from(e);
-            tracing::error!(code = "deployment.refused", reason = e.code, next = %e.next, "{}", e.message);
-            return ExitCode::from(1);
-        }
+        Err(e) => return refuse_secret(e),
     };
+    // Each event source's signing key, read once (SPEC §2.4). A missing,
+    // unsafe or short key refuses startup like every key file; an event
+    // source whose URI is the token issuer would let a token caller own
+    // the runs its events start, so it is refused too.
+    let mut event_sources = EventSources::default();
+    for (name, es) in &config.event_sources {
+        if es.source == deployment.authentication.issuer {
+            return refuse(
+                "deployment.refused",
+                &format!("event source `{name}`: its source URI is the token issuer's; runs it starts would belong to a token caller"),
+            );
+        }
+        let key = match resolver.resolve(&es.signing_key_ref) {
+            Ok(k) => k,
+            Err(e) => return refuse_secret(e),
+        };
+        if let Err(e) = event_sources.add(name, &es.source, key.bytes().to_vec()) {
+            return refuse("deployment.refused", &e.to_string());
+        }
+    }
     let store = match Store::open(&config, &resolver, &keys, &checked.packages, 16).await {
         Ok(s) => Arc::new(s),
         Err(e) => return refuse_store(&e),
@@ -248,6 +272,7 @@ async fn main() -> ExitCode {
         engine: engine.clone(),
         verifier: Arc::new(Verifier::new(&deployment.authentication, source)),
         completions: Arc::new(completions),
+        events: Arc::new(event_sources),
     };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let metrics = match &deployment.metrics_listener {

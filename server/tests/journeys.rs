@@ -17,11 +17,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use coordinator::events::sign;
 use coordinator_fakes::{FakeCasework, Reply};
 use serde_json::{json, Value};
 use support::{
     free_port, rfc3339, unix_now, urls, Cluster, Coordinator, Deployment, Example, BINDING,
-    COMPLETION_TOKEN,
+    COMPLETION_TOKEN, EVENT_KEY,
 };
 
 #[tokio::test]
@@ -570,4 +571,100 @@ async fn startup_refuses_a_changed_binding_unless_recovery_only() {
     assert_eq!(status["state"], "running", "{status}");
     drop(c);
     d.cleanup().await;
+}
+
+/// A signed event through the built binary on PostgreSQL: the run is
+/// admitted once (a repeat is the same run), owned by the event source
+/// (the producer's token does not see it), and finishes; a bad signature
+/// is 401.
+#[tokio::test]
+async fn a_signed_event_starts_a_run_through_the_binary() {
+    let Some(urls) = urls("a_signed_event_starts_a_run_through_the_binary") else {
+        return;
+    };
+    let d = Deployment::of(Example::event_follow_up(), urls, 2_000).await;
+    d.record("app-e");
+    let c = d.spawn().await;
+    let body = json!({
+        "specversion": "1.0",
+        "id": "evt-journey-1",
+        "source": "https://breg.example.org/applications",
+        "type": "breg.record.created/v1",
+        "time": rfc3339(unix_now()),
+        "data": {"recordId": "app-e"},
+    })
+    .to_string();
+    let url = format!("{}/v1/events/event-follow-up/application-submitted", c.base);
+    let post = |signature: String| {
+        d.http
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("registry-signature", signature)
+            .body(body.clone())
+            .send()
+    };
+    let r = post(sign(&EVENT_KEY, unix_now(), body.as_bytes()))
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let first = json_of(r).await;
+    let r = post(sign(&EVENT_KEY, unix_now(), body.as_bytes()))
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let again = json_of(r).await;
+    assert_eq!(again["run"], first["run"]);
+    let r = post(sign(&[1; 32], unix_now(), body.as_bytes()))
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    let run = first["run"].as_str().unwrap().to_owned();
+    let v = d
+        .wait_state(&c, &run, "finished", Duration::from_secs(30))
+        .await;
+    assert_eq!(v["outcome"], "read", "{v}");
+    let r = d
+        .http
+        .get(format!("{}/v1/runs/{run}", c.base))
+        .bearer_auth(d.token(support::PRODUCER))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 404, "a token caller never sees it");
+    drop(c);
+    d.cleanup().await;
+}
+
+/// A missing, group-readable or short event source key refuses startup
+/// with `deployment.refused` (exit 1), like every key file.
+#[tokio::test]
+async fn event_source_key_faults_refuse_startup() {
+    let Some(urls) = urls("event_source_key_faults_refuse_startup") else {
+        return;
+    };
+    use std::os::unix::fs::PermissionsExt;
+    let d = Deployment::of(Example::event_follow_up(), urls, 2_000).await;
+    let key = d.secrets.join("breg-applications-signing-key");
+    let faults: [(&str, &dyn Fn()); 3] = [
+        ("group-readable", &|| {
+            std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o640)).unwrap()
+        }),
+        ("short", &|| {
+            support::write_secret(&d.secrets, "breg-applications-signing-key", &[6; 31])
+        }),
+        ("missing", &|| std::fs::remove_file(&key).unwrap()),
+    ];
+    for (what, fault) in faults {
+        support::write_secret(&d.secrets, "breg-applications-signing-key", &EVENT_KEY);
+        fault();
+        let (code, log) = d.spawn_refused();
+        assert_eq!(code, Some(1), "{what}: {log}");
+        assert!(log.contains("deployment.refused"), "{what}: {log}");
+        assert!(!log.contains("store-unavailable"), "{what}: {log}");
+    }
+    d.cleanup().await;
+}
+
+async fn json_of(r: reqwest::Response) -> Value {
+    serde_json::from_str(&r.text().await.unwrap()).unwrap()
 }

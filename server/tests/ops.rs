@@ -162,6 +162,7 @@ impl Env {
             engine: engine.clone(),
             verifier: Arc::new(Verifier::new(&authentication, KeySource::Discovery)),
             completions: Arc::new(Completions::default()),
+            events: Arc::default(),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());

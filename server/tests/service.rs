@@ -192,6 +192,7 @@ impl Env {
             engine: self.engine.clone(),
             verifier: Arc::new(Verifier::new(&authentication, KeySource::Discovery)),
             completions: Arc::new(completions),
+            events: Arc::default(),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         self.base = format!("http://{}", listener.local_addr().unwrap());

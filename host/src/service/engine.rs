@@ -51,6 +51,39 @@ impl Principal {
     }
 }
 
+/// A trusted event producer: one `eventSources` entry of runtime.yaml
+/// (SPEC §2.4), the authenticated party of `POST /v1/events/...` once its
+/// signature verified.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventOrigin {
+    /// The `eventSources` name (what a trigger's `source` names).
+    pub name: String,
+    /// Its `source` URI, which every event it signs must carry as `source`.
+    pub source: String,
+}
+
+impl EventOrigin {
+    /// The owner of the runs its events start (docs/service.md): `iss` is
+    /// the source URI and `sub` the `eventSources` name. No token caller
+    /// has this owner (`coordinator` refuses to start when the token issuer
+    /// equals an event source URI), so only operators see these runs.
+    pub fn owner(&self) -> Owner {
+        Owner {
+            iss: self.source.clone(),
+            sub: self.name.clone(),
+        }
+    }
+}
+
+/// What an active Program's trigger expects of an event (SPEC §2.4).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TriggerInfo {
+    /// The `eventSources` entry whose key signs its events.
+    pub source: String,
+    /// The CloudEvents `type` it accepts.
+    pub event_type: String,
+}
+
 /// A start request (`POST /v1/runs` body, SPEC §8).
 #[derive(Clone, Debug, PartialEq)]
 pub struct StartRequest {
@@ -82,6 +115,17 @@ pub enum AdmitError {
     RecoveryOnly,
     /// The admission hold is in place (409 `admission.held`).
     AdmissionHeld,
+    /// Event starts: the workflow's active Program has no such trigger.
+    UnknownTrigger,
+    /// Event starts: the event's `source` is not its event source's URI.
+    EventSourceMismatch,
+    /// Event starts: the event's `type` is not the trigger's `eventType`.
+    EventTypeMismatch,
+    /// Event starts: the trigger's mappings fail on the event (a member they
+    /// read is missing, the idempotency value is not a non-empty string),
+    /// or the input schema refuses what they made. The message names no
+    /// value.
+    EventRefused(String),
     /// The store failed.
     Store(StoreError),
 }
@@ -469,7 +513,13 @@ impl Engine {
         idempotency_key: &str,
     ) -> Result<(bool, RunRecord), AdmitError> {
         let result = self.admit_run(principal, request, idempotency_key).await;
-        let outcome = match &result {
+        self.count_admission(&result);
+        result
+    }
+
+    /// Counts an admission's outcome (`coordinator_admissions_total`).
+    fn count_admission(&self, result: &Result<(bool, RunRecord), AdmitError>) {
+        let outcome = match result {
             Ok((true, _)) => "created",
             Ok((false, _)) => "existing",
             Err(AdmitError::KeyReused) => "key-reused",
@@ -478,7 +528,6 @@ impl Engine {
             Err(_) => "refused",
         };
         self.counters.add("admissions", outcome);
-        result
     }
 
     async fn admit_run(
@@ -487,12 +536,7 @@ impl Engine {
         request: StartRequest,
         idempotency_key: &str,
     ) -> Result<(bool, RunRecord), AdmitError> {
-        if self.config.recovery_only {
-            return Err(AdmitError::RecoveryOnly);
-        }
-        if self.holds().await?.admission {
-            return Err(AdmitError::AdmissionHeld);
-        }
+        self.admission_open().await?;
         let active = self
             .active
             .get(&request.workflow)
@@ -509,21 +553,54 @@ impl Engine {
             &request.workflow,
             idempotency_key,
         );
-        let request_digest = self.admission_key.request_fingerprint(
-            &request.revision,
-            &coordinator_ir::canonical::to_vec(&request.input),
-        );
+        self.admit_prepared(
+            &vm,
+            principal.owner(),
+            start_identity,
+            request.workflow,
+            request.revision,
+            request.input,
+        )
+        .await
+    }
+
+    /// Refuses under `--recovery-only` and while the admission hold is in
+    /// place.
+    async fn admission_open(&self) -> Result<(), AdmitError> {
+        if self.config.recovery_only {
+            return Err(AdmitError::RecoveryOnly);
+        }
+        if self.holds().await?.admission {
+            return Err(AdmitError::AdmissionHeld);
+        }
+        Ok(())
+    }
+
+    /// Checks the input with the VM and stores the run with its first jobs
+    /// under `start_identity` (one store step).
+    async fn admit_prepared(
+        &self,
+        vm: &Vm,
+        owner: Owner,
+        start_identity: String,
+        workflow: String,
+        revision: String,
+        input: Value,
+    ) -> Result<(bool, RunRecord), AdmitError> {
+        let request_digest = self
+            .admission_key
+            .request_fingerprint(&revision, &coordinator_ir::canonical::to_vec(&input));
         let now = self.clock.now_unix();
         let resumed = vm
-            .admit(request.input, &unix_to_rfc3339(now))
+            .admit(input, &unix_to_rfc3339(now))
             .map_err(|r| AdmitError::InputRefused(r.message))?;
-        let jobs = self.jobs_for(&vm, &start_identity, &resumed.commands, now, false);
+        let jobs = self.jobs_for(vm, &start_identity, &resumed.commands, now, false);
         let bindings = binding::binding_digests(&self.connections, &vm.program().connections);
         let run = NewRun {
             id: uuid::Uuid::new_v4().to_string(),
-            workflow: request.workflow,
-            revision: request.revision,
-            owner: principal.owner(),
+            workflow,
+            revision,
+            owner,
             start_identity,
             request_digest,
             state: resumed.state,
@@ -543,6 +620,115 @@ impl Engine {
             Admitted::RevisionNotActive { active: None } => Err(AdmitError::UnknownWorkflow),
             Admitted::AdmissionHeld => Err(AdmitError::AdmissionHeld),
         }
+    }
+
+    /// The trigger `trigger` of `workflow`'s active Program, or `None` when
+    /// no package serves the workflow or its Program has no such trigger.
+    pub fn trigger(&self, workflow: &str, trigger: &str) -> Option<TriggerInfo> {
+        let vm = self.cached(self.active.get(workflow)?)?;
+        vm.program()
+            .triggers
+            .iter()
+            .find(|t| t.name == trigger)
+            .map(|t| TriggerInfo {
+                source: t.source.clone(),
+                event_type: t.event_type.clone(),
+            })
+    }
+
+    /// The engine clock's current instant, Unix seconds (the event
+    /// signature's clock-skew check uses it, so a manual clock drives it).
+    pub fn now_unix(&self) -> i64 {
+        self.clock.now_unix()
+    }
+
+    /// Admits a run from a verified event (SPEC §2.4 `POST
+    /// /v1/events/{workflow}/{trigger}`): the event's `source` must be
+    /// `origin`'s URI and its `type` the trigger's `eventType`; the
+    /// trigger's mappings give the idempotency value and the input; the run
+    /// is admitted under the active revision with `origin` as its owner and
+    /// the start identity [`AdmissionKey::event_start_identity`]. Returns
+    /// `(created, run)`: `false` for a repeat with the same idempotency
+    /// value and the same input. Counted as an admission.
+    ///
+    /// # Errors
+    /// See [`AdmitError`] (the `Event*` and `UnknownTrigger` variants are
+    /// this route's).
+    pub async fn admit_event(
+        &self,
+        origin: &EventOrigin,
+        workflow: &str,
+        trigger: &str,
+        event: &Value,
+    ) -> Result<(bool, RunRecord), AdmitError> {
+        let result = self.admit_event_run(origin, workflow, trigger, event).await;
+        self.count_admission(&result);
+        result
+    }
+
+    async fn admit_event_run(
+        &self,
+        origin: &EventOrigin,
+        workflow: &str,
+        trigger: &str,
+        event: &Value,
+    ) -> Result<(bool, RunRecord), AdmitError> {
+        self.admission_open().await?;
+        let revision = self
+            .active
+            .get(workflow)
+            .ok_or(AdmitError::UnknownWorkflow)?;
+        let vm = self.cached(revision).ok_or(AdmitError::UnknownWorkflow)?;
+        let t = vm
+            .program()
+            .triggers
+            .iter()
+            .find(|t| t.name == trigger)
+            .ok_or(AdmitError::UnknownTrigger)?;
+        if t.source != origin.name
+            || event.get("source").and_then(Value::as_str) != Some(origin.source.as_str())
+        {
+            return Err(AdmitError::EventSourceMismatch);
+        }
+        if event.get("type").and_then(Value::as_str) != Some(t.event_type.as_str()) {
+            return Err(AdmitError::EventTypeMismatch);
+        }
+        // A missing member is named by its path; any other VM message may
+        // quote event values, so it is not passed on.
+        let start = vm.trigger_start(trigger, event).map_err(|r| {
+            AdmitError::EventRefused(if r.message.starts_with("the event has no member at") {
+                r.message
+            } else {
+                "the trigger's mappings cannot be evaluated on this event (the idempotency value must be a string)".into()
+            })
+        })?;
+        if start.idempotency.is_empty() {
+            return Err(AdmitError::EventRefused(
+                "the trigger's idempotency value is empty".into(),
+            ));
+        }
+        let start_identity = self.admission_key.event_start_identity(
+            &origin.source,
+            &origin.name,
+            workflow,
+            trigger,
+            &start.idempotency,
+        );
+        self.admit_prepared(
+            &vm,
+            origin.owner(),
+            start_identity,
+            workflow.to_owned(),
+            revision.clone(),
+            start.input,
+        )
+        .await
+        .map_err(|e| match e {
+            AdmitError::InputRefused(m) => {
+                AdmitError::EventRefused(format!("the input schema refuses the mapped input: {m}"))
+            }
+            other => other,
+        })
     }
 
     /// The run with this id.

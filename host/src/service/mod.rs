@@ -18,8 +18,8 @@ pub mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::{
-    Action, ActionError, AdmitError, Engine, EngineConfig, EngineError, InspectedStep, Principal,
-    StartRequest,
+    Action, ActionError, AdmitError, Engine, EngineConfig, EngineError, EventOrigin, InspectedStep,
+    Principal, StartRequest, TriggerInfo,
 };
 pub use store::{
     Admitted, Commit, Erasure, Job, JobKind, JobState, MemoryRunStore, NewJob, NewRun, Owner,

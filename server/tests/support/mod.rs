@@ -32,6 +32,8 @@ pub const REVIEW_WORKFLOW: &str = "reviewed-notice";
 pub const BINDING: &str = "coordinator-v1";
 /// The bearer token Casework presents on `/v1/review-completions`.
 pub const COMPLETION_TOKEN: &str = "completion-token-for-journeys";
+/// The signing key of every event source (`<name>-signing-key`).
+pub const EVENT_KEY: [u8; 32] = [6; 32];
 
 /// A connection of an example, bound to one of the fakes.
 #[derive(Clone, Debug)]
@@ -56,6 +58,8 @@ pub struct Example {
     pub connections: Vec<(String, Conn)>,
     /// Replaces every `timeoutSeconds` of workflow.yaml before compiling.
     pub timeout_seconds: Option<u64>,
+    /// `eventSources` entries: name and `source` URI (key: [`EVENT_KEY`]).
+    pub event_sources: Vec<(String, String)>,
 }
 
 impl Example {
@@ -74,6 +78,7 @@ impl Example {
                 ("notices".into(), Conn::Messaging),
             ],
             timeout_seconds: None,
+            event_sources: Vec::new(),
         }
     }
 
@@ -93,6 +98,27 @@ impl Example {
                 ("notices".into(), Conn::Messaging),
             ],
             timeout_seconds: None,
+            event_sources: Vec::new(),
+        }
+    }
+
+    /// `event-follow-up` (server/tests/fixtures): started by a signed
+    /// event of `breg-applications`; `applications` (Breg).
+    pub fn event_follow_up() -> Example {
+        Example {
+            name: "../server/tests/fixtures/event-follow-up".into(),
+            workflow: "event-follow-up".into(),
+            connections: vec![(
+                "applications".into(),
+                Conn::Breg {
+                    profile: "follow-up-reader".into(),
+                },
+            )],
+            timeout_seconds: None,
+            event_sources: vec![(
+                "breg-applications".into(),
+                "https://breg.example.org/applications".into(),
+            )],
         }
     }
 
@@ -291,6 +317,9 @@ impl Deployment {
         for f in [messaging.fake(), breg.fake(), casework.fake()] {
             f.require_bearer(check.clone());
         }
+        for (name, _) in &example.event_sources {
+            write_secret(&secrets, &format!("{name}-signing-key"), &EVENT_KEY);
+        }
         write_secret(&secrets, "state-key-1", &[1; 32]);
         write_secret(&secrets, "admission-key", &[3; 32]);
         write_secret(&secrets, "audit-key", &[4; 32]);
@@ -359,7 +388,7 @@ database:
   migrationUrlRef: secret:file/migration-database-url
 observation:
   minimumIntervalSeconds: 30
-connections:
+{event_sources}connections:
 {connections}deployment:
   databaseId: {db}
   runtimeRole: {role}
@@ -390,6 +419,7 @@ connections:
             ns = self.ns,
             secrets = self.secrets.display(),
             connections = self.connections_yaml(),
+            event_sources = self.event_sources_yaml(),
             workflow = self.example.workflow,
             db = self.database_id,
             role = self.runtime_role(),
@@ -399,6 +429,20 @@ connections:
         let path = self.dir.path().join(format!("runtime-{port}.yaml"));
         std::fs::write(&path, yaml).unwrap();
         path
+    }
+
+    /// The `eventSources:` block of the example (empty when it has none).
+    fn event_sources_yaml(&self) -> String {
+        if self.example.event_sources.is_empty() {
+            return String::new();
+        }
+        let mut out = "eventSources:\n".to_owned();
+        for (name, uri) in &self.example.event_sources {
+            out.push_str(&format!(
+                "  {name}:\n    source: \"{uri}\"\n    signingKeyRef: secret:file/{name}-signing-key\n"
+            ));
+        }
+        out
     }
 
     /// The `connections:` entries of the example, bound to the fakes.
@@ -442,6 +486,33 @@ connections:
         coordinator_host::store::apply(&config, &resolver, &[], &journal)
             .await
             .expect("apply");
+    }
+
+    /// Runs the built binary expecting it to refuse to start; its exit code
+    /// and stderr (it must exit within 30 s).
+    pub fn spawn_refused(&self) -> (Option<i32>, String) {
+        let file = self.runtime_file(free_port());
+        let mut child = Command::new(env!("CARGO_BIN_EXE_coordinator"))
+            .arg("--runtime-config")
+            .arg(&file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                let mut err = String::new();
+                std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+                return (status.code(), err);
+            }
+            if start.elapsed() > Duration::from_secs(30) {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("coordinator did not refuse to start within 30 s");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// Spawns the built binary and waits until `/ready` answers 200.
