@@ -26,8 +26,8 @@ use std::time::Duration;
 
 use clap::Parser;
 use coordinator::auth::Verifier;
-use coordinator::startup::{self, BindingStartup};
 use coordinator::events::EventSources;
+use coordinator::startup::{self, BindingStartup};
 use coordinator::{AppState, Completions, SHUTDOWN_GRACE};
 use coordinator_host::adapters::token::{check_signing_key, ProviderSecrets};
 use coordinator_host::adapters::{HttpAdapter, SecretSource};

@@ -917,3 +917,46 @@ async fn a_hanging_call_holds_up_one_worker_lane_not_the_others() {
     let _ = stop.send(true);
     worker.abort();
 }
+
+/// A lane holding a product answer through a store outage keeps its job:
+/// when its lease ran out meanwhile, another lane of the same process that
+/// leases the job again leaves it to the holder instead of taking the
+/// attempt for an interrupted one (which would make the effect `unknown`).
+#[tokio::test]
+async fn a_lane_holding_an_answer_through_an_outage_keeps_its_job() {
+    let env = Env::new().await;
+    env.casework.fake().script(
+        "/v1/review-requests",
+        [Reply::Delay(Duration::from_millis(300))],
+    );
+    let (_, run) = env
+        .start(PRODUCER, "k-held", "reviewed-notice", review_input())
+        .await;
+    let id = run["run"].as_str().unwrap().to_owned();
+
+    let engine = env.engine.clone();
+    let holder = tokio::spawn(async move { engine.tick().await });
+    let sent = || env.casework.fake().requests_to("/v1/review-requests").len();
+    for _ in 0..300 {
+        if sent() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(sent(), 1);
+    // The store goes away while the answer is on its way; the holder waits
+    // for it, and its lease runs out.
+    env.store.set_unavailable(true);
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    env.clock.advance(611);
+    env.store.set_unavailable(false);
+    // Another lane leases the job again before the holder retries.
+    env.engine.tick().await.unwrap();
+    holder.await.unwrap().unwrap();
+
+    let (_, inspection) = env.get(PRODUCER, &format!("/v1/runs/{id}/inspect")).await;
+    assert_eq!(inspection["status"]["state"], "running", "{inspection}");
+    assert_eq!(effect(&inspection, "submit-review"), "accepted");
+    env.idle().await;
+    assert_eq!(sent(), 1, "the mutation was sent once");
+}

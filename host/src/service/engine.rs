@@ -260,6 +260,26 @@ pub struct Engine {
     config: EngineConfig,
     counters: Counters,
     audit: Option<(Arc<AuditJournal>, AuditKey)>,
+    /// Jobs a worker lane of this process is carrying out. The lanes share
+    /// one lease owner, so a job whose lease ran out while its lane waited
+    /// for the store (holding a product answer) can be leased again by
+    /// another lane; that lane must leave it to the holder instead of
+    /// taking it for an interrupted attempt.
+    in_flight: std::sync::Mutex<std::collections::BTreeSet<u64>>,
+}
+
+/// Removes a job from [`Engine`]'s in-flight set when its lane is done.
+struct InFlight<'a> {
+    set: &'a std::sync::Mutex<std::collections::BTreeSet<u64>>,
+    job: u64,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut set) = self.set.lock() {
+            set.remove(&self.job);
+        }
+    }
 }
 
 /// Why an engine could not be built.
@@ -333,6 +353,7 @@ impl Engine {
             config,
             counters: Counters::default(),
             audit: None,
+            in_flight: std::sync::Mutex::new(std::collections::BTreeSet::new()),
         })
     }
 
@@ -912,12 +933,29 @@ impl Engine {
         Ok(n)
     }
 
+    /// Marks job `id` in flight in this process; `None` when a lane
+    /// already carries it out.
+    fn hold(&self, id: u64) -> Option<InFlight<'_>> {
+        let inserted = self.in_flight.lock().ok()?.insert(id);
+        // (The guard is gone before an `InFlight` exists: its drop locks.)
+        inserted.then(|| InFlight {
+            set: &self.in_flight,
+            job: id,
+        })
+    }
+
     /// Carries out one leased job, unless too little of its lease is left
     /// to start it safely (then it is given back). A store outage before
     /// the request left is waited out while the lease holds; other failures
     /// are logged and the lease left to expire.
     async fn carry_out(&self, job: Job, lease_until: i64) {
         let id = job.id;
+        // Another lane of this process holds the job (its lease ran out
+        // while it waited for the store): leave it to that lane. The new
+        // lease just taken only extends the holder's.
+        let Some(_held) = self.hold(id) else {
+            return;
+        };
         if self
             .clock
             .now_unix()
