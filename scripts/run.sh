@@ -270,8 +270,8 @@ echo "\$ coordinatorctl doctor --url $base --token-file $token"
 echo
 echo "stopping coordinator and the sandbox"
 stop_all
-tail -n 1 "$logs/sandbox.log"
+grep -e '^messaging: ' -e '^coordinator-sandbox: stopping' "$logs/sandbox.log" || true
 echo "work directory: $work"
 echo "runtime file:   $runtime"
 echo "logs:           $logs (coordinator.log, sandbox.log, postgres-start.log, package.txt)"
-echo "PostgreSQL 17 keeps running for the next run; stop it with: $root/scripts/postgres.sh stop ${pg_args[*]}"
+echo "PostgreSQL 17 keeps running for the next run; stop it with: $root/scripts/postgres.sh stop${pg_args[*]:+ ${pg_args[*]}}"

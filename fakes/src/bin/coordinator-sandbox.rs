@@ -62,8 +62,10 @@ const TOKEN_LIFETIME_SECONDS: u64 = 3600;
 /// How often the caller tokens are re-minted.
 const REMINT_EVERY: Duration = Duration::from_secs(1800);
 /// The starter's connections: name and key type.
-const CONNECTIONS: [(&str, KeyKind); 2] =
-    [("applications", KeyKind::Es256), ("notices", KeyKind::EdDsa)];
+const CONNECTIONS: [(&str, KeyKind); 2] = [
+    ("applications", KeyKind::Es256),
+    ("notices", KeyKind::EdDsa),
+];
 
 const USAGE: &str = "usage: coordinator-sandbox DIR\n\n\
 Local trial stand-ins (NOT for production): a fake OIDC issuer, BReg and\n\
@@ -114,7 +116,9 @@ async fn run(dir: &Path) -> Result<(), String> {
         .map_err(|e| format!("cannot create {}: {e}", secrets.display()))?;
 
     let started = |what: &str, e: std::io::Error| format!("cannot start the fake {what}: {e}");
-    let issuer = FakeIssuer::start().await.map_err(|e| started("issuer", e))?;
+    let issuer = FakeIssuer::start()
+        .await
+        .map_err(|e| started("issuer", e))?;
     let breg = FakeBreg::start().await.map_err(|e| started("BReg", e))?;
     let messaging = FakeMessaging::start()
         .await
