@@ -1,17 +1,277 @@
 #!/usr/bin/env bash
-# The main job on a fresh machine: builds coordinatorctl, creates the starter
-# project in a scratch directory, and runs the author's journey of seed 004
-# (test, explain, check, package). Pass a directory to keep the results.
+# The main job on a fresh machine (README "Two commands"), on an embedded
+# default:
+#
+#  1. builds coordinatorctl, coordinator and coordinator-sandbox (one cargo
+#     invocation, release), creates the starter project in a scratch
+#     directory and runs the author's journey of seed 004 (init, test,
+#     explain, check, package);
+#  2. serves it: starts (or reuses) a local throw-away PostgreSQL 17
+#     (scripts/postgres.sh start) and coordinator-sandbox (local stand-ins for
+#     the issuer, BReg and Messaging; a trial aid, not for production),
+#     writes the keys and database URL secrets (owner-only), completes the
+#     starter's runtime.yaml with a `deployment` section, runs check, plan,
+#     apply and deployment-status, starts coordinator, starts one run with
+#     curl and follows it with `coordinatorctl status` until it finishes,
+#     then prints `inspect` and `doctor`;
+#  3. stops coordinator and the sandbox (also on failure or Ctrl-C) and says
+#     where the work directory, runtime file and logs are. PostgreSQL keeps
+#     running for the next time (scripts/postgres.sh stop ends it).
+#
+#   scripts/run.sh [DIR]     DIR keeps the results (default: a new scratch
+#                            directory); its follow-up*, sandbox, runtime.yaml,
+#                            audit and logs entries are replaced.
+#
+# COORDINATOR_RUN_PG_PORT=N  use scripts/postgres.sh --port N (default 54317).
+# With COORDINATOR_TEST_DATABASE_URL, _MIGRATION_URL and _RUNTIME_URL set,
+# that PostgreSQL 17 is used instead (docs/testing-postgres.md). Each run
+# applies a new namespace (coordinator_follow_up_<random>) and database id.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 work="${1:-$(mktemp -d)}"
-cargo build --release --quiet --manifest-path "$root/Cargo.toml" -p coordinatorctl
-ctl="$root/target/release/coordinatorctl"
+mkdir -p "$work"
+work="$(cd "$work" && pwd)"
+
+die() {
+  printf 'run.sh: error: %s\n' "$*" >&2
+  exit 1
+}
+trap 'printf "run.sh: error: line %s: \"%s\" failed\n" "$LINENO" "$BASH_COMMAND" >&2' ERR
+case "$work" in
+  *[\"\\\'$'\n']*) die "the work directory '$work' holds a quote, backslash or newline; choose a plainer path" ;;
+esac
+
+cargo build --release --quiet --manifest-path "$root/Cargo.toml" \
+  -p coordinatorctl -p coordinator -p coordinator-fakes
+target="$(cd "${CARGO_TARGET_DIR:-$root/target}" && pwd)"
+ctl="$target/release/coordinatorctl"
+coordinator="$target/release/coordinator"
+sandbox="$target/release/coordinator-sandbox"
 cd "$work"
-rm -rf follow-up follow-up-package
+rm -rf follow-up follow-up-package sandbox runtime.yaml audit logs
+mkdir -m 0700 logs
 "$ctl" init --directory follow-up
 "$ctl" test --project follow-up
 "$ctl" explain --project follow-up
 "$ctl" check --project follow-up --runtime-config follow-up/runtime.yaml
-"$ctl" package --project follow-up --output follow-up-package
+"$ctl" package --project follow-up --output follow-up-package | tee logs/package.txt
+
+# ------------------------------------------------------------------ serve
+logs="$work/logs"
+runtime="$work/runtime.yaml"
+sandbox_pid=""
+coordinator_pid=""
+
+# Stops what this script started: coordinator (SIGTERM, then SIGKILL after
+# 20 s), then the sandbox.
+stop_all() {
+  if [ -n "$coordinator_pid" ] && kill -0 "$coordinator_pid" 2>/dev/null; then
+    kill -TERM "$coordinator_pid" 2>/dev/null || true
+    for _ in $(seq 1 80); do
+      kill -0 "$coordinator_pid" 2>/dev/null || break
+      sleep 0.25
+    done
+    kill -KILL "$coordinator_pid" 2>/dev/null || true
+  fi
+  [ -z "$coordinator_pid" ] || wait "$coordinator_pid" 2>/dev/null || true
+  if [ -n "$sandbox_pid" ] && kill -0 "$sandbox_pid" 2>/dev/null; then
+    kill -TERM "$sandbox_pid" 2>/dev/null || true
+  fi
+  [ -z "$sandbox_pid" ] || wait "$sandbox_pid" 2>/dev/null || true
+  coordinator_pid=""
+  sandbox_pid=""
+}
+
+# On any exit: stop everything; on failure, show the logs' tails.
+cleanup() {
+  local rc=$?
+  trap - ERR
+  set +e
+  stop_all
+  if [ "$rc" -ne 0 ]; then
+    for f in "$logs/coordinator.log" "$logs/sandbox.log"; do
+      if [ -s "$f" ]; then
+        printf '\n--- last 20 lines of %s ---\n' "$f" >&2
+        tail -n 20 "$f" >&2
+      fi
+    done
+    printf '\nrun.sh: failed (exit %s); work directory: %s, logs: %s\n' "$rc" "$work" "$logs" >&2
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+echo
+echo "== serving the starter: local PostgreSQL 17, sandbox stand-ins, coordinator =="
+
+# 1. PostgreSQL 17 (started, or reused when it already runs).
+pg_args=()
+if [ -n "${COORDINATOR_RUN_PG_PORT:-}" ]; then pg_args=(--port "$COORDINATOR_RUN_PG_PORT"); fi
+pg_env="$("$root/scripts/postgres.sh" start "${pg_args[@]}" 2>"$logs/postgres-start.log")" \
+  || die "scripts/postgres.sh start failed; see $logs/postgres-start.log and docs/testing-postgres.md"
+eval "$pg_env"
+if [ -z "${COORDINATOR_TEST_RUNTIME_URL:-}" ] || [ -z "${COORDINATOR_TEST_MIGRATION_URL:-}" ]; then
+  die "scripts/postgres.sh start printed no COORDINATOR_TEST_RUNTIME_URL / _MIGRATION_URL"
+fi
+role="${COORDINATOR_TEST_RUNTIME_URL#*://}"
+role="${role%%@*}"
+role="${role%%:*}"
+echo "postgresql: ${COORDINATOR_TEST_RUNTIME_URL##*@} (runtime role $role)"
+
+# 2. Stand-ins for the issuer and the products.
+"$sandbox" "$work/sandbox" >"$logs/sandbox.log" 2>&1 &
+sandbox_pid=$!
+for _ in $(seq 1 120); do
+  [ -f "$work/sandbox/sandbox.env" ] && break
+  kill -0 "$sandbox_pid" 2>/dev/null || die "coordinator-sandbox exited before it was ready; see $logs/sandbox.log"
+  sleep 0.25
+done
+[ -f "$work/sandbox/sandbox.env" ] || die "coordinator-sandbox was not ready within 30 s; see $logs/sandbox.log"
+# shellcheck disable=SC1091
+. "$work/sandbox/sandbox.env"
+echo "sandbox: issuer $SANDBOX_ISSUER, breg $SANDBOX_BREG_URL, messaging $SANDBOX_MESSAGING_URL (pid $sandbox_pid)"
+
+# 3. Keys, database URL secrets, the completed runtime file.
+secrets="$SANDBOX_SECRETS"
+(
+  umask 077
+  for key in state-key-1 admission-key audit-key; do
+    head -c 32 /dev/urandom >"$secrets/$key"
+  done
+  printf '%s' "$COORDINATOR_TEST_RUNTIME_URL" >"$secrets/runtime-database-url"
+  printf '%s' "$COORDINATOR_TEST_MIGRATION_URL" >"$secrets/migration-database-url"
+  mkdir -p "$work/audit"
+) || die "cannot write the secret files under $secrets"
+for key in state-key-1 admission-key audit-key; do
+  [ "$(wc -c <"$secrets/$key")" -eq 32 ] || die "$secrets/$key is not 32 bytes"
+done
+
+digest="$(sed -n 's/^package digest: //p' logs/package.txt)"
+[[ "$digest" =~ ^sha256:[0-9a-f]{64}$ ]] || die "no package digest in coordinatorctl package's output ($logs/package.txt)"
+revision="$(grep -o '"revision": *"sha256:[0-9a-f]\{64\}"' follow-up-package/definition.json | head -n 1 | grep -o 'sha256:[0-9a-f]*' || true)"
+[ -n "$revision" ] || die "no workflow revision in follow-up-package/definition.json"
+suffix="$(head -c 4 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+namespace="coordinator_follow_up_$suffix"
+
+sed -e "s|^namespace: .*|namespace: $namespace|" \
+    -e "s|root: /run/registry-coordinator/secrets|root: \"$secrets\"|" \
+    -e "s|https://breg.example.org|$SANDBOX_BREG_URL|" \
+    -e "s|https://messaging.example.org|$SANDBOX_MESSAGING_URL|" \
+    -e "s|https://login.example.org/oauth/token|$SANDBOX_TOKEN_ENDPOINT|" \
+    follow-up/runtime.yaml >"$runtime"
+if grep -q 'example\.org\|/run/registry-coordinator' "$runtime"; then
+  die "the starter's runtime.yaml has an endpoint run.sh does not know; update scripts/run.sh ($runtime)"
+fi
+cat >>"$runtime" <<EOF
+# Completed by scripts/run.sh for a local trial: PostgreSQL from
+# scripts/postgres.sh, issuer and products from coordinator-sandbox.
+deployment:
+  databaseId: run-sh-$suffix
+  runtimeRole: $role
+  packages:
+  - root: "$work/follow-up-package"
+    expectedDigest: "$digest"
+  listener:
+    bind: 127.0.0.1:$SANDBOX_LISTENER_PORT
+    tlsTermination: operator-controlled-upstream
+  metricsListener:
+    bind: 127.0.0.1:$SANDBOX_METRICS_PORT
+  authentication:
+    issuer: $SANDBOX_ISSUER
+    audience: $SANDBOX_AUDIENCE
+    policies:
+      $SANDBOX_PRODUCER_CLIENT:
+        workflows: [follow-up]
+        actions: [start, status, inspect]
+      $SANDBOX_OPERATOR_CLIENT:
+        actions: [status, inspect, cancel, retry-same, reconcile, doctor]
+        operator: true
+  auditFile: "$work/audit/audit.jsonl"
+  auditKeyRef: secret:file/audit-key
+  stateKeys:
+    "1":
+      keyRef: secret:file/state-key-1
+  activeStateKey: 1
+  admissionKeyRef: secret:file/admission-key
+EOF
+echo "runtime file: $runtime (namespace $namespace)"
+
+# 4. Check, plan, apply, deployment-status.
+for command in check plan apply deployment-status; do
+  echo "\$ coordinatorctl --runtime-config runtime.yaml $command"
+  rc=0
+  "$ctl" --runtime-config "$runtime" "$command" || rc=$?
+  [ "$rc" -eq 0 ] || die "coordinatorctl $command refused (exit $rc); see the diagnostics above and $runtime"
+done
+
+# 5. Serve, start one run, follow it.
+base="http://127.0.0.1:$SANDBOX_LISTENER_PORT"
+RUST_LOG="${RUST_LOG:-info,sqlx=warn}" "$coordinator" --runtime-config "$runtime" >"$logs/coordinator.log" 2>&1 &
+coordinator_pid=$!
+ready=""
+for _ in $(seq 1 240); do
+  kill -0 "$coordinator_pid" 2>/dev/null || die "coordinator exited before it was ready; see $logs/coordinator.log"
+  if ready="$(curl -fsS --max-time 2 "$base/ready" 2>/dev/null)"; then break; fi
+  ready=""
+  sleep 0.25
+done
+[ -n "$ready" ] || die "coordinator did not answer /ready within 60 s; see $logs/coordinator.log"
+echo "coordinator: $base (pid $coordinator_pid), /ready: $ready"
+
+# The bearer token goes to curl in a header file, never on a command line.
+header="$work/sandbox/producer-authorization"
+(umask 077 && printf 'Authorization: Bearer %s\n' "$(<"$SANDBOX_PRODUCER_TOKEN_FILE")" >"$header")
+send_after="$(date -u -d '+5 seconds' +%Y-%m-%dT%H:%M:%SZ)"
+body="{\"workflow\":\"follow-up\",\"revision\":\"$revision\",\"input\":{\"applicationId\":\"$SANDBOX_APPLICATION_ID\",\"sendAfter\":\"$send_after\"}}"
+echo "\$ curl -X POST $base/v1/runs (applicationId $SANDBOX_APPLICATION_ID, sendAfter $send_after)"
+status="$(curl -sS --max-time 10 -o "$logs/start-response.json" -w '%{http_code}' \
+  -X POST "$base/v1/runs" -H @"$header" -H 'Content-Type: application/json' \
+  -H "Idempotency-Key: run-sh-$suffix" --data "$body")" \
+  || die "POST /v1/runs failed to connect; see $logs/coordinator.log"
+cat "$logs/start-response.json"
+echo
+[ "$status" = 201 ] || [ "$status" = 200 ] || die "POST /v1/runs answered $status (above)"
+run="$(sed -n 's/.*"run" *: *"\([^"]*\)".*/\1/p' "$logs/start-response.json")"
+[ -n "$run" ] || die "no run id in the answer to POST /v1/runs"
+
+token="$SANDBOX_OPERATOR_TOKEN_FILE"
+echo "\$ coordinatorctl status --run $run --url $base --token-file $token   (until finished)"
+state=""
+last=""
+for _ in $(seq 1 90); do
+  rc=0
+  out="$("$ctl" status --run "$run" --url "$base" --token-file "$token" 2>&1)" || rc=$?
+  [ "$rc" -eq 0 ] || die "coordinatorctl status failed (exit $rc): $out"
+  state="$(printf '%s\n' "$out" | sed -n 's/^state: //p')"
+  if [ "$state" != "$last" ]; then
+    echo "  $(date -u +%H:%M:%S) state: $state"
+    last="$state"
+  fi
+  case "$state" in
+    finished) break ;;
+    running) ;;
+    *)
+      "$ctl" inspect --run "$run" --url "$base" --token-file "$token" || true
+      die "run $run is $state, not finished (inspect above)"
+      ;;
+  esac
+  sleep 1
+done
+[ "$state" = finished ] || die "run $run is still $state after 90 s"
+printf '%s\n' "$out"
+echo "\$ coordinatorctl inspect --run $run --url $base --token-file $token"
+"$ctl" inspect --run "$run" --url "$base" --token-file "$token" || die "coordinatorctl inspect failed"
+echo "\$ coordinatorctl doctor --url $base --token-file $token"
+"$ctl" doctor --url "$base" --token-file "$token" || die "coordinatorctl doctor failed"
+
+# 6. Stop, and say where everything is.
+echo
+echo "stopping coordinator and the sandbox"
+stop_all
+grep -e '^messaging: ' -e '^coordinator-sandbox: stopping' "$logs/sandbox.log" || true
 echo "work directory: $work"
+echo "runtime file:   $runtime"
+echo "logs:           $logs (coordinator.log, sandbox.log, postgres-start.log, package.txt)"
+echo "PostgreSQL 17 keeps running for the next run; stop it with: $root/scripts/postgres.sh stop${pg_args[*]:+ ${pg_args[*]}}"
