@@ -5,6 +5,9 @@
 //! documents ([`Problem`]) with `Content-Type: application/problem+json` and a
 //! stable `code` (seed 000, "Codes you see").
 
+pub mod openapi;
+
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -17,7 +20,7 @@ pub const DEFAULT_LIST_LIMIT: u32 = 20;
 pub const MAX_LIST_LIMIT: u32 = 100;
 
 /// `POST /v1/runs` body; the `Idempotency-Key` header carries the key.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct StartRun {
     /// The workflow name.
@@ -29,7 +32,7 @@ pub struct StartRun {
 }
 
 /// A run's status (`GET /v1/runs/{run}`, and the answer to a start).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunStatus {
     /// The run id.
@@ -59,7 +62,7 @@ pub struct RunStatus {
 }
 
 /// `GET /v1/runs` answer.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunList {
     /// Newest first.
@@ -70,7 +73,7 @@ pub struct RunList {
 
 /// `GET /v1/runs/{run}/inspect` answer: steps, effects and waits, never
 /// inputs, product responses or prepared commands.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Inspection {
     pub status: RunStatus,
@@ -79,7 +82,7 @@ pub struct Inspection {
 }
 
 /// One visited step in an [`Inspection`].
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InspectedStep {
     pub name: String,
@@ -96,7 +99,7 @@ pub struct InspectedStep {
 }
 
 /// `POST /v1/runs/{run}/cancel|retry-same|reconcile` body.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Recovery {
     /// An investigation reference holding no personal data.
@@ -104,7 +107,7 @@ pub struct Recovery {
 }
 
 /// An RFC 9457 problem document.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Problem {
     /// A URI reference naming the problem type (`about:blank` by default).
@@ -135,14 +138,14 @@ impl Problem {
 }
 
 /// `GET /ready` answer.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Ready {
     /// The store answered.
     pub ready: bool,
 }
 
 /// `GET /v1/doctor` answer (operator only; seed 000 "Apply and start").
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Doctor {
     /// The service verified its packages and serves at least one workflow.
@@ -157,7 +160,7 @@ pub struct Doctor {
 }
 
 /// The `state` member of [`Doctor`].
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DoctorState {
     /// An audit journal is attached: audited actions are recorded.
@@ -176,7 +179,7 @@ pub struct DoctorState {
 
 /// The deployment-wide holds (seed 000 "Restore from a backup"): the answer
 /// of every hold route and the `holds` member of [`Doctor`].
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Holds {
     /// The restore hold: no dispatch, `retry-same` refused (`execution.held`).
@@ -188,7 +191,7 @@ pub struct Holds {
 }
 
 /// `POST /v1/restore-hold` and `POST /v1/release-restore-hold` body.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HoldReason {
     /// An investigation reference holding no personal data.
@@ -197,7 +200,7 @@ pub struct HoldReason {
 
 /// `POST /v1/complete-execution-recovery` body: audited operator
 /// statements, not proof.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ExecutionRecovery {
     /// The investigation reference, holding no personal data.
@@ -211,7 +214,7 @@ pub struct ExecutionRecovery {
 }
 
 /// `POST /v1/release-admission-hold` body: audited operator statements.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AdmissionRecovery {
     /// The investigation reference, holding no personal data.
@@ -225,7 +228,7 @@ pub struct AdmissionRecovery {
 }
 
 /// `POST /v1/retention` body (`coordinatorctl retain`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Retention {
     /// Erase the payloads of runs that ended before this RFC 3339 instant.
@@ -241,7 +244,7 @@ pub const MAX_RETENTION_LIMIT: u32 = 100;
 pub const DEFAULT_RETENTION_LIMIT: u32 = MAX_RETENTION_LIMIT;
 
 /// `POST /v1/retention` answer.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Retained {
     /// Runs whose payloads this call erased (0..=`limit`).
@@ -250,6 +253,16 @@ pub struct Retained {
     pub more: bool,
     /// The cutoff as given.
     pub before: String,
+}
+
+/// `POST /v1/review-completions` body (SPEC §6, Casework completion
+/// events): names the review request whose next read is brought forward.
+/// It carries no result: the result is always read from Casework.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReviewCompletion {
+    /// The Casework review request id the run submitted.
+    pub review_request_id: String,
 }
 
 #[cfg(test)]

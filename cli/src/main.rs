@@ -58,6 +58,8 @@ enum Command {
     Types(commands::types::TypesArgs),
     /// Print the JSON Schema of a file format.
     Schema(commands::schema::SchemaArgs),
+    /// Print the OpenAPI 3.1 document of the service's HTTP API.
+    Openapi,
     /// Show what `apply` would do to each workflow (runtime credential only).
     Plan(commands::deploy::PlanArgs),
     /// Migrate, grant the runtime role and record the active packages (the
@@ -83,6 +85,7 @@ fn main() -> ExitCode {
         Command::Package(args) => commands::package::run(args),
         Command::Types(args) => commands::types::run(args),
         Command::Schema(args) => commands::schema::run(args),
+        Command::Openapi => commands::openapi::run(),
         Command::Plan(a) => deploy(
             Which::Plan,
             &cli.runtime_config,

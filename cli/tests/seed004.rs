@@ -262,3 +262,23 @@ fn committed_schemas_validate_every_example() {
     }
     assert!(checked >= 6, "only {checked} files checked");
 }
+
+#[test]
+fn committed_openapi_document_matches_the_generated_one() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = ctl(&root, &["openapi"]);
+    assert!(out.status.success());
+    let path = root.join("docs/openapi.json");
+    if std::env::var_os("UPDATE_SCHEMAS").is_some() {
+        std::fs::write(&path, &out.stdout).expect("write openapi.json");
+    }
+    let committed = std::fs::read(&path).expect("docs/openapi.json exists");
+    assert_eq!(
+        text(&committed),
+        text(&out.stdout),
+        "docs/openapi.json: run with UPDATE_SCHEMAS=1"
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(doc["openapi"], "3.1.0");
+    assert!(doc["paths"]["/v1/runs"]["post"]["requestBody"].is_object());
+}

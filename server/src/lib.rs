@@ -734,12 +734,6 @@ async fn recover(
     }
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct CompletionEvent {
-    review_request_id: String,
-}
-
 async fn review_completion(
     State(s): State<AppState>,
     headers: HeaderMap,
@@ -754,7 +748,7 @@ async fn review_completion(
         return Err(ApiError::refused());
     }
     let bytes = body(bytes)?;
-    let event: CompletionEvent = strict::from_slice(&bytes).map_err(ApiError::bad_request)?;
+    let event: api::ReviewCompletion = strict::from_slice(&bytes).map_err(ApiError::bad_request)?;
     let moved = s
         .engine
         .bring_forward(&event.review_request_id)

@@ -960,3 +960,33 @@ async fn a_lane_holding_an_answer_through_an_outage_keeps_its_job() {
     env.idle().await;
     assert_eq!(sent(), 1, "the mutation was sent once");
 }
+
+/// Every operation the OpenAPI document lists is routed: without
+/// credentials each answers something other than `route.not-found` or 405,
+/// and a path it does not list is `route.not-found`.
+#[tokio::test]
+async fn every_operation_in_the_openapi_document_is_routed() {
+    let env = Env::new().await;
+    for (method, path) in coordinator_api::openapi::routes() {
+        let concrete = path
+            .replace("{run}", "no-such-run")
+            .replace("{workflow}", "follow-up")
+            .replace("{trigger}", "no-such-trigger");
+        let method = match method {
+            "get" => reqwest::Method::GET,
+            "post" => reqwest::Method::POST,
+            other => panic!("unexpected method {other}"),
+        };
+        let body = (method == reqwest::Method::POST).then(|| "{}".to_owned());
+        let (s, _, problem) = env.send(method.clone(), &concrete, None, None, body).await;
+        assert_ne!(s, 405, "{method} {path}");
+        assert_ne!(problem["code"], "route.not-found", "{method} {path}");
+    }
+    let (s, _, problem) = env
+        .send(reqwest::Method::GET, "/v1/not-listed", None, None, None)
+        .await;
+    assert_eq!(
+        (s, problem["code"].clone()),
+        (404, json!("route.not-found"))
+    );
+}

@@ -1,0 +1,405 @@
+//! The OpenAPI 3.1 document of the coordinator HTTP API (SPEC §8),
+//! generated from the request and response types of this crate, so the
+//! document cannot drift from what the server reads and writes.
+//! `coordinatorctl openapi` prints it; `docs/openapi.json` keeps a copy that
+//! a test holds equal, and the server's tests check that every path and
+//! method it lists is routed.
+//!
+//! Schemas are JSON Schema draft 2020-12 (OpenAPI 3.1's dialect) under
+//! `#/components/schemas`. Error answers are RFC 9457 problem documents
+//! (`application/problem+json`, [`Problem`]) whose `code` members are
+//! listed in docs/service.md and seed 000 ("Codes you see").
+
+use schemars::generate::SchemaSettings;
+use schemars::{JsonSchema, SchemaGenerator};
+use serde_json::{json, Map, Value};
+
+use crate::{
+    AdmissionRecovery, Doctor, ExecutionRecovery, HoldReason, Holds, Inspection, Problem, Ready,
+    Recovery, Retained, Retention, ReviewCompletion, RunList, RunStatus, StartRun,
+};
+
+/// The OpenAPI version the document declares.
+pub const OPENAPI_VERSION: &str = "3.1.0";
+
+/// How a route authenticates its caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Security {
+    /// None (`/ready`, `/health`).
+    None,
+    /// An RFC 9068 access token as a bearer token (callers and operators).
+    Caller,
+    /// The Casework completion credential: a bearer token plus the
+    /// `registry-recipient-binding` header.
+    Completion,
+    /// The `registry-signature` HMAC header of an event source (SPEC §2.4).
+    EventSignature,
+}
+
+/// One routed operation: what the server answers at `method path`.
+#[derive(Clone, Debug)]
+pub struct Operation {
+    /// `get` or `post`.
+    pub method: &'static str,
+    /// The path template, e.g. `/v1/runs/{run}`.
+    pub path: &'static str,
+    /// A unique, stable id.
+    pub id: &'static str,
+    /// One line for people.
+    pub summary: &'static str,
+    /// How the caller authenticates.
+    pub security: Security,
+    /// The request body's schema, when the route takes one.
+    request: Option<Value>,
+    /// Success statuses and their body schemas.
+    success: Vec<(u16, &'static str, Value)>,
+    /// Statuses answered with a problem document.
+    problems: &'static [u16],
+    /// Parameters (path, query, header), as OpenAPI objects.
+    parameters: Vec<Value>,
+}
+
+fn path_param(name: &str, description: &str) -> Value {
+    json!({"name": name, "in": "path", "required": true, "description": description,
+           "schema": {"type": "string"}})
+}
+
+fn query_param(name: &str, description: &str, schema: Value) -> Value {
+    json!({"name": name, "in": "query", "required": false, "description": description,
+           "schema": schema})
+}
+
+fn header_param(name: &str, description: &str, required: bool) -> Value {
+    json!({"name": name, "in": "header", "required": required, "description": description,
+           "schema": {"type": "string"}})
+}
+
+/// The CloudEvents-shaped body of `POST /v1/events/{workflow}/{trigger}`
+/// (SPEC §2.4). The server reads it with its own strict checks; other
+/// CloudEvents members are kept.
+fn cloud_event_schema() -> Value {
+    json!({
+        "type": "object",
+        "description": "A CloudEvents-shaped event (SPEC §2.4); signed with HMAC-SHA256 under the event source's key: header `registry-signature: t=<unix seconds>,v1=<hex>` over `<t>.<raw body>`, at most 300 s from the service's clock.",
+        "required": ["id", "source", "type"],
+        "properties": {
+            "id": {"type": "string", "minLength": 1, "description": "The event id (the default idempotency value)."},
+            "source": {"type": "string", "description": "Must equal the `source` URI of the trigger's eventSources entry."},
+            "type": {"type": "string", "description": "Must equal the trigger's `eventType`."},
+            "time": {"type": "string", "format": "date-time"},
+            "data": {"description": "Read by the trigger's mappings."}
+        }
+    })
+}
+
+/// Every operation the service routes, in the order of SPEC §8's table.
+/// `generator` collects the component schemas.
+pub fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
+    fn of<T: JsonSchema>(g: &mut SchemaGenerator) -> Value {
+        g.subschema_for::<T>().to_value()
+    }
+    let status = of::<RunStatus>(generator);
+    let holds = of::<Holds>(generator);
+    let ready = of::<Ready>(generator);
+    let run = path_param("run", "The run id.");
+    let recovery = |action: &'static str,
+                    id: &'static str,
+                    summary: &'static str,
+                    g: &mut SchemaGenerator| Operation {
+        method: "post",
+        path: action,
+        id,
+        summary,
+        security: Security::Caller,
+        request: Some(of::<Recovery>(g)),
+        success: vec![(200, "The run after the action.", status.clone())],
+        problems: &[400, 401, 403, 404, 409, 413, 503],
+        parameters: vec![run.clone()],
+    };
+    let hold =
+        |path: &'static str, id: &'static str, summary: &'static str, request: Value| Operation {
+            method: "post",
+            path,
+            id,
+            summary,
+            security: Security::Caller,
+            request: Some(request),
+            success: vec![(200, "The holds after the action.", holds.clone())],
+            problems: &[400, 401, 403, 409, 413, 503],
+            parameters: vec![],
+        };
+    vec![
+        Operation {
+            method: "get",
+            path: "/ready",
+            id: "ready",
+            summary: "Readiness: 503 while the store is unavailable.",
+            security: Security::None,
+            request: None,
+            success: vec![
+                (200, "The store answered.", ready.clone()),
+                (503, "The store did not answer.", ready),
+            ],
+            problems: &[],
+            parameters: vec![],
+        },
+        Operation {
+            method: "get",
+            path: "/health",
+            id: "health",
+            summary: "Liveness.",
+            security: Security::None,
+            request: None,
+            success: vec![(
+                200,
+                "The process is up.",
+                json!({"type": "object", "properties": {"live": {"type": "boolean"}}, "required": ["live"]}),
+            )],
+            problems: &[],
+            parameters: vec![],
+        },
+        Operation {
+            method: "post",
+            path: "/v1/runs",
+            id: "startRun",
+            summary: "Start a run of a workflow's active revision (action `start`).",
+            security: Security::Caller,
+            request: Some(of::<StartRun>(generator)),
+            success: vec![
+                (201, "A new run.", status.clone()),
+                (200, "The run this key, revision and input already started.", status.clone()),
+            ],
+            problems: &[400, 401, 403, 404, 409, 413, 503],
+            parameters: vec![header_param(
+                "Idempotency-Key",
+                "1 to 255 visible ASCII characters; the same key with the same revision and input returns the same run.",
+                true,
+            )],
+        },
+        Operation {
+            method: "get",
+            path: "/v1/runs",
+            id: "listRuns",
+            summary: "List runs, newest first (action `status`; non-operators see their own).",
+            security: Security::Caller,
+            request: None,
+            success: vec![(200, "A page of runs.", of::<RunList>(generator))],
+            problems: &[400, 401, 403, 503],
+            parameters: vec![
+                query_param("workflow", "Only this workflow.", json!({"type": "string"})),
+                query_param("state", "Only runs in this state.", json!({"type": "string"})),
+                query_param("attention", "Only runs that do (or do not) need an operator.", json!({"type": "boolean"})),
+                query_param("limit", "Page size (default 20).", json!({"type": "integer", "minimum": 1, "maximum": 100})),
+                query_param("cursor", "The `nextCursor` of the previous page.", json!({"type": "string"})),
+            ],
+        },
+        Operation {
+            method: "get",
+            path: "/v1/runs/{run}",
+            id: "runStatus",
+            summary: "A run's status (action `status`).",
+            security: Security::Caller,
+            request: None,
+            success: vec![(200, "The run.", status.clone())],
+            problems: &[401, 403, 404, 503],
+            parameters: vec![run.clone()],
+        },
+        Operation {
+            method: "get",
+            path: "/v1/runs/{run}/inspect",
+            id: "inspectRun",
+            summary: "A run's steps, effects and waits; never inputs, responses or commands (action `inspect`).",
+            security: Security::Caller,
+            request: None,
+            success: vec![(200, "The inspection.", of::<Inspection>(generator))],
+            problems: &[401, 403, 404, 503],
+            parameters: vec![run.clone()],
+        },
+        recovery("/v1/runs/{run}/cancel", "cancelRun", "Cancel a run (action `cancel`); never undoes an accepted effect.", generator),
+        recovery("/v1/runs/{run}/retry-same", "retrySame", "Send an uncertain call again with the same bytes and key (action `retry-same`).", generator),
+        recovery("/v1/runs/{run}/reconcile", "reconcile", "Settle an uncertain call from the product's receipt (action `reconcile`).", generator),
+        Operation {
+            method: "post",
+            path: "/v1/events/{workflow}/{trigger}",
+            id: "eventStart",
+            summary: "Start a run from a signed product event (SPEC §2.4).",
+            security: Security::EventSignature,
+            request: Some(cloud_event_schema()),
+            success: vec![
+                (201, "A new run.", status.clone()),
+                (200, "The run this event already started.", status.clone()),
+            ],
+            problems: &[400, 401, 404, 409, 413, 422, 503],
+            parameters: vec![
+                path_param("workflow", "The workflow name."),
+                path_param("trigger", "The trigger name."),
+                header_param("registry-signature", "`t=<unix seconds>,v1=<hex HMAC-SHA256>`.", true),
+            ],
+        },
+        Operation {
+            method: "post",
+            path: "/v1/review-completions",
+            id: "reviewCompletion",
+            summary: "Casework wake-up: brings the next read of a waiting review forward.",
+            security: Security::Completion,
+            request: Some(of::<ReviewCompletion>(generator)),
+            success: vec![(202, "Accepted.", json!({"type": "object"}))],
+            problems: &[400, 401, 413, 503],
+            parameters: vec![header_param(
+                "registry-recipient-binding",
+                "The recipient binding of the connection's `completion` block.",
+                true,
+            )],
+        },
+        Operation {
+            method: "get",
+            path: "/v1/doctor",
+            id: "doctor",
+            summary: "Activation, audit, store, holds and uncertain work (operator).",
+            security: Security::Caller,
+            request: None,
+            success: vec![(200, "The report.", of::<Doctor>(generator))],
+            problems: &[401, 403, 503],
+            parameters: vec![],
+        },
+        hold("/v1/restore-hold", "restoreHold", "Place the restore hold (and the admission hold) (operator).", of::<HoldReason>(generator)),
+        hold("/v1/release-restore-hold", "releaseRestoreHold", "Release the restore hold once held work is resolved or attested (operator).", of::<HoldReason>(generator)),
+        hold("/v1/complete-execution-recovery", "completeExecutionRecovery", "Attest the execution history under the restore hold (operator).", of::<ExecutionRecovery>(generator)),
+        hold("/v1/release-admission-hold", "releaseAdmissionHold", "Release the admission hold with attestations (operator).", of::<AdmissionRecovery>(generator)),
+        Operation {
+            method: "post",
+            path: "/v1/retention",
+            id: "retain",
+            summary: "Erase the payloads of runs that ended before a cutoff, at most 100 per call (operator).",
+            security: Security::Caller,
+            request: Some(of::<Retention>(generator)),
+            success: vec![(200, "What was erased.", of::<Retained>(generator))],
+            problems: &[400, 401, 403, 413, 503],
+            parameters: vec![],
+        },
+    ]
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        400 => "Malformed request (`request.invalid`, `input.invalid`, ...).",
+        401 => "No valid credential (`authentication.refused`).",
+        403 => "The policy does not grant the action (`authorization.refused`).",
+        404 => "Not found, or not the caller's (`run.not-found`, `workflow.not-found`, ...).",
+        409 => "Refused in the current state (seed 000 codes: `idempotency.key-reused`, `execution.held`, ...).",
+        413 => "The body is over 64 KiB (`request.too-large`).",
+        422 => "The event does not match its trigger (`event.*`).",
+        503 => "The store or audit journal is unavailable (`service.unavailable`).",
+        _ => "A problem document.",
+    }
+}
+
+/// The OpenAPI 3.1 document of the API.
+pub fn document() -> Value {
+    let mut generator = SchemaSettings::draft2020_12()
+        .with(|s| s.definitions_path = "/components/schemas".into())
+        .into_generator();
+    let problem = generator.subschema_for::<Problem>().to_value();
+    let operations = operations(&mut generator);
+    let mut paths = Map::new();
+    for op in operations {
+        let mut responses = Map::new();
+        for (code, description, schema) in &op.success {
+            responses.insert(
+                code.to_string(),
+                json!({"description": description,
+                       "content": {"application/json": {"schema": schema}}}),
+            );
+        }
+        for code in op.problems {
+            responses.insert(
+                code.to_string(),
+                json!({"description": reason(*code),
+                       "content": {"application/problem+json": {"schema": problem}}}),
+            );
+        }
+        let mut operation = json!({
+            "operationId": op.id,
+            "summary": op.summary,
+            "responses": responses,
+        });
+        if !op.parameters.is_empty() {
+            operation["parameters"] = Value::Array(op.parameters.clone());
+        }
+        if let Some(request) = &op.request {
+            operation["requestBody"] = json!({
+                "required": true,
+                "content": {"application/json": {"schema": request}}
+            });
+        }
+        operation["security"] = match op.security {
+            Security::None | Security::EventSignature => json!([]),
+            Security::Caller => json!([{"accessToken": []}]),
+            Security::Completion => json!([{"completionToken": []}]),
+        };
+        let item = paths
+            .entry(op.path.to_owned())
+            .or_insert_with(|| Value::Object(Map::new()));
+        item[op.method] = operation;
+    }
+    let schemas: Map<String, Value> = generator.definitions().clone();
+    json!({
+        "openapi": OPENAPI_VERSION,
+        "info": {
+            "title": "Registry Coordinator",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "The coordinator service API (SPEC §8). JSON bodies of at most 64 KiB; a duplicate member is refused (400); every answer carries `Cache-Control: no-store`; errors are RFC 9457 problem documents with a stable `code`."
+        },
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {
+                "accessToken": {
+                    "type": "http", "scheme": "bearer", "bearerFormat": "JWT",
+                    "description": "An RFC 9068 access token (`typ: at+jwt`) of the configured issuer and audience; policies keyed by `client_id` grant actions."
+                },
+                "completionToken": {
+                    "type": "http", "scheme": "bearer",
+                    "description": "The Casework completion token of a connection's `completion` block, with the `registry-recipient-binding` header."
+                }
+            }
+        }
+    })
+}
+
+/// `(method, path)` of every routed operation, for route checks.
+pub fn routes() -> Vec<(&'static str, &'static str)> {
+    let mut generator = SchemaGenerator::default();
+    operations(&mut generator)
+        .into_iter()
+        .map(|op| (op.method, op.path))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reference_resolves_and_every_operation_has_an_id() {
+        let doc = document();
+        let text = doc.to_string();
+        let schemas = doc["components"]["schemas"].as_object().expect("schemas");
+        let prefix = "\"$ref\":\"#/components/schemas/";
+        for (i, _) in text.match_indices(prefix) {
+            let rest = text.get(i + prefix.len()..).unwrap_or_default();
+            let name = rest.split('"').next().unwrap_or_default();
+            assert!(schemas.contains_key(name), "unresolved $ref {name}");
+        }
+        let mut ids = std::collections::BTreeSet::new();
+        for (_, item) in doc["paths"].as_object().expect("paths") {
+            for (_, op) in item.as_object().expect("path item") {
+                let id = op["operationId"].as_str().expect("operationId");
+                assert!(ids.insert(id.to_owned()), "duplicate operationId {id}");
+                assert!(op["responses"].as_object().is_some_and(|r| !r.is_empty()));
+            }
+        }
+        assert_eq!(ids.len(), routes().len());
+        assert!(schemas.contains_key("RunStatus") && schemas.contains_key("Problem"));
+    }
+}
