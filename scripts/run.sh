@@ -186,7 +186,7 @@ deployment:
         workflows: [follow-up]
         actions: [start, status, inspect]
       $SANDBOX_OPERATOR_CLIENT:
-        actions: [status, inspect, cancel, retry-same, reconcile, doctor]
+        actions: [status, inspect, cancel, retry-same, reconcile, doctor, restore-hold, release-restore-hold, complete-execution-recovery, release-admission-hold, retain]
         operator: true
   auditFile: "$work/audit/audit.jsonl"
   auditKeyRef: secret:file/audit-key

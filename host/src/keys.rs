@@ -274,6 +274,16 @@ impl AdmissionKey {
         Ok(AdmissionKey(key_array("admission key", bytes)?))
     }
 
+    /// The custody fingerprint of this key: HMAC-SHA256 under it over a
+    /// fixed label, lowercase hex (64 chars). `apply` records it, and
+    /// startup, `deployment-status` and `apply` refuse another key
+    /// (`state-key-custody`): start identities are keyed by it, so a new
+    /// key would let a repeated start create a second run. It reveals
+    /// nothing about the key.
+    pub fn fingerprint(&self) -> String {
+        hmac_hex(&self.0, &[b"coordinator admission key custody v1"])
+    }
+
     /// The start identity (SPEC §8): HMAC-SHA256 over the length-prefixed
     /// (`iss`, `sub`, workflow, idempotency key), lowercase hex (64 chars).
     pub fn start_identity(&self, iss: &str, sub: &str, workflow: &str, key: &str) -> String {

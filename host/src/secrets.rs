@@ -347,16 +347,29 @@ pub fn load_keys(
     deployment: &Deployment,
 ) -> Result<DeploymentKeys, SecretError> {
     let state = load_state_keyring(resolver, deployment)?;
-    let admission = AdmissionKey::new(resolver.resolve(&deployment.admission_key_ref)?.bytes())
-        .map_err(|error| SecretError::Key {
-            reference: deployment.admission_key_ref.0.clone(),
-            error,
-        })?;
+    let admission = load_admission_key(resolver, deployment)?;
     let audit = load_audit_key(resolver, deployment)?;
     Ok(DeploymentKeys {
         state,
         admission,
         audit,
+    })
+}
+
+/// Resolves `deployment.admissionKeyRef`.
+///
+/// # Errors
+/// Any [`SecretError`]; [`SecretError::Key`] for a key that is not 32
+/// bytes.
+pub fn load_admission_key(
+    resolver: &SecretResolver,
+    deployment: &Deployment,
+) -> Result<AdmissionKey, SecretError> {
+    AdmissionKey::new(resolver.resolve(&deployment.admission_key_ref)?.bytes()).map_err(|error| {
+        SecretError::Key {
+            reference: deployment.admission_key_ref.0.clone(),
+            error,
+        }
     })
 }
 

@@ -698,6 +698,30 @@ async fn rotation_keeps_old_runs_readable_and_a_removed_version_is_custody() {
     fx.cleanup(&[]).await;
 }
 
+/// The admission key is in custody like the state keys: start identities
+/// are keyed by it, so another key would let a repeated start create a
+/// second run. Startup, `deployment-status` and `apply` refuse it.
+#[tokio::test]
+async fn a_replaced_admission_key_is_custody() {
+    let Some(urls) = urls("admission_custody") else {
+        return;
+    };
+    let fx = Fx::new(urls);
+    fx.apply(&[]).await.expect("apply");
+    fx.status().await.expect("status with the recorded key");
+    write_secret(&fx.secrets, "admission-key", &[8; 32]);
+    assert_eq!(code(fx.status().await), "state-key-custody");
+    assert_eq!(code(fx.store().await.map(|_| ())), "state-key-custody");
+    let err = fx.apply(&[]).await.expect_err("apply refuses");
+    assert_eq!(err.code, "state-key-custody");
+    assert!(err.message.contains("admission key"), "{}", err.message);
+    write_secret(&fx.secrets, "admission-key", &[3; 32]);
+    fx.status()
+        .await
+        .expect("the original key is accepted again");
+    fx.cleanup(&[]).await;
+}
+
 #[tokio::test]
 async fn the_audit_journal_has_one_line_per_action_and_no_input() {
     let Some(urls) = urls("audit_journal") else {

@@ -110,12 +110,17 @@ impl ApiError {
     fn refused() -> Self {
         Self::new(401, "authentication.refused", "Authentication refused")
     }
-    fn forbidden() -> Self {
+    /// 403: the caller's policy (by `client_id`) lacks `action`, or (for
+    /// the deployment-wide actions) is not `operator: true`.
+    fn forbidden(action: &str) -> Self {
         Self::new(
             403,
             "authorization.refused",
             "The policy does not grant this action",
         )
+        .detail(format!(
+            "the caller's policy does not grant `{action}`; add it to the policy's `actions` in deployment.authentication.policies"
+        ))
     }
     fn not_found() -> Self {
         Self::new(404, "run.not-found", "No such run")
@@ -201,6 +206,10 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/v1/retention", post(ops::retention))
         .fallback(|| async { ApiError::new(404, "route.not-found", "No such route") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(405, "method.not-allowed", "Method not allowed")
+                .detail("see docs/openapi.json for each route's method")
+        })
         .layer(DefaultBodyLimit::max(api::MAX_BODY_BYTES))
         .layer(axum::middleware::map_response(no_store))
         .with_state(state)
@@ -348,7 +357,7 @@ async fn start(
     let bytes = body(bytes)?;
     let request: api::StartRun = strict::from_slice(&bytes).map_err(ApiError::bad_request)?;
     if s.verifier.grant(&who, "start", Some(&request.workflow)) == Grant::Denied {
-        return Err(ApiError::forbidden());
+        return Err(ApiError::forbidden("start"));
     }
     let key = headers
         .get("idempotency-key")
@@ -556,7 +565,7 @@ async fn list(
     let who = principal(&s, &headers).await?;
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let Grant::Allowed { operator } = s.verifier.grant(&who, "status", None) else {
-        return Err(ApiError::forbidden());
+        return Err(ApiError::forbidden("status"));
     };
     let limit = q.limit.unwrap_or(api::DEFAULT_LIST_LIMIT);
     if limit == 0 || limit > api::MAX_LIST_LIMIT {
@@ -605,7 +614,7 @@ async fn visible_run(
     action: &str,
 ) -> Result<RunRecord, ApiError> {
     if s.verifier.grant(who, action, None) == Grant::Denied {
-        return Err(ApiError::forbidden());
+        return Err(ApiError::forbidden(action));
     }
     let run = s
         .engine
@@ -686,7 +695,9 @@ async fn recover(
     let run = visible_run(&s, &who, &run, name).await?;
     match s.engine.act(&run.id, act).await {
         Ok(after) => {
-            tracing::info!(run = %after.id, action = name, reason = %recovery.reason, "recovery action");
+            // The reason is free text an operator typed: it goes to the
+            // audit journal as a keyed reference only, never to the log.
+            tracing::info!(run = %after.id, action = name, "recovery action");
             let (id, state, principal, reason) = (
                 after.id.clone(),
                 after.status().as_str(),

@@ -244,18 +244,8 @@ async fn main() -> ExitCode {
         Ok(e) => e,
         Err(e) => return refuse("deployment.refused", &e.to_string()),
     };
-    // The audit journal: one file per process beside `deployment.auditFile`
-    // (docs/runtime.md); a service that cannot audit does not serve.
-    let journal = match AuditJournal::open(std::path::Path::new(&deployment.audit_file)) {
-        Ok(j) => Arc::new(j),
-        Err(e) => {
-            return refuse(
-                "deployment.refused",
-                &format!("the audit journal cannot be opened: {e}"),
-            )
-        }
-    };
-    let engine = Arc::new(engine.with_audit(journal, keys.audit.clone()));
+    // Listeners first, the journal last: a refused start leaves no empty
+    // journal file behind.
     let listener = match tokio::net::TcpListener::bind(&deployment.listener.bind).await {
         Ok(l) => l,
         Err(e) => {
@@ -268,6 +258,33 @@ async fn main() -> ExitCode {
             )
         }
     };
+    let metrics_listener = match &deployment.metrics_listener {
+        Some(m) => match tokio::net::TcpListener::bind(&m.bind).await {
+            Ok(l) => Some((l, m.bind.clone())),
+            Err(e) => {
+                return refuse(
+                    "deployment.refused",
+                    &format!(
+                        "deployment.metricsListener.bind: cannot listen on {}: {e}",
+                        m.bind
+                    ),
+                )
+            }
+        },
+        None => None,
+    };
+    // The audit journal: one file per process beside `deployment.auditFile`
+    // (docs/runtime.md); a service that cannot audit does not serve.
+    let journal = match AuditJournal::open(std::path::Path::new(&deployment.audit_file)) {
+        Ok(j) => Arc::new(j),
+        Err(e) => {
+            return refuse(
+                "deployment.refused",
+                &format!("the audit journal cannot be opened: {e}"),
+            )
+        }
+    };
+    let engine = Arc::new(engine.with_audit(journal, keys.audit.clone()));
     let state = AppState {
         engine: engine.clone(),
         verifier: Arc::new(Verifier::new(&deployment.authentication, source)),
@@ -275,32 +292,17 @@ async fn main() -> ExitCode {
         events: Arc::new(event_sources),
     };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let metrics = match &deployment.metrics_listener {
-        Some(m) => {
-            let listener = match tokio::net::TcpListener::bind(&m.bind).await {
-                Ok(l) => l,
-                Err(e) => {
-                    return refuse(
-                        "deployment.refused",
-                        &format!(
-                            "deployment.metricsListener.bind: cannot listen on {}: {e}",
-                            m.bind
-                        ),
-                    )
-                }
-            };
-            let mut metrics_stop = stop_rx.clone();
-            tracing::info!(bind = %m.bind, "serving metrics");
-            Some(tokio::spawn(coordinator::metrics::serve(
-                listener,
-                engine.clone(),
-                async move {
-                    let _ = metrics_stop.wait_for(|s| *s).await;
-                },
-            )))
-        }
-        None => None,
-    };
+    let metrics = metrics_listener.map(|(listener, bind)| {
+        let mut metrics_stop = stop_rx.clone();
+        tracing::info!(bind = %bind, "serving metrics");
+        tokio::spawn(coordinator::metrics::serve(
+            listener,
+            engine.clone(),
+            async move {
+                let _ = metrics_stop.wait_for(|s| *s).await;
+            },
+        ))
+    });
     let worker = if args.recovery_only {
         None
     } else {

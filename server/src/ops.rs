@@ -133,7 +133,9 @@ async fn operator(s: &AppState, headers: &HeaderMap, action: &str) -> Result<Pri
     let who = principal(s, headers).await?;
     match s.verifier.grant(&who, action, None) {
         Grant::Allowed { operator: true } => Ok(who),
-        _ => Err(ApiError::forbidden()),
+        _ => Err(ApiError::forbidden(action).detail(format!(
+            "`{action}` is a deployment-wide action: the caller's policy needs `operator: true` and `{action}` in its `actions`"
+        ))),
     }
 }
 

@@ -72,12 +72,17 @@ impl<'de> Visitor<'de> for StrictVisitor {
     }
 }
 
-/// Reads `bytes` as JSON refusing duplicate members, then as `T`.
+/// Reads `bytes` as one JSON object refusing duplicate members, then as
+/// `T`. Every request body of the API is an object: an array is refused
+/// here, before serde could read a struct from it by position.
 ///
 /// # Errors
 /// A sentence naming what is wrong (never echoing values).
 pub fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
     let Strict(v) = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    if !v.is_object() {
+        return Err("the body must be a JSON object".to_owned());
+    }
     serde_json::from_value(v).map_err(|e| e.to_string())
 }
 
@@ -93,5 +98,20 @@ mod tests {
             from_slice::<Value>(br#"{"a":[1,{"b":null}]}"#).ok(),
             Some(serde_json::json!({"a":[1,{"b":null}]}))
         );
+    }
+
+    #[test]
+    fn only_an_object_is_a_body() {
+        #[derive(serde::Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct Pair {
+            a: String,
+            b: String,
+        }
+        for body in [&br#"["x","y"]"#[..], b"[]", b"\"x\"", b"1", b"null"] {
+            let e = from_slice::<Pair>(body).expect_err("not an object");
+            assert_eq!(e, "the body must be a JSON object");
+        }
+        assert!(from_slice::<Pair>(br#"{"a":"x","b":"y"}"#).is_ok());
     }
 }

@@ -471,6 +471,12 @@ async fn startup_refuses_a_taken_port_and_an_unusable_connection_key_by_name() {
         return;
     };
     let d = Deployment::new(urls, 2_000).await;
+    let journals = || {
+        coordinator_host::audit::journal_files(&d.dir.path().join("audit.jsonl"))
+            .unwrap()
+            .len()
+    };
+    let before = journals();
 
     // The listener's address is taken: the refusal names it.
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -495,6 +501,7 @@ async fn startup_refuses_a_taken_port_and_an_unusable_connection_key_by_name() {
     let (code, log) = refused_startup(&d, free_port());
     assert_eq!(code, Some(1), "{log}");
     assert!(log.contains("connection `notices`"), "{log}");
+    assert_eq!(journals(), before, "a refused start left a journal file");
 
     // A runtime file the checker refuses: the log line names the first
     // finding's code as `reason` and what to run next.

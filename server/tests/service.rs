@@ -990,3 +990,66 @@ async fn every_operation_in_the_openapi_document_is_routed() {
         (404, json!("route.not-found"))
     );
 }
+
+/// Review findings: an array is not a body, a wrong method is a problem
+/// document, a 403 names the missing action, an input refusal never echoes
+/// the value.
+#[tokio::test]
+async fn refusals_are_problem_documents_that_name_their_cause() {
+    let env = Env::new().await;
+    let revision = env.revision("follow-up");
+    let token = env.token(PRODUCER);
+    let (s, _, problem) = env
+        .send(
+            reqwest::Method::POST,
+            "/v1/runs",
+            Some(&token),
+            Some("k-array"),
+            Some(json!(["follow-up", revision, {"applicationId": "a"}]).to_string()),
+        )
+        .await;
+    assert_eq!(
+        (s, problem["code"].clone()),
+        (400, json!("request.invalid"))
+    );
+    assert_eq!(problem["detail"], "the body must be a JSON object");
+
+    let (s, _, problem) = env
+        .send(
+            reqwest::Method::GET,
+            "/v1/events/follow-up/t",
+            None,
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(
+        (s, problem["code"].clone()),
+        (405, json!("method.not-allowed"))
+    );
+
+    let (s, _, problem) = env
+        .send(reqwest::Method::GET, "/v1/doctor", Some(&token), None, None)
+        .await;
+    assert_eq!(s, 403);
+    assert!(
+        problem["detail"].as_str().unwrap().contains("`doctor`"),
+        "{problem}"
+    );
+
+    let personal = "john.smith@example.org";
+    let (s, run) = env
+        .start(
+            PRODUCER,
+            "k-echo",
+            "follow-up",
+            json!({"applicationId": "app-1", "sendAfter": personal}),
+        )
+        .await;
+    assert_eq!((s, run["code"].clone()), (400, json!("input.invalid")));
+    assert!(!run.to_string().contains(personal), "{run}");
+    assert!(
+        run["detail"].as_str().unwrap().contains("/sendAfter"),
+        "{run}"
+    );
+}

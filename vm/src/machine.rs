@@ -326,7 +326,7 @@ impl Vm {
         match self.validators.get(id.index()) {
             Some(v) => v
                 .validate(value)
-                .map_err(|e| (e.instance_path().to_string(), e.to_string())),
+                .map_err(|e| (e.instance_path().to_string(), schema_fault(e.kind()))),
             None => Err((String::new(), format!("no schema {id}"))),
         }
     }
@@ -1243,5 +1243,31 @@ impl std::fmt::Debug for Vm {
             .field("workflow", &self.program.workflow)
             .field("steps", &self.program.steps.len())
             .finish_non_exhaustive()
+    }
+}
+
+/// What a schema refused, without the refused value (SPEC §8: problem
+/// details never echo input; the value may be personal data). Member names
+/// and the schema's own constants (formats, limits) are named.
+// The kinds are jsonschema's, and grow with it: every other kind is named
+// by its keyword, so a catch-all arm is the intent here.
+#[allow(clippy::wildcard_enum_match_arm)]
+fn schema_fault(kind: &jsonschema::error::ValidationErrorKind) -> String {
+    use jsonschema::error::{TypeKind, ValidationErrorKind as K};
+    match kind {
+        K::Required { property } => format!("the member {property} is required"),
+        K::AdditionalProperties { unexpected } => {
+            format!(
+                "the member(s) `{}` are not allowed",
+                unexpected.join("`, `")
+            )
+        }
+        K::Type {
+            kind: TypeKind::Single(t),
+        } => format!("is not of type {t}"),
+        K::Format { format } => format!("is not a valid `{format}`"),
+        K::MaxLength { limit } => format!("is longer than {limit} characters"),
+        K::MinLength { limit } => format!("is shorter than {limit} characters"),
+        other => format!("does not satisfy the schema's `{}`", other.keyword()),
     }
 }

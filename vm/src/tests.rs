@@ -138,6 +138,16 @@ fn input_outside_the_schema_is_rejected() {
     let vm = Vm::new(&read_program()).expect("loads");
     let err = vm.admit(json!({"x": 1}), T0).expect_err("rejected");
     assert_eq!(err.code, RejectCode::InputInvalid);
+    // The refusal names the pointer and the rule, never the value.
+    let secret = "john.smith@example.org-personal";
+    let err = vm.admit(json!({"x": secret}), T0).expect_err("rejected");
+    assert!(!err.message.contains(secret), "{}", err.message);
+    let err = vm.admit(json!({}), T0).expect_err("rejected");
+    assert!(
+        err.message.contains("\"recordId\" is required"),
+        "{}",
+        err.message
+    );
     assert_eq!(
         vm.admit(json!({"recordId": "r"}), "yesterday")
             .expect_err("bad")

@@ -19,12 +19,12 @@ use serde::Serialize;
 use sqlx::{Connection, PgConnection, Row};
 
 use super::schema::{self, SCHEMA_VERSION};
-use super::{check_custody, connect, db_error, namespace_of, StoreError};
+use super::{check_admission_custody, check_custody, connect, db_error, namespace_of, StoreError};
 use crate::audit::{AuditJournal, AuditRecord};
 use crate::package::{load_package, LoadedPackage, PackageError};
 use crate::runtime::binding::{self, BindingConflict, LiveBinding};
 use crate::runtime::config::{Deployment, RuntimeConfig};
-use crate::secrets::{load_audit_key, load_state_keyring, SecretResolver};
+use crate::secrets::{load_admission_key, load_audit_key, load_state_keyring, SecretResolver};
 
 /// What `apply` would do to one workflow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -518,6 +518,7 @@ pub async fn apply(
     let deployment = deployment_of(config)?;
     let packages = load_pinned_packages(deployment)?;
     let keyring = load_state_keyring(resolver, deployment)?;
+    let admission = load_admission_key(resolver, deployment)?;
     let audit_key = load_audit_key(resolver, deployment)?;
     let pool = connect(config, resolver, &config.database.migration_url_ref, 1).await?;
     let mut conn = pool.acquire().await.map_err(db_error)?;
@@ -565,6 +566,15 @@ pub async fn apply(
 
     // Key custody: recorded versions must match; configured ones get a record.
     let recorded = check_custody(&mut tx, ns, &keyring).await?;
+    if !check_admission_custody(&mut tx, ns, &admission).await? {
+        sqlx::query(&format!(
+            "UPDATE {ns}.deployment SET admission_key_fingerprint = $1"
+        ))
+        .bind(admission.fingerprint())
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?;
+    }
     for version in keyring.versions() {
         if recorded.iter().any(|(v, _)| *v == version) {
             continue;
@@ -796,6 +806,7 @@ pub(crate) async fn verify_runtime(
     ns: &str,
     deployment: &Deployment,
     keyring: &crate::keys::StateKeyring,
+    admission: &crate::keys::AdmissionKey,
 ) -> Result<(DeploymentRow, Vec<u32>), StoreError> {
     let found = layout(conn, ns).await?;
     check_layout(found, ns)?;
@@ -822,6 +833,13 @@ pub(crate) async fn verify_runtime(
     }
     verify_runtime_role(conn, ns, &deployment.runtime_role).await?;
     let recorded = check_custody(conn, ns, keyring).await?;
+    if !check_admission_custody(conn, ns, admission).await? {
+        return Err(StoreError::refused(
+            "coordinator.command.state-key-custody",
+            "the admission key has no custody record",
+            "run `apply` (it records the admission key's fingerprint)",
+        ));
+    }
     let active = keyring.active_version();
     if !recorded.iter().any(|(v, _)| *v == active) {
         return Err(StoreError::refused(
@@ -895,9 +913,10 @@ pub async fn deployment_status(
     let deployment = deployment_of(config)?;
     let packages = load_pinned_packages(deployment)?;
     let keyring = load_state_keyring(resolver, deployment)?;
+    let admission = load_admission_key(resolver, deployment)?;
     let pool = connect(config, resolver, &config.database.runtime_url_ref, 1).await?;
     let mut conn = pool.acquire().await.map_err(db_error)?;
-    let (d, versions) = verify_runtime(&mut conn, ns, deployment, &keyring).await?;
+    let (d, versions) = verify_runtime(&mut conn, ns, deployment, &keyring, &admission).await?;
     let workflows = check_activation(&mut conn, ns, &packages).await?;
     check_live_bindings(&mut conn, ns, config).await?;
     drop(conn);

@@ -440,6 +440,37 @@ pub async fn check_server_version(pool: &PgPool) -> Result<i32, StoreError> {
     Ok(num)
 }
 
+/// Checks the admission key against the fingerprint `apply` recorded in the
+/// deployment row. Returns whether one is recorded.
+///
+/// # Errors
+/// `state-key-custody` when another key is configured (start identities
+/// would no longer match, so a repeated start would create a second run),
+/// `store-unavailable`.
+pub(crate) async fn check_admission_custody(
+    conn: &mut sqlx::PgConnection,
+    ns: &str,
+    admission: &crate::keys::AdmissionKey,
+) -> Result<bool, StoreError> {
+    let recorded: Option<String> = sqlx::query(&format!(
+        "SELECT admission_key_fingerprint FROM {ns}.deployment"
+    ))
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(db_error)?
+    .try_get(0)
+    .map_err(db_error)?;
+    match recorded {
+        None => Ok(false),
+        Some(f) if f == admission.fingerprint() => Ok(true),
+        Some(_) => Err(StoreError::refused(
+            "coordinator.command.state-key-custody",
+            "the admission key (deployment.admissionKeyRef) is not the key this database recorded; start identities are keyed by it, so a repeated start would create a second run",
+            "configure the original admission key file",
+        )),
+    }
+}
+
 /// Checks each version recorded in `state_key_custody` against `keyring`:
 /// a configured version whose fingerprint differs is a wrong key file; a
 /// recorded version that is not configured while rows still use it makes

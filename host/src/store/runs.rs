@@ -197,7 +197,7 @@ impl Store {
         .await?;
         {
             let mut conn = pool.acquire().await.map_err(db_error)?;
-            verify_runtime(&mut conn, &ns, deployment, &keys.state).await?;
+            verify_runtime(&mut conn, &ns, deployment, &keys.state, &keys.admission).await?;
             check_activation(&mut conn, &ns, packages).await?;
         }
         Ok(Store {

@@ -48,6 +48,9 @@ CREATE TABLE {ns}.deployment (
     -- The restore hold's attestation, beside the holds, so every process on
     -- the database reads the same holds (docs/operations.md).
     execution_recovery_completed boolean NOT NULL DEFAULT false,
+    -- The admission key's custody fingerprint (AdmissionKey::fingerprint),
+    -- recorded by the first apply: start identities are keyed by it.
+    admission_key_fingerprint text CHECK (admission_key_fingerprint ~ '^[0-9a-f]{64}$'),
     -- Bumped by every apply that changes the active packages: a running
     -- service compares it with the value it started with.
     activation_generation bigint NOT NULL DEFAULT 0,
