@@ -88,17 +88,22 @@ fn main() -> ExitCode {
         Command::Openapi => commands::openapi::run(),
         Command::Plan(a) => deploy(
             Which::Plan,
-            &cli.runtime_config,
+            &a.runtime_config.or(cli.runtime_config),
             &a.remove_workflow,
             a.format,
         ),
         Command::Apply(a) => deploy(
             Which::Apply,
-            &cli.runtime_config,
+            &a.runtime_config.or(cli.runtime_config),
             &a.remove_workflow,
             a.format,
         ),
-        Command::DeploymentStatus(a) => deploy(Which::Status, &cli.runtime_config, &[], a.format),
+        Command::DeploymentStatus(a) => deploy(
+            Which::Status,
+            &a.runtime_config.or(cli.runtime_config),
+            &[],
+            a.format,
+        ),
         Command::Ops(c) => commands::ops::run(c),
     };
     ExitCode::from(code)

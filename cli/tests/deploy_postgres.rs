@@ -133,6 +133,19 @@ fn plan_apply_status_unchanged_and_unlisted_through_the_cli() {
     let (code, out, err) = fx.ctl(&["plan"], true);
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(out, "follow-up: install\n");
+    // The runtime file may also follow the subcommand.
+    let path = fx.write(true);
+    let after = Command::new(env!("CARGO_BIN_EXE_coordinatorctl"))
+        .arg("plan")
+        .arg("--runtime-config")
+        .arg(&path)
+        .output()
+        .expect("run coordinatorctl");
+    assert_eq!(after.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&after.stdout),
+        "follow-up: install\n"
+    );
 
     let (code, out, err) = fx.ctl(&["apply"], true);
     assert_eq!(code, 0, "{out}{err}");

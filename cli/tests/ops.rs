@@ -577,4 +577,36 @@ fn token_file_handling() {
         secret.clone(),
     ]);
     assert_eq!(out.code, 2);
+    // A symbolic link is not the token file itself.
+    std::fs::write(&path, &secret).unwrap();
+    let link = svc.dir.path().join("link.token");
+    std::os::unix::fs::symlink(&path, &link).unwrap();
+    let out = run(&link);
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert!(out.stderr.contains("symbolic link"), "{}", out.stderr);
+    let out = run(&svc.dir.path().join("missing.token"));
+    assert!(out.stderr.contains("does not exist"), "{}", out.stderr);
+}
+
+#[test]
+fn bad_urls_and_empty_run_ids_are_usage_errors() {
+    let svc = Service::start();
+    let file = svc.token_file(OPERATOR).display().to_string();
+    let with_url = |url: &str| {
+        ctl(&[
+            "doctor".into(),
+            "--url".into(),
+            url.into(),
+            "--token-file".into(),
+            file.clone(),
+        ])
+    };
+    let credentials = svc.base.replace("http://", "http://user:pw-123@");
+    let out = with_url(&credentials);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(!out.stderr.contains("pw-123"), "{}", out.stderr);
+    assert!(out.stderr.contains("--token-file"), "{}", out.stderr);
+    assert_eq!(with_url("http://127.0.0.1:http://x").code, 2);
+    let out = svc.ctl(OPERATOR, &["status", "--run", ""]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
 }

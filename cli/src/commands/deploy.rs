@@ -28,6 +28,10 @@ use crate::Format;
 /// Arguments of `plan` and `apply`.
 #[derive(Args, Debug)]
 pub struct PlanArgs {
+    /// The runtime file; the same as `coordinatorctl --runtime-config F
+    /// plan`.
+    #[arg(long, value_name = "FILE")]
+    pub runtime_config: Option<std::path::PathBuf>,
     /// Remove an active workflow the runtime file no longer lists (refused
     /// while it has runs that have not ended). Repeatable.
     #[arg(long = "remove-workflow", value_name = "ID")]
@@ -40,6 +44,10 @@ pub struct PlanArgs {
 /// Arguments of `deployment-status`.
 #[derive(Args, Debug)]
 pub struct StatusArgs {
+    /// The runtime file; the same as `coordinatorctl --runtime-config F
+    /// deployment-status`.
+    #[arg(long, value_name = "FILE")]
+    pub runtime_config: Option<std::path::PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,

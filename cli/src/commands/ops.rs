@@ -53,7 +53,7 @@ pub struct Conn {
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// The run id.
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub run: String,
     #[command(flatten)]
     pub conn: Conn,
@@ -63,7 +63,7 @@ pub struct RunArgs {
 #[derive(Args, Debug)]
 pub struct RecoverArgs {
     /// The run id.
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub run: String,
     /// An investigation reference holding no personal data.
     #[arg(long, value_name = "REF")]
@@ -410,8 +410,17 @@ fn read_token(path: &Path) -> Result<String, (u8, &'static str, String, String)>
                 .to_owned(),
         )
     };
-    let meta = std::fs::metadata(path)
-        .map_err(|e| unreadable(format!("token file {shown}: {}", e.kind())))?;
+    let meta = std::fs::symlink_metadata(path).map_err(|e| {
+        unreadable(match e.kind() {
+            std::io::ErrorKind::NotFound => format!("token file {shown} does not exist"),
+            kind => format!("token file {shown}: {kind}"),
+        })
+    })?;
+    if meta.file_type().is_symlink() {
+        return Err(unreadable(format!(
+            "token file {shown} is a symbolic link; pass the file itself"
+        )));
+    }
     if !meta.is_file() {
         return Err(unreadable(format!(
             "token file {shown} is not a regular file"
@@ -452,6 +461,23 @@ async fn perform(call: Call) -> u8 {
             call.name
         );
         return EXIT_USAGE;
+    }
+    match reqwest::Url::parse(base) {
+        Err(e) => {
+            eprintln!(
+                "coordinatorctl {}: --url is not a valid URL ({e})",
+                call.name
+            );
+            return EXIT_USAGE;
+        }
+        Ok(u) if !u.username().is_empty() || u.password().is_some() => {
+            eprintln!(
+                "coordinatorctl {}: --url must not carry credentials; pass the token with --token-file",
+                call.name
+            );
+            return EXIT_USAGE;
+        }
+        Ok(_) => {}
     }
     let url = format!("{base}{}", call.path);
     let token = match read_token(&call.conn.token_file) {
