@@ -538,6 +538,26 @@ fn refuses_a_bad_listener_bind_and_digest_format() {
         "expectedDigest: |\"sha256:Z",
     );
     assert!(r.packages.is_empty());
+    // The metrics listener on the API listener's address.
+    refuses(
+        &f.text,
+        "bind: 127.0.0.1:9108",
+        "bind: 0.0.0.0:8108",
+        Mode::Deployment,
+        false,
+        "coordinator.runtime.listener-conflict",
+        "bind: |0.0.0.0:8108",
+    );
+    // An event source named by the token issuer's URI.
+    refuses(
+        &f.text,
+        "source: https://breg.example.org/applications",
+        "source: https://login.example.org",
+        Mode::Deployment,
+        false,
+        "coordinator.runtime.event-source-issuer",
+        "source: |https://login.example.org",
+    );
 }
 
 #[test]

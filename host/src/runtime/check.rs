@@ -82,6 +82,8 @@ pub const CODES: &[&str] = &[
     "coordinator.runtime.digest-format",
     "coordinator.runtime.duplicate-package",
     "coordinator.runtime.listener-bind",
+    "coordinator.runtime.listener-conflict",
+    "coordinator.runtime.event-source-issuer",
     "coordinator.runtime.policy-empty",
     "coordinator.runtime.policy-unknown-action",
     "coordinator.runtime.policy-operator-required",
@@ -701,7 +703,7 @@ impl Checker<'_> {
         }
     }
 
-    fn deployment(&mut self, _cfg: &RuntimeConfig, d: &Deployment) {
+    fn deployment(&mut self, cfg: &RuntimeConfig, d: &Deployment) {
         let id = &d.database_id;
         if id.is_empty()
             || id.len() > 128
@@ -765,9 +767,40 @@ impl Checker<'_> {
         self.bind("/deployment/listener/bind", &d.listener.bind);
         if let Some(m) = &d.metrics_listener {
             self.bind("/deployment/metricsListener/bind", &m.bind);
+            let (api, metrics) = (
+                d.listener.bind.parse::<SocketAddr>(),
+                m.bind.parse::<SocketAddr>(),
+            );
+            if let (Ok(api), Ok(metrics)) = (api, metrics) {
+                if api.port() == metrics.port()
+                    && (api.ip() == metrics.ip()
+                        || api.ip().is_unspecified()
+                        || metrics.ip().is_unspecified())
+                {
+                    self.err(
+                        "coordinator.runtime.listener-conflict",
+                        self.doc.locate("/deployment/metricsListener/bind"),
+                        format!(
+                            "the metrics listener `{}` takes the API listener's address `{}`",
+                            m.bind, d.listener.bind
+                        ),
+                        "Give the metrics listener its own port, e.g. 127.0.0.1:9108.",
+                    );
+                }
+            }
         }
         let auth = &d.authentication;
         self.url("/deployment/authentication/issuer", &auth.issuer, true);
+        for (name, source) in &cfg.event_sources {
+            if source.source == auth.issuer {
+                self.err(
+                    "coordinator.runtime.event-source-issuer",
+                    self.doc.locate(&ptr(&["eventSources", name, "source"])),
+                    format!("event source `{name}` has the token issuer's URI as its `source`; its runs would share an owner with that issuer's token callers"),
+                    "Use the producer's own source URI (the CloudEvents `source` it sends).",
+                );
+            }
+        }
         self.non_empty("/deployment/authentication/audience", &auth.audience);
         match &auth.jwks {
             Some(Jwks::Uri(u)) => self.url("/deployment/authentication/jwks/uri", u, false),
