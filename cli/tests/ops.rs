@@ -449,6 +449,12 @@ fn retain_erases_ended_runs_in_text_and_json() {
         "{}",
         out.stdout
     );
+    let out = svc.ctl(OPERATOR, &["inspect", "--run", &id]);
+    assert!(
+        out.stdout.ends_with("steps: (erased by retention)\n"),
+        "{}",
+        out.stdout
+    );
     let out = svc.ctl(OPERATOR, &["status", "--run", &live]);
     assert!(!out.stdout.contains("payloadErased"), "{}", out.stdout);
     let out = svc.ctl(

@@ -729,6 +729,15 @@ fn render_inspection(v: &Value) {
     if let Some(s) = v.get("status") {
         render_status(s);
     }
+    let erased = v
+        .get("status")
+        .and_then(|s| s.get("payloadErased"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if erased {
+        println!("steps: (erased by retention)");
+        return;
+    }
     println!("steps:");
     for st in v
         .get("steps")
