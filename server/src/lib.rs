@@ -573,7 +573,7 @@ async fn list(
     }
     let state = match q.state.as_deref() {
         None => None,
-        Some(t) => Some(parse_state(t).ok_or_else(|| ApiError::bad_request("unknown state"))?),
+        Some(t) => Some(parse_state(t).ok_or_else(|| ApiError::bad_request("unknown state; one of running, attention, cancel-requested, finished, failed, cancelled, cancelled-after-effect, expired"))?),
     };
     let mut workflows = s.verifier.scope(&who);
     if let Some(w) = q.workflow {

@@ -659,7 +659,7 @@ pub fn next_step(code: &str) -> &'static str {
         "execution.held" | "admission.held" => "the restore hold or the admission hold is in place; see `coordinatorctl doctor`",
         "admission.recovery-only" => "this instance runs with --recovery-only; send starts to the ordinary service",
         "restore.hold-required" | "restore.unresolved" | "restore.review-required" | "restore.lease-incompatible" => "a restore step is out of order or held work needs review; see `coordinatorctl doctor` and `list --attention true`",
-        "reconcile.unsupported" | "reconcile.refused" | "reconcile.raced" | "retry.refused" | "cancel.refused" => "the held call cannot be settled that way or changed meanwhile; inspect it again",
+        "reconcile.unsupported" | "reconcile.refused" | "reconcile.raced" | "retry.refused" | "cancel.refused" => "inspect the run: it may have ended, hold no uncertain call, or have changed meanwhile",
         "receipt.expired" => "the product no longer holds the receipt; this is not evidence the command was never sent",
         "run.payload-erased" => "retention erased the run's payloads; it can no longer be retried or reconciled",
         "authentication.refused" => "the token file must hold a current access token for this service's audience",

@@ -1095,7 +1095,12 @@ impl Engine {
                     idempotency_key,
                 };
                 let answer = match self.adapter.lookup_receipt(conn, &request).await {
-                    Ok(o) => o.into_answer(),
+                    Ok(o) => {
+                        // What reconcile found (never a body): the operator's
+                        // only trace when the lookup settles nothing.
+                        tracing::info!(run = %run.id, step = %step, answer = %o.label(), "receipt lookup answered");
+                        o.into_answer()
+                    }
                     Err(e) => return self.hold_job(&job, &e.to_string()).await,
                 };
                 let event = Event::CallAnswered { step, answer };
