@@ -805,74 +805,30 @@ async fn fresh(test: &str) -> Option<(Fx, Store, Fixture)> {
 // The service's store behaviours, the same checks as the in-memory store's
 // (host/src/service/conformance.rs), each on a fresh namespace.
 
-#[tokio::test]
-async fn run_store_admission_is_keyed_by_start_identity() {
-    let Some((fx, s, fixture)) = fresh("run_store_admission").await else {
-        return;
-    };
-    conformance::admission_is_keyed_by_start_identity(&s, &fixture).await;
-    s.close().await;
-    fx.cleanup(&[]).await;
+/// One `#[tokio::test]` per conformance check: `test => namespace label,
+/// check`.
+macro_rules! conformance_tests {
+    ($($test:ident => $label:literal, $check:ident;)+) => {$(
+        #[tokio::test]
+        async fn $test() {
+            let Some((fx, s, fixture)) = fresh($label).await else {
+                return;
+            };
+            conformance::$check(&s, &fixture).await;
+            s.close().await;
+            fx.cleanup(&[]).await;
+        }
+    )+};
 }
 
-#[tokio::test]
-async fn run_store_records_round_trip() {
-    let Some((fx, s, fixture)) = fresh("run_store_round_trip").await else {
-        return;
-    };
-    conformance::records_round_trip(&s, &fixture).await;
-    s.close().await;
-    fx.cleanup(&[]).await;
-}
-
-#[tokio::test]
-async fn run_store_leases_expire_and_commits_check_versions() {
-    let Some((fx, s, fixture)) = fresh("run_store_leases").await else {
-        return;
-    };
-    conformance::leases_expire_and_commits_check_versions(&s, &fixture).await;
-    s.close().await;
-    fx.cleanup(&[]).await;
-}
-
-#[tokio::test]
-async fn run_store_release_and_discard() {
-    let Some((fx, s, fixture)) = fresh("run_store_release").await else {
-        return;
-    };
-    conformance::release_and_discard(&s, &fixture).await;
-    s.close().await;
-    fx.cleanup(&[]).await;
-}
-
-#[tokio::test]
-async fn run_store_bring_forward_and_listing() {
-    let Some((fx, s, fixture)) = fresh("run_store_listing").await else {
-        return;
-    };
-    conformance::bring_forward_respects_the_floor_and_lists_page(&s, &fixture).await;
-    s.close().await;
-    fx.cleanup(&[]).await;
-}
-
-#[tokio::test]
-async fn run_store_live_bindings_count_runs_that_have_not_ended() {
-    let Some((fx, s, fixture)) = fresh("run_store_live_bindings").await else {
-        return;
-    };
-    conformance::live_bindings_count_runs_that_have_not_ended(&s, &fixture).await;
-    s.close().await;
-    fx.cleanup(&[]).await;
-}
-
-#[tokio::test]
-async fn run_store_retention_erases_only_ended_payloads() {
-    let Some((fx, s, fixture)) = fresh("run_store_retention").await else {
-        return;
-    };
-    conformance::retention_erases_only_ended_payloads(&s, &fixture).await;
-    s.close().await;
-    fx.cleanup(&[]).await;
+conformance_tests! {
+    run_store_admission_is_keyed_by_start_identity => "run_store_admission", admission_is_keyed_by_start_identity;
+    run_store_records_round_trip => "run_store_round_trip", records_round_trip;
+    run_store_leases_expire_and_commits_check_versions => "run_store_leases", leases_expire_and_commits_check_versions;
+    run_store_release_and_discard => "run_store_release", release_and_discard;
+    run_store_bring_forward_and_listing => "run_store_listing", bring_forward_respects_the_floor_and_lists_page;
+    run_store_live_bindings_count_runs_that_have_not_ended => "run_store_live_bindings", live_bindings_count_runs_that_have_not_ended;
+    run_store_retention_erases_only_ended_payloads => "run_store_retention", retention_erases_only_ended_payloads;
 }
 
 /// Every sealed value of `run` (input, state, output, owner, and its jobs'

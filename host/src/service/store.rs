@@ -868,55 +868,28 @@ mod tests {
     use super::super::conformance::{self, Fixture};
     use super::MemoryRunStore;
 
-    async fn fresh() -> (MemoryRunStore, Fixture) {
-        (MemoryRunStore::new(), Fixture::any())
+    /// One `#[tokio::test]` per conformance check, each on a new store.
+    macro_rules! conformance_tests {
+        ($($check:ident),+ $(,)?) => {$(
+            #[tokio::test]
+            async fn $check() {
+                conformance::$check(&MemoryRunStore::new(), &Fixture::any()).await;
+            }
+        )+};
     }
 
-    #[tokio::test]
-    async fn admission_is_keyed_by_start_identity() {
-        let (s, fx) = fresh().await;
-        conformance::admission_is_keyed_by_start_identity(&s, &fx).await;
-    }
-
-    #[tokio::test]
-    async fn records_round_trip() {
-        let (s, fx) = fresh().await;
-        conformance::records_round_trip(&s, &fx).await;
-    }
-
-    #[tokio::test]
-    async fn leases_expire_and_commits_check_versions() {
-        let (s, fx) = fresh().await;
-        conformance::leases_expire_and_commits_check_versions(&s, &fx).await;
-    }
-
-    #[tokio::test]
-    async fn release_and_discard() {
-        let (s, fx) = fresh().await;
-        conformance::release_and_discard(&s, &fx).await;
-    }
+    conformance_tests!(
+        admission_is_keyed_by_start_identity,
+        records_round_trip,
+        leases_expire_and_commits_check_versions,
+        release_and_discard,
+        live_bindings_count_runs_that_have_not_ended,
+        retention_erases_only_ended_payloads,
+        bring_forward_respects_the_floor_and_lists_page,
+    );
 
     #[tokio::test]
     async fn holds_are_swapped_only_from_what_was_read() {
-        let (s, _) = fresh().await;
-        conformance::holds_are_swapped_only_from_what_was_read(&s).await;
-    }
-
-    #[tokio::test]
-    async fn live_bindings_count_runs_that_have_not_ended() {
-        let (s, fx) = fresh().await;
-        conformance::live_bindings_count_runs_that_have_not_ended(&s, &fx).await;
-    }
-
-    #[tokio::test]
-    async fn retention_erases_only_ended_payloads() {
-        let (s, fx) = fresh().await;
-        conformance::retention_erases_only_ended_payloads(&s, &fx).await;
-    }
-
-    #[tokio::test]
-    async fn bring_forward_respects_the_floor_and_lists_page() {
-        let (s, fx) = fresh().await;
-        conformance::bring_forward_respects_the_floor_and_lists_page(&s, &fx).await;
+        conformance::holds_are_swapped_only_from_what_was_read(&MemoryRunStore::new()).await;
     }
 }
