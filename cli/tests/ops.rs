@@ -6,29 +6,19 @@
 
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
-use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use coordinator::auth::{KeySource, Verifier};
-use coordinator::{AppState, Completions};
-use coordinator_fakes::{FakeCasework, FakeIssuer, FakeMessaging, KeyKind, Mint, TestKey};
-use coordinator_host::adapters::{HttpAdapter, MemorySecrets};
-use coordinator_host::audit::AuditJournal;
-use coordinator_host::keys::{AdmissionKey, AuditKey};
-use coordinator_host::runtime::config::{
-    Authentication, Authorization, CaseworkConnection, Connection, PlainConnection, Policy,
-    SecretRef,
-};
-use coordinator_host::service::{Engine, EngineConfig, ManualClock, MemoryRunStore, RunStore};
-use coordinator_ir::Definition;
+use coordinator_fakes::{FakeCasework, FakeIssuer, FakeMessaging, Mint};
+use coordinator_host::service::{Engine, MemoryRunStore};
 use serde_json::{json, Value};
 
-const AUDIENCE: &str = "registry-coordinator";
-const PRODUCER: &str = "producer-app";
-const OPERATOR: &str = "ops-console";
+#[path = "../../server/tests/ops_support/mod.rs"]
+mod ops_support;
+
+use ops_support::{Instance, AUDIENCE, OPERATOR, PRODUCER};
 
 struct Service {
     rt: tokio::runtime::Runtime,
@@ -37,25 +27,7 @@ struct Service {
     engine: Arc<Engine>,
     base: String,
     dir: tempfile::TempDir,
-}
-
-fn definition(example: &str) -> Definition {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../examples")
-        .join(example);
-    let compiled = coordinator_compiler::compile_project(&dir, example);
-    assert!(!compiled.has_errors(), "{:?}", compiled.diagnostics);
-    Definition::new(compiled.program.unwrap())
-}
-
-fn auth(issuer: &FakeIssuer, name: &str) -> Authorization {
-    Authorization {
-        token_endpoint: issuer.token_endpoint(),
-        client_id: format!("coordinator-{name}"),
-        signing_key_ref: SecretRef(format!("secret:file/{name}-key")),
-        scopes: vec![],
-        resource: None,
-    }
+    _stop: (tokio::sync::oneshot::Sender<()>, tempfile::TempDir),
 }
 
 impl Service {
@@ -66,106 +38,20 @@ impl Service {
             .build()
             .unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let (issuer, casework, messaging, engine, base) = rt.block_on(async {
-            let issuer = FakeIssuer::start().await.unwrap();
-            let casework = FakeCasework::start().await.unwrap();
-            let messaging = FakeMessaging::start().await.unwrap();
-            let mut secrets = MemorySecrets::new();
-            for name in ["review", "notices"] {
-                let key = TestKey::generate(KeyKind::Es256, &format!("{name}-kid"));
-                issuer.register_client(
-                    &format!("coordinator-{name}"),
-                    key.public_jwk.clone(),
-                    None,
-                );
-                secrets.insert(
-                    &format!("secret:file/{name}-key"),
-                    key.private_jwk_text().into_bytes(),
-                );
-            }
-            let mut connections = BTreeMap::new();
-            connections.insert(
-                "review".to_owned(),
-                Connection::CaseworkReviewProducer(CaseworkConnection {
-                    base_url: casework.base_url().to_owned(),
-                    profile: Some("application-review".into()),
-                    producer: "coordinator".into(),
-                    authorization: auth(&issuer, "review"),
-                    completion: None,
-                    result_check_seconds: 900,
-                    request_timeout_milliseconds: Some(5_000),
-                }),
-            );
-            connections.insert(
-                "notices".to_owned(),
-                Connection::Messaging(PlainConnection {
-                    base_url: messaging.base_url().to_owned(),
-                    authorization: auth(&issuer, "notices"),
-                    request_timeout_milliseconds: Some(5_000),
-                }),
-            );
-            let journal = AuditJournal::open(&dir.path().join("audit.jsonl")).unwrap();
-            let engine = Arc::new(
-                Engine::new(
-                    EngineConfig::new("db-cli-1", "worker-1"),
-                    Arc::new(MemoryRunStore::new()) as Arc<dyn RunStore>,
-                    Arc::new(ManualClock::at("2026-03-02T09:00:00Z")),
-                    Arc::new(HttpAdapter::new(Arc::new(secrets)).unwrap()),
-                    AdmissionKey::new(&[7u8; 32]).unwrap(),
-                    connections,
-                    &[definition("reviewed-notice")],
-                )
-                .unwrap()
-                .with_audit(Arc::new(journal), AuditKey::new(&[9u8; 32]).unwrap()),
-            );
-            let mut policies = BTreeMap::new();
-            policies.insert(
-                PRODUCER.to_owned(),
-                Policy {
-                    workflows: Some(vec!["reviewed-notice".into()]),
-                    actions: ["start", "status", "inspect"].map(String::from).to_vec(),
-                    operator: false,
-                },
-            );
-            policies.insert(
-                OPERATOR.to_owned(),
-                Policy {
-                    workflows: None,
-                    actions: [
-                        "status",
-                        "inspect",
-                        "cancel",
-                        "retry-same",
-                        "reconcile",
-                        "doctor",
-                        "restore-hold",
-                        "release-restore-hold",
-                        "complete-execution-recovery",
-                        "release-admission-hold",
-                        "retain",
-                    ]
-                    .map(String::from)
-                    .to_vec(),
-                    operator: true,
-                },
-            );
-            let authentication = Authentication {
-                issuer: issuer.issuer().to_owned(),
-                audience: AUDIENCE.into(),
-                jwks: None,
-                policies,
-            };
-            let state = AppState {
-                engine: engine.clone(),
-                verifier: Arc::new(Verifier::new(&authentication, KeySource::Discovery)),
-                completions: Arc::new(Completions::default()),
-                events: Arc::default(),
-            };
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let base = format!("http://{}", listener.local_addr().unwrap());
-            tokio::spawn(coordinator::run(listener, state, std::future::pending()));
-            (issuer, casework, messaging, engine, base)
-        });
+        let Instance {
+            issuer,
+            casework,
+            messaging,
+            engine,
+            audit_dir,
+            base,
+            stop,
+            ..
+        } = rt.block_on(ops_support::start(
+            "db-cli-1",
+            false,
+            Arc::new(MemoryRunStore::new()),
+        ));
         Service {
             rt,
             issuer,
@@ -173,6 +59,7 @@ impl Service {
             engine,
             base,
             dir,
+            _stop: (stop, audit_dir),
         }
     }
 

@@ -5,48 +5,22 @@
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 
-use coordinator::auth::{KeySource, Verifier};
 use coordinator::startup::{check_bindings, BindingStartup};
-use coordinator::{AppState, Completions};
-use coordinator_fakes::{FakeCasework, FakeIssuer, FakeMessaging, KeyKind, Mint, Reply, TestKey};
-use coordinator_host::adapters::{HttpAdapter, MemorySecrets};
-use coordinator_host::audit::{journal_files, AuditJournal};
-use coordinator_host::keys::{AdmissionKey, AuditKey};
+use coordinator_fakes::{FakeCasework, FakeIssuer, FakeMessaging, Mint, Reply};
+use coordinator_host::audit::journal_files;
+use coordinator_host::keys::AuditKey;
 use coordinator_host::runtime::binding::BindingConflict;
-use coordinator_host::runtime::config::{
-    Authentication, Authorization, CaseworkConnection, Connection, PlainConnection, Policy,
-    SecretRef,
-};
-use coordinator_host::service::{Engine, EngineConfig, ManualClock, MemoryRunStore, RunStore};
-use coordinator_ir::Definition;
+use coordinator_host::runtime::config::Connection;
+use coordinator_host::service::{Engine, MemoryRunStore};
 use serde_json::{json, Value};
 
-const AUDIENCE: &str = "registry-coordinator";
-const PRODUCER: &str = "producer-app";
-const OPERATOR: &str = "ops-console";
+mod ops_support;
+
+use ops_support::{Instance, AUDIENCE, OPERATOR, PRODUCER};
+
 const EMAIL: &str = "applicant-7@example.org";
-
-fn definition(example: &str) -> Definition {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../examples")
-        .join(example);
-    let compiled = coordinator_compiler::compile_project(&dir, example);
-    assert!(!compiled.has_errors(), "{:?}", compiled.diagnostics);
-    Definition::new(compiled.program.unwrap())
-}
-
-fn auth(issuer: &FakeIssuer, name: &str) -> Authorization {
-    Authorization {
-        token_endpoint: issuer.token_endpoint(),
-        client_id: format!("coordinator-{name}"),
-        signing_key_ref: SecretRef(format!("secret:file/{name}-key")),
-        scopes: vec![],
-        resource: None,
-    }
-}
 
 struct Env {
     issuer: FakeIssuer,
@@ -71,105 +45,16 @@ impl Env {
     /// starts its own fakes, so its connections' `baseUrl` and token
     /// endpoint differ from another instance's: another binding.
     async fn on(recovery_only: bool, store: Arc<MemoryRunStore>) -> Env {
-        let issuer = FakeIssuer::start().await.unwrap();
-        let casework = FakeCasework::start().await.unwrap();
-        let messaging = FakeMessaging::start().await.unwrap();
-        let mut secrets = MemorySecrets::new();
-        for (name, kind) in [("review", KeyKind::Es256), ("notices", KeyKind::EdDsa)] {
-            let key = TestKey::generate(kind, &format!("{name}-kid"));
-            issuer.register_client(&format!("coordinator-{name}"), key.public_jwk.clone(), None);
-            secrets.insert(
-                &format!("secret:file/{name}-key"),
-                key.private_jwk_text().into_bytes(),
-            );
-        }
-        let mut connections = BTreeMap::new();
-        connections.insert(
-            "review".to_owned(),
-            Connection::CaseworkReviewProducer(CaseworkConnection {
-                base_url: casework.base_url().to_owned(),
-                profile: Some("application-review".into()),
-                producer: "coordinator".into(),
-                authorization: auth(&issuer, "review"),
-                completion: None,
-                result_check_seconds: 900,
-                request_timeout_milliseconds: Some(5_000),
-            }),
-        );
-        connections.insert(
-            "notices".to_owned(),
-            Connection::Messaging(PlainConnection {
-                base_url: messaging.base_url().to_owned(),
-                authorization: auth(&issuer, "notices"),
-                request_timeout_milliseconds: Some(5_000),
-            }),
-        );
-        let mut config = EngineConfig::new("db-ops-1", "worker-1");
-        config.recovery_only = recovery_only;
-        let audit_dir = tempfile::tempdir().unwrap();
-        let journal = AuditJournal::open(&audit_dir.path().join("audit.jsonl")).unwrap();
-        let engine = Engine::new(
-            config,
-            store.clone() as Arc<dyn RunStore>,
-            Arc::new(ManualClock::at("2026-03-02T09:00:00Z")),
-            Arc::new(HttpAdapter::new(Arc::new(secrets)).unwrap()),
-            AdmissionKey::new(&[7u8; 32]).unwrap(),
-            connections.clone(),
-            &[definition("reviewed-notice")],
-        )
-        .unwrap()
-        .with_audit(Arc::new(journal), AuditKey::new(&[9u8; 32]).unwrap());
-        let engine = Arc::new(engine);
-
-        let mut policies = BTreeMap::new();
-        policies.insert(
-            PRODUCER.to_owned(),
-            Policy {
-                workflows: Some(vec!["reviewed-notice".into()]),
-                actions: ["start", "status", "inspect"].map(String::from).to_vec(),
-                operator: false,
-            },
-        );
-        policies.insert(
-            OPERATOR.to_owned(),
-            Policy {
-                workflows: None,
-                actions: [
-                    "status",
-                    "inspect",
-                    "cancel",
-                    "retry-same",
-                    "reconcile",
-                    "doctor",
-                    "restore-hold",
-                    "release-restore-hold",
-                    "complete-execution-recovery",
-                    "release-admission-hold",
-                    "retain",
-                ]
-                .map(String::from)
-                .to_vec(),
-                operator: true,
-            },
-        );
-        let authentication = Authentication {
-            issuer: issuer.issuer().to_owned(),
-            audience: AUDIENCE.into(),
-            jwks: None,
-            policies,
-        };
-        let state = AppState {
-            engine: engine.clone(),
-            verifier: Arc::new(Verifier::new(&authentication, KeySource::Discovery)),
-            completions: Arc::new(Completions::default()),
-            events: Arc::default(),
-        };
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(coordinator::run(listener, state, async move {
-            let _ = rx.await;
-        }));
+        let Instance {
+            issuer,
+            casework,
+            messaging,
+            engine,
+            connections,
+            audit_dir,
+            base,
+            stop: tx,
+        } = ops_support::start("db-ops-1", recovery_only, store.clone()).await;
         let mlistener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let metrics = format!("http://{}/metrics", mlistener.local_addr().unwrap());
         let (mtx, mrx) = tokio::sync::oneshot::channel::<()>();

@@ -1,0 +1,194 @@
+//! One in-process `coordinator` for operator tests, shared by
+//! `server/tests/ops.rs` and `cli/tests/ops.rs` (included there by path):
+//! the engine on an in-memory store and a manual clock, the HTTP adapter
+//! against the fake Casework and Messaging, caller tokens from the fake
+//! issuer, an audit journal in a temporary directory, the API on
+//! 127.0.0.1:0. `reviewed-notice` is the served workflow.
+
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use coordinator::auth::{KeySource, Verifier};
+use coordinator::{AppState, Completions};
+use coordinator_fakes::{FakeCasework, FakeIssuer, FakeMessaging, KeyKind, Mint, TestKey};
+use coordinator_host::adapters::{HttpAdapter, MemorySecrets};
+use coordinator_host::audit::AuditJournal;
+use coordinator_host::keys::{AdmissionKey, AuditKey};
+use coordinator_host::runtime::config::{
+    Authentication, Authorization, CaseworkConnection, Connection, PlainConnection, Policy,
+    SecretRef,
+};
+use coordinator_host::service::{Engine, EngineConfig, ManualClock, MemoryRunStore, RunStore};
+use coordinator_ir::Definition;
+
+/// The tokens' audience.
+pub const AUDIENCE: &str = "registry-coordinator";
+/// A caller: `start`, `status`, `inspect` on `reviewed-notice`.
+pub const PRODUCER: &str = "producer-app";
+/// An operator: every run action, `doctor`, the holds and `retain`.
+pub const OPERATOR: &str = "ops-console";
+
+/// The compiled Definition of `examples/<example>`.
+pub fn definition(example: &str) -> Definition {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(example);
+    let compiled = coordinator_compiler::compile_project(&dir, example);
+    assert!(!compiled.has_errors(), "{:?}", compiled.diagnostics);
+    Definition::new(compiled.program.unwrap())
+}
+
+/// Connection `name`'s client credentials at the fake issuer.
+pub fn auth(issuer: &FakeIssuer, name: &str) -> Authorization {
+    Authorization {
+        token_endpoint: issuer.token_endpoint(),
+        client_id: format!("coordinator-{name}"),
+        signing_key_ref: SecretRef(format!("secret:file/{name}-key")),
+        scopes: vec![],
+        resource: None,
+    }
+}
+
+/// The two policies: [`PRODUCER`] and [`OPERATOR`].
+pub fn policies() -> BTreeMap<String, Policy> {
+    let mut policies = BTreeMap::new();
+    policies.insert(
+        PRODUCER.to_owned(),
+        Policy {
+            workflows: Some(vec!["reviewed-notice".into()]),
+            actions: ["start", "status", "inspect"].map(String::from).to_vec(),
+            operator: false,
+        },
+    );
+    policies.insert(
+        OPERATOR.to_owned(),
+        Policy {
+            workflows: None,
+            actions: [
+                "status",
+                "inspect",
+                "cancel",
+                "retry-same",
+                "reconcile",
+                "doctor",
+                "restore-hold",
+                "release-restore-hold",
+                "complete-execution-recovery",
+                "release-admission-hold",
+                "retain",
+            ]
+            .map(String::from)
+            .to_vec(),
+            operator: true,
+        },
+    );
+    policies
+}
+
+/// A serving instance. Dropping it stops the API.
+pub struct Instance {
+    pub issuer: FakeIssuer,
+    pub casework: FakeCasework,
+    pub messaging: FakeMessaging,
+    pub engine: Arc<Engine>,
+    pub connections: BTreeMap<String, Connection>,
+    /// Holds the audit journal's files.
+    pub audit_dir: tempfile::TempDir,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    /// Dropping it stops the API.
+    pub stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl Instance {
+    /// A caller token for `client`.
+    pub fn token(&self, client: &str) -> String {
+        self.issuer.mint(&Mint::new(client, AUDIENCE))
+    }
+}
+
+/// Starts an instance on `store` (shared with another instance when
+/// given twice). Each instance starts its own fakes, so its connections'
+/// `baseUrl` and token endpoint differ from another instance's.
+pub async fn start(database_id: &str, recovery_only: bool, store: Arc<MemoryRunStore>) -> Instance {
+    let issuer = FakeIssuer::start().await.unwrap();
+    let casework = FakeCasework::start().await.unwrap();
+    let messaging = FakeMessaging::start().await.unwrap();
+    let mut secrets = MemorySecrets::new();
+    for (name, kind) in [("review", KeyKind::Es256), ("notices", KeyKind::EdDsa)] {
+        let key = TestKey::generate(kind, &format!("{name}-kid"));
+        issuer.register_client(&format!("coordinator-{name}"), key.public_jwk.clone(), None);
+        secrets.insert(
+            &format!("secret:file/{name}-key"),
+            key.private_jwk_text().into_bytes(),
+        );
+    }
+    let mut connections = BTreeMap::new();
+    connections.insert(
+        "review".to_owned(),
+        Connection::CaseworkReviewProducer(CaseworkConnection {
+            base_url: casework.base_url().to_owned(),
+            profile: Some("application-review".into()),
+            producer: "coordinator".into(),
+            authorization: auth(&issuer, "review"),
+            completion: None,
+            result_check_seconds: 900,
+            request_timeout_milliseconds: Some(5_000),
+        }),
+    );
+    connections.insert(
+        "notices".to_owned(),
+        Connection::Messaging(PlainConnection {
+            base_url: messaging.base_url().to_owned(),
+            authorization: auth(&issuer, "notices"),
+            request_timeout_milliseconds: Some(5_000),
+        }),
+    );
+    let mut config = EngineConfig::new(database_id, "worker-1");
+    config.recovery_only = recovery_only;
+    let audit_dir = tempfile::tempdir().unwrap();
+    let journal = AuditJournal::open(&audit_dir.path().join("audit.jsonl")).unwrap();
+    let engine = Engine::new(
+        config,
+        store as Arc<dyn RunStore>,
+        Arc::new(ManualClock::at("2026-03-02T09:00:00Z")),
+        Arc::new(HttpAdapter::new(Arc::new(secrets)).unwrap()),
+        AdmissionKey::new(&[7u8; 32]).unwrap(),
+        connections.clone(),
+        &[definition("reviewed-notice")],
+    )
+    .unwrap()
+    .with_audit(Arc::new(journal), AuditKey::new(&[9u8; 32]).unwrap());
+    let engine = Arc::new(engine);
+    let authentication = Authentication {
+        issuer: issuer.issuer().to_owned(),
+        audience: AUDIENCE.into(),
+        jwks: None,
+        policies: policies(),
+    };
+    let state = AppState {
+        engine: engine.clone(),
+        verifier: Arc::new(Verifier::new(&authentication, KeySource::Discovery)),
+        completions: Arc::new(Completions::default()),
+        events: Arc::default(),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(coordinator::run(listener, state, async move {
+        let _ = stopped.await;
+    }));
+    Instance {
+        issuer,
+        casework,
+        messaging,
+        engine,
+        connections,
+        audit_dir,
+        base,
+        stop,
+    }
+}
