@@ -209,6 +209,26 @@ impl Store {
         })
     }
 
+    /// Runs `sql` (with `{ns}` for the namespace, `$1` the job id, `$2` the
+    /// lease owner) on one job this worker holds.
+    ///
+    /// # Errors
+    /// [`PortError::LeaseLost`] unless exactly one row was touched (the
+    /// lease passed to another worker, or the job is gone); database errors.
+    async fn on_leased_job(&self, sql: &str, job_id: u64, owner: &str) -> Result<(), PortError> {
+        let done = sqlx::query(&super::schema::in_namespace(sql, &self.ns))
+            .bind(i64::try_from(job_id).unwrap_or(-1))
+            .bind(owner)
+            .execute(&self.pool)
+            .await
+            .map_err(pdb)?;
+        if done.rows_affected() == 1 {
+            Ok(())
+        } else {
+            Err(PortError::LeaseLost)
+        }
+    }
+
     /// The connection pool (for health probes).
     pub fn pool(&self) -> &PgPool {
         &self.pool
@@ -768,20 +788,12 @@ impl RunStore for Store {
     }
 
     async fn mark_sending(&self, job_id: u64, owner: &str) -> Result<(), PortError> {
-        let done = sqlx::query(&format!(
-            "UPDATE {}.jobs SET state = 'sending' WHERE job_id = $1 AND lease_owner = $2",
-            self.ns
-        ))
-        .bind(i64::try_from(job_id).unwrap_or(-1))
-        .bind(owner)
-        .execute(&self.pool)
+        self.on_leased_job(
+            "UPDATE {ns}.jobs SET state = 'sending' WHERE job_id = $1 AND lease_owner = $2",
+            job_id,
+            owner,
+        )
         .await
-        .map_err(pdb)?;
-        if done.rows_affected() == 1 {
-            Ok(())
-        } else {
-            Err(PortError::LeaseLost)
-        }
     }
 
     async fn release(
@@ -849,20 +861,12 @@ impl RunStore for Store {
     }
 
     async fn discard(&self, job_id: u64, owner: &str) -> Result<(), PortError> {
-        let done = sqlx::query(&format!(
-            "DELETE FROM {}.jobs WHERE job_id = $1 AND lease_owner = $2",
-            self.ns
-        ))
-        .bind(i64::try_from(job_id).unwrap_or(-1))
-        .bind(owner)
-        .execute(&self.pool)
+        self.on_leased_job(
+            "DELETE FROM {ns}.jobs WHERE job_id = $1 AND lease_owner = $2",
+            job_id,
+            owner,
+        )
         .await
-        .map_err(pdb)?;
-        if done.rows_affected() == 1 {
-            Ok(())
-        } else {
-            Err(PortError::LeaseLost)
-        }
     }
 
     async fn commit(&self, c: Commit) -> Result<u64, PortError> {
