@@ -5,6 +5,8 @@
 //! documents ([`Problem`]) with `Content-Type: application/problem+json` and a
 //! stable `code` (seed 000, "Codes you see").
 
+#![warn(missing_docs)]
+
 pub mod openapi;
 
 use schemars::JsonSchema;
@@ -37,14 +39,18 @@ pub struct StartRun {
 pub struct RunStatus {
     /// The run id.
     pub run: String,
+    /// The workflow name.
     pub workflow: String,
+    /// The revision the run was admitted under (`sha256:<hex>`).
     pub revision: String,
     /// `running`, `attention`, `cancel-requested`, `finished`, `failed`,
     /// `cancelled`, `cancelled-after-effect` or `expired`.
     pub state: String,
-    /// RFC 3339 instants.
+    /// When the run was admitted (RFC 3339).
     pub admitted_at: String,
+    /// When the deadline ends the run `expired` (RFC 3339).
     pub deadline_at: String,
+    /// When the run ended (RFC 3339); `None` while it has not.
     pub ended_at: Option<String>,
     /// The outcome, once a finish was reached.
     pub outcome: Option<String>,
@@ -76,6 +82,7 @@ pub struct RunList {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Inspection {
+    /// The run's status.
     pub status: RunStatus,
     /// Visited steps in order.
     pub steps: Vec<InspectedStep>,
@@ -85,6 +92,7 @@ pub struct Inspection {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InspectedStep {
+    /// The step name.
     pub name: String,
     /// `call`, `choose`, `wait-until`, `wait-for` or `finish`.
     pub kind: String,
