@@ -65,6 +65,13 @@ pub struct RunStatus {
     /// and timestamps remain. Present only when `true`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub payload_erased: bool,
+    /// The restore review (docs/operations.md "Restore from a backup"):
+    /// `required` while a prepared command the restore hold held back
+    /// waits for an operator, then how it was reviewed: `reconciled`,
+    /// `cancelled` or `attested`. Absent on runs the restore hold never
+    /// held back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<String>,
 }
 
 /// `GET /v1/runs` answer.
@@ -104,6 +111,11 @@ pub struct InspectedStep {
     pub due_at: Option<String>,
     /// For wait-for steps: how many times the source was observed.
     pub observations: Option<u32>,
+    /// The restore hold found this call's prepared command `ready` or
+    /// `sending` (it may have been sent after the backup) and held it back
+    /// as an `unknown` effect for review. Present only when `true`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub restored: bool,
 }
 
 /// `POST /v1/runs/{run}/cancel|retry-same|reconcile` body.
@@ -183,6 +195,11 @@ pub struct DoctorState {
     pub attention: Option<u64>,
     /// Runs that have not ended; `None` when the store did not answer.
     pub live: Option<u64>,
+    /// Runs that have not ended holding a prepared command the restore hold
+    /// held back that no operator reviewed yet (`release-restore-hold`
+    /// answers `restore.review-required` while it is not 0); `None` when
+    /// the store did not answer.
+    pub review_required: Option<u64>,
 }
 
 /// The deployment-wide holds (seed 000 "Restore from a backup"): the answer
@@ -196,6 +213,10 @@ pub struct Holds {
     pub admission: bool,
     /// `complete-execution-recovery` was attested under the restore hold.
     pub execution_recovery_completed: bool,
+    /// The restore epoch: +1 each time the restore hold is placed. A
+    /// process that started under an older epoch is refused every lease
+    /// (`restore.lease-incompatible`) and stops.
+    pub restore_epoch: u64,
 }
 
 /// `POST /v1/restore-hold` and `POST /v1/release-restore-hold` body.

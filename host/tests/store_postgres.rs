@@ -19,9 +19,9 @@ use coordinator_host::runtime::binding::binding_digests;
 use coordinator_host::runtime::{check_runtime_file, Mode, RuntimeConfig};
 use coordinator_host::secrets::{load_keys, SecretResolver};
 use coordinator_host::service::conformance::{self, Fixture};
-use coordinator_host::service::engine::Holds;
 use coordinator_host::service::{
-    Admitted, Commit, Erasure, JobKind, NewJob, NewRun, Owner, RunStore, StoreError as PortError,
+    Admitted, Commit, Erasure, Holds, Job, JobKind, LeaseRequest, NewJob, NewRun, Owner, RunStore,
+    StoreError as PortError,
 };
 use coordinator_host::store::{self, PlanAction, Store, StoreError};
 use coordinator_ir::{Definition, Program};
@@ -31,6 +31,27 @@ use sqlx::{Connection, Executor, PgConnection, Row};
 use time::OffsetDateTime;
 
 const MARKER: &str = "MARKER-7f3a9c-plaintext-probe";
+
+/// Leases as an ordinary process under restore epoch 0 would.
+async fn lease(
+    store: &Store,
+    owner: &str,
+    now: i64,
+    lease_until: i64,
+    limit: usize,
+) -> Result<Vec<Job>, PortError> {
+    store
+        .lease(&LeaseRequest {
+            owner,
+            now,
+            lease_until,
+            limit,
+            epoch: Some(0),
+            run_id: None,
+            receipt_lookups_only: false,
+        })
+        .await
+}
 
 struct Urls {
     admin: String,
@@ -482,6 +503,7 @@ async fn plan_apply_status_unchanged_replace_unlisted_and_remove() {
     ended.status = RunStatus::Cancelled;
     let out = store
         .commit(Commit {
+            review: None,
             run_id: run.id.clone(),
             expected_version: loaded.version,
             state: ended,
@@ -829,6 +851,8 @@ conformance_tests! {
     run_store_bring_forward_and_listing => "run_store_listing", bring_forward_respects_the_floor_and_lists_page;
     run_store_live_bindings_count_runs_that_have_not_ended => "run_store_live_bindings", live_bindings_count_runs_that_have_not_ended;
     run_store_retention_erases_only_ended_payloads => "run_store_retention", retention_erases_only_ended_payloads;
+    run_store_restore_hold_leases_lookups_only => "run_store_restore_hold", restore_hold_leases_lookups_only_and_fences_old_epochs;
+    run_store_reviews_are_recorded_and_attested => "run_store_reviews", reviews_are_recorded_surveyed_and_attested;
 }
 
 /// Every sealed value of `run` (input, state, output, owner, and its jobs'
@@ -918,6 +942,7 @@ async fn retention_leaves_no_byte_of_an_erased_payload_in_any_table() {
     ended.ended_at = Some(ended.now.clone());
     store
         .commit(Commit {
+            review: None,
             run_id: run.id.clone(),
             expected_version: 1,
             state: ended,
@@ -1033,8 +1058,8 @@ async fn run_store_holds_revisions_and_concurrent_leases() {
     }
     let t = now.unix_timestamp();
     let (a, b) = tokio::join!(
-        store.lease("w1", t, t + 60, 25),
-        store.lease("w2", t, t + 60, 25)
+        lease(&store, "w1", t, t + 60, 25),
+        lease(&store, "w2", t, t + 60, 25)
     );
     let (a, b) = (a.expect("lease"), b.expect("lease"));
     let mut ids: Vec<u64> = a.iter().chain(b.iter()).map(|j| j.id).collect();
@@ -1051,7 +1076,7 @@ async fn run_store_holds_revisions_and_concurrent_leases() {
         .execute(format!("UPDATE {}.deployment SET restore_hold = true", fx.ns).as_str())
         .await
         .expect("hold");
-    assert_eq!(store.lease("w3", t + 61, t + 120, 100).await, Ok(vec![]));
+    assert_eq!(lease(&store, "w3", t + 61, t + 120, 100).await, Ok(vec![]));
     admin
         .execute(format!("UPDATE {}.deployment SET admission_hold = true", fx.ns).as_str())
         .await
@@ -1134,7 +1159,19 @@ async fn run_store_holds_are_persisted_for_every_process() {
     assert!(held.restore && held.admission && held.execution_recovery_completed);
     let now = OffsetDateTime::now_utc();
     let t = now.unix_timestamp();
-    assert_eq!(b.lease("w-b", t + 600, t + 660, 100).await, Ok(vec![]));
+    assert_eq!(
+        b.lease(&LeaseRequest {
+            owner: "w-b",
+            now: t + 600,
+            lease_until: t + 660,
+            limit: 100,
+            epoch: Some(1),
+            run_id: None,
+            receipt_lookups_only: false,
+        })
+        .await,
+        Ok(vec![])
+    );
     assert_eq!(
         admit(&b, &fx, &fixture.revision, "dave", "k-held", json!({}), now).await,
         Admitted::AdmissionHeld
@@ -1239,6 +1276,7 @@ async fn a_changed_binding_is_refused_while_a_run_is_live() {
     // The run ends: the endpoint may change.
     store
         .commit(Commit {
+            review: None,
             run_id: run.id.clone(),
             expected_version: run.version,
             state: {

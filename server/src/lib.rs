@@ -148,6 +148,12 @@ impl ApiError {
                 code: "run.payload-erased",
                 ..
             } => Self::payload_erased(),
+            StoreError::LeaseIncompatible { .. } => Self::new(
+                409,
+                "restore.lease-incompatible",
+                "A restore step is out of order, or held work still needs review",
+            )
+            .detail("this instance started before the restore hold was placed: restart it"),
             other => {
                 tracing::error!(code = "store-unavailable", error = %other, "store error");
                 Self::new(503, "service.unavailable", "The store is unavailable")
@@ -245,7 +251,9 @@ pub const WORKER_LANES: usize = 8;
 /// stop. Leases keep the lanes (and other processes) from taking the same
 /// job, so a product call that hangs until its timeout holds up one lane,
 /// not the process. A store error is logged as `store-unavailable` and the
-/// lane goes on.
+/// lane goes on. Returns before `shutdown` only when the engine is fenced
+/// ([`Engine::fenced`]: a restore hold was placed after this process
+/// started), so the caller can stop the process.
 pub async fn work(
     engine: Arc<Engine>,
     interval: Duration,
@@ -263,11 +271,14 @@ async fn lane(
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     loop {
-        if *shutdown.borrow() {
+        if *shutdown.borrow() || engine.fenced() {
             return;
         }
         let busy = match engine.tick().await {
             Ok(n) => n > 0,
+            // Logged by the engine (`restore.lease-incompatible`); the
+            // lane stops.
+            Err(_) if engine.fenced() => return,
             Err(e) => {
                 tracing::error!(code = "store-unavailable", error = %e, "worker tick failed");
                 false
@@ -345,6 +356,7 @@ fn run_status(r: &RunRecord) -> api::RunStatus {
         failure: st.failure.as_ref().map(|f| f.code.as_str().to_owned()),
         failure_path: None,
         payload_erased: r.payload_erased,
+        review: r.review.map(|v| v.as_str().to_owned()),
     }
 }
 
@@ -469,6 +481,12 @@ async fn admitted(
             "admission.recovery-only",
             "This instance runs with --recovery-only and admits no runs",
         )),
+        Err(AdmitError::ActivationChanged) => Err(ApiError::new(
+            409,
+            "deployment.activation-changed",
+            "An apply changed the active packages after the service started",
+        )
+        .detail("restart the service with the runtime file apply used")),
         Err(AdmitError::AdmissionHeld) => {
             Err(
                 ApiError::new(409, "admission.held", "The admission hold is in place")
@@ -668,6 +686,7 @@ async fn inspect(
                 attempts: st.attempts,
                 due_at: st.due_at,
                 observations: st.observations,
+                restored: st.restored,
             })
             .collect(),
     };
@@ -718,7 +737,7 @@ async fn recover(
         Err(ActionError::ExecutionHeld) => {
             Err(
                 ApiError::new(409, "execution.held", "The restore hold is in place")
-                    .detail("no call is resent while the restore hold is in place"),
+                    .detail("nothing is dispatched while the restore hold is in place: retry-same, and a cancel whose route sends a call, wait for release-restore-hold; reconcile is served"),
             )
         }
         Err(ActionError::BindingChanged { connection }) => Err(ApiError::new(

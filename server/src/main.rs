@@ -285,6 +285,15 @@ async fn main() -> ExitCode {
         }
     };
     let engine = Arc::new(engine.with_audit(journal, keys.audit.clone()));
+    // The restore epoch this process works under: a restore hold placed
+    // from now on fences it (`restore.lease-incompatible`).
+    match engine.adopt_restore_epoch().await {
+        Ok(epoch) => tracing::info!(restore_epoch = epoch, "restore epoch adopted"),
+        Err(e) => {
+            tracing::error!(code = "store-unavailable", "{e}");
+            return ExitCode::from(3);
+        }
+    }
     let state = AppState {
         engine: engine.clone(),
         verifier: Arc::new(Verifier::new(&deployment.authentication, source)),
@@ -303,26 +312,34 @@ async fn main() -> ExitCode {
             },
         ))
     });
-    let worker = if args.recovery_only {
-        None
-    } else {
-        Some(tokio::spawn(coordinator::work(
-            engine,
-            Duration::from_millis(200),
-            stop_rx.clone(),
-        )))
-    };
+    // A `--recovery-only` instance runs the worker too: its leases are
+    // receipt lookups only (reads, for `reconcile`), never dispatches.
+    let mut worker = tokio::spawn(coordinator::work(
+        engine.clone(),
+        Duration::from_millis(200),
+        stop_rx.clone(),
+    ));
     let mut server_stop = stop_rx.clone();
     let server = tokio::spawn(coordinator::run(listener, state, async move {
         let _ = server_stop.wait_for(|s| *s).await;
     }));
     tracing::info!(bind = %deployment.listener.bind, recovery_only = args.recovery_only, "serving");
-    wait_for_signal().await;
+    let mut exit = ExitCode::SUCCESS;
+    tokio::select! {
+        () = wait_for_signal() => {}
+        _ = &mut worker => {
+            // The worker stops early only when the engine is fenced: a
+            // restore hold was placed after this process started. It must
+            // not serve on (the engine logged `restore.lease-incompatible`).
+            tracing::error!(code = "restore.lease-incompatible", next = "start a new process once the restore hold is released", "stopping: a restore hold was placed after this process started");
+            exit = ExitCode::from(1);
+        }
+    }
     tracing::info!("stopping");
     let _ = stop_tx.send(true);
     let drained = tokio::time::timeout(SHUTDOWN_GRACE - Duration::from_secs(1), async {
-        if let Some(w) = worker {
-            let _ = w.await;
+        if !worker.is_finished() {
+            let _ = (&mut worker).await;
         }
         if let Some(m) = metrics {
             let _ = m.await;
@@ -333,7 +350,7 @@ async fn main() -> ExitCode {
     if drained.is_err() {
         tracing::warn!("shutdown grace elapsed; leaving open requests");
     }
-    ExitCode::SUCCESS
+    exit
 }
 
 fn uuid_like() -> String {

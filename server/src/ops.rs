@@ -21,8 +21,10 @@ use axum::response::Response;
 use coordinator_api as api;
 use coordinator_host::audit::AuditRecord;
 use coordinator_host::keys::AuditKey;
-use coordinator_host::service::engine::{wait_kind, Holds};
-use coordinator_host::service::{EffectState, Engine, Principal, RunStatus, StoreError};
+use coordinator_host::service::engine::wait_kind;
+use coordinator_host::service::{
+    EffectState, Engine, HoldError, Holds, Principal, RunStatus, StoreError,
+};
 
 use crate::auth::Grant;
 use crate::{body, json, principal, strict, ApiError, AppState};
@@ -156,6 +158,7 @@ fn holds_body(h: &Holds) -> api::Holds {
         restore: h.restore,
         admission: h.admission,
         execution_recovery_completed: h.execution_recovery_completed,
+        restore_epoch: h.restore_epoch,
     }
 }
 
@@ -196,13 +199,19 @@ fn hold_record(
     }
 }
 
-fn out_of_order(code: &str, detail: &str) -> ApiError {
-    ApiError::new(
-        409,
-        code,
-        "A restore step is out of order, or held work still needs review",
-    )
-    .detail(detail.to_owned())
+/// A refused restore step as its problem: 409 with the step's code, or
+/// the store's answer.
+fn hold_refused(e: HoldError) -> ApiError {
+    match (e.code(), e) {
+        (Some(code), e) => ApiError::new(
+            409,
+            code,
+            "A restore step is out of order, or held work still needs review",
+        )
+        .detail(e.detail()),
+        (None, HoldError::Store(e)) => ApiError::store(&e),
+        (None, e) => ApiError::store(&StoreError::Unavailable(e.detail())),
+    }
 }
 
 /// `GET /v1/doctor`.
@@ -240,8 +249,20 @@ pub(crate) async fn doctor(
     } else {
         Holds::default()
     };
+    let reviews = if survey.is_some() {
+        s.engine.review_survey().await.ok()
+    } else {
+        None
+    };
+    // Ready while the active packages are still the ones this process
+    // started with (an apply since asks for a restart).
+    let activation_current = if store_ready {
+        s.engine.activation_current().await.unwrap_or(false)
+    } else {
+        false
+    };
     let body = api::Doctor {
-        activation_ready: !s.engine.active_revisions().is_empty(),
+        activation_ready: !s.engine.active_revisions().is_empty() && activation_current,
         recovery_only: s.engine.recovery_only(),
         state: api::DoctorState {
             audit_ready: s.engine.audit_ready(),
@@ -249,6 +270,7 @@ pub(crate) async fn doctor(
             uncertain: survey.as_ref().map(|v| v.uncertain),
             attention: count(RunStatus::Attention.as_str()),
             live: survey.as_ref().map(|v| v.runs.iter().map(|(_, n)| n).sum()),
+            review_required: reviews.map(|r| r.review_required),
         },
         holds: holds_body(&holds),
     };
@@ -256,7 +278,9 @@ pub(crate) async fn doctor(
 }
 
 /// `POST /v1/restore-hold`: places the restore hold and the admission
-/// hold. Placing it again changes nothing but is audited again.
+/// hold, moves the restore epoch and holds back the restored prepared
+/// commands ([`Engine::place_restore_hold`]). Placing it again changes no
+/// hold (it finishes a hold-back left half done) and is audited again.
 pub(crate) async fn restore_hold(
     State(s): State<AppState>,
     headers: HeaderMap,
@@ -265,18 +289,7 @@ pub(crate) async fn restore_hold(
     let who = operator(&s, &headers, "restore-hold").await?;
     let req: api::HoldReason = strict::from_slice(&body(bytes)?).map_err(ApiError::bad_request)?;
     reference("reason", &req.reason)?;
-    let after = s
-        .engine
-        .update_holds(|h: &mut Holds| {
-            if !h.restore {
-                h.execution_recovery_completed = false;
-            }
-            h.restore = true;
-            h.admission = true;
-            Ok::<(), ApiError>(())
-        })
-        .await?;
-    tracing::warn!(action = "restore-hold", "restore hold placed");
+    let (after, _held_back) = s.engine.place_restore_hold().await.map_err(hold_refused)?;
     answer_holds(
         &s,
         hold_record("restore.hold", &who, "reason", req.reason, &after),
@@ -323,17 +336,9 @@ pub(crate) async fn complete_execution_recovery(
     )?;
     let after = s
         .engine
-        .update_holds(|h: &mut Holds| {
-            if !h.restore {
-                return Err(out_of_order(
-                    "restore.hold-required",
-                    "place the restore hold first (restore-hold)",
-                ));
-            }
-            h.execution_recovery_completed = true;
-            Ok(())
-        })
-        .await?;
+        .complete_execution_recovery()
+        .await
+        .map_err(hold_refused)?;
     answer_holds(
         &s,
         hold_record(
@@ -348,8 +353,10 @@ pub(crate) async fn complete_execution_recovery(
     .await
 }
 
-/// `POST /v1/release-restore-hold`: refused with `restore.unresolved` while
-/// runs hold unknown effects, unless execution recovery was attested.
+/// `POST /v1/release-restore-hold`: refused with `restore.review-required`
+/// while a restored prepared command awaits review and with
+/// `restore.unresolved` while runs hold unknown effects, unless execution
+/// recovery was attested ([`Engine::release_restore_hold`]).
 pub(crate) async fn release_restore_hold(
     State(s): State<AppState>,
     headers: HeaderMap,
@@ -358,42 +365,11 @@ pub(crate) async fn release_restore_hold(
     let who = operator(&s, &headers, "release-restore-hold").await?;
     let req: api::HoldReason = strict::from_slice(&body(bytes)?).map_err(ApiError::bad_request)?;
     reference("reason", &req.reason)?;
-    let current = s.engine.holds().await.map_err(|e| ApiError::store(&e))?;
-    if !current.restore {
-        return Err(out_of_order(
-            "restore.hold-required",
-            "the restore hold is not in place",
-        ));
-    }
-    let uncertain = if current.execution_recovery_completed {
-        0
-    } else {
-        survey(&s.engine)
-            .await
-            .map_err(|e| ApiError::store(&e))?
-            .uncertain
-    };
-    let after = s.engine.update_holds(|h: &mut Holds| {
-        if !h.restore {
-            return Err(out_of_order(
-                "restore.hold-required",
-                "the restore hold is not in place",
-            ));
-        }
-        if uncertain > 0 && !h.execution_recovery_completed {
-            return Err(out_of_order(
-                "restore.unresolved",
-                &format!(
-                    "{uncertain} held run(s) hold an unknown effect: reconcile them, or attest with complete-execution-recovery"
-                ),
-            ));
-        }
-        h.restore = false;
-        h.execution_recovery_completed = false;
-        Ok(())
-    })
-    .await?;
-    tracing::warn!(action = "release-restore-hold", "restore hold released");
+    let after = s
+        .engine
+        .release_restore_hold()
+        .await
+        .map_err(hold_refused)?;
     answer_holds(
         &s,
         hold_record("restore.release", &who, "reason", req.reason, &after),
@@ -419,24 +395,9 @@ pub(crate) async fn release_admission_hold(
     )?;
     let after = s
         .engine
-        .update_holds(|h: &mut Holds| {
-            if !h.admission {
-                return Err(out_of_order(
-                    "restore.hold-required",
-                    "the admission hold is not in place",
-                ));
-            }
-            if h.restore {
-                return Err(out_of_order(
-                    "restore.unresolved",
-                    "release the restore hold first (release-restore-hold)",
-                ));
-            }
-            h.admission = false;
-            Ok(())
-        })
-        .await?;
-    tracing::warn!(action = "release-admission-hold", "admission hold released");
+        .release_admission_hold()
+        .await
+        .map_err(hold_refused)?;
     answer_holds(
         &s,
         hold_record(

@@ -23,6 +23,7 @@ use ops_support::{Instance, AUDIENCE, OPERATOR, PRODUCER};
 const EMAIL: &str = "applicant-7@example.org";
 
 struct Env {
+    fakes: ops_support::Fakes,
     issuer: FakeIssuer,
     casework: FakeCasework,
     _messaging: FakeMessaging,
@@ -45,7 +46,32 @@ impl Env {
     /// starts its own fakes, so its connections' `baseUrl` and token
     /// endpoint differ from another instance's: another binding.
     async fn on(recovery_only: bool, store: Arc<MemoryRunStore>) -> Env {
+        Env::serve(
+            ops_support::start("db-ops-1", recovery_only, store.clone()).await,
+            store,
+        )
+        .await
+    }
+
+    /// This instance's process restarted (its store, fakes and bindings),
+    /// with or without `--recovery-only`.
+    async fn restarted(&self, recovery_only: bool) -> Env {
+        Env::serve(
+            ops_support::start_with(
+                self.fakes.clone(),
+                "db-ops-1",
+                recovery_only,
+                self.store.clone(),
+            )
+            .await,
+            self.store.clone(),
+        )
+        .await
+    }
+
+    async fn serve(instance: Instance, store: Arc<MemoryRunStore>) -> Env {
         let Instance {
+            fakes,
             issuer,
             casework,
             messaging,
@@ -54,7 +80,7 @@ impl Env {
             audit_dir,
             base,
             stop: tx,
-        } = ops_support::start("db-ops-1", recovery_only, store.clone()).await;
+        } = instance;
         let mlistener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let metrics = format!("http://{}/metrics", mlistener.local_addr().unwrap());
         let (mtx, mrx) = tokio::sync::oneshot::channel::<()>();
@@ -66,6 +92,7 @@ impl Env {
             },
         ));
         Env {
+            fakes,
             issuer,
             casework,
             _messaging: messaging,
@@ -198,46 +225,71 @@ async fn restore_sequence_holds_execution_and_admissions() {
         "executionHistoryComplete": true, "priorDeploymentFenced": true});
     let admission = json!({"recoveryReference": "incident-2026-10-12",
         "admissionHistoryComplete": true, "priorDeploymentFenced": true});
+    // seed 000 "Restore from a backup": the operator works from a
+    // `--recovery-only` instance on the same store until the hold is
+    // released, then starts an ordinary one.
+    let recovery = env.restarted(true).await;
+    let post = |path: &'static str, body: Value| {
+        let recovery = &recovery;
+        async move { recovery.call(Some(OPERATOR), path, Some(body)).await }
+    };
+    let code = |(s, p): (u16, Value)| (s, p["code"].as_str().map(str::to_owned));
+    let refused = |code: &str| (409, Some(code.to_owned()));
 
     // Out of order before any hold.
-    let (s, p) = env
-        .call(
-            Some(OPERATOR),
-            "/v1/release-restore-hold",
-            Some(reason.clone()),
-        )
-        .await;
     assert_eq!(
-        (s, p["code"].as_str()),
-        (409, Some("restore.hold-required"))
+        code(post("/v1/release-restore-hold", reason.clone()).await),
+        refused("restore.hold-required")
     );
-    let (s, p) = env
-        .call(
-            Some(OPERATOR),
-            "/v1/complete-execution-recovery",
-            Some(execution.clone()),
-        )
-        .await;
     assert_eq!(
-        (s, p["code"].as_str()),
-        (409, Some("restore.hold-required"))
+        code(post("/v1/complete-execution-recovery", execution.clone()).await),
+        refused("restore.hold-required")
     );
 
-    // A run admitted before the hold, not yet dispatched.
+    // A run admitted before the hold whose first command (the Casework
+    // submission) is prepared but not yet dispatched: in a restored
+    // database, the old deployment may have sent it after the backup.
     let (s, before) = env.start("k-2").await;
     assert_eq!(s, 201);
     let before = before["run"].as_str().unwrap().to_owned();
 
-    let (s, h) = env
-        .call(Some(OPERATOR), "/v1/restore-hold", Some(reason.clone()))
-        .await;
+    let (s, h) = post("/v1/restore-hold", reason.clone()).await;
     assert_eq!(s, 200, "{h}");
     assert_eq!(
         h,
-        json!({"restore": true, "admission": true, "executionRecoveryCompleted": false})
+        json!({"restore": true, "admission": true, "executionRecoveryCompleted": false,
+               "restoreEpoch": 1})
     );
+    // The restored prepared command is held back for review: the run waits
+    // in attention with the effect unknown, and its step says why.
+    let (_, st) = recovery
+        .call(Some(OPERATOR), &format!("/v1/runs/{before}/inspect"), None)
+        .await;
+    assert_eq!(st["status"]["state"], "attention", "{st}");
+    assert_eq!(st["status"]["review"], "required", "{st}");
+    let submit = st["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["restored"] == true)
+        .cloned()
+        .unwrap_or_else(|| panic!("no restored step: {st}"));
+    assert_eq!(submit["effect"], "unknown", "{st}");
+    let (_, listed) = recovery
+        .call(Some(OPERATOR), "/v1/runs?attention=true", None)
+        .await;
+    let listed: Vec<&str> = listed["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["run"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, [before.as_str(), uncertain.as_str()]);
+    let (_, d) = recovery.call(Some(OPERATOR), "/v1/doctor", None).await;
+    assert_eq!(d["state"]["reviewRequired"], 1, "{d}");
+    assert_eq!(d["state"]["uncertain"], 2, "{d}");
     // No dispatch while held.
-    assert_eq!(env.engine.run_until_idle(5).await.unwrap(), 0);
+    assert_eq!(recovery.engine.run_until_idle(5).await.unwrap(), 0);
     assert_eq!(
         env.casework.fake().requests_to("/v1/review-requests").len(),
         1
@@ -245,7 +297,7 @@ async fn restore_sequence_holds_execution_and_admissions() {
     // No admission, no retry-same.
     let (s, p) = env.start("k-3").await;
     assert_eq!((s, p["code"].as_str()), (409, Some("admission.held")));
-    let (s, p) = env
+    let (s, p) = recovery
         .call(
             Some(OPERATOR),
             &format!("/v1/runs/{uncertain}/retry-same"),
@@ -253,16 +305,159 @@ async fn restore_sequence_holds_execution_and_admissions() {
         )
         .await;
     assert_eq!((s, p["code"].as_str()), (409, Some("execution.held")));
-    // Admissions cannot reopen before the restore hold is released.
-    let (s, p) = env
+    // A Casework submission has no receipt: reconcile cannot review it.
+    let (s, p) = recovery
         .call(
             Some(OPERATOR),
+            &format!("/v1/runs/{before}/reconcile"),
+            Some(reason.clone()),
+        )
+        .await;
+    assert_eq!(
+        (s, p["code"].as_str()),
+        (409, Some("reconcile.unsupported"))
+    );
+    // Admissions cannot reopen before the restore hold is released.
+    assert_eq!(
+        code(post("/v1/release-admission-hold", admission.clone()).await),
+        refused("restore.unresolved")
+    );
+    // The unreviewed restored command blocks the release first...
+    assert_eq!(
+        code(post("/v1/release-restore-hold", reason.clone()).await),
+        refused("restore.review-required")
+    );
+    // ... until the operator attests the history.
+    let (s, p) = post(
+        "/v1/complete-execution-recovery",
+        json!({"recoveryReference": "r", "executionHistoryComplete": false, "priorDeploymentFenced": true}),
+    )
+    .await;
+    assert_eq!((s, p["code"].as_str()), (400, Some("request.invalid")));
+    let (s, h) = post("/v1/complete-execution-recovery", execution).await;
+    assert_eq!(
+        (s, h["executionRecoveryCompleted"].as_bool()),
+        (200, Some(true))
+    );
+    let (s, h) = post("/v1/release-restore-hold", reason.clone()).await;
+    assert_eq!(s, 200, "{h}");
+    assert_eq!(
+        h,
+        json!({"restore": false, "admission": true, "executionRecoveryCompleted": false,
+               "restoreEpoch": 1})
+    );
+    // The ordinary service starts again. The attested run stays held: its
+    // restored command is never sent by itself, even after the release.
+    let ordinary = env.restarted(false).await;
+    let (_, st) = ordinary
+        .call(Some(OPERATOR), &format!("/v1/runs/{before}"), None)
+        .await;
+    assert_eq!(
+        (st["state"].as_str(), st["review"].as_str()),
+        (Some("attention"), Some("attested")),
+        "{st}"
+    );
+    ordinary.engine.run_until_idle(10).await.unwrap();
+    assert_eq!(
+        env.casework.fake().requests_to("/v1/review-requests").len(),
+        1
+    );
+    // retry-same resends it, with its original key, now that the hold is
+    // released.
+    let (s, st) = ordinary
+        .call(
+            Some(OPERATOR),
+            &format!("/v1/runs/{before}/retry-same"),
+            Some(reason.clone()),
+        )
+        .await;
+    assert_eq!(s, 200, "{st}");
+    ordinary.engine.run_until_idle(10).await.unwrap();
+    let sent = env.casework.fake().requests_to("/v1/review-requests");
+    assert_eq!(sent.len(), 2);
+    let (_, st) = ordinary
+        .call(Some(OPERATOR), &format!("/v1/runs/{before}"), None)
+        .await;
+    assert_eq!(st["state"], "running", "{st}");
+    // Still no admissions until the admission hold is released.
+    let (s, _) = ordinary.start("k-3").await;
+    assert_eq!(s, 409);
+    let (s, p) = ordinary
+        .call(
+            Some(PRODUCER),
             "/v1/release-admission-hold",
             Some(admission.clone()),
         )
         .await;
-    assert_eq!((s, p["code"].as_str()), (409, Some("restore.unresolved")));
-    // Held work with an unknown effect blocks the release...
+    assert_eq!(
+        (s, p["code"].as_str()),
+        (403, Some("authorization.refused"))
+    );
+    let (s, h) = ordinary
+        .call(
+            Some(OPERATOR),
+            "/v1/release-admission-hold",
+            Some(admission),
+        )
+        .await;
+    assert_eq!(s, 200, "{h}");
+    assert_eq!(h["admission"], false);
+    let (s, _) = ordinary.start("k-3").await;
+    assert_eq!(s, 201);
+
+    // Each process journals what it answered.
+    let actions = |e: &Env| -> Vec<String> {
+        e.journal()
+            .iter()
+            .map(|l| l["action"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(actions(&env), ["run.admit", "run.admit"]);
+    assert_eq!(
+        actions(&recovery),
+        [
+            "restore.hold",
+            "restore.complete-execution-recovery",
+            "restore.release",
+        ]
+    );
+    assert_eq!(
+        actions(&ordinary),
+        [
+            "run.retry-same",
+            "restore.release-admission-hold",
+            "run.admit"
+        ]
+    );
+}
+
+/// Under the restore hold a run's review is recorded by the action that
+/// settles it: a cancel that dispatches nothing reviews it (`cancelled`)
+/// and lets the hold go; the release is then refused only for the unknown
+/// effect of another run (`restore.unresolved`).
+#[tokio::test]
+async fn a_cancel_reviews_a_restored_command_and_unknown_effects_stay_unresolved() {
+    let env = Env::new(false).await;
+    let uncertain = env.uncertain_run("k-1").await;
+    let (s, before) = env.start("k-2").await;
+    assert_eq!(s, 201);
+    let before = before["run"].as_str().unwrap().to_owned();
+    let reason = json!({"reason": "incident-7"});
+    let env = env.restarted(true).await;
+    let (s, _) = env
+        .call(Some(OPERATOR), "/v1/restore-hold", Some(reason.clone()))
+        .await;
+    assert_eq!(s, 200);
+    let (s, st) = env
+        .call(
+            Some(OPERATOR),
+            &format!("/v1/runs/{before}/cancel"),
+            Some(reason.clone()),
+        )
+        .await;
+    assert_eq!(s, 200, "{st}");
+    assert_eq!(st["review"], "cancelled", "{st}");
+    assert_eq!(st["state"], "cancelled", "{st}");
     let (s, p) = env
         .call(
             Some(OPERATOR),
@@ -275,90 +470,147 @@ async fn restore_sequence_holds_execution_and_admissions() {
         (409, Some("restore.unresolved")),
         "{p}"
     );
-    // ... until the operator attests the history.
-    let (s, p) = env
-        .call(
-            Some(OPERATOR),
-            "/v1/complete-execution-recovery",
-            Some(json!({"recoveryReference": "r", "executionHistoryComplete": false, "priorDeploymentFenced": true})),
-        )
+    // The uncertain run predates the hold: nothing marks it for review,
+    // but its unknown effect must be settled.
+    let (_, st) = env
+        .call(Some(OPERATOR), &format!("/v1/runs/{uncertain}"), None)
         .await;
-    assert_eq!((s, p["code"].as_str()), (400, Some("request.invalid")));
-    let (s, h) = env
+    assert!(st.get("review").is_none(), "{st}");
+    let (s, _) = env
         .call(
             Some(OPERATOR),
-            "/v1/complete-execution-recovery",
-            Some(execution),
-        )
-        .await;
-    assert_eq!(
-        (s, h["executionRecoveryCompleted"].as_bool()),
-        (200, Some(true))
-    );
-    let (s, h) = env
-        .call(
-            Some(OPERATOR),
-            "/v1/release-restore-hold",
+            &format!("/v1/runs/{uncertain}/cancel"),
             Some(reason.clone()),
         )
         .await;
+    assert_eq!(s, 200);
+    let (s, h) = env
+        .call(Some(OPERATOR), "/v1/release-restore-hold", Some(reason))
+        .await;
     assert_eq!(s, 200, "{h}");
     assert_eq!(
-        h,
-        json!({"restore": false, "admission": true, "executionRecoveryCompleted": false})
-    );
-    // Dispatch resumes: the held run's submission goes out now.
-    env.engine.run_until_idle(10).await.unwrap();
-    assert_eq!(
         env.casework.fake().requests_to("/v1/review-requests").len(),
-        2
+        1,
+        "nothing was sent for either run"
     );
-    let (_, st) = env
-        .call(Some(OPERATOR), &format!("/v1/runs/{before}"), None)
-        .await;
-    assert_eq!(st["state"], "running", "{st}");
-    // Still no admissions until the admission hold is released.
-    let (s, _) = env.start("k-3").await;
-    assert_eq!(s, 409);
-    let (s, p) = env
+}
+
+/// A process that started before the restore hold was placed is fenced:
+/// its next lease is refused (`restore.lease-incompatible`), it does no
+/// more work, and a recovery action through it is refused with that code.
+/// A process started after the hold works under the new epoch.
+#[tokio::test]
+async fn a_process_that_predates_the_restore_hold_is_fenced() {
+    let old = Env::new(false).await;
+    assert_eq!(old.engine.adopt_restore_epoch().await.unwrap(), 0);
+    let recovery = old.restarted(true).await;
+    let (s, _) = recovery
         .call(
-            Some(PRODUCER),
+            Some(OPERATOR),
+            "/v1/restore-hold",
+            Some(json!({"reason": "r-1"})),
+        )
+        .await;
+    assert_eq!(s, 200);
+    let refused = old.engine.tick().await;
+    assert!(
+        matches!(
+            refused,
+            Err(coordinator_host::service::StoreError::LeaseIncompatible {
+                process: 0,
+                store: 1
+            })
+        ),
+        "{refused:?}"
+    );
+    assert!(old.engine.fenced());
+    assert_eq!(
+        old.engine.tick().await.unwrap(),
+        0,
+        "a fenced engine leases nothing"
+    );
+    // Released, the hold no longer stops anyone, but the old process stays
+    // fenced; a process started now works.
+    for (path, body) in [
+        ("/v1/release-restore-hold", json!({"reason": "r-1"})),
+        (
             "/v1/release-admission-hold",
-            Some(admission.clone()),
+            json!({"recoveryReference": "r-1", "admissionHistoryComplete": true,
+                   "priorDeploymentFenced": true}),
+        ),
+    ] {
+        let (s, p) = recovery.call(Some(OPERATOR), path, Some(body)).await;
+        assert_eq!(s, 200, "{path}: {p}");
+    }
+    let new = old.restarted(false).await;
+    assert_eq!(new.engine.adopt_restore_epoch().await.unwrap(), 1);
+    let uncertain = new.uncertain_run("k-9").await;
+    assert!(!new.engine.fenced());
+    let (s, p) = old
+        .call(
+            Some(OPERATOR),
+            &format!("/v1/runs/{uncertain}/cancel"),
+            Some(json!({"reason": "r-1"})),
         )
         .await;
     assert_eq!(
         (s, p["code"].as_str()),
-        (403, Some("authorization.refused"))
+        (409, Some("restore.lease-incompatible")),
+        "{p}"
     );
-    let (s, h) = env
+    assert_eq!(old.engine.tick().await.unwrap(), 0);
+}
+
+/// seed 000 "Change the workflows": after an apply changed the active
+/// packages, a service that was not restarted refuses every new start with
+/// `deployment.activation-changed` and its doctor says `activationReady:
+/// false`; a repeated start of an admitted run still answers 200 with
+/// that run, as it does under the admission hold and on a
+/// `--recovery-only` instance: the key lookup comes first.
+#[tokio::test]
+async fn a_repeated_start_finds_its_run_whatever_refuses_new_starts() {
+    let store = Arc::new(MemoryRunStore::new());
+    let env = Env::on(false, store.clone()).await;
+    let (s, first) = env.start("k-1").await;
+    assert_eq!(s, 201, "{first}");
+    let run = first["run"].clone();
+
+    store.change_activation();
+    let (s, p) = env.start("k-2").await;
+    assert_eq!(
+        (s, p["code"].as_str()),
+        (409, Some("deployment.activation-changed")),
+        "{p}"
+    );
+    let (s, again) = env.start("k-1").await;
+    assert_eq!((s, &again["run"]), (200, &run), "{again}");
+    let (_, d) = env.call(Some(OPERATOR), "/v1/doctor", None).await;
+    assert_eq!(d["activationReady"], false, "{d}");
+
+    let fresh = Arc::new(MemoryRunStore::new());
+    let env = Env::on(false, fresh.clone()).await;
+    let (s, first) = env.start("k-1").await;
+    assert_eq!(s, 201);
+    let (s, _) = env
         .call(
             Some(OPERATOR),
-            "/v1/release-admission-hold",
-            Some(admission),
+            "/v1/restore-hold",
+            Some(json!({"reason": "r-1"})),
         )
         .await;
-    assert_eq!(s, 200, "{h}");
-    assert_eq!(h["admission"], false);
-    let (s, _) = env.start("k-3").await;
-    assert_eq!(s, 201);
+    assert_eq!(s, 200);
+    let (s, again) = env.start("k-1").await;
+    assert_eq!((s, &again["run"]), (200, &first["run"]), "{again}");
+    let (s, p) = env.start("k-2").await;
+    assert_eq!((s, p["code"].as_str()), (409, Some("admission.held")));
 
-    let actions: Vec<String> = env
-        .journal()
-        .iter()
-        .map(|l| l["action"].as_str().unwrap().to_owned())
-        .collect();
+    let recovery = env.restarted(true).await;
+    let (s, again) = recovery.start("k-1").await;
+    assert_eq!((s, &again["run"]), (200, &first["run"]), "{again}");
+    let (s, p) = recovery.start("k-2").await;
     assert_eq!(
-        actions,
-        [
-            "run.admit",
-            "run.admit",
-            "restore.hold",
-            "restore.complete-execution-recovery",
-            "restore.release",
-            "restore.release-admission-hold",
-            "run.admit",
-        ]
+        (s, p["code"].as_str()),
+        (409, Some("admission.recovery-only"))
     );
 }
 

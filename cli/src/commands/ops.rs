@@ -694,6 +694,7 @@ fn render_status(v: &Value) {
         "failure",
         "failurePath",
         "payloadErased",
+        "review",
     ] {
         if let Some(x) = field(v, name) {
             println!("{name}: {}", text_of(x));
@@ -712,8 +713,11 @@ fn render_list(v: &Value) {
     }
     for r in runs {
         let get = |n: &str| field(r, n).map(text_of).unwrap_or_else(|| "-".into());
+        let review = field(r, "review")
+            .map(|x| format!("  review={}", text_of(x)))
+            .unwrap_or_default();
         println!(
-            "{}  {}  {}  {}",
+            "{}  {}  {}  {}{review}",
             get("run"),
             get("state"),
             get("workflow"),
@@ -750,7 +754,7 @@ fn render_inspection(v: &Value) {
             field(st, "name").map(text_of).unwrap_or_default(),
             field(st, "kind").map(text_of).unwrap_or_default()
         );
-        for name in ["effect", "attempts", "dueAt", "observations"] {
+        for name in ["effect", "attempts", "dueAt", "observations", "restored"] {
             if let Some(x) = field(st, name) {
                 line.push_str(&format!(" {name}={}", text_of(x)));
             }

@@ -13,8 +13,8 @@ use serde_json::json;
 
 use super::clock::rfc3339_to_unix;
 use super::store::{
-    Admitted, Commit, Erasure, JobKind, JobState, NewJob, NewRun, Owner, RunFilter, RunStore,
-    StepLedger, StoreError,
+    Admitted, Commit, Erasure, Job, JobKind, JobState, LeaseRequest, NewJob, NewRun, Owner,
+    RunFilter, RunStore, StepLedger, StoreError,
 };
 
 /// What a store needs to admit runs: a workflow and a revision it knows
@@ -104,6 +104,26 @@ fn dispatch(step: &str, attempt: u32) -> JobKind {
     }
 }
 
+/// Leases as an ordinary process under restore epoch 0 would.
+async fn lease(
+    s: &dyn RunStore,
+    owner: &str,
+    now: i64,
+    lease_until: i64,
+    limit: usize,
+) -> Result<Vec<Job>, StoreError> {
+    s.lease(&LeaseRequest {
+        owner,
+        now,
+        lease_until,
+        limit,
+        epoch: Some(0),
+        run_id: None,
+        receipt_lookups_only: false,
+    })
+    .await
+}
+
 fn id(admitted: &Admitted) -> String {
     match admitted {
         Admitted::Created(r) | Admitted::Existing(r) => r.id.clone(),
@@ -179,12 +199,14 @@ pub async fn records_round_trip(s: &dyn RunStore, fx: &Fixture) {
         StepLedger {
             attempts: 1,
             observations: 0,
+            restored: false,
         },
     );
     let mut next = state("run-a");
     next.path.push("notify".into());
     let v = s
         .commit(Commit {
+            review: None,
             run_id: "run-a".into(),
             expected_version: 1,
             state: next.clone(),
@@ -232,8 +254,8 @@ pub async fn leases_expire_and_commits_check_versions(s: &dyn RunStore, fx: &Fix
         due_unix: 3_600,
     });
     s.admit(run).await.expect("admit");
-    assert!(s.lease("w1", 49, 100, 10).await.expect("lease").is_empty());
-    let jobs = s.lease("w1", 60, 100, 10).await.expect("lease");
+    assert!(lease(s, "w1", 49, 100, 10).await.expect("lease").is_empty());
+    let jobs = lease(s, "w1", 60, 100, 10).await.expect("lease");
     let due: Vec<i64> = jobs.iter().map(|j| j.due_unix).collect();
     assert_eq!(due, vec![50, 60], "oldest due first, not the later one");
     assert!(jobs.iter().all(|j| j
@@ -250,15 +272,18 @@ pub async fn leases_expire_and_commits_check_versions(s: &dyn RunStore, fx: &Fix
         .find(|j| matches!(j.kind, JobKind::Timer { .. }))
         .expect("the timer")
         .id;
-    assert!(s.lease("w2", 99, 200, 10).await.expect("lease").is_empty());
-    s.mark_sending(send, "w1").await.expect("sending");
-    assert_eq!(s.mark_sending(send, "w2").await, Err(StoreError::LeaseLost));
+    assert!(lease(s, "w2", 99, 200, 10).await.expect("lease").is_empty());
+    s.mark_sending(send, "w1", 0).await.expect("sending");
+    assert_eq!(
+        s.mark_sending(send, "w2", 0).await,
+        Err(StoreError::LeaseLost)
+    );
     assert_eq!(s.discard(timer, "w2").await, Err(StoreError::LeaseLost));
     assert_eq!(
         s.release(timer, "w2", 70, None).await,
         Err(StoreError::LeaseLost)
     );
-    let again = s.lease("w2", 100, 200, 1).await.expect("lease");
+    let again = lease(s, "w2", 100, 200, 1).await.expect("lease");
     let first = again.first().expect("an expired lease comes back");
     assert_eq!(
         (first.id, first.state),
@@ -266,6 +291,7 @@ pub async fn leases_expire_and_commits_check_versions(s: &dyn RunStore, fx: &Fix
         "with its state"
     );
     let commit = |v, owner: &str, status| Commit {
+        review: None,
         run_id: "run-a".into(),
         expected_version: v,
         state: if status == RunStatus::Running {
@@ -303,8 +329,7 @@ pub async fn leases_expire_and_commits_check_versions(s: &dyn RunStore, fx: &Fix
         s.get("run-a").await.expect("get").map(|r| r.status()),
         Some(RunStatus::Finished)
     );
-    assert!(s
-        .lease("w3", 10_000, 20_000, 10)
+    assert!(lease(s, "w3", 10_000, 20_000, 10)
         .await
         .expect("lease")
         .is_empty());
@@ -319,7 +344,7 @@ pub async fn release_and_discard(s: &dyn RunStore, fx: &Fixture) {
         due_unix: 60,
     });
     s.admit(run).await.expect("admit");
-    let jobs = s.lease("w1", 60, 1_000, 10).await.expect("lease");
+    let jobs = lease(s, "w1", 60, 1_000, 10).await.expect("lease");
     assert_eq!(jobs.len(), 2);
     let send = jobs
         .iter()
@@ -331,7 +356,7 @@ pub async fn release_and_discard(s: &dyn RunStore, fx: &Fixture) {
         .find(|j| matches!(j.kind, JobKind::Timer { .. }))
         .expect("timer")
         .id;
-    s.mark_sending(send, "w1").await.expect("sending");
+    s.mark_sending(send, "w1", 0).await.expect("sending");
     s.release(send, "w1", 400, Some(dispatch("notify", 2)))
         .await
         .expect("release");
@@ -344,12 +369,11 @@ pub async fn release_and_discard(s: &dyn RunStore, fx: &Fixture) {
         (&job.kind, job.due_unix, job.state, job.lease.is_none()),
         (&dispatch("notify", 2), 400, JobState::Ready, true)
     );
-    assert!(s
-        .lease("w2", 399, 2_000, 10)
+    assert!(lease(s, "w2", 399, 2_000, 10)
         .await
         .expect("lease")
         .is_empty());
-    assert_eq!(s.lease("w2", 400, 2_000, 10).await.map(|j| j.len()), Ok(1));
+    assert_eq!(lease(s, "w2", 400, 2_000, 10).await.map(|j| j.len()), Ok(1));
 }
 
 /// `bring_forward` moves an observation to `max(now, last + floor)` and
@@ -385,6 +409,7 @@ pub async fn bring_forward_respects_the_floor_and_lists_page(s: &dyn RunStore, f
     let mut held = state("run-c");
     held.status = RunStatus::Attention;
     s.commit(Commit {
+        review: None,
         run_id: "run-c".into(),
         expected_version: 1,
         state: held,
@@ -465,12 +490,13 @@ pub async fn bring_forward_respects_the_floor_and_lists_page(s: &dyn RunStore, f
 /// The holds start released; a swap succeeds only from the holds it
 /// expects, so a change made meanwhile by another process is never lost.
 pub async fn holds_are_swapped_only_from_what_was_read(s: &dyn RunStore) {
-    use super::engine::Holds;
+    use super::store::Holds;
     assert_eq!(s.holds().await, Ok(Holds::default()));
     let placed = Holds {
         restore: true,
         admission: true,
         execution_recovery_completed: false,
+        restore_epoch: 1,
     };
     assert_eq!(s.swap_holds(&Holds::default(), &placed).await, Ok(true));
     assert_eq!(s.holds().await, Ok(placed.clone()));
@@ -484,6 +510,16 @@ pub async fn holds_are_swapped_only_from_what_was_read(s: &dyn RunStore) {
         ..placed.clone()
     };
     assert_eq!(s.swap_holds(&placed, &attested).await, Ok(true));
+    assert_eq!(s.holds().await, Ok(attested.clone()));
+    let stale_epoch = Holds {
+        restore_epoch: 0,
+        ..attested.clone()
+    };
+    assert_eq!(
+        s.swap_holds(&stale_epoch, &Holds::default()).await,
+        Ok(false),
+        "the restore epoch is part of what a swap expects"
+    );
     assert_eq!(s.holds().await, Ok(attested));
 }
 
@@ -520,6 +556,7 @@ pub async fn live_bindings_count_runs_that_have_not_ended(s: &dyn RunStore, fx: 
     );
     let v = s
         .commit(Commit {
+            review: None,
             run_id: "run-c".into(),
             expected_version: 1,
             state: ended("run-c", RunStatus::Cancelled),
@@ -539,6 +576,7 @@ pub async fn live_bindings_count_runs_that_have_not_ended(s: &dyn RunStore, fx: 
 /// Moves run `id` (version 1, as admitted) to `state` with one commit.
 async fn settle(s: &dyn RunStore, id: &str, state: RunState) {
     s.commit(Commit {
+        review: None,
         run_id: id.into(),
         expected_version: 1,
         state,
@@ -698,6 +736,7 @@ pub async fn retention_erases_only_ended_payloads(s: &dyn RunStore, fx: &Fixture
     // Nothing moves an erased run.
     let refused = s
         .commit(Commit {
+            review: None,
             run_id: "run-b".into(),
             expected_version: b.version,
             state: state("run-b"),
@@ -741,4 +780,214 @@ pub async fn retention_erases_only_ended_payloads(s: &dyn RunStore, fx: &Fixture
         .await
         .expect("list");
     assert_eq!(failed.runs.first().map(|r| r.id.as_str()), Some("run-b"));
+}
+
+/// The restore hold's store side (docs/operations.md "Restore from a
+/// backup"): under the hold only receipt lookups are leased and nothing is
+/// marked `sending`; a lease under another restore epoch is refused
+/// (`restore.lease-incompatible`) and leases nothing; an instance without
+/// an epoch (`--recovery-only`) gets receipt lookups only; the prepared
+/// commands of mutations are claimed whoever leased them, reads are not.
+pub async fn restore_hold_leases_lookups_only_and_fences_old_epochs(
+    s: &dyn RunStore,
+    fx: &Fixture,
+) {
+    use super::store::Holds;
+    let mut run = new_run(fx, "run-r", "alice", "id-r", "d-r");
+    let lookup = JobKind::LookupReceipt {
+        step: "lookup".into(),
+        operation_id: "messaging.send-message".into(),
+        connection: "notices".into(),
+        idempotency_key: "key-lookup".into(),
+        lookup: 1,
+    };
+    let read = JobKind::Dispatch {
+        step: "read".into(),
+        operation_id: "breg.read-record".into(),
+        connection: "applications".into(),
+        action: None,
+        command: json!({"recordId": "r-1"}),
+        idempotency_key: None,
+        attempt: 1,
+        resend_safe: true,
+    };
+    run.jobs = vec![
+        NewJob {
+            kind: dispatch("send", 1),
+            due_unix: 10,
+        },
+        NewJob {
+            kind: lookup.clone(),
+            due_unix: 10,
+        },
+        NewJob {
+            kind: read,
+            due_unix: 10,
+        },
+    ];
+    s.admit(run).await.expect("admit");
+    let ask = |owner: &'static str, epoch: Option<u64>| LeaseRequest {
+        owner,
+        now: 20,
+        lease_until: 25,
+        limit: 10,
+        epoch,
+        run_id: None,
+        receipt_lookups_only: false,
+    };
+    // A recovery-only instance (no epoch) is given the lookup only.
+    let got = s.lease(&ask("recovery", None)).await.expect("lease");
+    assert_eq!(
+        got.iter().map(|j| j.kind.clone()).collect::<Vec<_>>(),
+        vec![lookup.clone()]
+    );
+    // The ordinary worker leases the mutation and marks it sending.
+    let got = s.lease(&ask("w1", Some(0))).await.expect("lease");
+    assert_eq!(got.len(), 2, "{got:?}");
+    let send = got
+        .iter()
+        .find(|j| j.kind == dispatch("send", 1))
+        .expect("the mutation")
+        .id;
+    s.mark_sending(send, "w1", 0).await.expect("sending");
+    // The restore hold is placed (epoch 1).
+    let placed = Holds {
+        restore: true,
+        admission: true,
+        execution_recovery_completed: false,
+        restore_epoch: 1,
+    };
+    assert_eq!(s.swap_holds(&Holds::default(), &placed).await, Ok(true));
+    // The old process is refused, whatever it asks.
+    assert_eq!(
+        s.lease(&ask("w1", Some(0))).await,
+        Err(StoreError::LeaseIncompatible {
+            process: 0,
+            store: 1
+        })
+    );
+    assert_eq!(
+        s.mark_sending(send, "w1", 0).await,
+        Err(StoreError::LeaseLost)
+    );
+    // A process of the new epoch is given lookups only while the hold
+    // stands, and cannot mark anything sending.
+    let after = LeaseRequest {
+        now: 30,
+        lease_until: 40,
+        ..ask("w2", Some(1))
+    };
+    let got = s.lease(&after).await.expect("lease");
+    assert!(
+        got.iter()
+            .all(|j| matches!(j.kind, JobKind::LookupReceipt { .. })),
+        "{got:?}"
+    );
+    assert_eq!(
+        s.mark_sending(send, "w1", 1).await,
+        Err(StoreError::LeaseLost)
+    );
+    // The mutation is claimed from its holder; the read is not.
+    let claimed = s
+        .claim_restored_commands("sweeper", 100, 10)
+        .await
+        .expect("claim");
+    assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![send]);
+    let first = claimed.first().expect("claimed");
+    assert_eq!(first.state, JobState::Sending);
+    assert_eq!(
+        first.lease.as_ref().map(|l| l.owner.as_str()),
+        Some("sweeper")
+    );
+    s.discard(send, "sweeper")
+        .await
+        .expect("the sweeper holds it");
+}
+
+/// The review a commit records follows [`super::store::Review::after`]:
+/// `required` always, another outcome only over `required`; the survey
+/// counts live runs needing review and live runs with an unknown effect;
+/// attesting turns every `required` into `attested`. `find_start` answers
+/// a known identity without admitting anything.
+pub async fn reviews_are_recorded_surveyed_and_attested(s: &dyn RunStore, fx: &Fixture) {
+    use super::store::{Review, ReviewSurvey};
+    for (id, identity) in [("run-x", "id-x"), ("run-y", "id-y")] {
+        s.admit(new_run(fx, id, "alice", identity, "d"))
+            .await
+            .expect("admit");
+    }
+    assert_eq!(
+        s.find_start("id-x", "d").await.map(|a| a.map(|a| id(&a))),
+        Ok(Some("run-x".to_owned()))
+    );
+    assert_eq!(
+        s.find_start("id-x", "other").await,
+        Ok(Some(Admitted::Conflict))
+    );
+    assert_eq!(s.find_start("id-new", "d").await, Ok(None));
+    let commit = |run: &str, version: u64, review: Option<Review>, held: bool| {
+        let mut st = state(run);
+        if held {
+            st.status = RunStatus::Attention;
+            st.effects.insert("send".into(), EffectState::Unknown);
+        }
+        Commit {
+            review,
+            run_id: run.into(),
+            expected_version: version,
+            state: st,
+            ledger: BTreeMap::new(),
+            complete: None,
+            jobs: vec![],
+        }
+    };
+    s.commit(commit("run-x", 1, Some(Review::Reconciled), false))
+        .await
+        .expect("commit");
+    assert_eq!(
+        s.get("run-x").await.expect("get").expect("run").review,
+        None,
+        "an outcome over no review records nothing"
+    );
+    s.commit(commit("run-x", 2, Some(Review::Required), true))
+        .await
+        .expect("commit");
+    s.commit(commit("run-y", 1, Some(Review::Required), true))
+        .await
+        .expect("commit");
+    assert_eq!(
+        s.review_survey().await,
+        Ok(ReviewSurvey {
+            review_required: 2,
+            unknown_effects: 2
+        })
+    );
+    s.commit(commit("run-x", 3, None, true))
+        .await
+        .expect("commit");
+    assert_eq!(
+        s.get("run-x").await.expect("get").expect("run").review,
+        Some(Review::Required),
+        "no review leaves it"
+    );
+    s.commit(commit("run-x", 4, Some(Review::Cancelled), false))
+        .await
+        .expect("commit");
+    assert_eq!(
+        s.get("run-x").await.expect("get").expect("run").review,
+        Some(Review::Cancelled)
+    );
+    assert_eq!(
+        s.review_survey().await,
+        Ok(ReviewSurvey {
+            review_required: 1,
+            unknown_effects: 1
+        })
+    );
+    assert_eq!(s.attest_reviews().await, Ok(1));
+    assert_eq!(
+        s.get("run-y").await.expect("get").expect("run").review,
+        Some(Review::Attested)
+    );
+    assert_eq!(s.review_survey().await.map(|v| v.review_required), Ok(0));
 }

@@ -13,9 +13,10 @@ use coordinator_vm::{
 use serde_json::Value;
 
 use super::clock::{rfc3339_to_unix, unix_to_rfc3339, Clock};
+pub use super::store::Holds;
 use super::store::{
-    Admitted, Commit, Erasure, Job, JobKind, JobState, NewJob, NewRun, Owner, RunFilter, RunPage,
-    RunRecord, RunStore, StepLedger, StoreError,
+    Admitted, Commit, Erasure, Job, JobKind, JobState, LeaseRequest, NewJob, NewRun, Owner, Review,
+    RunFilter, RunPage, RunRecord, RunStore, StepLedger, StoreError,
 };
 use crate::adapters::{DispatchRequest, ProductAdapter, ReceiptRequest, ReviewState};
 use crate::audit::{AuditJournal, AuditRecord};
@@ -26,6 +27,13 @@ use crate::runtime::config::{Connection, DEFAULT_RESULT_CHECK_SECONDS};
 /// The code fed as [`Answer::Uncertain`] for a mutation or evaluation whose
 /// job was found `sending` after its lease expired (a crash mid-request).
 pub const INTERRUPTED: &str = "dispatch-interrupted";
+
+/// The code fed as [`Answer::Uncertain`] for a prepared command the restore
+/// hold found `ready` or `sending` (committed before the backup; the
+/// deployment the backup came from may have sent it since): held as an
+/// `unknown` effect for review, never dispatched by itself
+/// (docs/operations.md "Restore from a backup").
+pub const RESTORED: &str = "restored-prepared-command";
 
 /// The longest retry backoff, in seconds.
 pub const MAX_BACKOFF_SECONDS: i64 = 300;
@@ -115,6 +123,10 @@ pub enum AdmitError {
     RecoveryOnly,
     /// The admission hold is in place (409 `admission.held`).
     AdmissionHeld,
+    /// An `apply` changed the active packages after this process started
+    /// (409 `deployment.activation-changed`): restart it with the runtime
+    /// file apply used. Only new starts get it.
+    ActivationChanged,
     /// Event starts: the workflow's active Program has no such trigger.
     UnknownTrigger,
     /// Event starts: the event's `source` is not its event source's URI.
@@ -143,7 +155,9 @@ pub enum ActionError {
     NotFound,
     /// The VM refused the event (not held, not resendable, no receipt, ...).
     Refused(Rejected),
-    /// `retry-same` while the restore hold is in place (409 `execution.held`).
+    /// The restore hold is in place and the action would dispatch (409
+    /// `execution.held`): `retry-same` always, `cancel` when its route
+    /// sends a call. A reconcile only looks a receipt up, so it is served.
     ExecutionHeld,
     /// `retry-same` or `reconcile` of a run whose recorded binding of
     /// `connection` differs from the runtime file's (409
@@ -194,6 +208,9 @@ pub struct InspectedStep {
     pub due_at: Option<String>,
     /// Wait-for steps: observations made.
     pub observations: Option<u32>,
+    /// Call steps: the restore hold held this step's prepared command back
+    /// for review ([`StepLedger::restored`]).
+    pub restored: bool,
 }
 
 /// Engine settings.
@@ -248,8 +265,8 @@ impl EngineConfig {
 
 /// The service host's engine. `Send + Sync`; share it in an `Arc`.
 pub struct Engine {
-    store: Arc<dyn RunStore>,
-    clock: Arc<dyn Clock>,
+    pub(super) store: Arc<dyn RunStore>,
+    pub(super) clock: Arc<dyn Clock>,
     adapter: Arc<dyn ProductAdapter>,
     admission_key: AdmissionKey,
     connections: BTreeMap<String, Connection>,
@@ -257,7 +274,7 @@ pub struct Engine {
     /// loaded from the store when a run needs them.
     programs: std::sync::RwLock<HashMap<String, Arc<Vm>>>,
     active: BTreeMap<String, String>,
-    config: EngineConfig,
+    pub(super) config: EngineConfig,
     counters: Counters,
     audit: Option<(Arc<AuditJournal>, AuditKey)>,
     /// Jobs a worker lane of this process is carrying out. The lanes share
@@ -266,6 +283,14 @@ pub struct Engine {
     /// another lane; that lane must leave it to the holder instead of
     /// taking it for an interrupted attempt.
     in_flight: std::sync::Mutex<std::collections::BTreeSet<u64>>,
+    /// The restore epoch ([`Holds::restore_epoch`]) this process works
+    /// under: adopted once, at startup ([`Engine::adopt_restore_epoch`]) or
+    /// at its first lease; never changes afterwards.
+    restore_epoch: std::sync::OnceLock<u64>,
+    /// Set when the store refused a lease as `restore.lease-incompatible`:
+    /// a restore hold was placed after this process started, so it does no
+    /// more work (the `coordinator` binary exits).
+    fenced: std::sync::atomic::AtomicBool,
 }
 
 /// Removes a job from [`Engine`]'s in-flight set when its lane is done.
@@ -294,9 +319,12 @@ impl std::fmt::Display for EngineError {
 
 impl std::error::Error for EngineError {}
 
-enum Fed {
+pub(super) enum Fed {
     Applied(Box<RunRecord>),
     Rejected(Rejected),
+    /// The event would dispatch while the restore hold is in place; nothing
+    /// was committed.
+    Held,
 }
 
 impl Engine {
@@ -354,6 +382,8 @@ impl Engine {
             counters: Counters::default(),
             audit: None,
             in_flight: std::sync::Mutex::new(std::collections::BTreeSet::new()),
+            restore_epoch: std::sync::OnceLock::new(),
+            fenced: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -369,6 +399,60 @@ impl Engine {
     /// Whether this engine runs with `--recovery-only`.
     pub fn recovery_only(&self) -> bool {
         self.config.recovery_only
+    }
+
+    /// Reads the store's restore epoch and works under it from now on (the
+    /// `coordinator` binary calls it once at startup, so the epoch is the
+    /// one the process started under). A later call changes nothing.
+    /// Returns the epoch this engine works under.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn adopt_restore_epoch(&self) -> Result<u64, StoreError> {
+        if let Some(e) = self.restore_epoch.get() {
+            return Ok(*e);
+        }
+        let epoch = self
+            .store
+            .holds()
+            .await
+            .map_err(|e| self.seen(e))?
+            .restore_epoch;
+        Ok(*self.restore_epoch.get_or_init(|| epoch))
+    }
+
+    /// What this engine states when it leases: `None` for a
+    /// `--recovery-only` instance (it is given receipt lookups only),
+    /// else the epoch it works under ([`Engine::adopt_restore_epoch`]).
+    async fn lease_epoch(&self) -> Result<Option<u64>, StoreError> {
+        if self.config.recovery_only {
+            return Ok(None);
+        }
+        self.adopt_restore_epoch().await.map(Some)
+    }
+
+    /// Whether the store refused this process's lease as
+    /// `restore.lease-incompatible` (a restore hold was placed after it
+    /// started): it leases nothing any more and should stop.
+    pub fn fenced(&self) -> bool {
+        self.fenced.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Notes a store error: a `restore.lease-incompatible` refusal fences
+    /// this engine (logged once); an outage is counted.
+    fn noted(&self, e: StoreError) -> StoreError {
+        if let StoreError::LeaseIncompatible { process, store } = &e {
+            if !self.fenced.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                tracing::error!(
+                    code = "restore.lease-incompatible",
+                    process_epoch = process,
+                    store_epoch = store,
+                    next = "restart this process: the restore hold was placed after it started",
+                    "a restore hold was placed after this process started; it does no more work"
+                );
+            }
+        }
+        self.seen(e)
     }
 
     /// Whether an audit journal is attached.
@@ -544,7 +628,11 @@ impl Engine {
             Ok((true, _)) => "created",
             Ok((false, _)) => "existing",
             Err(AdmitError::KeyReused) => "key-reused",
-            Err(AdmitError::RecoveryOnly | AdmitError::AdmissionHeld) => "held",
+            Err(
+                AdmitError::RecoveryOnly
+                | AdmitError::AdmissionHeld
+                | AdmitError::ActivationChanged,
+            ) => "held",
             Err(AdmitError::Store(_)) => "store-error",
             Err(_) => "refused",
         };
@@ -557,27 +645,26 @@ impl Engine {
         request: StartRequest,
         idempotency_key: &str,
     ) -> Result<(bool, RunRecord), AdmitError> {
-        self.admission_open().await?;
-        let active = self
-            .active
-            .get(&request.workflow)
-            .ok_or(AdmitError::UnknownWorkflow)?;
-        if *active != request.revision {
-            return Err(AdmitError::RevisionNotActive {
-                active: active.clone(),
-            });
-        }
-        let vm = self.cached(active).ok_or(AdmitError::UnknownWorkflow)?;
         let start_identity = self.admission_key.start_identity(
             &principal.iss,
             &principal.sub,
             &request.workflow,
             idempotency_key,
         );
+        let request_digest = self.request_digest(&request.revision, &request.input);
+        let vm = match self.start_program(&request.workflow, &request.revision) {
+            Ok(vm) => vm,
+            Err(refusal) => {
+                return self
+                    .refuse_new_start(&start_identity, &request_digest, refusal)
+                    .await
+            }
+        };
         self.admit_prepared(
             &vm,
             principal.owner(),
             start_identity,
+            request_digest,
             request.workflow,
             request.revision,
             request.input,
@@ -585,36 +672,97 @@ impl Engine {
         .await
     }
 
-    /// Refuses under `--recovery-only` and while the admission hold is in
-    /// place.
-    async fn admission_open(&self) -> Result<(), AdmitError> {
+    /// The keyed fingerprint of a start request (revision and canonical
+    /// input): a repeat of a start identity with another one is
+    /// `idempotency.key-reused`.
+    fn request_digest(&self, revision: &str, input: &Value) -> String {
+        self.admission_key
+            .request_fingerprint(revision, &coordinator_ir::canonical::to_vec(input))
+    }
+
+    /// The Program a new start of `workflow` at `revision` runs under, or
+    /// why this process admits no such start (`--recovery-only`, no such
+    /// workflow, another active revision).
+    fn start_program(&self, workflow: &str, revision: &str) -> Result<Arc<Vm>, AdmitError> {
         if self.config.recovery_only {
             return Err(AdmitError::RecoveryOnly);
         }
-        if self.holds().await?.admission {
-            return Err(AdmitError::AdmissionHeld);
+        let active = self
+            .active
+            .get(workflow)
+            .ok_or(AdmitError::UnknownWorkflow)?;
+        if active != revision {
+            return Err(AdmitError::RevisionNotActive {
+                active: active.clone(),
+            });
         }
-        Ok(())
+        self.cached(active).ok_or(AdmitError::UnknownWorkflow)
+    }
+
+    /// Refuses a start only if it is new: a start identity the store
+    /// already holds answers with its run (the same request digest) or
+    /// `idempotency.key-reused` (another one), whatever refuses new starts
+    /// now (seed 000: an upgrade, a hold or `--recovery-only` never turns
+    /// a repeated start away). A refusal about the workflow or revision
+    /// becomes [`AdmitError::ActivationChanged`] when an `apply` changed
+    /// the active packages since this process started.
+    async fn refuse_new_start(
+        &self,
+        start_identity: &str,
+        request_digest: &str,
+        refusal: AdmitError,
+    ) -> Result<(bool, RunRecord), AdmitError> {
+        match self
+            .store
+            .find_start(start_identity, request_digest)
+            .await
+            .map_err(|e| self.seen(e))?
+        {
+            Some(Admitted::Existing(run)) => return Ok((false, run)),
+            Some(_) => return Err(AdmitError::KeyReused),
+            None => {}
+        }
+        if matches!(
+            refusal,
+            AdmitError::UnknownWorkflow | AdmitError::RevisionNotActive { .. }
+        ) && !self
+            .store
+            .activation_current()
+            .await
+            .map_err(|e| self.seen(e))?
+        {
+            return Err(AdmitError::ActivationChanged);
+        }
+        Err(refusal)
     }
 
     /// Checks the input with the VM and stores the run with its first jobs
-    /// under `start_identity` (one store step).
+    /// under `start_identity` (one store step, which looks the identity up
+    /// first and then checks the admission hold and the activation).
+    #[allow(clippy::too_many_arguments)]
     async fn admit_prepared(
         &self,
         vm: &Vm,
         owner: Owner,
         start_identity: String,
+        request_digest: String,
         workflow: String,
         revision: String,
         input: Value,
     ) -> Result<(bool, RunRecord), AdmitError> {
-        let request_digest = self
-            .admission_key
-            .request_fingerprint(&revision, &coordinator_ir::canonical::to_vec(&input));
         let now = self.clock.now_unix();
-        let resumed = vm
-            .admit(input, &unix_to_rfc3339(now))
-            .map_err(|r| AdmitError::InputRefused(r.message))?;
+        let resumed = match vm.admit(input, &unix_to_rfc3339(now)) {
+            Ok(r) => r,
+            Err(r) => {
+                return self
+                    .refuse_new_start(
+                        &start_identity,
+                        &request_digest,
+                        AdmitError::InputRefused(r.message),
+                    )
+                    .await
+            }
+        };
         let jobs = self.jobs_for(vm, &start_identity, &resumed.commands, now, false);
         let bindings = binding::binding_digests(&self.connections, &vm.program().connections);
         let run = NewRun {
@@ -635,10 +783,9 @@ impl Engine {
             }
             Admitted::Existing(r) => Ok((false, r)),
             Admitted::Conflict => Err(AdmitError::KeyReused),
-            Admitted::RevisionNotActive {
-                active: Some(active),
-            } => Err(AdmitError::RevisionNotActive { active }),
-            Admitted::RevisionNotActive { active: None } => Err(AdmitError::UnknownWorkflow),
+            Admitted::RevisionNotActive { .. } | Admitted::ActivationChanged => {
+                Err(AdmitError::ActivationChanged)
+            }
             Admitted::AdmissionHeld => Err(AdmitError::AdmissionHeld),
         }
     }
@@ -694,11 +841,18 @@ impl Engine {
         trigger: &str,
         event: &Value,
     ) -> Result<(bool, RunRecord), AdmitError> {
-        self.admission_open().await?;
-        let revision = self
-            .active
-            .get(workflow)
-            .ok_or(AdmitError::UnknownWorkflow)?;
+        let Some(revision) = self.active.get(workflow) else {
+            let changed = !self
+                .store
+                .activation_current()
+                .await
+                .map_err(|e| self.seen(e))?;
+            return Err(if changed {
+                AdmitError::ActivationChanged
+            } else {
+                AdmitError::UnknownWorkflow
+            });
+        };
         let vm = self.cached(revision).ok_or(AdmitError::UnknownWorkflow)?;
         let t = vm
             .program()
@@ -735,10 +889,17 @@ impl Engine {
             trigger,
             &start.idempotency,
         );
+        let request_digest = self.request_digest(revision, &start.input);
+        if self.config.recovery_only {
+            return self
+                .refuse_new_start(&start_identity, &request_digest, AdmitError::RecoveryOnly)
+                .await;
+        }
         self.admit_prepared(
             &vm,
             origin.owner(),
             start_identity,
+            request_digest,
             workflow.to_owned(),
             revision.clone(),
             start.input,
@@ -809,6 +970,7 @@ impl Engine {
                 due_at: pending_here,
                 observations: (kind == "wait-for")
                     .then(|| ledger.map(|l| l.observations).unwrap_or(0)),
+                restored: ledger.is_some_and(|l| l.restored),
             });
         }
         Ok(out)
@@ -830,7 +992,18 @@ impl Engine {
         if run.payload_erased {
             return Err(ActionError::PayloadErased);
         }
-        if action == Action::RetrySame && self.holds().await?.restore {
+        let holds = self.store.holds().await.map_err(|e| self.seen(e))?;
+        if let Some(process) = self.lease_epoch().await? {
+            if process != holds.restore_epoch {
+                return Err(ActionError::Store(self.noted(
+                    StoreError::LeaseIncompatible {
+                        process,
+                        store: holds.restore_epoch,
+                    },
+                )));
+            }
+        }
+        if action == Action::RetrySame && holds.restore {
             return Err(ActionError::ExecutionHeld);
         }
         if action != Action::Cancel {
@@ -843,18 +1016,75 @@ impl Engine {
             }
         }
         let at = self.clock.now_rfc3339();
-        let event = match action {
-            Action::Cancel => Event::CancelRequested { at },
-            Action::RetrySame => Event::RetrySame { at },
-            Action::Reconcile => Event::Reconcile { at },
+        let (event, review) = match action {
+            Action::Cancel => (Event::CancelRequested { at }, Some(Review::Cancelled)),
+            Action::RetrySame => (Event::RetrySame { at }, None),
+            Action::Reconcile => (Event::Reconcile { at }, Some(Review::Reconciled)),
         };
-        match self.feed(run, &event, None, |_| {}).await? {
+        let fed = self
+            .feed(
+                run,
+                &event,
+                Feeding {
+                    review,
+                    refuse_dispatch: holds.restore,
+                    ..Feeding::default()
+                },
+            )
+            .await?;
+        match fed {
             Fed::Applied(r) => {
-                let r = *r;
                 tracing::info!(run = %r.id, action = ?action, state = r.status().as_str(), "operator action");
-                Ok(r)
+                if action != Action::Reconcile {
+                    return Ok(*r);
+                }
+                // The receipt lookup is carried out at once, so the answer
+                // shows what it found (it is a read: also under the restore
+                // hold and on a `--recovery-only` instance).
+                self.look_up_receipts_now(&r.id).await;
+                Ok(self.store.get(&r.id).await?.unwrap_or(*r))
             }
             Fed::Rejected(r) => Err(ActionError::Refused(r)),
+            Fed::Held => Err(ActionError::ExecutionHeld),
+        }
+    }
+
+    /// Carries out the due receipt lookups of run `run_id` in this call
+    /// (after a reconcile). A lookup a worker took first is left to it;
+    /// failures are logged, and a lookup not carried out stays due for the
+    /// workers.
+    async fn look_up_receipts_now(&self, run_id: &str) {
+        let epoch = match self.lease_epoch().await {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!(run = %run_id, error = %e, "receipt lookup left to the workers");
+                return;
+            }
+        };
+        let now = self.clock.now_unix();
+        let lease_until = now.saturating_add(self.config.lease_seconds);
+        let leased = self
+            .store
+            .lease(&LeaseRequest {
+                owner: &self.config.worker_id,
+                now,
+                lease_until,
+                limit: 1,
+                epoch,
+                run_id: Some(run_id),
+                receipt_lookups_only: true,
+            })
+            .await;
+        match leased {
+            Ok(jobs) => {
+                for job in jobs {
+                    self.carry_out(job, lease_until).await;
+                }
+            }
+            Err(e) => {
+                let e = self.noted(e);
+                tracing::warn!(run = %run_id, error = %e, "receipt lookup left to the workers");
+            }
         }
     }
 
@@ -892,25 +1122,33 @@ impl Engine {
     }
 
     /// One worker step: leases the due jobs and carries each out. Returns
-    /// how many jobs it leased. Does nothing with `--recovery-only`.
+    /// how many jobs it leased. Under the restore hold, and on a
+    /// `--recovery-only` instance, only receipt lookups are leased (reads,
+    /// never dispatches). A fenced engine ([`Engine::fenced`]) leases
+    /// nothing.
     ///
     /// # Errors
-    /// The store's (the worker loop logs `store-unavailable` and goes on).
+    /// The store's; [`StoreError::LeaseIncompatible`] when a restore hold
+    /// was placed after this process started (it is fenced from then on).
     pub async fn tick(&self) -> Result<usize, StoreError> {
-        if self.config.recovery_only || self.holds().await?.restore {
+        if self.fenced() {
             return Ok(0);
         }
+        let epoch = self.lease_epoch().await?;
         let now = self.clock.now_unix();
         let jobs = self
             .store
-            .lease(
-                &self.config.worker_id,
+            .lease(&LeaseRequest {
+                owner: &self.config.worker_id,
                 now,
-                now.saturating_add(self.config.lease_seconds),
-                self.config.batch,
-            )
+                lease_until: now.saturating_add(self.config.lease_seconds),
+                limit: self.config.batch,
+                epoch,
+                run_id: None,
+                receipt_lookups_only: false,
+            })
             .await
-            .map_err(|e| self.seen(e))?;
+            .map_err(|e| self.noted(e))?;
         let n = jobs.len();
         let lease_until = now.saturating_add(self.config.lease_seconds);
         // Jobs of one run are carried out in lease order, one after
@@ -1018,7 +1256,7 @@ impl Engine {
         match job.kind.clone() {
             JobKind::Timer { at, .. } => {
                 let event = Event::TimerFired { at };
-                self.feed(run, &event, Some(job.id), |_| {}).await?;
+                self.feed(run, &event, Feeding::completing(job.id)).await?;
                 Ok(())
             }
             JobKind::Dispatch {
@@ -1044,7 +1282,10 @@ impl Engine {
                     let Some(conn) = self.connections.get(&connection) else {
                         return self.hold_job(&job, "unknown connection").await;
                     };
-                    self.store.mark_sending(job.id, &owner).await?;
+                    let Some(epoch) = self.restore_epoch.get().copied() else {
+                        return self.hold_job(&job, "no restore epoch adopted").await;
+                    };
+                    self.store.mark_sending(job.id, &owner, epoch).await?;
                     let request = DispatchRequest {
                         operation_id,
                         action,
@@ -1071,9 +1312,17 @@ impl Engine {
                     step: step.clone(),
                     answer,
                 };
-                self.feed(run, &event, Some(job.id), |l| {
+                let count = |l: &mut BTreeMap<String, StepLedger>| {
                     l.entry(step.clone()).or_default().attempts = attempt;
-                })
+                };
+                self.feed(
+                    run,
+                    &event,
+                    Feeding {
+                        ledger: Some(&count),
+                        ..Feeding::completing(job.id)
+                    },
+                )
                 .await?;
                 Ok(())
             }
@@ -1104,7 +1353,7 @@ impl Engine {
                     Err(e) => return self.hold_job(&job, &e.to_string()).await,
                 };
                 let event = Event::CallAnswered { step, answer };
-                self.feed(run, &event, Some(job.id), |_| {}).await?;
+                self.feed(run, &event, Feeding::completing(job.id)).await?;
                 Ok(())
             }
             JobKind::Observe {
@@ -1131,7 +1380,15 @@ impl Engine {
                         value: decision,
                         at: unix_to_rfc3339(now),
                     };
-                    self.feed(run, &event, Some(job.id), count).await?;
+                    self.feed(
+                        run,
+                        &event,
+                        Feeding {
+                            ledger: Some(&count),
+                            ..Feeding::completing(job.id)
+                        },
+                    )
+                    .await?;
                     return Ok(());
                 }
                 match &read {
@@ -1161,6 +1418,7 @@ impl Engine {
                         ledger,
                         complete: Some((job.id, owner)),
                         jobs: vec![next],
+                        review: None,
                     })
                     .await
                     .map(|_| ())
@@ -1180,14 +1438,19 @@ impl Engine {
     /// Feeds `event` to the run, commits the new state, the completed job
     /// and the new jobs; on a version conflict re-reads the run and applies
     /// the event again (an answer is never dropped because an operator
-    /// acted meanwhile).
-    async fn feed(
+    /// acted meanwhile). See [`Feeding`] for the options.
+    pub(super) async fn feed(
         &self,
         mut run: RunRecord,
         event: &Event,
-        complete: Option<u64>,
-        ledger_update: impl Fn(&mut BTreeMap<String, StepLedger>),
+        feeding: Feeding<'_>,
     ) -> Result<Fed, StoreError> {
+        let Feeding {
+            complete,
+            ledger: ledger_update,
+            review,
+            refuse_dispatch,
+        } = feeding;
         let owner = self.config.worker_id.clone();
         let Some(vm) = self.vm(&run.revision).await? else {
             return Err(StoreError::NotFound);
@@ -1206,10 +1469,20 @@ impl Engine {
                     return Ok(Fed::Rejected(rejected));
                 }
             };
+            if refuse_dispatch
+                && resumed
+                    .commands
+                    .iter()
+                    .any(|c| matches!(c, Command::Dispatch { .. }))
+            {
+                return Ok(Fed::Held);
+            }
             let now = self.clock.now_unix();
             let jobs = self.jobs_for(&vm, &run.start_identity, &resumed.commands, now, answered);
             let mut ledger = run.ledger.clone();
-            ledger_update(&mut ledger);
+            if let Some(update) = ledger_update {
+                update(&mut ledger);
+            }
             let commit = Commit {
                 run_id: run.id.clone(),
                 expected_version: run.version,
@@ -1217,6 +1490,7 @@ impl Engine {
                 ledger: ledger.clone(),
                 complete: complete.map(|j| (j, owner.clone())),
                 jobs,
+                review,
             };
             let failed = match self.store.commit(commit).await {
                 Ok(version) => {
@@ -1227,6 +1501,7 @@ impl Engine {
                     run.state = resumed.state;
                     run.ledger = ledger;
                     run.version = version;
+                    run.review = Review::after(run.review, review);
                     return Ok(Fed::Applied(Box::new(run)));
                 }
                 Err(e) => e,
@@ -1409,6 +1684,35 @@ impl Engine {
     }
 }
 
+/// A change to a run's ledger, made in the commit of an event.
+pub(super) type LedgerUpdate<'a> = dyn Fn(&mut BTreeMap<String, StepLedger>) + Sync + 'a;
+
+/// How [`Engine::feed`] commits an event.
+#[derive(Default)]
+pub(super) struct Feeding<'a> {
+    /// The leased job the event answers: completed (deleted) by the commit,
+    /// discarded when the VM refuses the event; an outage is waited out
+    /// (an answer in hand is never dropped).
+    pub(super) complete: Option<u64>,
+    /// Changes the run's ledger in the same commit.
+    pub(super) ledger: Option<&'a LedgerUpdate<'a>>,
+    /// The restore review to record ([`Review::after`]).
+    pub(super) review: Option<Review>,
+    /// Commit nothing (answer [`Fed::Held`]) if the VM's commands would
+    /// dispatch (the restore hold is in place).
+    pub(super) refuse_dispatch: bool,
+}
+
+impl Feeding<'_> {
+    /// Completing leased job `job`, nothing else.
+    pub(super) fn completing(job: u64) -> Self {
+        Feeding {
+            complete: Some(job),
+            ..Feeding::default()
+        }
+    }
+}
+
 /// Real-time backoff while the store is unavailable: 250 ms doubling to
 /// 2 s; logs `store-unavailable` on the first wait and every 10th.
 struct StoreWait {
@@ -1456,19 +1760,6 @@ fn call_in(vm: &Vm, state: &RunState, step: &str, want: CallPhase, attempt: Opti
         }
         _ => false,
     }
-}
-
-/// The deployment-wide holds of seed 000 "Restore from a backup".
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Holds {
-    /// The restore hold: nothing is leased or dispatched, `retry-same` is
-    /// refused (`execution.held`).
-    pub restore: bool,
-    /// The admission hold: starts are refused (`admission.held`).
-    pub admission: bool,
-    /// `complete-execution-recovery` was attested while the restore hold
-    /// was in place: releasing it no longer waits for unknown effects.
-    pub execution_recovery_completed: bool,
 }
 
 /// Process-wide counters by (metric, label), for the metrics listener. Each

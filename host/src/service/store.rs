@@ -21,8 +21,28 @@ use coordinator_vm::{RunState, RunStatus, WakeKind};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::engine::Holds;
 use crate::runtime::binding::LiveBinding;
+
+/// The deployment-wide holds of seed 000 "Restore from a backup", as every
+/// process on the store sees them (the PostgreSQL store keeps them in the
+/// deployment row). Changed only by [`RunStore::swap_holds`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Holds {
+    /// The restore hold: nothing is dispatched (only receipt lookups are
+    /// leased), `retry-same` is refused (`execution.held`).
+    pub restore: bool,
+    /// The admission hold: starts are refused (`admission.held`).
+    pub admission: bool,
+    /// `complete-execution-recovery` was attested while the restore hold
+    /// was in place: releasing it no longer waits for reviews or unknown
+    /// effects.
+    pub execution_recovery_completed: bool,
+    /// The restore epoch: moves (+1) each time the restore hold is placed.
+    /// A process works under the epoch it read when it started; a lease
+    /// under an older one is refused ([`StoreError::LeaseIncompatible`]),
+    /// so no process that predates a restore hold dispatches again.
+    pub restore_epoch: u64,
+}
 
 /// Who started a run: the starting token's `iss` and `sub` (SPEC §8).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,6 +60,69 @@ pub struct StepLedger {
     pub attempts: u32,
     /// Wait-for observations made (reads of the source).
     pub observations: u32,
+    /// The step's prepared command was found `ready` or `sending` when the
+    /// restore hold was placed (it may have been sent by the deployment the
+    /// backup came from) and was held as an `unknown` effect for review
+    /// (docs/operations.md "Restore from a backup").
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub restored: bool,
+}
+
+/// Where a run stands in the review that the restore hold asks for
+/// (docs/operations.md "Restore from a backup"). `None` on a run the
+/// restore hold never held back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Review {
+    /// A prepared command of the run was restored (committed before the
+    /// backup, not known to be answered): it is held as an `unknown`
+    /// effect and `release-restore-hold` is refused
+    /// (`restore.review-required`) until an operator reviews it.
+    Required,
+    /// An operator reconciled it (a receipt lookup was queued).
+    Reconciled,
+    /// An operator cancelled the run.
+    Cancelled,
+    /// `complete-execution-recovery` attested the execution history before
+    /// the hold was released.
+    Attested,
+}
+
+impl Review {
+    /// `required`, `reconciled`, `cancelled` or `attested` (the
+    /// `runs.review` column and the API's `review`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Review::Required => "required",
+            Review::Reconciled => "reconciled",
+            Review::Cancelled => "cancelled",
+            Review::Attested => "attested",
+        }
+    }
+
+    /// The review named `text` ([`Review::as_str`]'s words), if any.
+    pub fn parse(text: &str) -> Option<Review> {
+        [
+            Review::Required,
+            Review::Reconciled,
+            Review::Cancelled,
+            Review::Attested,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == text)
+    }
+
+    /// The review after `next` is recorded on a run whose review is
+    /// `current`: `Required` is always recorded; any other outcome only
+    /// replaces `Required` (an action on a run that needed no review
+    /// records nothing). Both stores apply this rule.
+    pub fn after(current: Option<Review>, next: Option<Review>) -> Option<Review> {
+        match (current, next) {
+            (_, Some(Review::Required)) => Some(Review::Required),
+            (Some(Review::Required), Some(done)) => Some(done),
+            (current, _) => current,
+        }
+    }
 }
 
 /// A run as stored.
@@ -77,6 +160,10 @@ pub struct RunRecord {
     /// (seed 000 `run.payload-erased`).
     #[serde(default)]
     pub payload_erased: bool,
+    /// The restore review of the run, if the restore hold ever held one of
+    /// its prepared commands back ([`Review`]).
+    #[serde(default)]
+    pub review: Option<Review>,
 }
 
 impl RunRecord {
@@ -236,6 +323,11 @@ pub enum Admitted {
     },
     /// The admission hold is in place (seed 000 `admission.held`).
     AdmissionHeld,
+    /// An `apply` changed the active packages after this store was opened
+    /// (seed 000 `deployment.activation-changed`): the process serves the
+    /// activation it started with and must be restarted. Nothing was
+    /// stored.
+    ActivationChanged,
 }
 
 /// One atomic step of a run: its new state, the leased job it completes,
@@ -255,6 +347,43 @@ pub struct Commit {
     pub complete: Option<(u64, String)>,
     /// Jobs to create.
     pub jobs: Vec<NewJob>,
+    /// The restore review to record, by [`Review::after`]'s rule (`None`
+    /// leaves the run's review as it is).
+    pub review: Option<Review>,
+}
+
+/// What a worker asks [`RunStore::lease`] for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaseRequest<'a> {
+    /// The lease owner (this process's worker id).
+    pub owner: &'a str,
+    /// Unix seconds (engine clock): jobs due at or before it, with no lease
+    /// or an expired one.
+    pub now: i64,
+    /// Unix seconds: when the lease expires.
+    pub lease_until: i64,
+    /// At most this many jobs (clamped to 1..=1000).
+    pub limit: usize,
+    /// The restore epoch ([`Holds::restore_epoch`]) this process read when
+    /// it started: a store whose epoch moved since refuses the lease with
+    /// [`StoreError::LeaseIncompatible`] (the process predates a restore
+    /// hold). `None` for a `--recovery-only` instance, which dispatches
+    /// nothing: it is given receipt lookups only, whatever the epoch.
+    pub epoch: Option<u64>,
+    /// Only jobs of this run (an operator's reconcile carried out at once).
+    pub run_id: Option<&'a str>,
+    /// Only receipt lookups (also implied by `epoch: None` and by the
+    /// restore hold).
+    pub receipt_lookups_only: bool,
+}
+
+/// The counts `release-restore-hold` checks (and the doctor shows).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReviewSurvey {
+    /// Runs that have not ended whose review is [`Review::Required`].
+    pub review_required: u64,
+    /// Runs that have not ended and hold an `unknown` effect.
+    pub unknown_effects: u64,
 }
 
 /// What one [`RunStore::erase_payloads`] call did.
@@ -354,6 +483,16 @@ pub enum StoreError {
     NotFound,
     /// A cursor the store did not write.
     BadCursor,
+    /// The lease asked under restore epoch `process`, but the store's
+    /// restore epoch is `store`: the restore hold was placed after this
+    /// process started (seed 000 `restore.lease-incompatible`). The
+    /// process must not work any more; a restarted one may.
+    LeaseIncompatible {
+        /// The epoch the process started under.
+        process: u64,
+        /// The store's epoch.
+        store: u64,
+    },
     /// A stored value does not open (seed 000 `state-key-custody`: its key
     /// version is not configured; `state-tampered`: it does not open under
     /// its binding) or the store refused otherwise; not retried.
@@ -373,6 +512,10 @@ impl std::fmt::Display for StoreError {
             StoreError::LeaseLost => f.write_str("the job's lease was lost"),
             StoreError::NotFound => f.write_str("no such run"),
             StoreError::BadCursor => f.write_str("malformed cursor"),
+            StoreError::LeaseIncompatible { process, store } => write!(
+                f,
+                "restore.lease-incompatible: this process started under restore epoch {process}, the store is at {store} (a restore hold was placed since)"
+            ),
             StoreError::Refused { code, message } => write!(f, "{code}: {message}"),
         }
     }
@@ -401,21 +544,64 @@ pub trait RunStore: Send + Sync {
     /// The run's jobs (for inspection), in id order.
     async fn jobs(&self, run_id: &str) -> Result<Vec<Job>, StoreError>;
 
-    /// Leases up to `limit` jobs with `due_unix <= now` that have no lease
-    /// or an expired one (`expires_unix <= now`), oldest due first, for
-    /// `owner` until `lease_until`. A job is never leased by two workers at
-    /// once (PostgreSQL: `FOR UPDATE SKIP LOCKED`).
-    async fn lease(
+    /// Leases up to `request.limit` jobs with `due_unix <= now` that have
+    /// no lease or an expired one (`expires_unix <= now`), oldest due
+    /// first, for `request.owner` until `request.lease_until`. A job is
+    /// never leased by two workers at once (PostgreSQL: `FOR UPDATE SKIP
+    /// LOCKED`). While the restore hold is in place, and for a request
+    /// without an epoch (`--recovery-only`), only `LookupReceipt` jobs are
+    /// leased: a receipt lookup is a read, never a dispatch.
+    ///
+    /// # Errors
+    /// [`StoreError::LeaseIncompatible`] when `request.epoch` is not the
+    /// store's restore epoch (nothing is leased).
+    async fn lease(&self, request: &LeaseRequest<'_>) -> Result<Vec<Job>, StoreError>;
+
+    /// Marks a leased job `sending` (committed before the request leaves),
+    /// only while the restore hold is not in place and the store's restore
+    /// epoch is `epoch`. [`StoreError::LeaseLost`] otherwise, or unless
+    /// `owner` holds its lease: the request must not leave.
+    async fn mark_sending(&self, job_id: u64, owner: &str, epoch: u64) -> Result<(), StoreError>;
+
+    /// Takes over, for `owner` until `lease_until`, up to `limit` dispatch
+    /// jobs whose prepared command is not safe to resend (mutations and
+    /// evaluations: [`JobKind::Dispatch`] with `resend_safe == false`),
+    /// whatever their state or lease: the restore hold's sweep
+    /// (docs/operations.md "Restore from a backup"), which answers each as
+    /// `uncertain` and commits with it as the completed job. Only called
+    /// while the restore hold is in place.
+    async fn claim_restored_commands(
         &self,
         owner: &str,
-        now: i64,
         lease_until: i64,
         limit: usize,
     ) -> Result<Vec<Job>, StoreError>;
 
-    /// Marks a leased job `sending` (committed before the request leaves).
-    /// [`StoreError::LeaseLost`] unless `owner` holds its lease.
-    async fn mark_sending(&self, job_id: u64, owner: &str) -> Result<(), StoreError>;
+    /// How many runs need review and how many live runs hold an `unknown`
+    /// effect ([`ReviewSurvey`]).
+    async fn review_survey(&self) -> Result<ReviewSurvey, StoreError>;
+
+    /// Records [`Review::Attested`] on every run whose review is
+    /// [`Review::Required`] (`release-restore-hold` after
+    /// `complete-execution-recovery`). Returns how many.
+    async fn attest_reviews(&self) -> Result<u64, StoreError>;
+
+    /// The run a start identity already names, without admitting anything:
+    /// [`Admitted::Existing`] when its request digest is `request_digest`,
+    /// [`Admitted::Conflict`] when not, `None` when the identity is new.
+    /// The engine asks it before it refuses a start, so a repeated start
+    /// finds its run whatever refuses new ones (an upgrade, a hold,
+    /// `--recovery-only`).
+    async fn find_start(
+        &self,
+        start_identity: &str,
+        request_digest: &str,
+    ) -> Result<Option<Admitted>, StoreError>;
+
+    /// Whether the active packages are still the ones this store was
+    /// opened with (no `apply` changed them since); the doctor's
+    /// `activationReady`. A store without activations answers `true`.
+    async fn activation_current(&self) -> Result<bool, StoreError>;
 
     /// Gives a leased job back: ready again, due at `due_unix`, lease
     /// cleared (a host fault, a conflict to retry, a pending observation).
@@ -492,6 +678,8 @@ pub trait RunStore: Send + Sync {
 #[derive(Default)]
 struct Memory {
     holds: Holds,
+    /// Set by [`MemoryRunStore::change_activation`].
+    activation_changed: bool,
     definitions: BTreeMap<String, Definition>,
     runs: BTreeMap<String, RunRecord>,
     by_identity: BTreeMap<String, String>,
@@ -516,6 +704,22 @@ impl Memory {
                 },
             );
         }
+    }
+
+    fn find_start(
+        &self,
+        start_identity: &str,
+        request_digest: &str,
+    ) -> Result<Option<Admitted>, StoreError> {
+        let Some(id) = self.by_identity.get(start_identity) else {
+            return Ok(None);
+        };
+        let existing = self.runs.get(id).cloned().ok_or(StoreError::NotFound)?;
+        Ok(Some(if existing.request_digest == request_digest {
+            Admitted::Existing(existing)
+        } else {
+            Admitted::Conflict
+        }))
     }
 
     fn leased(&mut self, job_id: u64, owner: &str) -> Result<&mut Job, StoreError> {
@@ -545,6 +749,15 @@ impl MemoryRunStore {
         if let Ok(mut m) = self.inner.lock() {
             m.definitions
                 .insert(definition.revision.clone(), definition);
+        }
+    }
+
+    /// Acts as if an `apply` changed the active packages since the store
+    /// was opened: admissions answer [`Admitted::ActivationChanged`] and
+    /// [`RunStore::activation_current`] `false` (tests).
+    pub fn change_activation(&self) {
+        if let Ok(mut m) = self.inner.lock() {
+            m.activation_changed = true;
         }
     }
 
@@ -579,13 +792,14 @@ fn parse_cursor(cursor: &str) -> Result<u64, StoreError> {
 impl RunStore for MemoryRunStore {
     async fn admit(&self, run: NewRun) -> Result<Admitted, StoreError> {
         let mut m = self.lock()?;
-        if let Some(id) = m.by_identity.get(&run.start_identity) {
-            let existing = m.runs.get(id).cloned().ok_or(StoreError::NotFound)?;
-            return Ok(if existing.request_digest == run.request_digest {
-                Admitted::Existing(existing)
-            } else {
-                Admitted::Conflict
-            });
+        if let Some(found) = m.find_start(&run.start_identity, &run.request_digest)? {
+            return Ok(found);
+        }
+        if m.holds.admission {
+            return Ok(Admitted::AdmissionHeld);
+        }
+        if m.activation_changed {
+            return Ok(Admitted::ActivationChanged);
         }
         m.next_sequence += 1;
         let record = RunRecord {
@@ -601,6 +815,7 @@ impl RunStore for MemoryRunStore {
             version: 1,
             bindings: run.bindings,
             payload_erased: false,
+            review: None,
         };
         m.by_identity.insert(run.start_identity, run.id.clone());
         m.runs.insert(run.id.clone(), record.clone());
@@ -660,26 +875,68 @@ impl RunStore for MemoryRunStore {
             .collect())
     }
 
-    async fn lease(
-        &self,
-        owner: &str,
-        now: i64,
-        lease_until: i64,
-        limit: usize,
-    ) -> Result<Vec<Job>, StoreError> {
+    async fn lease(&self, request: &LeaseRequest<'_>) -> Result<Vec<Job>, StoreError> {
         let mut m = self.lock()?;
+        if let Some(process) = request.epoch {
+            if process != m.holds.restore_epoch {
+                return Err(StoreError::LeaseIncompatible {
+                    process,
+                    store: m.holds.restore_epoch,
+                });
+            }
+        }
+        let lookups_only =
+            request.receipt_lookups_only || m.holds.restore || request.epoch.is_none();
+        let now = request.now;
         let mut due: Vec<(i64, u64)> = m
             .jobs
             .values()
             .filter(|j| j.due_unix <= now)
             .filter(|j| j.lease.as_ref().is_none_or(|l| l.expires_unix <= now))
+            .filter(|j| !lookups_only || matches!(j.kind, JobKind::LookupReceipt { .. }))
+            .filter(|j| request.run_id.is_none_or(|r| r == j.run_id))
             .map(|j| (j.due_unix, j.id))
             .collect();
         due.sort_unstable();
-        due.truncate(limit);
+        due.truncate(request.limit.clamp(1, 1000));
         let mut out = Vec::with_capacity(due.len());
         for (_, id) in due {
             if let Some(j) = m.jobs.get_mut(&id) {
+                j.lease = Some(Lease {
+                    owner: request.owner.to_owned(),
+                    expires_unix: request.lease_until,
+                });
+                out.push(j.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    async fn mark_sending(&self, job_id: u64, owner: &str, epoch: u64) -> Result<(), StoreError> {
+        let mut m = self.lock()?;
+        if m.holds.restore || m.holds.restore_epoch != epoch {
+            return Err(StoreError::LeaseLost);
+        }
+        m.leased(job_id, owner)?.state = JobState::Sending;
+        Ok(())
+    }
+
+    async fn claim_restored_commands(
+        &self,
+        owner: &str,
+        lease_until: i64,
+        limit: usize,
+    ) -> Result<Vec<Job>, StoreError> {
+        let mut m = self.lock()?;
+        let mut out = Vec::new();
+        for j in m.jobs.values_mut() {
+            if out.len() >= limit {
+                break;
+            }
+            if let JobKind::Dispatch {
+                resend_safe: false, ..
+            } = j.kind
+            {
                 j.lease = Some(Lease {
                     owner: owner.to_owned(),
                     expires_unix: lease_until,
@@ -690,9 +947,46 @@ impl RunStore for MemoryRunStore {
         Ok(out)
     }
 
-    async fn mark_sending(&self, job_id: u64, owner: &str) -> Result<(), StoreError> {
-        self.lock()?.leased(job_id, owner)?.state = JobState::Sending;
-        Ok(())
+    async fn review_survey(&self) -> Result<ReviewSurvey, StoreError> {
+        let m = self.lock()?;
+        let count =
+            |f: &dyn Fn(&RunRecord) -> bool| m.runs.values().filter(|r| f(r)).count() as u64;
+        Ok(ReviewSurvey {
+            review_required: count(&|r| {
+                !r.status().is_terminal() && r.review == Some(Review::Required)
+            }),
+            unknown_effects: count(&|r| {
+                !r.status().is_terminal()
+                    && r.state
+                        .effects
+                        .values()
+                        .any(|e| *e == coordinator_vm::EffectState::Unknown)
+            }),
+        })
+    }
+
+    async fn attest_reviews(&self) -> Result<u64, StoreError> {
+        let mut m = self.lock()?;
+        let mut n = 0;
+        for r in m.runs.values_mut() {
+            if r.review == Some(Review::Required) {
+                r.review = Some(Review::Attested);
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    async fn find_start(
+        &self,
+        start_identity: &str,
+        request_digest: &str,
+    ) -> Result<Option<Admitted>, StoreError> {
+        self.lock()?.find_start(start_identity, request_digest)
+    }
+
+    async fn activation_current(&self) -> Result<bool, StoreError> {
+        Ok(!self.lock()?.activation_changed)
     }
 
     async fn release(
@@ -742,6 +1036,7 @@ impl RunStore for MemoryRunStore {
             r.state = commit.state;
             r.ledger = commit.ledger;
             r.version = version;
+            r.review = Review::after(r.review, commit.review);
         }
         if ended {
             m.jobs.retain(|_, j| j.run_id != commit.run_id);
@@ -886,6 +1181,8 @@ mod tests {
         live_bindings_count_runs_that_have_not_ended,
         retention_erases_only_ended_payloads,
         bring_forward_respects_the_floor_and_lists_page,
+        restore_hold_leases_lookups_only_and_fences_old_epochs,
+        reviews_are_recorded_surveyed_and_attested,
     );
 
     #[tokio::test]

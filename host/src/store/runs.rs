@@ -47,10 +47,10 @@ use crate::runtime::binding::LiveBinding;
 use crate::runtime::config::RuntimeConfig;
 use crate::secrets::{DeploymentKeys, SecretResolver};
 use crate::service::clock::rfc3339_to_unix;
-use crate::service::engine::Holds as EngineHolds;
 use crate::service::store::{
-    erased_state, Admitted, Commit, Erasure, Job, JobKind, JobState, Lease, NewJob, NewRun, Owner,
-    RunFilter, RunPage, RunRecord, RunStore, StepLedger, StoreError as PortError, MAX_ERASE_LIMIT,
+    erased_state, Admitted, Commit, Erasure, Holds as EngineHolds, Job, JobKind, JobState, Lease,
+    LeaseRequest, NewJob, NewRun, Owner, Review, ReviewSurvey, RunFilter, RunPage, RunRecord,
+    RunStore, StepLedger, StoreError as PortError, MAX_ERASE_LIMIT,
 };
 
 /// How long `ping` waits for the database before `/ready` says 503.
@@ -66,6 +66,10 @@ pub struct Store {
     database_id: String,
     keyring: StateKeyring,
     admission: AdmissionKey,
+    /// `deployment.activation_generation` when the store was opened (read
+    /// before the activation was checked): an admission finding another
+    /// one answers `deployment.activation-changed`.
+    activation_generation: i64,
 }
 
 /// A store error as the port's: unavailable stays unavailable (retry),
@@ -113,7 +117,7 @@ fn tampered(what: impl std::fmt::Display) -> PortError {
 
 const RUN_COLUMNS: &str = "run_id, seq, workflow, revision, start_identity, request_fingerprint, \
      version, ledger::text AS ledger, bindings::text AS bindings, sealed_state, sealed_owner, \
-     state, created_at, deadline_at, updated_at, ended_at, payload_erased_at";
+     state, created_at, deadline_at, updated_at, ended_at, payload_erased_at, review";
 
 const JOB_COLUMNS: &str = "job_id, run_id, kind, step, state, due_at, lease_owner, \
      lease_expires_at, detail::text AS detail, sealed_command";
@@ -195,17 +199,30 @@ impl Store {
             max_connections.min(MAX_POOL_CONNECTIONS),
         )
         .await?;
-        {
+        let activation_generation = {
             let mut conn = pool.acquire().await.map_err(db_error)?;
             verify_runtime(&mut conn, &ns, deployment, &keys.state, &keys.admission).await?;
+            // Read before the check: an apply in between leaves this
+            // process with the older generation, so it refuses admissions
+            // (activation-changed) rather than serving a stale activation.
+            let generation: i64 = sqlx::query(&format!(
+                "SELECT activation_generation FROM {ns}.deployment"
+            ))
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(db_error)?
+            .try_get(0)
+            .map_err(db_error)?;
             check_activation(&mut conn, &ns, packages).await?;
-        }
+            generation
+        };
         Ok(Store {
             pool,
             ns,
             database_id: deployment.database_id.clone(),
             keyring: keys.state.clone(),
             admission: keys.admission.clone(),
+            activation_generation,
         })
     }
 
@@ -386,6 +403,10 @@ impl Store {
             .map_err(|e| tampered(format!("run {id} bindings: {e}")))?;
         let seq: i64 = row.try_get("seq").map_err(pdb)?;
         let version: i64 = row.try_get("version").map_err(pdb)?;
+        let review: Option<String> = row.try_get("review").map_err(pdb)?;
+        let review = review
+            .map(|r| Review::parse(&r).ok_or_else(|| tampered(format!("run {id} review `{r}`"))))
+            .transpose()?;
         Ok(RunRecord {
             sequence: u64::try_from(seq).unwrap_or(0),
             workflow: row.try_get("workflow").map_err(pdb)?,
@@ -400,6 +421,7 @@ impl Store {
             version: u64::try_from(version).unwrap_or(0),
             bindings,
             payload_erased: erased_at.is_some(),
+            review,
             id,
         })
     }
@@ -556,6 +578,17 @@ impl Store {
     }
 }
 
+/// A restore epoch as stored (`bigint`, never negative).
+fn epoch_column(epoch: u64) -> i64 {
+    i64::try_from(epoch).unwrap_or(i64::MAX)
+}
+
+/// A stored restore epoch; a negative one (the column's CHECK forbids it)
+/// is a damaged row.
+fn epoch_of(stored: i64) -> Result<u64, PortError> {
+    u64::try_from(stored).map_err(|_| tampered(format!("restore epoch {stored}")))
+}
+
 /// Whether a state holds an `unknown` effect (the `effect_unknown` column).
 fn effect_unknown(state: &RunState) -> bool {
     state.effects.values().any(|e| *e == EffectState::Unknown)
@@ -583,7 +616,8 @@ impl RunStore for Store {
         }
         let row = sqlx::query(&format!(
             "SELECT d.admission_hold,
-                    (SELECT revision FROM {ns}.active_workflows WHERE workflow = $1)
+                    (SELECT revision FROM {ns}.active_workflows WHERE workflow = $1),
+                    d.activation_generation
                FROM {ns}.deployment d"
         ))
         .bind(&run.workflow)
@@ -592,8 +626,12 @@ impl RunStore for Store {
         .map_err(pdb)?;
         let held: bool = row.try_get(0).map_err(pdb)?;
         let active: Option<String> = row.try_get(1).map_err(pdb)?;
+        let generation: i64 = row.try_get(2).map_err(pdb)?;
         if held {
             return Ok(Admitted::AdmissionHeld);
+        }
+        if generation != self.activation_generation {
+            return Ok(Admitted::ActivationChanged);
         }
         if active.as_deref() != Some(run.revision.as_str()) {
             return Ok(Admitted::RevisionNotActive { active });
@@ -685,6 +723,7 @@ impl RunStore for Store {
             version: 1,
             bindings: run.bindings,
             payload_erased: false,
+            review: None,
         }))
     }
 
@@ -753,26 +792,100 @@ impl RunStore for Store {
         rows.iter().map(|r| self.job(r)).collect()
     }
 
-    async fn lease(
+    async fn lease(&self, request: &LeaseRequest<'_>) -> Result<Vec<Job>, PortError> {
+        let ns = &self.ns;
+        let limit = i64::try_from(request.limit.clamp(1, 1000)).unwrap_or(1000);
+        // One statement: the deployment row (holds, epoch) and the leased
+        // jobs. The LEFT JOIN keeps the deployment row when no job is
+        // leased, so a stale epoch is always seen; a stale epoch leases
+        // nothing. Under the restore hold, without an epoch, or when asked,
+        // only receipt lookups (reads) are leased.
+        let rows = sqlx::query(&format!(
+            "WITH d AS (SELECT restore_hold, restore_epoch FROM {ns}.deployment),
+             leased AS (
+               UPDATE {ns}.jobs j SET lease_owner = $2, lease_expires_at = $3
+                 FROM (SELECT job_id FROM {ns}.jobs
+                        WHERE due_at <= $1 AND (lease_expires_at IS NULL OR lease_expires_at <= $1)
+                          AND ($5::bigint IS NULL OR $5 = (SELECT restore_epoch FROM d))
+                          AND (kind = 'lookup-receipt'
+                               OR NOT ($7 OR $5::bigint IS NULL
+                                       OR (SELECT restore_hold FROM d)))
+                          AND ($6::text IS NULL OR run_id = $6)
+                        ORDER BY due_at, job_id LIMIT $4 FOR UPDATE SKIP LOCKED) s
+                WHERE j.job_id = s.job_id
+            RETURNING j.job_id, j.run_id, j.kind, j.step, j.state, j.due_at, j.lease_owner,
+                      j.lease_expires_at, j.detail::text AS detail, j.sealed_command)
+             SELECT d.restore_epoch AS store_epoch, l.* FROM d LEFT JOIN leased l ON true"
+        ))
+        .bind(at(request.now))
+        .bind(request.owner)
+        .bind(at(request.lease_until))
+        .bind(limit)
+        .bind(request.epoch.map(epoch_column))
+        .bind(request.run_id)
+        .bind(request.receipt_lookups_only)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(pdb)?;
+        let Some(first) = rows.first() else {
+            return Err(tampered("the deployment row is missing"));
+        };
+        let store = epoch_of(first.try_get("store_epoch").map_err(pdb)?)?;
+        if let Some(process) = request.epoch {
+            if process != store {
+                return Err(PortError::LeaseIncompatible { process, store });
+            }
+        }
+        let mut jobs = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let id: Option<i64> = row.try_get("job_id").map_err(pdb)?;
+            if id.is_some() {
+                jobs.push(self.job(row)?);
+            }
+        }
+        jobs.sort_by_key(|j| (j.due_unix, j.id));
+        Ok(jobs)
+    }
+
+    async fn mark_sending(&self, job_id: u64, owner: &str, epoch: u64) -> Result<(), PortError> {
+        let done = sqlx::query(&format!(
+            "UPDATE {ns}.jobs SET state = 'sending'
+              WHERE job_id = $1 AND lease_owner = $2
+                AND (SELECT NOT restore_hold AND restore_epoch = $3 FROM {ns}.deployment)",
+            ns = self.ns
+        ))
+        .bind(i64::try_from(job_id).unwrap_or(-1))
+        .bind(owner)
+        .bind(epoch_column(epoch))
+        .execute(&self.pool)
+        .await
+        .map_err(pdb)?;
+        if done.rows_affected() == 1 {
+            Ok(())
+        } else {
+            Err(PortError::LeaseLost)
+        }
+    }
+
+    async fn claim_restored_commands(
         &self,
         owner: &str,
-        now: i64,
         lease_until: i64,
         limit: usize,
     ) -> Result<Vec<Job>, PortError> {
         let ns = &self.ns;
         let limit = i64::try_from(limit.clamp(1, 1000)).unwrap_or(1000);
+        // Waits for a worker that is marking one `sending` (no SKIP
+        // LOCKED): every such job is taken, whoever leased it.
         let rows = sqlx::query(&format!(
-            "UPDATE {ns}.jobs j SET lease_owner = $2, lease_expires_at = $3
+            "UPDATE {ns}.jobs j SET lease_owner = $1, lease_expires_at = $2
                FROM (SELECT job_id FROM {ns}.jobs
-                      WHERE due_at <= $1 AND (lease_expires_at IS NULL OR lease_expires_at <= $1)
-                        AND NOT (SELECT restore_hold FROM {ns}.deployment)
-                      ORDER BY due_at, job_id LIMIT $4 FOR UPDATE SKIP LOCKED) d
-              WHERE j.job_id = d.job_id
+                      WHERE kind = 'dispatch' AND NOT (detail->>'resendSafe')::boolean
+                      ORDER BY job_id LIMIT $3 FOR UPDATE) s
+              WHERE j.job_id = s.job_id
           RETURNING j.job_id, j.run_id, j.kind, j.step, j.state, j.due_at, j.lease_owner,
                     j.lease_expires_at, j.detail::text AS detail, j.sealed_command"
         ))
-        .bind(at(now))
         .bind(owner)
         .bind(at(lease_until))
         .bind(limit)
@@ -783,17 +896,8 @@ impl RunStore for Store {
             .iter()
             .map(|r| self.job(r))
             .collect::<Result<Vec<_>, _>>()?;
-        jobs.sort_by_key(|j| (j.due_unix, j.id));
+        jobs.sort_by_key(|j| j.id);
         Ok(jobs)
-    }
-
-    async fn mark_sending(&self, job_id: u64, owner: &str) -> Result<(), PortError> {
-        self.on_leased_job(
-            "UPDATE {ns}.jobs SET state = 'sending' WHERE job_id = $1 AND lease_owner = $2",
-            job_id,
-            owner,
-        )
-        .await
     }
 
     async fn release(
@@ -881,7 +985,10 @@ impl RunStore for Store {
             "UPDATE {ns}.runs SET state = $3, attention = $4, ended = $5, version = version + 1,
                 updated_at = $6, ended_at = CASE WHEN $5 THEN COALESCE(ended_at, $7, $6) END,
                 key_version = $8, sealed_state = $9, sealed_output = $10, ledger = $11::jsonb,
-                effect_unknown = $12
+                effect_unknown = $12,
+                review = CASE WHEN $13::text = 'required' THEN $13::text
+                              WHEN review = 'required' AND $13::text IS NOT NULL THEN $13::text
+                              ELSE review END
               WHERE run_id = $1 AND version = $2 AND payload_erased_at IS NULL
           RETURNING version"
         ))
@@ -902,6 +1009,7 @@ impl RunStore for Store {
         )
         .bind(ledger)
         .bind(effect_unknown(&c.state))
+        .bind(c.review.map(Review::as_str))
         .fetch_optional(&mut *tx)
         .await
         .map_err(pdb)?;
@@ -982,7 +1090,7 @@ impl RunStore for Store {
 
     async fn holds(&self) -> Result<EngineHolds, PortError> {
         let row = sqlx::query(&format!(
-            "SELECT restore_hold, admission_hold, execution_recovery_completed
+            "SELECT restore_hold, admission_hold, execution_recovery_completed, restore_epoch
                FROM {}.deployment",
             self.ns
         ))
@@ -993,6 +1101,7 @@ impl RunStore for Store {
             restore: row.try_get(0).map_err(pdb)?,
             admission: row.try_get(1).map_err(pdb)?,
             execution_recovery_completed: row.try_get(2).map_err(pdb)?,
+            restore_epoch: epoch_of(row.try_get(3).map_err(pdb)?)?,
         })
     }
 
@@ -1004,9 +1113,9 @@ impl RunStore for Store {
         let done = sqlx::query(&format!(
             "UPDATE {}.deployment
                 SET restore_hold = $4, admission_hold = $5,
-                    execution_recovery_completed = $6
+                    execution_recovery_completed = $6, restore_epoch = $8
               WHERE restore_hold = $1 AND admission_hold = $2
-                AND execution_recovery_completed = $3",
+                AND execution_recovery_completed = $3 AND restore_epoch = $7",
             self.ns
         ))
         .bind(expected.restore)
@@ -1015,6 +1124,8 @@ impl RunStore for Store {
         .bind(next.restore)
         .bind(next.admission)
         .bind(next.execution_recovery_completed)
+        .bind(epoch_column(expected.restore_epoch))
+        .bind(epoch_column(next.restore_epoch))
         .execute(&self.pool)
         .await
         .map_err(pdb)?;
@@ -1088,6 +1199,52 @@ impl RunStore for Store {
             erased: u32::try_from(rows.len()).unwrap_or(u32::MAX),
             more,
         })
+    }
+
+    async fn review_survey(&self) -> Result<ReviewSurvey, PortError> {
+        let row = sqlx::query(&format!(
+            "SELECT count(*) FILTER (WHERE review = 'required'),
+                    count(*) FILTER (WHERE effect_unknown)
+               FROM {}.runs WHERE NOT ended",
+            self.ns
+        ))
+        .fetch_one(&self.pool)
+        .await
+        .map_err(pdb)?;
+        let count = |i: usize| -> Result<u64, PortError> {
+            let n: i64 = row.try_get(i).map_err(pdb)?;
+            Ok(u64::try_from(n).unwrap_or(0))
+        };
+        Ok(ReviewSurvey {
+            review_required: count(0)?,
+            unknown_effects: count(1)?,
+        })
+    }
+
+    async fn attest_reviews(&self) -> Result<u64, PortError> {
+        let done = sqlx::query(&format!(
+            "UPDATE {}.runs SET review = 'attested' WHERE review = 'required'",
+            self.ns
+        ))
+        .execute(&self.pool)
+        .await
+        .map_err(pdb)?;
+        Ok(done.rows_affected())
+    }
+
+    async fn find_start(
+        &self,
+        start_identity: &str,
+        request_digest: &str,
+    ) -> Result<Option<Admitted>, PortError> {
+        let mut conn = self.pool.acquire().await.map_err(pdb)?;
+        self.existing(&mut conn, start_identity, request_digest)
+            .await
+    }
+
+    async fn activation_current(&self) -> Result<bool, PortError> {
+        let generation = self.activation_generation().await.map_err(port)?;
+        Ok(generation == self.activation_generation)
     }
 
     async fn ping(&self) -> Result<(), PortError> {

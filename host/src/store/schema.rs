@@ -48,6 +48,10 @@ CREATE TABLE {ns}.deployment (
     -- The restore hold's attestation, beside the holds, so every process on
     -- the database reads the same holds (docs/operations.md).
     execution_recovery_completed boolean NOT NULL DEFAULT false,
+    -- Moves (+1) each time the restore hold is placed: a process leases
+    -- only under the epoch it read when it started, so none that predates
+    -- a restore hold dispatches again (restore.lease-incompatible).
+    restore_epoch bigint NOT NULL DEFAULT 0 CHECK (restore_epoch >= 0),
     -- The admission key's custody fingerprint (AdmissionKey::fingerprint),
     -- recorded by the first apply: start identities are keyed by it.
     admission_key_fingerprint text CHECK (admission_key_fingerprint ~ '^[0-9a-f]{64}$'),
@@ -120,6 +124,10 @@ CREATE TABLE {ns}.runs (
     -- Set by retention (the engine's clock): sealed_input, sealed_state and
     -- sealed_output are NULL from then on.
     payload_erased_at timestamptz,
+    -- The restore review (docs/operations.md "Restore from a backup"):
+    -- `required` when the restore hold held back one of the run's prepared
+    -- commands, then how it was reviewed. NULL for runs never held back.
+    review text CHECK (review IN ('required', 'reconciled', 'cancelled', 'attested')),
     CHECK (payload_erased_at IS NULL OR (ended AND sealed_input IS NULL
         AND sealed_state IS NULL AND sealed_output IS NULL))
 );
@@ -127,6 +135,7 @@ CREATE INDEX runs_newest ON {ns}.runs (seq DESC);
 CREATE INDEX runs_owner_newest ON {ns}.runs (owner_ref, seq DESC);
 CREATE INDEX runs_workflow_newest ON {ns}.runs (workflow, seq DESC);
 CREATE INDEX runs_attention ON {ns}.runs (seq DESC) WHERE attention;
+CREATE INDEX runs_review_required ON {ns}.runs (seq) WHERE review = 'required';
 CREATE INDEX runs_live_by_workflow ON {ns}.runs (workflow) WHERE NOT ended;
 CREATE INDEX runs_key_version ON {ns}.runs (key_version);
 CREATE INDEX runs_input_key_version ON {ns}.runs (input_key_version);
@@ -215,6 +224,6 @@ mod tests {
             assert!(V4.contains(&format!("CREATE TABLE {{ns}}.{table} (")));
             assert!(RUNTIME_GRANTS.iter().any(|(t, _)| *t == table));
         }
-        assert_eq!(statements(V4).count(), 19);
+        assert_eq!(statements(V4).count(), 20);
     }
 }

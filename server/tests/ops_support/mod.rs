@@ -90,6 +90,8 @@ pub fn policies() -> BTreeMap<String, Policy> {
 
 /// A serving instance. Dropping it stops the API.
 pub struct Instance {
+    /// What it was started with ([`start_with`] restarts it).
+    pub fakes: Fakes,
     pub issuer: FakeIssuer,
     pub casework: FakeCasework,
     pub messaging: FakeMessaging,
@@ -110,43 +112,89 @@ impl Instance {
     }
 }
 
+/// The fakes and connections of an instance: the issuer, Casework,
+/// Messaging, the connections' client keys and the connections to them.
+/// Cloning shares the fakes (a restarted process meets the same products).
+#[derive(Clone)]
+pub struct Fakes {
+    pub issuer: FakeIssuer,
+    pub casework: FakeCasework,
+    pub messaging: FakeMessaging,
+    pub secrets: MemorySecrets,
+    pub connections: BTreeMap<String, Connection>,
+}
+
+impl Fakes {
+    /// New fakes with the connections `review` (Casework) and `notices`
+    /// (Messaging) registered at the issuer.
+    pub async fn start() -> Fakes {
+        let issuer = FakeIssuer::start().await.unwrap();
+        let casework = FakeCasework::start().await.unwrap();
+        let messaging = FakeMessaging::start().await.unwrap();
+        let mut secrets = MemorySecrets::new();
+        for (name, kind) in [("review", KeyKind::Es256), ("notices", KeyKind::EdDsa)] {
+            let key = TestKey::generate(kind, &format!("{name}-kid"));
+            issuer.register_client(&format!("coordinator-{name}"), key.public_jwk.clone(), None);
+            secrets.insert(
+                &format!("secret:file/{name}-key"),
+                key.private_jwk_text().into_bytes(),
+            );
+        }
+        let mut connections = BTreeMap::new();
+        connections.insert(
+            "review".to_owned(),
+            Connection::CaseworkReviewProducer(CaseworkConnection {
+                base_url: casework.base_url().to_owned(),
+                profile: Some("application-review".into()),
+                producer: "coordinator".into(),
+                authorization: auth(&issuer, "review"),
+                completion: None,
+                result_check_seconds: 900,
+                request_timeout_milliseconds: Some(5_000),
+            }),
+        );
+        connections.insert(
+            "notices".to_owned(),
+            Connection::Messaging(PlainConnection {
+                base_url: messaging.base_url().to_owned(),
+                authorization: auth(&issuer, "notices"),
+                request_timeout_milliseconds: Some(5_000),
+            }),
+        );
+        Fakes {
+            issuer,
+            casework,
+            messaging,
+            secrets,
+            connections,
+        }
+    }
+}
+
 /// Starts an instance on `store` (shared with another instance when
 /// given twice). Each instance starts its own fakes, so its connections'
 /// `baseUrl` and token endpoint differ from another instance's.
 pub async fn start(database_id: &str, recovery_only: bool, store: Arc<MemoryRunStore>) -> Instance {
-    let issuer = FakeIssuer::start().await.unwrap();
-    let casework = FakeCasework::start().await.unwrap();
-    let messaging = FakeMessaging::start().await.unwrap();
-    let mut secrets = MemorySecrets::new();
-    for (name, kind) in [("review", KeyKind::Es256), ("notices", KeyKind::EdDsa)] {
-        let key = TestKey::generate(kind, &format!("{name}-kid"));
-        issuer.register_client(&format!("coordinator-{name}"), key.public_jwk.clone(), None);
-        secrets.insert(
-            &format!("secret:file/{name}-key"),
-            key.private_jwk_text().into_bytes(),
-        );
-    }
-    let mut connections = BTreeMap::new();
-    connections.insert(
-        "review".to_owned(),
-        Connection::CaseworkReviewProducer(CaseworkConnection {
-            base_url: casework.base_url().to_owned(),
-            profile: Some("application-review".into()),
-            producer: "coordinator".into(),
-            authorization: auth(&issuer, "review"),
-            completion: None,
-            result_check_seconds: 900,
-            request_timeout_milliseconds: Some(5_000),
-        }),
-    );
-    connections.insert(
-        "notices".to_owned(),
-        Connection::Messaging(PlainConnection {
-            base_url: messaging.base_url().to_owned(),
-            authorization: auth(&issuer, "notices"),
-            request_timeout_milliseconds: Some(5_000),
-        }),
-    );
+    start_with(Fakes::start().await, database_id, recovery_only, store).await
+}
+
+/// Starts an instance with `fakes` on `store`: with the fakes of another
+/// instance, this is that process restarted (the same products, callers
+/// and connection bindings), for example with `--recovery-only`.
+pub async fn start_with(
+    fakes: Fakes,
+    database_id: &str,
+    recovery_only: bool,
+    store: Arc<MemoryRunStore>,
+) -> Instance {
+    let kept = fakes.clone();
+    let Fakes {
+        issuer,
+        casework,
+        messaging,
+        secrets,
+        connections,
+    } = fakes;
     let mut config = EngineConfig::new(database_id, "worker-1");
     config.recovery_only = recovery_only;
     let audit_dir = tempfile::tempdir().unwrap();
@@ -182,6 +230,7 @@ pub async fn start(database_id: &str, recovery_only: bool, store: Arc<MemoryRunS
         let _ = stopped.await;
     }));
     Instance {
+        fakes: kept,
         issuer,
         casework,
         messaging,
