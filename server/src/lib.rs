@@ -280,7 +280,14 @@ async fn lane(
             // lane stops.
             Err(_) if engine.fenced() => return,
             Err(e) => {
-                tracing::error!(code = "store-unavailable", error = %e, "worker tick failed");
+                // A value this process cannot open (a state key version
+                // its runtime file lacks, during a rolling key rotation)
+                // keeps its own code: it is no outage.
+                let code = match &e {
+                    StoreError::Refused { code, .. } => code,
+                    _ => "store-unavailable",
+                };
+                tracing::error!(code, error = %e, "worker tick failed");
                 false
             }
         };

@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 
 use coordinator::events::sign;
 use coordinator_fakes::{FakeCasework, Reply};
+use coordinator_host::service::RunStore;
 use serde_json::{json, Value};
+use sqlx::{Connection, PgConnection, Row};
 use support::{
     free_port, rfc3339, unix_now, urls, Cluster, Coordinator, Deployment, Example, BINDING,
     COMPLETION_TOKEN, EVENT_KEY,
@@ -674,4 +676,202 @@ async fn event_source_key_faults_refuse_startup() {
 
 async fn json_of(r: reqwest::Response) -> Value {
     serde_json::from_str(&r.text().await.unwrap()).unwrap()
+}
+
+/// A run's state and the state key versions of its sealed values, read
+/// through the admin URL: (`state`, `key_version` of state and output,
+/// `input_key_version` of input and owner).
+async fn sealed_versions(admin: &mut PgConnection, ns: &str, run: &str) -> (String, i32, i32) {
+    let row = sqlx::query(&format!(
+        "SELECT state, key_version, input_key_version FROM {ns}.runs WHERE run_id = $1"
+    ))
+    .bind(run)
+    .fetch_one(&mut *admin)
+    .await
+    .unwrap();
+    (row.get(0), row.get(1), row.get(2))
+}
+
+/// The state key custody line of a refused start: the JSON line on stderr
+/// whose raw code is `state-key-custody`.
+fn custody_line(log: &str) -> Value {
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["fields"]["code"] == "state-key-custody")
+        .unwrap_or_else(|| panic!("no state-key-custody line:\n{log}"))
+}
+
+/// seed 000 "Rotate keys", payload state key, as docs/operations.md "Rotate
+/// keys" writes it down, through the built binary on PostgreSQL 17: runs
+/// admitted under version 1 wait while the service stops; version 2 is
+/// added (1 kept) and made active; startup refuses until `apply` recorded
+/// it; after apply and a restart every old run finishes with its message
+/// sent once, a new run too, and what is written from then on is sealed
+/// under version 2. Removing version 1 while rows still use it is refused
+/// by `deployment-status`, `apply` and startup (`state-key-custody`, exit
+/// 1); once retention erased those runs, it is accepted.
+#[tokio::test]
+async fn state_key_rotation_under_live_runs_and_early_removal_refused() {
+    let Some(urls) = urls("state_key_rotation_under_live_runs") else {
+        return;
+    };
+    let d = Deployment::new(urls, 2_000).await; // applied with version 1 only
+    let mut admin = PgConnection::connect(&d.urls.admin).await.unwrap();
+    let mut c = d.spawn().await;
+    let send_after = rfc3339(unix_now() + 4);
+    let mut runs = Vec::new();
+    for i in 0..3 {
+        runs.push(d.start(&c, &format!("app-rot-{i}"), &send_after).await);
+    }
+    let status = c.terminate(Duration::from_secs(15)).await;
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", c.log_text());
+    drop(c);
+    // Live when the service stopped: waiting, nothing sent, sealed under 1.
+    assert!(
+        d.messaging.messages().is_empty(),
+        "a run went on before the stop"
+    );
+    for run in &runs {
+        assert_eq!(
+            sealed_versions(&mut admin, &d.ns, run).await,
+            ("running".to_owned(), 1, 1)
+        );
+    }
+
+    // Add version 2, keep 1, make 2 active. Before `apply` the new version
+    // has no custody record: `deployment-status` and startup refuse.
+    support::write_secret(&d.secrets, "state-key-2", &[2; 32]);
+    let port = free_port();
+    let rotated = d.runtime_file_with_keys(port, &[1, 2], 2);
+    let e = d
+        .status_file(&rotated)
+        .await
+        .expect_err("status before apply");
+    assert_eq!(e.cli_code(), "coordinator.command.state-key-custody");
+    assert_eq!(
+        e.message,
+        "the active state key version 2 has no custody record"
+    );
+    let mut early = d.launch(&rotated, port, &[]);
+    let status = early.exited(Duration::from_secs(30)).await;
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(1),
+        "{}",
+        early.log_text()
+    );
+    let line = custody_line(&early.log_text());
+    assert_eq!(
+        line["fields"]["message"], "the active state key version 2 has no custody record",
+        "{line}"
+    );
+    drop(early);
+
+    // apply, deployment-status, restart.
+    let applied = d.apply_file(&rotated).await.expect("apply the rotation");
+    assert_eq!(applied.entries[0].action.as_str(), "unchanged");
+    let checked = d.status_file(&rotated).await.expect("status after apply");
+    assert_eq!(
+        (checked.state_key_versions.clone(), checked.active_state_key),
+        (vec![1, 2], 2)
+    );
+    // Each message is held for a moment, so the dispatch jobs of the
+    // restarted process can be seen with their sealed commands.
+    d.messaging.fake().script(
+        "/v1/messages",
+        (0..4).map(|_| Reply::Delay(Duration::from_millis(600))),
+    );
+    let c = d.spawn_with(&rotated, port, &[]).await;
+    runs.push(d.start(&c, "app-rot-new", &rfc3339(unix_now() - 1)).await);
+    let mut sealed_jobs: Vec<i32> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let jobs = sqlx::query(&format!(
+            "SELECT key_version FROM {}.jobs WHERE sealed_command IS NOT NULL",
+            d.ns
+        ))
+        .fetch_all(&mut admin)
+        .await
+        .unwrap();
+        sealed_jobs.extend(jobs.iter().map(|r| r.get::<i32, _>(0)));
+        let live: i64 = sqlx::query(&format!(
+            "SELECT count(*) FROM {}.runs WHERE NOT ended",
+            d.ns
+        ))
+        .fetch_one(&mut admin)
+        .await
+        .unwrap()
+        .get(0);
+        if live == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{live} runs not ended:\n{}",
+            c.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    for run in &runs {
+        let v = d.get(&c, &format!("/v1/runs/{run}")).await.unwrap();
+        assert_eq!(
+            (v["state"].as_str(), v["outcome"].as_str()),
+            (Some("finished"), Some("message-accepted")),
+            "{v}"
+        );
+    }
+    let per_key = d.messages_per_key();
+    assert_eq!(per_key.len(), 4, "one idempotency key per run: {per_key:?}");
+    assert!(per_key.values().all(|n| *n == 1), "{per_key:?}");
+    // Written after the restart: sealed under version 2. The old runs keep
+    // their input and owner under version 1 (sealed once, at admission).
+    assert!(!sealed_jobs.is_empty(), "no dispatch job was seen");
+    assert!(sealed_jobs.iter().all(|v| *v == 2), "{sealed_jobs:?}");
+    for (i, run) in runs.iter().enumerate() {
+        let input = if i < 3 { 1 } else { 2 };
+        assert_eq!(
+            sealed_versions(&mut admin, &d.ns, run).await,
+            ("finished".to_owned(), 2, input),
+            "run {i}"
+        );
+    }
+    drop(c);
+
+    // Remove version 1 while rows still use it: refused everywhere.
+    std::fs::remove_file(d.secrets.join("state-key-1")).unwrap();
+    let port = free_port();
+    let removed = d.runtime_file_with_keys(port, &[2], 2);
+    let refusal = "state key version 1 is not configured, and stored runs were sealed under it";
+    let e = d.status_file(&removed).await.expect_err("status refuses");
+    assert_eq!(
+        (e.cli_code().as_str(), e.message.as_str()),
+        ("coordinator.command.state-key-custody", refusal)
+    );
+    assert!(e.next.contains("add version 1 back"), "{}", e.next);
+    let e = d.apply_file(&removed).await.expect_err("apply refuses");
+    assert_eq!(
+        (e.cli_code().as_str(), e.message.as_str()),
+        ("coordinator.command.state-key-custody", refusal)
+    );
+    let mut refused = d.launch(&removed, port, &[]);
+    let status = refused.exited(Duration::from_secs(30)).await;
+    let log = refused.log_text();
+    assert_eq!(status.and_then(|s| s.code()), Some(1), "{log}");
+    let line = custody_line(&log);
+    assert_eq!(line["level"], "ERROR", "{line}");
+    assert_eq!(line["fields"]["message"], refusal, "{line}");
+    assert!(!log.contains("\"deployment.refused\""), "{log}");
+    drop(refused);
+
+    // Once retention erased every run sealed under version 1, it may go.
+    support::write_secret(&d.secrets, "state-key-1", &[1; 32]);
+    let store = d.open_store(&rotated).await.expect("store");
+    let now = unix_now();
+    let erased = store.erase_payloads(now + 1, 100, now).await.unwrap();
+    assert_eq!((erased.erased, erased.more), (4, false));
+    store.close().await;
+    std::fs::remove_file(d.secrets.join("state-key-1")).unwrap();
+    let checked = d.status_file(&removed).await.expect("status after erasure");
+    assert_eq!(checked.active_state_key, 2);
+    d.cleanup().await;
 }

@@ -16,8 +16,11 @@ use coordinator_fakes::{
 };
 use coordinator_host::audit::AuditJournal;
 use coordinator_host::package::write_package;
+use coordinator_host::runtime::config::RuntimeConfig;
 use coordinator_host::runtime::{check_runtime_file, Mode};
-use coordinator_host::secrets::SecretResolver;
+use coordinator_host::secrets::{load_keys, SecretResolver};
+use coordinator_host::store::deploy::load_pinned_packages;
+use coordinator_host::store::{ApplyReport, DeploymentStatus, Store, StoreError};
 use coordinator_ir::Definition;
 use serde_json::{json, Value};
 use sqlx::{Connection, Executor, PgConnection};
@@ -248,6 +251,18 @@ impl Coordinator {
         matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// Sends SIGTERM (as an operator stops the service) and waits up to
+    /// `within` for the process to exit; its status.
+    pub async fn terminate(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let sent = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill -TERM failed");
+        self.exited(within).await
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
@@ -263,6 +278,13 @@ impl Coordinator {
         }
         None
     }
+}
+
+/// The runtime file at `file`, which must pass `check` in deployment mode.
+fn checked_config(file: &Path) -> RuntimeConfig {
+    let checked = check_runtime_file(file, "runtime.yaml", None, Mode::Deployment);
+    assert!(checked.is_valid(), "{:#?}", checked.diagnostics);
+    checked.config.unwrap()
 }
 
 /// One deployment: fakes, secrets, a package, a namespace applied.
@@ -373,8 +395,20 @@ impl Deployment {
         rest.split_once(':').unwrap().0.to_owned()
     }
 
-    /// Writes a runtime file binding `port`; returns its path.
+    /// Writes a runtime file binding `port` (state key version 1, active);
+    /// returns its path.
     pub fn runtime_file(&self, port: u16) -> PathBuf {
+        self.runtime_file_with_keys(port, &[1], 1)
+    }
+
+    /// Writes a runtime file binding `port` whose `stateKeys` are
+    /// `versions` (version `v` in the secret file `state-key-<v>`) and whose
+    /// `activeStateKey` is `active`; returns its path.
+    pub fn runtime_file_with_keys(&self, port: u16, versions: &[u32], active: u32) -> PathBuf {
+        let state_keys: String = versions
+            .iter()
+            .map(|v| format!("    \"{v}\":\n      keyRef: secret:file/state-key-{v}\n"))
+            .collect();
         let (root, digest) = &self.package;
         let yaml = format!(
             r#"apiVersion: id.registrystack.org/formats/coordinator/runtime/v1beta1
@@ -411,9 +445,7 @@ observation:
   auditFile: {audit}
   auditKeyRef: secret:file/audit-key
   stateKeys:
-    "1":
-      keyRef: secret:file/state-key-1
-  activeStateKey: 1
+{state_keys}  activeStateKey: {active}
   admissionKeyRef: secret:file/admission-key
 "#,
             ns = self.ns,
@@ -477,15 +509,41 @@ observation:
 
     /// `coordinatorctl apply` through the library.
     pub async fn apply(&self) {
-        let path = self.runtime_file(free_port());
-        let checked = check_runtime_file(&path, "runtime.yaml", None, Mode::Deployment);
-        assert!(checked.is_valid(), "{:#?}", checked.diagnostics);
-        let config = checked.config.unwrap();
-        let resolver = SecretResolver::new(&config.secret_providers);
-        let journal = AuditJournal::open(&self.dir.path().join("audit.jsonl")).unwrap();
-        coordinator_host::store::apply(&config, &resolver, &[], &journal)
+        self.apply_file(&self.runtime_file(free_port()))
             .await
             .expect("apply");
+    }
+
+    /// `coordinatorctl --runtime-config FILE apply` through the library
+    /// (the file must pass `check`).
+    pub async fn apply_file(&self, file: &Path) -> Result<ApplyReport, StoreError> {
+        let config = checked_config(file);
+        let resolver = SecretResolver::new(&config.secret_providers);
+        let journal = AuditJournal::open(&self.dir.path().join("audit.jsonl")).unwrap();
+        let applied = coordinator_host::store::apply(&config, &resolver, &[], &journal).await;
+        // A refused apply leaves no empty journal file (as the CLI).
+        let _ = journal.discard_if_empty();
+        applied
+    }
+
+    /// The run store as the service opens it with the runtime file at
+    /// `file` (custody and activation checked), for what the test does
+    /// through the library (retention).
+    pub async fn open_store(&self, file: &Path) -> Result<Store, StoreError> {
+        let config = checked_config(file);
+        let resolver = SecretResolver::new(&config.secret_providers);
+        let deployment = config.deployment.as_ref().unwrap();
+        let keys = load_keys(&resolver, deployment).unwrap();
+        let packages = load_pinned_packages(deployment)?;
+        Store::open(&config, &resolver, &keys, &packages, 1).await
+    }
+
+    /// `coordinatorctl --runtime-config FILE deployment-status` through the
+    /// library (the file must pass `check`).
+    pub async fn status_file(&self, file: &Path) -> Result<DeploymentStatus, StoreError> {
+        let config = checked_config(file);
+        let resolver = SecretResolver::new(&config.secret_providers);
+        coordinator_host::store::deployment_status(&config, &resolver).await
     }
 
     /// Runs the built binary expecting it to refuse to start; its exit code
