@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::header::{HeaderValue, CONTENT_TYPE};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
@@ -66,6 +67,22 @@ pub fn router(engine: Arc<Engine>) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
         .with_state(engine)
+}
+
+/// The metrics router while `coordinator` waits for the database and no
+/// engine exists yet: `GET /metrics` is 503 with a one-line plain-text
+/// reason (the scrape fails, so `up` is 0), anything else 404. `coordinator`
+/// serves it through a [`crate::gate::Gate`] until [`router`] takes over.
+pub fn waiting_router() -> Router {
+    Router::new().route(
+        "/metrics",
+        get(|| async {
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "waiting for the database: no metrics before the deployment checks pass\n",
+            )
+        }),
+    )
 }
 
 /// Serves `/metrics` on `listener` until `shutdown` completes.
