@@ -4,8 +4,10 @@
 //!
 //! A [`Gate`] holds two routers: the *waiting* one it serves first (built
 //! without an engine: [`crate::waiting_router`] answers `/ready` with 503
-//! and every API route with the problem `service.unavailable`), and the
-//! real one, set once by [`Gate::open`]. Each request goes to whichever is
+//! and every API route with the problem `service.unavailable`;
+//! [`crate::metrics::waiting_router`] has `/metrics` report only
+//! `coordinator_store_ready 0`), and the real one, set once by
+//! [`Gate::open`]. Each request goes to whichever is
 //! current when it arrives, on the same listener and the same connections,
 //! so nothing is re-bound and no client sees the port closed in between.
 //! The gate never closes again: once serving, an outage is the real
@@ -143,10 +145,11 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_metrics_gate_fails_scrapes_until_opened() {
+    async fn the_metrics_gate_reports_the_store_not_ready_until_opened() {
         let gate = Gate::new(crate::metrics::waiting_router());
         let (status, _, body) = answer(&gate.router(), "/metrics").await;
-        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-        assert!(body.contains("waiting for the database"), "{body}");
+        assert_eq!(status, StatusCode::OK);
+        assert!(body.ends_with("\ncoordinator_store_ready 0\n"), "{body}");
+        assert_eq!(body.lines().filter(|l| !l.starts_with('#')).count(), 1);
     }
 }

@@ -5,7 +5,8 @@
 //!    (none of this needs the database, so each fault refuses at once);
 //! 2. serves at once through a [`coordinator::gate::Gate`]: until the store
 //!    is open, `/ready` answers 503 and every API route 503
-//!    `service.unavailable` (`/metrics`, when set, 503 too);
+//!    `service.unavailable` (`/metrics`, when set, only
+//!    `coordinator_store_ready 0`);
 //! 3. opens the PostgreSQL store and checks the deployment
 //!    (`coordinator::startup::open_store`: `Store::open` — server 17+,
 //!    schema version, database id, runtime role safety, key custody, pinned

@@ -15,7 +15,6 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::header::{HeaderValue, CONTENT_TYPE};
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
@@ -70,16 +69,25 @@ pub fn router(engine: Arc<Engine>) -> Router {
 }
 
 /// The metrics router while `coordinator` waits for the database and no
-/// engine exists yet: `GET /metrics` is 503 with a one-line plain-text
-/// reason (the scrape fails, so `up` is 0), anything else 404. `coordinator`
-/// serves it through a [`crate::gate::Gate`] until [`router`] takes over.
+/// engine exists yet: `GET /metrics` is the exposition with one series,
+/// `coordinator_store_ready 0` (so every series read from the store is
+/// absent, as during an outage), anything else 404. `coordinator` serves it
+/// through a [`crate::gate::Gate`] until [`router`] takes over.
 pub fn waiting_router() -> Router {
     Router::new().route(
         "/metrics",
         get(|| async {
+            let mut out = String::new();
+            family(
+                &mut out,
+                "coordinator_store_ready",
+                "gauge",
+                "1 when the store answered this scrape's survey.",
+            );
+            out.push_str("coordinator_store_ready 0\n");
             (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "waiting for the database: no metrics before the deployment checks pass\n",
+                [(CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE_TEXT))],
+                out,
             )
         }),
     )
