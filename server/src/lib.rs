@@ -4,12 +4,15 @@
 //! `coordinator_host::service`; request and response bodies come from
 //! `coordinator_api`. [`run`] takes its listener and its shutdown signal
 //! from the caller, so tests bind port 0; [`work`] is the in-process
-//! worker loop. See docs/service.md.
+//! worker loop. Before the store is open, `coordinator` serves
+//! [`waiting_router`] through a [`gate::Gate`] on the same listener. See
+//! docs/service.md.
 
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
 pub mod auth;
 pub mod events;
+pub mod gate;
 pub mod metrics;
 pub mod ops;
 pub mod startup;
@@ -138,6 +141,13 @@ impl ApiError {
         .detail("it can no longer be retried or reconciled")
     }
 
+    /// 503 `service.unavailable` before the store is open and checked.
+    fn starting() -> Self {
+        Self::new(503, "service.unavailable", "The store is unavailable").detail(
+            "the service is waiting for the database and has not passed its deployment checks; try again once /ready answers 200",
+        )
+    }
+
     fn store(e: &StoreError) -> Self {
         match e {
             StoreError::BadCursor => {
@@ -219,6 +229,28 @@ pub fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(api::MAX_BODY_BYTES))
         .layer(axum::middleware::map_response(no_store))
         .with_state(state)
+}
+
+/// The router served while `coordinator` waits for the database (before
+/// the store is open and checked; no engine exists yet): `GET /ready` is
+/// 503 `{"ready":false}`, `GET /health` is 200 `{"live":true}`, and any
+/// other request is 503 with the problem `service.unavailable`. Every
+/// answer carries `Cache-Control: no-store`. Nothing is logged per request:
+/// the wait itself logs `store-unavailable`.
+pub fn waiting_router() -> Router {
+    Router::new()
+        .route(
+            "/ready",
+            get(|| async {
+                json(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &api::Ready { ready: false },
+                )
+            }),
+        )
+        .route("/health", get(health))
+        .fallback(|| async { ApiError::starting() })
+        .layer(axum::middleware::map_response(no_store))
 }
 
 async fn no_store(mut response: Response) -> Response {

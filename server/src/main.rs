@@ -1,22 +1,28 @@
-//! `coordinator --runtime-config F [--recovery-only]`: verifies the runtime
-//! file and its pinned packages, reads the keys, opens the PostgreSQL store
-//! (`Store::open`: server 17+, schema version, database id, runtime role
-//! safety, key custody, pinned packages == active; never migrates), and
-//! opens this process's audit journal, serves the API with in-process workers
-//! (and `/metrics` on `deployment.metricsListener` when set) until SIGTERM
-//! (or Ctrl-C), then stops within 15 s.
+//! `coordinator --runtime-config F [--recovery-only]`, in this order:
 //!
-//! After the store's checks, startup compares the connection bindings
-//! recorded by runs that have not ended with the runtime file's
-//! (`coordinator::startup::check_bindings`): a change refuses startup with
-//! raw code `live-binding-conflict`, unless `--recovery-only`.
+//! 1. verifies the runtime file and its pinned packages, reads the keys,
+//!    the event sources' and connections' keys, and binds the listeners
+//!    (none of this needs the database, so each fault refuses at once);
+//! 2. serves at once through a [`coordinator::gate::Gate`]: until the store
+//!    is open, `/ready` answers 503 and every API route 503
+//!    `service.unavailable` (`/metrics`, when set, only
+//!    `coordinator_store_ready 0`);
+//! 3. opens the PostgreSQL store and checks the deployment
+//!    (`coordinator::startup::open_store`: `Store::open` — server 17+,
+//!    schema version, database id, runtime role safety, key custody, pinned
+//!    packages == active; never migrates — then the connection bindings of
+//!    runs that have not ended, refused as `live-binding-conflict` unless
+//!    `--recovery-only`). A database that cannot be reached is waited out,
+//!    logging `store-unavailable` at the first failure and then every 30 s;
+//! 4. opens this process's audit journal, hands the gate the API router and
+//!    starts the in-process workers, and serves until SIGTERM (or Ctrl-C),
+//!    then stops within 15 s (also while still waiting for the database).
 //!
 //! Refusals are logged as one JSON line on stderr with the raw `code`
-//! (`deployment.refused`, `state-key-custody`, `live-binding-conflict`,
-//! `store-unavailable`) and the process exits 1 (3 when the store cannot be
-//! reached at startup). Once
-//! serving, an unreachable database is waited out: `/ready` answers 503,
-//! workers log `store-unavailable` and resume by themselves.
+//! (`deployment.refused`, `state-key-custody`, `live-binding-conflict`) and
+//! the process exits 1, whether the check ran at once or once the database
+//! answered. Once serving, an unreachable database is waited out: `/ready`
+//! answers 503, workers log `store-unavailable` and resume by themselves.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -27,7 +33,8 @@ use std::time::Duration;
 use clap::Parser;
 use coordinator::auth::Verifier;
 use coordinator::events::EventSources;
-use coordinator::startup::{self, BindingStartup};
+use coordinator::gate::Gate;
+use coordinator::startup::{self, StoreStart, StoreStartup, StoreWait};
 use coordinator::{AppState, Completions, SHUTDOWN_GRACE};
 use coordinator_host::adapters::token::{check_signing_key, ProviderSecrets};
 use coordinator_host::adapters::{HttpAdapter, SecretSource};
@@ -36,7 +43,7 @@ use coordinator_host::runtime::config::Connection;
 use coordinator_host::runtime::{check_runtime_file, Mode};
 use coordinator_host::secrets::{load_keys, SecretError, SecretResolver};
 use coordinator_host::service::{Engine, EngineConfig, SystemClock};
-use coordinator_host::store::{ErrorKind, Store, StoreError};
+use coordinator_host::store::StoreError;
 
 /// Jobs one worker lane leases per tick (`coordinator::WORKER_LANES` lanes
 /// run at once, sharing a pool of 16 connections).
@@ -56,26 +63,6 @@ struct Args {
 fn refuse(code: &str, message: &str) -> ExitCode {
     tracing::error!(code, "{message}");
     ExitCode::from(1)
-}
-
-/// A store refusal with its raw code: custody and unavailability keep
-/// theirs, every other refusal is `deployment.refused` with the store's
-/// code as `reason`.
-fn refuse_store(e: &StoreError) -> ExitCode {
-    match (e.kind, e.code) {
-        (ErrorKind::Unavailable, _) => {
-            tracing::error!(code = "store-unavailable", reason = e.code, next = %e.next, "{}", e.message);
-            ExitCode::from(3)
-        }
-        (_, "state-key-custody") => {
-            tracing::error!(code = "state-key-custody", next = %e.next, "{}", e.message);
-            ExitCode::from(1)
-        }
-        _ => {
-            tracing::error!(code = "deployment.refused", reason = e.code, next = %e.next, "{}", e.message);
-            ExitCode::from(1)
-        }
-    }
 }
 
 /// A key file that is missing or unsafe is a deployment fault, not an
@@ -166,24 +153,6 @@ async fn main() -> ExitCode {
             return refuse("deployment.refused", &e.to_string());
         }
     }
-    let store = match Store::open(&config, &resolver, &keys, &checked.packages, 16).await {
-        Ok(s) => Arc::new(s),
-        Err(e) => return refuse_store(&e),
-    };
-    tracing::info!(namespace = %config.namespace, "run store: PostgreSQL");
-    match startup::check_bindings(store.as_ref(), &config.connections, args.recovery_only).await {
-        Ok(BindingStartup::Serve) => {}
-        Ok(BindingStartup::RecoveryOnly(conflicts)) => startup::log_recovery_only(&conflicts),
-        Ok(BindingStartup::Refuse(conflicts)) => {
-            startup::log_refusal(&conflicts);
-            return ExitCode::from(1);
-        }
-        Err(e @ coordinator_host::service::StoreError::Unavailable(_)) => {
-            tracing::error!(code = "store-unavailable", "{e}");
-            return ExitCode::from(3);
-        }
-        Err(e) => return refuse("deployment.refused", &e.to_string()),
-    }
     let mut completions = Completions::default();
     for c in config.connections.values() {
         if let Connection::CaseworkReviewProducer(cw) = c {
@@ -215,6 +184,82 @@ async fn main() -> ExitCode {
         Ok(a) => a,
         Err(e) => return refuse("deployment.refused", &e.to_string()),
     };
+    // Listeners before the store (a taken port refuses at once, and
+    // `/ready` answers while the database is awaited), the journal last: a
+    // refused start leaves no empty journal file behind.
+    let listener = match tokio::net::TcpListener::bind(&deployment.listener.bind).await {
+        Ok(l) => l,
+        Err(e) => {
+            return refuse(
+                "deployment.refused",
+                &format!(
+                    "deployment.listener.bind: cannot listen on {}: {e}",
+                    deployment.listener.bind
+                ),
+            )
+        }
+    };
+    let metrics_listener = match &deployment.metrics_listener {
+        Some(m) => match tokio::net::TcpListener::bind(&m.bind).await {
+            Ok(l) => Some((l, m.bind.clone())),
+            Err(e) => {
+                return refuse(
+                    "deployment.refused",
+                    &format!(
+                        "deployment.metricsListener.bind: cannot listen on {}: {e}",
+                        m.bind
+                    ),
+                )
+            }
+        },
+        None => None,
+    };
+    // Serve at once; the gates hand requests to the real routers once the
+    // store is open and checked.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let api = Gate::new(coordinator::waiting_router());
+    let mut server_stop = stop_rx.clone();
+    let server = tokio::spawn(coordinator::gate::serve(
+        listener,
+        api.clone(),
+        async move {
+            let _ = server_stop.wait_for(|s| *s).await;
+        },
+    ));
+    let metrics_gate = Gate::new(coordinator::metrics::waiting_router());
+    let metrics = metrics_listener.map(|(listener, bind)| {
+        let mut metrics_stop = stop_rx.clone();
+        tracing::info!(bind = %bind, "serving metrics");
+        tokio::spawn(coordinator::gate::serve(
+            listener,
+            metrics_gate.clone(),
+            async move {
+                let _ = metrics_stop.wait_for(|s| *s).await;
+            },
+        ))
+    });
+    tracing::info!(bind = %deployment.listener.bind, "listening; not ready until the store is open and checked");
+    let signal = wait_for_signal();
+    tokio::pin!(signal);
+    let start = StoreStart {
+        config: &config,
+        resolver: &resolver,
+        keys: &keys,
+        packages: &checked.packages,
+        max_connections: 16,
+        recovery_only: args.recovery_only,
+    };
+    let store = match startup::open_store(start, StoreWait::default(), &mut signal).await {
+        StoreStartup::Serve(s) => Arc::new(s),
+        StoreStartup::Refused => return ExitCode::from(1),
+        StoreStartup::Stopped => {
+            tracing::info!("stopping before the store was open");
+            let _ = stop_tx.send(true);
+            let _ = tokio::time::timeout(SHUTDOWN_GRACE - Duration::from_secs(1), server).await;
+            return ExitCode::SUCCESS;
+        }
+    };
+    tracing::info!(namespace = %config.namespace, "run store: PostgreSQL");
     let definitions: Vec<_> = checked
         .packages
         .iter()
@@ -244,35 +289,6 @@ async fn main() -> ExitCode {
         Ok(e) => e,
         Err(e) => return refuse("deployment.refused", &e.to_string()),
     };
-    // Listeners first, the journal last: a refused start leaves no empty
-    // journal file behind.
-    let listener = match tokio::net::TcpListener::bind(&deployment.listener.bind).await {
-        Ok(l) => l,
-        Err(e) => {
-            return refuse(
-                "deployment.refused",
-                &format!(
-                    "deployment.listener.bind: cannot listen on {}: {e}",
-                    deployment.listener.bind
-                ),
-            )
-        }
-    };
-    let metrics_listener = match &deployment.metrics_listener {
-        Some(m) => match tokio::net::TcpListener::bind(&m.bind).await {
-            Ok(l) => Some((l, m.bind.clone())),
-            Err(e) => {
-                return refuse(
-                    "deployment.refused",
-                    &format!(
-                        "deployment.metricsListener.bind: cannot listen on {}: {e}",
-                        m.bind
-                    ),
-                )
-            }
-        },
-        None => None,
-    };
     // The audit journal: one file per process beside `deployment.auditFile`
     // (docs/runtime.md); a service that cannot audit does not serve.
     let journal = match AuditJournal::open(std::path::Path::new(&deployment.audit_file)) {
@@ -287,12 +303,10 @@ async fn main() -> ExitCode {
     let engine = Arc::new(engine.with_audit(journal, keys.audit.clone()));
     // The restore epoch this process works under: a restore hold placed
     // from now on fences it (`restore.lease-incompatible`).
+    // (Should the store drop away just now, the first lease adopts it.)
     match engine.adopt_restore_epoch().await {
         Ok(epoch) => tracing::info!(restore_epoch = epoch, "restore epoch adopted"),
-        Err(e) => {
-            tracing::error!(code = "store-unavailable", "{e}");
-            return ExitCode::from(3);
-        }
+        Err(e) => tracing::warn!(code = "store-unavailable", "restore epoch not read yet: {e}"),
     }
     let state = AppState {
         engine: engine.clone(),
@@ -300,33 +314,19 @@ async fn main() -> ExitCode {
         completions: Arc::new(completions),
         events: Arc::new(event_sources),
     };
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let metrics = metrics_listener.map(|(listener, bind)| {
-        let mut metrics_stop = stop_rx.clone();
-        tracing::info!(bind = %bind, "serving metrics");
-        tokio::spawn(coordinator::metrics::serve(
-            listener,
-            engine.clone(),
-            async move {
-                let _ = metrics_stop.wait_for(|s| *s).await;
-            },
-        ))
-    });
+    api.open(coordinator::router(state));
+    metrics_gate.open(coordinator::metrics::router(engine.clone()));
     // A `--recovery-only` instance runs the worker too: its leases are
     // receipt lookups only (reads, for `reconcile`), never dispatches.
     let mut worker = tokio::spawn(coordinator::work(
-        engine.clone(),
+        engine,
         Duration::from_millis(200),
         stop_rx.clone(),
     ));
-    let mut server_stop = stop_rx.clone();
-    let server = tokio::spawn(coordinator::run(listener, state, async move {
-        let _ = server_stop.wait_for(|s| *s).await;
-    }));
     tracing::info!(bind = %deployment.listener.bind, recovery_only = args.recovery_only, "serving");
     let mut exit = ExitCode::SUCCESS;
     tokio::select! {
-        () = wait_for_signal() => {}
+        () = &mut signal => {}
         _ = &mut worker => {
             // The worker stops early only when the engine is fenced: a
             // restore hold was placed after this process started. It must

@@ -68,6 +68,31 @@ pub fn router(engine: Arc<Engine>) -> Router {
         .with_state(engine)
 }
 
+/// The metrics router while `coordinator` waits for the database and no
+/// engine exists yet: `GET /metrics` is the exposition with one series,
+/// `coordinator_store_ready 0` (so every series read from the store is
+/// absent, as during an outage), anything else 404. `coordinator` serves it
+/// through a [`crate::gate::Gate`] until [`router`] takes over.
+pub fn waiting_router() -> Router {
+    Router::new().route(
+        "/metrics",
+        get(|| async {
+            let mut out = String::new();
+            family(
+                &mut out,
+                "coordinator_store_ready",
+                "gauge",
+                "1 when the store answered this scrape's survey.",
+            );
+            out.push_str("coordinator_store_ready 0\n");
+            (
+                [(CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE_TEXT))],
+                out,
+            )
+        }),
+    )
+}
+
 /// Serves `/metrics` on `listener` until `shutdown` completes.
 ///
 /// # Errors

@@ -6,7 +6,8 @@
 //!
 //! Needs `COORDINATOR_TEST_DATABASE_URL`, `_MIGRATION_URL` and
 //! `_RUNTIME_URL` (`eval "$(scripts/postgres.sh start)"`); each test prints
-//! a notice and passes when they are unset. `COORDINATOR_JOURNEY_RUNS` sets
+//! a notice and passes when they are unset, except under `CI=true` (where
+//! scripts/test.sh sets them), where it fails. `COORDINATOR_JOURNEY_RUNS` sets
 //! the run count of the two-process journey (default 500).
 
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
@@ -242,6 +243,230 @@ async fn postgresql_outage_under_load_is_waited_out() {
     assert!(d.messages_per_key().values().all(|n| *n == 1));
     drop(c);
     drop(cluster);
+}
+
+/// A dedicated cluster on a free port with `example` applied on it, then
+/// stopped: a database that is down when `coordinator` starts.
+async fn applied_then_stopped(example: Example) -> (Cluster, Deployment) {
+    let port = free_port();
+    let cluster = Cluster {
+        port,
+        dir: PathBuf::from(format!("/tmp/coordinator-pg17-journey-{port}")),
+    };
+    let urls = cluster.start();
+    let d = Deployment::of(example, urls, 2_000).await;
+    assert!(cluster.script("stop").status.success(), "postgres.sh stop");
+    (cluster, d)
+}
+
+/// The JSON lines of the process's log.
+fn log_lines(c: &Coordinator) -> Vec<Value> {
+    c.log_text()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Waits (30 s at most) until a process started while the database is down
+/// has logged `store-unavailable` and answers `/ready` with 503, staying
+/// alive all along.
+async fn wait_not_ready(d: &Deployment, c: &mut Coordinator) {
+    let start = Instant::now();
+    loop {
+        assert!(c.alive(), "the process died:\n{}", c.log_text());
+        let logged = log_lines(c)
+            .iter()
+            .any(|l| l["fields"]["code"] == "store-unavailable");
+        match d.ready(c).await {
+            Some(503) if logged => return,
+            Some(503) | None => {}
+            Some(other) => panic!("/ready answered {other}:\n{}", c.log_text()),
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no /ready 503 with store-unavailable logged:\n{}",
+            c.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Issue 10 item 3: `coordinator` started while PostgreSQL is down binds
+/// its listener, answers `/ready` 503 and every API route 503
+/// `service.unavailable`, logs `store-unavailable`, and keeps trying; once
+/// PostgreSQL is back it passes the deployment checks and serves (a run
+/// started then finishes, its message sent once). A `--recovery-only`
+/// instance waits the same way, and SIGTERM stops it while it waits.
+#[tokio::test]
+async fn a_database_down_at_startup_is_waited_out() {
+    if urls("a_database_down_at_startup_is_waited_out").is_none() {
+        return;
+    }
+    let (cluster, d) = applied_then_stopped(Example::follow_up()).await;
+    let port = free_port();
+    let mut c = d.launch(&d.runtime_file(port), port, &[]);
+    wait_not_ready(&d, &mut c).await;
+    // It stays up and not ready while the database is down.
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(c.alive(), "the process died:\n{}", c.log_text());
+        assert_eq!(d.ready(&c).await, Some(503), "{}", c.log_text());
+    }
+    let r = d
+        .http
+        .get(format!("{}/v1/runs/some-run", c.base))
+        .bearer_auth(d.token(support::OPERATOR))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 503);
+    assert_eq!(r.headers()["content-type"], "application/problem+json");
+    assert_eq!(r.headers()["cache-control"], "no-store");
+    let problem = json_of(r).await;
+    assert_eq!(problem["code"], "service.unavailable", "{problem}");
+    let waiting = log_lines(&c)
+        .into_iter()
+        .find(|l| l["fields"]["code"] == "store-unavailable")
+        .unwrap();
+    assert_eq!(waiting["level"], "ERROR", "{waiting}");
+    let message = waiting["fields"]["message"].as_str().unwrap();
+    assert!(message.contains(&format!(":{}", cluster.port)), "{waiting}");
+
+    // --recovery-only waits the same way; SIGTERM stops it while it waits.
+    let port = free_port();
+    let mut recovery = d.launch(&d.runtime_file(port), port, &["--recovery-only"]);
+    wait_not_ready(&d, &mut recovery).await;
+    let killed = std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(recovery.child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = recovery.exited(Duration::from_secs(15)).await;
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(0),
+        "not stopped by SIGTERM within 15 s:\n{}",
+        recovery.log_text()
+    );
+
+    cluster.start();
+    let start = Instant::now();
+    while d.ready(&c).await != Some(200) {
+        assert!(c.alive(), "the process died:\n{}", c.log_text());
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "not ready once PostgreSQL is back:\n{}",
+            c.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let run = d.start(&c, "app-late", &rfc3339(unix_now() - 60)).await;
+    let v = d
+        .wait_state(&c, &run, "finished", Duration::from_secs(30))
+        .await;
+    assert_eq!(v["outcome"], "message-accepted", "{v}");
+    assert_eq!(d.messaging.messages().len(), 1);
+    assert!(d.messages_per_key().values().all(|n| *n == 1));
+    // Logged at the first failure and then periodically, not per attempt.
+    let lines = log_lines(&c);
+    let logged = lines
+        .iter()
+        .filter(|l| l["fields"]["code"] == "store-unavailable")
+        .count();
+    let answered = lines
+        .iter()
+        .find(|l| l["fields"]["attempts"].is_u64() && l["level"] == "INFO")
+        .unwrap_or_else(|| panic!("no line for the database answering:\n{}", c.log_text()));
+    let attempts = answered["fields"]["attempts"].as_u64().unwrap();
+    assert!(
+        (logged as u64) < attempts - 1,
+        "{logged} store-unavailable lines for {attempts} attempts"
+    );
+    drop(c);
+    drop(cluster);
+}
+
+/// A deployment check that fails once the database answers stops the
+/// process as at a normal startup: here the runtime file names another
+/// `databaseId` than the one applied, so `coordinator`, started while
+/// PostgreSQL is down, waits, then exits 1 with `deployment.refused`
+/// (`reason` `deployment.database-id`) once PostgreSQL is back.
+#[tokio::test]
+async fn a_deployment_check_failing_once_the_database_answers_exits_1() {
+    if urls("a_deployment_check_failing_once_the_database_answers").is_none() {
+        return;
+    }
+    let (cluster, d) = applied_then_stopped(Example::follow_up()).await;
+    let port = free_port();
+    let file = d.runtime_file(port);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let applied = format!("databaseId: {}", d.database_id);
+    assert!(text.contains(&applied));
+    std::fs::write(
+        &file,
+        text.replace(&applied, "databaseId: another-database"),
+    )
+    .unwrap();
+    let mut c = d.launch(&file, port, &[]);
+    wait_not_ready(&d, &mut c).await;
+    cluster.start();
+    let status = c.exited(Duration::from_secs(60)).await;
+    assert_eq!(status.and_then(|s| s.code()), Some(1), "{}", c.log_text());
+    let refusal = log_lines(&c)
+        .into_iter()
+        .find(|l| l["fields"]["code"] == "deployment.refused")
+        .unwrap_or_else(|| panic!("no deployment.refused line:\n{}", c.log_text()));
+    assert_eq!(refusal["level"], "ERROR", "{refusal}");
+    assert_eq!(
+        refusal["fields"]["reason"], "deployment.database-id",
+        "{refusal}"
+    );
+    drop(c);
+    drop(cluster);
+}
+
+/// Faults that are not outages are not waited out: a refused login, a
+/// missing database and a missing database URL file each stop
+/// `coordinator` with exit 1 and `deployment.refused` (the store's code as
+/// `reason`), never `store-unavailable`.
+#[tokio::test]
+async fn a_refused_login_or_a_missing_database_is_refused_at_once() {
+    let Some(urls) = urls("a_refused_login_or_a_missing_database") else {
+        return;
+    };
+    let d = Deployment::new(urls, 2_000).await;
+    let runtime = d.urls.runtime.clone();
+    let (scheme, rest) = runtime.split_once("://").unwrap();
+    let (login, place) = rest.split_once('@').unwrap();
+    let role = login.split_once(':').unwrap().0;
+    let (server, _database) = place.split_once('/').unwrap();
+    let faults = [
+        (
+            "database.login",
+            format!("{scheme}://{role}:not-the-password@{place}"),
+        ),
+        (
+            "database.missing",
+            format!("{scheme}://{login}@{server}/no_such_database"),
+        ),
+    ];
+    for (reason, url) in faults {
+        support::write_secret(&d.secrets, "runtime-database-url", url.as_bytes());
+        let (code, log) = d.spawn_refused();
+        assert_eq!(code, Some(1), "{reason}: {log}");
+        let line: Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
+        assert_eq!(line["fields"]["code"], "deployment.refused", "{log}");
+        assert_eq!(line["fields"]["reason"], reason, "{log}");
+        assert!(!log.contains("store-unavailable"), "{reason}: {log}");
+    }
+    std::fs::remove_file(d.secrets.join("runtime-database-url")).unwrap();
+    let (code, log) = d.spawn_refused();
+    assert_eq!(code, Some(1), "{log}");
+    assert!(log.contains("deployment.refused"), "{log}");
+    assert!(!log.contains("store-unavailable"), "{log}");
+    d.set_database(&d.urls);
+    d.cleanup().await;
 }
 
 fn review_input(app: &str) -> Value {

@@ -170,6 +170,9 @@ pub struct Urls {
     pub runtime: String,
 }
 
+/// The test PostgreSQL's URLs from `COORDINATOR_TEST_DATABASE_URL`,
+/// `_MIGRATION_URL` and `_RUNTIME_URL`; `None` (after a notice) when one is
+/// unset, except under `CI=true`, where that fails the test.
 pub fn urls(test: &str) -> Option<Urls> {
     let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     match (
@@ -183,6 +186,12 @@ pub fn urls(test: &str) -> Option<Urls> {
             runtime,
         }),
         _ => {
+            // CI runs scripts/test.sh, which always sets them: there, a
+            // missing variable is a broken set-up, never a skipped test.
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "{test}: COORDINATOR_TEST_DATABASE_URL, _MIGRATION_URL and _RUNTIME_URL are not set, and CI=true (run scripts/test.sh)"
+            );
             eprintln!("NOTICE: {test} skipped: COORDINATOR_TEST_DATABASE_URL, _MIGRATION_URL and _RUNTIME_URL are not set (eval \"$(scripts/postgres.sh start)\")");
             None
         }
