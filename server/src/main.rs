@@ -306,7 +306,10 @@ async fn main() -> ExitCode {
     // (Should the store drop away just now, the first lease adopts it.)
     match engine.adopt_restore_epoch().await {
         Ok(epoch) => tracing::info!(restore_epoch = epoch, "restore epoch adopted"),
-        Err(e) => tracing::warn!(code = "store-unavailable", "restore epoch not read yet: {e}"),
+        Err(e) => tracing::warn!(
+            code = "store-unavailable",
+            "restore epoch not read yet: {e}"
+        ),
     }
     let state = AppState {
         engine: engine.clone(),

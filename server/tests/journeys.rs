@@ -1100,3 +1100,396 @@ async fn state_key_rotation_under_live_runs_and_early_removal_refused() {
     assert_eq!(checked.active_state_key, 2);
     d.cleanup().await;
 }
+
+/// `release-restore-hold` as the operator: the status and problem code.
+async fn release_restore_hold(d: &Deployment, c: &Coordinator) -> (u16, String) {
+    let (status, body) = d
+        .operate(
+            c,
+            "/v1/release-restore-hold",
+            json!({"reason": "rehearsal-1"}),
+        )
+        .await;
+    (status, body["code"].as_str().unwrap_or("").to_owned())
+}
+
+/// seed 000 "Restore from a backup", rehearsed with the built binary on a
+/// PostgreSQL 17 cluster of its own (docs/operations.md "Rehearse a
+/// restore"): a deployment serves runs; a physical backup is taken while a
+/// message is in flight (`sending`) and a retry is prepared (`ready`); the
+/// old deployment goes on and sends more; it is stopped, the backup is
+/// restored in the database's place with the same keys; `--recovery-only`
+/// places the restore hold, which holds both restored prepared commands
+/// back for review; release is refused (`restore.review-required`, then
+/// `restore.unresolved`) until every one is reconciled against Messaging's
+/// receipts or attested; then the ordinary service finishes every run. No
+/// run is lost, and Messaging never sees one run's message under a second
+/// key nor performs one twice.
+#[tokio::test]
+async fn restore_rehearsal_reviews_every_restored_command_and_sends_nothing_twice() {
+    if urls("restore_rehearsal").is_none() {
+        return;
+    }
+    let port = free_port();
+    let cluster = Cluster {
+        port,
+        dir: PathBuf::from(format!("/tmp/coordinator-pg17-journey-{port}")),
+    };
+    let backup = PathBuf::from(format!("/tmp/coordinator-pg17-journey-{port}-backup"));
+    let _ = std::fs::remove_dir_all(&backup);
+    let urls = cluster.start();
+    let d = Deployment::new(urls, 10_000).await;
+    let messages = d.messaging.fake();
+    let old = d.spawn().await;
+    let past = rfc3339(unix_now() - 60);
+
+    // Before the backup: F finished; U sent but unanswered (the effect
+    // happened); V unanswered and not performed. Both held `unknown`.
+    let f = d.start(&old, "app-f", &past).await;
+    d.wait_state(&old, &f, "finished", Duration::from_secs(30))
+        .await;
+    messages.script("/v1/messages", [Reply::ResetAfterEffect]);
+    let u = d.start(&old, "app-u", &past).await;
+    d.wait_state(&old, &u, "attention", Duration::from_secs(30))
+        .await;
+    messages.script("/v1/messages", [Reply::Reset]);
+    let v = d.start(&old, "app-v", &past).await;
+    d.wait_state(&old, &v, "attention", Duration::from_secs(30))
+        .await;
+    // W: waiting at the backup, sent by the old deployment after it.
+    let soon = rfc3339(unix_now() + 6);
+    let mut w = Vec::new();
+    for i in 0..3 {
+        w.push(d.start(&old, &format!("app-w{i}"), &soon).await);
+    }
+    // S: its message is in flight at the backup (answered 8 s later).
+    let seen = |n: usize| async move {
+        let start = Instant::now();
+        while messages.requests_to("/v1/messages").len() < n {
+            assert!(start.elapsed() < Duration::from_secs(30), "no request");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let before = messages.requests_to("/v1/messages").len();
+    messages.script("/v1/messages", [Reply::Delay(Duration::from_secs(8))]);
+    let s = d.start(&old, "app-s", &past).await;
+    seen(before + 1).await;
+    // T: answered "retryable" twice: its next attempt is a prepared command
+    // waiting for its backoff at the backup.
+    messages.script("/v1/messages", [Reply::Retryable, Reply::Retryable]);
+    let t = d.start(&old, "app-t", &past).await;
+    seen(before + 2).await;
+
+    // The backup: a clean stop, a copy of the data directory, started again.
+    cluster.backup(&backup);
+
+    // The old deployment goes on: S is answered, T retried, W sent.
+    for run in w.iter().chain([&s, &t]) {
+        d.wait_state(&old, run, "finished", Duration::from_secs(60))
+            .await;
+    }
+    let sent_by_old = d.messages_per_key();
+    // It is stopped (fenced) before the restore, as seed 000 requires.
+    old.kill9();
+    let urls = cluster.restore(&backup);
+    d.set_database(&urls);
+
+    // A maintenance instance places the hold.
+    let rport = free_port();
+    let file = d.runtime_file(rport);
+    let recovery = d.spawn_with(&file, rport, &["--recovery-only"]).await;
+    let (code, holds) = d
+        .operate(
+            &recovery,
+            "/v1/restore-hold",
+            json!({"reason": "rehearsal-1"}),
+        )
+        .await;
+    assert_eq!(code, 200, "{holds}");
+    assert_eq!(holds["restoreEpoch"], 1, "{holds}");
+    let submissions = messages.requests_to("/v1/messages").len();
+
+    // Both restored prepared commands wait for review; U and V for their
+    // unknown effects; W wait for their time, as in the backup.
+    let attention = d.get(&recovery, "/v1/runs?attention=true").await.unwrap();
+    let held: std::collections::BTreeMap<String, Value> = attention["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["run"].as_str().unwrap().to_owned(), r["review"].clone()))
+        .collect();
+    let want: std::collections::BTreeMap<String, Value> = [
+        (s.clone(), json!("required")),
+        (t.clone(), json!("required")),
+        (u.clone(), Value::Null),
+        (v.clone(), Value::Null),
+    ]
+    .into();
+    assert_eq!(held, want);
+    for run in &w {
+        let st = d.get(&recovery, &format!("/v1/runs/{run}")).await.unwrap();
+        assert_eq!(st["state"], "running", "{st}");
+    }
+    let inspected = d
+        .get(&recovery, &format!("/v1/runs/{s}/inspect"))
+        .await
+        .unwrap();
+    let restored: Vec<&Value> = inspected["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["restored"] == true)
+        .collect();
+    assert_eq!(restored.len(), 1, "{inspected}");
+    assert_eq!(restored[0]["effect"], "unknown", "{inspected}");
+
+    assert_eq!(
+        release_restore_hold(&d, &recovery).await,
+        (409, "restore.review-required".to_owned())
+    );
+    // Reconcile on the recovery-only instance reads Messaging's receipt of
+    // the original key and settles each restored send: S and T were
+    // accepted after the backup, so their runs finish without a resend.
+    for run in [&s, &t] {
+        let (code, st) = d
+            .operate(
+                &recovery,
+                &format!("/v1/runs/{run}/reconcile"),
+                json!({"reason": "rehearsal-1"}),
+            )
+            .await;
+        assert_eq!(code, 200, "{st}");
+        assert_eq!(
+            (st["state"].as_str(), st["review"].as_str()),
+            (Some("finished"), Some("reconciled")),
+            "{st}"
+        );
+    }
+    assert_eq!(
+        release_restore_hold(&d, &recovery).await,
+        (409, "restore.unresolved".to_owned())
+    );
+    // U's effect happened: its receipt settles it. V's never did: the
+    // lookup finds no receipt and the run stays held.
+    let (code, st) = d
+        .operate(
+            &recovery,
+            &format!("/v1/runs/{u}/reconcile"),
+            json!({"reason": "rehearsal-1"}),
+        )
+        .await;
+    assert_eq!(
+        (code, st["state"].as_str()),
+        (200, Some("finished")),
+        "{st}"
+    );
+    let (code, st) = d
+        .operate(
+            &recovery,
+            &format!("/v1/runs/{v}/reconcile"),
+            json!({"reason": "rehearsal-1"}),
+        )
+        .await;
+    assert_eq!(
+        (code, st["state"].as_str()),
+        (200, Some("attention")),
+        "{st}"
+    );
+    assert_eq!(
+        release_restore_hold(&d, &recovery).await,
+        (409, "restore.unresolved".to_owned())
+    );
+    // The operator's evidence (Messaging has no record of V's key) is
+    // attested, and the hold released.
+    let (code, body) = d
+        .operate(
+            &recovery,
+            "/v1/complete-execution-recovery",
+            json!({"recoveryReference": "rehearsal-1", "executionHistoryComplete": true,
+                   "priorDeploymentFenced": true}),
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(release_restore_hold(&d, &recovery).await.0, 200);
+    assert_eq!(
+        messages.requests_to("/v1/messages").len(),
+        submissions,
+        "nothing was submitted while the hold stood (only receipts were read)"
+    );
+    let mut recovery = recovery;
+    assert_eq!(
+        recovery
+            .terminate(Duration::from_secs(15))
+            .await
+            .and_then(|s| s.code()),
+        Some(0)
+    );
+
+    // The ordinary service: W's timers fire and their sends replay under
+    // the original keys; V is retried with its original command.
+    let ordinary = d.spawn().await;
+    for run in &w {
+        let st = d
+            .wait_state(&ordinary, run, "finished", Duration::from_secs(60))
+            .await;
+        assert_eq!(st["outcome"], "message-accepted");
+    }
+    let (code, st) = d
+        .operate(
+            &ordinary,
+            &format!("/v1/runs/{v}/retry-same"),
+            json!({"reason": "rehearsal-1"}),
+        )
+        .await;
+    assert_eq!(code, 200, "{st}");
+    d.wait_state(&ordinary, &v, "finished", Duration::from_secs(60))
+        .await;
+    let (code, body) = d
+        .operate(
+            &ordinary,
+            "/v1/release-admission-hold",
+            json!({"recoveryReference": "rehearsal-1", "admissionHistoryComplete": true,
+                   "priorDeploymentFenced": true}),
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    let x = d.start(&ordinary, "app-x", &past).await;
+    let mut all = vec![f, u, v, s, t, x];
+    all.extend(w);
+    for run in &all {
+        let st = d
+            .wait_state(&ordinary, run, "finished", Duration::from_secs(60))
+            .await;
+        assert_eq!(st["outcome"], "message-accepted", "{st}");
+    }
+    // One key per run, each performed once: nothing the product accepted
+    // was sent again under a new key, and nothing was performed twice.
+    let keys = d.messages_per_key();
+    assert_eq!(keys.len(), all.len(), "{keys:?}");
+    for key in keys.keys() {
+        assert_eq!(messages.effect_count(key), 1, "key {key}: {keys:?}");
+    }
+    for key in sent_by_old.keys() {
+        assert!(keys.contains_key(key));
+    }
+    drop(ordinary);
+    d.cleanup().await;
+    drop(cluster);
+    let _ = std::fs::remove_dir_all(&backup);
+}
+
+/// seed 000 "Change the workflows" with the built binary: after an `apply`
+/// of the workflow's next version while the service runs, that service
+/// answers every new start with 409 `deployment.activation-changed` (not
+/// `revision.not-active`) and its doctor says `activationReady: false`; a
+/// repeated start of an admitted run still answers 200 with that run. After
+/// a restart new starts run the new revision and the run in flight
+/// finishes on its own.
+#[tokio::test]
+async fn an_apply_under_a_running_service_refuses_new_starts_until_restart() {
+    let Some(urls) = urls("activation_changed") else {
+        return;
+    };
+    let mut d = Deployment::new(urls, 2_000).await;
+    let mut old = d.spawn().await;
+    let first = d.revision.clone();
+    let later = rfc3339(unix_now() + 6);
+    let (status, a) = d.try_start(&old, "app-a", &first, &later).await;
+    assert_eq!(status, 201, "{a}");
+    let a = a["run"].as_str().unwrap().to_owned();
+
+    // The author's next version: another revision of the same workflow.
+    let next = d
+        .example
+        .clone()
+        .with_deadline_seconds(2_591_999)
+        .compile(&d.dir.path().join("next"));
+    assert_ne!(next.revision, first);
+    let root = d.dir.path().join("package-next");
+    let digest = coordinator_host::package::write_package(&root, &next).unwrap();
+    d.package = (root.display().to_string(), digest);
+    d.revision = next.revision.clone();
+    d.apply().await;
+
+    for revision in [&next.revision, &first] {
+        let (status, p) = d.try_start(&old, "app-b", revision, &later).await;
+        assert_eq!(
+            (status, p["code"].as_str()),
+            (409, Some("deployment.activation-changed")),
+            "{p}"
+        );
+    }
+    let (status, again) = d.try_start(&old, "app-a", &first, &later).await;
+    assert_eq!((status, again["run"].as_str()), (200, Some(a.as_str())));
+    let doctor = d.get(&old, "/v1/doctor").await.unwrap();
+    assert_eq!(doctor["activationReady"], false, "{doctor}");
+
+    assert_eq!(
+        old.terminate(Duration::from_secs(15))
+            .await
+            .and_then(|s| s.code()),
+        Some(0)
+    );
+    let new = d.spawn().await;
+    let doctor = d.get(&new, "/v1/doctor").await.unwrap();
+    assert_eq!(doctor["activationReady"], true, "{doctor}");
+    let (status, b) = d
+        .try_start(&new, "app-b", &next.revision, &rfc3339(unix_now() - 1))
+        .await;
+    assert_eq!(status, 201, "{b}");
+    let b = b["run"].as_str().unwrap().to_owned();
+    for (run, revision) in [(&a, &first), (&b, &next.revision)] {
+        let st = d
+            .wait_state(&new, run, "finished", Duration::from_secs(60))
+            .await;
+        assert_eq!(
+            (st["revision"].as_str(), st["outcome"].as_str()),
+            (Some(revision.as_str()), Some("message-accepted")),
+            "{st}"
+        );
+    }
+    d.cleanup().await;
+}
+
+/// A restore hold placed from a `--recovery-only` instance stops an
+/// ordinary `coordinator` that was already running: its next lease is
+/// refused (`restore.lease-incompatible`) and it exits 1, so no process
+/// that predates the hold dispatches again. One started afterwards serves.
+#[tokio::test]
+async fn a_restore_hold_stops_an_ordinary_process_started_before_it() {
+    let Some(urls) = urls("restore_fence") else {
+        return;
+    };
+    let d = Deployment::new(urls, 2_000).await;
+    let mut old = d.spawn().await;
+    let rport = free_port();
+    let recovery = d
+        .spawn_with(&d.runtime_file(rport), rport, &["--recovery-only"])
+        .await;
+    let (status, holds) = d
+        .operate(&recovery, "/v1/restore-hold", json!({"reason": "fence-1"}))
+        .await;
+    assert_eq!(status, 200, "{holds}");
+    let exited = old.exited(Duration::from_secs(15)).await;
+    assert_eq!(exited.and_then(|s| s.code()), Some(1), "{}", old.log_text());
+    let log = old.log_text();
+    assert!(
+        log.contains("\"code\":\"restore.lease-incompatible\""),
+        "{log}"
+    );
+    assert_eq!(release_restore_hold(&d, &recovery).await.0, 200);
+    let new = d.spawn().await;
+    let (status, body) = d
+        .operate(
+            &new,
+            "/v1/release-admission-hold",
+            json!({"recoveryReference": "fence-1", "admissionHistoryComplete": true,
+                   "priorDeploymentFenced": true}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let run = d.start(&new, "app-n", &rfc3339(unix_now() - 1)).await;
+    d.wait_state(&new, &run, "finished", Duration::from_secs(60))
+        .await;
+    d.cleanup().await;
+}

@@ -59,8 +59,10 @@ pub struct Example {
     pub workflow: String,
     /// Connection name and kind.
     pub connections: Vec<(String, Conn)>,
-    /// Replaces every `timeoutSeconds` of workflow.yaml before compiling.
-    pub timeout_seconds: Option<u64>,
+    /// Line edits of workflow.yaml before compiling: every line holding
+    /// `key:` gets `value` instead of its own (`timeoutSeconds`,
+    /// `deadlineSeconds`).
+    pub patches: Vec<(&'static str, u64)>,
     /// `eventSources` entries: name and `source` URI (key: [`EVENT_KEY`]).
     pub event_sources: Vec<(String, String)>,
 }
@@ -80,7 +82,7 @@ impl Example {
                 ),
                 ("notices".into(), Conn::Messaging),
             ],
-            timeout_seconds: None,
+            patches: Vec::new(),
             event_sources: Vec::new(),
         }
     }
@@ -100,7 +102,7 @@ impl Example {
                 ),
                 ("notices".into(), Conn::Messaging),
             ],
-            timeout_seconds: None,
+            patches: Vec::new(),
             event_sources: Vec::new(),
         }
     }
@@ -117,7 +119,7 @@ impl Example {
                     profile: "follow-up-reader".into(),
                 },
             )],
-            timeout_seconds: None,
+            patches: Vec::new(),
             event_sources: vec![(
                 "breg-applications".into(),
                 "https://breg.example.org/applications".into(),
@@ -127,17 +129,24 @@ impl Example {
 
     /// The same with the wait's `timeoutSeconds` replaced.
     pub fn with_timeout_seconds(mut self, seconds: u64) -> Example {
-        self.timeout_seconds = Some(seconds);
+        self.patches.push(("timeoutSeconds", seconds));
         self
     }
 
-    /// Compiles the example (a patched copy under `scratch` when the
-    /// timeout is replaced).
-    fn compile(&self, scratch: &Path) -> Definition {
+    /// The same with the run's `deadlineSeconds` replaced (another
+    /// revision of the same workflow).
+    pub fn with_deadline_seconds(mut self, seconds: u64) -> Example {
+        self.patches.push(("deadlineSeconds", seconds));
+        self
+    }
+
+    /// Compiles the example (a patched copy under `scratch` when a line is
+    /// replaced).
+    pub fn compile(&self, scratch: &Path) -> Definition {
         let mut source = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../examples")
             .join(&self.name);
-        if let Some(seconds) = self.timeout_seconds {
+        if !self.patches.is_empty() {
             let copy = scratch.join("source");
             std::fs::create_dir_all(&copy).unwrap();
             for entry in std::fs::read_dir(&source).unwrap() {
@@ -148,12 +157,15 @@ impl Example {
             let text = std::fs::read_to_string(&wf).unwrap();
             let patched: String = text
                 .lines()
-                .map(|l| match l.split_once("timeoutSeconds:") {
-                    Some((indent, _)) => format!("{indent}timeoutSeconds: {seconds}\n"),
-                    None => format!("{l}\n"),
+                .map(|l| {
+                    let edit = self.patches.iter().find_map(|(key, value)| {
+                        let (indent, _) = l.split_once(&format!("{key}:"))?;
+                        Some(format!("{indent}{key}: {value}\n"))
+                    });
+                    edit.unwrap_or_else(|| format!("{l}\n"))
                 })
                 .collect();
-            assert_ne!(patched, text, "no timeoutSeconds in {}", self.name);
+            assert_ne!(patched, text, "no line to patch in {}", self.name);
             std::fs::write(&wf, patched).unwrap();
             source = copy;
         }
@@ -449,7 +461,8 @@ observation:
         workflows: [{workflow}]
         actions: [start, status, inspect]
       {OPERATOR}:
-        actions: [status, inspect, cancel, retry-same, reconcile]
+        actions: [status, inspect, cancel, retry-same, reconcile, doctor, restore-hold,
+          release-restore-hold, complete-execution-recovery, release-admission-hold]
         operator: true
   auditFile: {audit}
   auditKeyRef: secret:file/audit-key
@@ -666,11 +679,35 @@ observation:
         self.post_start(c, key, &body).await
     }
 
-    /// `POST /v1/runs` under idempotency key `key`. A transport failure
-    /// (e.g. a pooled connection the server closed as the request left) is
-    /// retried with the same key, as a client should: admission is
-    /// idempotent, so a retry answers the same run (200) or creates it (201).
+    /// `POST /v1/runs` under idempotency key `key`; the run id of a 201 or
+    /// 200 answer (anything else fails the test).
     async fn post_start(&self, c: &Coordinator, key: &str, body: &Value) -> String {
+        let (status, v) = self.try_post_start(c, key, body).await;
+        assert!(status == 201 || status == 200, "{status} {v}");
+        v["run"].as_str().unwrap().to_owned()
+    }
+
+    /// A follow-up of `app` at `revision` under key `start-{app}` (its
+    /// record put first): the status and the answer, whatever they are.
+    pub async fn try_start(
+        &self,
+        c: &Coordinator,
+        app: &str,
+        revision: &str,
+        send_after: &str,
+    ) -> (u16, Value) {
+        self.record(app);
+        let body = json!({"workflow": WORKFLOW, "revision": revision,
+            "input": {"applicationId": app, "sendAfter": send_after}});
+        self.try_post_start(c, &format!("start-{app}"), &body).await
+    }
+
+    /// `POST /v1/runs` under idempotency key `key`: the status and the
+    /// answer. A transport failure (e.g. a pooled connection the server
+    /// closed as the request left) is retried with the same key, as a
+    /// client should: admission is idempotent, so a retry answers the same
+    /// run (200) or creates it (201).
+    pub async fn try_post_start(&self, c: &Coordinator, key: &str, body: &Value) -> (u16, Value) {
         let mut last_error = String::new();
         for _ in 0..3 {
             let sent = self
@@ -692,8 +729,7 @@ observation:
             };
             let status = r.status().as_u16();
             let v: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
-            assert!(status == 201 || status == 200, "{status} {v}");
-            return v["run"].as_str().unwrap().to_owned();
+            return (status, v);
         }
         panic!(
             "POST /v1/runs failed three times: {last_error}\n{}",
@@ -732,6 +768,27 @@ observation:
             return None;
         }
         serde_json::from_str(&r.text().await.ok()?).ok()
+    }
+
+    /// `POST path` with `body` as the operator; the status and the JSON
+    /// answer.
+    pub async fn operate(&self, c: &Coordinator, path: &str, body: Value) -> (u16, Value) {
+        let r = self
+            .http
+            .post(format!("{}{path}", c.base))
+            .bearer_auth(self.token(OPERATOR))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .timeout(Duration::from_secs(30))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("POST {path}: {e}\n{}", c.log_text()));
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
     }
 
     /// Polls the run until its state is `want` (or `limit` passes).
@@ -793,24 +850,57 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn script(&self, command: &str) -> std::process::Output {
-        Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/postgres.sh"))
-            .arg(command)
-            .arg("--port")
-            .arg(self.port.to_string())
-            .arg("--dir")
-            .arg(&self.dir)
-            // The script leaves a server given by these variables alone.
-            .env_remove("COORDINATOR_TEST_DATABASE_URL")
-            .env_remove("COORDINATOR_TEST_MIGRATION_URL")
-            .env_remove("COORDINATOR_TEST_RUNTIME_URL")
-            .stderr(Stdio::null())
-            .output()
-            .unwrap()
+        self.script_with(command, &[])
     }
 
     pub fn start(&self) -> Urls {
         let out = self.script("start");
         assert!(out.status.success(), "postgres.sh start failed");
+        Cluster::urls_of(&out)
+    }
+
+    /// `postgres.sh backup --to to`: a physical copy of the cleanly stopped
+    /// cluster (started again afterwards).
+    pub fn backup(&self, to: &Path) {
+        let out = self.script_with("backup", &["--to", &to.display().to_string()]);
+        assert!(
+            out.status.success(),
+            "postgres.sh backup failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// `postgres.sh restore --from from`: the cluster's data replaced by
+    /// the backup's, started on the same port; its URLs.
+    pub fn restore(&self, from: &Path) -> Urls {
+        let out = self.script_with("restore", &["--from", &from.display().to_string()]);
+        assert!(
+            out.status.success(),
+            "postgres.sh restore failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Cluster::urls_of(&out)
+    }
+
+    /// Runs `postgres.sh command args --port P --dir D` for this cluster
+    /// (never on the server the test variables name).
+    fn script_with(&self, command: &str, args: &[&str]) -> std::process::Output {
+        Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/postgres.sh"))
+            .arg(command)
+            .args(args)
+            .arg("--port")
+            .arg(self.port.to_string())
+            .arg("--dir")
+            .arg(&self.dir)
+            .env_remove("COORDINATOR_TEST_DATABASE_URL")
+            .env_remove("COORDINATOR_TEST_MIGRATION_URL")
+            // The script leaves a server given by these variables alone.
+            .env_remove("COORDINATOR_TEST_RUNTIME_URL")
+            .output()
+            .unwrap()
+    }
+
+    fn urls_of(out: &std::process::Output) -> Urls {
         let text = String::from_utf8_lossy(&out.stdout).to_string();
         let var = |name: &str| {
             text.lines()
