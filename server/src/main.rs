@@ -14,9 +14,15 @@
 //!    runs that have not ended, refused as `live-binding-conflict` unless
 //!    `--recovery-only`). A database that cannot be reached is waited out,
 //!    logging `store-unavailable` at the first failure and then every 30 s;
-//! 4. opens this process's audit journal, hands the gate the API router and
-//!    starts the in-process workers, and serves until SIGTERM (or Ctrl-C),
-//!    then stops within 15 s (also while still waiting for the database).
+//! 4. opens this process's audit journal, adopts the store's restore epoch,
+//!    hands the gate the API router and starts the in-process workers (on a
+//!    `--recovery-only` instance they lease receipt lookups only), and
+//!    serves until SIGTERM (or Ctrl-C), then stops within 15 s (also while
+//!    still waiting for the database).
+//!
+//! A restore hold placed after this process started fences it: its next
+//! lease is refused, it logs `restore.lease-incompatible` and exits 1
+//! (docs/operations.md "Processes that predate the restore").
 //!
 //! Refusals are logged as one JSON line on stderr with the raw `code`
 //! (`deployment.refused`, `state-key-custody`, `live-binding-conflict`) and
