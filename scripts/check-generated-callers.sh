@@ -16,4 +16,4 @@ if [ ! -d "$tools/mypy/mypy" ]; then
 fi
 cd "$(dirname "$0")/.."
 TSC="$tools/tsc/node_modules/.bin/tsc" MYPY_PATH="$tools/mypy" \
-    cargo test -p coordinator-host --test typed_callers -- --nocapture
+    cargo test -p coordinator-callers --test typed_callers -- --nocapture

@@ -7,8 +7,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use coordinator_host::package::write_package;
 use coordinator_ir::Definition;
+use coordinator_runtime::package::write_package;
 
 struct Fx {
     dir: tempfile::TempDir,
@@ -205,12 +205,12 @@ fn plan_apply_status_unchanged_and_unlisted_through_the_cli() {
 /// Admits one run (as the engine would, with the binding digests of the
 /// runtime file at `path`) through the library store.
 fn admit_live_run(path: &Path) {
-    use coordinator_host::runtime::binding::binding_digests;
-    use coordinator_host::runtime::{check_runtime_file, Mode};
-    use coordinator_host::secrets::{load_keys, SecretResolver};
-    use coordinator_host::service::conformance::{new_run, Fixture};
-    use coordinator_host::service::{Admitted, RunStore};
-    use coordinator_host::store::{deploy::load_pinned_packages, Store};
+    use coordinator_ports::conformance::{new_run, Fixture};
+    use coordinator_ports::{Admitted, RunStore};
+    use coordinator_runtime::binding::binding_digests;
+    use coordinator_runtime::secrets::{load_keys, SecretResolver};
+    use coordinator_runtime::{check_runtime_file, Mode};
+    use coordinator_store::{deploy::load_pinned_packages, Store};
 
     let checked = check_runtime_file(path, "runtime.yaml", None, Mode::Deployment);
     let config = checked.config.expect("config");

@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
+use coordinator_engine::Engine;
 use coordinator_fakes::{FakeCasework, FakeIssuer, FakeMessaging, Mint};
-use coordinator_host::service::{Engine, MemoryRunStore};
+use coordinator_ports::MemoryRunStore;
 use serde_json::{json, Value};
 
 #[path = "../../server/tests/ops_support/mod.rs"]

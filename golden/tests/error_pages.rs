@@ -4,7 +4,7 @@
 //!
 //! The codes are found without running anything: a small lexer reads the
 //! string literals of every `.rs` file under `source/`, `compiler/`,
-//! `host/src/` and `cli/src/` (comments and `#[cfg(test)]` items skipped)
+//! `host/*/src/` and `cli/src/` (comments and `#[cfg(test)]` items skipped)
 //! and takes each `coordinator.<area>.<condition>` in them. A literal that
 //! assembles a code from pieces (`"coordinator.scenario.{code}"`) fails the
 //! test: write the whole code where it is raised. Added to those: the
@@ -27,8 +27,8 @@ fn workspace() -> PathBuf {
 /// call site that raises it (the constructor strips the prefix), and the
 /// store's `CODES` list is checked below in its printed form.
 const ASSEMBLED: &[(&str, &str)] = &[
-    ("host/src/store/mod.rs", "coordinator.{}"),
-    ("host/src/store/mod.rs", "coordinator.command.{}"),
+    ("host/store/src/lib.rs", "coordinator.{}"),
+    ("host/store/src/lib.rs", "coordinator.command.{}"),
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -242,8 +242,21 @@ fn codes_in(literal: &str) -> Found {
 fn emitted_codes() -> BTreeMap<String, String> {
     let root = workspace();
     let mut files = Vec::new();
-    for dir in ["source", "compiler", "host/src", "cli/src"] {
-        rust_files(&root.join(dir), &mut files);
+    let mut dirs = vec![
+        root.join("source"),
+        root.join("compiler"),
+        root.join("cli/src"),
+    ];
+    // Every crate of host/: its src/ only (its tests and benches raise
+    // nothing).
+    for entry in std::fs::read_dir(root.join("host"))
+        .expect("host/")
+        .flatten()
+    {
+        dirs.push(entry.path().join("src"));
+    }
+    for dir in &dirs {
+        rust_files(dir, &mut files);
     }
     files.sort();
     assert!(files.len() > 20, "too few sources found: {files:?}");
@@ -271,16 +284,16 @@ fn emitted_codes() -> BTreeMap<String, String> {
         "codes assembled from pieces (write each code whole where it is raised):\n  {}",
         assembled.join("\n  ")
     );
-    for code in coordinator_host::runtime::CODES {
+    for code in coordinator_runtime::CODES {
         codes
             .entry((*code).to_owned())
-            .or_insert_with(|| "coordinator_host::runtime::CODES".into());
+            .or_insert_with(|| "coordinator_runtime::CODES".into());
     }
-    for code in coordinator_host::store::CODES {
-        let printed = coordinator_host::store::StoreError::refused(code, "", "").cli_code();
+    for code in coordinator_store::CODES {
+        let printed = coordinator_store::StoreError::refused(code, "", "").cli_code();
         codes
             .entry(printed)
-            .or_insert_with(|| "coordinator_host::store::CODES".into());
+            .or_insert_with(|| "coordinator_store::CODES".into());
     }
     for fixture in std::fs::read_dir(root.join("golden/diagnostics"))
         .expect("golden/diagnostics")

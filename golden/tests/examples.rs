@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use coordinator_host::scenario::{file, run};
+use coordinator_scenario::{file, run};
 use coordinator_source::Diagnostic;
 
 /// The examples the project maintains (issue 3); a new directory under

@@ -10,7 +10,11 @@ use serde_json::Value;
 const PURE: [&str; 3] = ["coordinator-ir", "coordinator-compiler", "coordinator-vm"];
 const FORBIDDEN: [&str; 6] = ["tokio", "sqlx", "axum", "reqwest", "hyper", "async-std"];
 
-/// Allowed project-internal dependencies per crate (DESIGN.md, "Layering invariants").
+/// Allowed project-internal dependencies per crate (DESIGN.md, "Layering
+/// invariants"; ARCHITECTURE.md "host/"). The hosts' crates: the scenario
+/// host reaches no store, adapter or engine; the adapters and the store see
+/// the engine only through its ports; the engine knows no store or
+/// adapter implementation.
 fn allowed() -> BTreeMap<&'static str, Vec<&'static str>> {
     BTreeMap::from([
         ("coordinator-ir", vec![]),
@@ -22,14 +26,56 @@ fn allowed() -> BTreeMap<&'static str, Vec<&'static str>> {
         ),
         ("coordinator-vm", vec!["coordinator-ir"]),
         (
-            "coordinator-host",
-            vec!["coordinator-vm", "coordinator-ir", "coordinator-source"],
+            "coordinator-runtime",
+            vec!["coordinator-ir", "coordinator-source"],
         ),
+        ("coordinator-callers", vec!["coordinator-ir"]),
+        (
+            "coordinator-scenario",
+            vec!["coordinator-ir", "coordinator-vm", "coordinator-source"],
+        ),
+        (
+            "coordinator-ports",
+            vec!["coordinator-ir", "coordinator-vm", "coordinator-runtime"],
+        ),
+        (
+            "coordinator-adapters",
+            vec![
+                "coordinator-ir",
+                "coordinator-vm",
+                "coordinator-runtime",
+                "coordinator-ports",
+            ],
+        ),
+        (
+            "coordinator-store",
+            vec![
+                "coordinator-ir",
+                "coordinator-vm",
+                "coordinator-runtime",
+                "coordinator-ports",
+            ],
+        ),
+        (
+            "coordinator-engine",
+            vec![
+                "coordinator-ir",
+                "coordinator-vm",
+                "coordinator-runtime",
+                "coordinator-ports",
+            ],
+        ),
+        ("coordinator-testkit", vec!["coordinator-ir"]),
+        ("coordinator-fakes", vec![]),
+        ("coordinator-golden", vec![]),
         (
             "coordinatorctl",
             vec![
                 "coordinator-compiler",
-                "coordinator-host",
+                "coordinator-runtime",
+                "coordinator-callers",
+                "coordinator-scenario",
+                "coordinator-store",
                 "coordinator-api",
                 "coordinator-ir",
                 "coordinator-source",
@@ -38,7 +84,11 @@ fn allowed() -> BTreeMap<&'static str, Vec<&'static str>> {
         (
             "coordinator",
             vec![
-                "coordinator-host",
+                "coordinator-runtime",
+                "coordinator-ports",
+                "coordinator-adapters",
+                "coordinator-store",
+                "coordinator-engine",
                 "coordinator-api",
                 "coordinator-ir",
                 "coordinator-source",
@@ -138,5 +188,29 @@ fn internal_dependencies_follow_the_layering() {
             !deps.contains("coordinatorctl") && !deps.contains("coordinator"),
             "{krate} depends on a binary crate"
         );
+    }
+}
+
+#[test]
+fn every_workspace_crate_has_a_layer() {
+    let meta = metadata();
+    let members: BTreeSet<&str> = meta["workspace_members"]
+        .as_array()
+        .expect("workspace_members")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let layers = allowed();
+    for p in meta["packages"].as_array().expect("packages") {
+        let (id, name) = (
+            p["id"].as_str().expect("id"),
+            p["name"].as_str().expect("name"),
+        );
+        if members.contains(id) {
+            assert!(
+                layers.contains_key(name),
+                "workspace crate {name} has no entry in the layering table"
+            );
+        }
     }
 }

@@ -11,7 +11,7 @@
 //! Cases are admitted at 2030-01-01T00:00:00Z. The regressions fixed on the
 //! `examples` branch are marked "regression".
 
-use coordinator_host::scenario::{file, run};
+use coordinator_scenario::{file, run};
 use coordinator_source::Diagnostic;
 
 const W: &str = include_str!("semantics/w.workflow.yaml");

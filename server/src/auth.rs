@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use coordinator_host::runtime::config::{Authentication, Jwks, Policy};
-use coordinator_host::service::Principal;
+use coordinator_engine::Principal;
+use coordinator_runtime::config::{Authentication, Jwks, Policy};
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
 use serde::Deserialize;

@@ -241,7 +241,7 @@ pub fn check_event(event: &Value) -> Result<(), String> {
     if let Some(time) = object.get("time") {
         let ok = time
             .as_str()
-            .is_some_and(|t| coordinator_host::service::clock::rfc3339_to_unix(t).is_some());
+            .is_some_and(|t| coordinator_ports::clock::rfc3339_to_unix(t).is_some());
         if !ok {
             return Err("`time` must be an RFC 3339 instant".into());
         }

@@ -1,7 +1,7 @@
 //! `coordinator`: the workflow service's HTTP edge (SPEC §8).
 //!
 //! Handlers only translate HTTP ↔ domain and call the engine in
-//! `coordinator_host::service`; request and response bodies come from
+//! `coordinator_engine`; request and response bodies come from
 //! `coordinator_api`. [`run`] takes its listener and its shutdown signal
 //! from the caller, so tests bind port 0; [`work`] is the in-process
 //! worker loop. Before the store is open, `coordinator` serves
@@ -31,11 +31,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use coordinator_api as api;
-use coordinator_host::audit::AuditRecord;
-use coordinator_host::service::{
-    Action, ActionError, AdmitError, EffectState, Engine, EventOrigin, Principal, RunFilter,
-    RunRecord, RunStatus, StartRequest, StoreError,
+use coordinator_engine::{
+    Action, ActionError, AdmitError, EffectState, Engine, EventOrigin, Principal, RunStatus,
+    StartRequest,
 };
+use coordinator_ports::{RunFilter, RunRecord, StoreError};
+use coordinator_runtime::audit::AuditRecord;
 use serde::Deserialize;
 
 use auth::{Grant, Verifier};
@@ -791,7 +792,7 @@ async fn recover(
         Err(ActionError::Store(e)) => Err(ApiError::store(&e)),
         Err(ActionError::Refused(r)) => {
             let code = match (act, r.code) {
-                (Action::Reconcile, coordinator_host::service::RejectCode::NoReceipt) => {
+                (Action::Reconcile, coordinator_engine::RejectCode::NoReceipt) => {
                     "reconcile.unsupported"
                 }
                 (Action::Reconcile, _) => "reconcile.refused",

@@ -42,14 +42,15 @@ use coordinator::events::EventSources;
 use coordinator::gate::Gate;
 use coordinator::startup::{self, StoreStart, StoreStartup, StoreWait};
 use coordinator::{AppState, Completions, SHUTDOWN_GRACE};
-use coordinator_host::adapters::token::{check_signing_key, ProviderSecrets};
-use coordinator_host::adapters::{HttpAdapter, SecretSource};
-use coordinator_host::audit::AuditJournal;
-use coordinator_host::runtime::config::Connection;
-use coordinator_host::runtime::{check_runtime_file, Mode};
-use coordinator_host::secrets::{load_keys, SecretError, SecretResolver};
-use coordinator_host::service::{Engine, EngineConfig, SystemClock};
-use coordinator_host::store::StoreError;
+use coordinator_adapters::token::{check_signing_key, ProviderSecrets};
+use coordinator_adapters::{HttpAdapter, SecretSource};
+use coordinator_engine::{Engine, EngineConfig};
+use coordinator_ports::SystemClock;
+use coordinator_runtime::audit::AuditJournal;
+use coordinator_runtime::config::Connection;
+use coordinator_runtime::secrets::{load_keys, SecretError, SecretResolver};
+use coordinator_runtime::{check_runtime_file, Mode};
+use coordinator_store::StoreError;
 
 /// Jobs one worker lane leases per tick (`coordinator::WORKER_LANES` lanes
 /// run at once, sharing a pool of 16 connections).
@@ -85,10 +86,10 @@ fn longest_timeout_seconds<'a>(connections: impl Iterator<Item = &'a Connection>
     let ms = connections
         .map(|c| {
             c.request_timeout_milliseconds()
-                .unwrap_or(coordinator_host::adapters::DEFAULT_REQUEST_TIMEOUT_MILLISECONDS)
+                .unwrap_or(coordinator_adapters::DEFAULT_REQUEST_TIMEOUT_MILLISECONDS)
         })
         .max()
-        .unwrap_or(coordinator_host::adapters::DEFAULT_REQUEST_TIMEOUT_MILLISECONDS);
+        .unwrap_or(coordinator_adapters::DEFAULT_REQUEST_TIMEOUT_MILLISECONDS);
     i64::try_from(ms.div_ceil(1000)).unwrap_or(300).max(1)
 }
 

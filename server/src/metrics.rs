@@ -18,7 +18,7 @@ use axum::http::header::{HeaderValue, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use coordinator_host::service::Engine;
+use coordinator_engine::Engine;
 
 use crate::ops::survey;
 

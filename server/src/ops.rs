@@ -19,12 +19,11 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use coordinator_api as api;
-use coordinator_host::audit::AuditRecord;
-use coordinator_host::keys::AuditKey;
-use coordinator_host::service::engine::wait_kind;
-use coordinator_host::service::{
-    EffectState, Engine, HoldError, Holds, Principal, RunStatus, StoreError,
-};
+use coordinator_engine::metrics::wait_kind;
+use coordinator_engine::{EffectState, Engine, HoldError, Principal, RunStatus};
+use coordinator_ports::{Holds, StoreError};
+use coordinator_runtime::audit::AuditRecord;
+use coordinator_runtime::keys::AuditKey;
 
 use crate::auth::Grant;
 use crate::{body, json, principal, strict, ApiError, AppState};
@@ -51,7 +50,7 @@ pub struct Survey {
 /// # Errors
 /// The store's.
 pub async fn survey(engine: &Engine) -> Result<Survey, StoreError> {
-    use coordinator_host::service::{JobKind, JobState};
+    use coordinator_ports::{JobKind, JobState};
     let live = engine.live_runs().await?;
     let mut by_state = [("running", 0u64), ("attention", 0), ("cancel-requested", 0)];
     let mut waits = [("wait-until", 0u64), ("wait-for", 0)];
@@ -428,7 +427,7 @@ pub(crate) async fn retention(
     if req.limit == 0 || req.limit > api::MAX_RETENTION_LIMIT {
         return Err(ApiError::bad_request("limit must be 1..=100"));
     }
-    let Some(before) = coordinator_host::service::clock::rfc3339_to_unix(&req.before) else {
+    let Some(before) = coordinator_ports::clock::rfc3339_to_unix(&req.before) else {
         return Err(ApiError::bad_request("before must be an RFC 3339 instant"));
     };
     let done = s

@@ -20,12 +20,12 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
 
-use coordinator_host::package::LoadedPackage;
-use coordinator_host::runtime::binding::{self, BindingConflict};
-use coordinator_host::runtime::config::{Connection, RuntimeConfig};
-use coordinator_host::secrets::{DeploymentKeys, SecretResolver};
-use coordinator_host::service::{RunStore, StoreError};
-use coordinator_host::store::{self, ErrorKind, Store};
+use coordinator_ports::{RunStore, StoreError};
+use coordinator_runtime::binding::{self, BindingConflict};
+use coordinator_runtime::config::{Connection, RuntimeConfig};
+use coordinator_runtime::package::LoadedPackage;
+use coordinator_runtime::secrets::{DeploymentKeys, SecretResolver};
+use coordinator_store::{self as store, ErrorKind, Store};
 use tokio::time::Instant;
 
 /// The raw code of the startup refusal on standard error (seed 000 "Codes

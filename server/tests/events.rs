@@ -13,16 +13,15 @@ use std::sync::Arc;
 use coordinator::auth::{KeySource, Verifier};
 use coordinator::events::{sign, EventSources, SIGNATURE_HEADER};
 use coordinator::{AppState, Completions};
+use coordinator_adapters::{HttpAdapter, MemorySecrets};
+use coordinator_engine::{Engine, EngineConfig};
 use coordinator_fakes::{FakeBreg, FakeIssuer, KeyKind, Mint, TestKey};
-use coordinator_host::adapters::{HttpAdapter, MemorySecrets};
-use coordinator_host::keys::AdmissionKey;
-use coordinator_host::runtime::config::{
+use coordinator_ir::Definition;
+use coordinator_ports::{Clock, ManualClock, MemoryRunStore, RunStore, StoreError};
+use coordinator_runtime::config::{
     Authentication, Authorization, BregConnection, Connection, Policy, SecretRef,
 };
-use coordinator_host::service::{
-    Clock, Engine, EngineConfig, ManualClock, MemoryRunStore, RunStore, StoreError,
-};
-use coordinator_ir::Definition;
+use coordinator_runtime::keys::AdmissionKey;
 use serde_json::{json, Value};
 
 const AUDIENCE: &str = "registry-coordinator";

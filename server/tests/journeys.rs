@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use coordinator::events::sign;
 use coordinator_fakes::{FakeCasework, Reply};
-use coordinator_host::service::RunStore;
+use coordinator_ports::RunStore;
 use serde_json::{json, Value};
 use sqlx::{Connection, PgConnection, Row};
 use support::{
@@ -48,7 +48,7 @@ async fn delayed_follow_up_finishes_after_send_after() {
     // The binary audited the admission in its own journal file, with keyed
     // references only (the input's application id never appears).
     let base = d.dir.path().join("audit.jsonl");
-    let files = coordinator_host::audit::journal_files(&base).unwrap();
+    let files = coordinator_runtime::audit::journal_files(&base).unwrap();
     let text: String = files
         .iter()
         .map(|f| std::fs::read_to_string(f).unwrap())
@@ -699,7 +699,7 @@ async fn startup_refuses_a_taken_port_and_an_unusable_connection_key_by_name() {
     };
     let d = Deployment::new(urls, 2_000).await;
     let journals = || {
-        coordinator_host::audit::journal_files(&d.dir.path().join("audit.jsonl"))
+        coordinator_runtime::audit::journal_files(&d.dir.path().join("audit.jsonl"))
             .unwrap()
             .len()
     };
@@ -1406,7 +1406,7 @@ async fn an_apply_under_a_running_service_refuses_new_starts_until_restart() {
         .compile(&d.dir.path().join("next"));
     assert_ne!(next.revision, first);
     let root = d.dir.path().join("package-next");
-    let digest = coordinator_host::package::write_package(&root, &next).unwrap();
+    let digest = coordinator_runtime::package::write_package(&root, &next).unwrap();
     d.package = (root.display().to_string(), digest);
     d.revision = next.revision.clone();
     d.apply().await;

@@ -8,12 +8,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use coordinator::startup::{check_bindings, BindingStartup};
+use coordinator_engine::Engine;
 use coordinator_fakes::{FakeCasework, FakeIssuer, FakeMessaging, Mint, Reply};
-use coordinator_host::audit::journal_files;
-use coordinator_host::keys::AuditKey;
-use coordinator_host::runtime::binding::BindingConflict;
-use coordinator_host::runtime::config::Connection;
-use coordinator_host::service::{Engine, MemoryRunStore};
+use coordinator_ports::MemoryRunStore;
+use coordinator_runtime::audit::journal_files;
+use coordinator_runtime::binding::BindingConflict;
+use coordinator_runtime::config::Connection;
+use coordinator_runtime::keys::AuditKey;
 use serde_json::{json, Value};
 
 mod ops_support;
@@ -516,7 +517,7 @@ async fn a_process_that_predates_the_restore_hold_is_fenced() {
     assert!(
         matches!(
             refused,
-            Err(coordinator_host::service::StoreError::LeaseIncompatible {
+            Err(coordinator_ports::StoreError::LeaseIncompatible {
                 process: 0,
                 store: 1
             })

@@ -11,19 +11,18 @@ use std::time::Duration;
 
 use coordinator::auth::{KeySource, Verifier};
 use coordinator::{AppState, Completions};
+use coordinator_adapters::{HttpAdapter, MemorySecrets};
+use coordinator_engine::{Engine, EngineConfig};
 use coordinator_fakes::{
     FakeBreg, FakeCasework, FakeIssuer, FakeMessaging, Flaw, KeyKind, Mint, Reply, TestKey,
 };
-use coordinator_host::adapters::{HttpAdapter, MemorySecrets};
-use coordinator_host::keys::AdmissionKey;
-use coordinator_host::runtime::config::{
+use coordinator_ir::Definition;
+use coordinator_ports::{Clock, ManualClock, MemoryRunStore, RunStore};
+use coordinator_runtime::config::{
     Authentication, Authorization, BregConnection, CaseworkConnection, Connection, PlainConnection,
     Policy, ReviewCompletion, SecretRef,
 };
-use coordinator_host::service::{
-    Clock, Engine, EngineConfig, ManualClock, MemoryRunStore, RunStore,
-};
-use coordinator_ir::Definition;
+use coordinator_runtime::keys::AdmissionKey;
 use serde_json::{json, Value};
 
 const AUDIENCE: &str = "registry-coordinator";
@@ -911,7 +910,7 @@ async fn a_hanging_call_holds_up_one_worker_lane_not_the_others() {
     let jobs = env.store.jobs(&a).await.unwrap();
     assert!(
         jobs.iter()
-            .any(|j| j.state == coordinator_host::service::JobState::Sending),
+            .any(|j| j.state == coordinator_ports::JobState::Sending),
         "{jobs:?}"
     );
     let _ = stop.send(true);

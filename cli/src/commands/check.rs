@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use serde::Serialize;
 
-use coordinator_host::runtime::{check_runtime_file, Mode, RuntimeCheck};
+use coordinator_runtime::{check_runtime_file, Mode, RuntimeCheck};
 
 use crate::report::{self, EXIT_OK, EXIT_REFUSED, EXIT_UNAVAILABLE, EXIT_USAGE};
 use crate::Format;

@@ -16,10 +16,10 @@
 use std::path::Path;
 
 use clap::Args;
-use coordinator_host::audit::AuditJournal;
-use coordinator_host::runtime::{check_runtime_file, Mode, RuntimeConfig};
-use coordinator_host::secrets::SecretResolver;
-use coordinator_host::store::{self, ErrorKind, PlanEntry, StoreError};
+use coordinator_runtime::audit::AuditJournal;
+use coordinator_runtime::secrets::SecretResolver;
+use coordinator_runtime::{check_runtime_file, Mode, RuntimeConfig};
+use coordinator_store::{self as store, ErrorKind, PlanEntry, StoreError};
 use serde::Serialize;
 
 use crate::report::{self, EXIT_OK, EXIT_REFUSED, EXIT_UNAVAILABLE, EXIT_USAGE};

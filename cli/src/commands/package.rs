@@ -90,7 +90,7 @@ pub fn run(args: PackageArgs) -> u8 {
     };
     let definition = Definition::new(program);
     let revision = definition.revision.clone();
-    match coordinator_host::package::write_package(&args.output, &definition) {
+    match coordinator_runtime::package::write_package(&args.output, &definition) {
         Ok(digest) => {
             finish(
                 &args,

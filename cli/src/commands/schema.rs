@@ -30,8 +30,8 @@ pub struct SchemaArgs {
 pub fn schema_text(kind: Kind) -> String {
     let value = match kind {
         Kind::Project => coordinator_compiler::project_schema(),
-        Kind::Scenarios => coordinator_host::scenario::file::scenarios_schema(),
-        Kind::Runtime => coordinator_host::runtime::runtime_schema(),
+        Kind::Scenarios => coordinator_scenario::file::scenarios_schema(),
+        Kind::Runtime => coordinator_runtime::runtime_schema(),
     };
     let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
     text.push('\n');

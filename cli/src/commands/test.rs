@@ -8,8 +8,8 @@
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use coordinator_host::scenario::{file, run};
 use coordinator_ir::Program;
+use coordinator_scenario::{file, run};
 use coordinator_source::{Diagnostic, YamlDocument};
 use serde::Serialize;
 

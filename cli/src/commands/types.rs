@@ -58,8 +58,8 @@ pub fn run(args: TypesArgs) -> u8 {
         return code;
     };
     let text = match args.language {
-        Language::Typescript => coordinator_host::types::typescript(&program),
-        Language::Python => coordinator_host::types::python(&program),
+        Language::Typescript => coordinator_callers::typescript(&program),
+        Language::Python => coordinator_callers::python(&program),
     };
     if let Err(e) = write_whole(&args.output, &text) {
         eprintln!(

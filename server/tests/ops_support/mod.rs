@@ -13,16 +13,17 @@ use std::sync::Arc;
 
 use coordinator::auth::{KeySource, Verifier};
 use coordinator::{AppState, Completions};
+use coordinator_adapters::{HttpAdapter, MemorySecrets};
+use coordinator_engine::{Engine, EngineConfig};
 use coordinator_fakes::{FakeCasework, FakeIssuer, FakeMessaging, KeyKind, Mint, TestKey};
-use coordinator_host::adapters::{HttpAdapter, MemorySecrets};
-use coordinator_host::audit::AuditJournal;
-use coordinator_host::keys::{AdmissionKey, AuditKey};
-use coordinator_host::runtime::config::{
+use coordinator_ir::Definition;
+use coordinator_ports::{ManualClock, MemoryRunStore, RunStore};
+use coordinator_runtime::audit::AuditJournal;
+use coordinator_runtime::config::{
     Authentication, Authorization, CaseworkConnection, Connection, PlainConnection, Policy,
     SecretRef,
 };
-use coordinator_host::service::{Engine, EngineConfig, ManualClock, MemoryRunStore, RunStore};
-use coordinator_ir::Definition;
+use coordinator_runtime::keys::{AdmissionKey, AuditKey};
 
 /// The tokens' audience.
 pub const AUDIENCE: &str = "registry-coordinator";

@@ -14,14 +14,14 @@ use std::time::{Duration, Instant};
 use coordinator_fakes::{
     FakeBreg, FakeCasework, FakeIssuer, FakeMessaging, KeyKind, Mint, TestKey,
 };
-use coordinator_host::audit::AuditJournal;
-use coordinator_host::package::write_package;
-use coordinator_host::runtime::config::RuntimeConfig;
-use coordinator_host::runtime::{check_runtime_file, Mode};
-use coordinator_host::secrets::{load_keys, SecretResolver};
-use coordinator_host::store::deploy::load_pinned_packages;
-use coordinator_host::store::{ApplyReport, DeploymentStatus, Store, StoreError};
 use coordinator_ir::Definition;
+use coordinator_runtime::audit::AuditJournal;
+use coordinator_runtime::config::RuntimeConfig;
+use coordinator_runtime::package::write_package;
+use coordinator_runtime::secrets::{load_keys, SecretResolver};
+use coordinator_runtime::{check_runtime_file, Mode};
+use coordinator_store::deploy::load_pinned_packages;
+use coordinator_store::{ApplyReport, DeploymentStatus, Store, StoreError};
 use serde_json::{json, Value};
 use sqlx::{Connection, Executor, PgConnection};
 
@@ -542,7 +542,7 @@ observation:
         let config = checked_config(file);
         let resolver = SecretResolver::new(&config.secret_providers);
         let journal = AuditJournal::open(&self.dir.path().join("audit.jsonl")).unwrap();
-        let applied = coordinator_host::store::apply(&config, &resolver, &[], &journal).await;
+        let applied = coordinator_store::apply(&config, &resolver, &[], &journal).await;
         // A refused apply leaves no empty journal file (as the CLI).
         let _ = journal.discard_if_empty();
         applied
@@ -565,7 +565,7 @@ observation:
     pub async fn status_file(&self, file: &Path) -> Result<DeploymentStatus, StoreError> {
         let config = checked_config(file);
         let resolver = SecretResolver::new(&config.secret_providers);
-        coordinator_host::store::deployment_status(&config, &resolver).await
+        coordinator_store::deployment_status(&config, &resolver).await
     }
 
     /// Runs the built binary expecting it to refuse to start; its exit code

@@ -1,0 +1,415 @@
+//! The real [`ProductAdapter`]: every request of SPEC §6's table over reqwest
+//! (rustls with ring, no redirects), with a fresh access token per attempt.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use coordinator_ir::catalogue;
+use coordinator_vm::Answer;
+use reqwest::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use reqwest::{Method, Url};
+use serde_json::{Map, Value};
+
+use super::mapping::{self, dispatch_status, external_status, receipt_status};
+use super::token::{TokenClient, TokenError};
+use super::{
+    AdapterError, DispatchRequest, Outcome, ProductAdapter, ReceiptRequest, SecretSource,
+    DEFAULT_REQUEST_TIMEOUT_MILLISECONDS,
+};
+use coordinator_runtime::config::Connection;
+
+/// The header that carries a mutation's idempotency key (SPEC §6).
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+/// The header that carries the BReg access profile on record reads (SPEC §6).
+pub const ACCESS_PROFILE: &str = "registry-access-profile";
+/// Responses larger than this (bytes) are refused as `invalid-response`.
+pub const MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
+/// Time allowed to open a connection (TCP and TLS) before the request is
+/// sent, bounded by the request timeout. A connect failure is retryable.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Calls products over HTTP (SPEC §6).
+///
+/// One attempt per call: a token from the connection's token endpoint (when
+/// the connection has `authorization`), then the product request, each
+/// within the connection's `requestTimeoutMilliseconds` (default
+/// [`DEFAULT_REQUEST_TIMEOUT_MILLISECONDS`]). Redirects are never followed.
+#[derive(Clone)]
+pub struct HttpAdapter {
+    http: reqwest::Client,
+    tokens: TokenClient,
+}
+
+impl HttpAdapter {
+    /// An adapter reading connection signing keys from `secrets`.
+    ///
+    /// Errors: the TLS backend cannot be initialised (no system roots are
+    /// not an error; a product over https then fails to connect).
+    pub fn new(secrets: Arc<dyn SecretSource>) -> Result<Self, AdapterError> {
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(CONNECT_TIMEOUT)
+            .user_agent(concat!("registry-coordinator/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| AdapterError::Url(format!("cannot build the HTTP client: {e}")))?;
+        Ok(HttpAdapter {
+            tokens: TokenClient::new(http.clone(), secrets),
+            http,
+        })
+    }
+
+    /// The token client (for diagnostics and tests).
+    pub fn tokens(&self) -> &TokenClient {
+        &self.tokens
+    }
+
+    async fn send(
+        &self,
+        connection: &Connection,
+        operation_id: &str,
+        plan: Plan,
+        idempotency_key: Option<&str>,
+    ) -> Result<Result<(u16, Vec<u8>), Outcome>, AdapterError> {
+        let timeout = Duration::from_millis(
+            connection
+                .request_timeout_milliseconds()
+                .unwrap_or(DEFAULT_REQUEST_TIMEOUT_MILLISECONDS),
+        );
+        let mut builder = self
+            .http
+            .request(plan.method, plan.url)
+            .timeout(timeout)
+            .header(ACCEPT, "application/json, application/problem+json");
+        if let Some(auth) = connection.authorization() {
+            let token = match self.tokens.acquire(auth, timeout).await {
+                Ok(t) => t,
+                Err(TokenError::Secret(e)) => return Err(AdapterError::Key(e.to_string())),
+                Err(TokenError::Key(e)) => return Err(AdapterError::Key(e.to_string())),
+                Err(TokenError::Refused { .. }) => {
+                    return Ok(Err(refused(mapping::TOKEN_REFUSED)));
+                }
+                Err(TokenError::Unavailable(_)) => {
+                    return Ok(Err(Answer::Retryable {
+                        code: mapping::TOKEN_UNAVAILABLE.to_owned(),
+                    }
+                    .into()));
+                }
+            };
+            let mut value = HeaderValue::try_from(format!("Bearer {}", token.secret()))
+                .map_err(|_| AdapterError::Key("the access token is not a header value".into()))?;
+            value.set_sensitive(true);
+            builder = builder.header(AUTHORIZATION, value);
+        }
+        if plan.idempotent {
+            let key = idempotency_key.ok_or_else(|| {
+                AdapterError::BadRequest(format!("`{operation_id}` needs an idempotency key"))
+            })?;
+            builder = builder.header(IDEMPOTENCY_KEY, key);
+        }
+        if let Some(profile) = plan.profile {
+            builder = builder.header(ACCESS_PROFILE, profile);
+        }
+        if let Some(body) = plan.body {
+            builder = builder.header(CONTENT_TYPE, "application/json").body(body);
+        }
+        let mut response = match builder.send().await {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(transport(&e))),
+        };
+        let status = response.status().as_u16();
+        let mut body = Vec::new();
+        loop {
+            match response.chunk().await {
+                Ok(Some(chunk)) => {
+                    if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
+                        return Ok(Err(Outcome::InvalidResponse { status }));
+                    }
+                    body.extend_from_slice(&chunk);
+                }
+                Ok(None) => break,
+                Err(e) => return Ok(Err(transport(&e))),
+            }
+        }
+        Ok(Ok((status, body)))
+    }
+}
+
+/// One planned request.
+struct Plan {
+    method: Method,
+    url: Url,
+    body: Option<Vec<u8>>,
+    /// `registry-access-profile` value.
+    profile: Option<String>,
+    /// Whether the request carries `Idempotency-Key`.
+    idempotent: bool,
+}
+
+fn refused(code: &str) -> Outcome {
+    Answer::Refused {
+        code: code.to_owned(),
+    }
+    .into()
+}
+
+/// A transport failure (SPEC §5 rules): nothing sent (connect failed) is
+/// retryable; anything after the request may have been sent is uncertain.
+fn transport(e: &reqwest::Error) -> Outcome {
+    if e.is_connect() {
+        Answer::Retryable {
+            code: mapping::CONNECTION_REFUSED.to_owned(),
+        }
+        .into()
+    } else if e.is_timeout() {
+        Answer::Uncertain {
+            code: mapping::TRANSPORT_TIMEOUT.to_owned(),
+        }
+        .into()
+    } else {
+        Answer::Uncertain {
+            code: mapping::TRANSPORT_RESET.to_owned(),
+        }
+        .into()
+    }
+}
+
+fn base(connection: &Connection) -> Result<Url, AdapterError> {
+    let url = Url::parse(connection.base_url())
+        .map_err(|e| AdapterError::Url(format!("baseUrl: {e}")))?;
+    if url.cannot_be_a_base() {
+        return Err(AdapterError::Url("baseUrl cannot be a base".into()));
+    }
+    Ok(url)
+}
+
+/// `base` + path segments (each percent-encoded as one segment).
+fn url_with(connection: &Connection, segments: &[&str]) -> Result<Url, AdapterError> {
+    let mut url = base(connection)?;
+    url.set_query(None);
+    url.path_segments_mut()
+        .map_err(|_| AdapterError::Url("baseUrl cannot be a base".into()))?
+        .pop_if_empty()
+        .extend(segments);
+    Ok(url)
+}
+
+fn text<'a>(command: &'a Value, name: &str) -> Result<&'a str, AdapterError> {
+    command
+        .get(name)
+        .and_then(Value::as_str)
+        .ok_or_else(|| AdapterError::BadRequest(format!("the command has no `{name}` string")))
+}
+
+fn json(value: &Value) -> Result<Vec<u8>, AdapterError> {
+    serde_json::to_vec(value).map_err(|e| AdapterError::BadRequest(e.to_string()))
+}
+
+fn checked_operation(
+    connection: &Connection,
+    operation_id: &str,
+) -> Result<catalogue::OperationDescriptor, AdapterError> {
+    let descriptor = catalogue::lookup(operation_id)
+        .ok_or_else(|| AdapterError::UnknownOperation(operation_id.to_owned()))?;
+    if descriptor.product.connection_type() != connection.type_name() {
+        return Err(AdapterError::ConnectionMismatch {
+            operation: operation_id.to_owned(),
+            connection_type: connection.type_name(),
+        });
+    }
+    Ok(descriptor)
+}
+
+/// Plans the request of SPEC §6's table, or refuses the command before
+/// sending (`external.get` paths and query names the connection does not
+/// permit: invalid-command).
+fn plan(
+    connection: &Connection,
+    request: &DispatchRequest,
+) -> Result<Result<Plan, Outcome>, AdapterError> {
+    let descriptor = checked_operation(connection, &request.operation_id)?;
+    let c = &request.command;
+    let idempotent = descriptor.idempotency_key;
+    let post = |url: Url, body: &Value| -> Result<Plan, AdapterError> {
+        Ok(Plan {
+            method: Method::POST,
+            url,
+            body: Some(json(body)?),
+            profile: None,
+            idempotent,
+        })
+    };
+    let get = |url: Url| Plan {
+        method: Method::GET,
+        url,
+        body: None,
+        profile: None,
+        idempotent,
+    };
+    let plan = match (request.operation_id.as_str(), connection) {
+        ("breg.read-record/v1", Connection::Breg(b)) => {
+            let url = url_with(
+                connection,
+                &[
+                    "v1",
+                    "collections",
+                    text(c, "collection")?,
+                    "records",
+                    text(c, "recordId")?,
+                ],
+            )?;
+            Plan {
+                profile: Some(b.profile.clone()),
+                ..get(url)
+            }
+        }
+        ("breg.invoke-action/v1", _) => {
+            let action = request.action.as_deref().ok_or_else(|| {
+                AdapterError::BadRequest("`breg.invoke-action/v1` needs an action".into())
+            })?;
+            post(url_with(connection, &["v1", "actions", action])?, c)?
+        }
+        ("messaging.submit-message/v1", _) => post(url_with(connection, &["v1", "messages"])?, c)?,
+        ("scheduling.read-availability/v1", _) => {
+            let mut url = url_with(connection, &["v1", "availability"])?;
+            {
+                let mut q = url.query_pairs_mut();
+                for name in ["offering", "start", "end"] {
+                    q.append_pair(name, text(c, name)?);
+                }
+                let limit = c.get("limit").and_then(Value::as_u64).ok_or_else(|| {
+                    AdapterError::BadRequest("the command has no integer `limit`".into())
+                })?;
+                q.append_pair("limit", &limit.to_string());
+            }
+            get(url)
+        }
+        ("scheduling.create-appointment/v1", _) => {
+            post(url_with(connection, &["v1", "appointments"])?, c)?
+        }
+        ("casework.submit-review-request/v1", Connection::CaseworkReviewProducer(cw)) => {
+            let mut body = Map::new();
+            body.insert("producer".into(), Value::String(cw.producer.clone()));
+            if let Some(members) = c.as_object() {
+                for (k, v) in members {
+                    body.insert(k.clone(), v.clone());
+                }
+            }
+            post(
+                url_with(connection, &["v1", "review-requests"])?,
+                &Value::Object(body),
+            )?
+        }
+        ("casework.read-review-request/v1", _) => get(url_with(
+            connection,
+            &["v1", "review-requests", text(c, "id")?],
+        )?),
+        ("casework.withdraw-review-request/v1", _) => {
+            let body =
+                serde_json::json!({ "reason": c.get("reason").cloned().unwrap_or(Value::Null) });
+            post(
+                url_with(
+                    connection,
+                    &["v1", "review-requests", text(c, "id")?, "withdraw"],
+                )?,
+                &body,
+            )?
+        }
+        ("external.get/v1", Connection::ExternalHttp(x)) => {
+            let path = text(c, "path")?;
+            if !x.paths.iter().any(|p| p == path) {
+                return Ok(Err(Outcome::InvalidCommand {
+                    status: None,
+                    code: Some("external.path-not-permitted".into()),
+                }));
+            }
+            let segments: Vec<&str> = path.split('/').skip(1).collect();
+            let mut url = url_with(connection, &segments)?;
+            if let Some(query) = c.get("query").and_then(Value::as_object) {
+                if query.keys().any(|k| !x.query_parameters.contains(k)) {
+                    return Ok(Err(Outcome::InvalidCommand {
+                        status: None,
+                        code: Some("external.query-not-permitted".into()),
+                    }));
+                }
+                if !query.is_empty() {
+                    let mut q = url.query_pairs_mut();
+                    for (k, v) in query {
+                        let v = v.as_str().ok_or_else(|| {
+                            AdapterError::BadRequest(format!("query `{k}` is not a string"))
+                        })?;
+                        q.append_pair(k, v);
+                    }
+                }
+            }
+            get(url)
+        }
+        ("evaluation.evaluate/v1", Connection::Decision(d)) => {
+            let body = serde_json::json!({
+                "model": d.model,
+                "state": c.get("state").cloned().unwrap_or(Value::Null),
+                "questions": c.get("questions").cloned().unwrap_or(Value::Null),
+            });
+            post(url_with(connection, &["v1", "evaluations"])?, &body)?
+        }
+        (op, _) => return Err(AdapterError::UnknownOperation(op.to_owned())),
+    };
+    Ok(Ok(plan))
+}
+
+#[async_trait]
+impl ProductAdapter for HttpAdapter {
+    async fn dispatch(
+        &self,
+        connection: &Connection,
+        request: &DispatchRequest,
+    ) -> Result<Outcome, AdapterError> {
+        let plan = match plan(connection, request)? {
+            Ok(p) => p,
+            Err(refusal) => return Ok(refusal),
+        };
+        let sent = self
+            .send(
+                connection,
+                &request.operation_id,
+                plan,
+                request.idempotency_key.as_deref(),
+            )
+            .await?;
+        Ok(match sent {
+            Err(outcome) => outcome,
+            Ok((status, body)) if request.operation_id == "external.get/v1" => {
+                external_status(status, &body)
+            }
+            Ok((status, body)) => dispatch_status(&request.operation_id, status, &body),
+        })
+    }
+
+    async fn lookup_receipt(
+        &self,
+        connection: &Connection,
+        request: &ReceiptRequest,
+    ) -> Result<Outcome, AdapterError> {
+        let descriptor = checked_operation(connection, &request.operation_id)?;
+        let route = match request.operation_id.as_str() {
+            "messaging.submit-message/v1" => "message-receipts",
+            "scheduling.create-appointment/v1" => "appointment-receipts",
+            _ => return Err(AdapterError::UnknownOperation(request.operation_id.clone())),
+        };
+        debug_assert!(descriptor.receipt);
+        let plan = Plan {
+            method: Method::GET,
+            url: url_with(connection, &["v1", route, &request.idempotency_key])?,
+            body: None,
+            profile: None,
+            idempotent: false,
+        };
+        let sent = self
+            .send(connection, &request.operation_id, plan, None)
+            .await?;
+        Ok(match sent {
+            Err(outcome) => outcome,
+            Ok((status, body)) => receipt_status(&request.operation_id, status, &body),
+        })
+    }
+}

@@ -1,0 +1,25 @@
+//! `coordinator-adapters`: the product adapters, implementations of the
+//! [`ProductAdapter`] port (SPEC §5, §6).
+//!
+//! - [`http::HttpAdapter`]: the real adapter (reqwest over rustls/ring), one
+//!   request per attempt with a fresh access token ([`token`]).
+//! - [`memory::MemoryAdapter`]: an in-memory adapter with scripted outcomes,
+//!   for unit tests of the service.
+//! - [`mapping`]: the status mapping of SPEC §6 as pure functions.
+//!
+//! Invariants: adapters never retry and never log a token, key or secret
+//! value; they see the engine only through the port (`coordinator-ports`).
+
+#![deny(clippy::unwrap_used, clippy::indexing_slicing)]
+#![warn(missing_docs)]
+
+pub mod http;
+pub mod jwk;
+pub mod mapping;
+pub mod memory;
+pub mod token;
+
+pub use coordinator_ports::adapter::*;
+pub use http::HttpAdapter;
+pub use memory::MemoryAdapter;
+pub use token::{MemorySecrets, SecretError, SecretSource};

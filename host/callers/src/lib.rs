@@ -1,0 +1,281 @@
+//! `coordinator-callers`: typed callers (SPEC §4, issue 4 item 3): a TypeScript module and a Python
+//! module generated from a compiled [`Program`], for applications that start
+//! and follow runs over the HTTP API of SPEC §8.
+//!
+//! Each file holds the workflow name and revision, an `Input` type (from the
+//! input schema), an `Outcome` type with one member per outcome
+//! (`{name, output}`, discriminated by `name`), a `RunStatus` type, a typed
+//! problem error, and a client with `start`, `get` and `cancel`.
+//!
+//! JSON Schema → type mapping ([`Ty::from_schema`]): `object` with
+//! `properties`/`required`/`additionalProperties`, arrays (`items`), `enum`
+//! and `const`, `string`/`number`/`integer`/`boolean`/`null`, type arrays,
+//! `anyOf`/`oneOf` (unions), `allOf` (TypeScript intersections; Python
+//! `Any`), local `$ref` (`#`, `#/$defs/..`, `#/definitions/..`; a recursive
+//! reference becomes `unknown`/`Any`). Anything else is `unknown`/`Any`:
+//! the generated types never claim more than the schema says.
+
+#![deny(clippy::unwrap_used, clippy::indexing_slicing)]
+#![warn(missing_docs)]
+
+mod python;
+mod typescript;
+
+pub use python::python;
+pub use typescript::typescript;
+
+use coordinator_ir::Program;
+use serde_json::Value;
+
+/// A language-neutral type, built from one JSON Schema.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Ty {
+    /// Anything (`unknown` / `Any`).
+    Unknown,
+    /// No value is valid (schema `false`).
+    Never,
+    /// A JSON string.
+    String,
+    /// A JSON number.
+    Number,
+    /// A JSON number without fraction.
+    Integer,
+    /// `true` or `false`.
+    Boolean,
+    /// `null`.
+    Null,
+    /// Exactly this JSON value (scalar `const`/`enum` members).
+    Literal(Value),
+    /// An array of the item type.
+    Array(Box<Ty>),
+    /// An object with declared properties.
+    Object(ObjectTy),
+    /// An object whose members all have the given type.
+    Map(Box<Ty>),
+    /// Any one of these.
+    Union(Vec<Ty>),
+    /// All of these at once.
+    Intersection(Vec<Ty>),
+}
+
+/// An object with declared properties.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ObjectTy {
+    /// `(name, type, required)` in schema order.
+    pub properties: Vec<(String, Ty, bool)>,
+    /// Whether undeclared members are allowed (`additionalProperties` not
+    /// `false`).
+    pub open: bool,
+}
+
+impl Ty {
+    /// The type of `schema`, whose local `$ref`s resolve against `root`.
+    pub fn from_schema(schema: &Value, root: &Value) -> Ty {
+        convert(schema, root, &mut Vec::new())
+    }
+}
+
+fn convert(schema: &Value, root: &Value, refs: &mut Vec<String>) -> Ty {
+    let map = match schema {
+        Value::Bool(true) => return Ty::Unknown,
+        Value::Bool(false) => return Ty::Never,
+        Value::Object(m) => m,
+        _ => return Ty::Unknown,
+    };
+    if let Some(Value::String(r)) = map.get("$ref") {
+        let Some(pointer) = r.strip_prefix('#') else {
+            return Ty::Unknown;
+        };
+        if refs.iter().any(|x| x == r) {
+            return Ty::Unknown;
+        }
+        let Some(target) = root.pointer(pointer) else {
+            return Ty::Unknown;
+        };
+        refs.push(r.clone());
+        let t = convert(target, root, refs);
+        refs.pop();
+        return t;
+    }
+    if let Some(c) = map.get("const") {
+        return literal(c);
+    }
+    if let Some(Value::Array(values)) = map.get("enum") {
+        return union(values.iter().map(literal).collect());
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(Value::Array(options)) = map.get(key) {
+            // `oneOf` of bare `required` lists (no type of their own) only
+            // narrows the object around it: keep the object.
+            if options.iter().all(|o| {
+                o.get("type").is_some()
+                    || o.get("$ref").is_some()
+                    || o.get("enum").is_some()
+                    || o.get("const").is_some()
+            }) {
+                return union(options.iter().map(|o| convert(o, root, refs)).collect());
+            }
+        }
+    }
+    if let Some(Value::Array(parts)) = map.get("allOf") {
+        let mut all: Vec<Ty> = parts.iter().map(|p| convert(p, root, refs)).collect();
+        let mut rest = map.clone();
+        rest.remove("allOf");
+        if rest
+            .keys()
+            .any(|k| k != "$defs" && k != "$schema" && k != "$id")
+        {
+            all.push(convert(&Value::Object(rest), root, refs));
+        }
+        all.retain(|t| *t != Ty::Unknown);
+        return match all.len() {
+            0 => Ty::Unknown,
+            1 => all.pop().unwrap_or(Ty::Unknown),
+            _ => Ty::Intersection(all),
+        };
+    }
+    match map.get("type") {
+        Some(Value::String(t)) => of_type(t, map, root, refs),
+        Some(Value::Array(types)) => union(
+            types
+                .iter()
+                .filter_map(Value::as_str)
+                .map(|t| of_type(t, map, root, refs))
+                .collect(),
+        ),
+        _ if map.contains_key("properties") => of_type("object", map, root, refs),
+        _ => Ty::Unknown,
+    }
+}
+
+fn of_type(
+    t: &str,
+    map: &serde_json::Map<String, Value>,
+    root: &Value,
+    refs: &mut Vec<String>,
+) -> Ty {
+    match t {
+        "string" => Ty::String,
+        "number" => Ty::Number,
+        "integer" => Ty::Integer,
+        "boolean" => Ty::Boolean,
+        "null" => Ty::Null,
+        "array" => Ty::Array(Box::new(
+            map.get("items")
+                .map(|i| convert(i, root, refs))
+                .unwrap_or(Ty::Unknown),
+        )),
+        "object" => {
+            let required: Vec<&str> = map
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let additional = map.get("additionalProperties");
+            let properties: Vec<(String, Ty, bool)> = map
+                .get("properties")
+                .and_then(Value::as_object)
+                .map(|p| {
+                    p.iter()
+                        .map(|(k, v)| {
+                            (
+                                k.clone(),
+                                convert(v, root, refs),
+                                required.contains(&k.as_str()),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            if properties.is_empty() {
+                return match additional {
+                    Some(Value::Bool(false)) => Ty::Object(ObjectTy {
+                        properties,
+                        open: false,
+                    }),
+                    Some(schema) => Ty::Map(Box::new(convert(schema, root, refs))),
+                    None => Ty::Map(Box::new(Ty::Unknown)),
+                };
+            }
+            Ty::Object(ObjectTy {
+                properties,
+                open: !matches!(additional, Some(Value::Bool(false))),
+            })
+        }
+        _ => Ty::Unknown,
+    }
+}
+
+fn literal(v: &Value) -> Ty {
+    match v {
+        Value::Null => Ty::Null,
+        Value::String(_) | Value::Bool(_) | Value::Number(_) => Ty::Literal(v.clone()),
+        Value::Array(_) => Ty::Array(Box::new(Ty::Unknown)),
+        Value::Object(_) => Ty::Map(Box::new(Ty::Unknown)),
+    }
+}
+
+fn union(mut members: Vec<Ty>) -> Ty {
+    if members.contains(&Ty::Unknown) {
+        return Ty::Unknown;
+    }
+    let mut flat = Vec::new();
+    for m in members.drain(..) {
+        match m {
+            Ty::Union(inner) => flat.extend(inner),
+            Ty::Never => {}
+            other => flat.push(other),
+        }
+    }
+    let mut unique: Vec<Ty> = Vec::new();
+    for m in flat {
+        if !unique.contains(&m) {
+            unique.push(m);
+        }
+    }
+    match unique.len() {
+        0 => Ty::Never,
+        1 => unique.pop().unwrap_or(Ty::Never),
+        _ => Ty::Union(unique),
+    }
+}
+
+/// The schema with this id, or `true` (anything) for an id out of range.
+fn schema_of(program: &Program, id: coordinator_ir::SchemaId) -> Value {
+    program
+        .schemas
+        .get(id.index())
+        .cloned()
+        .unwrap_or(Value::Bool(true))
+}
+
+/// The run input type and each outcome's `(name, output type)`.
+fn program_types(program: &Program) -> (Ty, Vec<(String, Ty)>) {
+    let input = schema_of(program, program.input);
+    let outcomes = program
+        .outcomes
+        .iter()
+        .map(|o| {
+            let s = schema_of(program, o.schema);
+            (o.name.clone(), Ty::from_schema(&s, &s))
+        })
+        .collect();
+    (Ty::from_schema(&input, &input), outcomes)
+}
+
+/// A JSON string literal, valid in TypeScript and Python source.
+fn quote(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+}
+
+/// Run states of SPEC §8.
+const RUN_STATES: [&str; 8] = [
+    "running",
+    "attention",
+    "cancel-requested",
+    "finished",
+    "failed",
+    "cancelled",
+    "cancelled-after-effect",
+    "expired",
+];

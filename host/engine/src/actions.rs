@@ -1,0 +1,318 @@
+//! Operator actions and inspection (SPEC §8 recovery routes, `GET
+//! /v1/runs`, inspect), retention and review completions.
+
+use coordinator_ir::StepOp;
+use coordinator_ports::store::{
+    Erasure, LeaseRequest, Review, RunFilter, RunPage, RunRecord, StoreError,
+};
+use coordinator_runtime::binding;
+use coordinator_vm::{EffectState, Event, Pending, Rejected};
+
+use crate::engine::{Engine, Fed};
+use crate::worker::Feeding;
+
+/// Why an operator action was refused.
+#[derive(Debug)]
+pub enum ActionError {
+    /// No such run.
+    NotFound,
+    /// The VM refused the event (not held, not resendable, no receipt, ...).
+    Refused(Rejected),
+    /// The restore hold is in place and the action would dispatch (409
+    /// `execution.held`): `retry-same` always, `cancel` when its route
+    /// sends a call. A reconcile only looks a receipt up, so it is served.
+    ExecutionHeld,
+    /// `retry-same` or `reconcile` of a run whose recorded binding of
+    /// `connection` differs from the runtime file's (409
+    /// `binding.live-conflict`; only an instance started with
+    /// `--recovery-only` serves such a run at all).
+    BindingChanged {
+        /// The first connection (by name) whose binding changed.
+        connection: String,
+    },
+    /// `retry-same` or `reconcile` of a run whose payloads retention erased
+    /// (409 `run.payload-erased`, seed 000).
+    PayloadErased,
+    /// The store failed.
+    Store(StoreError),
+}
+
+impl From<StoreError> for ActionError {
+    fn from(e: StoreError) -> Self {
+        ActionError::Store(e)
+    }
+}
+
+/// An operator action on a run (SPEC §8 recovery routes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// `cancel`.
+    Cancel,
+    /// `retry-same`.
+    RetrySame,
+    /// `reconcile`.
+    Reconcile,
+}
+
+/// One visited step as inspection shows it (never inputs, responses or
+/// commands).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InspectedStep {
+    /// The step name.
+    pub name: String,
+    /// `call`, `choose`, `wait-until`, `wait-for` or `finish`.
+    pub kind: &'static str,
+    /// Mutation and evaluation calls: `accepted` / `unknown`.
+    pub effect: Option<EffectState>,
+    /// Calls: dispatch attempts made.
+    pub attempts: Option<u32>,
+    /// The current wait: when it is due (a wait-until's instant, a
+    /// wait-for's timeout), RFC 3339.
+    pub due_at: Option<String>,
+    /// Wait-for steps: observations made.
+    pub observations: Option<u32>,
+    /// Call steps: the restore hold held this step's prepared command back
+    /// for review ([`StepLedger::restored`]).
+    pub restored: bool,
+}
+
+impl Engine {
+    /// Every run that has not ended (`running`, `attention`,
+    /// `cancel-requested`), scanning the store page by page.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn live_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        let mut out = Vec::new();
+        for state in [
+            coordinator_vm::RunStatus::Running,
+            coordinator_vm::RunStatus::Attention,
+            coordinator_vm::RunStatus::CancelRequested,
+        ] {
+            let mut cursor = None;
+            loop {
+                let filter = RunFilter {
+                    state: Some(state),
+                    limit: 100,
+                    cursor,
+                    ..RunFilter::default()
+                };
+                let page = self.store.list(&filter).await.map_err(|e| self.seen(e))?;
+                out.extend(page.runs);
+                match page.next_cursor {
+                    Some(c) => cursor = Some(c),
+                    None => break,
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The run with this id.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn get(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        self.store.get(run_id).await.map_err(|e| self.seen(e))
+    }
+
+    /// A page of runs.
+    ///
+    /// # Errors
+    /// The store's ([`StoreError::BadCursor`] for a foreign cursor).
+    pub async fn list(&self, filter: &RunFilter) -> Result<RunPage, StoreError> {
+        self.store.list(filter).await.map_err(|e| self.seen(e))
+    }
+
+    /// Each visited step with its effect, attempts, and the current wait's
+    /// due time and observation count.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn inspect(&self, run: &RunRecord) -> Result<Vec<InspectedStep>, StoreError> {
+        let vm = self.vm(&run.revision).await?;
+        let program = vm.as_ref().map(|v| v.program());
+        let mut out = Vec::new();
+        for name in &run.state.path {
+            let op = program
+                .and_then(|p| p.step_id(name).and_then(|id| p.step(id)))
+                .map(|s| &s.op);
+            let kind = match op {
+                Some(StepOp::Call { .. }) => "call",
+                Some(StepOp::Choose { .. }) => "choose",
+                Some(StepOp::WaitUntil { .. }) => "wait-until",
+                Some(StepOp::WaitFor { .. }) => "wait-for",
+                Some(StepOp::Finish { .. }) => "finish",
+                None => "unknown",
+            };
+            let ledger = run.ledger.get(name);
+            let pending_here = match (&run.state.pending, program) {
+                (Some(Pending::Wake { step, at }), Some(p)) if p.step_id(name) == Some(*step) => {
+                    Some(at.clone())
+                }
+                (Some(Pending::Completion { step, timeout_at }), Some(p))
+                    if p.step_id(name) == Some(*step) =>
+                {
+                    Some(timeout_at.clone())
+                }
+                _ => None,
+            };
+            out.push(InspectedStep {
+                name: name.clone(),
+                kind,
+                effect: run.state.effects.get(name).copied(),
+                attempts: (kind == "call").then(|| ledger.map(|l| l.attempts).unwrap_or(0)),
+                due_at: pending_here,
+                observations: (kind == "wait-for")
+                    .then(|| ledger.map(|l| l.observations).unwrap_or(0)),
+                restored: ledger.is_some_and(|l| l.restored),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Applies an operator action (SPEC §8 `cancel`, `retry-same`,
+    /// `reconcile`) and returns the run after it. A cancel of an ended run
+    /// changes nothing and returns it.
+    ///
+    /// # Errors
+    /// [`ActionError::Refused`] when the VM refuses the event;
+    /// [`ActionError::BindingChanged`] for a `retry-same` or `reconcile` of
+    /// a run admitted under another binding of one of its connections.
+    pub async fn act(&self, run_id: &str, action: Action) -> Result<RunRecord, ActionError> {
+        let run = self.store.get(run_id).await?.ok_or(ActionError::NotFound)?;
+        if action == Action::Cancel && run.status().is_terminal() {
+            return Ok(run);
+        }
+        if run.payload_erased {
+            return Err(ActionError::PayloadErased);
+        }
+        let holds = self.store.holds().await.map_err(|e| self.seen(e))?;
+        if let Some(process) = self.lease_epoch().await? {
+            if process != holds.restore_epoch {
+                return Err(ActionError::Store(self.noted(
+                    StoreError::LeaseIncompatible {
+                        process,
+                        store: holds.restore_epoch,
+                    },
+                )));
+            }
+        }
+        if action == Action::RetrySame && holds.restore {
+            return Err(ActionError::ExecutionHeld);
+        }
+        if action != Action::Cancel {
+            // Never resend or look up a receipt where, or as whom, the run
+            // was not admitted (docs/service.md "Connection bindings").
+            if let Some(c) = binding::changed_connection(&run.bindings, &self.connections) {
+                return Err(ActionError::BindingChanged {
+                    connection: c.to_owned(),
+                });
+            }
+        }
+        let at = self.clock.now_rfc3339();
+        let (event, review) = match action {
+            Action::Cancel => (Event::CancelRequested { at }, Some(Review::Cancelled)),
+            Action::RetrySame => (Event::RetrySame { at }, None),
+            Action::Reconcile => (Event::Reconcile { at }, Some(Review::Reconciled)),
+        };
+        let fed = self
+            .feed(
+                run,
+                &event,
+                Feeding {
+                    review,
+                    refuse_dispatch: holds.restore,
+                    ..Feeding::default()
+                },
+            )
+            .await?;
+        match fed {
+            Fed::Applied(r) => {
+                tracing::info!(run = %r.id, action = ?action, state = r.status().as_str(), "operator action");
+                if action != Action::Reconcile {
+                    return Ok(*r);
+                }
+                // The receipt lookup is carried out at once, so the answer
+                // shows what it found (it is a read: also under the restore
+                // hold and on a `--recovery-only` instance).
+                self.look_up_receipts_now(&r.id).await;
+                Ok(self.store.get(&r.id).await?.unwrap_or(*r))
+            }
+            Fed::Rejected(r) => Err(ActionError::Refused(r)),
+            Fed::Held => Err(ActionError::ExecutionHeld),
+        }
+    }
+
+    /// Carries out the due receipt lookups of run `run_id` in this call
+    /// (after a reconcile). A lookup a worker took first is left to it;
+    /// failures are logged, and a lookup not carried out stays due for the
+    /// workers.
+    pub(crate) async fn look_up_receipts_now(&self, run_id: &str) {
+        let epoch = match self.lease_epoch().await {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!(run = %run_id, error = %e, "receipt lookup left to the workers");
+                return;
+            }
+        };
+        let now = self.clock.now_unix();
+        let lease_until = now.saturating_add(self.config.lease_seconds);
+        let leased = self
+            .store
+            .lease(&LeaseRequest {
+                owner: &self.config.worker_id,
+                now,
+                lease_until,
+                limit: 1,
+                epoch,
+                run_id: Some(run_id),
+                receipt_lookups_only: true,
+            })
+            .await;
+        match leased {
+            Ok(jobs) => {
+                for job in jobs {
+                    self.carry_out(job, lease_until).await;
+                }
+            }
+            Err(e) => {
+                let e = self.noted(e);
+                tracing::warn!(run = %run_id, error = %e, "receipt lookup left to the workers");
+            }
+        }
+    }
+
+    /// Retention (seed 000 "Erase ended payloads"): erases the payloads of
+    /// at most `limit` runs (1..=100) that ended before `before_unix`,
+    /// oldest ended first, never live or uncertain work
+    /// ([`RunStore::erase_payloads`]); stamped with this engine's clock.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn retain(&self, before_unix: i64, limit: u32) -> Result<Erasure, StoreError> {
+        let done = self
+            .store
+            .erase_payloads(before_unix, limit, self.clock.now_unix())
+            .await
+            .map_err(|e| self.seen(e))?;
+        tracing::info!(erased = done.erased, more = done.more, "retention");
+        Ok(done)
+    }
+
+    /// `POST /v1/review-completions`: brings the next read of this review
+    /// request forward (never sooner than the observation floor after the
+    /// last read). Returns how many waits moved.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn bring_forward(&self, review_request_id: &str) -> Result<usize, StoreError> {
+        self.store
+            .bring_forward(
+                review_request_id,
+                self.clock.now_unix(),
+                i64::try_from(self.config.observation_floor_seconds).unwrap_or(i64::MAX),
+            )
+            .await
+    }
+}

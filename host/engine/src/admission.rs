@@ -1,0 +1,433 @@
+//! Admission (SPEC §8 `POST /v1/runs`, SPEC §2.4 event starts): the start
+//! identity is looked up before any refusal, so a repeated start finds its
+//! run whatever refuses new ones; a new start is checked by the VM and
+//! stored with its first jobs in one store step.
+
+use std::sync::Arc;
+
+use coordinator_ports::clock::unix_to_rfc3339;
+use coordinator_ports::store::{Admitted, NewRun, Owner, RunRecord, StoreError};
+use coordinator_runtime::binding;
+use coordinator_vm::Vm;
+use serde_json::Value;
+
+use crate::engine::Engine;
+
+/// A verified caller (from an RFC 9068 access token).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Principal {
+    /// `iss`.
+    pub iss: String,
+    /// `sub`.
+    pub sub: String,
+    /// `client_id` (the policy key).
+    pub client_id: String,
+}
+
+impl Principal {
+    /// The run owner this principal is.
+    pub fn owner(&self) -> Owner {
+        Owner {
+            iss: self.iss.clone(),
+            sub: self.sub.clone(),
+        }
+    }
+}
+
+/// A trusted event producer: one `eventSources` entry of runtime.yaml
+/// (SPEC §2.4), the authenticated party of `POST /v1/events/...` once its
+/// signature verified.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventOrigin {
+    /// The `eventSources` name (what a trigger's `source` names).
+    pub name: String,
+    /// Its `source` URI, which every event it signs must carry as `source`.
+    pub source: String,
+}
+
+impl EventOrigin {
+    /// The owner of the runs its events start (docs/service.md): `iss` is
+    /// the source URI and `sub` the `eventSources` name. No token caller
+    /// has this owner (`coordinator` refuses to start when the token issuer
+    /// equals an event source URI), so only operators see these runs.
+    pub fn owner(&self) -> Owner {
+        Owner {
+            iss: self.source.clone(),
+            sub: self.name.clone(),
+        }
+    }
+}
+
+/// What an active Program's trigger expects of an event (SPEC §2.4).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TriggerInfo {
+    /// The `eventSources` entry whose key signs its events.
+    pub source: String,
+    /// The CloudEvents `type` it accepts.
+    pub event_type: String,
+}
+
+/// A start request (`POST /v1/runs` body, SPEC §8).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StartRequest {
+    /// The workflow name.
+    pub workflow: String,
+    /// The expected revision; must be the active one.
+    pub revision: String,
+    /// The run input.
+    pub input: Value,
+}
+
+/// Why an admission was refused.
+#[derive(Debug)]
+pub enum AdmitError {
+    /// No package serves this workflow.
+    UnknownWorkflow,
+    /// The revision is not the workflow's active one (409).
+    RevisionNotActive {
+        /// The active revision.
+        active: String,
+    },
+    /// The input schema refused the input (400); the message names the
+    /// JSON Pointer, never the value.
+    InputRefused(String),
+    /// The key was used with another revision or input (409
+    /// `idempotency.key-reused`).
+    KeyReused,
+    /// `--recovery-only`: no admissions (409 `admission.recovery-only`).
+    RecoveryOnly,
+    /// The admission hold is in place (409 `admission.held`).
+    AdmissionHeld,
+    /// An `apply` changed the active packages after this process started
+    /// (409 `deployment.activation-changed`): restart it with the runtime
+    /// file apply used. Only new starts get it.
+    ActivationChanged,
+    /// Event starts: the workflow's active Program has no such trigger.
+    UnknownTrigger,
+    /// Event starts: the event's `source` is not its event source's URI.
+    EventSourceMismatch,
+    /// Event starts: the event's `type` is not the trigger's `eventType`.
+    EventTypeMismatch,
+    /// Event starts: the trigger's mappings fail on the event (a member they
+    /// read is missing, the idempotency value is not a non-empty string),
+    /// or the input schema refuses what they made. The message names no
+    /// value.
+    EventRefused(String),
+    /// The store failed.
+    Store(StoreError),
+}
+
+impl From<StoreError> for AdmitError {
+    fn from(e: StoreError) -> Self {
+        AdmitError::Store(e)
+    }
+}
+
+impl Engine {
+    /// Admits a run (SPEC §8 `POST /v1/runs`): the revision must be the
+    /// active one, the VM checks the input, and the run and its first jobs
+    /// are stored in one step. Returns `(created, run)`: `false` for a
+    /// repeat of the same key, revision and input.
+    ///
+    /// # Errors
+    /// See [`AdmitError`].
+    pub async fn admit(
+        &self,
+        principal: &Principal,
+        request: StartRequest,
+        idempotency_key: &str,
+    ) -> Result<(bool, RunRecord), AdmitError> {
+        let result = self.admit_run(principal, request, idempotency_key).await;
+        self.count_admission(&result);
+        result
+    }
+
+    /// Counts an admission's outcome (`coordinator_admissions_total`).
+    pub(crate) fn count_admission(&self, result: &Result<(bool, RunRecord), AdmitError>) {
+        let outcome = match result {
+            Ok((true, _)) => "created",
+            Ok((false, _)) => "existing",
+            Err(AdmitError::KeyReused) => "key-reused",
+            Err(
+                AdmitError::RecoveryOnly
+                | AdmitError::AdmissionHeld
+                | AdmitError::ActivationChanged,
+            ) => "held",
+            Err(AdmitError::Store(_)) => "store-error",
+            Err(_) => "refused",
+        };
+        self.counters.add("admissions", outcome);
+    }
+
+    pub(crate) async fn admit_run(
+        &self,
+        principal: &Principal,
+        request: StartRequest,
+        idempotency_key: &str,
+    ) -> Result<(bool, RunRecord), AdmitError> {
+        let start_identity = self.admission_key.start_identity(
+            &principal.iss,
+            &principal.sub,
+            &request.workflow,
+            idempotency_key,
+        );
+        let request_digest = self.request_digest(&request.revision, &request.input);
+        let vm = match self.start_program(&request.workflow, &request.revision) {
+            Ok(vm) => vm,
+            Err(refusal) => {
+                return self
+                    .refuse_new_start(&start_identity, &request_digest, refusal)
+                    .await
+            }
+        };
+        self.admit_prepared(
+            &vm,
+            principal.owner(),
+            start_identity,
+            request_digest,
+            request.workflow,
+            request.revision,
+            request.input,
+        )
+        .await
+    }
+
+    /// The keyed fingerprint of a start request (revision and canonical
+    /// input): a repeat of a start identity with another one is
+    /// `idempotency.key-reused`.
+    pub(crate) fn request_digest(&self, revision: &str, input: &Value) -> String {
+        self.admission_key
+            .request_fingerprint(revision, &coordinator_ir::canonical::to_vec(input))
+    }
+
+    /// The Program a new start of `workflow` at `revision` runs under, or
+    /// why this process admits no such start (`--recovery-only`, no such
+    /// workflow, another active revision).
+    pub(crate) fn start_program(
+        &self,
+        workflow: &str,
+        revision: &str,
+    ) -> Result<Arc<Vm>, AdmitError> {
+        if self.config.recovery_only {
+            return Err(AdmitError::RecoveryOnly);
+        }
+        let active = self
+            .active
+            .get(workflow)
+            .ok_or(AdmitError::UnknownWorkflow)?;
+        if active != revision {
+            return Err(AdmitError::RevisionNotActive {
+                active: active.clone(),
+            });
+        }
+        self.cached(active).ok_or(AdmitError::UnknownWorkflow)
+    }
+
+    /// Refuses a start only if it is new: a start identity the store
+    /// already holds answers with its run (the same request digest) or
+    /// `idempotency.key-reused` (another one), whatever refuses new starts
+    /// now (seed 000: an upgrade, a hold or `--recovery-only` never turns
+    /// a repeated start away). A refusal about the workflow or revision
+    /// becomes [`AdmitError::ActivationChanged`] when an `apply` changed
+    /// the active packages since this process started.
+    pub(crate) async fn refuse_new_start(
+        &self,
+        start_identity: &str,
+        request_digest: &str,
+        refusal: AdmitError,
+    ) -> Result<(bool, RunRecord), AdmitError> {
+        match self
+            .store
+            .find_start(start_identity, request_digest)
+            .await
+            .map_err(|e| self.seen(e))?
+        {
+            Some(Admitted::Existing(run)) => return Ok((false, run)),
+            Some(_) => return Err(AdmitError::KeyReused),
+            None => {}
+        }
+        if matches!(
+            refusal,
+            AdmitError::UnknownWorkflow | AdmitError::RevisionNotActive { .. }
+        ) && !self
+            .store
+            .activation_current()
+            .await
+            .map_err(|e| self.seen(e))?
+        {
+            return Err(AdmitError::ActivationChanged);
+        }
+        Err(refusal)
+    }
+
+    /// Checks the input with the VM and stores the run with its first jobs
+    /// under `start_identity` (one store step, which looks the identity up
+    /// first and then checks the admission hold and the activation).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn admit_prepared(
+        &self,
+        vm: &Vm,
+        owner: Owner,
+        start_identity: String,
+        request_digest: String,
+        workflow: String,
+        revision: String,
+        input: Value,
+    ) -> Result<(bool, RunRecord), AdmitError> {
+        let now = self.clock.now_unix();
+        let resumed = match vm.admit(input, &unix_to_rfc3339(now)) {
+            Ok(r) => r,
+            Err(r) => {
+                return self
+                    .refuse_new_start(
+                        &start_identity,
+                        &request_digest,
+                        AdmitError::InputRefused(r.message),
+                    )
+                    .await
+            }
+        };
+        let jobs = self.jobs_for(vm, &start_identity, &resumed.commands, now, false);
+        let bindings = binding::binding_digests(&self.connections, &vm.program().connections);
+        let run = NewRun {
+            id: uuid::Uuid::new_v4().to_string(),
+            workflow,
+            revision,
+            owner,
+            start_identity,
+            request_digest,
+            state: resumed.state,
+            jobs,
+            bindings,
+        };
+        match self.store.admit(run).await.map_err(|e| self.seen(e))? {
+            Admitted::Created(r) => {
+                tracing::info!(run = %r.id, workflow = %r.workflow, "admitted");
+                Ok((true, r))
+            }
+            Admitted::Existing(r) => Ok((false, r)),
+            Admitted::Conflict => Err(AdmitError::KeyReused),
+            Admitted::RevisionNotActive { .. } | Admitted::ActivationChanged => {
+                Err(AdmitError::ActivationChanged)
+            }
+            Admitted::AdmissionHeld => Err(AdmitError::AdmissionHeld),
+        }
+    }
+
+    /// The trigger `trigger` of `workflow`'s active Program, or `None` when
+    /// no package serves the workflow or its Program has no such trigger.
+    pub fn trigger(&self, workflow: &str, trigger: &str) -> Option<TriggerInfo> {
+        let vm = self.cached(self.active.get(workflow)?)?;
+        vm.program()
+            .triggers
+            .iter()
+            .find(|t| t.name == trigger)
+            .map(|t| TriggerInfo {
+                source: t.source.clone(),
+                event_type: t.event_type.clone(),
+            })
+    }
+
+    /// Admits a run from a verified event (SPEC §2.4 `POST
+    /// /v1/events/{workflow}/{trigger}`): the event's `source` must be
+    /// `origin`'s URI and its `type` the trigger's `eventType`; the
+    /// trigger's mappings give the idempotency value and the input; the run
+    /// is admitted under the active revision with `origin` as its owner and
+    /// the start identity [`AdmissionKey::event_start_identity`]. Returns
+    /// `(created, run)`: `false` for a repeat with the same idempotency
+    /// value and the same input. Counted as an admission.
+    ///
+    /// # Errors
+    /// See [`AdmitError`] (the `Event*` and `UnknownTrigger` variants are
+    /// this route's).
+    pub async fn admit_event(
+        &self,
+        origin: &EventOrigin,
+        workflow: &str,
+        trigger: &str,
+        event: &Value,
+    ) -> Result<(bool, RunRecord), AdmitError> {
+        let result = self.admit_event_run(origin, workflow, trigger, event).await;
+        self.count_admission(&result);
+        result
+    }
+
+    pub(crate) async fn admit_event_run(
+        &self,
+        origin: &EventOrigin,
+        workflow: &str,
+        trigger: &str,
+        event: &Value,
+    ) -> Result<(bool, RunRecord), AdmitError> {
+        let Some(revision) = self.active.get(workflow) else {
+            let changed = !self
+                .store
+                .activation_current()
+                .await
+                .map_err(|e| self.seen(e))?;
+            return Err(if changed {
+                AdmitError::ActivationChanged
+            } else {
+                AdmitError::UnknownWorkflow
+            });
+        };
+        let vm = self.cached(revision).ok_or(AdmitError::UnknownWorkflow)?;
+        let t = vm
+            .program()
+            .triggers
+            .iter()
+            .find(|t| t.name == trigger)
+            .ok_or(AdmitError::UnknownTrigger)?;
+        if t.source != origin.name
+            || event.get("source").and_then(Value::as_str) != Some(origin.source.as_str())
+        {
+            return Err(AdmitError::EventSourceMismatch);
+        }
+        if event.get("type").and_then(Value::as_str) != Some(t.event_type.as_str()) {
+            return Err(AdmitError::EventTypeMismatch);
+        }
+        // A missing member is named by its path; any other VM message may
+        // quote event values, so it is not passed on.
+        let start = vm.trigger_start(trigger, event).map_err(|r| {
+            AdmitError::EventRefused(if r.message.starts_with("the event has no member at") {
+                r.message
+            } else {
+                "the trigger's mappings cannot be evaluated on this event (the idempotency value must be a string)".into()
+            })
+        })?;
+        if start.idempotency.is_empty() {
+            return Err(AdmitError::EventRefused(
+                "the trigger's idempotency value is empty".into(),
+            ));
+        }
+        let start_identity = self.admission_key.event_start_identity(
+            &origin.source,
+            &origin.name,
+            workflow,
+            trigger,
+            &start.idempotency,
+        );
+        let request_digest = self.request_digest(revision, &start.input);
+        if self.config.recovery_only {
+            return self
+                .refuse_new_start(&start_identity, &request_digest, AdmitError::RecoveryOnly)
+                .await;
+        }
+        self.admit_prepared(
+            &vm,
+            origin.owner(),
+            start_identity,
+            request_digest,
+            workflow.to_owned(),
+            revision.clone(),
+            start.input,
+        )
+        .await
+        .map_err(|e| match e {
+            AdmitError::InputRefused(m) => {
+                AdmitError::EventRefused(format!("the input schema refuses the mapped input: {m}"))
+            }
+            other => other,
+        })
+    }
+}

@@ -1,0 +1,287 @@
+//! The restore sequence of seed 000 "Restore from a backup" on the engine:
+//! the restore and admission holds, the review of restored prepared
+//! commands, and the attestations (docs/operations.md "Restore from a
+//! backup"). The server's operator routes only translate HTTP to these
+//! calls; every refusal rule of the sequence lives here.
+//!
+//! - Placing the restore hold moves the restore epoch ([`Holds::restore_epoch`]),
+//!   so no process that started before it leases again, and holds back
+//!   every prepared command of a mutation or evaluation that is `ready` or
+//!   `sending` ([`Engine::hold_back_restored_commands`]): each is answered
+//!   `uncertain` ([`RESTORED`]), so the run waits in `attention` with an
+//!   `unknown` effect and review [`Review::Required`]. Such a command is
+//!   never dispatched by itself again: `reconcile`, `cancel`, or the
+//!   attestation and then `retry-same` settle it.
+//! - Releasing the restore hold is refused while a live run needs review
+//!   (`restore.review-required`) or holds an unknown effect
+//!   (`restore.unresolved`), unless `complete-execution-recovery` attested
+//!   the history (the runs needing review are then recorded
+//!   [`Review::Attested`]).
+
+use coordinator_vm::{Answer, Event};
+
+use crate::engine::{Engine, Fed, RESTORED};
+use crate::worker::Feeding;
+use coordinator_ports::store::{Holds, JobKind, Review, ReviewSurvey, StepLedger, StoreError};
+
+/// Jobs one round of [`Engine::hold_back_restored_commands`] claims.
+const HOLD_BACK_BATCH: usize = 100;
+
+/// Why a step of the restore sequence was refused (409, seed 000 "Codes
+/// you see").
+#[derive(Debug)]
+pub enum HoldError {
+    /// `restore.hold-required`: the hold this step needs is not in place;
+    /// the text says which.
+    HoldRequired(&'static str),
+    /// `restore.review-required`: this many live runs hold a restored
+    /// prepared command that no operator reviewed yet.
+    ReviewRequired {
+        /// Runs needing review.
+        runs: u64,
+    },
+    /// `restore.unresolved`: held work is unresolved (the text says what).
+    Unresolved(String),
+    /// The store failed.
+    Store(StoreError),
+}
+
+impl From<StoreError> for HoldError {
+    fn from(e: StoreError) -> Self {
+        HoldError::Store(e)
+    }
+}
+
+impl HoldError {
+    /// The problem code (`restore.hold-required`, `restore.review-required`,
+    /// `restore.unresolved`); `None` for a store failure.
+    pub fn code(&self) -> Option<&'static str> {
+        match self {
+            HoldError::HoldRequired(_) => Some("restore.hold-required"),
+            HoldError::ReviewRequired { .. } => Some("restore.review-required"),
+            HoldError::Unresolved(_) => Some("restore.unresolved"),
+            HoldError::Store(_) => None,
+        }
+    }
+
+    /// What to do, for the problem's `detail` (no run id, no personal data).
+    pub fn detail(&self) -> String {
+        match self {
+            HoldError::HoldRequired(what) => (*what).to_owned(),
+            HoldError::ReviewRequired { runs } => format!(
+                "{runs} run(s) hold a restored prepared command that may have been sent after the backup: `list --attention true`, then reconcile or cancel each, or attest with complete-execution-recovery"
+            ),
+            HoldError::Unresolved(what) => what.clone(),
+            HoldError::Store(e) => e.to_string(),
+        }
+    }
+}
+
+impl Engine {
+    /// `restore-hold`: places the restore hold and the admission hold. A
+    /// new placement moves the restore epoch and clears the attestation.
+    /// Then holds back every restored prepared command (also when the hold
+    /// was in place already, so a placement that stopped half way is
+    /// finished by placing it again). Returns the holds after and how many
+    /// prepared commands this call held back.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn place_restore_hold(&self) -> Result<(Holds, u64), HoldError> {
+        let holds = self
+            .update_holds(|h: &mut Holds| {
+                if !h.restore {
+                    h.execution_recovery_completed = false;
+                    h.restore_epoch = h.restore_epoch.saturating_add(1);
+                }
+                h.restore = true;
+                h.admission = true;
+                Ok::<(), HoldError>(())
+            })
+            .await?;
+        let held_back = self.hold_back_restored_commands().await?;
+        tracing::warn!(
+            action = "restore-hold",
+            restore_epoch = holds.restore_epoch,
+            held_back,
+            "restore hold placed"
+        );
+        Ok((holds, held_back))
+    }
+
+    /// `complete-execution-recovery`: the operator attests the execution
+    /// history; only under the restore hold.
+    ///
+    /// # Errors
+    /// [`HoldError::HoldRequired`] without the restore hold; the store's.
+    pub async fn complete_execution_recovery(&self) -> Result<Holds, HoldError> {
+        self.update_holds(|h: &mut Holds| {
+            if !h.restore {
+                return Err(HoldError::HoldRequired(
+                    "place the restore hold first (restore-hold)",
+                ));
+            }
+            h.execution_recovery_completed = true;
+            Ok(())
+        })
+        .await
+    }
+
+    /// `release-restore-hold`: refused while a live run needs review or
+    /// holds an unknown effect, unless execution recovery was attested (then
+    /// every run needing review is recorded [`Review::Attested`]). Holds
+    /// back any restored prepared command a placement left first.
+    ///
+    /// # Errors
+    /// [`HoldError::HoldRequired`], [`HoldError::ReviewRequired`],
+    /// [`HoldError::Unresolved`]; the store's.
+    pub async fn release_restore_hold(&self) -> Result<Holds, HoldError> {
+        let current = self.store.holds().await?;
+        if !current.restore {
+            return Err(HoldError::HoldRequired("the restore hold is not in place"));
+        }
+        self.hold_back_restored_commands().await?;
+        let survey = self.store.review_survey().await?;
+        if current.execution_recovery_completed {
+            self.store.attest_reviews().await?;
+        }
+        let holds = self
+            .update_holds(|h: &mut Holds| {
+                if !h.restore {
+                    return Err(HoldError::HoldRequired("the restore hold is not in place"));
+                }
+                if !h.execution_recovery_completed {
+                    if survey.review_required > 0 {
+                        return Err(HoldError::ReviewRequired {
+                            runs: survey.review_required,
+                        });
+                    }
+                    if survey.unknown_effects > 0 {
+                        return Err(HoldError::Unresolved(format!(
+                            "{} held run(s) hold an unknown effect: reconcile them, or attest with complete-execution-recovery",
+                            survey.unknown_effects
+                        )));
+                    }
+                }
+                h.restore = false;
+                h.execution_recovery_completed = false;
+                Ok(())
+            })
+            .await?;
+        tracing::warn!(action = "release-restore-hold", "restore hold released");
+        Ok(holds)
+    }
+
+    /// `release-admission-hold`: only once the restore hold is released.
+    ///
+    /// # Errors
+    /// [`HoldError::HoldRequired`] without the admission hold,
+    /// [`HoldError::Unresolved`] while the restore hold is in place; the
+    /// store's.
+    pub async fn release_admission_hold(&self) -> Result<Holds, HoldError> {
+        let holds = self
+            .update_holds(|h: &mut Holds| {
+                if !h.admission {
+                    return Err(HoldError::HoldRequired(
+                        "the admission hold is not in place",
+                    ));
+                }
+                if h.restore {
+                    return Err(HoldError::Unresolved(
+                        "release the restore hold first (release-restore-hold)".into(),
+                    ));
+                }
+                h.admission = false;
+                Ok(())
+            })
+            .await?;
+        tracing::warn!(action = "release-admission-hold", "admission hold released");
+        Ok(holds)
+    }
+
+    /// Whether the active packages are still the ones this process started
+    /// with (the doctor's `activationReady`).
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn activation_current(&self) -> Result<bool, StoreError> {
+        self.store
+            .activation_current()
+            .await
+            .map_err(|e| self.seen(e))
+    }
+
+    /// The runs needing review and the live runs with an unknown effect
+    /// (doctor).
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn review_survey(&self) -> Result<ReviewSurvey, StoreError> {
+        self.store.review_survey().await.map_err(|e| self.seen(e))
+    }
+
+    /// Holds back every prepared command of a mutation or evaluation that
+    /// is `ready` or `sending` (the restore hold must be in place): each is
+    /// answered `uncertain` with code [`RESTORED`] through the VM, which
+    /// holds the run in `attention` with an `unknown` effect; the run's
+    /// review becomes [`Review::Required`] and the step's ledger says
+    /// `restored`. Commands of reads are left: resending a read is safe.
+    /// Returns how many were held back.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn hold_back_restored_commands(&self) -> Result<u64, StoreError> {
+        let owner = self.config.worker_id.clone();
+        let mut held_back = 0;
+        loop {
+            let lease_until = self
+                .clock
+                .now_unix()
+                .saturating_add(self.config.lease_seconds);
+            let jobs = self
+                .store
+                .claim_restored_commands(&owner, lease_until, HOLD_BACK_BATCH)
+                .await?;
+            let claimed = jobs.len();
+            for job in jobs {
+                let JobKind::Dispatch { step, .. } = &job.kind else {
+                    continue;
+                };
+                let run = match self.store.get(&job.run_id).await? {
+                    Some(r) if !r.status().is_terminal() => r,
+                    _ => {
+                        self.store.discard(job.id, &owner).await?;
+                        continue;
+                    }
+                };
+                let event = Event::CallAnswered {
+                    step: step.clone(),
+                    answer: Answer::Uncertain {
+                        code: RESTORED.to_owned(),
+                    },
+                };
+                let mark = |l: &mut std::collections::BTreeMap<String, StepLedger>| {
+                    l.entry(step.clone()).or_default().restored = true;
+                };
+                let fed = self
+                    .feed(
+                        run,
+                        &event,
+                        Feeding {
+                            ledger: Some(&mark),
+                            review: Some(Review::Required),
+                            ..Feeding::completing(job.id)
+                        },
+                    )
+                    .await?;
+                if let Fed::Applied(r) = fed {
+                    tracing::warn!(run = %r.id, step = %step, "restored prepared command held for review");
+                    held_back += 1;
+                }
+            }
+            if claimed < HOLD_BACK_BATCH {
+                return Ok(held_back);
+            }
+        }
+    }
+}

@@ -1,0 +1,521 @@
+//! The worker: [`Engine::tick`] leases due jobs and carries each out (a
+//! dispatch, a receipt lookup, a timer, an observation), feeding the VM the
+//! answer and committing the result ([`Engine::feed`]). Store outages with
+//! an answer in hand are waited out; nothing not yet sent outlives its
+//! lease.
+
+use std::collections::BTreeMap;
+
+use coordinator_ports::adapter::{DispatchRequest, ReceiptRequest, ReviewState};
+use coordinator_ports::clock::unix_to_rfc3339;
+use coordinator_ports::store::{
+    Commit, Job, JobKind, JobState, LeaseRequest, NewJob, Review, RunRecord, StepLedger, StoreError,
+};
+use coordinator_vm::{Answer, CallPhase, Command, Event, Pending, RunState, Vm};
+
+use crate::engine::{Engine, Fed, InFlight, INTERRUPTED, MAX_BACKOFF_SECONDS};
+
+/// A change to a run's ledger, made in the commit of an event.
+pub(crate) type LedgerUpdate<'a> = dyn Fn(&mut BTreeMap<String, StepLedger>) + Sync + 'a;
+
+/// How [`Engine::feed`] commits an event.
+#[derive(Default)]
+pub(crate) struct Feeding<'a> {
+    /// The leased job the event answers: completed (deleted) by the commit,
+    /// discarded when the VM refuses the event; an outage is waited out
+    /// (an answer in hand is never dropped).
+    pub(crate) complete: Option<u64>,
+    /// Changes the run's ledger in the same commit.
+    pub(crate) ledger: Option<&'a LedgerUpdate<'a>>,
+    /// The restore review to record ([`Review::after`]).
+    pub(crate) review: Option<Review>,
+    /// Commit nothing (answer [`Fed::Held`]) if the VM's commands would
+    /// dispatch (the restore hold is in place).
+    pub(crate) refuse_dispatch: bool,
+}
+
+impl Feeding<'_> {
+    /// Completing leased job `job`, nothing else.
+    pub(crate) fn completing(job: u64) -> Self {
+        Feeding {
+            complete: Some(job),
+            ..Feeding::default()
+        }
+    }
+}
+
+/// Real-time backoff while the store is unavailable: 250 ms doubling to
+/// 2 s; logs `store-unavailable` on the first wait and every 10th.
+pub(crate) struct StoreWait {
+    waits: u32,
+}
+
+impl StoreWait {
+    fn new() -> Self {
+        StoreWait { waits: 0 }
+    }
+
+    async fn wait(&mut self, run: &str, error: &str) {
+        if self.waits.is_multiple_of(10) {
+            tracing::error!(
+                code = "store-unavailable",
+                run,
+                error,
+                "store unavailable; waiting for it"
+            );
+        }
+        let ms = 250u64 << self.waits.min(3);
+        self.waits = self.waits.saturating_add(1);
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
+}
+
+pub(crate) fn call_in(
+    vm: &Vm,
+    state: &RunState,
+    step: &str,
+    want: CallPhase,
+    attempt: Option<u32>,
+) -> bool {
+    match &state.pending {
+        Some(Pending::Call {
+            step: s,
+            phase,
+            attempt: a,
+            ..
+        }) => {
+            vm.program().step_id(step) == Some(*s)
+                && *phase == want
+                && attempt.is_none_or(|want| want == *a)
+        }
+        _ => false,
+    }
+}
+
+impl Engine {
+    /// One worker step: leases the due jobs and carries each out. Returns
+    /// how many jobs it leased. Under the restore hold, and on a
+    /// `--recovery-only` instance, only receipt lookups are leased (reads,
+    /// never dispatches). A fenced engine ([`Engine::fenced`]) leases
+    /// nothing.
+    ///
+    /// # Errors
+    /// The store's; [`StoreError::LeaseIncompatible`] when a restore hold
+    /// was placed after this process started (it is fenced from then on).
+    pub async fn tick(&self) -> Result<usize, StoreError> {
+        if self.fenced() {
+            return Ok(0);
+        }
+        let epoch = self.lease_epoch().await?;
+        let now = self.clock.now_unix();
+        let jobs = self
+            .store
+            .lease(&LeaseRequest {
+                owner: &self.config.worker_id,
+                now,
+                lease_until: now.saturating_add(self.config.lease_seconds),
+                limit: self.config.batch,
+                epoch,
+                run_id: None,
+                receipt_lookups_only: false,
+            })
+            .await
+            .map_err(|e| self.noted(e))?;
+        let n = jobs.len();
+        let lease_until = now.saturating_add(self.config.lease_seconds);
+        // Jobs of one run are carried out in lease order, one after
+        // another (each sees the state its predecessor committed); jobs of
+        // different runs go concurrently, so one slow product call does
+        // not hold up the others.
+        let mut by_run: Vec<(String, Vec<Job>)> = Vec::new();
+        for job in jobs {
+            match by_run.iter_mut().find(|(run, _)| *run == job.run_id) {
+                Some((_, group)) => group.push(job),
+                None => by_run.push((job.run_id.clone(), vec![job])),
+            }
+        }
+        futures_util::future::join_all(by_run.into_iter().map(|(_, group)| async move {
+            for job in group {
+                self.carry_out(job, lease_until).await;
+            }
+        }))
+        .await;
+        Ok(n)
+    }
+
+    /// Marks job `id` in flight in this process; `None` when a lane
+    /// already carries it out.
+    pub(crate) fn hold(&self, id: u64) -> Option<InFlight<'_>> {
+        let inserted = self.in_flight.lock().ok()?.insert(id);
+        // (The guard is gone before an `InFlight` exists: its drop locks.)
+        inserted.then(|| InFlight {
+            set: &self.in_flight,
+            job: id,
+        })
+    }
+
+    /// Carries out one leased job, unless too little of its lease is left
+    /// to start it safely (then it is given back). A store outage before
+    /// the request left is waited out while the lease holds; other failures
+    /// are logged and the lease left to expire.
+    pub(crate) async fn carry_out(&self, job: Job, lease_until: i64) {
+        let id = job.id;
+        // Another lane of this process holds the job (its lease ran out
+        // while it waited for the store): leave it to that lane. The new
+        // lease just taken only extends the holder's.
+        let Some(_held) = self.hold(id) else {
+            return;
+        };
+        if self
+            .clock
+            .now_unix()
+            .saturating_add(self.config.request_budget_seconds)
+            > lease_until
+        {
+            let _ = self
+                .store
+                .release(id, &self.config.worker_id, job.due_unix, None)
+                .await;
+            return;
+        }
+        let mut result = self.run_job(job.clone()).await.map_err(|e| self.seen(e));
+        // The store went away before the job's request left (an answer in
+        // hand is held by `feed`): wait for it, then carry the job out
+        // again while the lease holds.
+        while let Err(StoreError::Unavailable(e)) = &result {
+            tracing::error!(code = "store-unavailable", job = id, error = %e, "store unavailable; the job waits for it");
+            if !self.wait_for_store(lease_until).await {
+                break;
+            }
+            result = self.run_job(job.clone()).await.map_err(|e| self.seen(e));
+        }
+        if let Err(e) = result {
+            tracing::warn!(job = id, error = %e, "job not completed; its lease will expire");
+        }
+    }
+
+    /// Ticks until a tick leases nothing (at most `max_ticks` times);
+    /// returns the jobs leased in all. For tests and for draining.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn run_until_idle(&self, max_ticks: usize) -> Result<usize, StoreError> {
+        let mut total = 0;
+        for _ in 0..max_ticks {
+            let n = self.tick().await?;
+            total += n;
+            if n == 0 {
+                break;
+            }
+        }
+        Ok(total)
+    }
+
+    pub(crate) async fn run_job(&self, job: Job) -> Result<(), StoreError> {
+        let owner = self.config.worker_id.clone();
+        let Some(run) = self.store.get(&job.run_id).await? else {
+            return self.store.discard(job.id, &owner).await;
+        };
+        if run.status().is_terminal() {
+            return self.store.discard(job.id, &owner).await;
+        }
+        let Some(vm) = self.vm(&run.revision).await? else {
+            tracing::error!(run = %run.id, revision = %run.revision, "no Program for the run's revision; job held");
+            let later = self.clock.now_unix().saturating_add(MAX_BACKOFF_SECONDS);
+            return self.store.release(job.id, &owner, later, None).await;
+        };
+        let now = self.clock.now_unix();
+        match job.kind.clone() {
+            JobKind::Timer { at, .. } => {
+                let event = Event::TimerFired { at };
+                self.feed(run, &event, Feeding::completing(job.id)).await?;
+                Ok(())
+            }
+            JobKind::Dispatch {
+                step,
+                operation_id,
+                connection,
+                action,
+                command,
+                idempotency_key,
+                attempt,
+                resend_safe,
+            } => {
+                if !call_in(&vm, &run.state, &step, CallPhase::Dispatched, Some(attempt)) {
+                    return self.store.discard(job.id, &owner).await;
+                }
+                let answer = if job.state == JobState::Sending && !resend_safe {
+                    tracing::warn!(run = %run.id, step = %step, "interrupted dispatch found; effect unknown, never resent");
+                    self.counters.add("dispatch_attempts", "interrupted");
+                    Answer::Uncertain {
+                        code: INTERRUPTED.to_owned(),
+                    }
+                } else {
+                    let Some(conn) = self.connections.get(&connection) else {
+                        return self.hold_job(&job, "unknown connection").await;
+                    };
+                    let Some(epoch) = self.restore_epoch.get().copied() else {
+                        return self.hold_job(&job, "no restore epoch adopted").await;
+                    };
+                    self.store.mark_sending(job.id, &owner, epoch).await?;
+                    let request = DispatchRequest {
+                        operation_id,
+                        action,
+                        command,
+                        idempotency_key,
+                    };
+                    match self.adapter.dispatch(conn, &request).await {
+                        Ok(outcome) => {
+                            let label = outcome.label();
+                            tracing::info!(run = %run.id, step = %step, attempt, result = %label, "dispatched");
+                            self.counters.add(
+                                "dispatch_attempts",
+                                label.split(' ').next().unwrap_or("unknown"),
+                            );
+                            outcome.into_answer()
+                        }
+                        Err(e) => {
+                            self.counters.add("dispatch_attempts", "host-fault");
+                            return self.hold_job(&job, &e.to_string()).await;
+                        }
+                    }
+                };
+                let event = Event::CallAnswered {
+                    step: step.clone(),
+                    answer,
+                };
+                let count = |l: &mut BTreeMap<String, StepLedger>| {
+                    l.entry(step.clone()).or_default().attempts = attempt;
+                };
+                self.feed(
+                    run,
+                    &event,
+                    Feeding {
+                        ledger: Some(&count),
+                        ..Feeding::completing(job.id)
+                    },
+                )
+                .await?;
+                Ok(())
+            }
+            JobKind::LookupReceipt {
+                step,
+                operation_id,
+                connection,
+                idempotency_key,
+                ..
+            } => {
+                if !call_in(&vm, &run.state, &step, CallPhase::LookingUpReceipt, None) {
+                    return self.store.discard(job.id, &owner).await;
+                }
+                let Some(conn) = self.connections.get(&connection) else {
+                    return self.hold_job(&job, "unknown connection").await;
+                };
+                let request = ReceiptRequest {
+                    operation_id,
+                    idempotency_key,
+                };
+                let answer = match self.adapter.lookup_receipt(conn, &request).await {
+                    Ok(o) => {
+                        // What reconcile found (never a body): the operator's
+                        // only trace when the lookup settles nothing.
+                        tracing::info!(run = %run.id, step = %step, answer = %o.label(), "receipt lookup answered");
+                        o.into_answer()
+                    }
+                    Err(e) => return self.hold_job(&job, &e.to_string()).await,
+                };
+                let event = Event::CallAnswered { step, answer };
+                self.feed(run, &event, Feeding::completing(job.id)).await?;
+                Ok(())
+            }
+            JobKind::Observe {
+                step,
+                connection,
+                review_request_id,
+                ..
+            } => {
+                let waiting = matches!(&run.state.pending,
+                    Some(Pending::Completion { step: s, .. }) if vm.program().step_id(&step) == Some(*s));
+                if !waiting {
+                    return self.store.discard(job.id, &owner).await;
+                }
+                let Some(conn) = self.connections.get(&connection) else {
+                    return self.hold_job(&job, "unknown connection").await;
+                };
+                let read = self.adapter.read_review(conn, &review_request_id).await;
+                let count = |l: &mut BTreeMap<String, StepLedger>| {
+                    l.entry(step.clone()).or_default().observations += 1;
+                };
+                if let Ok(ReviewState::Decided { decision }) = read {
+                    let event = Event::CompletionObserved {
+                        step: step.clone(),
+                        value: decision,
+                        at: unix_to_rfc3339(now),
+                    };
+                    self.feed(
+                        run,
+                        &event,
+                        Feeding {
+                            ledger: Some(&count),
+                            ..Feeding::completing(job.id)
+                        },
+                    )
+                    .await?;
+                    return Ok(());
+                }
+                match &read {
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::info!(run = %run.id, step = %step, error = %e, "observation unanswered")
+                    }
+                }
+                // Still pending (or unanswered): record the observation and
+                // schedule the next one, in one step.
+                let mut ledger = run.ledger.clone();
+                count(&mut ledger);
+                let next = NewJob {
+                    kind: JobKind::Observe {
+                        step: step.clone(),
+                        connection: connection.clone(),
+                        review_request_id,
+                        last_observed_unix: Some(now),
+                    },
+                    due_unix: now.saturating_add(self.observe_interval(&connection)),
+                };
+                self.store
+                    .commit(Commit {
+                        run_id: run.id.clone(),
+                        expected_version: run.version,
+                        state: run.state.clone(),
+                        ledger,
+                        complete: Some((job.id, owner)),
+                        jobs: vec![next],
+                        review: None,
+                    })
+                    .await
+                    .map(|_| ())
+            }
+        }
+    }
+
+    /// A host fault (nothing was sent): log and try the job again later.
+    pub(crate) async fn hold_job(&self, job: &Job, why: &str) -> Result<(), StoreError> {
+        tracing::error!(job = job.id, run = %job.run_id, reason = why, "host fault; job retried later");
+        let later = self.clock.now_unix().saturating_add(MAX_BACKOFF_SECONDS);
+        self.store
+            .release(job.id, &self.config.worker_id, later, None)
+            .await
+    }
+
+    /// Feeds `event` to the run, commits the new state, the completed job
+    /// and the new jobs; on a version conflict re-reads the run and applies
+    /// the event again (an answer is never dropped because an operator
+    /// acted meanwhile). See [`Feeding`] for the options.
+    pub(crate) async fn feed(
+        &self,
+        mut run: RunRecord,
+        event: &Event,
+        feeding: Feeding<'_>,
+    ) -> Result<Fed, StoreError> {
+        let Feeding {
+            complete,
+            ledger: ledger_update,
+            review,
+            refuse_dispatch,
+        } = feeding;
+        let owner = self.config.worker_id.clone();
+        let Some(vm) = self.vm(&run.revision).await? else {
+            return Err(StoreError::NotFound);
+        };
+        let answered = matches!(event, Event::CallAnswered { .. });
+        let mut conflicts = 0;
+        let mut outage = StoreWait::new();
+        loop {
+            let resumed = match vm.resume(&run.state, event) {
+                Ok(r) => r,
+                Err(rejected) => {
+                    if let Some(job) = complete {
+                        tracing::warn!(run = %run.id, error = %rejected, "event refused by the VM; job discarded");
+                        self.store.discard(job, &owner).await?;
+                    }
+                    return Ok(Fed::Rejected(rejected));
+                }
+            };
+            if refuse_dispatch
+                && resumed
+                    .commands
+                    .iter()
+                    .any(|c| matches!(c, Command::Dispatch { .. }))
+            {
+                return Ok(Fed::Held);
+            }
+            let now = self.clock.now_unix();
+            let jobs = self.jobs_for(&vm, &run.start_identity, &resumed.commands, now, answered);
+            let mut ledger = run.ledger.clone();
+            if let Some(update) = ledger_update {
+                update(&mut ledger);
+            }
+            let commit = Commit {
+                run_id: run.id.clone(),
+                expected_version: run.version,
+                state: resumed.state.clone(),
+                ledger: ledger.clone(),
+                complete: complete.map(|j| (j, owner.clone())),
+                jobs,
+                review,
+            };
+            let failed = match self.store.commit(commit).await {
+                Ok(version) => {
+                    if resumed.status.is_terminal() {
+                        tracing::info!(run = %run.id, state = resumed.status.as_str(), "run ended");
+                        self.counters.add("runs_ended", resumed.status.as_str());
+                    }
+                    run.state = resumed.state;
+                    run.ledger = ledger;
+                    run.version = version;
+                    run.review = Review::after(run.review, review);
+                    return Ok(Fed::Applied(Box::new(run)));
+                }
+                Err(e) => e,
+            };
+            match failed {
+                StoreError::Conflict if conflicts < 8 => conflicts += 1,
+                // A worker holds an answer (a request may have left): it is
+                // never dropped for an outage; the commit is tried again
+                // until the store is back. An operator action fails fast.
+                StoreError::Unavailable(e) if complete.is_some() => {
+                    outage.wait(&run.id, &e).await;
+                    continue;
+                }
+                e => return Err(e),
+            }
+            run = loop {
+                match self.store.get(&run.id).await {
+                    Ok(Some(r)) => break r,
+                    Ok(None) => return Err(StoreError::NotFound),
+                    Err(StoreError::Unavailable(e)) if complete.is_some() => {
+                        outage.wait(&run.id, &e).await;
+                    }
+                    Err(e) => return Err(e),
+                }
+            };
+        }
+    }
+
+    /// Waits (real time, polling `ping`) until the store answers again, or
+    /// until `deadline` (engine clock) passes. Returns whether it answers.
+    pub(crate) async fn wait_for_store(&self, deadline: i64) -> bool {
+        let mut outage = StoreWait::new();
+        loop {
+            match self.store.ping().await {
+                Ok(()) => return true,
+                Err(e) => {
+                    if self.clock.now_unix() >= deadline {
+                        return false;
+                    }
+                    outage.wait("-", &e.to_string()).await;
+                }
+            }
+        }
+    }
+}

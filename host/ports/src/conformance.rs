@@ -1,0 +1,994 @@
+//! The [`RunStore`] behaviours every implementation keeps, as reusable
+//! checks: the in-memory store's unit tests and the PostgreSQL store's
+//! tests (host/store/tests/store_postgres.rs) run the same functions, each on a
+//! fresh, empty store. A failed check panics (they are test assertions).
+//!
+//! Times are small Unix seconds chosen by the checks (the engine's clock
+//! drives a store, never the store's own).
+
+use std::collections::BTreeMap;
+
+use coordinator_vm::{EffectState, RunState, RunStatus, WakeKind};
+use serde_json::json;
+
+use super::clock::rfc3339_to_unix;
+use super::store::{
+    Admitted, Commit, Erasure, Job, JobKind, JobState, LeaseRequest, NewJob, NewRun, Owner,
+    RunFilter, RunStore, StepLedger, StoreError,
+};
+
+/// What a store needs to admit runs: a workflow and a revision it knows
+/// (the PostgreSQL store refuses a revision that was never applied).
+#[derive(Clone, Debug)]
+pub struct Fixture {
+    /// The workflow name.
+    pub workflow: String,
+    /// Its active revision.
+    pub revision: String,
+}
+
+impl Fixture {
+    /// For stores that accept any revision (the in-memory store).
+    pub fn any() -> Fixture {
+        Fixture {
+            workflow: "w".into(),
+            revision: format!("sha256:{}", "a".repeat(64)),
+        }
+    }
+}
+
+/// A running state with `marker` as its input.
+pub fn state(marker: &str) -> RunState {
+    serde_json::from_value(json!({
+        "status": "running", "input": {"applicationId": marker}, "admittedAt": "2026-01-01T00:00:00Z",
+        "deadlineAt": "2026-02-01T00:00:00Z", "now": "2026-01-01T00:00:00Z",
+        "elapsedSeconds": 0, "path": ["due"], "outputs": {}, "effects": {},
+        "pending": null, "cancel": null, "outcome": null, "output": null,
+        "failure": null, "endedAt": null
+    }))
+    .expect("a valid run state")
+}
+
+fn ended(marker: &str, status: RunStatus) -> RunState {
+    let mut s = state(marker);
+    s.status = status;
+    s.output = Some(json!({"done": marker}));
+    s.ended_at = Some("2026-01-01T00:05:00Z".into());
+    s
+}
+
+/// The owner `sub` (issuer `https://login.example.org`).
+pub fn owner(sub: &str) -> Owner {
+    Owner {
+        iss: "https://login.example.org".into(),
+        sub: sub.into(),
+    }
+}
+
+/// The binding digest every [`new_run`] records for connection `notices`.
+pub const NOTICES_BINDING: &str =
+    "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+
+/// A run `id` of `sub` with one timer job due at 60, recording
+/// [`NOTICES_BINDING`] for `notices`.
+pub fn new_run(fx: &Fixture, id: &str, sub: &str, identity: &str, digest: &str) -> NewRun {
+    NewRun {
+        id: id.into(),
+        workflow: fx.workflow.clone(),
+        revision: fx.revision.clone(),
+        owner: owner(sub),
+        start_identity: identity.into(),
+        request_digest: digest.into(),
+        state: state(id),
+        jobs: vec![NewJob {
+            kind: JobKind::Timer {
+                at: "1970-01-01T00:01:00Z".into(),
+                wake: WakeKind::Wake,
+            },
+            due_unix: 60,
+        }],
+        bindings: [("notices".to_owned(), NOTICES_BINDING.to_owned())].into(),
+    }
+}
+
+fn dispatch(step: &str, attempt: u32) -> JobKind {
+    JobKind::Dispatch {
+        step: step.into(),
+        operation_id: "messaging.send-message".into(),
+        connection: "notices".into(),
+        action: None,
+        command: json!({"message": {"to": "applicant", "body": "hello"}}),
+        idempotency_key: Some(format!("key-{step}")),
+        attempt,
+        resend_safe: false,
+    }
+}
+
+/// Leases as an ordinary process under restore epoch 0 would.
+async fn lease(
+    s: &dyn RunStore,
+    owner: &str,
+    now: i64,
+    lease_until: i64,
+    limit: usize,
+) -> Result<Vec<Job>, StoreError> {
+    s.lease(&LeaseRequest {
+        owner,
+        now,
+        lease_until,
+        limit,
+        epoch: Some(0),
+        run_id: None,
+        receipt_lookups_only: false,
+    })
+    .await
+}
+
+fn id(admitted: &Admitted) -> String {
+    match admitted {
+        Admitted::Created(r) | Admitted::Existing(r) => r.id.clone(),
+        other => panic!("not admitted: {other:?}"),
+    }
+}
+
+/// Admission is keyed by start identity: a repeat with the same digest is
+/// the stored run, another digest a conflict; concurrent admissions of one
+/// identity give one run.
+pub async fn admission_is_keyed_by_start_identity(s: &dyn RunStore, fx: &Fixture) {
+    let created = s
+        .admit(new_run(fx, "run-a", "alice", "id-1", "d1"))
+        .await
+        .expect("admit");
+    let Admitted::Created(a) = created else {
+        panic!("created: {created:?}")
+    };
+    assert_eq!((a.version, a.id.as_str()), (1, "run-a"));
+    assert!(matches!(
+        s.admit(new_run(fx, "run-b", "alice", "id-1", "d1")).await,
+        Ok(Admitted::Existing(r)) if r.id == "run-a"
+    ));
+    assert_eq!(
+        s.admit(new_run(fx, "run-c", "alice", "id-1", "d2")).await,
+        Ok(Admitted::Conflict)
+    );
+    assert_eq!(s.jobs("run-a").await.map(|j| j.len()), Ok(1));
+    assert_eq!(s.get("run-b").await, Ok(None));
+    let (x, y) = tokio::join!(
+        s.admit(new_run(fx, "run-x", "bob", "id-2", "d")),
+        s.admit(new_run(fx, "run-y", "bob", "id-2", "d"))
+    );
+    let (x, y) = (x.expect("admit x"), y.expect("admit y"));
+    assert_eq!(id(&x), id(&y), "one run for one identity");
+    assert!(
+        matches!(x, Admitted::Created(_)) != matches!(y, Admitted::Created(_)),
+        "exactly one admission created the run"
+    );
+}
+
+/// What is stored reads back: state, owner, ledger, a dispatch job's
+/// command and key; `get` of an unknown run is `None`.
+pub async fn records_round_trip(s: &dyn RunStore, fx: &Fixture) {
+    let mut run = new_run(fx, "run-a", "alice", "id-1", "d");
+    run.jobs = vec![NewJob {
+        kind: dispatch("notify", 1),
+        due_unix: 10,
+    }];
+    let Admitted::Created(created) = s.admit(run.clone()).await.expect("admit") else {
+        panic!("created")
+    };
+    let got = s.get("run-a").await.expect("get").expect("the run");
+    assert_eq!(got, created);
+    assert_eq!(got.state, run.state);
+    assert_eq!(got.owner, owner("alice"));
+    assert_eq!(got.workflow, fx.workflow);
+    assert_eq!(got.revision, fx.revision);
+    assert_eq!(got.start_identity, "id-1");
+    assert_eq!(got.request_digest, "d");
+    assert_eq!(got.bindings, run.bindings);
+    assert!(got.ledger.is_empty());
+    let jobs = s.jobs("run-a").await.expect("jobs");
+    let job = jobs.first().expect("one job");
+    assert_eq!(job.kind, dispatch("notify", 1));
+    assert_eq!(
+        (job.due_unix, job.state, job.lease.is_none()),
+        (10, JobState::Ready, true)
+    );
+    let mut ledger = BTreeMap::new();
+    ledger.insert(
+        "notify".to_owned(),
+        StepLedger {
+            attempts: 1,
+            observations: 0,
+            restored: false,
+        },
+    );
+    let mut next = state("run-a");
+    next.path.push("notify".into());
+    let v = s
+        .commit(Commit {
+            review: None,
+            run_id: "run-a".into(),
+            expected_version: 1,
+            state: next.clone(),
+            ledger: ledger.clone(),
+            complete: None,
+            jobs: vec![NewJob {
+                kind: JobKind::LookupReceipt {
+                    step: "notify".into(),
+                    operation_id: "messaging.send-message".into(),
+                    connection: "notices".into(),
+                    idempotency_key: "key-notify".into(),
+                    lookup: 1,
+                },
+                due_unix: 20,
+            }],
+        })
+        .await
+        .expect("commit");
+    assert_eq!(v, 2);
+    let got = s.get("run-a").await.expect("get").expect("the run");
+    assert_eq!(
+        (got.state, got.ledger, got.version, got.bindings),
+        (next, ledger, 2, run.bindings),
+        "a commit keeps the bindings recorded at admission"
+    );
+    assert_eq!(s.jobs("run-a").await.map(|j| j.len()), Ok(2));
+    assert_eq!(s.get("nope").await, Ok(None));
+    assert_eq!(s.jobs("nope").await, Ok(vec![]));
+}
+
+/// Leases: only due jobs, oldest due first, never two owners at once; an
+/// expired lease comes back with its state (`sending`); commits check the
+/// version and the lease; an ended run loses every job.
+pub async fn leases_expire_and_commits_check_versions(s: &dyn RunStore, fx: &Fixture) {
+    let mut run = new_run(fx, "run-a", "alice", "id-1", "d");
+    run.jobs.push(NewJob {
+        kind: dispatch("notify", 1),
+        due_unix: 50,
+    });
+    run.jobs.push(NewJob {
+        kind: JobKind::Timer {
+            at: "1970-01-01T01:00:00Z".into(),
+            wake: WakeKind::Deadline,
+        },
+        due_unix: 3_600,
+    });
+    s.admit(run).await.expect("admit");
+    assert!(lease(s, "w1", 49, 100, 10).await.expect("lease").is_empty());
+    let jobs = lease(s, "w1", 60, 100, 10).await.expect("lease");
+    let due: Vec<i64> = jobs.iter().map(|j| j.due_unix).collect();
+    assert_eq!(due, vec![50, 60], "oldest due first, not the later one");
+    assert!(jobs.iter().all(|j| j
+        .lease
+        .as_ref()
+        .is_some_and(|l| l.owner == "w1" && l.expires_unix == 100)));
+    let send = jobs
+        .iter()
+        .find(|j| matches!(j.kind, JobKind::Dispatch { .. }))
+        .expect("the dispatch")
+        .id;
+    let timer = jobs
+        .iter()
+        .find(|j| matches!(j.kind, JobKind::Timer { .. }))
+        .expect("the timer")
+        .id;
+    assert!(lease(s, "w2", 99, 200, 10).await.expect("lease").is_empty());
+    s.mark_sending(send, "w1", 0).await.expect("sending");
+    assert_eq!(
+        s.mark_sending(send, "w2", 0).await,
+        Err(StoreError::LeaseLost)
+    );
+    assert_eq!(s.discard(timer, "w2").await, Err(StoreError::LeaseLost));
+    assert_eq!(
+        s.release(timer, "w2", 70, None).await,
+        Err(StoreError::LeaseLost)
+    );
+    let again = lease(s, "w2", 100, 200, 1).await.expect("lease");
+    let first = again.first().expect("an expired lease comes back");
+    assert_eq!(
+        (first.id, first.state),
+        (send, JobState::Sending),
+        "with its state"
+    );
+    let commit = |v, owner: &str, status| Commit {
+        review: None,
+        run_id: "run-a".into(),
+        expected_version: v,
+        state: if status == RunStatus::Running {
+            state("run-a")
+        } else {
+            ended("run-a", status)
+        },
+        ledger: BTreeMap::new(),
+        complete: Some((send, owner.to_owned())),
+        jobs: vec![],
+    };
+    assert_eq!(
+        s.commit(commit(7, "w2", RunStatus::Finished)).await,
+        Err(StoreError::Conflict)
+    );
+    assert_eq!(
+        s.commit(commit(1, "w1", RunStatus::Finished)).await,
+        Err(StoreError::LeaseLost),
+        "w1's lease expired and w2 took the job"
+    );
+    assert_eq!(
+        s.get("run-a").await.expect("get").map(|r| r.version),
+        Some(1),
+        "a refused commit changes nothing"
+    );
+    let mut missing = commit(1, "w2", RunStatus::Finished);
+    missing.run_id = "nope".into();
+    assert_eq!(s.commit(missing).await, Err(StoreError::NotFound));
+    assert_eq!(s.commit(commit(1, "w2", RunStatus::Finished)).await, Ok(2));
+    assert!(
+        s.jobs("run-a").await.expect("jobs").is_empty(),
+        "an ended run keeps no job (the leased timer and the deadline went too)"
+    );
+    assert_eq!(
+        s.get("run-a").await.expect("get").map(|r| r.status()),
+        Some(RunStatus::Finished)
+    );
+    assert!(lease(s, "w3", 10_000, 20_000, 10)
+        .await
+        .expect("lease")
+        .is_empty());
+}
+
+/// `release` makes a job ready again at a new due time (optionally with a
+/// new kind); `discard` deletes it.
+pub async fn release_and_discard(s: &dyn RunStore, fx: &Fixture) {
+    let mut run = new_run(fx, "run-a", "alice", "id-1", "d");
+    run.jobs.push(NewJob {
+        kind: dispatch("notify", 1),
+        due_unix: 60,
+    });
+    s.admit(run).await.expect("admit");
+    let jobs = lease(s, "w1", 60, 1_000, 10).await.expect("lease");
+    assert_eq!(jobs.len(), 2);
+    let send = jobs
+        .iter()
+        .find(|j| matches!(j.kind, JobKind::Dispatch { .. }))
+        .expect("dispatch")
+        .id;
+    let timer = jobs
+        .iter()
+        .find(|j| matches!(j.kind, JobKind::Timer { .. }))
+        .expect("timer")
+        .id;
+    s.mark_sending(send, "w1", 0).await.expect("sending");
+    s.release(send, "w1", 400, Some(dispatch("notify", 2)))
+        .await
+        .expect("release");
+    s.discard(timer, "w1").await.expect("discard");
+    assert_eq!(s.discard(timer, "w1").await, Err(StoreError::LeaseLost));
+    let left = s.jobs("run-a").await.expect("jobs");
+    let job = left.first().expect("the dispatch is left");
+    assert_eq!(left.len(), 1);
+    assert_eq!(
+        (&job.kind, job.due_unix, job.state, job.lease.is_none()),
+        (&dispatch("notify", 2), 400, JobState::Ready, true)
+    );
+    assert!(lease(s, "w2", 399, 2_000, 10)
+        .await
+        .expect("lease")
+        .is_empty());
+    assert_eq!(lease(s, "w2", 400, 2_000, 10).await.map(|j| j.len()), Ok(1));
+}
+
+/// `bring_forward` moves an observation to `max(now, last + floor)` and
+/// never later; listing pages newest first with filters and a cursor.
+pub async fn bring_forward_respects_the_floor_and_lists_page(s: &dyn RunStore, fx: &Fixture) {
+    let mut run = new_run(fx, "run-a", "alice", "id-1", "d");
+    run.jobs = vec![NewJob {
+        kind: JobKind::Observe {
+            step: "wait".into(),
+            connection: "review".into(),
+            review_request_id: "rr-1".into(),
+            last_observed_unix: Some(1_000),
+        },
+        due_unix: 1_900,
+    }];
+    s.admit(run).await.expect("admit");
+    assert_eq!(s.bring_forward("rr-1", 1_010, 30).await, Ok(1));
+    let due = |jobs: Vec<super::store::Job>| jobs.first().map(|j| j.due_unix);
+    assert_eq!(due(s.jobs("run-a").await.expect("jobs")), Some(1_030));
+    assert_eq!(
+        s.bring_forward("rr-1", 1_010, 30).await,
+        Ok(0),
+        "never later"
+    );
+    assert_eq!(s.bring_forward("rr-2", 1_010, 30).await, Ok(0));
+    s.admit(new_run(fx, "run-b", "bob", "id-2", "d"))
+        .await
+        .expect("admit");
+    s.admit(new_run(fx, "run-c", "bob", "id-3", "d"))
+        .await
+        .expect("admit");
+    // run-c moves to attention.
+    let mut held = state("run-c");
+    held.status = RunStatus::Attention;
+    s.commit(Commit {
+        review: None,
+        run_id: "run-c".into(),
+        expected_version: 1,
+        state: held,
+        ledger: BTreeMap::new(),
+        complete: None,
+        jobs: vec![],
+    })
+    .await
+    .expect("commit");
+    let ids = |page: &super::store::RunPage| -> Vec<String> {
+        page.runs.iter().map(|r| r.id.clone()).collect()
+    };
+    let list = |f: RunFilter| async move { s.list(&f).await.expect("list") };
+    let page = list(RunFilter {
+        limit: 2,
+        ..RunFilter::default()
+    })
+    .await;
+    assert_eq!(ids(&page), vec!["run-c", "run-b"], "newest first");
+    let rest = list(RunFilter {
+        limit: 2,
+        cursor: page.next_cursor.clone(),
+        ..RunFilter::default()
+    })
+    .await;
+    assert_eq!(
+        (ids(&rest), rest.next_cursor),
+        (vec!["run-a".to_owned()], None)
+    );
+    let bobs = list(RunFilter {
+        owner: Some(owner("bob")),
+        limit: 100,
+        ..RunFilter::default()
+    })
+    .await;
+    assert_eq!(ids(&bobs), vec!["run-c", "run-b"]);
+    let attention = list(RunFilter {
+        attention: Some(true),
+        limit: 100,
+        ..RunFilter::default()
+    })
+    .await;
+    assert_eq!(ids(&attention), vec!["run-c"]);
+    let calm = list(RunFilter {
+        attention: Some(false),
+        state: Some(RunStatus::Running),
+        limit: 0,
+        ..RunFilter::default()
+    })
+    .await;
+    assert_eq!(ids(&calm), vec!["run-b"], "limit 0 is clamped to 1");
+    let other = list(RunFilter {
+        workflows: Some(vec!["another".into()]),
+        limit: 100,
+        ..RunFilter::default()
+    })
+    .await;
+    assert!(other.runs.is_empty());
+    let mine = list(RunFilter {
+        workflows: Some(vec![fx.workflow.clone(), "another".into()]),
+        limit: 100,
+        ..RunFilter::default()
+    })
+    .await;
+    assert_eq!(mine.runs.len(), 3);
+    assert_eq!(
+        s.list(&RunFilter {
+            cursor: Some("not-a-cursor".into()),
+            limit: 10,
+            ..RunFilter::default()
+        })
+        .await,
+        Err(StoreError::BadCursor)
+    );
+    s.ping().await.expect("ping");
+}
+
+/// The holds start released; a swap succeeds only from the holds it
+/// expects, so a change made meanwhile by another process is never lost.
+pub async fn holds_are_swapped_only_from_what_was_read(s: &dyn RunStore) {
+    use super::store::Holds;
+    assert_eq!(s.holds().await, Ok(Holds::default()));
+    let placed = Holds {
+        restore: true,
+        admission: true,
+        execution_recovery_completed: false,
+        restore_epoch: 1,
+    };
+    assert_eq!(s.swap_holds(&Holds::default(), &placed).await, Ok(true));
+    assert_eq!(s.holds().await, Ok(placed.clone()));
+    assert_eq!(
+        s.swap_holds(&Holds::default(), &Holds::default()).await,
+        Ok(false),
+        "a stale expectation changes nothing"
+    );
+    let attested = Holds {
+        execution_recovery_completed: true,
+        ..placed.clone()
+    };
+    assert_eq!(s.swap_holds(&placed, &attested).await, Ok(true));
+    assert_eq!(s.holds().await, Ok(attested.clone()));
+    let stale_epoch = Holds {
+        restore_epoch: 0,
+        ..attested.clone()
+    };
+    assert_eq!(
+        s.swap_holds(&stale_epoch, &Holds::default()).await,
+        Ok(false),
+        "the restore epoch is part of what a swap expects"
+    );
+    assert_eq!(s.holds().await, Ok(attested));
+}
+
+/// `live_bindings` counts, per (connection, digest), the runs that have not
+/// ended; an ended run no longer counts.
+pub async fn live_bindings_count_runs_that_have_not_ended(s: &dyn RunStore, fx: &Fixture) {
+    assert_eq!(s.live_bindings().await, Ok(vec![]));
+    let other = format!("sha256:{}", "2".repeat(64));
+    s.admit(new_run(fx, "run-a", "alice", "id-1", "d"))
+        .await
+        .expect("admit");
+    s.admit(new_run(fx, "run-b", "alice", "id-2", "d"))
+        .await
+        .expect("admit");
+    let mut c = new_run(fx, "run-c", "bob", "id-3", "d");
+    c.bindings = [
+        ("notices".to_owned(), other.clone()),
+        ("review".to_owned(), other.clone()),
+    ]
+    .into();
+    s.admit(c).await.expect("admit");
+    let binding =
+        |connection: &str, digest: &str, runs| coordinator_runtime::binding::LiveBinding {
+            connection: connection.into(),
+            digest: digest.into(),
+            runs,
+        };
+    assert_eq!(
+        s.live_bindings().await,
+        Ok(vec![
+            binding("notices", NOTICES_BINDING, 2),
+            binding("notices", &other, 1),
+            binding("review", &other, 1),
+        ])
+    );
+    let v = s
+        .commit(Commit {
+            review: None,
+            run_id: "run-c".into(),
+            expected_version: 1,
+            state: ended("run-c", RunStatus::Cancelled),
+            ledger: BTreeMap::new(),
+            complete: None,
+            jobs: vec![],
+        })
+        .await;
+    assert_eq!(v, Ok(2));
+    assert_eq!(
+        s.live_bindings().await,
+        Ok(vec![binding("notices", NOTICES_BINDING, 2)]),
+        "an ended run's bindings no longer count"
+    );
+}
+
+/// Moves run `id` (version 1, as admitted) to `state` with one commit.
+async fn settle(s: &dyn RunStore, id: &str, state: RunState) {
+    s.commit(Commit {
+        review: None,
+        run_id: id.into(),
+        expected_version: 1,
+        state,
+        ledger: BTreeMap::new(),
+        complete: None,
+        jobs: vec![],
+    })
+    .await
+    .expect("commit");
+}
+
+/// An ended state of run `marker` that ended at `ended_at` (RFC 3339).
+pub fn ended_at(marker: &str, status: RunStatus, ended_at: &str) -> RunState {
+    let mut s = ended(marker, status);
+    s.now = ended_at.into();
+    s.ended_at = Some(ended_at.into());
+    s
+}
+
+/// Retention (seed 000 "Erase ended payloads"): only runs that ended before
+/// the cutoff, never live, held or uncertain work, oldest ended first, at
+/// most `limit` per call, `more` while others qualify. An erased run keeps
+/// its id, workflow, revision, owner, state name, timestamps, start
+/// identity and request digest; its input, path, outputs and output are
+/// gone; a repeat of its start key still finds it (another digest is a
+/// conflict); a commit on it is refused `run.payload-erased`.
+pub async fn retention_erases_only_ended_payloads(s: &dyn RunStore, fx: &Fixture) {
+    let cutoff = rfc3339_to_unix("2026-02-01T00:00:00Z").expect("an instant");
+    for (id, sub) in [
+        ("run-a", "alice"),
+        ("run-b", "alice"),
+        ("run-c", "bob"),
+        ("run-d", "bob"),
+        ("run-e", "bob"),
+        ("run-f", "bob"),
+    ] {
+        s.admit(new_run(
+            fx,
+            id,
+            sub,
+            &format!("id-{id}"),
+            &format!("d-{id}"),
+        ))
+        .await
+        .expect("admit");
+    }
+    // a ended after b: b goes first.
+    settle(
+        s,
+        "run-a",
+        ended_at("run-a", RunStatus::Finished, "2026-01-01T00:05:00Z"),
+    )
+    .await;
+    settle(
+        s,
+        "run-b",
+        ended_at("run-b", RunStatus::Failed, "2026-01-01T00:03:00Z"),
+    )
+    .await;
+    // c ended earliest but holds an unknown effect: uncertain, kept.
+    let mut uncertain = ended_at(
+        "run-c",
+        RunStatus::CancelledAfterEffect,
+        "2026-01-01T00:01:00Z",
+    );
+    uncertain.effects.insert("pay".into(), EffectState::Unknown);
+    settle(s, "run-c", uncertain).await;
+    // d is live (running, with its timer job); e is held.
+    let mut held = state("run-e");
+    held.status = RunStatus::Attention;
+    held.effects.insert("pay".into(), EffectState::Unknown);
+    settle(s, "run-e", held).await;
+    // f ended after the cutoff.
+    settle(
+        s,
+        "run-f",
+        ended_at("run-f", RunStatus::Finished, "2026-03-01T00:00:00Z"),
+    )
+    .await;
+    let mut before = BTreeMap::new();
+    for id in ["run-a", "run-b", "run-c", "run-d", "run-e", "run-f"] {
+        before.insert(id, s.get(id).await.expect("get").expect("the run"));
+    }
+
+    assert_eq!(
+        s.erase_payloads(cutoff, 1, 5_000_000_000).await,
+        Ok(Erasure {
+            erased: 1,
+            more: true
+        }),
+        "at most `limit`, and more remain"
+    );
+    let b = s.get("run-b").await.expect("get").expect("run-b");
+    assert!(b.payload_erased, "the oldest ended run goes first");
+    assert!(
+        !s.get("run-a")
+            .await
+            .expect("get")
+            .expect("run-a")
+            .payload_erased
+    );
+    assert_eq!(
+        s.erase_payloads(cutoff, 100, 5_000_000_000).await,
+        Ok(Erasure {
+            erased: 1,
+            more: false
+        })
+    );
+    assert_eq!(
+        s.erase_payloads(cutoff, 100, 5_000_000_000).await,
+        Ok(Erasure::default()),
+        "an erased run is never erased again"
+    );
+
+    // What an erased run keeps, and what it lost.
+    let was = before.get("run-b").expect("kept");
+    assert_eq!(
+        (&b.id, &b.workflow, &b.revision, &b.owner),
+        (&was.id, &was.workflow, &was.revision, &was.owner)
+    );
+    assert_eq!(
+        (&b.start_identity, &b.request_digest, b.sequence),
+        (&was.start_identity, &was.request_digest, was.sequence)
+    );
+    assert_eq!(b.status(), RunStatus::Failed);
+    assert_eq!(b.state.admitted_at, was.state.admitted_at);
+    assert_eq!(b.state.deadline_at, was.state.deadline_at);
+    assert_eq!(b.state.ended_at.as_deref(), Some("2026-01-01T00:03:00Z"));
+    assert_eq!(b.state.input, serde_json::Value::Null);
+    assert!(b.state.output.is_none() && b.state.outcome.is_none());
+    assert!(b.state.path.is_empty() && b.state.outputs.is_empty());
+    assert!(b.version > was.version, "erasure moves the version");
+    let a = s.get("run-a").await.expect("get").expect("run-a");
+    assert!(a.payload_erased);
+    assert_eq!(a.state.ended_at.as_deref(), Some("2026-01-01T00:05:00Z"));
+    for id in ["run-c", "run-d", "run-e", "run-f"] {
+        let now = s.get(id).await.expect("get").expect("the run");
+        assert_eq!(Some(&now), before.get(id), "{id} is untouched");
+    }
+    assert_eq!(s.jobs("run-d").await.map(|j| j.len()), Ok(1));
+
+    // The spent start identity outlives the payload.
+    match s
+        .admit(new_run(fx, "run-b2", "alice", "id-run-b", "d-run-b"))
+        .await
+    {
+        Ok(Admitted::Existing(r)) => assert_eq!((r.id.as_str(), r.payload_erased), ("run-b", true)),
+        other => panic!("the erased run answers its repeated key: {other:?}"),
+    }
+    assert_eq!(
+        s.admit(new_run(fx, "run-b3", "alice", "id-run-b", "other"))
+            .await,
+        Ok(Admitted::Conflict)
+    );
+    assert_eq!(s.get("run-b2").await, Ok(None), "never a second run");
+
+    // Nothing moves an erased run.
+    let refused = s
+        .commit(Commit {
+            review: None,
+            run_id: "run-b".into(),
+            expected_version: b.version,
+            state: state("run-b"),
+            ledger: BTreeMap::new(),
+            complete: None,
+            jobs: vec![],
+        })
+        .await;
+    assert!(
+        matches!(
+            refused,
+            Err(StoreError::Refused {
+                code: "run.payload-erased",
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+
+    // Status and list still answer.
+    let all = s
+        .list(&RunFilter {
+            limit: 100,
+            ..RunFilter::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(all.runs.len(), 6);
+    assert_eq!(
+        all.runs.iter().filter(|r| r.payload_erased).count(),
+        2,
+        "a and b"
+    );
+    let failed = s
+        .list(&RunFilter {
+            state: Some(RunStatus::Failed),
+            owner: Some(owner("alice")),
+            limit: 100,
+            ..RunFilter::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(failed.runs.first().map(|r| r.id.as_str()), Some("run-b"));
+}
+
+/// The restore hold's store side (docs/operations.md "Restore from a
+/// backup"): under the hold only receipt lookups are leased and nothing is
+/// marked `sending`; a lease under another restore epoch is refused
+/// (`restore.lease-incompatible`) and leases nothing; an instance without
+/// an epoch (`--recovery-only`) gets receipt lookups only; the prepared
+/// commands of mutations are claimed whoever leased them, reads are not.
+pub async fn restore_hold_leases_lookups_only_and_fences_old_epochs(
+    s: &dyn RunStore,
+    fx: &Fixture,
+) {
+    use super::store::Holds;
+    let mut run = new_run(fx, "run-r", "alice", "id-r", "d-r");
+    let lookup = JobKind::LookupReceipt {
+        step: "lookup".into(),
+        operation_id: "messaging.send-message".into(),
+        connection: "notices".into(),
+        idempotency_key: "key-lookup".into(),
+        lookup: 1,
+    };
+    let read = JobKind::Dispatch {
+        step: "read".into(),
+        operation_id: "breg.read-record".into(),
+        connection: "applications".into(),
+        action: None,
+        command: json!({"recordId": "r-1"}),
+        idempotency_key: None,
+        attempt: 1,
+        resend_safe: true,
+    };
+    run.jobs = vec![
+        NewJob {
+            kind: dispatch("send", 1),
+            due_unix: 10,
+        },
+        NewJob {
+            kind: lookup.clone(),
+            due_unix: 10,
+        },
+        NewJob {
+            kind: read,
+            due_unix: 10,
+        },
+    ];
+    s.admit(run).await.expect("admit");
+    let ask = |owner: &'static str, epoch: Option<u64>| LeaseRequest {
+        owner,
+        now: 20,
+        lease_until: 25,
+        limit: 10,
+        epoch,
+        run_id: None,
+        receipt_lookups_only: false,
+    };
+    // A recovery-only instance (no epoch) is given the lookup only.
+    let got = s.lease(&ask("recovery", None)).await.expect("lease");
+    assert_eq!(
+        got.iter().map(|j| j.kind.clone()).collect::<Vec<_>>(),
+        vec![lookup.clone()]
+    );
+    // The ordinary worker leases the mutation and marks it sending.
+    let got = s.lease(&ask("w1", Some(0))).await.expect("lease");
+    assert_eq!(got.len(), 2, "{got:?}");
+    let send = got
+        .iter()
+        .find(|j| j.kind == dispatch("send", 1))
+        .expect("the mutation")
+        .id;
+    s.mark_sending(send, "w1", 0).await.expect("sending");
+    // The restore hold is placed (epoch 1).
+    let placed = Holds {
+        restore: true,
+        admission: true,
+        execution_recovery_completed: false,
+        restore_epoch: 1,
+    };
+    assert_eq!(s.swap_holds(&Holds::default(), &placed).await, Ok(true));
+    // The old process is refused, whatever it asks.
+    assert_eq!(
+        s.lease(&ask("w1", Some(0))).await,
+        Err(StoreError::LeaseIncompatible {
+            process: 0,
+            store: 1
+        })
+    );
+    assert_eq!(
+        s.mark_sending(send, "w1", 0).await,
+        Err(StoreError::LeaseLost)
+    );
+    // A process of the new epoch is given lookups only while the hold
+    // stands, and cannot mark anything sending.
+    let after = LeaseRequest {
+        now: 30,
+        lease_until: 40,
+        ..ask("w2", Some(1))
+    };
+    let got = s.lease(&after).await.expect("lease");
+    assert!(
+        got.iter()
+            .all(|j| matches!(j.kind, JobKind::LookupReceipt { .. })),
+        "{got:?}"
+    );
+    assert_eq!(
+        s.mark_sending(send, "w1", 1).await,
+        Err(StoreError::LeaseLost)
+    );
+    // The mutation is claimed from its holder; the read is not.
+    let claimed = s
+        .claim_restored_commands("sweeper", 100, 10)
+        .await
+        .expect("claim");
+    assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![send]);
+    let first = claimed.first().expect("claimed");
+    assert_eq!(first.state, JobState::Sending);
+    assert_eq!(
+        first.lease.as_ref().map(|l| l.owner.as_str()),
+        Some("sweeper")
+    );
+    s.discard(send, "sweeper")
+        .await
+        .expect("the sweeper holds it");
+}
+
+/// The review a commit records follows [`super::store::Review::after`]:
+/// `required` always, another outcome only over `required`; the survey
+/// counts live runs needing review and live runs with an unknown effect;
+/// attesting turns every `required` into `attested`. `find_start` answers
+/// a known identity without admitting anything.
+pub async fn reviews_are_recorded_surveyed_and_attested(s: &dyn RunStore, fx: &Fixture) {
+    use super::store::{Review, ReviewSurvey};
+    for (id, identity) in [("run-x", "id-x"), ("run-y", "id-y")] {
+        s.admit(new_run(fx, id, "alice", identity, "d"))
+            .await
+            .expect("admit");
+    }
+    assert_eq!(
+        s.find_start("id-x", "d").await.map(|a| a.map(|a| id(&a))),
+        Ok(Some("run-x".to_owned()))
+    );
+    assert_eq!(
+        s.find_start("id-x", "other").await,
+        Ok(Some(Admitted::Conflict))
+    );
+    assert_eq!(s.find_start("id-new", "d").await, Ok(None));
+    let commit = |run: &str, version: u64, review: Option<Review>, held: bool| {
+        let mut st = state(run);
+        if held {
+            st.status = RunStatus::Attention;
+            st.effects.insert("send".into(), EffectState::Unknown);
+        }
+        Commit {
+            review,
+            run_id: run.into(),
+            expected_version: version,
+            state: st,
+            ledger: BTreeMap::new(),
+            complete: None,
+            jobs: vec![],
+        }
+    };
+    s.commit(commit("run-x", 1, Some(Review::Reconciled), false))
+        .await
+        .expect("commit");
+    assert_eq!(
+        s.get("run-x").await.expect("get").expect("run").review,
+        None,
+        "an outcome over no review records nothing"
+    );
+    s.commit(commit("run-x", 2, Some(Review::Required), true))
+        .await
+        .expect("commit");
+    s.commit(commit("run-y", 1, Some(Review::Required), true))
+        .await
+        .expect("commit");
+    assert_eq!(
+        s.review_survey().await,
+        Ok(ReviewSurvey {
+            review_required: 2,
+            unknown_effects: 2
+        })
+    );
+    s.commit(commit("run-x", 3, None, true))
+        .await
+        .expect("commit");
+    assert_eq!(
+        s.get("run-x").await.expect("get").expect("run").review,
+        Some(Review::Required),
+        "no review leaves it"
+    );
+    s.commit(commit("run-x", 4, Some(Review::Cancelled), false))
+        .await
+        .expect("commit");
+    assert_eq!(
+        s.get("run-x").await.expect("get").expect("run").review,
+        Some(Review::Cancelled)
+    );
+    assert_eq!(
+        s.review_survey().await,
+        Ok(ReviewSurvey {
+            review_required: 1,
+            unknown_effects: 1
+        })
+    );
+    assert_eq!(s.attest_reviews().await, Ok(1));
+    assert_eq!(
+        s.get("run-y").await.expect("get").expect("run").review,
+        Some(Review::Attested)
+    );
+    assert_eq!(s.review_survey().await.map(|v| v.review_required), Ok(0));
+}

@@ -1,0 +1,35 @@
+//! `coordinator-ports`: the service host's ports (STYLE.md "host/": small
+//! traits, each with an in-memory implementation beside it).
+//!
+//! - [`store`]: the [`RunStore`] port and its data ([`RunRecord`], [`Job`],
+//!   [`Holds`], ...); [`memory`]: [`MemoryRunStore`], the in-memory store
+//!   for tests; the PostgreSQL store (`coordinator-store`) implements the
+//!   same trait.
+//! - [`conformance`]: the store behaviours every implementation is tested
+//!   against (the same functions, in-memory and on PostgreSQL).
+//! - [`clock`]: the [`Clock`] port ([`SystemClock`], [`ManualClock`]).
+//! - [`adapter`]: the [`ProductAdapter`] port through which the service
+//!   calls products, and what it answers.
+//!
+//! The engine (`coordinator-engine`) drives the VM over these ports; the
+//! store and the adapters implement them without knowing the engine.
+
+#![deny(clippy::unwrap_used, clippy::indexing_slicing)]
+#![warn(missing_docs)]
+
+pub mod adapter;
+pub mod clock;
+pub mod conformance;
+pub mod memory;
+pub mod store;
+
+pub use adapter::{
+    AdapterError, DispatchRequest, Outcome, ProductAdapter, ReceiptRequest, ReviewReadError,
+    ReviewState,
+};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use memory::MemoryRunStore;
+pub use store::{
+    Admitted, Commit, Erasure, Holds, Job, JobKind, JobState, LeaseRequest, NewJob, NewRun, Owner,
+    Review, ReviewSurvey, RunFilter, RunPage, RunRecord, RunStore, StepLedger, StoreError,
+};

@@ -1,0 +1,534 @@
+//! [`MemoryRunStore`]: the in-memory implementation of the [`RunStore`]
+//! port, for tests and for a service started without PostgreSQL (nothing
+//! survives the process). It keeps every rule the port states, as the
+//! conformance checks ([`crate::conformance`]) prove on both stores.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use coordinator_ir::Definition;
+use coordinator_runtime::binding::LiveBinding;
+use coordinator_vm::RunStatus;
+
+use crate::store::{
+    erasable, erased_state, Admitted, Commit, Erasure, Holds, Job, JobKind, JobState, Lease,
+    LeaseRequest, NewJob, NewRun, Review, ReviewSurvey, RunFilter, RunPage, RunRecord, RunStore,
+    StoreError, MAX_ERASE_LIMIT,
+};
+
+#[derive(Default)]
+struct Memory {
+    holds: Holds,
+    /// Set by [`MemoryRunStore::change_activation`].
+    activation_changed: bool,
+    definitions: BTreeMap<String, Definition>,
+    runs: BTreeMap<String, RunRecord>,
+    by_identity: BTreeMap<String, String>,
+    jobs: BTreeMap<u64, Job>,
+    next_sequence: u64,
+    next_job: u64,
+}
+
+impl Memory {
+    fn add_jobs(&mut self, run_id: &str, jobs: Vec<NewJob>) {
+        for j in jobs {
+            self.next_job += 1;
+            self.jobs.insert(
+                self.next_job,
+                Job {
+                    id: self.next_job,
+                    run_id: run_id.to_owned(),
+                    kind: j.kind,
+                    due_unix: j.due_unix,
+                    state: JobState::Ready,
+                    lease: None,
+                },
+            );
+        }
+    }
+
+    fn find_start(
+        &self,
+        start_identity: &str,
+        request_digest: &str,
+    ) -> Result<Option<Admitted>, StoreError> {
+        let Some(id) = self.by_identity.get(start_identity) else {
+            return Ok(None);
+        };
+        let existing = self.runs.get(id).cloned().ok_or(StoreError::NotFound)?;
+        Ok(Some(if existing.request_digest == request_digest {
+            Admitted::Existing(existing)
+        } else {
+            Admitted::Conflict
+        }))
+    }
+
+    fn leased(&mut self, job_id: u64, owner: &str) -> Result<&mut Job, StoreError> {
+        match self.jobs.get_mut(&job_id) {
+            Some(j) if j.lease.as_ref().is_some_and(|l| l.owner == owner) => Ok(j),
+            _ => Err(StoreError::LeaseLost),
+        }
+    }
+}
+
+/// An in-memory [`RunStore`] for tests and for a service started without
+/// PostgreSQL (nothing survives the process).
+#[derive(Default)]
+pub struct MemoryRunStore {
+    inner: Mutex<Memory>,
+    unavailable: std::sync::atomic::AtomicBool,
+}
+
+impl MemoryRunStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Keeps `definition` (what `apply` does for the PostgreSQL store).
+    pub fn add_definition(&self, definition: Definition) {
+        if let Ok(mut m) = self.inner.lock() {
+            m.definitions
+                .insert(definition.revision.clone(), definition);
+        }
+    }
+
+    /// Acts as if an `apply` changed the active packages since the store
+    /// was opened: admissions answer [`Admitted::ActivationChanged`] and
+    /// [`RunStore::activation_current`] `false` (tests).
+    pub fn change_activation(&self) {
+        if let Ok(mut m) = self.inner.lock() {
+            m.activation_changed = true;
+        }
+    }
+
+    /// Makes every call fail with [`StoreError::Unavailable`] (tests).
+    pub fn set_unavailable(&self, unavailable: bool) {
+        self.unavailable
+            .store(unavailable, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Memory>, StoreError> {
+        if self.unavailable.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(StoreError::Unavailable("memory store switched off".into()));
+        }
+        self.inner
+            .lock()
+            .map_err(|_| StoreError::Unavailable("memory store poisoned".into()))
+    }
+}
+
+fn cursor_of(sequence: u64) -> String {
+    format!("s{sequence:x}")
+}
+
+fn parse_cursor(cursor: &str) -> Result<u64, StoreError> {
+    cursor
+        .strip_prefix('s')
+        .and_then(|h| u64::from_str_radix(h, 16).ok())
+        .ok_or(StoreError::BadCursor)
+}
+
+#[async_trait]
+impl RunStore for MemoryRunStore {
+    async fn admit(&self, run: NewRun) -> Result<Admitted, StoreError> {
+        let mut m = self.lock()?;
+        if let Some(found) = m.find_start(&run.start_identity, &run.request_digest)? {
+            return Ok(found);
+        }
+        if m.holds.admission {
+            return Ok(Admitted::AdmissionHeld);
+        }
+        if m.activation_changed {
+            return Ok(Admitted::ActivationChanged);
+        }
+        m.next_sequence += 1;
+        let record = RunRecord {
+            id: run.id.clone(),
+            sequence: m.next_sequence,
+            workflow: run.workflow,
+            revision: run.revision,
+            owner: run.owner,
+            start_identity: run.start_identity.clone(),
+            request_digest: run.request_digest,
+            state: run.state,
+            ledger: BTreeMap::new(),
+            version: 1,
+            bindings: run.bindings,
+            payload_erased: false,
+            review: None,
+        };
+        m.by_identity.insert(run.start_identity, run.id.clone());
+        m.runs.insert(run.id.clone(), record.clone());
+        if !record.state.status.is_terminal() {
+            m.add_jobs(&run.id, run.jobs);
+        }
+        Ok(Admitted::Created(record))
+    }
+
+    async fn get(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        Ok(self.lock()?.runs.get(run_id).cloned())
+    }
+
+    async fn list(&self, filter: &RunFilter) -> Result<RunPage, StoreError> {
+        let m = self.lock()?;
+        let limit = filter.limit.clamp(1, 100) as usize;
+        let before = filter.cursor.as_deref().map(parse_cursor).transpose()?;
+        let mut runs: Vec<&RunRecord> = m
+            .runs
+            .values()
+            .filter(|r| before.is_none_or(|b| r.sequence < b))
+            .filter(|r| filter.owner.as_ref().is_none_or(|o| *o == r.owner))
+            .filter(|r| {
+                filter
+                    .workflows
+                    .as_ref()
+                    .is_none_or(|w| w.contains(&r.workflow))
+            })
+            .filter(|r| filter.state.is_none_or(|s| s == r.status()))
+            .filter(|r| {
+                filter
+                    .attention
+                    .is_none_or(|a| a == (r.status() == RunStatus::Attention))
+            })
+            .collect();
+        runs.sort_by_key(|r| std::cmp::Reverse(r.sequence));
+        let more = runs.len() > limit;
+        runs.truncate(limit);
+        let next_cursor = if more {
+            runs.last().map(|r| cursor_of(r.sequence))
+        } else {
+            None
+        };
+        Ok(RunPage {
+            runs: runs.into_iter().cloned().collect(),
+            next_cursor,
+        })
+    }
+
+    async fn jobs(&self, run_id: &str) -> Result<Vec<Job>, StoreError> {
+        Ok(self
+            .lock()?
+            .jobs
+            .values()
+            .filter(|j| j.run_id == run_id)
+            .cloned()
+            .collect())
+    }
+
+    async fn lease(&self, request: &LeaseRequest<'_>) -> Result<Vec<Job>, StoreError> {
+        let mut m = self.lock()?;
+        if let Some(process) = request.epoch {
+            if process != m.holds.restore_epoch {
+                return Err(StoreError::LeaseIncompatible {
+                    process,
+                    store: m.holds.restore_epoch,
+                });
+            }
+        }
+        let lookups_only =
+            request.receipt_lookups_only || m.holds.restore || request.epoch.is_none();
+        let now = request.now;
+        let mut due: Vec<(i64, u64)> = m
+            .jobs
+            .values()
+            .filter(|j| j.due_unix <= now)
+            .filter(|j| j.lease.as_ref().is_none_or(|l| l.expires_unix <= now))
+            .filter(|j| !lookups_only || matches!(j.kind, JobKind::LookupReceipt { .. }))
+            .filter(|j| request.run_id.is_none_or(|r| r == j.run_id))
+            .map(|j| (j.due_unix, j.id))
+            .collect();
+        due.sort_unstable();
+        due.truncate(request.limit.clamp(1, 1000));
+        let mut out = Vec::with_capacity(due.len());
+        for (_, id) in due {
+            if let Some(j) = m.jobs.get_mut(&id) {
+                j.lease = Some(Lease {
+                    owner: request.owner.to_owned(),
+                    expires_unix: request.lease_until,
+                });
+                out.push(j.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    async fn mark_sending(&self, job_id: u64, owner: &str, epoch: u64) -> Result<(), StoreError> {
+        let mut m = self.lock()?;
+        if m.holds.restore || m.holds.restore_epoch != epoch {
+            return Err(StoreError::LeaseLost);
+        }
+        m.leased(job_id, owner)?.state = JobState::Sending;
+        Ok(())
+    }
+
+    async fn claim_restored_commands(
+        &self,
+        owner: &str,
+        lease_until: i64,
+        limit: usize,
+    ) -> Result<Vec<Job>, StoreError> {
+        let mut m = self.lock()?;
+        let mut out = Vec::new();
+        for j in m.jobs.values_mut() {
+            if out.len() >= limit {
+                break;
+            }
+            if let JobKind::Dispatch {
+                resend_safe: false, ..
+            } = j.kind
+            {
+                j.lease = Some(Lease {
+                    owner: owner.to_owned(),
+                    expires_unix: lease_until,
+                });
+                out.push(j.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    async fn review_survey(&self) -> Result<ReviewSurvey, StoreError> {
+        let m = self.lock()?;
+        let count =
+            |f: &dyn Fn(&RunRecord) -> bool| m.runs.values().filter(|r| f(r)).count() as u64;
+        Ok(ReviewSurvey {
+            review_required: count(&|r| {
+                !r.status().is_terminal() && r.review == Some(Review::Required)
+            }),
+            unknown_effects: count(&|r| {
+                !r.status().is_terminal()
+                    && r.state
+                        .effects
+                        .values()
+                        .any(|e| *e == coordinator_vm::EffectState::Unknown)
+            }),
+        })
+    }
+
+    async fn attest_reviews(&self) -> Result<u64, StoreError> {
+        let mut m = self.lock()?;
+        let mut n = 0;
+        for r in m.runs.values_mut() {
+            if r.review == Some(Review::Required) {
+                r.review = Some(Review::Attested);
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    async fn find_start(
+        &self,
+        start_identity: &str,
+        request_digest: &str,
+    ) -> Result<Option<Admitted>, StoreError> {
+        self.lock()?.find_start(start_identity, request_digest)
+    }
+
+    async fn activation_current(&self) -> Result<bool, StoreError> {
+        Ok(!self.lock()?.activation_changed)
+    }
+
+    async fn release(
+        &self,
+        job_id: u64,
+        owner: &str,
+        due_unix: i64,
+        kind: Option<JobKind>,
+    ) -> Result<(), StoreError> {
+        let mut m = self.lock()?;
+        let job = m.leased(job_id, owner)?;
+        job.lease = None;
+        job.state = JobState::Ready;
+        job.due_unix = due_unix;
+        if let Some(k) = kind {
+            job.kind = k;
+        }
+        Ok(())
+    }
+
+    async fn discard(&self, job_id: u64, owner: &str) -> Result<(), StoreError> {
+        let mut m = self.lock()?;
+        m.leased(job_id, owner)?;
+        m.jobs.remove(&job_id);
+        Ok(())
+    }
+
+    async fn commit(&self, commit: Commit) -> Result<u64, StoreError> {
+        let mut m = self.lock()?;
+        let version = match m.runs.get(&commit.run_id) {
+            None => return Err(StoreError::NotFound),
+            Some(r) if r.payload_erased => {
+                return Err(StoreError::Refused {
+                    code: "run.payload-erased",
+                    message: format!("retention erased the payloads of run {}", r.id),
+                })
+            }
+            Some(r) if r.version != commit.expected_version => return Err(StoreError::Conflict),
+            Some(r) => r.version + 1,
+        };
+        if let Some((job, owner)) = &commit.complete {
+            m.leased(*job, owner)?;
+            m.jobs.remove(job);
+        }
+        let ended = commit.state.status.is_terminal();
+        if let Some(r) = m.runs.get_mut(&commit.run_id) {
+            r.state = commit.state;
+            r.ledger = commit.ledger;
+            r.version = version;
+            r.review = Review::after(r.review, commit.review);
+        }
+        if ended {
+            m.jobs.retain(|_, j| j.run_id != commit.run_id);
+        } else {
+            m.add_jobs(&commit.run_id, commit.jobs);
+        }
+        Ok(version)
+    }
+
+    async fn bring_forward(
+        &self,
+        review_request_id: &str,
+        now: i64,
+        floor_seconds: i64,
+    ) -> Result<usize, StoreError> {
+        let mut m = self.lock()?;
+        let mut moved = 0;
+        for j in m.jobs.values_mut() {
+            if let JobKind::Observe {
+                review_request_id: id,
+                last_observed_unix,
+                ..
+            } = &j.kind
+            {
+                if id == review_request_id {
+                    let earliest = last_observed_unix
+                        .map(|t| t.saturating_add(floor_seconds))
+                        .unwrap_or(now)
+                        .max(now);
+                    if j.due_unix > earliest {
+                        j.due_unix = earliest;
+                        moved += 1;
+                    }
+                }
+            }
+        }
+        Ok(moved)
+    }
+
+    async fn definition(&self, revision: &str) -> Result<Option<Definition>, StoreError> {
+        Ok(self.lock()?.definitions.get(revision).cloned())
+    }
+
+    async fn erase_payloads(
+        &self,
+        before_unix: i64,
+        limit: u32,
+        _now_unix: i64,
+    ) -> Result<Erasure, StoreError> {
+        use crate::clock::rfc3339_to_unix;
+        let mut m = self.lock()?;
+        let limit = limit.clamp(1, MAX_ERASE_LIMIT) as usize;
+        let mut due: Vec<(i64, u64, String)> = m
+            .runs
+            .values()
+            .filter(|r| !r.payload_erased && erasable(&r.state))
+            .filter(|r| !m.jobs.values().any(|j| j.run_id == r.id))
+            .filter_map(|r| {
+                let ended = r.state.ended_at.as_deref().and_then(rfc3339_to_unix)?;
+                (ended < before_unix).then(|| (ended, r.sequence, r.id.clone()))
+            })
+            .collect();
+        due.sort_unstable();
+        let more = due.len() > limit;
+        due.truncate(limit);
+        for (_, _, id) in &due {
+            if let Some(r) = m.runs.get_mut(id) {
+                let unix = |t: &str| rfc3339_to_unix(t).unwrap_or(0);
+                r.state = erased_state(
+                    r.state.status,
+                    unix(&r.state.admitted_at),
+                    unix(&r.state.deadline_at),
+                    unix(&r.state.now),
+                    r.state.ended_at.as_deref().map(unix),
+                );
+                r.payload_erased = true;
+                r.version += 1;
+            }
+        }
+        Ok(Erasure {
+            erased: u32::try_from(due.len()).unwrap_or(u32::MAX),
+            more,
+        })
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.lock().map(|_| ())
+    }
+
+    async fn holds(&self) -> Result<Holds, StoreError> {
+        Ok(self.lock()?.holds.clone())
+    }
+
+    async fn swap_holds(&self, expected: &Holds, next: &Holds) -> Result<bool, StoreError> {
+        let mut m = self.lock()?;
+        if m.holds != *expected {
+            return Ok(false);
+        }
+        m.holds = next.clone();
+        Ok(true)
+    }
+
+    async fn live_bindings(&self) -> Result<Vec<LiveBinding>, StoreError> {
+        let m = self.lock()?;
+        let mut counts: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+        for r in m.runs.values().filter(|r| !r.status().is_terminal()) {
+            for (connection, digest) in &r.bindings {
+                *counts.entry((connection, digest)).or_default() += 1;
+            }
+        }
+        Ok(counts
+            .into_iter()
+            .map(|((connection, digest), runs)| LiveBinding {
+                connection: connection.to_owned(),
+                digest: digest.to_owned(),
+                runs,
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MemoryRunStore;
+    use crate::conformance::{self, Fixture};
+
+    /// One `#[tokio::test]` per conformance check, each on a new store.
+    macro_rules! conformance_tests {
+        ($($check:ident),+ $(,)?) => {$(
+            #[tokio::test]
+            async fn $check() {
+                conformance::$check(&MemoryRunStore::new(), &Fixture::any()).await;
+            }
+        )+};
+    }
+
+    conformance_tests!(
+        admission_is_keyed_by_start_identity,
+        records_round_trip,
+        leases_expire_and_commits_check_versions,
+        release_and_discard,
+        live_bindings_count_runs_that_have_not_ended,
+        retention_erases_only_ended_payloads,
+        bring_forward_respects_the_floor_and_lists_page,
+        restore_hold_leases_lookups_only_and_fences_old_epochs,
+        reviews_are_recorded_surveyed_and_attested,
+    );
+
+    #[tokio::test]
+    async fn holds_are_swapped_only_from_what_was_read() {
+        conformance::holds_are_swapped_only_from_what_was_read(&MemoryRunStore::new()).await;
+    }
+}

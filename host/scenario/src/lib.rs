@@ -1,0 +1,14 @@
+//! `coordinator-scenario`: the scenario host (SPEC §7). Reads
+//! `scenarios.yaml` ([`file`]) and runs each case on a virtual clock against
+//! fake product replies ([`run`]), driving the VM exactly as the service
+//! does (`coordinatorctl test`).
+//!
+//! Invariant: the scenario host never sends a request, reads a credential
+//! or reaches a store: Cargo keeps it so (it depends on `ir`, `vm` and
+//! `source` only).
+
+#![deny(clippy::unwrap_used, clippy::indexing_slicing)]
+#![warn(missing_docs)]
+
+pub mod file;
+pub mod run;

@@ -1,0 +1,599 @@
+//! Durable state on PostgreSQL 17+ (issue 5; DESIGN.md "The service";
+//! SPEC §8; seed 000 "Apply and start", "Rotate keys").
+//!
+//! - [`schema`]: the state schema (version [`schema::SCHEMA_VERSION`]) as
+//!   versioned SQL text, all in the deployment's namespace.
+//! - [`deploy`]: `plan`, `apply` (the only user of the migration URL),
+//!   `deployment_status`, and the runtime-role safety check.
+//! - [`runs`]: [`Store`], the PostgreSQL implementation of the service's
+//!   [`coordinator_ports::RunStore`] port (admission, leases, commits,
+//!   listing), plus what only PostgreSQL has (definitions of every applied
+//!   revision, holds, the activation generation).
+//!
+//! Invariants (kept as absences):
+//! - only [`deploy::apply`] resolves `database.migrationUrlRef`;
+//! - no column holds a run's input, state, output or prepared command in
+//!   plaintext: they are sealed with the state keyring, bound to
+//!   (database id, run id, purpose, step);
+//! - no caller identity is stored: a run's owner is a keyed reference
+//!   ([`coordinator_runtime::keys::AdmissionKey::owner_reference`]).
+//!
+//! Database connections verify the server certificate: `sslmode=require`
+//! (and `verify-ca`) is taken as `verify-full`; plaintext is allowed only to
+//! a loopback host or a Unix socket. Each pool holds at most
+//! [`MAX_POOL_CONNECTIONS`] connections.
+
+pub mod deploy;
+pub mod runs;
+pub mod schema;
+
+use std::fmt;
+use std::net::IpAddr;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgSslMode};
+use sqlx::{PgPool, Row};
+
+use coordinator_runtime::config::{RuntimeConfig, SecretRef};
+use coordinator_runtime::keys::{KeyError, StateKeyring};
+use coordinator_runtime::secrets::{SecretError, SecretResolver};
+
+pub use deploy::{
+    apply, deployment_status, live_binding_refusal, plan, verify_runtime_role, ApplyReport,
+    DeploymentStatus, Plan, PlanAction, PlanEntry, WorkflowStatus,
+};
+pub use runs::{Store, PING_TIMEOUT};
+
+/// Most connections one pool (one process) opens.
+pub const MAX_POOL_CONNECTIONS: u32 = 32;
+
+/// Every code a store operation refuses with, without the CLI's
+/// `coordinator.` prefix (see [`StoreError::cli_code`]).
+pub const CODES: &[&str] = &[
+    "store-unavailable",
+    "state-key-custody",
+    "state-tampered",
+    "live-binding-conflict",
+    "database.url",
+    "database.insecure-url",
+    "database.login",
+    "database.missing",
+    "deployment.database-version",
+    "deployment.schema-version",
+    "deployment.database-id",
+    "deployment.not-applied",
+    "deployment.packages-not-applied",
+    "deployment.package",
+    "deployment.workflow-unlisted",
+    "deployment.workflow-live-runs",
+    "deployment.remove-workflow",
+    "deployment.runtime-role-missing",
+    "deployment.runtime-role-mismatch",
+    "deployment.runtime-role-superuser",
+    "deployment.runtime-role-bypassrls",
+    "deployment.runtime-role-member",
+    "deployment.runtime-role-create",
+    "audit.unavailable",
+    "run.payload-erased",
+    "list.cursor",
+    "list.limit",
+];
+
+/// The raw code of a code as `coordinatorctl` prints it: the inverse of
+/// [`StoreError::cli_code`] (`coordinator.command.state-key-custody` →
+/// `state-key-custody`, `coordinator.database.url` → `database.url`). A code
+/// without the prefix is returned as it is.
+pub fn raw_code(code: &'static str) -> &'static str {
+    code.strip_prefix("coordinator.command.")
+        .or_else(|| code.strip_prefix("coordinator."))
+        .unwrap_or(code)
+}
+
+/// Whether a [`StoreError`] is a refusal or an unavailable resource.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The database, a file or a secret could not be reached or read (the
+    /// CLI exits 3; the service answers 503 and keeps running).
+    Unavailable,
+    /// The request was refused (the CLI exits 1).
+    Refused,
+}
+
+/// A store refusal or failure: a stable code, a message and a repair line.
+/// Never carries a secret value, a run input or a database URL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreError {
+    /// Refused or unavailable.
+    pub kind: ErrorKind,
+    /// The raw code (one of [`CODES`], or a `secret.*` code).
+    pub code: &'static str,
+    /// What happened.
+    pub message: String,
+    /// What to do next.
+    pub next: String,
+}
+
+impl StoreError {
+    /// A refusal. `code` is the code as `coordinatorctl` prints it
+    /// (`coordinator.deployment.workflow-unlisted`), so that every code is
+    /// written out once, whole, where it is raised; the error keeps the raw
+    /// code (see [`raw_code`]). A raw code is taken as it is.
+    pub fn refused(
+        code: &'static str,
+        message: impl Into<String>,
+        next: impl Into<String>,
+    ) -> Self {
+        StoreError {
+            kind: ErrorKind::Refused,
+            code: raw_code(code),
+            message: message.into(),
+            next: next.into(),
+        }
+    }
+
+    /// An unavailable resource; `code` as for [`StoreError::refused`].
+    pub fn unavailable(
+        code: &'static str,
+        message: impl Into<String>,
+        next: impl Into<String>,
+    ) -> Self {
+        StoreError {
+            kind: ErrorKind::Unavailable,
+            code: raw_code(code),
+            message: message.into(),
+            next: next.into(),
+        }
+    }
+
+    /// The code as `coordinatorctl` prints it (seed 000 "Codes you see"):
+    /// `coordinator.` + the code, with codes that name no area (such as
+    /// `state-key-custody`) under `command.`:
+    /// `coordinator.command.state-key-custody`.
+    pub fn cli_code(&self) -> String {
+        if self.code.contains('.') {
+            format!("coordinator.{}", self.code)
+        } else {
+            format!("coordinator.command.{}", self.code)
+        }
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+impl From<SecretError> for StoreError {
+    fn from(e: SecretError) -> Self {
+        let next = match &e {
+            SecretError::Permissions { .. } => "make the file owner-only: chmod 0600 FILE",
+            SecretError::Unavailable { .. } => {
+                "create the secret file under secretProviders.file.root, or set the variable"
+            }
+            _ => "fix the secret or its reference in the runtime file",
+        };
+        StoreError {
+            kind: if e.is_unavailable() {
+                ErrorKind::Unavailable
+            } else {
+                ErrorKind::Refused
+            },
+            code: e.code(),
+            message: e.to_string(),
+            next: next.into(),
+        }
+    }
+}
+
+impl From<KeyError> for StoreError {
+    fn from(e: KeyError) -> Self {
+        match e {
+            KeyError::StateKeyCustody { .. } => StoreError::refused(
+                "coordinator.command.state-key-custody",
+                e.to_string(),
+                "configure every state key version the stored rows use (deployment.stateKeys)",
+            ),
+            _ => StoreError::refused(
+                "coordinator.command.state-tampered",
+                e.to_string(),
+                "the stored value does not open under its binding; investigate the database",
+            ),
+        }
+    }
+}
+
+/// A database error as a [`StoreError`]: lost connections, timeouts and
+/// server errors are `store-unavailable`; the SQLSTATE and the server's
+/// message are kept (they hold no parameter values).
+pub(crate) fn db_error(e: sqlx::Error) -> StoreError {
+    let message = match &e {
+        sqlx::Error::Database(d) => format!(
+            "the database refused a statement ({}): {}",
+            d.code().as_deref().unwrap_or("?"),
+            d.message()
+        ),
+        other => format!("the database is unavailable: {other}"),
+    };
+    StoreError::unavailable(
+        "coordinator.command.store-unavailable",
+        message,
+        "check that PostgreSQL is reachable and the role may connect, then try again",
+    )
+}
+
+/// Whether `ns` is a namespace the store may interpolate into SQL:
+/// `coordinator_` + `[a-z0-9_]+`, at most 63 bytes (the runtime check's
+/// rule).
+pub fn valid_namespace(ns: &str) -> bool {
+    ns.len() <= 63
+        && ns.strip_prefix("coordinator_").is_some_and(|rest| {
+            !rest.is_empty()
+                && rest
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        })
+}
+
+pub(crate) fn namespace_of(config: &RuntimeConfig) -> Result<&str, StoreError> {
+    if valid_namespace(&config.namespace) {
+        Ok(&config.namespace)
+    } else {
+        Err(StoreError::refused(
+            "coordinator.deployment.not-applied",
+            "the runtime file's namespace is not `coordinator_` followed by lowercase letters, digits or `_`",
+            "run `coordinatorctl --runtime-config FILE check`",
+        ))
+    }
+}
+
+fn is_loopback_host(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    host.starts_with('/')
+        || host.eq_ignore_ascii_case("localhost")
+        || bare.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Connection options for `url` (read from `reference`), with the TLS rule
+/// of SPEC §8: `sslmode=require`/`verify-ca`/`verify-full` → `verify-full`
+/// (against the system roots, or `trusted_root_pem` when given); any other
+/// mode (or none) only to a loopback host or a Unix socket, else refused.
+///
+/// # Errors
+/// `database.url` for a URL that does not parse (the URL is not echoed),
+/// `database.insecure-url` for plaintext to another host.
+pub fn connect_options(
+    url: &str,
+    reference: &SecretRef,
+    trusted_root_pem: Option<Vec<u8>>,
+) -> Result<PgConnectOptions, StoreError> {
+    let options = PgConnectOptions::from_str(url).map_err(|_| {
+        StoreError::refused(
+            "coordinator.database.url",
+            format!("`{}` does not hold a PostgreSQL URL", reference.0),
+            "write `postgres://ROLE:PASSWORD@HOST:PORT/DATABASE?sslmode=require` into the file",
+        )
+    })?;
+    let local = options.get_socket().is_some() || is_loopback_host(options.get_host());
+    let options = match options.get_ssl_mode() {
+        PgSslMode::Require | PgSslMode::VerifyCa | PgSslMode::VerifyFull => {
+            options.ssl_mode(PgSslMode::VerifyFull)
+        }
+        _ if local => options,
+        _ => {
+            return Err(StoreError::refused(
+                "coordinator.database.insecure-url",
+                format!(
+                    "`{}` allows a plaintext connection to `{}`, which is not a loopback host",
+                    reference.0,
+                    options.get_host()
+                ),
+                "add `sslmode=require` to the URL (the certificate is then verified)",
+            ))
+        }
+    };
+    Ok(match trusted_root_pem {
+        Some(pem) => options.ssl_root_cert_from_pem(pem),
+        None => options,
+    })
+}
+
+/// Opens a pool of at most `max_connections` (≤ [`MAX_POOL_CONNECTIONS`])
+/// to the URL behind `reference`, resolved through `resolver`, and checks
+/// the server version (PostgreSQL 17 or newer).
+///
+/// # Errors
+/// Secret errors, `database.*` for the URL, `store-unavailable` when the
+/// server cannot be reached, `deployment.database-version` below 17.
+pub(crate) async fn connect(
+    config: &RuntimeConfig,
+    resolver: &SecretResolver,
+    reference: &SecretRef,
+    max_connections: u32,
+) -> Result<PgPool, StoreError> {
+    let url = resolver.resolve_text(reference)?;
+    let root = match &config.database.trusted_root_certificate_ref {
+        Some(r) => Some(resolver.resolve(r)?.bytes().to_vec()),
+        None => None,
+    };
+    let options = connect_options(&url, reference, root)?.application_name("registry-coordinator");
+    first_connection(&options, reference).await?;
+    let pool = PgPoolOptions::new()
+        .max_connections(max_connections.clamp(1, MAX_POOL_CONNECTIONS))
+        .min_connections(0)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_with(options)
+        .await
+        .map_err(db_error)?;
+    check_server_version(&pool).await?;
+    Ok(pool)
+}
+
+/// How long the first, direct connection may take before the database is
+/// reported unreachable, in seconds.
+pub const FIRST_CONNECT_TIMEOUT_SECONDS: u64 = 5;
+
+/// Opens (and closes) one connection with `options` before any pool exists,
+/// so a fault is reported with its cause and the server's address instead
+/// of a pool's acquire timeout.
+///
+/// # Errors
+/// `database.login` when the server refuses the role or its password
+/// (SQLSTATE class 28), `database.missing` when the database does not exist
+/// (3D000): both are configuration faults, not outages. Anything else (a
+/// refused or timed-out TCP connection, a TLS failure) is
+/// `store-unavailable`, naming `HOST:PORT` (or the socket) and the cause.
+pub(crate) async fn first_connection(
+    options: &PgConnectOptions,
+    reference: &SecretRef,
+) -> Result<(), StoreError> {
+    use sqlx::{ConnectOptions, Connection};
+    let target = match options.get_socket() {
+        Some(socket) => socket.display().to_string(),
+        None => format!("{}:{}", options.get_host(), options.get_port()),
+    };
+    let attempt = tokio::time::timeout(
+        Duration::from_secs(FIRST_CONNECT_TIMEOUT_SECONDS),
+        options.connect(),
+    )
+    .await;
+    match attempt {
+        Ok(Ok(connection)) => {
+            let _ = connection.close().await;
+            Ok(())
+        }
+        Err(_) => Err(StoreError::unavailable(
+            "coordinator.command.store-unavailable",
+            format!(
+                "PostgreSQL at {target} did not answer within {FIRST_CONNECT_TIMEOUT_SECONDS} s"
+            ),
+            "check that PostgreSQL is running and reachable from this host, then try again",
+        )),
+        Ok(Err(e)) => Err(classify_connect_error(&e, &target, options, reference)),
+    }
+}
+
+/// The [`StoreError`] of a failed first connection (see
+/// [`first_connection`]).
+fn classify_connect_error(
+    e: &sqlx::Error,
+    target: &str,
+    options: &PgConnectOptions,
+    reference: &SecretRef,
+) -> StoreError {
+    let code = match e {
+        sqlx::Error::Database(d) => d.code().map(|c| c.into_owned()),
+        _ => None,
+    };
+    let role = options.get_username();
+    let database = options.get_database().unwrap_or(role);
+    match code.as_deref() {
+        Some(c) if c.starts_with("28") => StoreError::refused(
+            "coordinator.database.login",
+            format!("PostgreSQL at {target} refused the login of role `{role}` ({c})"),
+            format!(
+                "check the role name and password in `{}`, and that pg_hba.conf lets the role connect from this host",
+                reference.0
+            ),
+        ),
+        Some("3D000") => StoreError::refused(
+            "coordinator.database.missing",
+            format!("PostgreSQL at {target} has no database `{database}`"),
+            format!(
+                "create the database, or correct the database name in `{}`",
+                reference.0
+            ),
+        ),
+        _ => StoreError::unavailable(
+            "coordinator.command.store-unavailable",
+            format!("cannot connect to PostgreSQL at {target}: {e}"),
+            "check that PostgreSQL is running and reachable from this host, then try again",
+        ),
+    }
+}
+
+/// Refuses a server below PostgreSQL 17 (`SHOW server_version_num`).
+///
+/// # Errors
+/// `deployment.database-version`, or `store-unavailable`.
+pub async fn check_server_version(pool: &PgPool) -> Result<i32, StoreError> {
+    let row = sqlx::query("SHOW server_version_num")
+        .fetch_one(pool)
+        .await
+        .map_err(db_error)?;
+    let text: String = row.try_get(0).map_err(db_error)?;
+    let num: i32 = text.trim().parse().unwrap_or(0);
+    if num < schema::MIN_SERVER_VERSION_NUM {
+        return Err(StoreError::refused(
+            "coordinator.deployment.database-version",
+            format!(
+                "the database server is version {}.{}; PostgreSQL 17 or newer is required",
+                num / 10_000,
+                num % 10_000
+            ),
+            "upgrade the server to PostgreSQL 17 or newer, or point the URL at one",
+        ));
+    }
+    Ok(num)
+}
+
+/// Checks the admission key against the fingerprint `apply` recorded in the
+/// deployment row. Returns whether one is recorded.
+///
+/// # Errors
+/// `state-key-custody` when another key is configured (start identities
+/// would no longer match, so a repeated start would create a second run),
+/// `store-unavailable`.
+pub(crate) async fn check_admission_custody(
+    conn: &mut sqlx::PgConnection,
+    ns: &str,
+    admission: &coordinator_runtime::keys::AdmissionKey,
+) -> Result<bool, StoreError> {
+    let recorded: Option<String> = sqlx::query(&format!(
+        "SELECT admission_key_fingerprint FROM {ns}.deployment"
+    ))
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(db_error)?
+    .try_get(0)
+    .map_err(db_error)?;
+    match recorded {
+        None => Ok(false),
+        Some(f) if f == admission.fingerprint() => Ok(true),
+        Some(_) => Err(StoreError::refused(
+            "coordinator.command.state-key-custody",
+            "the admission key (deployment.admissionKeyRef) is not the key this database recorded; start identities are keyed by it, so a repeated start would create a second run",
+            "configure the original admission key file",
+        )),
+    }
+}
+
+/// Checks each version recorded in `state_key_custody` against `keyring`:
+/// a configured version whose fingerprint differs is a wrong key file; a
+/// recorded version that is not configured while rows still use it makes
+/// those rows unreadable. Both are `state-key-custody`.
+pub(crate) async fn check_custody(
+    conn: &mut sqlx::PgConnection,
+    ns: &str,
+    keyring: &StateKeyring,
+) -> Result<Vec<(u32, String)>, StoreError> {
+    let rows = sqlx::query(&format!(
+        "SELECT version, fingerprint FROM {ns}.state_key_custody ORDER BY version"
+    ))
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(db_error)?;
+    let mut recorded = Vec::new();
+    for row in rows {
+        let version: i32 = row.try_get(0).map_err(db_error)?;
+        let fingerprint: String = row.try_get(1).map_err(db_error)?;
+        let version = version as u32;
+        match keyring.fingerprint(version) {
+            Some(f) if f == fingerprint => {}
+            Some(_) => {
+                return Err(StoreError::refused(
+                    "coordinator.command.state-key-custody",
+                    format!("state key version {version} is not the key this database recorded for that version"),
+                    format!("configure the original key file of version {version} under deployment.stateKeys"),
+                ))
+            }
+            None => {
+                let in_use: bool = sqlx::query(&format!(
+                    // An erased run keeps only its owner, re-sealed under
+                    // the version active at erasure (both columns name it).
+                    "SELECT EXISTS (SELECT 1 FROM {ns}.runs WHERE key_version = $1 OR input_key_version = $1)
+                         OR EXISTS (SELECT 1 FROM {ns}.jobs WHERE key_version = $1)"
+                ))
+                .bind(version as i32)
+                .fetch_one(&mut *conn)
+                .await
+                .map_err(db_error)?
+                .try_get(0)
+                .map_err(db_error)?;
+                if in_use {
+                    return Err(StoreError::refused(
+                        "coordinator.command.state-key-custody",
+                        format!("state key version {version} is not configured, and stored runs were sealed under it"),
+                        format!("add version {version} back under deployment.stateKeys; remove a version only after retention erased what it sealed"),
+                    ));
+                }
+            }
+        }
+        recorded.push((version, fingerprint));
+    }
+    Ok(recorded)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r() -> SecretRef {
+        SecretRef("secret:file/runtime-database-url".into())
+    }
+
+    #[test]
+    fn tls_rule_of_spec_8() {
+        let remote = connect_options(
+            "postgres://u:p@db.example.org/x?sslmode=require",
+            &r(),
+            None,
+        )
+        .expect("require");
+        assert!(matches!(remote.get_ssl_mode(), PgSslMode::VerifyFull));
+        for plain in [
+            "postgres://u:p@db.example.org/x",
+            "postgres://u:p@db.example.org/x?sslmode=prefer",
+            "postgres://u:p@10.0.0.1/x?sslmode=disable",
+        ] {
+            let e = connect_options(plain, &r(), None).expect_err(plain);
+            assert_eq!(e.code, "database.insecure-url");
+            assert!(!e.message.contains(":p@"), "{}", e.message);
+        }
+        for local in [
+            "postgres://u:p@127.0.0.1:5432/x",
+            "postgres://u:p@localhost/x?sslmode=disable",
+            "postgres://u:p@[::1]:5432/x",
+            "postgres://u:p@%2Frun%2Fpostgresql/x",
+        ] {
+            connect_options(local, &r(), None).expect(local);
+        }
+        let e = connect_options("not a url: hunter2", &r(), None).expect_err("bad");
+        assert_eq!(e.code, "database.url");
+        assert!(!e.message.contains("hunter2"));
+    }
+
+    #[test]
+    fn namespaces_and_cli_codes() {
+        assert!(valid_namespace("coordinator_follow_up"));
+        for bad in [
+            "coordinator_",
+            "public",
+            "coordinator_X",
+            "coordinator_a;drop",
+        ] {
+            assert!(!valid_namespace(bad), "{bad}");
+        }
+        let custody = StoreError::refused("coordinator.command.state-key-custody", "m", "n");
+        assert_eq!(custody.code, "state-key-custody");
+        assert_eq!(custody.cli_code(), "coordinator.command.state-key-custody");
+        assert_eq!(custody.to_string(), "state-key-custody: m");
+        let unlisted = StoreError::refused("coordinator.deployment.workflow-unlisted", "m", "n");
+        assert_eq!(unlisted.code, "deployment.workflow-unlisted");
+        assert_eq!(
+            unlisted.cli_code(),
+            "coordinator.deployment.workflow-unlisted"
+        );
+        // Raw codes are still taken as they are, and every listed code
+        // survives the round trip through the CLI's form.
+        assert_eq!(StoreError::refused("state-key-custody", "m", "n"), custody);
+        for code in CODES {
+            let e = StoreError::unavailable(code, "m", "n");
+            assert_eq!(e.code, *code);
+            assert_eq!(raw_code(Box::leak(e.cli_code().into_boxed_str())), *code);
+        }
+    }
+}

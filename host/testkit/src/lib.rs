@@ -1,0 +1,221 @@
+//! `coordinator-testkit`: test support for the hosts (a dev-dependency
+//! only): a hand-built Program and a complete deployment file.
+
+use coordinator_ir::catalogue::lookup;
+use coordinator_ir::*;
+use serde_json::json;
+
+fn binding(alias: &str, op: &str, connection: &str, input: u32, output: u32) -> OperationBinding {
+    OperationBinding {
+        alias: alias.into(),
+        descriptor: lookup(op).expect("catalogue operation"),
+        connection: connection.into(),
+        action: None,
+        input: SchemaId(input),
+        output: SchemaId(output),
+        completion: None,
+    }
+}
+
+/// A small valid Program: workflow `follow-up`, connections `applications`
+/// (breg) and `notices` (messaging), a trigger on `breg-applications`, and
+/// schemas that exercise the type generators.
+pub fn program() -> Program {
+    let input = json!({
+        "type": "object",
+        "properties": {
+            "applicationId": {"type": "string", "minLength": 1},
+            "sendAfter": {"type": "string", "format": "date-time"},
+            "channel": {"enum": ["email", "sms"]},
+            "priority": {"type": "integer"},
+            "weight": {"type": ["number", "null"]},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "contact": {"$ref": "#/$defs/contact"},
+            "meta": {"type": "object", "additionalProperties": {"type": "boolean"}},
+            "class": {"const": "x"},
+            "odd-name": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+            "free": {}
+        },
+        "required": ["applicationId", "sendAfter", "odd-name"],
+        "additionalProperties": false,
+        "$defs": {
+            "contact": {
+                "type": "object",
+                "properties": {"email": {"type": "string"}, "phone": {"type": "string"}},
+                "oneOf": [{"required": ["email"]}, {"required": ["phone"]}]
+            }
+        }
+    });
+    let accepted = json!({
+        "type": "object",
+        "properties": {"messageId": {"type": "string"}, "when": {"type": "string"}},
+        "required": ["messageId"],
+        "additionalProperties": false
+    });
+    let nothing = json!({"type": "null"});
+    let open = json!({"type": "object"});
+    Program {
+        format: FORMAT_VERSION,
+        workflow: "follow-up".into(),
+        input: SchemaId(0),
+        deadline_seconds: 86_400,
+        start: StepId(0),
+        steps: vec![Step {
+            name: "done".into(),
+            op: StepOp::Finish {
+                outcome: OutcomeId(1),
+                output: None,
+            },
+        }],
+        outcomes: vec![
+            Outcome {
+                name: "message-accepted".into(),
+                schema: SchemaId(1),
+            },
+            Outcome {
+                name: "no-current-permission".into(),
+                schema: SchemaId(2),
+            },
+        ],
+        operations: vec![
+            binding(
+                "applications-read-record",
+                "breg.read-record/v1",
+                "applications",
+                3,
+                3,
+            ),
+            binding(
+                "notices-submit-message",
+                "messaging.submit-message/v1",
+                "notices",
+                3,
+                3,
+            ),
+        ],
+        functions: vec![],
+        function_source: String::new(),
+        triggers: vec![Trigger {
+            name: "application-filed".into(),
+            source: "breg-applications".into(),
+            event_type: "application.filed".into(),
+            idempotency: ExprId(0),
+            input: ExprId(0),
+        }],
+        connections: vec!["applications".into(), "notices".into()],
+        exprs: vec![Expr {
+            code: vec![Instr::Event { path: None }],
+        }],
+        schemas: vec![input, accepted, nothing, open],
+        constants: vec![],
+    }
+}
+
+/// A complete deployment file; `@ROOT@` and `@DIGEST@` are replaced with a
+/// written package by the caller.
+pub const DEPLOYMENT: &str = r#"apiVersion: id.registrystack.org/formats/coordinator/runtime/v1beta1
+kind: CoordinatorRuntimeConfig
+namespace: coordinator_follow_up
+secretProviders:
+  file:
+    root: /run/registry-coordinator/secrets
+database:
+  runtimeUrlRef: secret:file/runtime-database-url
+  migrationUrlRef: secret:file/migration-database-url
+  trustedRootCertificateRef: secret:file/database-root.pem
+observation:
+  minimumIntervalSeconds: 30
+eventSources:
+  breg-applications:
+    source: https://breg.example.org/applications
+    signingKeyRef: secret:file/breg-events-key
+connections:
+  applications:
+    type: breg
+    baseUrl: https://breg.example.org
+    profile: follow-up-reader
+    authorization:
+      tokenEndpoint: https://login.example.org/oauth/token
+      clientId: coordinator-applications
+      signingKeyRef: secret:file/applications-client-key
+      scopes:
+      - breg:records:read
+      resource: https://breg.example.org
+    requestTimeoutMilliseconds: 2000
+  notices:
+    type: messaging
+    baseUrl: https://messaging.example.org
+    authorization:
+      tokenEndpoint: https://login.example.org/oauth/token
+      clientId: coordinator-notices
+      signingKeyRef: secret:file/notices-client-key
+      scopes: [messaging:messages:submit]
+  review:
+    type: casework-review-producer
+    baseUrl: https://casework.example.org
+    profile: follow-up-review
+    producer: coordinator
+    authorization:
+      tokenEndpoint: https://login.example.org/oauth/token
+      clientId: coordinator-review
+      signingKeyRef: secret:file/review-client-key
+      scopes: [casework:reviews:write]
+    completion:
+      recipientBinding: coordinator-v1
+      bearerTokenRef: secret:file/review-completion-token
+    resultCheckSeconds: 900
+  review-two:
+    type: casework-review-producer
+    baseUrl: https://casework-two.example.org
+    producer: coordinator-two
+    authorization:
+      tokenEndpoint: https://login.example.org/oauth/token
+      clientId: coordinator-review-two
+      signingKeyRef: secret:file/review-two-client-key
+    completion:
+      recipientBinding: coordinator-v2
+      bearerTokenRef: secret:file/review-two-token
+  directory:
+    type: external-http
+    baseUrl: http://127.0.0.1:9000
+    paths: [/offices]
+    queryParameters: [district]
+  decision:
+    type: decision
+    baseUrl: https://decision.example.org
+    model: triage-1
+    authorization:
+      tokenEndpoint: https://login.example.org/decision-token
+      clientId: coordinator-decision
+      signingKeyRef: secret:file/decision-client-key
+deployment:
+  databaseId: follow-up-pilot-1
+  runtimeRole: coordinator_runtime
+  packages:
+  - root: @ROOT@
+    expectedDigest: "@DIGEST@"
+  listener:
+    bind: 127.0.0.1:8108
+    tlsTermination: operator-controlled-upstream
+  metricsListener:
+    bind: 127.0.0.1:9108
+  authentication:
+    issuer: https://login.example.org
+    audience: registry-coordinator
+    jwks:
+      uri: https://login.example.org/jwks.json
+    policies:
+      producer-app:
+        workflows: [follow-up]
+        actions: [start, status]
+      ops-console:
+        actions: [doctor, restore-hold, release-restore-hold, release-admission-hold, complete-execution-recovery, retain]
+        operator: true
+  auditFile: /var/lib/registry-coordinator/audit.jsonl
+  auditKeyRef: secret:file/audit-key
+  stateKeys:
+    "1":
+      keyRef: secret:file/state-key-1
+  activeStateKey: 1
+  admissionKeyRef: secret:file/admission-key
+"#;
