@@ -9,8 +9,8 @@
 //! assembles a code from pieces (`"coordinator.scenario.{code}"`) fails the
 //! test: write the whole code where it is raised. Added to those: the
 //! runtime checker's `CODES`, the store's `CODES` in the form
-//! `coordinatorctl` prints them, and the names of the diagnostic fixtures
-//! under `golden/diagnostics/`.
+//! `coordinatorctl` prints them, and the codes of the diagnostic cases
+//! under `golden/diagnostics/` (`CODE.edit` or `CODE/`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -295,12 +295,18 @@ fn emitted_codes() -> BTreeMap<String, String> {
             .entry(printed)
             .or_insert_with(|| "coordinator_store::CODES".into());
     }
-    for fixture in std::fs::read_dir(root.join("golden/diagnostics"))
+    // A case is `CODE.edit` (an edit of the starter) or a directory `CODE/`.
+    for case in std::fs::read_dir(root.join("golden/diagnostics"))
         .expect("golden/diagnostics")
         .flatten()
     {
+        let name = case.file_name().to_string_lossy().into_owned();
+        if name == "README.md" {
+            continue;
+        }
+        let code = name.strip_suffix(".edit").unwrap_or(&name).to_owned();
         codes
-            .entry(fixture.file_name().to_string_lossy().into_owned())
+            .entry(code)
             .or_insert_with(|| "golden/diagnostics".into());
     }
     codes
