@@ -2,7 +2,8 @@
 //! (engine on the in-memory store, fake issuer and products) on
 //! 127.0.0.1:0: status, list, inspect, cancel, doctor, holds and retain in
 //! text and JSON, refusals with their problem code, exit 3 when the service
-//! cannot be reached, and token file handling.
+//! cannot be reached, an answer that is not the API type, and token file
+//! handling.
 
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
@@ -503,4 +504,55 @@ fn bad_urls_and_empty_run_ids_are_usage_errors() {
     assert_eq!(with_url("http://127.0.0.1:http://x").code, 2);
     let out = svc.ctl(OPERATOR, &["status", "--run", ""]);
     assert_eq!(out.code, 2, "{}", out.stderr);
+}
+
+/// A 2xx JSON answer that is not the expected API type is
+/// `coordinator.command.unexpected-answer`, in text and JSON alike.
+#[test]
+fn an_answer_that_is_not_the_api_type_is_unexpected() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("t");
+    std::fs::write(&token, "a.b.c").unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let server = std::thread::spawn(move || {
+        for _ in 0..2 {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = conn.read(&mut buf).unwrap();
+            let body = r#"{"live":true}"#;
+            write!(
+                conn,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            )
+            .unwrap();
+        }
+    });
+    let args: Vec<String> = [
+        "doctor",
+        "--url",
+        &base,
+        "--token-file",
+        token.to_str().unwrap(),
+    ]
+    .map(String::from)
+    .to_vec();
+    let out = ctl(&args);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stdout.is_empty(), "{}", out.stdout);
+    assert!(
+        out.stderr
+            .starts_with("error[coordinator.command.unexpected-answer] "),
+        "{}",
+        out.stderr
+    );
+    let mut json_args = args.clone();
+    json_args.extend(["--format".to_owned(), "json".to_owned()]);
+    let v = ctl(&json_args).json();
+    assert_eq!(v["error"]["code"], "coordinator.command.unexpected-answer");
+    assert!(v.get("result").is_none(), "{v}");
+    server.join().unwrap();
 }

@@ -38,6 +38,7 @@ use coordinator_engine::{
 use coordinator_ports::{RunFilter, RunRecord, StoreError};
 use coordinator_runtime::audit::AuditRecord;
 use serde::Deserialize;
+use subtle::{Choice, ConstantTimeEq};
 
 use auth::{Grant, Verifier};
 
@@ -69,15 +70,17 @@ impl Completions {
         self.pairs.push((binding.to_owned(), token));
     }
 
+    /// Whether `(binding, token)` is one of the pairs. Every pair is
+    /// compared, each binding and token in constant time (`subtle`), so the
+    /// time taken does not tell which pair, or how much of one, matched
+    /// (only lengths may show).
     fn accepts(&self, binding: &str, token: &[u8]) -> bool {
-        self.pairs
-            .iter()
-            .any(|(b, t)| b == binding && constant_time_eq(t, token))
+        let mut matched = Choice::from(0);
+        for (b, t) in &self.pairs {
+            matched |= b.as_bytes().ct_eq(binding.as_bytes()) & t.as_slice().ct_eq(token);
+        }
+        matched.into()
     }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 impl From<StoreError> for ApiError {
@@ -826,4 +829,26 @@ async fn review_completion(
         .map_err(|e| ApiError::store(&e))?;
     tracing::info!(moved, "review completion received");
     Ok(json(StatusCode::ACCEPTED, &serde_json::json!({})))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Completions;
+
+    #[test]
+    fn completions_accept_only_a_configured_pair() {
+        let mut c = Completions::default();
+        c.add("casework-a", b"token-a".to_vec());
+        c.add("casework-b", b"token-b".to_vec());
+        assert!(c.accepts("casework-a", b"token-a"));
+        assert!(c.accepts("casework-b", b"token-b"));
+        // Another connection's token, a prefix, a longer token, another
+        // binding: all refused.
+        assert!(!c.accepts("casework-a", b"token-b"));
+        assert!(!c.accepts("casework-a", b"token-"));
+        assert!(!c.accepts("casework-a", b"token-aa"));
+        assert!(!c.accepts("casework-c", b"token-a"));
+        assert!(!c.accepts("", b""));
+        assert!(!Completions::default().accepts("casework-a", b"token-a"));
+    }
 }

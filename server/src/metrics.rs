@@ -1,5 +1,8 @@
-//! `GET /metrics` on `deployment.metricsListener`: Prometheus text
-//! exposition (format 0.0.4), served by axum on its own listener.
+//! `GET /metrics` on `deployment.metricsListener`, served by axum on its
+//! own listener. The exposition is a `prometheus-client` [`Registry`]
+//! encoded by that crate: Prometheus text format 0.0.4 by default, or
+//! OpenMetrics 1.0.0 text when the scraper's `Accept` asks for
+//! `application/openmetrics-text` (as Prometheus does); see [`Exposition`].
 //!
 //! No series has a workflow, run or principal label: labels are drawn from
 //! small fixed sets (states, outcomes, answer kinds). Series read from the
@@ -8,22 +11,35 @@
 //! scrape when the store does not answer, so alert on
 //! `coordinator_dispatch_jobs` going absent as well as on its value
 //! (seed 000). Counters count since the process started.
+//!
+//! Every value is read when the scrape arrives (the store survey, the
+//! engine's counters, the holds), so each scrape builds a fresh registry of
+//! constant metrics; nothing is kept between scrapes.
 
-use std::fmt::Write as _;
 use std::future::Future;
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::header::{HeaderValue, CONTENT_TYPE};
+use axum::http::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use coordinator_engine::Engine;
+use prometheus_client::encoding::{prometheus_text, text, EncodeMetric, MetricEncoder, NoLabelSet};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
 
 use crate::ops::survey;
 
-/// The exposition's content type.
-pub const CONTENT_TYPE_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+/// The content type of the Prometheus text format 0.0.4 (the default).
+pub const CONTENT_TYPE_TEXT: &str = prometheus_text::CONTENT_TYPE;
+
+/// The content type of the OpenMetrics 1.0.0 text format.
+pub const CONTENT_TYPE_OPENMETRICS: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Admission outcomes always rendered (zero until seen).
 pub const ADMISSION_OUTCOMES: [&str; 6] = [
@@ -61,6 +77,68 @@ pub const ENDED_STATES: [&str; 5] = [
     "expired",
 ];
 
+/// The text format of one answer, chosen from the request's `Accept`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exposition {
+    /// Prometheus text format 0.0.4 ([`CONTENT_TYPE_TEXT`]): counters are
+    /// named with `_total` in `# HELP` and `# TYPE` too.
+    Prometheus,
+    /// OpenMetrics 1.0.0 text ([`CONTENT_TYPE_OPENMETRICS`]): `# HELP` and
+    /// `# TYPE` name a counter's family without `_total` (its samples keep
+    /// it), and the answer ends with `# EOF`.
+    OpenMetrics,
+}
+
+impl Exposition {
+    /// OpenMetrics when `accept` lists `application/openmetrics-text` with a
+    /// quality above 0 and no lower than any range that matches
+    /// `text/plain`; Prometheus text otherwise (no `Accept`, `*/*`,
+    /// `text/plain`, or anything else: `/metrics` never answers 406).
+    pub fn negotiate(accept: Option<&str>) -> Exposition {
+        let (mut openmetrics, mut plain) = (0.0_f32, 0.0_f32);
+        for range in accept.unwrap_or("").split(',') {
+            let mut parts = range.split(';');
+            let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+            let q = parts
+                .filter_map(|p| p.split_once('='))
+                .find(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
+                .and_then(|(_, v)| v.trim().parse::<f32>().ok())
+                .unwrap_or(1.0);
+            match media.as_str() {
+                "application/openmetrics-text" => openmetrics = openmetrics.max(q),
+                "text/plain" | "text/*" | "*/*" => plain = plain.max(q),
+                _ => {}
+            }
+        }
+        if openmetrics > 0.0 && openmetrics >= plain {
+            Exposition::OpenMetrics
+        } else {
+            Exposition::Prometheus
+        }
+    }
+
+    /// The answer's `Content-Type`.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Exposition::Prometheus => CONTENT_TYPE_TEXT,
+            Exposition::OpenMetrics => CONTENT_TYPE_OPENMETRICS,
+        }
+    }
+
+    /// Encodes `registry` with `prometheus-client`'s encoder for this format.
+    ///
+    /// # Errors
+    /// A metric that fails to encode (none of this module's do).
+    pub fn encode(self, registry: &Registry) -> Result<String, std::fmt::Error> {
+        let mut out = String::new();
+        match self {
+            Exposition::Prometheus => prometheus_text::encode(&mut out, registry)?,
+            Exposition::OpenMetrics => text::encode(&mut out, registry)?,
+        }
+        Ok(out)
+    }
+}
+
 /// The metrics router (`GET /metrics`, anything else 404).
 pub fn router(engine: Arc<Engine>) -> Router {
     Router::new()
@@ -76,19 +154,10 @@ pub fn router(engine: Arc<Engine>) -> Router {
 pub fn waiting_router() -> Router {
     Router::new().route(
         "/metrics",
-        get(|| async {
-            let mut out = String::new();
-            family(
-                &mut out,
-                "coordinator_store_ready",
-                "gauge",
-                "1 when the store answered this scrape's survey.",
-            );
-            out.push_str("coordinator_store_ready 0\n");
-            (
-                [(CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE_TEXT))],
-                out,
-            )
+        get(|headers: HeaderMap| async move {
+            let mut registry = Registry::default();
+            register_store_ready(&mut registry, false);
+            answer(&headers, &registry)
         }),
     )
 }
@@ -107,30 +176,78 @@ pub async fn serve(
         .await
 }
 
-async fn metrics(State(engine): State<Arc<Engine>>) -> Response {
-    let text = render(&engine).await;
-    (
-        [(CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE_TEXT))],
-        text,
-    )
-        .into_response()
+async fn metrics(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> Response {
+    let registry = registry(&engine).await;
+    answer(&headers, &registry)
 }
 
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-}
-
-fn labelled(out: &mut String, name: &str, label: &str, values: &[(String, u64)]) {
-    for (value, n) in values {
-        let _ = writeln!(out, "{name}{{{label}=\"{}\"}} {n}", escape(value));
+/// `registry` in the format `headers` ask for, with its content type.
+fn answer(headers: &HeaderMap, registry: &Registry) -> Response {
+    let accept = headers.get(ACCEPT).and_then(|v| v.to_str().ok());
+    let exposition = Exposition::negotiate(accept);
+    match exposition.encode(registry) {
+        Ok(body) => (
+            [(
+                CONTENT_TYPE,
+                HeaderValue::from_static(exposition.content_type()),
+            )],
+            body,
+        )
+            .into_response(),
+        Err(_) => {
+            tracing::error!(
+                code = "metrics.encoding",
+                "metrics: the exposition could not be encoded"
+            );
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
     }
 }
 
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+/// One family's samples by one label, in a fixed order (a
+/// `prometheus_client` `Family` keeps a hash map, so its order would change
+/// from scrape to scrape).
+#[derive(Debug)]
+struct ByLabel {
+    kind: MetricType,
+    label: &'static str,
+    values: Vec<(String, u64)>,
+}
+
+impl ByLabel {
+    fn gauge(label: &'static str, values: Vec<(String, u64)>) -> ByLabel {
+        ByLabel {
+            kind: MetricType::Gauge,
+            label,
+            values,
+        }
+    }
+
+    fn counter(label: &'static str, values: Vec<(String, u64)>) -> ByLabel {
+        ByLabel {
+            kind: MetricType::Counter,
+            label,
+            values,
+        }
+    }
+}
+
+impl EncodeMetric for ByLabel {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        for (value, n) in &self.values {
+            let labels = [(self.label, value.as_str())];
+            let mut sample = encoder.encode_family(&labels)?;
+            match self.kind {
+                MetricType::Counter => sample.encode_counter::<NoLabelSet, _, u64>(n, None)?,
+                _ => sample.encode_gauge(n)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn metric_type(&self) -> MetricType {
+        self.kind
+    }
 }
 
 /// Counter values for each fixed label, then any other label seen.
@@ -158,123 +275,226 @@ fn owned(v: &[(&'static str, u64)]) -> Vec<(String, u64)> {
     v.iter().map(|(l, n)| ((*l).to_owned(), *n)).collect()
 }
 
-/// Renders the exposition.
-pub async fn render(engine: &Engine) -> String {
+// Help texts: the crate adds the final full stop.
+fn register_store_ready(registry: &mut Registry, ready: bool) {
+    registry.register(
+        "coordinator_store_ready",
+        "1 when the store answered this scrape's survey",
+        ConstGauge::new(u64::from(ready)),
+    );
+}
+
+/// The registry of one scrape: every series of docs/operations.md
+/// "Metrics", with the values read now. Counters are registered without
+/// `_total`; the encoders add it.
+pub async fn registry(engine: &Engine) -> Registry {
     let surveyed = survey(engine).await;
     let counters = engine.counters();
     // Unknown (shown as not placed) while the store is unreachable.
     let holds = engine.holds().await.unwrap_or_default();
-    let mut out = String::new();
+    let mut registry = Registry::default();
     match &surveyed {
         Ok(s) => {
-            family(
-                &mut out,
+            registry.register(
                 "coordinator_dispatch_jobs",
-                "gauge",
-                "Dispatch jobs by state (ready, leased, sending).",
+                "Dispatch jobs by state (ready, leased, sending)",
+                ByLabel::gauge("state", owned(&s.dispatch_jobs)),
             );
-            labelled(
-                &mut out,
-                "coordinator_dispatch_jobs",
-                "state",
-                &owned(&s.dispatch_jobs),
-            );
-            family(
-                &mut out,
+            registry.register(
                 "coordinator_runs",
-                "gauge",
-                "Runs that have not ended, by state.",
+                "Runs that have not ended, by state",
+                ByLabel::gauge("state", owned(&s.runs)),
             );
-            labelled(&mut out, "coordinator_runs", "state", &owned(&s.runs));
-            family(
-                &mut out,
+            registry.register(
                 "coordinator_waits",
-                "gauge",
-                "Runs in a wait, by kind (wait-until, wait-for).",
+                "Runs in a wait, by kind (wait-until, wait-for)",
+                ByLabel::gauge("kind", owned(&s.waits)),
             );
-            labelled(&mut out, "coordinator_waits", "kind", &owned(&s.waits));
-            family(
-                &mut out,
+            registry.register(
                 "coordinator_uncertain_runs",
-                "gauge",
-                "Runs that have not ended and hold an unknown effect.",
+                "Runs that have not ended and hold an unknown effect",
+                ConstGauge::new(s.uncertain),
             );
-            let _ = writeln!(out, "coordinator_uncertain_runs {}", s.uncertain);
         }
         Err(e) => {
             tracing::warn!(code = "store-unavailable", error = %e, "metrics: store survey failed");
         }
     }
-    family(
-        &mut out,
-        "coordinator_store_ready",
-        "gauge",
-        "1 when the store answered this scrape's survey.",
+    register_store_ready(&mut registry, surveyed.is_ok());
+    registry.register(
+        "coordinator_admissions",
+        "Start requests by outcome",
+        ByLabel::counter(
+            "outcome",
+            with_fixed(&ADMISSION_OUTCOMES, counters.of("admissions")),
+        ),
     );
-    let _ = writeln!(
-        out,
-        "coordinator_store_ready {}",
-        u8::from(surveyed.is_ok())
+    registry.register(
+        "coordinator_dispatch_attempts",
+        "Dispatch attempts by result",
+        ByLabel::counter(
+            "result",
+            with_fixed(&DISPATCH_RESULTS, counters.of("dispatch_attempts")),
+        ),
     );
-    family(
-        &mut out,
-        "coordinator_admissions_total",
-        "counter",
-        "Start requests by outcome.",
-    );
-    labelled(
-        &mut out,
-        "coordinator_admissions_total",
-        "outcome",
-        &with_fixed(&ADMISSION_OUTCOMES, counters.of("admissions")),
-    );
-    family(
-        &mut out,
-        "coordinator_dispatch_attempts_total",
-        "counter",
-        "Dispatch attempts by result.",
-    );
-    labelled(
-        &mut out,
-        "coordinator_dispatch_attempts_total",
-        "result",
-        &with_fixed(&DISPATCH_RESULTS, counters.of("dispatch_attempts")),
-    );
-    family(
-        &mut out,
-        "coordinator_runs_ended_total",
-        "counter",
-        "Runs this process saw end, by state.",
-    );
-    labelled(
-        &mut out,
-        "coordinator_runs_ended_total",
-        "state",
-        &with_fixed(&ENDED_STATES, counters.of("runs_ended")),
-    );
-    family(
-        &mut out,
-        "coordinator_store_errors_total",
-        "counter",
-        "Store operations that failed because the store was unavailable.",
+    registry.register(
+        "coordinator_runs_ended",
+        "Runs this process saw end, by state",
+        ByLabel::counter(
+            "state",
+            with_fixed(&ENDED_STATES, counters.of("runs_ended")),
+        ),
     );
     let store_errors: u64 = counters.of("store_errors").iter().map(|(_, n)| n).sum();
-    let _ = writeln!(out, "coordinator_store_errors_total {store_errors}");
-    family(
-        &mut out,
+    registry.register(
+        "coordinator_store_errors",
+        "Store operations that failed because the store was unavailable",
+        ConstCounter::new(store_errors),
+    );
+    registry.register(
         "coordinator_hold",
-        "gauge",
-        "1 while the hold is in place (restore, admission).",
+        "1 while the hold is in place (restore, admission)",
+        ByLabel::gauge(
+            "hold",
+            vec![
+                ("restore".to_owned(), u64::from(holds.restore)),
+                ("admission".to_owned(), u64::from(holds.admission)),
+            ],
+        ),
     );
-    let _ = writeln!(
-        out,
-        "coordinator_hold{{hold=\"restore\"}} {}",
-        u8::from(holds.restore)
-    );
-    let _ = writeln!(
-        out,
-        "coordinator_hold{{hold=\"admission\"}} {}",
-        u8::from(holds.admission)
-    );
-    out
+    registry
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn while_waiting_only_the_store_is_not_ready_in_either_format() {
+        use axum::body::Body;
+        use axum::http::Request;
+        use tower::ServiceExt;
+        for (accept, content_type, body) in [
+            (
+                "*/*",
+                CONTENT_TYPE_TEXT,
+                "# HELP coordinator_store_ready 1 when the store answered this scrape's survey.\n\
+                 # TYPE coordinator_store_ready gauge\ncoordinator_store_ready 0\n",
+            ),
+            (
+                "application/openmetrics-text",
+                CONTENT_TYPE_OPENMETRICS,
+                "# HELP coordinator_store_ready 1 when the store answered this scrape's survey.\n\
+                 # TYPE coordinator_store_ready gauge\ncoordinator_store_ready 0\n# EOF\n",
+            ),
+        ] {
+            let request = Request::get("/metrics")
+                .header(ACCEPT, accept)
+                .body(Body::empty())
+                .unwrap();
+            let response = waiting_router().oneshot(request).await.unwrap();
+            assert_eq!(response.status(), StatusCode::OK);
+            assert_eq!(response.headers()[CONTENT_TYPE], content_type);
+            let bytes = axum::body::to_bytes(response.into_body(), 1 << 16)
+                .await
+                .unwrap();
+            assert_eq!(String::from_utf8(bytes.to_vec()).unwrap(), body);
+        }
+    }
+
+    #[test]
+    fn openmetrics_only_when_the_scraper_prefers_it() {
+        use Exposition::{OpenMetrics, Prometheus};
+        // Prometheus 3's default scrape protocols.
+        let prometheus = "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5,\
+                          application/openmetrics-text;version=0.0.1;q=0.4,\
+                          text/plain;version=1.0.0;escaping=allow-utf-8;q=0.3,\
+                          text/plain;version=0.0.4;q=0.2,*/*;q=0.1";
+        for (accept, expected) in [
+            (None, Prometheus),
+            (Some("*/*"), Prometheus),
+            (Some("text/plain"), Prometheus),
+            (Some("application/json"), Prometheus),
+            (Some("application/openmetrics-text"), OpenMetrics),
+            (
+                Some("Application/OpenMetrics-Text; version=1.0.0"),
+                OpenMetrics,
+            ),
+            (Some(prometheus), OpenMetrics),
+            (Some("application/openmetrics-text;q=0"), Prometheus),
+            (
+                Some("text/plain;q=0.9, application/openmetrics-text;q=0.5"),
+                Prometheus,
+            ),
+            (
+                Some("text/plain;q=0.5, application/openmetrics-text;q=0.5"),
+                OpenMetrics,
+            ),
+        ] {
+            assert_eq!(Exposition::negotiate(accept), expected, "{accept:?}");
+        }
+    }
+
+    fn sample() -> Registry {
+        let mut registry = Registry::default();
+        registry.register(
+            "coordinator_hold",
+            "1 while the hold is in place (restore, admission)",
+            ByLabel::gauge("hold", vec![("restore".into(), 1), ("admission".into(), 0)]),
+        );
+        registry.register(
+            "coordinator_admissions",
+            "Start requests by outcome",
+            ByLabel::counter(
+                "outcome",
+                with_fixed(&["created", "existing"], vec![("odd\"one".into(), 2)]),
+            ),
+        );
+        registry.register(
+            "coordinator_store_errors",
+            "Store operations that failed because the store was unavailable",
+            ConstCounter::new(3u64),
+        );
+        registry
+    }
+
+    #[test]
+    fn prometheus_text_keeps_the_documented_names() {
+        assert_eq!(
+            Exposition::Prometheus.encode(&sample()).unwrap(),
+            "# HELP coordinator_hold 1 while the hold is in place (restore, admission).\n\
+             # TYPE coordinator_hold gauge\n\
+             coordinator_hold{hold=\"restore\"} 1\n\
+             coordinator_hold{hold=\"admission\"} 0\n\
+             # HELP coordinator_admissions_total Start requests by outcome.\n\
+             # TYPE coordinator_admissions_total counter\n\
+             coordinator_admissions_total{outcome=\"created\"} 0\n\
+             coordinator_admissions_total{outcome=\"existing\"} 0\n\
+             coordinator_admissions_total{outcome=\"odd\\\"one\"} 2\n\
+             # HELP coordinator_store_errors_total Store operations that failed because the store was unavailable.\n\
+             # TYPE coordinator_store_errors_total counter\n\
+             coordinator_store_errors_total 3\n"
+        );
+    }
+
+    #[test]
+    fn openmetrics_names_counter_families_without_total_and_ends_with_eof() {
+        assert_eq!(
+            Exposition::OpenMetrics.encode(&sample()).unwrap(),
+            "# HELP coordinator_hold 1 while the hold is in place (restore, admission).\n\
+             # TYPE coordinator_hold gauge\n\
+             coordinator_hold{hold=\"restore\"} 1\n\
+             coordinator_hold{hold=\"admission\"} 0\n\
+             # HELP coordinator_admissions Start requests by outcome.\n\
+             # TYPE coordinator_admissions counter\n\
+             coordinator_admissions_total{outcome=\"created\"} 0\n\
+             coordinator_admissions_total{outcome=\"existing\"} 0\n\
+             coordinator_admissions_total{outcome=\"odd\\\"one\"} 2\n\
+             # HELP coordinator_store_errors Store operations that failed because the store was unavailable.\n\
+             # TYPE coordinator_store_errors counter\n\
+             coordinator_store_errors_total 3\n\
+             # EOF\n"
+        );
+    }
 }

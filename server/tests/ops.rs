@@ -975,3 +975,167 @@ async fn metrics_are_prometheus_text_without_run_labels() {
         .unwrap();
     assert_eq!(resp.status().as_u16(), 404);
 }
+
+/// The series of docs/operations.md "Metrics": sample name, type, label.
+const SERIES: [(&str, &str, Option<&str>); 10] = [
+    ("coordinator_dispatch_jobs", "gauge", Some("state")),
+    ("coordinator_runs", "gauge", Some("state")),
+    ("coordinator_waits", "gauge", Some("kind")),
+    ("coordinator_uncertain_runs", "gauge", None),
+    ("coordinator_store_ready", "gauge", None),
+    ("coordinator_admissions_total", "counter", Some("outcome")),
+    (
+        "coordinator_dispatch_attempts_total",
+        "counter",
+        Some("result"),
+    ),
+    ("coordinator_runs_ended_total", "counter", Some("state")),
+    ("coordinator_store_errors_total", "counter", None),
+    ("coordinator_hold", "gauge", Some("hold")),
+];
+
+/// Read from the store: absent while it does not answer.
+const FROM_STORE: [&str; 4] = [
+    "coordinator_dispatch_jobs",
+    "coordinator_runs",
+    "coordinator_waits",
+    "coordinator_uncertain_runs",
+];
+
+/// Parses a Prometheus text 0.0.4 answer whole (`prometheus-parse`): every
+/// sample line is read, and every sample is one of [`SERIES`] with its type
+/// and label; returns the sample names.
+fn parse_prometheus_text(text: &str) -> Vec<String> {
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap();
+    let sample_lines = text
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .count();
+    assert_eq!(
+        scrape.samples.len(),
+        sample_lines,
+        "a line was not read:\n{text}"
+    );
+    for s in &scrape.samples {
+        let (_, kind, label) = SERIES
+            .iter()
+            .find(|(name, _, _)| *name == s.metric)
+            .unwrap_or_else(|| panic!("undocumented series {}", s.metric));
+        match (&s.value, *kind) {
+            (prometheus_parse::Value::Gauge(_), "gauge")
+            | (prometheus_parse::Value::Counter(_), "counter") => {}
+            (v, _) => panic!("{} is {v:?}, documented as a {kind}", s.metric),
+        }
+        let keys: Vec<&String> = s.labels.keys().collect();
+        match label {
+            Some(l) => assert_eq!(keys, [l], "{}", s.metric),
+            None => assert!(keys.is_empty(), "{}", s.metric),
+        }
+        assert!(
+            scrape.docs.contains_key(&s.metric),
+            "no HELP for {}",
+            s.metric
+        );
+    }
+    scrape.samples.into_iter().map(|s| s.metric).collect()
+}
+
+/// Checks an OpenMetrics 1.0.0 answer: a `# TYPE` line per family present
+/// (a counter's family named without `_total`, its samples with it), every
+/// sample line of a typed family, and `# EOF` once, last.
+fn check_openmetrics(text: &str) -> Vec<String> {
+    assert!(text.ends_with("\n# EOF\n"), "{text}");
+    assert_eq!(text.matches("# EOF").count(), 1, "{text}");
+    let mut seen = Vec::new();
+    for l in text.lines().filter(|l| !l.starts_with('#')) {
+        let name = l.split(['{', ' ']).next().unwrap();
+        let (_, kind, _) = SERIES
+            .iter()
+            .find(|(n, _, _)| *n == name)
+            .unwrap_or_else(|| panic!("undocumented series {name}"));
+        let family = name.strip_suffix("_total").unwrap_or(name);
+        assert!(
+            text.lines().any(|t| t == format!("# TYPE {family} {kind}")),
+            "no `# TYPE {family} {kind}` in\n{text}"
+        );
+        let (_, v) = l.rsplit_once(' ').unwrap();
+        v.parse::<f64>().unwrap();
+        seen.push(name.to_owned());
+    }
+    seen
+}
+
+#[tokio::test]
+async fn metrics_parse_whole_in_both_text_formats() {
+    let env = Env::new(false).await;
+    env.uncertain_run("k-1").await;
+    let scrape = |openmetrics: bool| {
+        let mut request = env.http.get(&env.metrics);
+        if openmetrics {
+            // Prometheus's own Accept header.
+            request = request.header(
+                "accept",
+                "application/openmetrics-text;version=1.0.0;q=0.5,\
+                 application/openmetrics-text;version=0.0.1;q=0.4,\
+                 text/plain;version=0.0.4;q=0.2,*/*;q=0.1",
+            );
+        }
+        async move {
+            let resp = request.send().await.unwrap();
+            assert_eq!(resp.status().as_u16(), 200);
+            let ct = resp.headers()["content-type"].to_str().unwrap().to_owned();
+            (ct, resp.text().await.unwrap())
+        }
+    };
+
+    let (ct, text) = scrape(false).await;
+    assert_eq!(ct, "text/plain; version=0.0.4; charset=utf-8");
+    let names = parse_prometheus_text(&text);
+    for (name, _, _) in SERIES {
+        assert!(names.iter().any(|n| n == name), "no {name} in\n{text}");
+    }
+    assert!(!text.contains("# EOF"), "{text}");
+
+    let (ct, text) = scrape(true).await;
+    assert_eq!(
+        ct,
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+    let names = check_openmetrics(&text);
+    for (name, _, _) in SERIES {
+        assert!(names.iter().any(|n| n == name), "no {name} in\n{text}");
+    }
+    assert!(text
+        .lines()
+        .any(|l| l == "# TYPE coordinator_admissions counter"));
+    assert!(text
+        .lines()
+        .any(|l| l == "coordinator_dispatch_attempts_total{result=\"uncertain\"} 1"));
+
+    // The store does not answer: the series read from it are left out, in
+    // both formats, and the rest still parses.
+    env.store.set_unavailable(true);
+    for openmetrics in [false, true] {
+        let (_, text) = scrape(openmetrics).await;
+        let names = if openmetrics {
+            check_openmetrics(&text)
+        } else {
+            parse_prometheus_text(&text)
+        };
+        for absent in FROM_STORE {
+            assert!(!names.iter().any(|n| n == absent), "{absent} in\n{text}");
+        }
+        assert!(
+            text.lines().any(|l| l == "coordinator_store_ready 0"),
+            "{text}"
+        );
+        // The failed survey counts as a store error.
+        let errors = text
+            .lines()
+            .find_map(|l| l.strip_prefix("coordinator_store_errors_total "))
+            .unwrap_or_else(|| panic!("no store errors in\n{text}"));
+        assert!(errors.parse::<u64>().unwrap() >= 1, "{text}");
+        assert!(names.iter().any(|n| n == "coordinator_hold"), "{text}");
+    }
+    env.store.set_unavailable(false);
+}

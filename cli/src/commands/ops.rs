@@ -8,6 +8,10 @@
 //! printed). The token file must be a regular, owner-only file (mode
 //! `& 0o077 == 0`), as secret files are.
 //!
+//! Request bodies are the `coordinator-api` request types, and a success
+//! is read as the command's `coordinator-api` answer type (anything else is
+//! `coordinator.command.unexpected-answer`).
+//!
 //! Text output on stdout; a refusal goes to stderr as
 //! `error[<problem code>] <url>`, the problem's title and detail, and a
 //! `next:` line. `--format json` prints one `CoordinatorCtlReport` with the
@@ -21,10 +25,13 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use std::fmt::Write as _;
+
 use clap::{Args, Subcommand};
 use coordinator_api as api;
+use serde::de::DeserializeOwned;
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::report::{self, EXIT_OK, EXIT_REFUSED, EXIT_UNAVAILABLE, EXIT_USAGE};
 use crate::Format;
@@ -195,8 +202,23 @@ pub fn run(command: OpsCommand) -> u8 {
 
 enum Method {
     Get,
-    Post(Value),
+    Post(Body),
 }
+
+/// A request body: always one of the API's request types.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Body {
+    Recovery(api::Recovery),
+    Hold(api::HoldReason),
+    Execution(api::ExecutionRecovery),
+    Admission(api::AdmissionRecovery),
+    Retention(api::Retention),
+}
+
+/// Reads a 2xx answer as its API type and renders it as text; `Err` when the
+/// answer is not of that type (`coordinator.command.unexpected-answer`).
+type Render = fn(&Value) -> Result<String, serde_json::Error>;
 
 struct Call {
     name: &'static str,
@@ -204,7 +226,7 @@ struct Call {
     path: String,
     query: Vec<(&'static str, String)>,
     conn: Conn,
-    render: fn(&Value),
+    render: Render,
 }
 
 fn segment(id: &str) -> String {
@@ -227,7 +249,7 @@ async fn execute(command: OpsCommand) -> u8 {
             path: format!("/v1/runs/{}", segment(&a.run)),
             query: vec![],
             conn: a.conn,
-            render: render_status,
+            render: read::<api::RunStatus>,
         },
         OpsCommand::List(a) => {
             let mut query = Vec::new();
@@ -256,7 +278,7 @@ async fn execute(command: OpsCommand) -> u8 {
                 path: "/v1/runs".into(),
                 query,
                 conn: a.conn,
-                render: render_list,
+                render: read::<api::RunList>,
             }
         }
         OpsCommand::Inspect(a) => Call {
@@ -265,7 +287,7 @@ async fn execute(command: OpsCommand) -> u8 {
             path: format!("/v1/runs/{}/inspect", segment(&a.run)),
             query: vec![],
             conn: a.conn,
-            render: render_inspection,
+            render: read::<api::Inspection>,
         },
         OpsCommand::Cancel(a) => recover("cancel", a),
         OpsCommand::RetrySame(a) => recover("retry-same", a),
@@ -276,12 +298,18 @@ async fn execute(command: OpsCommand) -> u8 {
             path: "/v1/doctor".into(),
             query: vec![],
             conn,
-            render: render_doctor,
+            render: read::<api::Doctor>,
         },
-        OpsCommand::RestoreHold(a) => hold("restore-hold", json!({"reason": a.reason}), a.conn),
-        OpsCommand::ReleaseRestoreHold(a) => {
-            hold("release-restore-hold", json!({"reason": a.reason}), a.conn)
-        }
+        OpsCommand::RestoreHold(a) => hold(
+            "restore-hold",
+            Body::Hold(api::HoldReason { reason: a.reason }),
+            a.conn,
+        ),
+        OpsCommand::ReleaseRestoreHold(a) => hold(
+            "release-restore-hold",
+            Body::Hold(api::HoldReason { reason: a.reason }),
+            a.conn,
+        ),
         OpsCommand::CompleteExecutionRecovery(a) => {
             if !(a.execution_history_complete && a.prior_deployment_fenced) {
                 eprintln!("coordinatorctl complete-execution-recovery: attest with --execution-history-complete and --prior-deployment-fenced (audited operator statements)");
@@ -289,7 +317,11 @@ async fn execute(command: OpsCommand) -> u8 {
             }
             hold(
                 "complete-execution-recovery",
-                json!({"recoveryReference": a.recovery_reference, "executionHistoryComplete": true, "priorDeploymentFenced": true}),
+                Body::Execution(api::ExecutionRecovery {
+                    recovery_reference: a.recovery_reference,
+                    execution_history_complete: true,
+                    prior_deployment_fenced: true,
+                }),
                 a.conn,
             )
         }
@@ -300,7 +332,11 @@ async fn execute(command: OpsCommand) -> u8 {
             }
             hold(
                 "release-admission-hold",
-                json!({"recoveryReference": a.recovery_reference, "admissionHistoryComplete": true, "priorDeploymentFenced": true}),
+                Body::Admission(api::AdmissionRecovery {
+                    recovery_reference: a.recovery_reference,
+                    admission_history_complete: true,
+                    prior_deployment_fenced: true,
+                }),
                 a.conn,
             )
         }
@@ -311,11 +347,14 @@ async fn execute(command: OpsCommand) -> u8 {
             }
             Call {
                 name: "retain",
-                method: Method::Post(json!({"before": a.before, "limit": a.limit})),
+                method: Method::Post(Body::Retention(api::Retention {
+                    before: a.before,
+                    limit: a.limit,
+                })),
                 path: "/v1/retention".into(),
                 query: vec![],
                 conn: a.conn,
-                render: render_retained,
+                render: read::<api::Retained>,
             }
         }
     };
@@ -325,22 +364,22 @@ async fn execute(command: OpsCommand) -> u8 {
 fn recover(name: &'static str, a: RecoverArgs) -> Call {
     Call {
         name,
-        method: Method::Post(json!({"reason": a.reason})),
+        method: Method::Post(Body::Recovery(api::Recovery { reason: a.reason })),
         path: format!("/v1/runs/{}/{name}", segment(&a.run)),
         query: vec![],
         conn: a.conn,
-        render: render_status,
+        render: read::<api::RunStatus>,
     }
 }
 
-fn hold(name: &'static str, body: Value, conn: Conn) -> Call {
+fn hold(name: &'static str, body: Body, conn: Conn) -> Call {
     Call {
         name,
         method: Method::Post(body),
         path: format!("/v1/{name}"),
         query: vec![],
         conn,
-        render: render_holds,
+        render: read::<api::Holds>,
     }
 }
 
@@ -511,10 +550,19 @@ async fn perform(call: Call) -> u8 {
     };
     let mut request = match &call.method {
         Method::Get => client.get(&url),
-        Method::Post(body) => client
-            .post(&url)
-            .header("content-type", "application/json")
-            .body(body.to_string()),
+        Method::Post(body) => match serde_json::to_string(body) {
+            Ok(body) => client
+                .post(&url)
+                .header("content-type", "application/json")
+                .body(body),
+            Err(e) => {
+                eprintln!(
+                    "coordinatorctl {}: cannot encode the request: {e}",
+                    call.name
+                );
+                return EXIT_USAGE;
+            }
+        },
     };
     if !call.query.is_empty() {
         request = request.query(&call.query);
@@ -571,6 +619,11 @@ async fn perform(call: Call) -> u8 {
             Ok(v) => v,
             Err(_) => return unexpected(&call, &url, status),
         };
+        // The answer must be the API's type in either format; the JSON
+        // report then carries it as the service sent it.
+        let Ok(rendered) = (call.render)(&value) else {
+            return unexpected(&call, &url, status);
+        };
         match call.conn.format {
             Format::Json => report::print_json(
                 call.name,
@@ -582,7 +635,7 @@ async fn perform(call: Call) -> u8 {
                     error: None,
                 },
             ),
-            Format::Text => (call.render)(&value),
+            Format::Text => print!("{rendered}"),
         }
         return EXIT_OK;
     }
@@ -670,135 +723,343 @@ pub fn next_step(code: &str) -> &'static str {
     }
 }
 
-fn field<'a>(v: &'a Value, name: &str) -> Option<&'a Value> {
-    v.get(name).filter(|x| !x.is_null())
+/// Reads `value` as the API type `T` and renders it as text.
+fn read<T: DeserializeOwned + Text>(value: &Value) -> Result<String, serde_json::Error> {
+    T::deserialize(value).map(|answer| answer.text())
 }
 
-fn text_of(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
+/// The text form of an API answer: lines, each ending in `\n`.
+///
+/// The renderers destructure each type without `..`, so a member added to
+/// or renamed in `coordinator-api` breaks the build here until the text
+/// form says what to do with it.
+trait Text {
+    fn text(&self) -> String;
+}
+
+/// `name: value` when `value` is set.
+fn line(out: &mut String, name: &str, value: Option<&dyn std::fmt::Display>) {
+    if let Some(v) = value {
+        let _ = writeln!(out, "{name}: {v}");
     }
 }
 
-fn render_status(v: &Value) {
-    for name in [
-        "run",
-        "workflow",
-        "revision",
-        "state",
-        "admittedAt",
-        "deadlineAt",
-        "endedAt",
-        "outcome",
-        "failure",
-        "failurePath",
-        "payloadErased",
-        "review",
-    ] {
-        if let Some(x) = field(v, name) {
-            println!("{name}: {}", text_of(x));
+/// An optional member, shown when set.
+fn if_set<T: std::fmt::Display>(value: &Option<T>) -> Option<&dyn std::fmt::Display> {
+    value.as_ref().map(|v| v as &dyn std::fmt::Display)
+}
+
+/// A member present only when `true`, shown as `true`.
+fn flag(value: bool) -> Option<&'static dyn std::fmt::Display> {
+    value.then_some(&true)
+}
+
+/// A count the store may not have answered: `unknown` when it did not.
+fn count(n: Option<u64>) -> String {
+    n.map_or_else(|| "unknown".to_owned(), |n| n.to_string())
+}
+
+impl Text for api::RunStatus {
+    fn text(&self) -> String {
+        let api::RunStatus {
+            run,
+            workflow,
+            revision,
+            state,
+            admitted_at,
+            deadline_at,
+            ended_at,
+            outcome,
+            output,
+            failure,
+            failure_path,
+            payload_erased,
+            review,
+        } = self;
+        let mut out = String::new();
+        line(&mut out, "run", Some(run));
+        line(&mut out, "workflow", Some(workflow));
+        line(&mut out, "revision", Some(revision));
+        line(&mut out, "state", Some(state));
+        line(&mut out, "admittedAt", Some(admitted_at));
+        line(&mut out, "deadlineAt", Some(deadline_at));
+        line(&mut out, "endedAt", if_set(ended_at));
+        line(&mut out, "outcome", if_set(outcome));
+        line(&mut out, "failure", if_set(failure));
+        line(&mut out, "failurePath", if_set(failure_path));
+        line(&mut out, "payloadErased", flag(*payload_erased));
+        line(&mut out, "review", if_set(review));
+        // Compact JSON, members in the service's order.
+        line(&mut out, "output", if_set(output));
+        out
+    }
+}
+
+impl Text for api::RunList {
+    fn text(&self) -> String {
+        let api::RunList { runs, next_cursor } = self;
+        let mut out = String::new();
+        if runs.is_empty() {
+            out.push_str("no runs\n");
         }
-    }
-    if let Some(out) = field(v, "output") {
-        println!("output: {out}");
-    }
-}
-
-fn render_list(v: &Value) {
-    let runs = v.get("runs").and_then(Value::as_array);
-    let runs = runs.map(Vec::as_slice).unwrap_or_default();
-    if runs.is_empty() {
-        println!("no runs");
-    }
-    for r in runs {
-        let get = |n: &str| field(r, n).map(text_of).unwrap_or_else(|| "-".into());
-        let review = field(r, "review")
-            .map(|x| format!("  review={}", text_of(x)))
-            .unwrap_or_default();
-        println!(
-            "{}  {}  {}  {}{review}",
-            get("run"),
-            get("state"),
-            get("workflow"),
-            get("admittedAt")
-        );
-    }
-    if let Some(c) = field(v, "nextCursor") {
-        println!("nextCursor: {}", text_of(c));
+        for r in runs {
+            let review = r
+                .review
+                .as_ref()
+                .map(|x| format!("  review={x}"))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "{}  {}  {}  {}{review}",
+                r.run, r.state, r.workflow, r.admitted_at
+            );
+        }
+        line(&mut out, "nextCursor", if_set(next_cursor));
+        out
     }
 }
 
-fn render_inspection(v: &Value) {
-    if let Some(s) = v.get("status") {
-        render_status(s);
-    }
-    let erased = v
-        .get("status")
-        .and_then(|s| s.get("payloadErased"))
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    if erased {
-        println!("steps: (erased by retention)");
-        return;
-    }
-    println!("steps:");
-    for st in v
-        .get("steps")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-    {
-        let mut line = format!(
-            "  {} ({})",
-            field(st, "name").map(text_of).unwrap_or_default(),
-            field(st, "kind").map(text_of).unwrap_or_default()
-        );
-        for name in ["effect", "attempts", "dueAt", "observations", "restored"] {
-            if let Some(x) = field(st, name) {
-                line.push_str(&format!(" {name}={}", text_of(x)));
+impl Text for api::Inspection {
+    fn text(&self) -> String {
+        let api::Inspection { status, steps } = self;
+        let mut out = status.text();
+        if status.payload_erased {
+            out.push_str("steps: (erased by retention)\n");
+            return out;
+        }
+        out.push_str("steps:\n");
+        for step in steps {
+            let api::InspectedStep {
+                name,
+                kind,
+                effect,
+                attempts,
+                due_at,
+                observations,
+                restored,
+            } = step;
+            let _ = write!(out, "  {name} ({kind})");
+            let facts: [(&str, Option<&dyn std::fmt::Display>); 5] = [
+                ("effect", if_set(effect)),
+                ("attempts", if_set(attempts)),
+                ("dueAt", if_set(due_at)),
+                ("observations", if_set(observations)),
+                ("restored", flag(*restored)),
+            ];
+            for (fact, value) in facts {
+                if let Some(v) = value {
+                    let _ = write!(out, " {fact}={v}");
+                }
             }
+            out.push('\n');
         }
-        println!("{line}");
+        out
     }
 }
 
-fn render_doctor(v: &Value) {
-    fn flat(prefix: &str, v: &Value) {
-        if let Value::Object(map) = v {
-            for (k, x) in map {
-                let name = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
-                flat(&name, x);
-            }
-        } else if v.is_null() {
-            println!("{prefix}: unknown");
-        } else {
-            println!("{prefix}: {}", text_of(v));
-        }
+/// Every member flat, `state.` and `holds.` before the nested ones; a count
+/// the store did not answer is `unknown`.
+impl Text for api::Doctor {
+    fn text(&self) -> String {
+        let api::Doctor {
+            activation_ready,
+            recovery_only,
+            state,
+            holds,
+        } = self;
+        let api::DoctorState {
+            audit_ready,
+            store_ready,
+            uncertain,
+            attention,
+            live,
+            review_required,
+        } = state;
+        let mut out = String::new();
+        line(&mut out, "activationReady", Some(activation_ready));
+        line(&mut out, "recoveryOnly", Some(recovery_only));
+        line(&mut out, "state.auditReady", Some(audit_ready));
+        line(&mut out, "state.storeReady", Some(store_ready));
+        line(&mut out, "state.uncertain", Some(&count(*uncertain)));
+        line(&mut out, "state.attention", Some(&count(*attention)));
+        line(&mut out, "state.live", Some(&count(*live)));
+        line(
+            &mut out,
+            "state.reviewRequired",
+            Some(&count(*review_required)),
+        );
+        out.push_str(&holds.text());
+        out
     }
-    flat("", v);
 }
 
-fn render_holds(v: &Value) {
-    if let Value::Object(map) = v {
-        for (k, x) in map {
-            println!("holds.{k}: {}", text_of(x));
-        }
+/// `holds.<member>: <value>`, as the hold routes and `doctor` answer them.
+impl Text for api::Holds {
+    fn text(&self) -> String {
+        let api::Holds {
+            restore,
+            admission,
+            execution_recovery_completed,
+            restore_epoch,
+        } = self;
+        let mut out = String::new();
+        line(&mut out, "holds.restore", Some(restore));
+        line(&mut out, "holds.admission", Some(admission));
+        line(
+            &mut out,
+            "holds.executionRecoveryCompleted",
+            Some(execution_recovery_completed),
+        );
+        line(&mut out, "holds.restoreEpoch", Some(restore_epoch));
+        out
     }
 }
 
 /// `Erased N runs ended before T; more remain` (or `none remain`).
-fn render_retained(v: &Value) {
-    let erased = v.get("erased").and_then(Value::as_u64).unwrap_or(0);
-    let before = v.get("before").and_then(Value::as_str).unwrap_or("?");
-    let more = v.get("more").and_then(Value::as_bool).unwrap_or(false);
-    println!(
-        "Erased {erased} run{} ended before {before}; {}",
-        if erased == 1 { "" } else { "s" },
-        if more { "more remain" } else { "none remain" }
-    );
+impl Text for api::Retained {
+    fn text(&self) -> String {
+        let api::Retained {
+            erased,
+            more,
+            before,
+        } = self;
+        format!(
+            "Erased {erased} run{} ended before {before}; {}\n",
+            if *erased == 1 { "" } else { "s" },
+            if *more { "more remain" } else { "none remain" }
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn status() -> Value {
+        json!({
+            "run": "r-1", "workflow": "follow-up", "revision": "sha256:9a",
+            "state": "failed", "admittedAt": "2026-03-02T09:00:00Z",
+            "deadlineAt": "2026-03-16T09:00:00Z", "endedAt": "2026-03-02T09:01:00Z",
+            "outcome": null, "output": {"b": 1, "a": [true]}, "failure": "invalid-command",
+            "failurePath": "/to", "review": "reconciled"
+        })
+    }
+
+    #[test]
+    fn status_prints_the_members_that_are_set_in_order() {
+        assert_eq!(
+            read::<api::RunStatus>(&status()).unwrap(),
+            "run: r-1\nworkflow: follow-up\nrevision: sha256:9a\nstate: failed\n\
+             admittedAt: 2026-03-02T09:00:00Z\ndeadlineAt: 2026-03-16T09:00:00Z\n\
+             endedAt: 2026-03-02T09:01:00Z\nfailure: invalid-command\nfailurePath: /to\n\
+             review: reconciled\noutput: {\"b\":1,\"a\":[true]}\n"
+        );
+    }
+
+    #[test]
+    fn list_lines_end_with_the_review_and_the_cursor_follows() {
+        let mut other = status();
+        other["run"] = json!("r-2");
+        other["state"] = json!("running");
+        other.as_object_mut().unwrap().remove("review");
+        let page = json!({"runs": [status(), other], "nextCursor": "s2"});
+        assert_eq!(
+            read::<api::RunList>(&page).unwrap(),
+            "r-1  failed  follow-up  2026-03-02T09:00:00Z  review=reconciled\n\
+             r-2  running  follow-up  2026-03-02T09:00:00Z\nnextCursor: s2\n"
+        );
+        let empty = json!({"runs": [], "nextCursor": null});
+        assert_eq!(read::<api::RunList>(&empty).unwrap(), "no runs\n");
+    }
+
+    #[test]
+    fn inspect_shows_each_step_with_its_facts() {
+        let answer = json!({"status": status(), "steps": [
+            {"name": "due", "kind": "wait-until", "effect": null, "attempts": null,
+             "dueAt": "2026-03-02T10:00:00Z", "observations": null},
+            {"name": "send", "kind": "call", "effect": "unknown", "attempts": 1,
+             "dueAt": null, "observations": null, "restored": true},
+        ]});
+        let text = read::<api::Inspection>(&answer).unwrap();
+        assert!(
+            text.ends_with(
+                "output: {\"b\":1,\"a\":[true]}\nsteps:\n  due (wait-until) dueAt=2026-03-02T10:00:00Z\n  \
+                 send (call) effect=unknown attempts=1 restored=true\n"
+            ),
+            "{text}"
+        );
+        let mut erased = status();
+        erased["payloadErased"] = json!(true);
+        erased["output"] = Value::Null;
+        let answer = json!({"status": erased, "steps": []});
+        let text = read::<api::Inspection>(&answer).unwrap();
+        assert!(
+            text.ends_with(
+                "failurePath: /to\npayloadErased: true\nreview: reconciled\nsteps: (erased by retention)\n"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn doctor_prints_every_member_flat_and_unknown_for_null() {
+        let answer = json!({
+            "activationReady": true, "recoveryOnly": false,
+            "state": {"auditReady": true, "storeReady": false, "uncertain": null,
+                      "attention": null, "live": null, "reviewRequired": null},
+            "holds": {"restore": true, "admission": true,
+                      "executionRecoveryCompleted": false, "restoreEpoch": 3}
+        });
+        assert_eq!(
+            read::<api::Doctor>(&answer).unwrap(),
+            "activationReady: true\nrecoveryOnly: false\nstate.auditReady: true\n\
+             state.storeReady: false\nstate.uncertain: unknown\nstate.attention: unknown\n\
+             state.live: unknown\nstate.reviewRequired: unknown\nholds.restore: true\n\
+             holds.admission: true\nholds.executionRecoveryCompleted: false\n\
+             holds.restoreEpoch: 3\n"
+        );
+    }
+
+    #[test]
+    fn retained_counts_runs() {
+        let one = json!({"erased": 1, "more": true, "before": "2026-07-01T00:00:00Z"});
+        assert_eq!(
+            read::<api::Retained>(&one).unwrap(),
+            "Erased 1 run ended before 2026-07-01T00:00:00Z; more remain\n"
+        );
+    }
+
+    #[test]
+    fn an_answer_of_another_shape_is_not_read() {
+        assert!(read::<api::RunStatus>(&json!({"ready": true})).is_err());
+        assert!(read::<api::Holds>(&json!({"restore": "yes"})).is_err());
+        assert!(read::<api::Doctor>(&json!([])).is_err());
+    }
+
+    #[test]
+    fn request_bodies_are_the_api_types() {
+        let body = |b: Body| serde_json::to_value(b).unwrap();
+        assert_eq!(
+            body(Body::Recovery(api::Recovery {
+                reason: "t-1".into()
+            })),
+            json!({"reason": "t-1"})
+        );
+        assert_eq!(
+            body(Body::Execution(api::ExecutionRecovery {
+                recovery_reference: "i-1".into(),
+                execution_history_complete: true,
+                prior_deployment_fenced: true,
+            })),
+            json!({"recoveryReference": "i-1", "executionHistoryComplete": true, "priorDeploymentFenced": true})
+        );
+        assert_eq!(
+            body(Body::Retention(api::Retention {
+                before: "2026-07-01T00:00:00Z".into(),
+                limit: 100,
+            })),
+            json!({"before": "2026-07-01T00:00:00Z", "limit": 100})
+        );
+    }
 }
