@@ -5,6 +5,7 @@
 //! - [`catalogue`]: the ten host operations (SPEC §5), as data.
 //! - [`canonical`]: canonical JSON, the encoding the revision hashes.
 //! - [`disasm`]: a human-readable listing used by golden tests.
+//! - [`instant`]: RFC 3339 instants and Unix seconds, without a clock.
 //! - [`limits`]: the fixed Function limits (SPEC §3).
 //!
 //! This crate depends on no other crate of the project, and knows nothing
@@ -16,6 +17,7 @@
 pub mod canonical;
 pub mod catalogue;
 pub mod disasm;
+pub mod instant;
 pub mod limits;
 pub mod program;
 

@@ -9,11 +9,11 @@ use jsonschema::Validator;
 use serde_json::{json, Map, Value};
 
 use crate::functions::{self, FunctionError, Sandbox};
-use crate::instant::Instant;
 use crate::model::{
     Answer, CallPhase, CancelMode, CancelRecord, Command, EffectState, Event, Failure, FailureCode,
     Pending, RejectCode, Rejected, Resumed, RunState, RunStatus, WakeKind,
 };
+use coordinator_ir::instant::Instant;
 
 /// A Program that failed to load: the sentence says why.
 #[derive(Clone, Debug, PartialEq, Eq)]
