@@ -7,6 +7,7 @@
 //! - [`disasm`]: a human-readable listing used by golden tests.
 //! - [`instant`]: RFC 3339 instants and Unix seconds, without a clock.
 //! - [`limits`]: the fixed Function limits (SPEC §3).
+//! - [`validation`]: the JSON Schema validator the VM and the compiler share.
 //!
 //! This crate depends on no other crate of the project, and knows nothing
 //! about YAML, source positions, clocks or I/O.
@@ -20,6 +21,7 @@ pub mod disasm;
 pub mod instant;
 pub mod limits;
 pub mod program;
+pub mod validation;
 
 pub use program::*;
 
