@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use coordinator_ir::catalogue::{self, OperationDescriptor};
+use coordinator_ir::instant::Instant;
 use coordinator_source::{Diagnostic, Located, YamlDocument};
 use serde_json::{json, Value};
 
@@ -28,6 +29,10 @@ pub const MAX_FIELDS: usize = 64;
 pub const MAX_FUNCTION_INPUTS: usize = 16;
 /// Largest run deadline, seconds.
 pub const MAX_DEADLINE_SECONDS: u64 = 31_536_000;
+
+/// The repair line of every "does not fit" error.
+const MISMATCH_NEXT: &str =
+    "Map a value of the type the schema declares there, or change the declared type.";
 
 pub(crate) fn esc(t: &str) -> String {
     t.replace('~', "~0").replace('/', "~1")
@@ -458,7 +463,7 @@ impl<'a> Checker<'a> {
                         None
                     } else {
                         self.resolve(t, &format!("{ptr}/output"), 0).map(|narrow| {
-                            let rebased = rebase(narrow.node(), "/allOf/1");
+                            let rebased = schema::rebase(narrow.node(), "/allOf/1");
                             Sch::new(json!({"allOf": [base, rebased]}))
                         })
                     }
@@ -1089,15 +1094,25 @@ impl<'a> Checker<'a> {
                 }
             }
             Step::WaitUntil(w) => {
-                let ty = self.mapping(&w.until, &format!("{sp}/until"), env);
-                let instant = Sch::new(json!({"type": "string", "format": "date-time"}));
-                self.fit_report(
-                    &ty,
-                    &instant,
-                    &format!("{sp}/until"),
-                    "an RFC 3339 instant (a string with format date-time)",
-                    "coordinator.wait-until.instant",
-                );
+                let up = format!("{sp}/until");
+                let ty = self.mapping(&w.until, &up, env);
+                let desc = "an RFC 3339 instant (a string with format date-time)";
+                // The VM reads `until` with `Instant::parse`, not with a
+                // schema: a literal is checked the same way, so check and run
+                // agree on it (`noon:60` included).
+                if let Ty::Literal(Value::String(text)) = &ty {
+                    if Instant::parse(text).is_err() {
+                        self.err(
+                            "coordinator.wait-until.instant",
+                            &up,
+                            format!("this mapping does not fit {desc}: expected a date-time string at the top level, found {}", Value::String(text.clone())),
+                            MISMATCH_NEXT,
+                        );
+                    }
+                } else {
+                    let instant = Sch::new(json!({"type": "string", "format": "date-time"}));
+                    self.fit_report(&ty, &instant, &up, desc, "coordinator.wait-until.instant");
+                }
             }
             Step::WaitFor(w) => {
                 let cp = format!("{sp}/completion");
@@ -1274,7 +1289,7 @@ impl<'a> Checker<'a> {
                 code,
                 &p,
                 format!("this mapping does not fit {desc}: {msg}"),
-                "Map a value of the type the schema declares there, or change the declared type.",
+                MISMATCH_NEXT,
             ),
         }
     }
@@ -1678,27 +1693,4 @@ fn quote_list(v: &[&str]) -> String {
         .map(|s| format!("`{s}`"))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// Rewrites local `$ref`s of a schema placed at `prefix` inside a new root.
-pub(crate) fn rebase(v: &Value, prefix: &str) -> Value {
-    match v {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .map(|(k, x)| {
-                    let nx = match (k.as_str(), x) {
-                        ("$ref", Value::String(r)) if r.starts_with('#') => {
-                            Value::String(format!("#{prefix}{}", r.get(1..).unwrap_or("")))
-                        }
-                        _ => rebase(x, prefix),
-                    };
-                    (k.clone(), nx)
-                })
-                .collect(),
-        ),
-        Value::Array(a) => Value::Array(a.iter().map(|x| rebase(x, prefix)).collect()),
-        other @ (Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_)) => {
-            other.clone()
-        }
-    }
 }

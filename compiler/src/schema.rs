@@ -8,7 +8,8 @@
 
 use std::rc::Rc;
 
-use serde_json::{Map, Value};
+use coordinator_ir::validation::{self, TypeKind, ValidationErrorKind};
+use serde_json::{json, Map, Value};
 
 /// Keywords an authored schema may use (draft 2020-12, no `$id`, no dynamic
 /// references). Anything else is refused (`coordinator.schema.unknown-keyword`).
@@ -680,14 +681,7 @@ fn fit_d(src: &Ty, tgt: &Sch, at: &str, member: &str, depth: usize) -> Fit {
             .iter()
             .map(|a| fit_d(a, &tgt, at, member, depth + 1))
             .fold(Fit::Ok, worst),
-        Ty::Literal(v) => match validate_value(v, &tgt, member, depth) {
-            Ok(true) => Fit::Ok,
-            Ok(false) => Fit::Unchecked(
-                at.to_owned(),
-                "the schema uses keywords checked only at run time".into(),
-            ),
-            Err((m, msg)) => Fit::Mismatch(at.to_owned(), m, msg),
-        },
+        Ty::Literal(v) => fit_literal(v, &tgt, at, member),
         Ty::Object(members) => fit_object(members, &tgt, at, member, depth),
         Ty::Schema(conj) => {
             let mut best: Option<Fit> = None;
@@ -899,250 +893,6 @@ pub fn show(member: &str) -> String {
     }
 }
 
-/// Validates a literal against a schema on the decidable subset.
-/// `Ok(true)`: valid; `Ok(false)`: valid as far as decidable; `Err`: invalid.
-pub fn validate_value(
-    v: &Value,
-    tgt: &Sch,
-    member: &str,
-    depth: usize,
-) -> Result<bool, (String, String)> {
-    let tgt = tgt.deref();
-    if depth > 64 {
-        return Ok(false);
-    }
-    let m = match tgt.node() {
-        Value::Bool(true) => return Ok(true),
-        Value::Bool(false) => return Err((member.to_owned(), "no value is accepted here".into())),
-        Value::Object(m) => m,
-        _ => return Ok(false),
-    };
-    let mut decided = true;
-    let vt = value_type(v);
-    if let Some(ts) = types_of(tgt.node()) {
-        if !(type_allowed(vt, &ts)
-            || vt == "number" && ts.iter().any(|t| t == "integer") && is_integral(v))
-        {
-            return Err((
-                member.to_owned(),
-                format!(
-                    "expected {} at {}, found {}",
-                    describe_types(&ts),
-                    show(member),
-                    json_kind(v)
-                ),
-            ));
-        }
-    }
-    if let Some(Value::Array(e)) = m.get("enum") {
-        if !e.contains(v) {
-            return Err((
-                member.to_owned(),
-                format!(
-                    "expected one of {} at {}, found {v}",
-                    list_values(e),
-                    show(member)
-                ),
-            ));
-        }
-    }
-    if let Some(c) = m.get("const") {
-        if c != v {
-            return Err((
-                member.to_owned(),
-                format!("expected {c} at {}, found {v}", show(member)),
-            ));
-        }
-    }
-    match v {
-        Value::String(s) => {
-            let len = s.chars().count() as u64;
-            if let Some(min) = m.get("minLength").and_then(Value::as_u64) {
-                if len < min {
-                    return Err((
-                        member.to_owned(),
-                        format!(
-                            "expected a string of at least {min} characters at {}",
-                            show(member)
-                        ),
-                    ));
-                }
-            }
-            if let Some(max) = m.get("maxLength").and_then(Value::as_u64) {
-                if len > max {
-                    return Err((
-                        member.to_owned(),
-                        format!(
-                            "expected a string of at most {max} characters at {}",
-                            show(member)
-                        ),
-                    ));
-                }
-            }
-            if let Some(f) = m.get("format").and_then(Value::as_str) {
-                if !format_ok(f, s) {
-                    return Err((
-                        member.to_owned(),
-                        format!("expected a {f} string at {}, found {v}", show(member)),
-                    ));
-                }
-            }
-            if m.contains_key("pattern") {
-                decided = false;
-            }
-        }
-        Value::Number(n) => {
-            if let Some(x) = n.as_f64() {
-                let bad = |k: &str, f: &dyn Fn(f64, f64) -> bool| {
-                    m.get(k).and_then(Value::as_f64).is_some_and(|b| f(x, b))
-                };
-                if bad("minimum", &|x, b| x < b)
-                    || bad("maximum", &|x, b| x > b)
-                    || bad("exclusiveMinimum", &|x, b| x <= b)
-                    || bad("exclusiveMaximum", &|x, b| x >= b)
-                {
-                    return Err((
-                        member.to_owned(),
-                        format!(
-                            "the number {v} is out of the bounds the schema sets at {}",
-                            show(member)
-                        ),
-                    ));
-                }
-            }
-            if m.contains_key("multipleOf") {
-                decided = false;
-            }
-        }
-        Value::Object(obj) => {
-            if let Some(Value::Array(req)) = m.get("required") {
-                for r in req.iter().filter_map(Value::as_str) {
-                    if !obj.contains_key(r) {
-                        return Err((
-                            member.to_owned(),
-                            format!(
-                                "expected member `{r}` at {}, which the schema requires",
-                                show(member)
-                            ),
-                        ));
-                    }
-                }
-            }
-            for (k, sub) in obj {
-                let mp = format!("{member}/{}", esc(k));
-                if m.get("properties").and_then(|p| p.get(k)).is_some() {
-                    decided &= validate_value(
-                        sub,
-                        &tgt.at(&format!("/properties/{}", esc(k))),
-                        &mp,
-                        depth + 1,
-                    )?;
-                } else if m.contains_key("patternProperties") {
-                    decided = false;
-                } else {
-                    match m.get("additionalProperties") {
-                        Some(Value::Bool(false)) => {
-                            return Err((mp, format!("expected only members the schema declares at {}; it declares no `{k}`", show(member))))
-                        }
-                        Some(Value::Object(_)) => {
-                            decided &= validate_value(sub, &tgt.at("/additionalProperties"), &mp, depth + 1)?
-                        }
-                        _ => {}
-                    }
-                }
-            }
-            for kw in [
-                "minProperties",
-                "maxProperties",
-                "propertyNames",
-                "dependentRequired",
-                "dependentSchemas",
-                "unevaluatedProperties",
-            ] {
-                decided &= !m.contains_key(kw);
-            }
-        }
-        Value::Array(items) => {
-            if m.contains_key("prefixItems")
-                || m.contains_key("contains")
-                || m.contains_key("uniqueItems")
-                || m.contains_key("unevaluatedItems")
-            {
-                decided = false;
-            } else if m.get("items").is_some() {
-                for (i, it) in items.iter().enumerate() {
-                    decided &=
-                        validate_value(it, &tgt.at("/items"), &format!("{member}/{i}"), depth + 1)?;
-                }
-            }
-            let n = items.len() as u64;
-            if m.get("minItems")
-                .and_then(Value::as_u64)
-                .is_some_and(|b| n < b)
-                || m.get("maxItems")
-                    .and_then(Value::as_u64)
-                    .is_some_and(|b| n > b)
-            {
-                return Err((
-                    member.to_owned(),
-                    format!(
-                        "the list has {n} items, out of the bounds the schema sets at {}",
-                        show(member)
-                    ),
-                ));
-            }
-        }
-        Value::Null | Value::Bool(_) => {}
-    }
-    for s in tgt.list("allOf") {
-        decided &= validate_value(v, &s, member, depth + 1)?;
-    }
-    if let Some(r) = tgt.side_ref() {
-        decided &= validate_value(v, &r, member, depth + 1)?;
-    }
-    for kw in ["anyOf", "oneOf"] {
-        let alts = tgt.list(kw);
-        if alts.is_empty() {
-            continue;
-        }
-        let results: Vec<_> = alts
-            .iter()
-            .map(|a| validate_value(v, a, member, depth + 1))
-            .collect();
-        let oks = results.iter().filter(|r| matches!(r, Ok(true))).count();
-        let maybes = results.iter().filter(|r| matches!(r, Ok(false))).count();
-        if oks == 0 && maybes == 0 {
-            return Err((
-                member.to_owned(),
-                format!(
-                    "the value matches none of the `{kw}` alternatives at {}",
-                    show(member)
-                ),
-            ));
-        }
-        if kw == "oneOf" && oks > 1 {
-            return Err((
-                member.to_owned(),
-                format!(
-                    "the value matches more than one `oneOf` alternative at {}",
-                    show(member)
-                ),
-            ));
-        }
-        if oks == 0 || (kw == "oneOf" && maybes > 0) {
-            decided = false;
-        }
-    }
-    if m.contains_key("not") || m.contains_key("if") {
-        decided = false;
-    }
-    Ok(decided)
-}
-
-fn is_integral(v: &Value) -> bool {
-    v.as_f64().is_some_and(|f| f.fract() == 0.0)
-}
-
 fn list_values(e: &[Value]) -> String {
     e.iter()
         .map(Value::to_string)
@@ -1163,40 +913,140 @@ pub fn value_type(v: &Value) -> &'static str {
     }
 }
 
-/// Checks an asserted format.
-pub fn format_ok(format: &str, s: &str) -> bool {
-    match format {
-        "date-time" => is_rfc3339(s),
-        "uuid" => {
-            let b = s.as_bytes();
-            b.len() == 36
-                && b.iter().enumerate().all(|(i, c)| {
-                    if matches!(i, 8 | 13 | 18 | 23) {
-                        *c == b'-'
-                    } else {
-                        c.is_ascii_hexdigit()
-                    }
-                })
+/// A literal's fit, decided by the run-time validator
+/// ([`coordinator_ir::validation`]) against the schema exactly as the
+/// Program stores it ([`materialise`]): a literal is never left unchecked,
+/// so `check` and a run cannot disagree about it. When several faults are
+/// found, the one nearest the literal's top level is reported.
+fn fit_literal(v: &Value, tgt: &Sch, at: &str, member: &str) -> Fit {
+    let validator = match validation::validator(&materialise(tgt)) {
+        Ok(x) => x,
+        Err(e) => {
+            return Fit::Unchecked(at.to_owned(), format!("the schema does not compile ({e})"))
         }
-        "email" => match s.split_once('@') {
-            Some((l, d)) => {
-                !l.is_empty()
-                    && d.contains('.')
-                    && !d.starts_with('.')
-                    && !d.ends_with('.')
-                    && !s.contains(char::is_whitespace)
-            }
-            None => false,
-        },
-        _ => true,
+    };
+    let fault = validator
+        .iter_errors(v)
+        .min_by_key(|e| e.instance_path().as_str().matches('/').count());
+    match fault {
+        None => Fit::Ok,
+        Some(e) => {
+            let here = format!("{member}{}", e.instance_path().as_str());
+            let message = literal_fault(e.kind(), e.instance(), &here);
+            Fit::Mismatch(at.to_owned(), here, message)
+        }
     }
 }
 
-/// Whether `s` is an RFC 3339 date-time (lowercase `t`/`z` accepted).
-pub fn is_rfc3339(s: &str) -> bool {
-    let up = s.to_ascii_uppercase();
-    time::OffsetDateTime::parse(&up, &time::format_description::well_known::Rfc3339).is_ok()
-        || up.contains(":60")
+/// A validator's finding about a literal, in the words of `check`'s other
+/// fit messages (`expected ... at MEMBER, found ...`). The literal is the
+/// author's own text, so unlike the VM's run-time messages it is quoted.
+// The kinds are jsonschema's, and grow with it: every other kind is named
+// by its keyword, so a catch-all arm is the intent here.
+#[allow(clippy::wildcard_enum_match_arm)]
+fn literal_fault(kind: &ValidationErrorKind, found: &Value, member: &str) -> String {
+    use ValidationErrorKind as K;
+    let at = show(member);
+    match kind {
+        K::Type { kind } => {
+            let ts: Vec<String> = match kind {
+                TypeKind::Single(t) => vec![t.as_str().to_owned()],
+                TypeKind::Multiple(set) => set.iter().map(|t| t.as_str().to_owned()).collect(),
+            };
+            format!(
+                "expected {} at {at}, found {}",
+                describe_types(&ts),
+                json_kind(found)
+            )
+        }
+        K::Enum { options } => {
+            let listed = match options.as_ref() {
+                Value::Array(a) => list_values(a),
+                other => other.to_string(),
+            };
+            format!("expected one of {listed} at {at}, found {found}")
+        }
+        K::Constant { expected_value } => {
+            format!("expected {expected_value} at {at}, found {found}")
+        }
+        K::MinLength { limit } => {
+            format!("expected a string of at least {limit} characters at {at}")
+        }
+        K::MaxLength { limit } => {
+            format!("expected a string of at most {limit} characters at {at}")
+        }
+        K::Format { format } => format!("expected a {format} string at {at}, found {found}"),
+        K::Pattern { pattern } => {
+            format!("expected a string matching `{pattern}` at {at}, found {found}")
+        }
+        K::Minimum { .. }
+        | K::Maximum { .. }
+        | K::ExclusiveMinimum { .. }
+        | K::ExclusiveMaximum { .. } => {
+            format!("the number {found} is out of the bounds the schema sets at {at}")
+        }
+        K::Required { property } => {
+            let name = property
+                .as_str()
+                .map_or_else(|| property.to_string(), str::to_owned);
+            format!("expected member `{name}` at {at}, which the schema requires")
+        }
+        K::AdditionalProperties { unexpected } => format!(
+            "expected only members the schema declares at {at}; it declares no `{}`",
+            unexpected.first().map(String::as_str).unwrap_or_default()
+        ),
+        K::MinItems { .. } | K::MaxItems { .. } => format!(
+            "the list has {} items, out of the bounds the schema sets at {at}",
+            found.as_array().map_or(0, Vec::len)
+        ),
+        K::AnyOf { .. } => format!("the value matches none of the `anyOf` alternatives at {at}"),
+        K::OneOfNotValid { .. } => {
+            format!("the value matches none of the `oneOf` alternatives at {at}")
+        }
+        K::OneOfMultipleValid { .. } => {
+            format!("the value matches more than one `oneOf` alternative at {at}")
+        }
+        K::FalseSchema => format!("no value is accepted at {at}"),
+        other => format!(
+            "the value does not satisfy the schema's `{}` at {at}",
+            other.keyword()
+        ),
+    }
+}
+
+/// A schema as the Program stores it: self-contained, annotations removed.
+/// A node inside a document becomes a `$ref` into the document, carried
+/// under `$defs/root`, so its local references still resolve.
+pub(crate) fn materialise(s: &Sch) -> Value {
+    let node = normalise(s.node());
+    if s.ptr.is_empty() {
+        return node;
+    }
+    let root = rebase(&normalise(&s.root), "/$defs/root");
+    json!({"$ref": format!("#/$defs/root{}", s.ptr), "$defs": {"root": root}})
+}
+
+/// Rewrites local `$ref`s of a schema placed at `prefix` inside a new root.
+pub(crate) fn rebase(v: &Value, prefix: &str) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, x)| {
+                    let nx = match (k.as_str(), x) {
+                        ("$ref", Value::String(r)) if r.starts_with('#') => {
+                            Value::String(format!("#{prefix}{}", r.get(1..).unwrap_or("")))
+                        }
+                        _ => rebase(x, prefix),
+                    };
+                    (k.clone(), nx)
+                })
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(|x| rebase(x, prefix)).collect()),
+        other @ (Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_)) => {
+            other.clone()
+        }
+    }
 }
 
 /// Schema-to-schema fit on the decidable subset.
