@@ -22,6 +22,9 @@ pub mod functions;
 mod lower;
 pub mod schema;
 
+#[cfg(test)]
+mod tests;
+
 use std::path::Path;
 
 use coordinator_source::{diagnostic, Diagnostic, ReadError, YamlDocument};

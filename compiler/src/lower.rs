@@ -12,7 +12,7 @@ use coordinator_ir::{
     OperationBinding, OperationId, Outcome, OutcomeId, Program, SchemaId, Step, StepId, StepOp,
     Trigger, FORMAT_VERSION,
 };
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::ast::{self, Mapping, Named, ProjectFile};
 use crate::check::{esc, Binding, Checked};
@@ -222,20 +222,9 @@ pub(crate) fn lower(p: &ProjectFile, c: &Checked, function_source: &str) -> Opti
     })
 }
 
-/// A schema as the Program stores it: self-contained, annotations removed.
-fn materialise(s: &Sch) -> Value {
-    let node = schema::normalise(s.node());
-    if s.ptr.is_empty() {
-        return node;
-    }
-    // A sub-schema keeps its document available for local refs.
-    let root = crate::check::rebase(&schema::normalise(&s.root), "/$defs/root");
-    json!({"$ref": format!("#/$defs/root{}", s.ptr), "$defs": {"root": root}})
-}
-
 impl Lower<'_> {
     fn schema(&mut self, s: &Sch) -> SchemaId {
-        let v = materialise(s);
+        let v = schema::materialise(s);
         let key = canonical::to_string(&v);
         if let Some(id) = self.schema_ids.get(&key) {
             return *id;

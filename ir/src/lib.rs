@@ -5,7 +5,9 @@
 //! - [`catalogue`]: the ten host operations (SPEC §5), as data.
 //! - [`canonical`]: canonical JSON, the encoding the revision hashes.
 //! - [`disasm`]: a human-readable listing used by golden tests.
+//! - [`instant`]: RFC 3339 instants and Unix seconds, without a clock.
 //! - [`limits`]: the fixed Function limits (SPEC §3).
+//! - [`validation`]: the JSON Schema validator the VM and the compiler share.
 //!
 //! This crate depends on no other crate of the project, and knows nothing
 //! about YAML, source positions, clocks or I/O.
@@ -16,8 +18,10 @@
 pub mod canonical;
 pub mod catalogue;
 pub mod disasm;
+pub mod instant;
 pub mod limits;
 pub mod program;
+pub mod validation;
 
 pub use program::*;
 

@@ -11,7 +11,7 @@ use rhai::{CallFnOptions, Dynamic, Engine, EvalAltResult, ImmutableString, Scope
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Number, Value};
 
-use crate::instant;
+use coordinator_ir::instant;
 
 pub use coordinator_ir::limits::{FunctionLimits as Limits, FUNCTION_LIMITS as LIMITS};
 

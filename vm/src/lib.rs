@@ -13,7 +13,7 @@
 #![forbid(unsafe_code)]
 
 pub mod functions;
-pub mod instant;
+pub mod instant; // re-exports `coordinator_ir::instant` for hosts
 mod machine;
 mod model;
 

@@ -2,18 +2,18 @@
 //! [`Event`] to a [`RunState`]. Both are pure functions of their arguments.
 
 use coordinator_ir::catalogue::Effect;
+use coordinator_ir::validation::{self, Validator};
 use coordinator_ir::{
     Argument, ExprId, FunctionId, Instr, OperationBinding, Program, SchemaId, StepId, StepOp,
 };
-use jsonschema::Validator;
 use serde_json::{json, Map, Value};
 
 use crate::functions::{self, FunctionError, Sandbox};
-use crate::instant::Instant;
 use crate::model::{
     Answer, CallPhase, CancelMode, CancelRecord, Command, EffectState, Event, Failure, FailureCode,
     Pending, RejectCode, Rejected, Resumed, RunState, RunStatus, WakeKind,
 };
+use coordinator_ir::instant::Instant;
 
 /// A Program that failed to load: the sentence says why.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,10 +86,7 @@ impl Vm {
         program.validate().map_err(LoadError)?;
         let mut validators = Vec::with_capacity(program.schemas.len());
         for (i, schema) in program.schemas.iter().enumerate() {
-            let v = jsonschema::options()
-                .with_draft(jsonschema::Draft::Draft202012)
-                .should_validate_formats(true)
-                .build(schema)
+            let v = validation::validator(schema)
                 .map_err(|e| LoadError(format!("schema t{i} does not compile: {e}")))?;
             validators.push(v);
         }
@@ -1252,8 +1249,8 @@ impl std::fmt::Debug for Vm {
 // The kinds are jsonschema's, and grow with it: every other kind is named
 // by its keyword, so a catch-all arm is the intent here.
 #[allow(clippy::wildcard_enum_match_arm)]
-fn schema_fault(kind: &jsonschema::error::ValidationErrorKind) -> String {
-    use jsonschema::error::{TypeKind, ValidationErrorKind as K};
+fn schema_fault(kind: &validation::ValidationErrorKind) -> String {
+    use validation::{TypeKind, ValidationErrorKind as K};
     match kind {
         K::Required { property } => format!("the member {property} is required"),
         K::AdditionalProperties { unexpected } => {

@@ -234,5 +234,5 @@ impl Driver {
 }
 
 pub fn at(seconds: i64) -> String {
-    crate::instant::add_seconds(T0, seconds).expect("instant")
+    coordinator_ir::instant::add_seconds(T0, seconds).expect("instant")
 }

@@ -1,0 +1,418 @@
+//! The typing of mappings: the static type ([`Ty`]) of what a mapping
+//! produces — the input, the event, a literal, `fields`, a step's output on
+//! every route that reaches it (the must-dataflow of `graph.rs`), a
+//! Function call with its arguments bound by name or by type — and the
+//! fit of that type to the schema it feeds.
+
+use coordinator_ir::catalogue;
+use serde_json::{json, Value};
+
+use super::graph::{Facts, Variant};
+use super::{esc, names, quote_list, Binding, Checker, MAX_FIELDS, MISMATCH_NEXT};
+use crate::ast::*;
+use crate::schema::{self, Fit, Sch, Ty, Walk};
+
+/// Where a mapping is evaluated.
+#[derive(Clone, Copy)]
+pub(super) enum Env<'a> {
+    /// In a step; `None` facts when the step is unreachable (route checks skipped).
+    Step(&'a str, Option<&'a Facts>),
+    /// In a trigger.
+    Trigger,
+}
+
+impl Checker<'_> {
+    pub(super) fn fit_report(&mut self, ty: &Ty, tgt: &Sch, at: &str, desc: &str, code: &str) {
+        match schema::fit(ty, tgt, at, "") {
+            Fit::Ok => {}
+            Fit::Unchecked(p, why) => self.warn(
+                "coordinator.mapping.fit-unchecked",
+                &p,
+                format!("check cannot prove that this value fits {desc}: {why}; the host validates it at run time"),
+                "Nothing to do; to have it proven offline, declare a narrower type for the source.",
+            ),
+            Fit::Mismatch(p, _member, msg) => self.err(
+                code,
+                &p,
+                format!("this mapping does not fit {desc}: {msg}"),
+                MISMATCH_NEXT,
+            ),
+        }
+    }
+
+    /// Checks a JSON Pointer's syntax; returns its tokens.
+    fn tokens(&mut self, path: &str, ptr: &str) -> Option<Vec<String>> {
+        match schema::pointer_tokens(path) {
+            Some(t) if !path.is_empty() => Some(t),
+            _ => {
+                self.err(
+                    "coordinator.mapping.pointer",
+                    ptr,
+                    format!("`{path}` is not a JSON Pointer (it must start with `/`; `~` is written `~0` and `/` in a name `~1`)"),
+                    "Write the path as a JSON Pointer such as /applicationId, or omit path to use the whole value.",
+                );
+                None
+            }
+        }
+    }
+
+    /// Walks `path` through `src` (described as `desc`) and reports.
+    fn typed_path(&mut self, src: Vec<Sch>, path: Option<&String>, ptr: &str, desc: &str) -> Ty {
+        let Some(path) = path else {
+            return Ty::Schema(src);
+        };
+        let pptr = format!("{ptr}/path");
+        let Some(tokens) = self.tokens(path, &pptr) else {
+            return Ty::Error;
+        };
+        let mut found = Vec::new();
+        for s in &src {
+            match schema::walk(s, &tokens) {
+                Walk::Found(v) => found.extend(v),
+                Walk::Missing(at) => {
+                    self.err(
+                        "coordinator.mapping.path",
+                        &pptr,
+                        format!("expected a path that {desc} declares; it declares nothing at {at}"),
+                        format!("Correct the path to a member {desc} declares, or omit path to use the whole value."),
+                    );
+                    return Ty::Error;
+                }
+                Walk::Unchecked(at) => {
+                    self.warn(
+                        "coordinator.mapping.path-unchecked",
+                        &pptr,
+                        format!(
+                            "{desc} leaves {} open, so check cannot prove that {path} exists; the value is checked at run time",
+                            if at.is_empty() { "its top level".to_owned() } else { at.clone() }
+                        ),
+                        format!("Nothing to do; to have it proven offline, declare {path} in the schema."),
+                    );
+                    // Reported once here; the fit of this value is left to run time.
+                    return Ty::Error;
+                }
+            }
+        }
+        Ty::Schema(found)
+    }
+
+    pub(super) fn mapping(&mut self, m: &Mapping, ptr: &str, env: Env) -> Ty {
+        match m {
+            Mapping::Input(p) => {
+                if matches!(env, Env::Trigger) {
+                    self.err(
+                        "coordinator.mapping.context",
+                        &format!("{ptr}/type"),
+                        "a trigger builds the run input, so it cannot read it",
+                        "Read the event with `type: event` instead.",
+                    );
+                    return Ty::Error;
+                }
+                match self.out.input.clone() {
+                    Some(s) => {
+                        self.typed_path(vec![s], p.path.as_ref(), ptr, "the workflow input schema")
+                    }
+                    None => Ty::Error,
+                }
+            }
+            Mapping::Event(p) => {
+                if !matches!(env, Env::Trigger) {
+                    self.err(
+                        "coordinator.mapping.context",
+                        &format!("{ptr}/type"),
+                        "`type: event` is available only inside a trigger",
+                        "Read the run input with `type: input` instead.",
+                    );
+                    return Ty::Error;
+                }
+                let ev = Sch::new(json!({
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "string", "minLength": 1},
+                        "source": {"type": "string"},
+                        "type": {"type": "string"},
+                        "time": {"type": "string", "format": "date-time"},
+                        "data": {}
+                    },
+                    "required": ["id", "source", "type"],
+                    "additionalProperties": false
+                }));
+                self.typed_path(vec![ev], p.path.as_ref(), ptr, "the event")
+            }
+            Mapping::Literal(l) => Ty::Literal(l.value.clone()),
+            Mapping::Fields(f) => {
+                if f.fields.len() > MAX_FIELDS {
+                    self.err(
+                        "coordinator.limit.fields",
+                        &format!("{ptr}/fields"),
+                        format!(
+                            "the mapping builds {} members; at most {MAX_FIELDS} are accepted",
+                            f.fields.len()
+                        ),
+                        "Group members into nested `fields` mappings.",
+                    );
+                }
+                let mut members = Vec::new();
+                for (k, sub) in f.fields.iter() {
+                    let sp = format!("{ptr}/fields/{}", esc(k));
+                    let ty = self.mapping(sub, &sp, env);
+                    members.push((k.clone(), ty, sp));
+                }
+                Ty::Object(members)
+            }
+            Mapping::Step(s) => {
+                let Env::Step(here, facts) = env else {
+                    self.err(
+                        "coordinator.mapping.context",
+                        &format!("{ptr}/type"),
+                        "a trigger runs before any step, so it cannot read a step's output",
+                        "Read the event with `type: event` instead.",
+                    );
+                    return Ty::Error;
+                };
+                let sptr = format!("{ptr}/step");
+                let Some(target) = self.p.workflow.steps.get(&s.step) else {
+                    self.err(
+                        "coordinator.mapping.unknown-step",
+                        &sptr,
+                        format!("`{}` is not a step of this workflow", s.step),
+                        "Name an earlier call or wait-for step.",
+                    );
+                    return Ty::Error;
+                };
+                if !matches!(target, Step::Call(_) | Step::WaitFor(_)) {
+                    self.err(
+                        "coordinator.mapping.step-kind",
+                        &sptr,
+                        format!(
+                            "step `{}` has no output; only call and wait-for steps do",
+                            s.step
+                        ),
+                        "Read the output of a call or wait-for step.",
+                    );
+                    return Ty::Error;
+                }
+                let Some(facts) = facts else { return Ty::Error };
+                let Some(variants) = facts.get(&s.step).cloned() else {
+                    let route = self
+                        .graph
+                        .route_without(&self.p.workflow.start, here, &s.step);
+                    self.err(
+                        "coordinator.mapping.step-not-completed",
+                        &sptr,
+                        format!("expected step `{}` to have completed on every route that reaches this mapping; it has not on the route {route}", s.step),
+                        format!("Read `{}` only on routes that pass through it, or compute the value with a Function that takes it as an input.", s.step),
+                    );
+                    return Ty::Error;
+                };
+                let mut alts = Vec::new();
+                for v in variants {
+                    let (sch, desc) =
+                        match (target, v) {
+                            (Step::Call(c), Variant::Success) => (
+                                self.out.aliases.get(&c.operation).map(|a| a.output.clone()),
+                                format!("the output of step `{}`", s.step),
+                            ),
+                            (Step::Call(_), Variant::Refusal) => (
+                                Some(Sch::new(catalogue::declared_refusal_schema())),
+                                format!(
+                                    "the output of step `{}` on its declared-refusal route",
+                                    s.step
+                                ),
+                            ),
+                            (Step::WaitFor(w), _) => (
+                                self.p.workflow.steps.get(&w.completion.step).and_then(
+                                    |c| match c {
+                                        Step::Call(c) => {
+                                            self.out.aliases.get(&c.operation).and_then(|a| {
+                                                a.completion.as_ref().map(|x| x.1.clone())
+                                            })
+                                        }
+                                        Step::Choose(_)
+                                        | Step::WaitUntil(_)
+                                        | Step::WaitFor(_)
+                                        | Step::Finish(_) => None,
+                                    },
+                                ),
+                                format!("the completion that step `{}` waits for", s.step),
+                            ),
+                            (Step::Call(_), Variant::Completion)
+                            | (Step::Choose(_) | Step::WaitUntil(_) | Step::Finish(_), _) => {
+                                (None, String::new())
+                            }
+                        };
+                    let Some(sch) = sch else { return Ty::Error };
+                    match self.typed_path(vec![sch], s.path.as_ref(), ptr, &desc) {
+                        Ty::Error => return Ty::Error,
+                        t @ (Ty::Any
+                        | Ty::Schema(_)
+                        | Ty::Union(_)
+                        | Ty::Literal(_)
+                        | Ty::Object(_)) => alts.push(t),
+                    }
+                }
+                if alts.len() == 1 {
+                    alts.pop().unwrap_or(Ty::Error)
+                } else {
+                    Ty::Union(alts)
+                }
+            }
+            Mapping::Function(f) => {
+                self.function_call(&f.function, f.arguments.as_deref(), ptr, env)
+            }
+        }
+    }
+
+    /// Checks a Function call (mapping or choose) at `ptr`; returns its type.
+    pub(super) fn function_call(
+        &mut self,
+        fname: &str,
+        args: Option<&Named<Mapping>>,
+        ptr: &str,
+        env: Env,
+    ) -> Ty {
+        let Some(func) = self.out.functions.get(fname) else {
+            self.err(
+                "coordinator.function.unknown",
+                &format!("{ptr}/function"),
+                format!("`{fname}` is not a declared Function"),
+                format!(
+                    "Declare it under `functions`, or use one of: {}.",
+                    names(self.p.functions.iter().map(|(k, _)| k))
+                ),
+            );
+            return Ty::Error;
+        };
+        let inputs = func.inputs.clone();
+        let output = func.output.clone();
+        let workflow_input = self.p.workflow.input.clone();
+        let mut bindings = Vec::new();
+        let mut unbound: Vec<(String, String)> = Vec::new();
+        // A Function whose entrypoint or parameters are refused, or a call to
+        // an unknown alias, already explains why binding may fail.
+        let quiet = func.params.is_none()
+            || self.p.workflow.steps.iter().any(
+                |(_, s)| matches!(s, Step::Call(c) if !self.out.aliases.contains_key(&c.operation)),
+            );
+        if let Some(args) = args {
+            for (aname, _) in args.iter() {
+                if !inputs.iter().any(|(n, _, _)| n == aname) {
+                    self.err_key(
+                        "coordinator.function.unknown-argument",
+                        &format!("{ptr}/arguments/{}", esc(aname)),
+                        format!("Function `{fname}` declares no input `{aname}`"),
+                        format!(
+                            "Pass only declared inputs: {}.",
+                            inputs
+                                .iter()
+                                .map(|(n, _, _)| n.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    );
+                }
+            }
+        }
+        for (iname, tref, sch) in &inputs {
+            let explicit = args.and_then(|a| a.get(iname));
+            let ty = match explicit {
+                Some(m) => self.mapping(m, &format!("{ptr}/arguments/{}", esc(iname)), env),
+                None => {
+                    let bound = match (tref.reference(), env) {
+                        (Some(("typeRef", _)), Env::Step(..)) if *tref == workflow_input => {
+                            Some(Binding::Input)
+                        }
+                        (Some(("operationOutput", Value::String(alias))), Env::Step(_, facts)) => {
+                            let calls: Vec<String> = match facts {
+                                Some(facts) => self
+                                    .p
+                                    .workflow
+                                    .steps
+                                    .iter()
+                                    .filter(|(n, s)| {
+                                        matches!(s, Step::Call(c) if c.operation == *alias)
+                                            && facts.get(*n).is_some_and(|v| {
+                                                v.iter().all(|x| *x == Variant::Success)
+                                            })
+                                    })
+                                    .map(|(n, _)| n.clone())
+                                    .collect(),
+                                None => vec![String::new()],
+                            };
+                            match calls.len() {
+                                1 => calls.into_iter().next().map(Binding::Step),
+                                _ => None,
+                            }
+                        }
+                        _ => None,
+                    };
+                    match bound {
+                        Some(b) => {
+                            let ty = match &b {
+                                Binding::Input => self
+                                    .out
+                                    .input
+                                    .clone()
+                                    .map(|s| Ty::Schema(vec![s]))
+                                    .unwrap_or(Ty::Error),
+                                Binding::Step(_) => sch
+                                    .clone()
+                                    .map(|s| Ty::Schema(vec![s]))
+                                    .unwrap_or(Ty::Error),
+                            };
+                            bindings.push((iname.clone(), b));
+                            ty
+                        }
+                        None => {
+                            if !matches!(env, Env::Step(_, None)) && !quiet {
+                                let why = match tref.reference() {
+                                    Some(("operationOutput", a)) => format!(
+                                        "`{iname}` is declared `operationOutput: {}`, and not exactly one call using that alias completed on every route reaching here",
+                                        a.as_str().unwrap_or("?"),
+                                    ),
+                                    _ => format!("`{iname}` is declared neither as the workflow input's type nor as an operationOutput"),
+                                };
+                                unbound.push((iname.clone(), why));
+                            }
+                            Ty::Error
+                        }
+                    }
+                }
+            };
+            if let Some(s) = sch {
+                let at = if explicit.is_some() {
+                    format!("{ptr}/arguments/{}", esc(iname))
+                } else {
+                    ptr.to_owned()
+                };
+                self.fit_report(
+                    &ty,
+                    s,
+                    &at,
+                    &format!("input `{iname}` of Function `{fname}`"),
+                    "coordinator.mapping.type",
+                );
+            }
+        }
+        if !unbound.is_empty() {
+            let names: Vec<&str> = unbound.iter().map(|(n, _)| n.as_str()).collect();
+            let whys: Vec<&str> = unbound.iter().map(|(_, w)| w.as_str()).collect();
+            self.err(
+                "coordinator.function.argument-required",
+                ptr,
+                format!(
+                    "Function `{fname}` needs {} that cannot be bound by type: {}",
+                    quote_list(&names),
+                    whys.join("; ")
+                ),
+                format!(
+                    "Pass {} explicitly under `arguments`, e.g. `arguments: {{{}: MAPPING}}`.",
+                    quote_list(&names),
+                    names.first().copied().unwrap_or_default()
+                ),
+            );
+        }
+        self.out.bindings.insert(ptr.to_owned(), bindings);
+        output.map(|s| Ty::Schema(vec![s])).unwrap_or(Ty::Error)
+    }
+}

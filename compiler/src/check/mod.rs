@@ -1,0 +1,300 @@
+//! Resolution and checks (SPEC §2.3), one file per concern:
+//!
+//! - `resolve.rs`: types, operation aliases, outcomes and Functions, each
+//!   resolved once to schemas ([`Sch`]);
+//! - `graph.rs`: the step graph, built once, its checks (references,
+//!   reachability, cycles, finishes, outcomes used) and the must-dataflow
+//!   of completed steps;
+//! - `steps.rs`: what each step and trigger requires beyond the graph
+//!   (choose labels, wait-for completion and timeout, finish outputs);
+//! - `mapping.rs`: the typing of mappings (paths, step outputs on every
+//!   route, Function calls and their implicit bindings) and their fit.
+//!
+//! This file holds the [`Checker`] and what every part shares. Checking
+//! collects every independent finding and never stops at the first.
+
+use std::collections::{BTreeMap, HashMap};
+
+use coordinator_ir::catalogue::OperationDescriptor;
+use coordinator_source::{Diagnostic, Located, YamlDocument};
+
+use crate::ast::*;
+use crate::functions::ScriptFn;
+use crate::schema::Sch;
+
+mod graph;
+mod mapping;
+mod resolve;
+mod steps;
+
+use graph::Graph;
+
+/// Limits of SPEC §2.
+pub const MAX_STEPS: usize = 64;
+/// Most outcomes.
+pub const MAX_OUTCOMES: usize = 64;
+/// Most operation aliases.
+pub const MAX_ALIASES: usize = 16;
+/// Most Functions.
+pub const MAX_FUNCTIONS: usize = 128;
+/// Most cases per `choose`.
+pub const MAX_CASES: usize = 32;
+/// Most members per `fields` mapping.
+pub const MAX_FIELDS: usize = 64;
+/// Most inputs per Function.
+pub const MAX_FUNCTION_INPUTS: usize = 16;
+/// Largest run deadline, seconds.
+pub const MAX_DEADLINE_SECONDS: u64 = 31_536_000;
+
+/// The repair line of every "does not fit" error.
+const MISMATCH_NEXT: &str =
+    "Map a value of the type the schema declares there, or change the declared type.";
+
+/// A name as a JSON Pointer token (`~` → `~0`, `/` → `~1`; RFC 6901).
+pub(crate) fn esc(t: &str) -> String {
+    t.replace('~', "~0").replace('/', "~1")
+}
+
+/// Whether `n` matches [`NAME_PATTERN`] (`^[a-z][a-z0-9-]{0,63}$`).
+pub(crate) fn valid_name(n: &str) -> bool {
+    let mut chars = n.chars();
+    matches!(chars.next(), Some('a'..='z'))
+        && n.len() <= 64
+        && chars.all(|c| matches!(c, 'a'..='z' | '0'..='9' | '-'))
+}
+
+/// A resolved operation alias.
+pub(crate) struct Alias {
+    /// The host operation it uses, from the catalogue.
+    pub desc: OperationDescriptor,
+    /// The operation's input schema.
+    pub input: Sch,
+    /// The operation's output schema, narrowed by the alias's `output`.
+    pub output: Sch,
+    /// The completion the operation exposes (name, schema), if any.
+    pub completion: Option<(String, Sch)>,
+    /// The BReg action `breg.invoke-action/v1` invokes.
+    pub action: Option<String>,
+}
+
+/// A resolved Function.
+pub(crate) struct Func {
+    /// The Rhai function in `functions.rhai`.
+    pub entrypoint: String,
+    /// Declared inputs in declaration order, with their schema when resolved.
+    pub inputs: Vec<(String, TypeRef, Option<Sch>)>,
+    /// The declared output schema, when resolved.
+    pub output: Option<Sch>,
+    /// The entrypoint's parameters in order, when it was found and matches.
+    pub params: Option<Vec<String>>,
+}
+
+/// How an omitted Function argument was bound (SPEC §2.2).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Binding {
+    /// The run input (the input is declared with the workflow input's type).
+    Input,
+    /// The output of this call step (declared `operationOutput` of its alias).
+    Step(String),
+}
+
+/// Everything the later phases (lowering, explain) need from checking.
+pub(crate) struct Checked {
+    /// Resolved operation aliases by name.
+    pub aliases: BTreeMap<String, Alias>,
+    /// Resolved Functions by name.
+    pub functions: BTreeMap<String, Func>,
+    /// The workflow input schema, when resolved.
+    pub input: Option<Sch>,
+    /// Resolved outcome schemas by name.
+    pub outcomes: BTreeMap<String, Sch>,
+    /// Mapping pointer -> implicit bindings, in the Function's input order.
+    pub bindings: HashMap<String, Vec<(String, Binding)>>,
+}
+
+/// Runs every check of a project once ([`Checker::run`]).
+pub(crate) struct Checker<'a> {
+    doc: &'a YamlDocument,
+    p: &'a ProjectFile,
+    pub diags: Vec<Diagnostic>,
+    types: BTreeMap<String, Option<Sch>>,
+    out: Checked,
+    script: Option<Vec<ScriptFn>>,
+    /// The step graph, built once in [`Checker::new`].
+    graph: Graph,
+}
+
+impl<'a> Checker<'a> {
+    /// A checker of `p`, read from `doc`; `script` lists the Functions of
+    /// `functions.rhai` (`None` when it could not be read or parsed).
+    pub fn new(doc: &'a YamlDocument, p: &'a ProjectFile, script: Option<Vec<ScriptFn>>) -> Self {
+        Checker {
+            doc,
+            p,
+            diags: Vec::new(),
+            types: BTreeMap::new(),
+            out: Checked {
+                aliases: BTreeMap::new(),
+                functions: BTreeMap::new(),
+                input: None,
+                outcomes: BTreeMap::new(),
+                bindings: HashMap::new(),
+            },
+            script,
+            graph: Graph::new(&p.workflow.steps),
+        }
+    }
+
+    fn at(&self, ptr: &str) -> Located {
+        self.doc.locate(ptr)
+    }
+
+    fn err(&mut self, code: &str, ptr: &str, message: impl Into<String>, next: impl Into<String>) {
+        let d = Diagnostic::error(code, self.at(ptr), message, next);
+        self.diags.push(d);
+    }
+
+    fn err_key(
+        &mut self,
+        code: &str,
+        ptr: &str,
+        message: impl Into<String>,
+        next: impl Into<String>,
+    ) {
+        let d = Diagnostic::error(code, self.doc.locate_key(ptr), message, next);
+        self.diags.push(d);
+    }
+
+    fn warn(&mut self, code: &str, ptr: &str, message: impl Into<String>, next: impl Into<String>) {
+        let d = Diagnostic::warning(code, self.at(ptr), message, next);
+        self.diags.push(d);
+    }
+
+    /// Runs every check; returns what lowering needs.
+    pub fn run(mut self) -> (Checked, Vec<Diagnostic>) {
+        self.names_and_limits();
+        self.resolve_types();
+        self.resolve_aliases();
+        self.resolve_outcomes();
+        let input = self.resolve(&self.p.workflow.input.clone(), "/workflow/input", 0);
+        self.out.input = input;
+        self.resolve_functions();
+        let facts = self.check_graph();
+        let p: &'a ProjectFile = self.p;
+        for (name, step) in p.workflow.steps.iter() {
+            self.check_step(name, step, facts.get(name));
+        }
+        self.check_triggers();
+        (self.out, self.diags)
+    }
+
+    fn names_and_limits(&mut self) {
+        let p = self.p;
+        if !valid_name(&p.project.id) {
+            self.err(
+                "coordinator.name.invalid",
+                "/project/id",
+                format!("`{}` is not a valid project id; names match {NAME_PATTERN}", p.project.id),
+                "Use lowercase letters, digits and hyphens, starting with a letter (at most 64 characters).",
+            );
+        }
+        let groups: Vec<(&str, Vec<&String>)> = vec![
+            ("/types", p.types.iter().map(|(k, _)| k).collect()),
+            ("/operations", p.operations.iter().map(|(k, _)| k).collect()),
+            ("/functions", p.functions.iter().map(|(k, _)| k).collect()),
+            ("/triggers", p.triggers.iter().map(|(k, _)| k).collect()),
+            (
+                "/workflow/steps",
+                p.workflow.steps.iter().map(|(k, _)| k).collect(),
+            ),
+            (
+                "/workflow/outcomes",
+                p.workflow.outcomes.iter().map(|(k, _)| k).collect(),
+            ),
+        ];
+        for (base, names) in groups {
+            for n in names {
+                if !valid_name(n) {
+                    self.err_key(
+                        "coordinator.name.invalid",
+                        &format!("{base}/{}", esc(n)),
+                        format!("`{n}` is not a valid name; names match {NAME_PATTERN}"),
+                        "Use lowercase letters, digits and hyphens, starting with a letter (at most 64 characters).",
+                    );
+                }
+            }
+        }
+        let limits = [
+            (
+                "coordinator.limit.steps",
+                "/workflow/steps",
+                p.workflow.steps.len(),
+                MAX_STEPS,
+                "steps",
+            ),
+            (
+                "coordinator.limit.outcomes",
+                "/workflow/outcomes",
+                p.workflow.outcomes.len(),
+                MAX_OUTCOMES,
+                "outcomes",
+            ),
+            (
+                "coordinator.limit.operations",
+                "/operations",
+                p.operations.len(),
+                MAX_ALIASES,
+                "operation aliases",
+            ),
+            (
+                "coordinator.limit.functions",
+                "/functions",
+                p.functions.len(),
+                MAX_FUNCTIONS,
+                "Functions",
+            ),
+        ];
+        for (code, ptr, n, max, what) in limits {
+            if n > max {
+                self.err(
+                    code,
+                    ptr,
+                    format!("the project declares {n} {what}; at most {max} are accepted"),
+                    format!("Split the workflow or merge {what} to stay within {max}."),
+                );
+            }
+        }
+        let d = p.workflow.deadline_seconds;
+        if d == 0 || d > MAX_DEADLINE_SECONDS {
+            self.err(
+                "coordinator.workflow.deadline",
+                "/workflow/deadlineSeconds",
+                format!("deadlineSeconds is {d}; it must be between 1 and {MAX_DEADLINE_SECONDS} (365 days)"),
+                "Set deadlineSeconds to at most 31536000.",
+            );
+        }
+    }
+}
+
+/// The JSON Pointer of step `name`.
+fn step_ptr(name: &str) -> String {
+    format!("/workflow/steps/{}", esc(name))
+}
+
+/// The names listed for a message, or `(none declared)`.
+fn names<'x>(it: impl Iterator<Item = &'x String>) -> String {
+    let v: Vec<&str> = it.map(String::as_str).collect();
+    if v.is_empty() {
+        "(none declared)".into()
+    } else {
+        v.join(", ")
+    }
+}
+
+/// The names quoted in backticks, comma-separated.
+fn quote_list(v: &[&str]) -> String {
+    v.iter()
+        .map(|s| format!("`{s}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,653 @@
+//! Whether a mapping's value fits the schema it feeds: the static type of
+//! a mapping ([`Ty`]) against a target schema, on the decidable subset of
+//! SPEC §2 (`type`, `enum`/`const`, `properties`, `required`,
+//! `additionalProperties`, `items`, local `$ref`, `allOf`, string and
+//! number bounds). What lies outside it is [`Fit::Unchecked`]
+//! (`coordinator.mapping.fit-unchecked`); a literal is decided whole by the
+//! run's validator (`literal.rs`).
+
+use serde_json::Value;
+
+use super::literal::fit_literal;
+use super::{esc, show, types_of, value_type, Sch};
+
+/// A static type of a mapping's value.
+#[derive(Clone, Debug)]
+pub enum Ty {
+    /// Nothing known: checked at run time.
+    Any,
+    /// The mapping already has an error: dependent checks stay silent.
+    Error,
+    /// A value valid under every one of these schemas.
+    Schema(Vec<Sch>),
+    /// One of these (a join of routes).
+    Union(Vec<Ty>),
+    /// A known value.
+    Literal(Value),
+    /// An object built by `fields`: member, its type, the member mapping's pointer.
+    Object(Vec<(String, Ty, String)>),
+}
+
+/// Result of a fit check.
+#[derive(Clone, Debug)]
+pub enum Fit {
+    /// Every value of the source type is valid under the target.
+    Ok,
+    /// Not decidable here: `(mapping pointer, reason)`.
+    Unchecked(String, String),
+    /// Does not fit: `(mapping pointer, target member pointer, message)`.
+    Mismatch(String, String, String),
+}
+
+fn rank(f: &Fit) -> u8 {
+    match f {
+        Fit::Ok => 0,
+        Fit::Unchecked(..) => 1,
+        Fit::Mismatch(..) => 2,
+    }
+}
+
+/// Checks that every value of `src` (produced by the mapping at `at`) is
+/// valid under `tgt`. `member` is the target pointer for messages.
+pub fn fit(src: &Ty, tgt: &Sch, at: &str, member: &str) -> Fit {
+    fit_d(src, tgt, at, member, 0)
+}
+
+fn worst(a: Fit, b: Fit) -> Fit {
+    if rank(&b) > rank(&a) {
+        b
+    } else {
+        a
+    }
+}
+
+fn fit_d(src: &Ty, tgt: &Sch, at: &str, member: &str, depth: usize) -> Fit {
+    let tgt = tgt.deref();
+    if tgt.is_any() {
+        return Fit::Ok;
+    }
+    if depth > 48 {
+        return Fit::Unchecked(
+            at.to_owned(),
+            "the schemas nest too deeply to compare".into(),
+        );
+    }
+    if let Value::Bool(false) = tgt.node() {
+        return Fit::Mismatch(
+            at.to_owned(),
+            member.to_owned(),
+            "no value is accepted here".into(),
+        );
+    }
+    match src {
+        Ty::Any => Fit::Unchecked(
+            at.to_owned(),
+            "the value's type is not known before run time".into(),
+        ),
+        Ty::Error => Fit::Ok,
+        Ty::Union(alts) => alts
+            .iter()
+            .map(|a| fit_d(a, &tgt, at, member, depth + 1))
+            .fold(Fit::Ok, worst),
+        Ty::Literal(v) => fit_literal(v, &tgt, at, member),
+        Ty::Object(members) => fit_object(members, &tgt, at, member, depth),
+        Ty::Schema(conj) => {
+            let mut best: Option<Fit> = None;
+            for s in conj {
+                let f = fit_schema(s, &tgt, at, member, depth);
+                if matches!(f, Fit::Ok) {
+                    return Fit::Ok;
+                }
+                best = Some(match best {
+                    None => f,
+                    Some(b) => {
+                        if rank(&f) < rank(&b) {
+                            f
+                        } else {
+                            b
+                        }
+                    }
+                });
+            }
+            best.unwrap_or_else(|| Fit::Unchecked(at.to_owned(), "no schema".into()))
+        }
+    }
+}
+
+/// Applies the combinators of `tgt` around a per-node check.
+fn combinators(
+    tgt: &Sch,
+    own: Fit,
+    mut each: impl FnMut(&Sch) -> Fit,
+    at: &str,
+    member: &str,
+) -> Fit {
+    let mut result = own;
+    for m in tgt.list("allOf") {
+        result = worst(result, each(&m));
+    }
+    if let Some(r) = tgt.side_ref() {
+        result = worst(result, each(&r));
+    }
+    for kw in ["anyOf", "oneOf"] {
+        let alts = tgt.list(kw);
+        if alts.is_empty() {
+            continue;
+        }
+        let fits: Vec<Fit> = alts.iter().map(&mut each).collect();
+        let f = if fits.iter().any(|f| matches!(f, Fit::Ok)) {
+            if kw == "oneOf" && fits.iter().filter(|f| matches!(f, Fit::Ok)).count() > 1 {
+                Fit::Unchecked(
+                    at.to_owned(),
+                    "more than one `oneOf` branch accepts the value".into(),
+                )
+            } else {
+                Fit::Ok
+            }
+        } else if let Some(u) = fits.iter().find(|f| matches!(f, Fit::Unchecked(..))) {
+            u.clone()
+        } else {
+            Fit::Mismatch(
+                at.to_owned(),
+                member.to_owned(),
+                format!("the value matches none of the `{kw}` alternatives"),
+            )
+        };
+        result = worst(result, f);
+    }
+    if tgt
+        .obj()
+        .is_some_and(|m| m.contains_key("not") || m.contains_key("if"))
+    {
+        result = worst(
+            result,
+            Fit::Unchecked(at.to_owned(), "`not`/`if` are checked at run time".into()),
+        );
+    }
+    result
+}
+
+fn type_word(t: &str) -> String {
+    match t {
+        "object" => "an object".into(),
+        "array" => "a list".into(),
+        "integer" => "an integer".into(),
+        "null" => "null".into(),
+        other => format!("a {other}"),
+    }
+}
+
+pub(super) fn describe_types(ts: &[String]) -> String {
+    ts.iter()
+        .map(|t| type_word(t))
+        .collect::<Vec<_>>()
+        .join(" or ")
+}
+
+fn type_allowed(v_type: &str, allowed: &[String]) -> bool {
+    allowed
+        .iter()
+        .any(|a| a == v_type || (a == "number" && v_type == "integer"))
+}
+
+fn fit_object(
+    members: &[(String, Ty, String)],
+    tgt: &Sch,
+    at: &str,
+    member: &str,
+    depth: usize,
+) -> Fit {
+    let own = (|| {
+        let Some(m) = tgt.obj() else { return Fit::Ok };
+        if let Some(ts) = types_of(tgt.node()) {
+            if !type_allowed("object", &ts) {
+                return Fit::Mismatch(
+                    at.to_owned(),
+                    member.to_owned(),
+                    format!(
+                        "expected {} at {}, found an object",
+                        describe_types(&ts),
+                        show(member)
+                    ),
+                );
+            }
+        }
+        let mut result = Fit::Ok;
+        if let Some(Value::Array(req)) = m.get("required") {
+            for r in req.iter().filter_map(Value::as_str) {
+                if !members.iter().any(|(n, _, _)| n == r) {
+                    return Fit::Mismatch(
+                        at.to_owned(),
+                        member.to_owned(),
+                        format!("expected member `{r}` at {}, which the schema requires; the mapping does not set it", show(member)),
+                    );
+                }
+            }
+        }
+        for (name, ty, ptr) in members {
+            let mp = format!("{member}/{}", esc(name));
+            let f = match m.get("properties").and_then(|p| p.get(name)) {
+                Some(_) => fit_d(
+                    ty,
+                    &tgt.at(&format!("/properties/{}", esc(name))),
+                    ptr,
+                    &mp,
+                    depth + 1,
+                ),
+                None => {
+                    if m.contains_key("patternProperties") {
+                        Fit::Unchecked(
+                            ptr.clone(),
+                            "`patternProperties` is checked at run time".into(),
+                        )
+                    } else {
+                        match m.get("additionalProperties") {
+                            Some(Value::Bool(false)) => Fit::Mismatch(
+                                ptr.clone(),
+                                mp.clone(),
+                                format!("expected only members the schema declares at {}; it declares no `{name}`", show(member)),
+                            ),
+                            Some(Value::Object(_)) => {
+                                fit_d(ty, &tgt.at("/additionalProperties"), ptr, &mp, depth + 1)
+                            }
+                            _ => Fit::Ok,
+                        }
+                    }
+                }
+            };
+            result = worst(result, f);
+        }
+        for kw in [
+            "minProperties",
+            "maxProperties",
+            "propertyNames",
+            "dependentRequired",
+            "dependentSchemas",
+            "unevaluatedProperties",
+        ] {
+            if m.contains_key(kw) {
+                result = worst(
+                    result,
+                    Fit::Unchecked(at.to_owned(), format!("`{kw}` is checked at run time")),
+                );
+            }
+        }
+        if m.contains_key("enum") || m.contains_key("const") {
+            result = worst(
+                result,
+                Fit::Unchecked(
+                    at.to_owned(),
+                    "`enum`/`const` of objects are checked at run time".into(),
+                ),
+            );
+        }
+        result
+    })();
+    combinators(
+        tgt,
+        own,
+        |s| fit_object(members, s, at, member, depth + 1),
+        at,
+        member,
+    )
+}
+
+pub(super) fn list_values(e: &[Value]) -> String {
+    e.iter()
+        .map(Value::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Schema-to-schema fit on the decidable subset.
+fn fit_schema(src: &Sch, tgt: &Sch, at: &str, member: &str, depth: usize) -> Fit {
+    let src = src.deref();
+    let tgt = tgt.deref();
+    if tgt.is_any() {
+        return Fit::Ok;
+    }
+    if src.same_as(&tgt) || src.node() == tgt.node() && !src.node().to_string().contains("$ref") {
+        return Fit::Ok;
+    }
+    if depth > 48 {
+        return Fit::Unchecked(
+            at.to_owned(),
+            "the schemas nest too deeply to compare".into(),
+        );
+    }
+    // A source with alternatives fits when every alternative does.
+    for kw in ["anyOf", "oneOf"] {
+        let alts = src.list(kw);
+        if !alts.is_empty() && types_of(src.node()).is_none() {
+            return alts
+                .iter()
+                .map(|a| fit_schema(a, &tgt, at, member, depth + 1))
+                .fold(Fit::Ok, worst);
+        }
+    }
+    // A source conjunction fits when one member does (sufficient).
+    let conj = src.list("allOf");
+    if !conj.is_empty() {
+        let mut best = None;
+        for s in conj
+            .iter()
+            .chain(std::iter::once(&src).filter(|_| types_of(src.node()).is_some()))
+        {
+            let probe = if std::ptr::eq(s, &src) {
+                fit_own(&src, &tgt, at, member, depth)
+            } else {
+                fit_schema(s, &tgt, at, member, depth + 1)
+            };
+            if matches!(probe, Fit::Ok) {
+                return Fit::Ok;
+            }
+            best = Some(match best {
+                None => probe,
+                Some(b) => {
+                    if rank(&probe) < rank(&b) {
+                        probe
+                    } else {
+                        b
+                    }
+                }
+            });
+        }
+        return best.unwrap_or(Fit::Ok);
+    }
+    let own = fit_own(&src, &tgt, at, member, depth);
+    combinators(
+        &tgt,
+        own,
+        |t| fit_schema(&src, t, at, member, depth + 1),
+        at,
+        member,
+    )
+}
+
+fn src_types(src: &Sch) -> Option<Vec<String>> {
+    if let Some(ts) = types_of(src.node()) {
+        return Some(ts);
+    }
+    let m = src.obj()?;
+    if let Some(c) = m.get("const") {
+        return Some(vec![value_type(c).to_owned()]);
+    }
+    if let Some(Value::Array(e)) = m.get("enum") {
+        let mut ts: Vec<String> = e.iter().map(|v| value_type(v).to_owned()).collect();
+        ts.sort();
+        ts.dedup();
+        return Some(ts);
+    }
+    None
+}
+
+fn fit_own(src: &Sch, tgt: &Sch, at: &str, member: &str, depth: usize) -> Fit {
+    let Some(t) = tgt.obj() else { return Fit::Ok };
+    let mismatch = |msg: String| Fit::Mismatch(at.to_owned(), member.to_owned(), msg);
+    let s = src.obj().cloned().unwrap_or_default();
+    let sts = src_types(src);
+    let mut result = Fit::Ok;
+    if let Some(tts) = types_of(tgt.node()) {
+        match &sts {
+            None => {
+                return Fit::Unchecked(
+                    at.to_owned(),
+                    format!(
+                        "the source declares no type; {} expects {}",
+                        show(member),
+                        describe_types(&tts)
+                    ),
+                )
+            }
+            Some(sts) => {
+                let bad: Vec<String> = sts
+                    .iter()
+                    .filter(|st| !type_allowed(st, &tts))
+                    .cloned()
+                    .collect();
+                if !bad.is_empty() {
+                    return mismatch(format!(
+                        "expected {} at {}, found {}",
+                        describe_types(&tts),
+                        show(member),
+                        describe_types(&bad)
+                    ));
+                }
+            }
+        }
+    }
+    // enum / const: the source's values must be among the target's.
+    let tvals: Option<Vec<Value>> = t
+        .get("const")
+        .map(|c| vec![c.clone()])
+        .or_else(|| t.get("enum").and_then(Value::as_array).cloned());
+    if let Some(tv) = tvals {
+        let svals: Option<Vec<Value>> = s
+            .get("const")
+            .map(|c| vec![c.clone()])
+            .or_else(|| s.get("enum").and_then(Value::as_array).cloned());
+        match svals {
+            Some(sv) => {
+                if let Some(x) = sv.iter().find(|x| !tv.contains(x)) {
+                    return mismatch(format!(
+                        "expected one of {} at {}, found a possible {x}",
+                        list_values(&tv),
+                        show(member)
+                    ));
+                }
+                return Fit::Ok;
+            }
+            None => {
+                return mismatch(format!(
+                    "expected one of {} at {}, found any {}",
+                    list_values(&tv),
+                    show(member),
+                    sts.map(|t| describe_types(&t))
+                        .unwrap_or_else(|| "value".into())
+                ))
+            }
+        }
+    }
+    let sts = sts.unwrap_or_default();
+    let is = |t: &str| sts.iter().any(|x| x == t);
+    if is("string") {
+        if let Some(f) = t.get("format").and_then(Value::as_str) {
+            if s.get("format").and_then(Value::as_str) != Some(f) {
+                return mismatch(format!(
+                    "expected a {f} string at {}, found a string with no such format",
+                    show(member)
+                ));
+            }
+        }
+        let smin = s.get("minLength").and_then(Value::as_u64).unwrap_or(0);
+        let smax = s.get("maxLength").and_then(Value::as_u64);
+        if let Some(tmin) = t.get("minLength").and_then(Value::as_u64) {
+            if smin < tmin {
+                return mismatch(format!("expected a string of at least {tmin} characters at {}, found one that may be shorter", show(member)));
+            }
+        }
+        if let Some(tmax) = t.get("maxLength").and_then(Value::as_u64) {
+            if smax.is_none_or(|m| m > tmax) {
+                return mismatch(format!("expected a string of at most {tmax} characters at {}, found one that may be longer", show(member)));
+            }
+        }
+        if let Some(tp) = t.get("pattern") {
+            if s.get("pattern") != Some(tp) {
+                result = worst(
+                    result,
+                    Fit::Unchecked(at.to_owned(), "`pattern` is checked at run time".into()),
+                );
+            }
+        }
+    }
+    if is("integer") || is("number") {
+        for (k, lower) in [
+            ("minimum", true),
+            ("exclusiveMinimum", true),
+            ("maximum", false),
+            ("exclusiveMaximum", false),
+        ] {
+            if let Some(tb) = t.get(k).and_then(Value::as_f64) {
+                let sb = s.get(k).and_then(Value::as_f64).or_else(|| {
+                    if k.starts_with("exclusive") {
+                        None
+                    } else {
+                        s.get(if lower {
+                            "exclusiveMinimum"
+                        } else {
+                            "exclusiveMaximum"
+                        })
+                        .and_then(Value::as_f64)
+                    }
+                });
+                let ok = match sb {
+                    Some(sb) => {
+                        if lower {
+                            sb >= tb
+                        } else {
+                            sb <= tb
+                        }
+                    }
+                    None => false,
+                };
+                if !ok {
+                    return mismatch(format!("expected a number within the bounds the schema sets at {} ({k} {tb}), found one that may fall outside", show(member)));
+                }
+            }
+        }
+        if t.contains_key("multipleOf") && s.get("multipleOf") != t.get("multipleOf") {
+            result = worst(
+                result,
+                Fit::Unchecked(at.to_owned(), "`multipleOf` is checked at run time".into()),
+            );
+        }
+    }
+    if is("object") {
+        let sreq: Vec<&str> = s
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if let Some(Value::Array(req)) = t.get("required") {
+            for r in req.iter().filter_map(Value::as_str) {
+                if !sreq.contains(&r) {
+                    return mismatch(format!("expected member `{r}` at {}, which the schema requires; the source may lack it", show(member)));
+                }
+            }
+        }
+        let sprops = s
+            .get("properties")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        for name in sprops.keys() {
+            let mp = format!("{member}/{}", esc(name));
+            let ssub = src.at(&format!("/properties/{}", esc(name)));
+            let f = match t.get("properties").and_then(|p| p.get(name)) {
+                Some(_) => fit_d(
+                    &Ty::Schema(vec![ssub]),
+                    &tgt.at(&format!("/properties/{}", esc(name))),
+                    at,
+                    &mp,
+                    depth + 1,
+                ),
+                None => match t.get("additionalProperties") {
+                    Some(Value::Bool(false)) if !t.contains_key("patternProperties") => {
+                        if sreq.contains(&name.as_str()) {
+                            mismatch(format!("expected only members the schema declares at {}; the source has `{name}`", show(member)))
+                        } else {
+                            Fit::Unchecked(
+                                at.to_owned(),
+                                format!(
+                                    "the source may carry `{name}`, which {} does not declare",
+                                    show(member)
+                                ),
+                            )
+                        }
+                    }
+                    Some(Value::Object(_)) => fit_d(
+                        &Ty::Schema(vec![ssub]),
+                        &tgt.at("/additionalProperties"),
+                        at,
+                        &mp,
+                        depth + 1,
+                    ),
+                    _ => Fit::Ok,
+                },
+            };
+            result = worst(result, f);
+        }
+        // Target members the source leaves open.
+        if let Some(Value::Object(tprops)) = t.get("properties") {
+            for name in tprops.keys() {
+                if !sprops.contains_key(name)
+                    && !matches!(s.get("additionalProperties"), Some(Value::Bool(false)))
+                {
+                    result = worst(
+                        result,
+                        Fit::Unchecked(
+                            at.to_owned(),
+                            format!(
+                                "the source leaves `{name}` open; {} constrains it",
+                                show(member)
+                            ),
+                        ),
+                    );
+                }
+            }
+        }
+        if matches!(t.get("additionalProperties"), Some(Value::Bool(false)))
+            && !matches!(s.get("additionalProperties"), Some(Value::Bool(false)))
+        {
+            result = worst(
+                result,
+                Fit::Unchecked(
+                    at.to_owned(),
+                    format!("the source is an open object; {} is closed", show(member)),
+                ),
+            );
+        }
+    }
+    if is("array") {
+        if let Some(ti) = t.get("items") {
+            if ti.is_object() || ti == &Value::Bool(false) {
+                let f = match s.get("items") {
+                    Some(_) => fit_d(
+                        &Ty::Schema(vec![src.at("/items")]),
+                        &tgt.at("/items"),
+                        at,
+                        &format!("{member}/0"),
+                        depth + 1,
+                    ),
+                    None => {
+                        Fit::Unchecked(at.to_owned(), "the source's items are not typed".into())
+                    }
+                };
+                result = worst(result, f);
+            }
+        }
+    }
+    for kw in [
+        "patternProperties",
+        "propertyNames",
+        "minProperties",
+        "maxProperties",
+        "dependentRequired",
+        "dependentSchemas",
+        "unevaluatedProperties",
+        "prefixItems",
+        "contains",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "unevaluatedItems",
+    ] {
+        if t.contains_key(kw) && s.get(kw) != t.get(kw) {
+            result = worst(
+                result,
+                Fit::Unchecked(at.to_owned(), format!("`{kw}` is checked at run time")),
+            );
+        }
+    }
+    result
+}
