@@ -621,7 +621,7 @@ copy_tree() {
 
 cmd_backup() {
   [ "$FLAVOR" = 17 ] || die "backup is for PostgreSQL 17 clusters"
-  [ -n "$BACKUP" ] || die "backup needs --to B (a new directory)"
+  [ -n "$BACKUP" ] || { usage; log "backup needs --to B (a new directory)"; exit 2; }
   case "$BACKUP" in /*) ;; *) BACKUP="$PWD/$BACKUP" ;; esac
   [ ! -e "$BACKUP" ] || die "$BACKUP exists; a backup goes into a new directory"
   [ -f "$DATA/PG_VERSION" ] || die "no cluster in $BASE to back up"
@@ -651,7 +651,7 @@ cmd_backup() {
 
 cmd_restore() {
   [ "$FLAVOR" = 17 ] || die "restore is for PostgreSQL 17 clusters"
-  [ -n "$BACKUP" ] || die "restore needs --from B (a directory made by backup)"
+  [ -n "$BACKUP" ] || { usage; log "restore needs --from B (a directory made by backup)"; exit 2; }
   case "$BACKUP" in /*) ;; *) BACKUP="$PWD/$BACKUP" ;; esac
   [ -e "$BACKUP/$BACKUP_MARK" ] && [ -f "$BACKUP/data/PG_VERSION" ] \
     || die "$BACKUP is not a backup made by '$PROG backup'"

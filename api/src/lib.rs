@@ -122,7 +122,9 @@ pub struct InspectedStep {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Recovery {
-    /// An investigation reference holding no personal data.
+    /// An investigation reference holding no personal data: 1 to 256
+    /// visible ASCII characters (else 400 `request.invalid`).
+    #[schemars(length(min = 1, max = 256), regex(pattern = r"^[!-~]+$"))]
     pub reason: String,
 }
 
@@ -223,7 +225,9 @@ pub struct Holds {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HoldReason {
-    /// An investigation reference holding no personal data.
+    /// An investigation reference holding no personal data: 1 to 256
+    /// visible ASCII characters (else 400 `request.invalid`).
+    #[schemars(length(min = 1, max = 256), regex(pattern = r"^[!-~]+$"))]
     pub reason: String,
 }
 
@@ -232,7 +236,9 @@ pub struct HoldReason {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ExecutionRecovery {
-    /// The investigation reference, holding no personal data.
+    /// The investigation reference, holding no personal data: 1 to 256
+    /// visible ASCII characters (else 400 `request.invalid`).
+    #[schemars(length(min = 1, max = 256), regex(pattern = r"^[!-~]+$"))]
     pub recovery_reference: String,
     /// The operator states that retained evidence establishes the history
     /// of every held call. Must be `true`.
@@ -246,7 +252,9 @@ pub struct ExecutionRecovery {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AdmissionRecovery {
-    /// The investigation reference, holding no personal data.
+    /// The investigation reference, holding no personal data: 1 to 256
+    /// visible ASCII characters (else 400 `request.invalid`).
+    #[schemars(length(min = 1, max = 256), regex(pattern = r"^[!-~]+$"))]
     pub recovery_reference: String,
     /// The operator states every spent start key is established. Must be
     /// `true`.

@@ -7,6 +7,8 @@
 //! Exit codes (SPEC §2.3): 0 accepted, 1 refused, 2 usage, 3 resource
 //! unavailable. Diagnostics go to stderr, results to stdout.
 
+#[macro_use]
+mod output;
 mod commands;
 mod report;
 

@@ -49,8 +49,8 @@ pub fn print_json<T: Serialize>(
         extra,
     };
     match serde_json::to_string_pretty(&report) {
-        Ok(s) => println!("{s}"),
-        Err(e) => eprintln!("coordinatorctl: cannot render the report: {e}"),
+        Ok(s) => outln!("{s}"),
+        Err(e) => errln!("coordinatorctl: cannot render the report: {e}"),
     }
 }
 
@@ -61,8 +61,8 @@ pub fn print_diagnostics(diags: &[Diagnostic]) {
     if diags.is_empty() {
         return;
     }
-    eprint!("{}", diagnostic::render_text(diags));
-    eprintln!("{}", diagnostic::summary_line(diags));
+    err!("{}", diagnostic::render_text(diags));
+    errln!("{}", diagnostic::summary_line(diags));
 }
 
 /// The exit code for a set of diagnostics: 3 when a file was unavailable,

@@ -164,3 +164,34 @@ fn a_quoted_number_gets_a_fix_that_removes_the_quotes() {
     );
     assert!(!err.contains("u64"), "{err}");
 }
+
+/// A closed standard output (a pipe whose reader went away, as with
+/// `| head -1`) is a clear refusal with a code and exit 3, never a panic.
+#[test]
+fn a_closed_stdout_is_a_coded_refusal_not_a_panic() {
+    use std::process::Stdio;
+    let tmp = tempfile::tempdir().expect("temp dir");
+    for args in [
+        &["schema", "--kind", "project"][..],
+        &["openapi"][..],
+        &["init", "--directory", "follow-up"][..],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_coordinatorctl"))
+            .args(args)
+            .current_dir(tmp.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("coordinatorctl runs");
+        // Close the read end before anything is written.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("waits");
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {err}");
+        assert!(
+            err.contains("error[coordinator.command.output-closed]"),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}

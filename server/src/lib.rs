@@ -168,6 +168,21 @@ impl ApiError {
                 "A restore step is out of order, or held work still needs review",
             )
             .detail("this instance started before the restore hold was placed: restart it"),
+            // A value this process cannot open (a state key version its
+            // runtime file lacks, or a row that does not open under its
+            // binding) is a deployment fault, not an outage: seed 000
+            // `deployment.refused`, never a 503.
+            StoreError::Refused { code, message } => {
+                tracing::error!(code = *code, error = %message, "store refused");
+                Self::new(
+                    409,
+                    "deployment.refused",
+                    "The activation, runtime file, or state key custody check failed",
+                )
+                .detail(format!(
+                    "{code}: run `coordinatorctl --runtime-config FILE deployment-status` with this service's runtime file"
+                ))
+            }
             other => {
                 tracing::error!(code = "store-unavailable", error = %other, "store error");
                 Self::new(503, "service.unavailable", "The store is unavailable")
@@ -306,30 +321,42 @@ async fn lane(
     interval: Duration,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
+    // Consecutive failed ticks: the lane backs off (up to 5 s) and logs the
+    // first failure and every 20th, so an outage does not flood the log.
+    let mut failures: u32 = 0;
     loop {
         if *shutdown.borrow() || engine.fenced() {
             return;
         }
         let busy = match engine.tick().await {
-            Ok(n) => n > 0,
+            Ok(n) => {
+                failures = 0;
+                n > 0
+            }
             // Logged by the engine (`restore.lease-incompatible`); the
             // lane stops.
             Err(_) if engine.fenced() => return,
             Err(e) => {
-                // A value this process cannot open (a state key version
-                // its runtime file lacks, during a rolling key rotation)
-                // keeps its own code: it is no outage.
-                let code = match &e {
-                    StoreError::Refused { code, .. } => code,
-                    _ => "store-unavailable",
-                };
-                tracing::error!(code, error = %e, "worker tick failed");
+                failures = failures.saturating_add(1);
+                if failures == 1 || failures.is_multiple_of(20) {
+                    // A value this process cannot open (a state key
+                    // version its runtime file lacks, during a rolling key
+                    // rotation) keeps its own code: it is no outage.
+                    let code = match &e {
+                        StoreError::Refused { code, .. } => code,
+                        _ => "store-unavailable",
+                    };
+                    tracing::error!(code, error = %e, failures, "worker tick failed");
+                }
                 false
             }
         };
         if !busy {
+            let pause = interval
+                .saturating_mul(1 << failures.min(5))
+                .min(Duration::from_secs(5));
             tokio::select! {
-                _ = tokio::time::sleep(interval) => {}
+                _ = tokio::time::sleep(pause) => {}
                 _ = shutdown.changed() => {}
             }
         }
@@ -751,9 +778,7 @@ async fn recover(
     let who = principal(&s, &headers).await?;
     let bytes = body(bytes)?;
     let recovery: api::Recovery = strict::from_slice(&bytes).map_err(ApiError::bad_request)?;
-    if recovery.reason.is_empty() || recovery.reason.len() > 256 {
-        return Err(ApiError::bad_request("reason must be 1..=256 bytes"));
-    }
+    ops::reference("reason", &recovery.reason)?;
     let run = visible_run(&s, &who, &run, name).await?;
     match s.engine.act(&run.id, act).await {
         Ok(after) => {
@@ -833,7 +858,32 @@ async fn review_completion(
 
 #[cfg(test)]
 mod tests {
-    use super::Completions;
+    use super::{ApiError, Completions};
+    use coordinator_ports::StoreError;
+
+    /// seed 000: a custody or tampering refusal while serving is 409
+    /// `deployment.refused`, never 503; only an outage is 503.
+    #[test]
+    fn store_refusals_are_deployment_refused_and_outages_unavailable() {
+        let refused = ApiError::store(&StoreError::Refused {
+            code: "state-key-custody",
+            message: "state key version 2 is not configured".into(),
+        });
+        assert_eq!(
+            (refused.0.status, refused.0.code.as_str()),
+            (409, "deployment.refused")
+        );
+        assert!(refused
+            .0
+            .detail
+            .as_deref()
+            .is_some_and(|d| d.starts_with("state-key-custody")));
+        let outage = ApiError::store(&StoreError::Unavailable("down".into()));
+        assert_eq!(
+            (outage.0.status, outage.0.code.as_str()),
+            (503, "service.unavailable")
+        );
+    }
 
     #[test]
     fn completions_accept_only_a_configured_pair() {

@@ -311,12 +311,15 @@ async fn main() -> ExitCode {
     // The restore epoch this process works under: a restore hold placed
     // from now on fences it (`restore.lease-incompatible`).
     // (Should the store drop away just now, the first lease adopts it.)
-    match engine.adopt_restore_epoch().await {
-        Ok(epoch) => tracing::info!(restore_epoch = epoch, "restore epoch adopted"),
-        Err(e) => tracing::warn!(
-            code = "store-unavailable",
-            "restore epoch not read yet: {e}"
-        ),
+    // (A `--recovery-only` instance states no epoch: it never dispatches.)
+    if !args.recovery_only {
+        match engine.adopt_restore_epoch().await {
+            Ok(epoch) => tracing::info!(restore_epoch = epoch, "restore epoch adopted"),
+            Err(e) => tracing::warn!(
+                code = "store-unavailable",
+                "restore epoch not read yet: {e}"
+            ),
+        }
     }
     let state = AppState {
         engine: engine.clone(),

@@ -1242,6 +1242,10 @@ async fn restore_rehearsal_reviews_every_restored_command_and_sends_nothing_twic
         .collect();
     assert_eq!(restored.len(), 1, "{inspected}");
     assert_eq!(restored[0]["effect"], "unknown", "{inspected}");
+    assert_eq!(
+        restored[0]["attempts"], 1,
+        "the attempt in flight counts: {inspected}"
+    );
 
     assert_eq!(
         release_restore_hold(&d, &recovery).await,

@@ -1139,3 +1139,53 @@ async fn metrics_parse_whole_in_both_text_formats() {
     }
     env.store.set_unavailable(false);
 }
+
+/// Edge input: a run id that is no UUID (a NUL byte included) names no run
+/// (404, the store is never asked, so no outage is counted), and a
+/// `reason` follows the one rule for investigation references (1 to 256
+/// visible ASCII characters) on the run actions as on the holds.
+#[tokio::test]
+async fn run_ids_and_reasons_are_checked_at_the_edge() {
+    let env = Env::new(false).await;
+    for path in [
+        "/v1/runs/%00",
+        "/v1/runs/a%00b/inspect",
+        "/v1/runs/not-a-run",
+    ] {
+        let (s, p) = env.call(Some(OPERATOR), path, None).await;
+        assert_eq!(
+            (s, p["code"].as_str()),
+            (404, Some("run.not-found")),
+            "{path}: {p}"
+        );
+    }
+    let (s, p) = env
+        .call(
+            Some(OPERATOR),
+            "/v1/runs/%00/cancel",
+            Some(json!({"reason": "r-1"})),
+        )
+        .await;
+    assert_eq!((s, p["code"].as_str()), (404, Some("run.not-found")), "{p}");
+    assert!(
+        env.engine.counters().of("store_errors").is_empty(),
+        "no store error was counted"
+    );
+    let run = env.uncertain_run("k-1").await;
+    for reason in ["", "a\tb", "инцидент", &"x".repeat(257)] {
+        for action in ["cancel", "reconcile"] {
+            let (s, p) = env
+                .call(
+                    Some(OPERATOR),
+                    &format!("/v1/runs/{run}/{action}"),
+                    Some(json!({ "reason": reason })),
+                )
+                .await;
+            assert_eq!(
+                (s, p["code"].as_str()),
+                (400, Some("request.invalid")),
+                "{action} {reason:?}: {p}"
+            );
+        }
+    }
+}

@@ -110,12 +110,14 @@ fn run_deployment(file: &Path, format: Format) -> u8 {
             report::print_diagnostics(&check.diagnostics);
             if code == EXIT_OK {
                 for p in &packages {
-                    println!(
+                    outln!(
                         "Valid package {} {} (revision {})",
-                        p.workflow, p.package_digest, p.revision
+                        p.workflow,
+                        p.package_digest,
+                        p.revision
                     );
                 }
-                println!("Valid runtime configuration");
+                outln!("Valid runtime configuration");
             }
         }
     }
@@ -128,7 +130,7 @@ pub fn run(args: CheckArgs, top_level_runtime_config: Option<&Path>) -> u8 {
         return match args.runtime_config.as_deref().or(top_level_runtime_config) {
             Some(file) => run_deployment(file, args.format),
             None => {
-                eprintln!("error: check needs --project DIR, or a deployment file given as coordinatorctl --runtime-config FILE check");
+                errln!("error: check needs --project DIR, or a deployment file given as coordinatorctl --runtime-config FILE check");
                 EXIT_USAGE
             }
         };
@@ -181,18 +183,18 @@ pub fn run(args: CheckArgs, top_level_runtime_config: Option<&Path>) -> u8 {
             report::print_diagnostics(&diagnostics);
             if code == EXIT_OK {
                 if let Some(rev) = revision {
-                    println!(
+                    outln!(
                         "Valid workflow {} version {}",
                         compiled.workflow.as_deref().unwrap_or_default(),
                         compiled.version.as_deref().unwrap_or_default()
                     );
-                    println!("Definition: {rev}");
+                    outln!("Definition: {rev}");
                     if args.explain {
-                        print!("{}", compiled.explain.as_deref().unwrap_or_default());
-                        print!("{}", coordinator_compiler::FUNCTION_LIMITS);
+                        out!("{}", compiled.explain.as_deref().unwrap_or_default());
+                        out!("{}", coordinator_compiler::FUNCTION_LIMITS);
                     }
                     if runtime_valid == Some(true) {
-                        println!("Valid runtime configuration");
+                        outln!("Valid runtime configuration");
                     }
                 }
             }

@@ -99,20 +99,20 @@ fn exit_for(e: &StoreError) -> u8 {
 }
 
 fn print_error(e: &StoreError) {
-    eprintln!("error[{}]: {}", e.cli_code(), e.message);
-    eprintln!("  next: {}", e.next);
+    errln!("error[{}]: {}", e.cli_code(), e.message);
+    errln!("  next: {}", e.next);
 }
 
 fn print_entries(entries: &[PlanEntry]) {
     for e in entries {
-        println!("{}: {}", e.workflow, e.action.as_str());
+        outln!("{}: {}", e.workflow, e.action.as_str());
     }
 }
 
 /// Runs `plan`, `apply` or `deployment-status`; returns the exit code.
 pub fn run(which: Which, runtime_config: Option<&Path>, remove: &[String], format: Format) -> u8 {
     let Some(path) = runtime_config else {
-        eprintln!(
+        errln!(
             "coordinatorctl {}: --runtime-config FILE is required (before the command)",
             which.name()
         );
@@ -156,7 +156,7 @@ pub fn run(which: Which, runtime_config: Option<&Path>, remove: &[String], forma
     {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("coordinatorctl: cannot start the async runtime: {e}");
+            errln!("coordinatorctl: cannot start the async runtime: {e}");
             return EXIT_UNAVAILABLE;
         }
     };
@@ -205,8 +205,8 @@ async fn run_async(which: Which, config: &RuntimeConfig, remove: &[String], form
             };
             finish(which, format, report, error, |r| {
                 print_entries(&r.entries);
-                println!("status: applied");
-                println!("schemaVersion: {}", r.schema_version);
+                outln!("status: applied");
+                outln!("schemaVersion: {}", r.schema_version);
             })
         }
         Which::Status => {
@@ -216,16 +216,16 @@ async fn run_async(which: Which, config: &RuntimeConfig, remove: &[String], form
                 Err(e) => (None, Some(e)),
             };
             finish(which, format, status, error, |s| {
-                println!("status: checked");
-                println!("schemaVersion: {}", s.schema_version);
-                println!("databaseId: {}", s.database_id);
+                outln!("status: checked");
+                outln!("schemaVersion: {}", s.schema_version);
+                outln!("databaseId: {}", s.database_id);
                 for w in &s.workflows {
-                    println!("{}: {}", w.workflow, w.package_digest);
-                    println!("  revision: {}", w.revision);
+                    outln!("{}: {}", w.workflow, w.package_digest);
+                    outln!("  revision: {}", w.revision);
                 }
-                println!("restoreHold: {}", s.restore_hold);
-                println!("admissionHold: {}", s.admission_hold);
-                println!("activeStateKey: {}", s.active_state_key);
+                outln!("restoreHold: {}", s.restore_hold);
+                outln!("admissionHold: {}", s.admission_hold);
+                outln!("activeStateKey: {}", s.active_state_key);
             })
         }
     }

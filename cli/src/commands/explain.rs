@@ -55,7 +55,7 @@ pub fn run(args: ExplainArgs) -> u8 {
         Format::Text => {
             report::print_diagnostics(&compiled.diagnostics);
             if code == EXIT_OK {
-                print!("{explain}");
+                out!("{explain}");
             }
         }
     }

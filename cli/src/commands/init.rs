@@ -78,15 +78,15 @@ pub fn run(directory: &Path) -> u8 {
         .and_then(|n| n.to_str())
         .map(str::to_owned)
     else {
-        eprintln!("error[coordinator.init.directory] {shown}\n  the directory has no usable base name\n  next: Name a new directory, such as --directory follow-up.\n1 error, 0 warnings in 1 file");
+        errln!("error[coordinator.init.directory] {shown}\n  the directory has no usable base name\n  next: Name a new directory, such as --directory follow-up.\n1 error, 0 warnings in 1 file");
         return EXIT_USAGE;
     };
     if !valid_name(&id) {
-        eprintln!("error[coordinator.init.project-id] {shown}\n  the directory name `{id}` is not a valid project id (lowercase letter, then up to 63 lowercase letters, digits or '-')\n  next: Choose a directory name such as follow-up.\n1 error, 0 warnings in 1 file");
+        errln!("error[coordinator.init.project-id] {shown}\n  the directory name `{id}` is not a valid project id (lowercase letter, then up to 63 lowercase letters, digits or '-')\n  next: Choose a directory name such as follow-up.\n1 error, 0 warnings in 1 file");
         return EXIT_USAGE;
     }
     if directory.exists() || directory.is_symlink() {
-        eprintln!("error[coordinator.init.exists] {shown}\n  the path already exists; init writes only into a new directory\n  next: Choose a new directory name, or remove this path first.\n1 error, 0 warnings in 1 file");
+        errln!("error[coordinator.init.exists] {shown}\n  the path already exists; init writes only into a new directory\n  next: Choose a new directory name, or remove this path first.\n1 error, 0 warnings in 1 file");
         return EXIT_REFUSED;
     }
     // Only a directory this call created is ever removed again.
@@ -96,19 +96,19 @@ pub fn run(directory: &Path) -> u8 {
         } else {
             ("coordinator.init.write", EXIT_UNAVAILABLE)
         };
-        eprintln!("error[{code}] {shown}\n  cannot create the directory: {e}\n  next: Check that the parent directory exists and is writable.\n1 error, 0 warnings in 1 file");
+        errln!("error[{code}] {shown}\n  cannot create the directory: {e}\n  next: Check that the parent directory exists and is writable.\n1 error, 0 warnings in 1 file");
         return exit;
     }
     if let Err(e) = write_starter(directory, &id) {
         let _ = std::fs::remove_dir_all(directory);
-        eprintln!("error[coordinator.init.write] {shown}\n  cannot write the project: {e}; nothing was kept\n  next: Check that the disk has room and the directory is writable.\n1 error, 0 warnings in 1 file");
+        errln!("error[coordinator.init.write] {shown}\n  cannot write the project: {e}; nothing was kept\n  next: Check that the disk has room and the directory is writable.\n1 error, 0 warnings in 1 file");
         return EXIT_UNAVAILABLE;
     }
-    println!("created: {shown}");
+    outln!("created: {shown}");
     for (name, _) in STARTER_FILES {
-        println!("  {name}");
+        outln!("  {name}");
     }
-    println!("next: coordinatorctl test --project {shown}");
+    outln!("next: coordinatorctl test --project {shown}");
     EXIT_OK
 }
 

@@ -15,6 +15,6 @@ pub fn openapi_text() -> String {
 
 /// Runs `openapi`; returns the exit code.
 pub fn run() -> u8 {
-    print!("{}", openapi_text());
+    out!("{}", openapi_text());
     EXIT_OK
 }

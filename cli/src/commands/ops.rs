@@ -193,7 +193,7 @@ pub fn run(command: OpsCommand) -> u8 {
     {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("coordinatorctl: cannot start the I/O runtime: {e}");
+            errln!("coordinatorctl: cannot start the I/O runtime: {e}");
             return EXIT_UNAVAILABLE;
         }
     };
@@ -264,7 +264,7 @@ async fn execute(command: OpsCommand) -> u8 {
             }
             if let Some(v) = a.limit {
                 if v == 0 || v > api::MAX_LIST_LIMIT {
-                    eprintln!("coordinatorctl list: --limit must be 1..=100");
+                    errln!("coordinatorctl list: --limit must be 1..=100");
                     return EXIT_USAGE;
                 }
                 query.push(("limit", v.to_string()));
@@ -312,7 +312,7 @@ async fn execute(command: OpsCommand) -> u8 {
         ),
         OpsCommand::CompleteExecutionRecovery(a) => {
             if !(a.execution_history_complete && a.prior_deployment_fenced) {
-                eprintln!("coordinatorctl complete-execution-recovery: attest with --execution-history-complete and --prior-deployment-fenced (audited operator statements)");
+                errln!("coordinatorctl complete-execution-recovery: attest with --execution-history-complete and --prior-deployment-fenced (audited operator statements)");
                 return EXIT_USAGE;
             }
             hold(
@@ -327,7 +327,7 @@ async fn execute(command: OpsCommand) -> u8 {
         }
         OpsCommand::ReleaseAdmissionHold(a) => {
             if !(a.admission_history_complete && a.prior_deployment_fenced) {
-                eprintln!("coordinatorctl release-admission-hold: attest with --admission-history-complete and --prior-deployment-fenced (audited operator statements)");
+                errln!("coordinatorctl release-admission-hold: attest with --admission-history-complete and --prior-deployment-fenced (audited operator statements)");
                 return EXIT_USAGE;
             }
             hold(
@@ -342,7 +342,7 @@ async fn execute(command: OpsCommand) -> u8 {
         }
         OpsCommand::Retain(a) => {
             if a.limit == 0 || a.limit > api::MAX_RETENTION_LIMIT {
-                eprintln!("coordinatorctl retain: --limit must be 1..=100");
+                errln!("coordinatorctl retain: --limit must be 1..=100");
                 return EXIT_USAGE;
             }
             Call {
@@ -422,14 +422,14 @@ fn fail(call: &Call, url: &str, exit: u8, failure: Failure) -> u8 {
             },
         ),
         Format::Text => {
-            eprintln!("error[{}] {url}", failure.code);
+            errln!("error[{}] {url}", failure.code);
             match (&failure.status, &failure.detail) {
-                (Some(s), Some(d)) => eprintln!("  {s} {}: {d}", failure.title),
-                (Some(s), None) => eprintln!("  {s} {}", failure.title),
-                (None, Some(d)) => eprintln!("  {}: {d}", failure.title),
-                (None, None) => eprintln!("  {}", failure.title),
+                (Some(s), Some(d)) => errln!("  {s} {}: {d}", failure.title),
+                (Some(s), None) => errln!("  {s} {}", failure.title),
+                (None, Some(d)) => errln!("  {}: {d}", failure.title),
+                (None, None) => errln!("  {}", failure.title),
             }
-            eprintln!("  next: {}", failure.next);
+            errln!("  next: {}", failure.next);
         }
     }
     exit
@@ -495,7 +495,7 @@ fn read_token(path: &Path) -> Result<String, (u8, &'static str, String, String)>
 async fn perform(call: Call) -> u8 {
     let base = call.conn.url.trim_end_matches('/');
     if !(base.starts_with("http://") || base.starts_with("https://")) {
-        eprintln!(
+        errln!(
             "coordinatorctl {}: --url must be an http(s) URL, e.g. https://coordinator.example.org",
             call.name
         );
@@ -503,14 +503,14 @@ async fn perform(call: Call) -> u8 {
     }
     match reqwest::Url::parse(base) {
         Err(e) => {
-            eprintln!(
+            errln!(
                 "coordinatorctl {}: --url is not a valid URL ({e})",
                 call.name
             );
             return EXIT_USAGE;
         }
         Ok(u) if !u.username().is_empty() || u.password().is_some() => {
-            eprintln!(
+            errln!(
                 "coordinatorctl {}: --url must not carry credentials; pass the token with --token-file",
                 call.name
             );
@@ -544,7 +544,7 @@ async fn perform(call: Call) -> u8 {
     {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("coordinatorctl: cannot build the HTTP client: {e}");
+            errln!("coordinatorctl: cannot build the HTTP client: {e}");
             return EXIT_UNAVAILABLE;
         }
     };
@@ -556,7 +556,7 @@ async fn perform(call: Call) -> u8 {
                 .header("content-type", "application/json")
                 .body(body),
             Err(e) => {
-                eprintln!(
+                errln!(
                     "coordinatorctl {}: cannot encode the request: {e}",
                     call.name
                 );
@@ -635,7 +635,7 @@ async fn perform(call: Call) -> u8 {
                     error: None,
                 },
             ),
-            Format::Text => print!("{rendered}"),
+            Format::Text => out!("{rendered}"),
         }
         return EXIT_OK;
     }

@@ -103,7 +103,7 @@ pub fn run(args: PackageArgs) -> u8 {
             EXIT_OK
         }
         Err(e) => {
-            eprintln!(
+            errln!(
                 "error[coordinator.package.write] {output}\n  cannot write the package: {e}; nothing was written\n  next: Check that the parent directory exists, is writable and has room.\n1 error, 0 warnings in 1 file"
             );
             EXIT_UNAVAILABLE
@@ -139,8 +139,8 @@ fn finish(
         Format::Text => {
             report::print_diagnostics(diags);
             if let Some((digest, _)) = done {
-                println!("created: {output}");
-                println!("package digest: {digest}");
+                outln!("created: {output}");
+                outln!("package digest: {digest}");
             }
         }
     }

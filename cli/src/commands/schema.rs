@@ -40,6 +40,6 @@ pub fn schema_text(kind: Kind) -> String {
 
 /// Runs `schema`; returns the exit code.
 pub fn run(args: SchemaArgs) -> u8 {
-    print!("{}", schema_text(args.kind));
+    out!("{}", schema_text(args.kind));
     EXIT_OK
 }

@@ -167,19 +167,19 @@ pub fn run(args: TestArgs) -> u8 {
             report::print_diagnostics(&outcome.diagnostics);
             for r in &outcome.reports {
                 if r.passed {
-                    println!("PASS {}", r.id);
+                    outln!("PASS {}", r.id);
                 } else {
-                    println!("FAIL {}", r.id);
+                    outln!("FAIL {}", r.id);
                     if let Some(d) = &r.difference {
-                        println!("  {d}");
+                        outln!("  {d}");
                     }
                     if let (Some(code), Some(detail)) = (&r.failure, &r.failure_detail) {
-                        println!("  the run failed {code} at {detail}");
+                        outln!("  the run failed {code} at {detail}");
                     }
                 }
             }
             if !outcome.reports.is_empty() || outcome.diagnostics.is_empty() {
-                println!("{passed} passed, {failed} failed");
+                outln!("{passed} passed, {failed} failed");
             }
         }
     }

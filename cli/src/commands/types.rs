@@ -62,7 +62,7 @@ pub fn run(args: TypesArgs) -> u8 {
         Language::Python => coordinator_callers::python(&program),
     };
     if let Err(e) = write_whole(&args.output, &text) {
-        eprintln!(
+        errln!(
             "error[coordinator.types.write] {output}\n  cannot write the caller: {e}; nothing was written\n  next: Check that the directory exists, is writable and has room.\n1 error, 0 warnings in 1 file"
         );
         return EXIT_UNAVAILABLE;
@@ -101,10 +101,10 @@ fn emit(
         Format::Text => {
             report::print_diagnostics(diags);
             if let Some((workflow, revision)) = done {
-                println!("output: {output}");
-                println!("status: {status}");
-                println!("workflow: {workflow}");
-                println!("workflowRevision: {revision}");
+                outln!("output: {output}");
+                outln!("status: {status}");
+                outln!("workflow: {workflow}");
+                outln!("workflowRevision: {revision}");
             }
         }
     }

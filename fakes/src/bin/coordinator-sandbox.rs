@@ -201,11 +201,22 @@ async fn run(dir: &Path) -> Result<(), String> {
                 }
             }
             _ = watch.tick() => {
-                let messages = messaging.messages();
-                for m in messages.iter().skip(shown) {
-                    println!("messaging: accepted a message: {m}");
+                // Every submission with its idempotency key and how many
+                // times Messaging performed that key's work so far (a
+                // replay of a known key is answered from its record), so a
+                // restore rehearsal can check one key per run, each
+                // performed once.
+                let fake = messaging.fake();
+                let requests = fake.requests_to("/v1/messages");
+                for r in requests.iter().skip(shown) {
+                    let key = r.header("idempotency-key").unwrap_or("-");
+                    println!(
+                        "messaging: message request, Idempotency-Key {key} (performed {} time(s) for this key): {}",
+                        fake.effect_count(key),
+                        r.json()
+                    );
                 }
-                shown = messages.len();
+                shown = requests.len();
             }
         }
     }

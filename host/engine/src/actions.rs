@@ -3,7 +3,7 @@
 
 use coordinator_ir::StepOp;
 use coordinator_ports::store::{
-    Erasure, LeaseRequest, Review, RunFilter, RunPage, RunRecord, StoreError,
+    Erasure, JobKind, LeaseRequest, Review, RunFilter, RunPage, RunRecord, StoreError,
 };
 use coordinator_runtime::binding;
 use coordinator_vm::{EffectState, Event, Pending, Rejected};
@@ -108,11 +108,17 @@ impl Engine {
         Ok(out)
     }
 
-    /// The run with this id.
+    /// The run with this id; `None` also for an id that is not a UUID.
     ///
     /// # Errors
     /// The store's.
     pub async fn get(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        // Run ids are UUIDs ([`Engine::admit`] makes them): anything else
+        // names no run, and never reaches the store (a NUL byte there is a
+        // database error, not an outage).
+        if uuid::Uuid::try_parse(run_id).is_err() {
+            return Ok(None);
+        }
         self.store.get(run_id).await.map_err(|e| self.seen(e))
     }
 
@@ -180,7 +186,7 @@ impl Engine {
     /// [`ActionError::BindingChanged`] for a `retry-same` or `reconcile` of
     /// a run admitted under another binding of one of its connections.
     pub async fn act(&self, run_id: &str, action: Action) -> Result<RunRecord, ActionError> {
-        let run = self.store.get(run_id).await?.ok_or(ActionError::NotFound)?;
+        let run = self.get(run_id).await?.ok_or(ActionError::NotFound)?;
         if action == Action::Cancel && run.status().is_terminal() {
             return Ok(run);
         }
@@ -245,9 +251,9 @@ impl Engine {
     }
 
     /// Carries out the due receipt lookups of run `run_id` in this call
-    /// (after a reconcile). A lookup a worker took first is left to it;
-    /// failures are logged, and a lookup not carried out stays due for the
-    /// workers.
+    /// (after a reconcile). A lookup a worker took first is left to it, and
+    /// waited for (at most the request budget); failures are logged, and a
+    /// lookup not carried out stays due for the workers.
     pub(crate) async fn look_up_receipts_now(&self, run_id: &str) {
         let epoch = match self.lease_epoch().await {
             Ok(e) => e,
@@ -279,7 +285,27 @@ impl Engine {
             Err(e) => {
                 let e = self.noted(e);
                 tracing::warn!(run = %run_id, error = %e, "receipt lookup left to the workers");
+                return;
             }
+        }
+        // A worker may have leased the lookup first: wait for its answer
+        // (at most one request budget, real time), so the answer shows what
+        // the receipt said rather than the lookup in progress.
+        let waited = std::time::Instant::now();
+        let budget = std::time::Duration::from_secs(
+            u64::try_from(self.config.request_budget_seconds).unwrap_or(0),
+        );
+        while waited.elapsed() < budget {
+            let in_progress = match self.store.jobs(run_id).await {
+                Ok(jobs) => jobs
+                    .iter()
+                    .any(|j| matches!(j.kind, JobKind::LookupReceipt { .. }) && j.lease.is_some()),
+                Err(_) => false,
+            };
+            if !in_progress {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
     }
 

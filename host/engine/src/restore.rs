@@ -22,7 +22,9 @@ use coordinator_vm::{Answer, Event};
 
 use crate::engine::{Engine, Fed, RESTORED};
 use crate::worker::Feeding;
-use coordinator_ports::store::{Holds, JobKind, Review, ReviewSurvey, StepLedger, StoreError};
+use coordinator_ports::store::{
+    Holds, JobKind, JobState, Review, ReviewSurvey, StepLedger, StoreError,
+};
 
 /// Jobs one round of [`Engine::hold_back_restored_commands`] claims.
 const HOLD_BACK_BATCH: usize = 100;
@@ -244,9 +246,12 @@ impl Engine {
                 .await?;
             let claimed = jobs.len();
             for job in jobs {
-                let JobKind::Dispatch { step, .. } = &job.kind else {
+                let JobKind::Dispatch { step, attempt, .. } = &job.kind else {
                     continue;
                 };
+                // A `sending` job's attempt was started (its request may
+                // have left): inspection counts it.
+                let started = (job.state == JobState::Sending).then_some(*attempt);
                 let run = match self.store.get(&job.run_id).await? {
                     Some(r) if !r.status().is_terminal() => r,
                     _ => {
@@ -261,7 +266,11 @@ impl Engine {
                     },
                 };
                 let mark = |l: &mut std::collections::BTreeMap<String, StepLedger>| {
-                    l.entry(step.clone()).or_default().restored = true;
+                    let entry = l.entry(step.clone()).or_default();
+                    entry.restored = true;
+                    if let Some(attempt) = started {
+                        entry.attempts = entry.attempts.max(attempt);
+                    }
                 };
                 let fed = self
                     .feed(

@@ -97,7 +97,7 @@ fn refuses(
 #[test]
 fn starter_template_is_accepted_in_template_mode() {
     let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/delayed-follow-up/runtime.yaml");
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/delayed-follow-up/runtime.yaml");
     let mut program = common::program();
     program.triggers.clear();
     let result = check_runtime_file(
@@ -117,7 +117,7 @@ fn starter_template_is_accepted_in_template_mode() {
 #[test]
 fn starter_template_without_deployment_is_refused_in_deployment_mode() {
     let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/delayed-follow-up/runtime.yaml");
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/delayed-follow-up/runtime.yaml");
     let text = std::fs::read_to_string(&path).expect("read");
     let result = check(&text, Mode::Deployment, false);
     let codes: Vec<_> = result.diagnostics.iter().map(|d| d.code.as_str()).collect();

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use coordinator_runtime::{runtime_schema, runtime_schema_text};
 
 fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 fn yaml_value(path: &std::path::Path) -> serde_json::Value {

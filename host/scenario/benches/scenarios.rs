@@ -9,7 +9,7 @@ use std::time::Instant;
 use coordinator_scenario::{file, run};
 
 fn main() {
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
     let mut dirs: Vec<_> = std::fs::read_dir(&examples)
         .expect("examples")
         .filter_map(Result::ok)

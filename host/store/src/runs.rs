@@ -76,7 +76,7 @@ pub struct Store {
 /// refusals (custody, tampering, erased payloads) keep their code.
 fn port(e: StoreError) -> PortError {
     match e.kind {
-        super::ErrorKind::Unavailable => PortError::Unavailable(e.to_string()),
+        super::ErrorKind::Unavailable => PortError::Unavailable(e.message),
         super::ErrorKind::Refused => PortError::Refused {
             code: e.code,
             message: e.message,

@@ -92,7 +92,7 @@ fn with_login(url: &str, user: &str, password: &str) -> String {
 }
 
 fn program() -> Program {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/delayed-follow-up");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/delayed-follow-up");
     let compiled = coordinator_compiler::compile_project(&dir, "delayed-follow-up");
     assert!(!compiled.has_errors(), "{:#?}", compiled.diagnostics);
     compiled.program.expect("program")
@@ -177,7 +177,7 @@ impl Fx {
     fn yaml(&self) -> String {
         let template = std::fs::read_to_string(
             Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../examples/delayed-follow-up/runtime.yaml"),
+                .join("../../examples/delayed-follow-up/runtime.yaml"),
         )
         .expect("example runtime.yaml")
         .replace(
