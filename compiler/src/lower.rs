@@ -31,8 +31,10 @@ struct Lower<'a> {
     exprs: Vec<Expr>,
 }
 
-fn index<T: Copy>(map: &BTreeMap<&str, T>, name: &str, fallback: T) -> T {
-    map.get(name).copied().unwrap_or(fallback)
+/// The id of `name`, which checking resolved; `None` (a compiler bug)
+/// makes lowering fail rather than point at a made-up id.
+fn index<T: Copy>(map: &BTreeMap<&str, T>, name: &str) -> Option<T> {
+    map.get(name).copied()
 }
 
 /// Lowers a project that passed every check. `None` only if a resolution
@@ -125,23 +127,31 @@ pub(crate) fn lower(p: &ProjectFile, c: &Checked, function_source: &str) -> Opti
         let step = p.workflow.steps.get(n)?;
         let sp = format!("/workflow/steps/{}", esc(n));
         let step_ids = l.steps.clone();
-        let s = |name: &str| index(&step_ids, name, StepId(u32::MAX));
+        let s = |name: &str| index(&step_ids, name);
+        // An optional route: `Some(None)` when absent, `None` when named but
+        // unresolved (a compiler bug).
+        let route = |name: Option<&str>| match name {
+            None => Some(None),
+            Some(n) => index(&step_ids, n).map(Some),
+        };
         let op = match step {
             ast::Step::Call(call) => StepOp::Call {
                 operation: *alias_ids.get(call.operation.as_str())?,
                 input: l.expr(&call.input, &format!("{sp}/input"))?,
-                next: s(&call.next),
-                on_declared_refusal: call.on_declared_refusal.as_deref().map(s),
+                next: s(&call.next)?,
+                on_declared_refusal: route(call.on_declared_refusal.as_deref())?,
             },
             ast::Step::Choose(ch) => {
                 let mut cases: Vec<Case> = ch
                     .cases
                     .iter()
-                    .map(|(label, to)| Case {
-                        label: label.clone(),
-                        step: s(to),
+                    .map(|(label, to)| {
+                        Some(Case {
+                            label: label.clone(),
+                            step: s(to)?,
+                        })
                     })
-                    .collect();
+                    .collect::<Option<_>>()?;
                 cases.sort_by(|a, b| a.label.cmp(&b.label));
                 let mut code = Vec::new();
                 l.call(&ch.function, ch.arguments.as_deref(), &sp, &mut code)?;
@@ -152,18 +162,18 @@ pub(crate) fn lower(p: &ProjectFile, c: &Checked, function_source: &str) -> Opti
             }
             ast::Step::WaitUntil(w) => StepOp::WaitUntil {
                 until: l.expr(&w.until, &format!("{sp}/until"))?,
-                next: s(&w.next),
+                next: s(&w.next)?,
             },
             ast::Step::WaitFor(w) => StepOp::WaitFor {
-                call: s(&w.completion.step),
+                call: s(&w.completion.step)?,
                 completion: w.completion.name.clone(),
                 timeout_seconds: w.timeout_seconds,
-                next: s(&w.next),
-                on_timeout: w.on_timeout.as_deref().map(s),
-                on_cancel: w.on_cancel.as_deref().map(s),
+                next: s(&w.next)?,
+                on_timeout: route(w.on_timeout.as_deref())?,
+                on_cancel: route(w.on_cancel.as_deref())?,
             },
             ast::Step::Finish(f) => StepOp::Finish {
-                outcome: index(&l.outcomes, &f.outcome, OutcomeId(u32::MAX)),
+                outcome: index(&l.outcomes, &f.outcome)?,
                 output: match &f.output {
                     Some(m) => Some(l.expr(m, &format!("{sp}/output"))?),
                     None => None,
@@ -204,7 +214,7 @@ pub(crate) fn lower(p: &ProjectFile, c: &Checked, function_source: &str) -> Opti
         workflow: p.project.id.clone(),
         input,
         deadline_seconds: p.workflow.deadline_seconds,
-        start: index(&l.steps, &p.workflow.start, StepId(u32::MAX)),
+        start: index(&l.steps, &p.workflow.start)?,
         steps: psteps,
         outcomes: outs,
         operations,

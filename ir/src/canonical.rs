@@ -13,8 +13,12 @@ pub fn to_vec(value: &Value) -> Vec<u8> {
 
 /// Writes `value` as canonical JSON into a `String`.
 pub fn to_string(value: &Value) -> String {
-    // Canonical JSON is produced from `str`s and ASCII punctuation only.
-    String::from_utf8(to_vec(value)).unwrap_or_default()
+    // Canonical JSON is produced from `str`s and ASCII punctuation only,
+    // so it is always UTF-8.
+    match String::from_utf8(to_vec(value)) {
+        Ok(text) => text,
+        Err(e) => unreachable!("canonical JSON is UTF-8: {e}"),
+    }
 }
 
 fn write(value: &Value, out: &mut Vec<u8>) {

@@ -118,6 +118,12 @@ pub struct OperationDescriptor {
     pub needs_action: bool,
 }
 
+/// The member (JSON Pointer) of an accepted call's output that is the
+/// product's handle for the completions it exposes (SPEC §6 "Completion of
+/// a review": the Casework review request's `id`). A host observes a
+/// completion through it.
+pub const COMPLETION_HANDLE: &str = "/id";
+
 /// The ten operation names, in SPEC §5 order.
 pub const OPERATION_IDS: [&str; 10] = [
     "breg.read-record/v1",

@@ -49,7 +49,8 @@ pub fn disassemble(p: &Program) -> String {
                 next,
                 on_declared_refusal,
             } => format!(
-                "call {operation} with {input} next {next}{}",
+                "{} {operation} with {input} next {next}{}",
+                step.op.kind(),
                 opt_step("on-declared-refusal", on_declared_refusal)
             ),
             StepOp::Choose { selector, cases } => {
@@ -57,9 +58,11 @@ pub fn disassemble(p: &Program) -> String {
                     .iter()
                     .map(|c| format!("{} -> {}", c.label, c.step))
                     .collect();
-                format!("choose {selector}: {}", cases.join(", "))
+                format!("{} {selector}: {}", step.op.kind(), cases.join(", "))
             }
-            StepOp::WaitUntil { until, next } => format!("wait-until {until} next {next}"),
+            StepOp::WaitUntil { until, next } => {
+                format!("{} {until} next {next}", step.op.kind())
+            }
             StepOp::WaitFor {
                 call,
                 completion,
@@ -68,12 +71,14 @@ pub fn disassemble(p: &Program) -> String {
                 on_timeout,
                 on_cancel,
             } => format!(
-                "wait-for {call}.{completion} timeout {timeout_seconds}s next {next}{}{}",
+                "{} {call}.{completion} timeout {timeout_seconds}s next {next}{}{}",
+                step.op.kind(),
                 opt_step("on-timeout", on_timeout),
                 opt_step("on-cancel", on_cancel)
             ),
             StepOp::Finish { outcome, output } => format!(
-                "finish {outcome}{}",
+                "{} {outcome}{}",
+                step.op.kind(),
                 output.map(|e| format!(" with {e}")).unwrap_or_default()
             ),
         };

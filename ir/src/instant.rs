@@ -24,6 +24,23 @@ pub const MIN_YEAR: i64 = 1;
 /// The latest year [`Instant::format`] writes.
 pub const MAX_YEAR: i64 = 9999;
 
+/// Unix seconds of 0001-01-01T00:00:00Z, the earliest instant written.
+pub const MIN_UNIX_SECONDS: i64 = -62_135_596_800;
+/// Unix seconds of 9999-12-31T23:59:59Z, the latest instant written.
+pub const MAX_UNIX_SECONDS: i64 = 253_402_300_799;
+
+/// Unix seconds as RFC 3339 UTC with `Z` and no fraction, capped to
+/// [`MIN_UNIX_SECONDS`]..=[`MAX_UNIX_SECONDS`] (so it is always written:
+/// a clock past year 9999 reads as 9999-12-31T23:59:59Z).
+pub fn format_unix_seconds(seconds: i64) -> String {
+    let capped = seconds.clamp(MIN_UNIX_SECONDS, MAX_UNIX_SECONDS);
+    match Instant::from_unix_seconds(capped).format() {
+        Ok(text) => text,
+        // Every second in the capped range falls in years 0001-9999.
+        Err(e) => unreachable!("{capped} s is inside 0001-9999: {e}"),
+    }
+}
+
 /// A parsed instant: seconds since 1970-01-01T00:00:00Z plus nanoseconds,
 /// and how many fraction digits the text carried (0 = none).
 #[derive(Clone, Copy, Debug)]
@@ -439,6 +456,25 @@ mod tests {
         assert_eq!(
             add_seconds("2026-01-01T00:00:00.1234567891Z", 0).as_deref(),
             Ok("2026-01-01T00:00:00.123456789Z")
+        );
+    }
+
+    #[test]
+    fn unix_seconds_are_written_within_years_0001_to_9999() {
+        assert_eq!(format_unix_seconds(0), "1970-01-01T00:00:00Z");
+        assert_eq!(
+            format_unix_seconds(MIN_UNIX_SECONDS),
+            "0001-01-01T00:00:00Z"
+        );
+        assert_eq!(
+            format_unix_seconds(MAX_UNIX_SECONDS),
+            "9999-12-31T23:59:59Z"
+        );
+        assert_eq!(format_unix_seconds(i64::MAX), "9999-12-31T23:59:59Z");
+        assert_eq!(format_unix_seconds(i64::MIN), "0001-01-01T00:00:00Z");
+        assert_eq!(
+            Instant::parse("9999-12-31T23:59:59Z").map(|i| i.unix_seconds()),
+            Ok(MAX_UNIX_SECONDS)
         );
     }
 }

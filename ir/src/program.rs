@@ -156,6 +156,21 @@ pub enum StepOp {
     },
 }
 
+impl StepOp {
+    /// The step's kind as authored and shown everywhere (`call`, `choose`,
+    /// `wait-until`, `wait-for`, `finish`): the disassembler, inspection
+    /// and the hosts take it from here.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StepOp::Call { .. } => "call",
+            StepOp::Choose { .. } => "choose",
+            StepOp::WaitUntil { .. } => "wait-until",
+            StepOp::WaitFor { .. } => "wait-for",
+            StepOp::Finish { .. } => "finish",
+        }
+    }
+}
+
 /// One `choose` case.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -16,6 +16,7 @@ pub mod functions;
 pub mod instant; // re-exports `coordinator_ir::instant` for hosts
 mod machine;
 mod model;
+mod view;
 
 #[cfg(test)]
 mod testkit;
@@ -25,3 +26,7 @@ mod tests;
 pub use functions::{FunctionError, Limits, LIMITS};
 pub use machine::{LoadError, TriggerStart, Vm};
 pub use model::*;
+pub use view::{
+    recovery_support, wait_kind, Expected, RecoverySupport, TimedEvent, Wait, WaitKind,
+    SAME_INSTANT_ORDER,
+};

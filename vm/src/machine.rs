@@ -47,6 +47,8 @@ pub struct Vm {
 
 enum EvalError {
     Mapping(String),
+    /// A trigger mapping read an event member the event lacks (its path).
+    EventMember(String),
     Function(FunctionError),
 }
 
@@ -293,6 +295,10 @@ impl Vm {
         };
         let describe = |e: EvalError| match e {
             EvalError::Mapping(m) => reject(RejectCode::Unexpected, m),
+            EvalError::EventMember(path) => reject(
+                RejectCode::EventMemberMissing,
+                format!("the event has no member at `{path}`"),
+            ),
             EvalError::Function(f) => reject(RejectCode::Unexpected, f.to_string()),
         };
         let idempotency = match self
@@ -367,10 +373,7 @@ impl Vm {
                         EvalError::Mapping("an event mapping outside a trigger".into())
                     })?;
                     lookup(event, path.as_ref()).ok_or_else(|| {
-                        EvalError::Mapping(format!(
-                            "the event has no member at `{}`",
-                            path.as_deref().unwrap_or("")
-                        ))
+                        EvalError::EventMember(path.as_deref().unwrap_or("").to_owned())
                     })?
                 }
                 Instr::Object { keys } => {
@@ -654,6 +657,13 @@ impl<'v> Run<'v> {
     fn fail_eval(&mut self, step: StepId, e: EvalError) {
         match e {
             EvalError::Mapping(m) => self.fail(step, FailureCode::MappingInvalid, m, None, None),
+            EvalError::EventMember(path) => self.fail(
+                step,
+                FailureCode::MappingInvalid,
+                format!("the event has no member at `{path}`"),
+                None,
+                None,
+            ),
             EvalError::Function(f) => self.fail(
                 step,
                 FailureCode::FunctionError,
@@ -802,20 +812,25 @@ impl<'v> Run<'v> {
                         .unwrap_or(self.deadline);
                     let timeout_at = format(&timeout_at)?;
                     let call_name = self.vm.step_name(*call).to_owned();
+                    let (binding, _, _) = self.binding(*call)?;
+                    let connection = binding.connection.clone();
+                    let handle = self
+                        .st
+                        .outputs
+                        .get(&call_name)
+                        .and_then(|o| o.pointer(coordinator_ir::catalogue::COMPLETION_HANDLE))
+                        .and_then(Value::as_str)
+                        .map(str::to_owned);
                     self.st.pending = Some(Pending::Completion {
                         step: id,
                         timeout_at: timeout_at.clone(),
                     });
                     self.commands.push(Command::ObserveCompletion {
                         step: step.name.clone(),
-                        call_output: self
-                            .st
-                            .outputs
-                            .get(&call_name)
-                            .cloned()
-                            .unwrap_or(Value::Null),
                         call: call_name,
                         completion: completion.clone(),
+                        connection,
+                        handle,
                         timeout_at,
                     });
                     return Ok(());
@@ -892,6 +907,8 @@ impl<'v> Run<'v> {
             action: binding.action.clone(),
             command,
             attempt,
+            needs_idempotency_key: binding.descriptor.idempotency_key,
+            resend_safe: binding.descriptor.effect == Effect::Read,
         });
         if self.st.cancel.is_none() {
             self.st.status = RunStatus::Running;
@@ -1210,13 +1227,14 @@ impl<'v> Run<'v> {
                 "the receipt expired: nothing may be sent or looked up for this call any more",
             ));
         }
-        if reconcile && !binding.descriptor.receipt {
+        let support = crate::view::RecoverySupport::of(&binding.descriptor);
+        if reconcile && !support.reconcile {
             return Err(reject(
                 RejectCode::NoReceipt,
                 format!("`{}` has no receipts to reconcile", binding.descriptor.id),
             ));
         }
-        if !reconcile && binding.descriptor.effect == Effect::Evaluation {
+        if !reconcile && !support.retry_same {
             return Err(reject(
                 RejectCode::NotResendable,
                 "an evaluation that may have been sent is never sent again",

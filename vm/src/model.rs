@@ -112,6 +112,14 @@ pub enum Command {
         action: Option<String>,
         command: Value,
         attempt: u32,
+        /// Whether the operation carries an idempotency key (SPEC §5: the
+        /// host derives it from the step).
+        needs_idempotency_key: bool,
+        /// Whether sending it again is harmless (a read): the host may let
+        /// a crashed attempt go again without an operator. The host still
+        /// never resends on its own: it reports the interrupted attempt as
+        /// [`Answer::Uncertain`] and the VM decides.
+        resend_safe: bool,
     },
     /// Look up the receipt of call step `step`'s idempotency key; `lookup`
     /// counts the lookups of this step from 1.
@@ -134,7 +142,13 @@ pub enum Command {
         step: String,
         call: String,
         completion: String,
-        call_output: Value,
+        /// The connection of the call, which the source is observed through.
+        connection: String,
+        /// The product's handle of what is observed (the call's output
+        /// member [`coordinator_ir::catalogue::COMPLETION_HANDLE`], e.g. a
+        /// Casework review request id); `None` when the output has none (the
+        /// wait then runs to its timeout).
+        handle: Option<String>,
         timeout_at: String,
     },
     /// The run ended with `status` (details in the state).
@@ -386,6 +400,9 @@ pub enum RejectCode {
     NotResendable,
     /// Reconcile of an operation without receipts, or after an expired one.
     NoReceipt,
+    /// A trigger's mapping reads an event member the event lacks (the
+    /// message names its JSON Pointer, never a value).
+    EventMemberMissing,
 }
 
 impl std::fmt::Display for Rejected {

@@ -127,7 +127,9 @@ fn admission_schedules_the_deadline_and_dispatches_the_first_call() {
                 connection: "conn".into(),
                 action: None,
                 command: json!({"collection": "applications", "recordId": "r1"}),
-                attempt: 1
+                attempt: 1,
+                needs_idempotency_key: false,
+                resend_safe: true,
             }
         ]
     );
@@ -510,7 +512,8 @@ fn wait_for_announces_the_observation_and_takes_the_completion() {
             step: "await".into(),
             call: "submit".into(),
             completion: "result".into(),
-            call_output: json!({"id": "rr-1", "status": "pending"}),
+            connection: "conn".into(),
+            handle: Some("rr-1".into()),
             timeout_at: at(3600),
         }]
     );
@@ -1063,4 +1066,112 @@ fn an_invalid_response_answer_fails_and_keeps_the_mutation_accepted() {
         d.last.state.effects.get("send"),
         Some(&EffectState::Accepted)
     );
+}
+
+/// The host asks the VM whether a job still applies, instead of reading
+/// its pending work (the VM boundary).
+#[test]
+fn a_host_asks_what_the_run_expects() {
+    let d = Driver::admit(&read_program(), json!({"recordId": "r1"}));
+    let st = &d.last.state;
+    assert!(d.vm.expects(
+        st,
+        &Expected::CallAnswer {
+            step: "read",
+            attempt: 1
+        }
+    ));
+    assert!(!d.vm.expects(
+        st,
+        &Expected::CallAnswer {
+            step: "read",
+            attempt: 2
+        }
+    ));
+    assert!(!d.vm.expects(
+        st,
+        &Expected::CallAnswer {
+            step: "other",
+            attempt: 1
+        }
+    ));
+    assert!(!d.vm.expects(st, &Expected::ReceiptAnswer { step: "read" }));
+    assert!(!d.vm.expects(st, &Expected::Completion { step: "read" }));
+    assert_eq!(d.vm.current_wait(st), None);
+    assert_eq!(d.vm.held_call(st), None);
+    assert_eq!(d.vm.current_call(st), Some("read"));
+    assert_eq!(d.vm.step_kind("read"), Some("call"));
+    assert_eq!(d.vm.step_kind("nowhere"), None);
+
+    let w = submitted(false, false);
+    let st = &w.last.state;
+    assert_eq!(
+        w.vm.current_wait(st),
+        Some(Wait {
+            step: "await",
+            kind: WaitKind::For,
+            due_at: &at(3600),
+        })
+    );
+    assert!(w.vm.expects(st, &Expected::Completion { step: "await" }));
+    assert_eq!(crate::wait_kind(st), Some(WaitKind::For));
+}
+
+/// A read whose attempt was interrupted (reported as uncertain) goes again
+/// as a new attempt: the VM decides, the host never resends by itself. A
+/// mutation is held, and which recoveries apply is the VM's rule.
+#[test]
+fn an_interrupted_read_goes_again_and_a_mutation_is_held() {
+    let mut d = Driver::admit(&read_program(), json!({"recordId": "r1"}));
+    d.feed(answered("read", uncertain()));
+    assert_eq!(
+        dispatches(&d).iter().map(|(a, _)| *a).collect::<Vec<_>>(),
+        [1, 2]
+    );
+    assert!(matches!(
+        d.last.commands.as_slice(),
+        [Command::Dispatch {
+            resend_safe: true,
+            needs_idempotency_key: false,
+            ..
+        }]
+    ));
+    let id = "breg.invoke-action/v1";
+    let mut m = Driver::admit(&call_program(id), json!({}));
+    assert!(matches!(
+        m.last.commands.as_slice(),
+        [
+            Command::ScheduleWake { .. },
+            Command::Dispatch {
+                resend_safe: false,
+                needs_idempotency_key: true,
+                ..
+            }
+        ]
+    ));
+    m.feed(answered("send", uncertain()));
+    assert_eq!(m.vm.held_call(&m.last.state), Some("send"));
+    assert_eq!(
+        crate::recovery_support(m.vm.program(), "send"),
+        Some(RecoverySupport {
+            retry_same: true,
+            reconcile: false
+        })
+    );
+    assert_eq!(crate::recovery_support(m.vm.program(), "nowhere"), None);
+    let eval = Driver::admit(&call_program("evaluation.evaluate/v1"), json!({}));
+    assert_eq!(
+        crate::recovery_support(eval.vm.program(), "send"),
+        Some(RecoverySupport {
+            retry_same: false,
+            reconcile: false
+        })
+    );
+}
+
+/// At one instant the deadline comes first and a timer last (SPEC §7).
+#[test]
+fn the_same_instant_order_is_stated_once() {
+    assert_eq!(SAME_INSTANT_ORDER.map(TimedEvent::rank), [0, 1, 2, 3]);
+    assert!(TimedEvent::Deadline.rank() < TimedEvent::Timer.rank());
 }

@@ -14,8 +14,8 @@ use serde_json::{Map, Value};
 use super::mapping::{self, dispatch_status, external_status, receipt_status};
 use super::token::{TokenClient, TokenError};
 use super::{
-    AdapterError, DispatchRequest, Outcome, ProductAdapter, ReceiptRequest, SecretSource,
-    DEFAULT_REQUEST_TIMEOUT_MILLISECONDS,
+    AdapterError, DispatchRequest, Observation, ObserveError, Outcome, ProductAdapter,
+    ReceiptRequest, SecretSource, DEFAULT_REQUEST_TIMEOUT_MILLISECONDS,
 };
 use coordinator_runtime::config::Connection;
 
@@ -411,5 +411,13 @@ impl ProductAdapter for HttpAdapter {
             Err(outcome) => outcome,
             Ok((status, body)) => receipt_status(&request.operation_id, status, &body),
         })
+    }
+    async fn observe(
+        &self,
+        connection: &Connection,
+        completion: &str,
+        handle: &str,
+    ) -> Result<Observation, ObserveError> {
+        crate::casework::observe(self, connection, completion, handle).await
     }
 }

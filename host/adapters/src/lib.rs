@@ -6,6 +6,7 @@
 //! - [`memory::MemoryAdapter`]: an in-memory adapter with scripted outcomes,
 //!   for unit tests of the service.
 //! - [`mapping`]: the status mapping of SPEC §6 as pure functions.
+//! - [`casework`]: how a Casework review's completion is observed.
 //!
 //! Invariants: adapters never retry and never log a token, key or secret
 //! value; they see the engine only through the port (`coordinator-ports`).
@@ -13,6 +14,7 @@
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 #![warn(missing_docs)]
 
+pub mod casework;
 pub mod http;
 pub mod jwk;
 pub mod mapping;

@@ -8,7 +8,10 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use coordinator_vm::Answer;
 
-use super::{AdapterError, DispatchRequest, Outcome, ProductAdapter, ReceiptRequest};
+use super::{
+    AdapterError, DispatchRequest, Observation, ObserveError, Outcome, ProductAdapter,
+    ReceiptRequest,
+};
 use coordinator_runtime::config::Connection;
 
 /// One call the [`MemoryAdapter`] received.
@@ -135,13 +138,21 @@ impl ProductAdapter for MemoryAdapter {
             .and_then(VecDeque::pop_front)
             .unwrap_or_else(unscripted))
     }
+    async fn observe(
+        &self,
+        connection: &Connection,
+        completion: &str,
+        handle: &str,
+    ) -> Result<Observation, ObserveError> {
+        crate::casework::observe(self, connection, completion, handle).await
+    }
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::ReviewState;
+    use crate::Observation;
     use coordinator_runtime::config::{Authorization, PlainConnection, SecretRef};
 
     fn messaging() -> Connection {
@@ -188,17 +199,18 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn read_review_through_the_default_method() {
+    async fn a_review_is_observed_through_a_read() {
         let a = MemoryAdapter::new();
         a.script(
-            crate::READ_REVIEW,
+            crate::casework::READ_REVIEW,
             Answer::Success {
                 value: serde_json::json!({"id": "r", "status": "decided",
                     "decision": {"outcome": "approved", "decidedAt": "2026-10-10T00:00:00Z"}}),
             },
         );
-        let state = a.read_review(&messaging(), "r").await.unwrap();
-        assert!(matches!(state, ReviewState::Decided { .. }));
-        assert!(a.read_review(&messaging(), "r").await.is_err());
+        let state = a.observe(&messaging(), "result", "r").await.unwrap();
+        assert!(matches!(state, Observation::Completed { .. }));
+        assert!(a.observe(&messaging(), "result", "r").await.is_err());
+        assert!(a.observe(&messaging(), "other", "r").await.is_err());
     }
 }

@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use coordinator_adapters::{
-    mapping, DispatchRequest, HttpAdapter, MemorySecrets, Outcome, ProductAdapter, ReceiptRequest,
-    ReviewState,
+    mapping, DispatchRequest, HttpAdapter, MemorySecrets, Observation, Outcome, ProductAdapter,
+    ReceiptRequest,
 };
 use coordinator_fakes::{
     ActionBehaviour, FakeBreg, FakeCasework, FakeDirectory, FakeEvaluation, FakeIssuer,
@@ -449,16 +449,16 @@ async fn casework_submit_read_decide_withdraw() {
     assert_eq!(body["policy"], json!("extension-review"));
 
     assert_eq!(
-        env.adapter.read_review(&conn, &id).await.unwrap(),
-        ReviewState::Pending
+        env.adapter.observe(&conn, "result", &id).await.unwrap(),
+        Observation::Pending
     );
     assert!(env
         .casework
         .decide(&id, "approved", "2026-10-10T12:00:00Z", Some("fine")));
     assert_eq!(
-        env.adapter.read_review(&conn, &id).await.unwrap(),
-        ReviewState::Decided {
-            decision: json!({"outcome": "approved", "decidedAt": "2026-10-10T12:00:00Z", "note": "fine"})
+        env.adapter.observe(&conn, "result", &id).await.unwrap(),
+        Observation::Completed {
+            value: json!({"outcome": "approved", "decidedAt": "2026-10-10T12:00:00Z", "note": "fine"})
         }
     );
     let read = success(
@@ -500,8 +500,8 @@ async fn casework_submit_read_decide_withdraw() {
     assert_eq!(w.json(), json!({"reason": "timeout"}));
     assert_eq!(w.header("idempotency-key"), Some("w-1"));
     assert_eq!(
-        env.adapter.read_review(&conn, &id2).await.unwrap(),
-        ReviewState::Withdrawn
+        env.adapter.observe(&conn, "result", &id2).await.unwrap(),
+        Observation::Withdrawn
     );
 }
 

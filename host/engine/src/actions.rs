@@ -1,12 +1,11 @@
 //! Operator actions and inspection (SPEC §8 recovery routes, `GET
 //! /v1/runs`, inspect), retention and review completions.
 
-use coordinator_ir::StepOp;
 use coordinator_ports::store::{
     Erasure, JobKind, LeaseRequest, Review, RunFilter, RunPage, RunRecord, StoreError,
 };
 use coordinator_runtime::binding;
-use coordinator_vm::{EffectState, Event, Pending, Rejected};
+use coordinator_vm::{EffectState, Event, Rejected};
 
 use crate::engine::{Engine, Fed};
 use crate::worker::Feeding;
@@ -137,32 +136,17 @@ impl Engine {
     /// The store's.
     pub async fn inspect(&self, run: &RunRecord) -> Result<Vec<InspectedStep>, StoreError> {
         let vm = self.vm(&run.revision).await?;
-        let program = vm.as_ref().map(|v| v.program());
+        let wait = vm.as_ref().and_then(|v| v.current_wait(&run.state));
         let mut out = Vec::new();
         for name in &run.state.path {
-            let op = program
-                .and_then(|p| p.step_id(name).and_then(|id| p.step(id)))
-                .map(|s| &s.op);
-            let kind = match op {
-                Some(StepOp::Call { .. }) => "call",
-                Some(StepOp::Choose { .. }) => "choose",
-                Some(StepOp::WaitUntil { .. }) => "wait-until",
-                Some(StepOp::WaitFor { .. }) => "wait-for",
-                Some(StepOp::Finish { .. }) => "finish",
-                None => "unknown",
-            };
+            let kind = vm
+                .as_ref()
+                .and_then(|v| v.step_kind(name))
+                .unwrap_or("unknown");
             let ledger = run.ledger.get(name);
-            let pending_here = match (&run.state.pending, program) {
-                (Some(Pending::Wake { step, at }), Some(p)) if p.step_id(name) == Some(*step) => {
-                    Some(at.clone())
-                }
-                (Some(Pending::Completion { step, timeout_at }), Some(p))
-                    if p.step_id(name) == Some(*step) =>
-                {
-                    Some(timeout_at.clone())
-                }
-                _ => None,
-            };
+            let pending_here = wait
+                .filter(|w| w.step == name.as_str())
+                .map(|w| w.due_at.to_owned());
             out.push(InspectedStep {
                 name: name.clone(),
                 kind,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use coordinator_ports::clock::unix_to_rfc3339;
 use coordinator_ports::store::{Admitted, NewRun, Owner, RunRecord, StoreError};
 use coordinator_runtime::binding;
-use coordinator_vm::Vm;
+use coordinator_vm::{RejectCode, Vm};
 use serde_json::Value;
 
 use crate::engine::Engine;
@@ -287,7 +287,7 @@ impl Engine {
                     .await
             }
         };
-        let jobs = self.jobs_for(vm, &start_identity, &resumed.commands, now, false);
+        let jobs = self.jobs_for(&start_identity, &resumed.commands, now, false);
         let bindings = binding::binding_digests(&self.connections, &vm.program().connections);
         let run = NewRun {
             id: uuid::Uuid::new_v4().to_string(),
@@ -389,7 +389,7 @@ impl Engine {
         // A missing member is named by its path; any other VM message may
         // quote event values, so it is not passed on.
         let start = vm.trigger_start(trigger, event).map_err(|r| {
-            AdmitError::EventRefused(if r.message.starts_with("the event has no member at") {
+            AdmitError::EventRefused(if r.code == RejectCode::EventMemberMissing {
                 r.message
             } else {
                 "the trigger's mappings cannot be evaluated on this event (the idempotency value must be a string)".into()

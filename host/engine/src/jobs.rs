@@ -2,15 +2,23 @@
 //! time (a dispatch with its prepared command and idempotency key, a
 //! receipt lookup, a timer, an observation); retries wait their backoff.
 
-use coordinator_ir::catalogue::{self, Effect};
-use coordinator_ir::StepOp;
-use coordinator_ports::clock::rfc3339_to_unix;
+use coordinator_ir::instant::Instant;
 use coordinator_ports::store::{JobKind, NewJob};
 use coordinator_runtime::config::{Connection, DEFAULT_RESULT_CHECK_SECONDS};
-use coordinator_vm::{Command, Vm, WakeKind};
-use serde_json::Value;
+use coordinator_vm::{Command, WakeKind};
 
 use crate::engine::{Engine, MAX_BACKOFF_SECONDS};
+
+/// The Unix seconds of an instant the VM commanded (a wake, a timeout).
+// The VM writes every instant it commands with `Instant::format`, so it
+// always reads back: a failure is a broken invariant, never a value to
+// guess (a wrong due time would wake a run early or never).
+#[allow(clippy::expect_used)]
+fn due(at: &str) -> i64 {
+    Instant::parse(at)
+        .map(|i| i.unix_seconds())
+        .expect("the VM writes every instant it commands in RFC 3339")
+}
 
 /// Backoff before attempt `attempt` (≥ 2) after a retryable answer:
 /// 2, 4, 8, ... seconds, at most [`MAX_BACKOFF_SECONDS`].
@@ -32,7 +40,6 @@ impl Engine {
     /// product answer, so a repeated attempt waits its backoff.
     pub(crate) fn jobs_for(
         &self,
-        vm: &Vm,
         start_identity: &str,
         commands: &[Command],
         now: i64,
@@ -42,7 +49,7 @@ impl Engine {
         for c in commands {
             match c {
                 Command::ScheduleWake { at, kind } => jobs.push(NewJob {
-                    due_unix: rfc3339_to_unix(at).unwrap_or(now),
+                    due_unix: due(at),
                     kind: JobKind::Timer {
                         at: at.clone(),
                         wake: *kind,
@@ -55,13 +62,10 @@ impl Engine {
                     action,
                     command,
                     attempt,
+                    needs_idempotency_key,
+                    resend_safe,
                     ..
                 } => {
-                    let descriptor = catalogue::lookup(operation_id);
-                    let keyed = descriptor.as_ref().is_some_and(|d| d.idempotency_key);
-                    let read = descriptor
-                        .as_ref()
-                        .is_some_and(|d| d.effect == Effect::Read);
                     let delay = if answered && *attempt > 1 {
                         backoff(*attempt)
                     } else {
@@ -75,9 +79,10 @@ impl Engine {
                             connection: connection.clone(),
                             action: action.clone(),
                             command: command.clone(),
-                            idempotency_key: keyed.then(|| self.key(start_identity, step)),
+                            idempotency_key: needs_idempotency_key
+                                .then(|| self.key(start_identity, step)),
                             attempt: *attempt,
-                            resend_safe: read,
+                            resend_safe: *resend_safe,
                         },
                     });
                 }
@@ -106,42 +111,32 @@ impl Engine {
                 }
                 Command::ObserveCompletion {
                     step,
-                    call,
-                    call_output,
+                    completion,
+                    connection,
+                    handle,
                     timeout_at,
                     ..
                 } => {
                     jobs.push(NewJob {
-                        due_unix: rfc3339_to_unix(timeout_at).unwrap_or(now),
+                        due_unix: due(timeout_at),
                         kind: JobKind::Timer {
                             at: timeout_at.clone(),
                             wake: WakeKind::Timeout,
                         },
                     });
-                    let program = vm.program();
-                    let connection = program
-                        .step_id(call)
-                        .and_then(|id| program.step(id))
-                        .and_then(|s| match &s.op {
-                            StepOp::Call { operation, .. } => {
-                                program.operations.get(operation.index())
-                            }
-                            _ => None,
-                        })
-                        .map(|b| b.connection.clone());
-                    let id = call_output.get("id").and_then(Value::as_str);
-                    match (connection, id) {
-                        (Some(connection), Some(id)) => jobs.push(NewJob {
-                            due_unix: now.saturating_add(self.observe_interval(&connection)),
+                    match handle {
+                        Some(handle) => jobs.push(NewJob {
+                            due_unix: now.saturating_add(self.observe_interval(connection)),
                             kind: JobKind::Observe {
                                 step: step.clone(),
-                                connection,
-                                review_request_id: id.to_owned(),
+                                connection: connection.clone(),
+                                completion: completion.clone(),
+                                review_request_id: handle.clone(),
                                 last_observed_unix: None,
                             },
                         }),
-                        _ => {
-                            tracing::error!(step = %step, "cannot observe: no connection or review id; the wait runs to its timeout")
+                        None => {
+                            tracing::error!(step = %step, "cannot observe: the call answered no handle; the wait runs to its timeout")
                         }
                     }
                 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use coordinator_vm::{Pending, RunState};
+use coordinator_vm::RunState;
 
 /// Process-wide counters by (metric, label), for the metrics listener. Each
 /// label set is small and fixed (outcomes, answer kinds, run states): never
@@ -38,11 +38,8 @@ impl Counters {
     }
 }
 
-/// The kind of the wait a run is in: `wait-until`, `wait-for`, or `None`.
+/// The kind of the wait a run is in: `wait-until`, `wait-for`, or `None`
+/// (the VM's [`coordinator_vm::wait_kind`], as a metric label).
 pub fn wait_kind(state: &RunState) -> Option<&'static str> {
-    match state.pending {
-        Some(Pending::Wake { .. }) => Some("wait-until"),
-        Some(Pending::Completion { .. }) => Some("wait-for"),
-        _ => None,
-    }
+    coordinator_vm::wait_kind(state).map(coordinator_vm::WaitKind::as_str)
 }

@@ -6,12 +6,12 @@
 
 use std::collections::BTreeMap;
 
-use coordinator_ports::adapter::{DispatchRequest, ReceiptRequest, ReviewState};
+use coordinator_ports::adapter::{DispatchRequest, Observation, ReceiptRequest};
 use coordinator_ports::clock::unix_to_rfc3339;
 use coordinator_ports::store::{
     Commit, Job, JobKind, JobState, LeaseRequest, NewJob, Review, RunRecord, StepLedger, StoreError,
 };
-use coordinator_vm::{Answer, CallPhase, Command, Event, Pending, RunState, Vm};
+use coordinator_vm::{Answer, Command, Event, Expected};
 
 use crate::engine::{Engine, Fed, InFlight, INTERRUPTED, MAX_BACKOFF_SECONDS};
 
@@ -67,28 +67,6 @@ impl StoreWait {
         let ms = 250u64 << self.waits.min(3);
         self.waits = self.waits.saturating_add(1);
         tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
-    }
-}
-
-pub(crate) fn call_in(
-    vm: &Vm,
-    state: &RunState,
-    step: &str,
-    want: CallPhase,
-    attempt: Option<u32>,
-) -> bool {
-    match &state.pending {
-        Some(Pending::Call {
-            step: s,
-            phase,
-            attempt: a,
-            ..
-        }) => {
-            vm.program().step_id(step) == Some(*s)
-                && *phase == want
-                && attempt.is_none_or(|want| want == *a)
-        }
-        _ => false,
     }
 }
 
@@ -239,13 +217,22 @@ impl Engine {
                 command,
                 idempotency_key,
                 attempt,
-                resend_safe,
+                ..
             } => {
-                if !call_in(&vm, &run.state, &step, CallPhase::Dispatched, Some(attempt)) {
+                let expected = Expected::CallAnswer {
+                    step: &step,
+                    attempt,
+                };
+                if !vm.expects(&run.state, &expected) {
                     return self.store.discard(job.id, &owner).await;
                 }
-                let answer = if job.state == JobState::Sending && !resend_safe {
-                    tracing::warn!(run = %run.id, step = %step, "interrupted dispatch found; effect unknown, never resent");
+                // An attempt found `sending` (a crash or a lost lease while
+                // its request may have been out) is never sent again here:
+                // it is reported to the VM as uncertain, and the VM decides
+                // (a read goes again as a new attempt; a mutation or an
+                // evaluation is held for an operator).
+                let answer = if job.state == JobState::Sending {
+                    tracing::warn!(run = %run.id, step = %step, attempt, "interrupted dispatch found; reported to the VM as uncertain");
                     self.counters.add("dispatch_attempts", "interrupted");
                     Answer::Uncertain {
                         code: INTERRUPTED.to_owned(),
@@ -266,12 +253,8 @@ impl Engine {
                     };
                     match self.adapter.dispatch(conn, &request).await {
                         Ok(outcome) => {
-                            let label = outcome.label();
-                            tracing::info!(run = %run.id, step = %step, attempt, result = %label, "dispatched");
-                            self.counters.add(
-                                "dispatch_attempts",
-                                label.split(' ').next().unwrap_or("unknown"),
-                            );
+                            tracing::info!(run = %run.id, step = %step, attempt, result = %outcome.label(), "dispatched");
+                            self.counters.add("dispatch_attempts", outcome.kind());
                             outcome.into_answer()
                         }
                         Err(e) => {
@@ -305,7 +288,7 @@ impl Engine {
                 idempotency_key,
                 ..
             } => {
-                if !call_in(&vm, &run.state, &step, CallPhase::LookingUpReceipt, None) {
+                if !vm.expects(&run.state, &Expected::ReceiptAnswer { step: &step }) {
                     return self.store.discard(job.id, &owner).await;
                 }
                 let Some(conn) = self.connections.get(&connection) else {
@@ -331,25 +314,27 @@ impl Engine {
             JobKind::Observe {
                 step,
                 connection,
+                completion,
                 review_request_id,
                 ..
             } => {
-                let waiting = matches!(&run.state.pending,
-                    Some(Pending::Completion { step: s, .. }) if vm.program().step_id(&step) == Some(*s));
-                if !waiting {
+                if !vm.expects(&run.state, &Expected::Completion { step: &step }) {
                     return self.store.discard(job.id, &owner).await;
                 }
                 let Some(conn) = self.connections.get(&connection) else {
                     return self.hold_job(&job, "unknown connection").await;
                 };
-                let read = self.adapter.read_review(conn, &review_request_id).await;
+                let read = self
+                    .adapter
+                    .observe(conn, &completion, &review_request_id)
+                    .await;
                 let count = |l: &mut BTreeMap<String, StepLedger>| {
                     l.entry(step.clone()).or_default().observations += 1;
                 };
-                if let Ok(ReviewState::Decided { decision }) = read {
+                if let Ok(Observation::Completed { value }) = read {
                     let event = Event::CompletionObserved {
                         step: step.clone(),
-                        value: decision,
+                        value,
                         at: unix_to_rfc3339(now),
                     };
                     self.feed(
@@ -377,6 +362,7 @@ impl Engine {
                     kind: JobKind::Observe {
                         step: step.clone(),
                         connection: connection.clone(),
+                        completion,
                         review_request_id,
                         last_observed_unix: Some(now),
                     },
@@ -450,7 +436,7 @@ impl Engine {
                 return Ok(Fed::Held);
             }
             let now = self.clock.now_unix();
-            let jobs = self.jobs_for(&vm, &run.start_identity, &resumed.commands, now, answered);
+            let jobs = self.jobs_for(&run.start_identity, &resumed.commands, now, answered);
             let mut ledger = run.ledger.clone();
             if let Some(update) = ledger_update {
                 update(&mut ledger);

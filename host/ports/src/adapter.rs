@@ -88,7 +88,18 @@ impl Outcome {
         }
     }
 
-    /// The outcome's kind and code, for logs and metrics (never a body).
+    /// The outcome's kind alone (`success`, `retryable`, `uncertain`, ...,
+    /// `invalid-command`, `invalid-response`): the `result` label of the
+    /// dispatch metric.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Outcome::Answer(a) => a.kind(),
+            Outcome::InvalidCommand { .. } => "invalid-command",
+            Outcome::InvalidResponse { .. } => "invalid-response",
+        }
+    }
+
+    /// The outcome's kind and code, for logs (never a body).
     pub fn label(&self) -> String {
         match self {
             Outcome::Answer(a) => match a {
@@ -111,20 +122,21 @@ impl From<Answer> for Outcome {
     }
 }
 
-/// The state of a Casework review request, as a wait-for observation reads it
-/// (SPEC §6 "Completion of a review").
+/// What one observation of a completion found (SPEC §6 "Completion of a
+/// review").
 #[derive(Clone, Debug, PartialEq)]
-pub enum ReviewState {
-    /// Not decided yet: observe again after `resultCheckSeconds`.
+pub enum Observation {
+    /// Not complete yet: observe again at the next interval.
     Pending,
-    /// Decided: `decision` is the completion value `{outcome, decidedAt,
-    /// note?}` to deliver as [`coordinator_vm::Event::CompletionObserved`]
-    /// (the VM validates it).
-    Decided {
-        /// The completion value (`{outcome, decidedAt, note?}`).
-        decision: Value,
+    /// Complete: `value` is the completion value to deliver as
+    /// [`coordinator_vm::Event::CompletionObserved`] (the VM validates it;
+    /// a Casework review's `{outcome, decidedAt, note?}`).
+    Completed {
+        /// The completion value.
+        value: Value,
     },
-    /// Withdrawn: no decision will come; the wait runs to its timeout.
+    /// It will never complete (a withdrawn review): the wait runs to its
+    /// timeout.
     Withdrawn,
 }
 
@@ -170,29 +182,30 @@ impl std::fmt::Display for AdapterError {
 
 impl std::error::Error for AdapterError {}
 
-/// Why a review read produced no [`ReviewState`].
+/// Why an observation produced no [`Observation`].
 #[derive(Debug)]
-pub enum ReviewReadError {
+pub enum ObserveError {
     /// The read did not succeed (retryable, uncertain, refused, ...): observe
     /// again at the next observation.
     Unanswered(Outcome),
-    /// 200 with a body that is not a review request (`message` says why).
+    /// The product answered with something that is not the observed thing
+    /// (the message says why; never a body).
     Malformed(String),
     /// Nothing was sent.
     Adapter(AdapterError),
 }
 
-impl std::fmt::Display for ReviewReadError {
+impl std::fmt::Display for ObserveError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ReviewReadError::Unanswered(o) => write!(f, "review read unanswered: {}", o.label()),
-            ReviewReadError::Malformed(m) => write!(f, "review read malformed: {m}"),
-            ReviewReadError::Adapter(e) => write!(f, "review read not attempted: {e}"),
+            ObserveError::Unanswered(o) => write!(f, "observation unanswered: {}", o.label()),
+            ObserveError::Malformed(m) => write!(f, "observation malformed: {m}"),
+            ObserveError::Adapter(e) => write!(f, "observation not attempted: {e}"),
         }
     }
 }
 
-impl std::error::Error for ReviewReadError {}
+impl std::error::Error for ObserveError {}
 
 /// The port through which the service calls products (STYLE.md "host/").
 ///
@@ -217,47 +230,14 @@ pub trait ProductAdapter: Send + Sync {
         request: &ReceiptRequest,
     ) -> Result<Outcome, AdapterError>;
 
-    /// Reads a Casework review request for a wait-for observation
-    /// (`casework.read-review-request/v1`, SPEC §6 "Completion of a review").
-    async fn read_review(
+    /// Observes completion `completion` of an accepted call whose product
+    /// handle is `handle`, through `connection` (one read; SPEC §6
+    /// "Completion of a review": a Casework review request read by its id).
+    /// What a product's completion looks like is the adapter's knowledge.
+    async fn observe(
         &self,
         connection: &Connection,
-        review_request_id: &str,
-    ) -> Result<ReviewState, ReviewReadError> {
-        let request = DispatchRequest {
-            operation_id: READ_REVIEW.to_owned(),
-            action: None,
-            command: serde_json::json!({ "id": review_request_id }),
-            idempotency_key: None,
-        };
-        match self.dispatch(connection, &request).await {
-            Ok(Outcome::Answer(Answer::Success { value })) => review_state(&value),
-            Ok(other) => Err(ReviewReadError::Unanswered(other)),
-            Err(e) => Err(ReviewReadError::Adapter(e)),
-        }
-    }
-}
-
-/// `casework.read-review-request/v1`.
-pub const READ_REVIEW: &str = "casework.read-review-request/v1";
-
-/// Reads a review request body (`{id, status, decision?}`) into a
-/// [`ReviewState`].
-pub fn review_state(value: &Value) -> Result<ReviewState, ReviewReadError> {
-    match value.get("status").and_then(Value::as_str) {
-        Some("pending") => Ok(ReviewState::Pending),
-        Some("withdrawn") => Ok(ReviewState::Withdrawn),
-        Some("decided") => match value.get("decision") {
-            Some(decision) if decision.is_object() => Ok(ReviewState::Decided {
-                decision: decision.clone(),
-            }),
-            _ => Err(ReviewReadError::Malformed(
-                "status `decided` without a `decision` object".to_owned(),
-            )),
-        },
-        Some(other) => Err(ReviewReadError::Malformed(format!(
-            "unknown status `{other}`"
-        ))),
-        None => Err(ReviewReadError::Malformed("no `status` string".to_owned())),
-    }
+        completion: &str,
+        handle: &str,
+    ) -> Result<Observation, ObserveError>;
 }

@@ -6,9 +6,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use coordinator_vm::instant;
-
-const EPOCH: &str = "1970-01-01T00:00:00Z";
+use coordinator_ir::instant::{format_unix_seconds, Instant};
 
 /// A source of the current instant, in whole seconds.
 pub trait Clock: Send + Sync {
@@ -44,10 +42,14 @@ impl ManualClock {
         ManualClock(Arc::new(AtomicI64::new(unix)))
     }
 
-    /// A clock standing at the RFC 3339 instant `text` (the epoch if it is
-    /// malformed).
+    /// A clock standing at the RFC 3339 instant `text` (tests write it).
+    ///
+    /// # Panics
+    /// When `text` is not an RFC 3339 instant: a test's mistake, never a
+    /// time to guess.
+    #[allow(clippy::expect_used)]
     pub fn at(text: &str) -> Self {
-        Self::at_unix(rfc3339_to_unix(text).unwrap_or_default())
+        Self::at_unix(rfc3339_to_unix(text).expect("ManualClock::at takes an RFC 3339 instant"))
     }
 
     /// Moves the clock `seconds` forward (backward when negative).
@@ -67,15 +69,16 @@ impl Clock for ManualClock {
     }
 }
 
-/// Unix seconds as RFC 3339 UTC with `Z` (the epoch when out of range).
+/// Unix seconds as RFC 3339 UTC with `Z`, capped to years 0001–9999
+/// ([`format_unix_seconds`]).
 pub fn unix_to_rfc3339(unix: i64) -> String {
-    instant::add_seconds(EPOCH, unix).unwrap_or_else(|_| EPOCH.to_owned())
+    format_unix_seconds(unix)
 }
 
 /// An RFC 3339 instant as Unix seconds (fractions truncated toward zero);
-/// `None` when malformed.
+/// `None` when malformed ([`Instant::parse`]).
 pub fn rfc3339_to_unix(text: &str) -> Option<i64> {
-    instant::seconds_between(EPOCH, text).ok()
+    Instant::parse(text).ok().map(|i| i.unix_seconds())
 }
 
 #[cfg(test)]

@@ -384,6 +384,7 @@ pub async fn bring_forward_respects_the_floor_and_lists_page(s: &dyn RunStore, f
         kind: JobKind::Observe {
             step: "wait".into(),
             connection: "review".into(),
+            completion: "result".into(),
             review_request_id: "rr-1".into(),
             last_observed_unix: Some(1_000),
         },

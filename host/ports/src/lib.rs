@@ -24,8 +24,8 @@ pub mod memory;
 pub mod store;
 
 pub use adapter::{
-    AdapterError, DispatchRequest, Outcome, ProductAdapter, ReceiptRequest, ReviewReadError,
-    ReviewState,
+    AdapterError, DispatchRequest, Observation, ObserveError, Outcome, ProductAdapter,
+    ReceiptRequest,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use memory::MemoryRunStore;

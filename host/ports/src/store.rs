@@ -219,14 +219,19 @@ pub enum JobKind {
         /// Why the timer exists.
         wake: WakeKind,
     },
-    /// Observe a Casework review for wait-for step `step`.
+    /// Observe completion `completion` for wait-for step `step` (a
+    /// Casework review, SPEC §6 "Completion of a review").
     #[serde(rename_all = "camelCase")]
     Observe {
         /// The wait-for step's name.
         step: String,
-        /// The Casework connection's name.
+        /// The connection the source is observed through.
         connection: String,
-        /// The review request id (the submit call's output `id`).
+        /// The completion's name (`result`).
+        completion: String,
+        /// The product's handle of the observed thing, as the VM's
+        /// `ObserveCompletion` names it (a Casework review request id;
+        /// completion events bring reads forward by it).
         review_request_id: String,
         /// Unix seconds of the last observation, if any (the floor counts
         /// from it when a completion event brings the read forward).

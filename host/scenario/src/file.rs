@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use coordinator_ir::{Program, StepOp};
+use coordinator_ir::Program;
 use coordinator_source::{Diagnostic, YamlDocument};
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer};
@@ -264,7 +264,7 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
                 "Give every case its own id.",
             );
         }
-        if coordinator_vm::instant::Instant::parse(&case.admitted_at).is_err() {
+        if coordinator_ir::instant::Instant::parse(&case.admitted_at).is_err() {
             err(
                 &mut diags,
                 "coordinator.scenario.timestamp",
@@ -281,7 +281,7 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
                 coordinator_source::yaml::escape_token(name)
             );
             match program.step_id(name).and_then(|id| program.step(id)) {
-                Some(step) => Some((ptr, &step.op)),
+                Some(step) => Some((ptr, step.op.kind())),
                 None => {
                     err(
                         diags,
@@ -304,7 +304,7 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
                 continue;
             };
             match op {
-                StepOp::Call { .. } => {
+                "call" => {
                     if replies.is_empty() || replies.len() > MAX_REPLIES {
                         err(
                             &mut diags,
@@ -336,7 +336,7 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
             ) else {
                 continue;
             };
-            if !matches!(op, StepOp::WaitFor { .. }) {
+            if op != "wait-for" {
                 err(
                     &mut diags,
                     "coordinator.scenario.not-a-wait-for",
@@ -349,7 +349,7 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
             }
         }
         for (name, action) in &case.recovery {
-            let Some((ptr, op)) = scripted(
+            let Some((ptr, _)) = scripted(
                 &mut diags,
                 "recovery",
                 name,
@@ -357,15 +357,10 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
             ) else {
                 continue;
             };
-            match op {
-                StepOp::Call { operation, .. } => {
-                    let descriptor = program
-                        .operations
-                        .get(operation.index())
-                        .map(|o| &o.descriptor);
-                    let receipt = descriptor.is_some_and(|d| d.receipt);
-                    let evaluation = descriptor
-                        .is_some_and(|d| d.effect == coordinator_ir::catalogue::Effect::Evaluation);
+            match coordinator_vm::recovery_support(program, name) {
+                Some(support) => {
+                    let evaluation = !support.retry_same;
+                    let receipt = support.reconcile;
                     if evaluation {
                         err(
                             &mut diags,

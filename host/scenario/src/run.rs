@@ -4,18 +4,18 @@
 //!
 //! Timing: the clock starts at `admittedAt`, moves only while the run waits,
 //! and never passes the deadline. Calls and automatic retries take no virtual
-//! time. At one instant the order is: deadline, cancel, completion, then
-//! timeout or wake. A completion scripted before its wait began is observed
-//! when the wait begins.
+//! time. At one instant the order is the VM's
+//! ([`coordinator_vm::SAME_INSTANT_ORDER`]). A completion scripted before
+//! its wait began is observed when the wait begins.
 
 use std::collections::{BTreeMap, VecDeque};
 
-use coordinator_ir::catalogue::Effect;
-use coordinator_ir::{canonical, Program, StepOp};
+use coordinator_ir::instant::Instant;
+use coordinator_ir::{canonical, Program};
 use coordinator_source::{Diagnostic, YamlDocument};
-use coordinator_vm::instant::Instant;
 use coordinator_vm::{
-    Answer, Command, Event, FailureCode, Pending, Rejected, RunState, RunStatus, Vm,
+    Answer, Command, Event, FailureCode, Rejected, RunState, RunStatus, TimedEvent, Vm, WaitKind,
+    WakeKind,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -261,9 +261,9 @@ impl<'a> CaseHost<'a> {
                             ))
                         }
                     },
-                    Command::ScheduleWake { at, .. } => {
+                    Command::ScheduleWake { at, kind } => {
                         let t = self.instant(&at, "")?;
-                        if self.deadline.is_none() {
+                        if kind == WakeKind::Deadline {
                             self.deadline = Some(t);
                         }
                         timers.push(t);
@@ -292,15 +292,11 @@ impl<'a> CaseHost<'a> {
             let now = self.instant(&state.now, "")?;
             // 2. An operator's recovery after an unknown answer.
             if state.status == RunStatus::Attention {
-                let step = match &state.pending {
-                    Some(Pending::Call { step, .. }) => self
-                        .vm
-                        .program()
-                        .step(*step)
-                        .map(|s| s.name.clone())
-                        .unwrap_or_default(),
-                    _ => String::new(),
-                };
+                let step = self
+                    .vm
+                    .held_call(&state)
+                    .map(str::to_owned)
+                    .unwrap_or_default();
                 // The operator acts after an unknown answer only while the
                 // script still holds an answer for the step: when the replies
                 // ran out on an unknown answer the run stays held (uncertain).
@@ -343,12 +339,11 @@ impl<'a> CaseHost<'a> {
                 }
             }
             // 3. The run waits: deliver the earliest timed event.
-            let waiting_on = match &state.pending {
-                Some(Pending::Completion { step, .. }) => {
-                    self.vm.program().step(*step).map(|s| s.name.clone())
-                }
-                _ => None,
-            };
+            let waiting_on = self
+                .vm
+                .current_wait(&state)
+                .filter(|w| w.kind == WaitKind::For)
+                .map(|w| w.step.to_owned());
             if let Some(step) = &waiting_on {
                 if !self.case.completions.contains_key(step) {
                     return Err(self.fault(
@@ -361,12 +356,12 @@ impl<'a> CaseHost<'a> {
                     ));
                 }
             }
-            let mut candidates: Vec<(Instant, u8, Event)> = Vec::new();
+            let mut candidates: Vec<(Instant, TimedEvent, Event)> = Vec::new();
             if let Some(d) = self.deadline {
                 if d >= now {
                     candidates.push((
                         d,
-                        0,
+                        TimedEvent::Deadline,
                         Event::TimerFired {
                             at: self.format(d)?,
                         },
@@ -379,7 +374,7 @@ impl<'a> CaseHost<'a> {
                     .max(now);
                 candidates.push((
                     t,
-                    1,
+                    TimedEvent::Cancel,
                     Event::CancelRequested {
                         at: self.format(t)?,
                     },
@@ -396,7 +391,7 @@ impl<'a> CaseHost<'a> {
                         .max(now);
                     candidates.push((
                         t,
-                        2,
+                        TimedEvent::Completion,
                         Event::CompletionObserved {
                             step: step.clone(),
                             value: value.clone(),
@@ -410,27 +405,26 @@ impl<'a> CaseHost<'a> {
                 if Some(*t) != self.deadline {
                     candidates.push((
                         *t,
-                        3,
+                        TimedEvent::Timer,
                         Event::TimerFired {
                             at: self.format(*t)?,
                         },
                     ));
                 }
             }
-            candidates.sort_by_key(|a| (a.0, a.1));
+            // At one instant, the VM's order (SPEC §7).
+            candidates.sort_by_key(|a| (a.0, a.1.rank()));
             let Some((at, kind, event)) = candidates.into_iter().next() else {
                 return Ok(End::Settled(state));
             };
             match kind {
-                1 => self.cancel_delivered = true,
-                2 => self.completion_delivered = true,
-                _ => {}
-            }
-            if kind == 0 || kind == 3 {
-                timers.retain(|t| *t != at);
-                if kind == 0 {
+                TimedEvent::Cancel => self.cancel_delivered = true,
+                TimedEvent::Completion => self.completion_delivered = true,
+                TimedEvent::Deadline => {
+                    timers.retain(|t| *t != at);
                     self.deadline = None;
                 }
+                TimedEvent::Timer => timers.retain(|t| *t != at),
             }
             let resumed = self
                 .vm
@@ -489,20 +483,10 @@ impl<'a> CaseHost<'a> {
         reply
     }
 
-    /// Whether `step` calls an evaluation (never sent twice).
+    /// Whether `step`'s call is never sent again once it may have been
+    /// sent (an evaluation: the VM's [`coordinator_vm::RecoverySupport`]).
     fn is_evaluation(&self, step: &str) -> bool {
-        let program = self.vm.program();
-        let Some(StepOp::Call { operation, .. }) = program
-            .step_id(step)
-            .and_then(|id| program.step(id))
-            .map(|s| &s.op)
-        else {
-            return false;
-        };
-        program
-            .operations
-            .get(operation.index())
-            .is_some_and(|o| o.descriptor.effect == Effect::Evaluation)
+        coordinator_vm::recovery_support(self.vm.program(), step).is_some_and(|s| !s.retry_same)
     }
 
     fn answer(&mut self, step: &str, reply: Reply) -> Event {

@@ -88,12 +88,24 @@ fn pdb(e: sqlx::Error) -> PortError {
     port(db_error(e))
 }
 
+/// Unix seconds (the engine's clock) as a `timestamptz` value, capped to
+/// years 0001–9999 as every instant we write is
+/// ([`coordinator_ir::instant::format_unix_seconds`]).
 fn at(unix: i64) -> OffsetDateTime {
-    OffsetDateTime::from_unix_timestamp(unix).unwrap_or(OffsetDateTime::UNIX_EPOCH)
+    use coordinator_ir::instant::{MAX_UNIX_SECONDS, MIN_UNIX_SECONDS};
+    let capped = unix.clamp(MIN_UNIX_SECONDS, MAX_UNIX_SECONDS);
+    match OffsetDateTime::from_unix_timestamp(capped) {
+        Ok(t) => t,
+        // `time` covers years ±9999: every capped second is inside.
+        Err(e) => unreachable!("{capped} s is inside 0001-9999: {e}"),
+    }
 }
 
+/// An instant of a run's VM state as a `timestamptz` value. The VM writes
+/// every instant of its state in RFC 3339, so it always reads back.
+#[allow(clippy::expect_used)]
 fn at_text(text: &str) -> OffsetDateTime {
-    at(rfc3339_to_unix(text).unwrap_or(0))
+    at(rfc3339_to_unix(text).expect("the VM writes its state's instants in RFC 3339"))
 }
 
 fn encode_cursor(seq: i64) -> String {
@@ -272,7 +284,11 @@ impl Store {
         step: &str,
         value: &impl serde::Serialize,
     ) -> Vec<u8> {
-        let bytes = serde_json::to_vec(value).unwrap_or_default();
+        // The sealed values are plain data (JSON values, the VM state, an
+        // owner) whose maps have string keys: serialising them cannot fail,
+        // and sealing empty bytes instead would lose the value.
+        #[allow(clippy::expect_used)]
+        let bytes = serde_json::to_vec(value).expect("plain data always serialises");
         self.keyring.seal(&self.bind(run_id, purpose, step), &bytes)
     }
 
