@@ -3,27 +3,42 @@
 //! `coordinatorctl` prints goes through [`outln!`] / [`out!`] (stdout) and
 //! [`errln!`] / [`err!`] (stderr).
 //!
-//! A stdout that cannot be written (a closed pipe, a full disk) ends the
-//! process at once with exit 3 (resource unavailable) and one line on
-//! stderr, `error[coordinator.command.output-closed]`; what was printed
-//! before stays as it was. A stderr that cannot be written is ignored
-//! (there is nowhere left to say so).
+//! A stdout whose reader went away (a broken pipe: `| head` has its lines)
+//! ends the output quietly: nothing more is written, and the command goes
+//! on to its own exit code, as if the rest had been read. A stdout that
+//! cannot be written for another reason (a full disk, an I/O error) ends
+//! the process at once with exit 3 (resource unavailable) and one line on
+//! stderr, `error[coordinator.command.output-closed]`. A stderr that cannot
+//! be written is ignored (there is nowhere left to say so).
 
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set once stdout's reader went away: later output is dropped.
+static READER_GONE: AtomicBool = AtomicBool::new(false);
 
 /// The code of a stdout that cannot be written.
 pub const OUTPUT_CLOSED: &str = "coordinator.command.output-closed";
 
-/// Writes `args` to stdout; on failure ends the process (exit 3), see the
-/// module documentation.
+/// Writes `args` to stdout; see the module documentation for a stdout
+/// that cannot take it.
 pub fn stdout(args: std::fmt::Arguments<'_>) {
+    if READER_GONE.load(Ordering::Relaxed) {
+        return;
+    }
     let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_fmt(args).and_then(|()| out.flush()) {
-        let _ = writeln!(
-            std::io::stderr(),
-            "error[{OUTPUT_CLOSED}] standard output cannot be written: {e}"
-        );
-        std::process::exit(3);
+    match out.write_fmt(args).and_then(|()| out.flush()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            READER_GONE.store(true, Ordering::Relaxed);
+        }
+        Err(e) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "error[{OUTPUT_CLOSED}] standard output cannot be written: {e}"
+            );
+            std::process::exit(3);
+        }
     }
 }
 

@@ -58,6 +58,14 @@ pub enum Flaw {
     UnknownKid,
     /// `alg: none`, no signature.
     AlgNone,
+    /// No `iat` claim (RFC 9068 §2.2 requires it).
+    NoIat,
+    /// `nbf` ten minutes ahead.
+    FutureNbf,
+    /// `iat` ten minutes ahead.
+    FutureIat,
+    /// A `crit` header naming an extension (RFC 7515 §4.1.11).
+    CritHeader,
 }
 
 /// What a caller access token says (RFC 9068).
@@ -233,6 +241,31 @@ impl FakeIssuer {
             Some(Flaw::WrongIssuer) => claims["iss"] = json!(format!("{issuer}/other")),
             Some(Flaw::WrongAudience) => claims["aud"] = json!("some-other-audience"),
             Some(Flaw::UnknownKid) => key = &self.shared.stray,
+            Some(Flaw::NoIat) => {
+                if let Some(o) = claims.as_object_mut() {
+                    o.remove("iat");
+                }
+            }
+            Some(Flaw::FutureNbf) => claims["nbf"] = json!(t + 600),
+            Some(Flaw::FutureIat) => claims["iat"] = json!(t + 600),
+            Some(Flaw::CritHeader) => {
+                // jsonwebtoken's `Header` has no `crit`: the JWS is put
+                // together by hand and signed with the library.
+                let header = json!({"alg": "ES256", "typ": typ, "kid": key.kid,
+                    "crit": ["exp-ext"], "exp-ext": true});
+                let signing_input = format!(
+                    "{}.{}",
+                    URL_SAFE_NO_PAD.encode(header.to_string()),
+                    URL_SAFE_NO_PAD.encode(claims.to_string())
+                );
+                let signature = jsonwebtoken::crypto::sign(
+                    signing_input.as_bytes(),
+                    &key.encoding_key(),
+                    key.algorithm(),
+                )
+                .unwrap_or_default();
+                return format!("{signing_input}.{signature}");
+            }
             Some(Flaw::AlgNone) => {
                 // An unsigned JWS (RFC 7515 §A.5) cannot be made with a
                 // signing library, by design: two base64url parts and an

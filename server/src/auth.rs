@@ -7,9 +7,16 @@
 //! names a key of the issuer's JWKS (fetched from a static file, a URI or
 //! the discovery document, cached, and fetched again when a `kid` is
 //! unknown, at most once per [`REFRESH_MIN_SECONDS`]); `iss` and `aud`
-//! exact; `exp` required and in the future; `exp − iat` (or `exp − now`
-//! without `iat`) at most one hour; `sub` and `client_id` present. Token
-//! times are checked against the system clock, not the engine's clock.
+//! exact; `exp` and `iat` required (RFC 9068 §2.2), `exp` in the future,
+//! `iat` not more than [`IAT_LEEWAY_SECONDS`] ahead, `nbf` (when present)
+//! not in the future; `exp − iat` at most one hour; `sub` and `client_id`
+//! present; no `crit` header (RFC 7515 §4.1.11: we implement no extension).
+//! Token times are checked against the system clock, not the engine's clock.
+//!
+//! A token that fails any rule is [`AuthError::Refused`] (401). When the
+//! issuer's keys cannot be fetched (the discovery document or the JWKS does
+//! not answer), that is [`AuthError::Unavailable`]: an outage of ours, 503
+//! `service.unavailable`, never a 401.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -25,18 +32,32 @@ use serde::Deserialize;
 pub const MAX_LIFETIME_SECONDS: u64 = 3600;
 /// Least time between two JWKS fetches caused by unknown `kid`s.
 pub const REFRESH_MIN_SECONDS: u64 = 5;
-/// Clock skew tolerated on `exp`, seconds.
+/// Clock skew tolerated on `exp` and `nbf`, seconds.
 pub const LEEWAY_SECONDS: u64 = 30;
+/// How far `iat` may lie in the future (clock skew), seconds.
+pub const IAT_LEEWAY_SECONDS: u64 = 60;
 
-/// Why a token was refused (always 401 `authentication.refused`; the
-/// reason is logged, never returned).
+/// Why a token was not accepted. The reason is logged, never returned.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AuthError(pub String);
+pub enum AuthError {
+    /// The token breaks a rule: 401 `authentication.refused`.
+    Refused(String),
+    /// The issuer's keys could not be fetched (discovery or JWKS did not
+    /// answer, or answered garbage): 503 `service.unavailable`.
+    Unavailable(String),
+}
 
 impl std::fmt::Display for AuthError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            AuthError::Refused(m) => write!(f, "refused: {m}"),
+            AuthError::Unavailable(m) => write!(f, "verifier unavailable: {m}"),
+        }
     }
+}
+
+fn refused(m: impl Into<String>) -> AuthError {
+    AuthError::Refused(m.into())
 }
 
 /// Where the verification keys come from.
@@ -55,8 +76,7 @@ struct Claims {
     sub: String,
     client_id: String,
     exp: u64,
-    #[serde(default)]
-    iat: Option<u64>,
+    iat: u64,
     iss: String,
 }
 
@@ -125,37 +145,45 @@ impl Verifier {
     /// # Errors
     /// [`AuthError`] for any refusal (the server answers 401).
     pub async fn verify(&self, token: &str) -> Result<Principal, AuthError> {
-        let header = decode_header(token).map_err(|e| AuthError(format!("header: {e}")))?;
+        let header = decode_header(token).map_err(|e| refused(format!("header: {e}")))?;
         let typ = header.typ.as_deref().unwrap_or("").to_ascii_lowercase();
         if typ != "at+jwt" && typ != "application/at+jwt" {
-            return Err(AuthError("typ is not at+jwt".into()));
+            return Err(refused("typ is not at+jwt"));
+        }
+        if names_critical_extensions(token) {
+            return Err(refused("crit header: no extension is implemented"));
         }
         if !matches!(
             header.alg,
             Algorithm::RS256 | Algorithm::ES256 | Algorithm::EdDSA
         ) {
-            return Err(AuthError(format!("alg {:?} refused", header.alg)));
+            return Err(refused(format!("alg {:?} refused", header.alg)));
         }
-        let kid = header.kid.ok_or_else(|| AuthError("no kid".into()))?;
+        let kid = header.kid.ok_or_else(|| refused("no kid"))?;
         let key = self.key_for(&kid).await?;
         let mut validation = Validation::new(header.alg);
         validation.set_issuer(&[&self.issuer]);
         validation.set_audience(&[&self.audience]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         validation.leeway = LEEWAY_SECONDS;
+        // jsonwebtoken leaves `nbf` unchecked unless asked.
+        validation.validate_nbf = true;
         let data = decode::<Claims>(token, &key, &validation)
-            .map_err(|e| AuthError(format!("claims: {e}")))?;
+            .map_err(|e| refused(format!("claims: {e}")))?;
         let c = data.claims;
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or_default();
-        let lifetime = c.exp.saturating_sub(c.iat.unwrap_or(now));
+        if c.iat > now.saturating_add(IAT_LEEWAY_SECONDS) {
+            return Err(refused("iat in the future"));
+        }
+        let lifetime = c.exp.saturating_sub(c.iat);
         if lifetime > MAX_LIFETIME_SECONDS {
-            return Err(AuthError("lifetime over one hour".into()));
+            return Err(refused("lifetime over one hour"));
         }
         if c.client_id.is_empty() || c.sub.is_empty() {
-            return Err(AuthError("empty sub or client_id".into()));
+            return Err(refused("empty sub or client_id"));
         }
         Ok(Principal {
             iss: c.iss,
@@ -200,13 +228,13 @@ impl Verifier {
             return k;
         }
         if let KeySource::Static(set) = &self.source {
-            return find(set, kid).unwrap_or_else(|| Err(AuthError("unknown kid".into())));
+            return find(set, kid).unwrap_or_else(|| Err(refused("unknown kid")));
         }
         let may_fetch = {
             let mut last = self
                 .last_fetch
                 .lock()
-                .map_err(|_| AuthError("poisoned".into()))?;
+                .map_err(|_| AuthError::Unavailable("poisoned".into()))?;
             let ok = cache.is_none()
                 || last.is_none_or(|t| t.elapsed() >= Duration::from_secs(REFRESH_MIN_SECONDS));
             if ok {
@@ -215,12 +243,12 @@ impl Verifier {
             ok
         };
         if !may_fetch {
-            return Err(AuthError("unknown kid (refresh rate-limited)".into()));
+            return Err(refused("unknown kid (refresh rate-limited)"));
         }
         let set = self.fetch().await?;
         let found = find(&set, kid);
         *cache = Some(set);
-        found.unwrap_or_else(|| Err(AuthError("unknown kid".into())))
+        found.unwrap_or_else(|| Err(refused("unknown kid")))
     }
 
     async fn fetch(&self) -> Result<JwkSet, AuthError> {
@@ -234,13 +262,13 @@ impl Verifier {
                 let doc: serde_json::Value = self.get_json(&url).await?;
                 doc.get("jwks_uri")
                     .and_then(|v| v.as_str())
-                    .ok_or_else(|| AuthError("discovery has no jwks_uri".into()))?
+                    .ok_or_else(|| AuthError::Unavailable("discovery has no jwks_uri".into()))?
                     .to_owned()
             }
             KeySource::Static(s) => return Ok(s.clone()),
         };
         let set = self.get_json(&uri).await?;
-        serde_json::from_value(set).map_err(|e| AuthError(format!("jwks: {e}")))
+        serde_json::from_value(set).map_err(|e| AuthError::Unavailable(format!("jwks: {e}")))
     }
 
     async fn get_json(&self, url: &str) -> Result<serde_json::Value, AuthError> {
@@ -249,19 +277,41 @@ impl Verifier {
             .get(url)
             .send()
             .await
-            .map_err(|e| AuthError(format!("fetch {url}: {e}")))?;
+            .map_err(|e| AuthError::Unavailable(format!("fetch {url}: {e}")))?;
         if !r.status().is_success() {
-            return Err(AuthError(format!("fetch {url}: {}", r.status())));
+            return Err(AuthError::Unavailable(format!(
+                "fetch {url}: {}",
+                r.status()
+            )));
         }
         let bytes = r
             .bytes()
             .await
-            .map_err(|e| AuthError(format!("fetch {url}: {e}")))?;
-        serde_json::from_slice(&bytes).map_err(|e| AuthError(format!("fetch {url}: {e}")))
+            .map_err(|e| AuthError::Unavailable(format!("fetch {url}: {e}")))?;
+        serde_json::from_slice(&bytes)
+            .map_err(|e| AuthError::Unavailable(format!("fetch {url}: {e}")))
     }
 }
 
 fn find(set: &JwkSet, kid: &str) -> Option<Result<DecodingKey, AuthError>> {
     set.find(kid)
-        .map(|jwk| DecodingKey::from_jwk(jwk).map_err(|e| AuthError(format!("jwk: {e}"))))
+        .map(|jwk| DecodingKey::from_jwk(jwk).map_err(|e| refused(format!("jwk: {e}"))))
+}
+
+/// Whether the token's protected header has a `crit` member (RFC 7515
+/// §4.1.11: a recipient that does not implement every extension it names
+/// must refuse the token; we implement none). An unreadable header counts
+/// as naming one.
+fn names_critical_extensions(token: &str) -> bool {
+    use base64::Engine as _;
+    let Some(segment) = token.split('.').next() else {
+        return true;
+    };
+    let Ok(bytes) = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(segment) else {
+        return true;
+    };
+    match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(header) => header.get("crit").is_some(),
+        Err(_) => true,
+    }
 }

@@ -25,7 +25,9 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
-use axum::http::header::{HeaderValue, AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE};
+use axum::http::header::{
+    HeaderValue, AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE, WWW_AUTHENTICATE,
+};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -196,7 +198,7 @@ impl IntoResponse for ApiError {
         let status =
             StatusCode::from_u16(self.0.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = serde_json::to_vec(&self.0).unwrap_or_default();
-        (
+        let mut response = (
             status,
             [(
                 CONTENT_TYPE,
@@ -204,7 +206,19 @@ impl IntoResponse for ApiError {
             )],
             body,
         )
-            .into_response()
+            .into_response();
+        // RFC 6750 §3: a bearer-token refusal says so.
+        let challenge = match status {
+            StatusCode::UNAUTHORIZED => Some(r#"Bearer error="invalid_token""#),
+            StatusCode::FORBIDDEN => Some(r#"Bearer error="insufficient_scope""#),
+            _ => None,
+        };
+        if let Some(c) = challenge {
+            response
+                .headers_mut()
+                .insert(WWW_AUTHENTICATE, HeaderValue::from_static(c));
+        }
+        response
     }
 }
 
@@ -246,8 +260,45 @@ pub fn router(state: AppState) -> Router {
                 .detail("see docs/openapi.json for each route's method")
         })
         .layer(DefaultBodyLimit::max(api::MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn(json_bodies_only))
         .layer(axum::middleware::map_response(no_store))
         .with_state(state)
+}
+
+/// Every `POST` of the API carries a JSON body: one whose `Content-Type` is
+/// not `application/json` or `application/<anything>+json` (parameters
+/// such as `charset` allowed) is 415 `request.unsupported-media-type`
+/// before it is read.
+async fn json_bodies_only(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if request.method() == axum::http::Method::POST && !json_content_type(request.headers()) {
+        return ApiError::new(
+            415,
+            "request.unsupported-media-type",
+            "The request body must be JSON",
+        )
+        .detail("send the body with Content-Type: application/json")
+        .into_response();
+    }
+    next.run(request).await
+}
+
+/// Whether `Content-Type` names JSON (`application/json`,
+/// `application/*+json`), case-insensitively, parameters ignored.
+fn json_content_type(headers: &HeaderMap) -> bool {
+    let Some(value) = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let essence = value
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
 /// The router served while `coordinator` waits for the database (before
@@ -382,9 +433,18 @@ async fn health() -> Response {
 
 async fn principal(s: &AppState, headers: &HeaderMap) -> Result<Principal, ApiError> {
     let token = bearer(headers).ok_or_else(ApiError::refused)?;
-    s.verifier.verify(token).await.map_err(|e| {
-        tracing::info!(code = "authentication.refused", reason = %e, "token refused");
-        ApiError::refused()
+    s.verifier.verify(token).await.map_err(|e| match e {
+        // The issuer's keys could not be fetched: an outage of ours, never
+        // a refusal of the caller (seed 000 `service.unavailable`).
+        auth::AuthError::Unavailable(reason) => {
+            tracing::error!(code = "service.unavailable", reason = %reason, "token verifier unavailable");
+            ApiError::new(503, "service.unavailable", "The token verifier is unavailable")
+                .detail("try again after it recovers")
+        }
+        auth::AuthError::Refused(reason) => {
+            tracing::info!(code = "authentication.refused", reason = %reason, "token refused");
+            ApiError::refused()
+        }
     })
 }
 

@@ -300,6 +300,7 @@ async fn signatures_are_required_and_checked() {
         .http
         .post(format!("{}{path}", env.base))
         .bearer_auth(env.issuer.mint(&Mint::new(OPERATOR, AUDIENCE)))
+        .header("content-type", "application/json")
         .body(body.clone())
         .send()
         .await

@@ -179,6 +179,11 @@ impl Env {
     }
 
     async fn serve(&mut self) {
+        self.serve_with(KeySource::Discovery).await;
+    }
+
+    /// Serves (again) with the token verifier reading keys from `source`.
+    async fn serve_with(&mut self, source: KeySource) {
         let authentication = Authentication {
             issuer: self.issuer.issuer().to_owned(),
             audience: AUDIENCE.into(),
@@ -189,7 +194,7 @@ impl Env {
         completions.add(BINDING, COMPLETION_TOKEN.as_bytes().to_vec());
         let state = AppState {
             engine: self.engine.clone(),
-            verifier: Arc::new(Verifier::new(&authentication, KeySource::Discovery)),
+            verifier: Arc::new(Verifier::new(&authentication, source)),
             completions: Arc::new(completions),
             events: Arc::default(),
         };
@@ -565,6 +570,10 @@ async fn bad_tokens_are_refused_with_401() {
         Flaw::WrongAudience,
         Flaw::UnknownKid,
         Flaw::AlgNone,
+        Flaw::NoIat,
+        Flaw::FutureNbf,
+        Flaw::FutureIat,
+        Flaw::CritHeader,
     ] {
         let mut mint = Mint::new(PRODUCER, AUDIENCE);
         mint.flaw = Some(flaw);
@@ -575,6 +584,10 @@ async fn bad_tokens_are_refused_with_401() {
         assert_eq!(s, 401, "{flaw:?}");
         assert_eq!(body["code"], "authentication.refused", "{flaw:?}");
         assert_eq!(headers["content-type"], "application/problem+json");
+        assert_eq!(
+            headers["www-authenticate"], r#"Bearer error="invalid_token""#,
+            "{flaw:?}"
+        );
     }
     let mut long = Mint::new(PRODUCER, AUDIENCE);
     long.lifetime_seconds = 7200;
@@ -1051,4 +1064,88 @@ async fn refusals_are_problem_documents_that_name_their_cause() {
         run["detail"].as_str().unwrap().contains("/sendAfter"),
         "{run}"
     );
+}
+
+/// The edge's answers beyond the token rules: a 403 says
+/// `insufficient_scope`; a POST whose body is not JSON is 415 before it is
+/// read; a token verifier that cannot reach the issuer's keys is an outage
+/// of ours (503 `service.unavailable`), never a 401.
+#[tokio::test]
+async fn media_types_scopes_and_a_verifier_outage_answer_as_the_seed_says() {
+    let mut env = Env::new().await;
+    let (s, headers, body) = env
+        .send(
+            reqwest::Method::GET,
+            "/v1/doctor",
+            Some(&env.token(PRODUCER)),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(
+        (s, body["code"].as_str()),
+        (403, Some("authorization.refused"))
+    );
+    assert_eq!(
+        headers["www-authenticate"],
+        r#"Bearer error="insufficient_scope""#
+    );
+    for content_type in [
+        None,
+        Some("text/plain"),
+        Some("application/x-www-form-urlencoded"),
+    ] {
+        let mut r = env
+            .http
+            .post(format!("{}/v1/runs", env.base))
+            .bearer_auth(env.token(PRODUCER))
+            .header("idempotency-key", "k-media")
+            .body("{}");
+        if let Some(t) = content_type {
+            r = r.header("content-type", t);
+        }
+        let resp = r.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let body: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (415, Some("request.unsupported-media-type")),
+            "{content_type:?}"
+        );
+    }
+    for content_type in [
+        "application/json; charset=utf-8",
+        "application/problem+json",
+    ] {
+        let resp = env
+            .http
+            .post(format!("{}/v1/runs", env.base))
+            .bearer_auth(env.token(PRODUCER))
+            .header("idempotency-key", "k-media")
+            .header("content-type", content_type)
+            .body("[]")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 400, "{content_type}: read as JSON");
+    }
+    // The issuer's keys cannot be fetched: 503, and the same token is
+    // accepted once they can.
+    let token = env.token(PRODUCER);
+    env.serve_with(KeySource::Uri("http://127.0.0.1:1/jwks".into()))
+        .await;
+    let (s, headers, body) = env
+        .send(reqwest::Method::GET, "/v1/runs", Some(&token), None, None)
+        .await;
+    assert_eq!(
+        (s, body["code"].as_str()),
+        (503, Some("service.unavailable")),
+        "{body}"
+    );
+    assert!(headers.get("www-authenticate").is_none());
+    env.serve().await;
+    let (s, _, _) = env
+        .send(reqwest::Method::GET, "/v1/runs", Some(&token), None, None)
+        .await;
+    assert_eq!(s, 200);
 }

@@ -250,7 +250,49 @@ pub fn parse(file: &str, text: &str) -> Result<YamlDocument, Diagnostic> {
             "Split or shorten the file.",
         ));
     }
+    if let Some((line, column, c)) = non_printable(text) {
+        return Err(Diagnostic::error(
+            "coordinator.yaml.syntax",
+            Located {
+                file: file.to_owned(),
+                line,
+                column,
+                pointer: String::new(),
+            },
+            format!(
+                "invalid YAML: the control character U+{:04X} is not allowed (YAML 1.2 §5.1 allows only printable characters, tab, line feed and carriage return)",
+                u32::from(c)
+            ),
+            "Remove the character, or write it as an escape in a double-quoted string (\\u0007).",
+        ));
+    }
     Builder::new(file).run(text)
+}
+
+/// The first character YAML 1.2 §5.1 does not allow in a stream (C0
+/// controls but tab, line feed and carriage return; DEL; C1 controls but
+/// NEL; the surrogates cannot occur in a `str`; U+FFFE and U+FFFF), with
+/// its 1-based line and column (columns count characters).
+fn non_printable(text: &str) -> Option<(u32, u32, char)> {
+    let printable = |c: char| {
+        matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{7e}' | '\u{85}')
+            || ('\u{a0}'..='\u{d7ff}').contains(&c)
+            || ('\u{e000}'..='\u{fffd}').contains(&c)
+            || c >= '\u{10000}'
+    };
+    let (mut line, mut column) = (1u32, 1u32);
+    for c in text.chars() {
+        if !printable(c) {
+            return Some((line, column, c));
+        }
+        if c == '\n' {
+            line = line.saturating_add(1);
+            column = 1;
+        } else {
+            column = column.saturating_add(1);
+        }
+    }
+    None
 }
 
 enum Frame {
@@ -657,6 +699,18 @@ mod tests {
     }
 
     #[test]
+    fn control_characters_are_refused_where_they_stand() {
+        let e = load("a: 1\nb: x\u{1}y\n").expect_err("control character");
+        assert_eq!(
+            (e.code.as_str(), e.line, e.column),
+            ("coordinator.yaml.syntax", 2, 5)
+        );
+        assert!(e.message.contains("U+0001"), "{}", e.message);
+        assert!(load("a: \"tab\\there\"\nb: \"\\u0007 escaped\"\n").is_ok());
+        assert!(load("a: café ✓\n").is_ok());
+    }
+
+    #[test]
     fn refusals_have_codes() {
         let cases = [
             ("a: 1\na: 2\n", "coordinator.yaml.duplicate-key"),
@@ -667,6 +721,10 @@ mod tests {
             ("a: .inf\n", "coordinator.yaml.number"),
             ("a: 99999999999999999999999\n", "coordinator.yaml.number"),
             ("? [a]\n: 1\n", "coordinator.yaml.key-type"),
+            ("a: b\u{7}c\n", "coordinator.yaml.syntax"),
+            ("a: b\u{7f}\n", "coordinator.yaml.syntax"),
+            ("a: \"b\u{1b}\"\n", "coordinator.yaml.syntax"),
+            ("a: b\u{9f}\n", "coordinator.yaml.syntax"),
         ];
         for (text, code) in cases {
             let e = load(text).expect_err(text);
