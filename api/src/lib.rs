@@ -58,8 +58,15 @@ pub struct RunStatus {
     pub output: Option<Value>,
     /// The failure code of a failed run (`product-refused`, `mapping-invalid`, ...).
     pub failure: Option<String>,
-    /// For `invalid-command`: the JSON Pointer of the offending member.
+    /// Where the run broke, as a JSON Pointer: for `invalid-command`, the
+    /// member of the computed command that broke the operation's contract;
+    /// for `mapping-invalid`, the member a mapping read and did not find
+    /// (or the member of an outcome's output that broke its schema).
     pub failure_path: Option<String>,
+    /// For `product-refused` (and a product's `invalid-command`): the
+    /// product's own refusal code. Present only then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal_code: Option<String>,
     /// Retention erased the run's payloads (seed 000 "Erase ended
     /// payloads"): `outcome`, `output` and `failure` are gone, the state
     /// and timestamps remain. Present only when `true`.
@@ -189,9 +196,11 @@ pub struct DoctorState {
     pub audit_ready: bool,
     /// The run store answered.
     pub store_ready: bool,
-    /// Runs that have not ended and hold an effect in state `unknown`: the
-    /// calls waiting for an operator (`reconcile`, `retry-same`, `cancel`).
-    /// `None` when the store did not answer.
+    /// Runs that hold an effect in state `unknown`: the calls waiting for
+    /// an operator (`reconcile`, `retry-same`, `cancel`), and runs that
+    /// ended holding one (cancelled or expired during an uncertain call:
+    /// what happened must still be found out). `None` when the store did
+    /// not answer.
     pub uncertain: Option<u64>,
     /// Runs in state `attention`; `None` when the store did not answer.
     pub attention: Option<u64>,

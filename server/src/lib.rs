@@ -484,7 +484,8 @@ fn run_status(r: &RunRecord) -> api::RunStatus {
             None
         },
         failure: st.failure.as_ref().map(|f| f.code.as_str().to_owned()),
-        failure_path: None,
+        failure_path: st.failure.as_ref().and_then(|f| f.path.clone()),
+        refusal_code: st.failure.as_ref().and_then(|f| f.product_code.clone()),
         payload_erased: r.payload_erased,
         review: r.review.map(|v| v.as_str().to_owned()),
     }
@@ -920,6 +921,43 @@ async fn review_completion(
 mod tests {
     use super::{ApiError, Completions};
     use coordinator_ports::StoreError;
+
+    /// seed 000 "Recover a run": the status names where a failed run broke
+    /// (`failurePath`) and a product's own refusal code.
+    #[test]
+    fn a_failed_run_says_where_it_broke_and_what_the_product_said() {
+        use coordinator_ports::conformance::{new_run, state, Fixture};
+        let mut st = state("r-1");
+        st.status = coordinator_engine::RunStatus::Failed;
+        st.failure = Some(coordinator_vm::Failure {
+            code: coordinator_vm::FailureCode::InvalidCommand,
+            step: "notify".into(),
+            product_code: Some("template.unknown".into()),
+            function: None,
+            message: "the input of `notify` at `/to/email`: not an email".into(),
+            path: Some("/to/email".into()),
+        });
+        let new = new_run(&Fixture::any(), "r-1", "alice", "id-1", "d");
+        let record = coordinator_ports::RunRecord {
+            id: new.id,
+            sequence: 1,
+            workflow: new.workflow,
+            revision: new.revision,
+            owner: new.owner,
+            start_identity: new.start_identity,
+            request_digest: new.request_digest,
+            state: st,
+            ledger: Default::default(),
+            version: 1,
+            bindings: new.bindings,
+            payload_erased: false,
+            review: None,
+        };
+        let status = super::run_status(&record);
+        assert_eq!(status.failure.as_deref(), Some("invalid-command"));
+        assert_eq!(status.failure_path.as_deref(), Some("/to/email"));
+        assert_eq!(status.refusal_code.as_deref(), Some("template.unknown"));
+    }
 
     /// seed 000: a custody or tampering refusal while serving is 409
     /// `deployment.refused`, never 503; only an outage is 503.

@@ -272,7 +272,9 @@ pub(crate) async fn doctor(
         state: api::DoctorState {
             audit_ready: s.engine.audit_ready(),
             store_ready: store_ready && survey.is_some(),
-            uncertain: survey.as_ref().map(|v| v.uncertain),
+            // Also runs that ended still holding an unknown effect (a run
+            // cancelled during an uncertain call): someone must find out.
+            uncertain: reviews.map(|r| r.unknown_effects + r.ended_unknown_effects),
             attention: count(RunStatus::Attention.as_str()),
             live: survey.as_ref().map(|v| v.runs.iter().map(|(_, n)| n).sum()),
             review_required: reviews.map(|r| r.review_required),

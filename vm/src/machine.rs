@@ -47,6 +47,12 @@ pub struct Vm {
 
 enum EvalError {
     Mapping(String),
+    /// A mapping read a member the value lacks (`message` says which value;
+    /// `path` is the JSON Pointer read).
+    MissingMember {
+        message: String,
+        path: String,
+    },
     /// A trigger mapping read an event member the event lacks (its path).
     EventMember(String),
     Function(FunctionError),
@@ -294,7 +300,9 @@ impl Vm {
             ended_at: None,
         };
         let describe = |e: EvalError| match e {
-            EvalError::Mapping(m) => reject(RejectCode::Unexpected, m),
+            EvalError::Mapping(m) | EvalError::MissingMember { message: m, .. } => {
+                reject(RejectCode::Unexpected, m)
+            }
             EvalError::EventMember(path) => reject(
                 RejectCode::EventMemberMissing,
                 format!("the event has no member at `{path}`"),
@@ -345,10 +353,11 @@ impl Vm {
         for instr in code {
             let value = match instr {
                 Instr::Input { path } => lookup(&st.input, path.as_ref()).ok_or_else(|| {
-                    EvalError::Mapping(format!(
-                        "the run input has no member at `{}`",
-                        path.as_deref().unwrap_or("")
-                    ))
+                    let path = path.as_deref().unwrap_or("").to_owned();
+                    EvalError::MissingMember {
+                        message: format!("the run input has no member at `{path}`"),
+                        path,
+                    }
                 })?,
                 Instr::StepOutput { step, path } => {
                     let name = self.step_name(*step);
@@ -356,10 +365,13 @@ impl Vm {
                         EvalError::Mapping(format!("step `{name}` has no output on this route"))
                     })?;
                     lookup(output, path.as_ref()).ok_or_else(|| {
-                        EvalError::Mapping(format!(
-                            "the output of step `{name}` has no member at `{}`",
-                            path.as_deref().unwrap_or("")
-                        ))
+                        let path = path.as_deref().unwrap_or("").to_owned();
+                        EvalError::MissingMember {
+                            message: format!(
+                                "the output of step `{name}` has no member at `{path}`"
+                            ),
+                            path,
+                        }
                     })?
                 }
                 Instr::Const { value } => self
@@ -650,19 +662,30 @@ impl<'v> Run<'v> {
             product_code,
             function,
             message,
+            path: None,
         });
         self.end(RunStatus::Failed);
+    }
+
+    /// [`Self::fail`] with the failure's JSON Pointer ([`Failure::path`]).
+    fn fail_at(&mut self, step: StepId, code: FailureCode, message: String, path: String) {
+        self.fail(step, code, message, None, None);
+        if let Some(f) = self.st.failure.as_mut() {
+            f.path = Some(path);
+        }
     }
 
     fn fail_eval(&mut self, step: StepId, e: EvalError) {
         match e {
             EvalError::Mapping(m) => self.fail(step, FailureCode::MappingInvalid, m, None, None),
-            EvalError::EventMember(path) => self.fail(
+            EvalError::MissingMember { message, path } => {
+                self.fail_at(step, FailureCode::MappingInvalid, message, path)
+            }
+            EvalError::EventMember(path) => self.fail_at(
                 step,
                 FailureCode::MappingInvalid,
                 format!("the event has no member at `{path}`"),
-                None,
-                None,
+                path,
             ),
             EvalError::Function(f) => self.fail(
                 step,
@@ -698,12 +721,11 @@ impl<'v> Run<'v> {
                         }
                     };
                     if let Err((pointer, message)) = self.vm.check_schema(binding.input, &command) {
-                        self.fail(
+                        self.fail_at(
                             id,
                             FailureCode::InvalidCommand,
                             format!("the input of `{}` at `{pointer}`: {message}", binding.alias),
-                            None,
-                            None,
+                            pointer,
                         );
                         return Ok(());
                     }
@@ -851,15 +873,14 @@ impl<'v> Run<'v> {
                         .get(outcome.index())
                         .ok_or_else(|| reject(RejectCode::Unexpected, "no such outcome"))?;
                     if let Err((pointer, message)) = self.vm.check_schema(outcome.schema, &value) {
-                        self.fail(
+                        self.fail_at(
                             id,
                             FailureCode::MappingInvalid,
                             format!(
                                 "the output of outcome `{}` at `{pointer}`: {message}",
                                 outcome.name
                             ),
-                            None,
-                            None,
+                            pointer,
                         );
                         return Ok(());
                     }

@@ -269,6 +269,14 @@ pub struct Failure {
     pub function: Option<FunctionError>,
     /// A sentence; for schema failures it names the JSON Pointer.
     pub message: String,
+    /// Where it broke, as a JSON Pointer: for `invalid-command`, the member
+    /// of the computed command that broke the operation's contract; for
+    /// `mapping-invalid`, the member a mapping read and did not find, or
+    /// the member of an outcome's output that broke its schema. `None`
+    /// when the failure has no such place (a product's refusal, a Function
+    /// error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
 }
 
 /// Where a call step stands.

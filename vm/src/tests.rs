@@ -221,6 +221,15 @@ fn a_missing_member_after_success_is_mapping_invalid() {
         d.last.state.failure.as_ref().map(|f| f.code),
         Some(FailureCode::MappingInvalid)
     );
+    assert!(
+        d.last
+            .state
+            .failure
+            .as_ref()
+            .is_some_and(|f| f.path.is_some()),
+        "the member the mapping read is named: {:?}",
+        d.last.state.failure
+    );
     assert_eq!(d.path(), ["read", "done"]);
 }
 
@@ -236,6 +245,11 @@ fn an_input_outside_the_operation_schema_is_invalid_command() {
     let f = d.last.state.failure.clone().expect("failed");
     assert_eq!(f.code, FailureCode::InvalidCommand);
     assert!(f.message.contains("/collection"), "{}", f.message);
+    assert_eq!(
+        f.path.as_deref(),
+        Some("/collection"),
+        "the failure's place"
+    );
     assert!(!d
         .commands
         .iter()

@@ -773,6 +773,7 @@ impl Text for api::RunStatus {
             output,
             failure,
             failure_path,
+            refusal_code,
             payload_erased,
             review,
         } = self;
@@ -787,6 +788,7 @@ impl Text for api::RunStatus {
         line(&mut out, "outcome", if_set(outcome));
         line(&mut out, "failure", if_set(failure));
         line(&mut out, "failurePath", if_set(failure_path));
+        line(&mut out, "refusalCode", if_set(refusal_code));
         line(&mut out, "payloadErased", flag(*payload_erased));
         line(&mut out, "review", if_set(review));
         // Compact JSON, members in the service's order.

@@ -961,7 +961,8 @@ pub async fn reviews_are_recorded_surveyed_and_attested(s: &dyn RunStore, fx: &F
         s.review_survey().await,
         Ok(ReviewSurvey {
             review_required: 2,
-            unknown_effects: 2
+            unknown_effects: 2,
+            ended_unknown_effects: 0,
         })
     );
     s.commit(commit("run-x", 3, None, true))
@@ -983,7 +984,8 @@ pub async fn reviews_are_recorded_surveyed_and_attested(s: &dyn RunStore, fx: &F
         s.review_survey().await,
         Ok(ReviewSurvey {
             review_required: 1,
-            unknown_effects: 1
+            unknown_effects: 1,
+            ended_unknown_effects: 0,
         })
     );
     assert_eq!(s.attest_reviews().await, Ok(1));
@@ -992,4 +994,23 @@ pub async fn reviews_are_recorded_surveyed_and_attested(s: &dyn RunStore, fx: &F
         Some(Review::Attested)
     );
     assert_eq!(s.review_survey().await.map(|v| v.review_required), Ok(0));
+    // A run that ends still holding an unknown effect is counted apart.
+    let mut ended = state("run-y");
+    ended.status = RunStatus::Cancelled;
+    ended.ended_at = Some("2026-01-01T00:05:00Z".into());
+    ended.effects.insert("send".into(), EffectState::Unknown);
+    s.commit(Commit {
+        state: ended,
+        ..commit("run-y", 2, None, true)
+    })
+    .await
+    .expect("commit");
+    assert_eq!(
+        s.review_survey().await,
+        Ok(ReviewSurvey {
+            review_required: 0,
+            unknown_effects: 0,
+            ended_unknown_effects: 1,
+        })
+    );
 }

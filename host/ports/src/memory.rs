@@ -17,6 +17,14 @@ use crate::store::{
     StoreError, MAX_ERASE_LIMIT,
 };
 
+/// Whether the run's state holds an `unknown` effect.
+fn holds_unknown(r: &RunRecord) -> bool {
+    r.state
+        .effects
+        .values()
+        .any(|e| *e == coordinator_vm::EffectState::Unknown)
+}
+
 #[derive(Default)]
 struct Memory {
     holds: Holds,
@@ -297,13 +305,8 @@ impl RunStore for MemoryRunStore {
             review_required: count(&|r| {
                 !r.status().is_terminal() && r.review == Some(Review::Required)
             }),
-            unknown_effects: count(&|r| {
-                !r.status().is_terminal()
-                    && r.state
-                        .effects
-                        .values()
-                        .any(|e| *e == coordinator_vm::EffectState::Unknown)
-            }),
+            unknown_effects: count(&|r| !r.status().is_terminal() && holds_unknown(r)),
+            ended_unknown_effects: count(&|r| r.status().is_terminal() && holds_unknown(r)),
         })
     }
 

@@ -388,6 +388,10 @@ pub struct ReviewSurvey {
     pub review_required: u64,
     /// Runs that have not ended and hold an `unknown` effect.
     pub unknown_effects: u64,
+    /// Runs that ended still holding an `unknown` effect (a run cancelled,
+    /// expired or failed during an uncertain call): an operator may still
+    /// have to find out what happened.
+    pub ended_unknown_effects: u64,
 }
 
 /// What one [`RunStore::erase_payloads`] call did.

@@ -1219,9 +1219,10 @@ impl RunStore for Store {
 
     async fn review_survey(&self) -> Result<ReviewSurvey, PortError> {
         let row = sqlx::query(&format!(
-            "SELECT count(*) FILTER (WHERE review = 'required'),
-                    count(*) FILTER (WHERE effect_unknown)
-               FROM {}.runs WHERE NOT ended",
+            "SELECT count(*) FILTER (WHERE NOT ended AND review = 'required'),
+                    count(*) FILTER (WHERE NOT ended AND effect_unknown),
+                    count(*) FILTER (WHERE ended AND effect_unknown)
+               FROM {}.runs WHERE NOT ended OR effect_unknown",
             self.ns
         ))
         .fetch_one(&self.pool)
@@ -1234,6 +1235,7 @@ impl RunStore for Store {
         Ok(ReviewSurvey {
             review_required: count(0)?,
             unknown_effects: count(1)?,
+            ended_unknown_effects: count(2)?,
         })
     }
 

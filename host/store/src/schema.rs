@@ -136,6 +136,7 @@ CREATE INDEX runs_owner_newest ON {ns}.runs (owner_ref, seq DESC);
 CREATE INDEX runs_workflow_newest ON {ns}.runs (workflow, seq DESC);
 CREATE INDEX runs_attention ON {ns}.runs (seq DESC) WHERE attention;
 CREATE INDEX runs_review_required ON {ns}.runs (seq) WHERE review = 'required';
+CREATE INDEX runs_effect_unknown ON {ns}.runs (seq) WHERE effect_unknown;
 CREATE INDEX runs_live_by_workflow ON {ns}.runs (workflow) WHERE NOT ended;
 CREATE INDEX runs_key_version ON {ns}.runs (key_version);
 CREATE INDEX runs_input_key_version ON {ns}.runs (input_key_version);
@@ -224,6 +225,6 @@ mod tests {
             assert!(V4.contains(&format!("CREATE TABLE {{ns}}.{table} (")));
             assert!(RUNTIME_GRANTS.iter().any(|(t, _)| *t == table));
         }
-        assert_eq!(statements(V4).count(), 20);
+        assert_eq!(statements(V4).count(), 21);
     }
 }
