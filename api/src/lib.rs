@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod openapi;
+pub mod problems;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -24,14 +24,9 @@ fn secret(dir: &Path, name: &str, body: &[u8], mode: u32) {
 }
 
 fn fixture() -> Option<Fx> {
-    let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    let (Some(migration), Some(runtime)) = (
-        get("COORDINATOR_TEST_MIGRATION_URL"),
-        get("COORDINATOR_TEST_RUNTIME_URL"),
-    ) else {
-        eprintln!("NOTICE: coordinatorctl deployment tests skipped: COORDINATOR_TEST_MIGRATION_URL and _RUNTIME_URL are not set (eval \"$(scripts/postgres.sh start)\")");
-        return None;
-    };
+    let coordinator_testkit::postgres::Urls {
+        migration, runtime, ..
+    } = coordinator_testkit::postgres::urls("coordinatorctl deployment tests")?;
     let dir = tempfile::tempdir().expect("tempdir");
     let secrets = dir.path().join("secrets");
     std::fs::create_dir(&secrets).expect("dir");

@@ -212,7 +212,7 @@ fn refusals_show_their_problem_code_and_next_step() {
     let url = format!("{}/v1/runs/{id}/cancel", svc.base);
     assert!(
         out.stderr
-            .starts_with(&format!("error[authorization.refused] {url}\n")),
+            .starts_with(&format!("error[coordinator.authorization.refused] {url}\n")),
         "{}",
         out.stderr
     );
@@ -226,7 +226,7 @@ fn refusals_show_their_problem_code_and_next_step() {
     let v = out.json();
     assert_eq!(v["ok"], false);
     assert_eq!(v["status"], "refused");
-    assert_eq!(v["error"]["code"], "run.not-found");
+    assert_eq!(v["error"]["code"], "coordinator.run.not-found");
     assert_eq!(v["error"]["status"], 404);
     assert!(v["error"]["next"].is_string());
     // A refusal from the seed's table: admissions held.
@@ -249,7 +249,8 @@ fn refusals_show_their_problem_code_and_next_step() {
     );
     assert_eq!(out.code, 1);
     assert!(
-        out.stderr.starts_with("error[restore.unresolved] "),
+        out.stderr
+            .starts_with("error[coordinator.restore.unresolved] "),
         "{}",
         out.stderr
     );
@@ -273,7 +274,8 @@ fn refusals_show_their_problem_code_and_next_step() {
     let out = svc.ctl(PRODUCER, &["retain", "--before", "2026-07-01T00:00:00Z"]);
     assert_eq!(out.code, 1);
     assert!(
-        out.stderr.starts_with("error[authorization.refused] "),
+        out.stderr
+            .starts_with("error[coordinator.authorization.refused] "),
         "{}",
         out.stderr
     );
@@ -291,7 +293,8 @@ fn retain_erases_ended_runs_in_text_and_json() {
     let out = svc.ctl(OPERATOR, &["retain", "--before", "yesterday"]);
     assert_eq!(out.code, 1);
     assert!(
-        out.stderr.starts_with("error[request.invalid] "),
+        out.stderr
+            .starts_with("error[coordinator.request.invalid] "),
         "{}",
         out.stderr
     );
@@ -352,7 +355,8 @@ fn retain_erases_ended_runs_in_text_and_json() {
     );
     assert_eq!(out.code, 1);
     assert!(
-        out.stderr.starts_with("error[run.payload-erased] "),
+        out.stderr
+            .starts_with("error[coordinator.run.payload-erased] "),
         "{}",
         out.stderr
     );
@@ -385,7 +389,9 @@ fn doctor_text_and_json() {
     assert_eq!(v["result"]["holds"]["restore"], false);
     let out = svc.ctl(PRODUCER, &["doctor"]);
     assert_eq!(out.code, 1);
-    assert!(out.stderr.starts_with("error[authorization.refused]"));
+    assert!(out
+        .stderr
+        .starts_with("error[coordinator.authorization.refused]"));
 }
 
 #[test]
@@ -461,7 +467,9 @@ fn token_file_handling() {
     std::fs::write(&path, "not-a-token").unwrap();
     let out = run(&path);
     assert_eq!(out.code, 1);
-    assert!(out.stderr.starts_with("error[authentication.refused]"));
+    assert!(out
+        .stderr
+        .starts_with("error[coordinator.authentication.refused]"));
     assert!(!out.stderr.contains("not-a-token"));
     // The token is never accepted by value.
     let out = ctl(&[

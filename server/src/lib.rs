@@ -33,6 +33,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use coordinator_api as api;
+use coordinator_api::problems;
 use coordinator_engine::{
     Action, ActionError, AdmitError, EffectState, Engine, EventOrigin, Principal, RunStatus,
     StartRequest,
@@ -104,52 +105,45 @@ pub struct AppState {
     pub events: Arc<events::EventSources>,
 }
 
-/// An error answer: an RFC 9457 problem document.
+/// An error answer: an RFC 9457 problem document, only ever made from a
+/// type of the problem registry ([`api::problems`]), so every code the
+/// service answers is in the registry with its status and title.
 #[derive(Debug)]
 pub struct ApiError(api::Problem);
 
 impl ApiError {
-    fn new(status: u16, code: &str, title: &str) -> Self {
-        ApiError(api::Problem::new(status, code, title, None))
+    fn of(kind: &api::problems::ProblemType) -> Self {
+        ApiError(kind.problem(None))
     }
     fn detail(mut self, detail: impl Into<String>) -> Self {
         self.0.detail = Some(detail.into());
         self
     }
     fn refused() -> Self {
-        Self::new(401, "authentication.refused", "Authentication refused")
+        Self::of(&problems::AUTHENTICATION_REFUSED)
     }
     /// 403: the caller's policy (by `client_id`) lacks `action`, or (for
     /// the deployment-wide actions) is not `operator: true`.
     fn forbidden(action: &str) -> Self {
-        Self::new(
-            403,
-            "authorization.refused",
-            "The policy does not grant this action",
-        )
+        Self::of(&problems::AUTHORIZATION_REFUSED)
         .detail(format!(
             "the caller's policy does not grant `{action}`; add it to the policy's `actions` in deployment.authentication.policies"
         ))
     }
     fn not_found() -> Self {
-        Self::new(404, "run.not-found", "No such run")
+        Self::of(&problems::RUN_NOT_FOUND)
     }
     fn bad_request(detail: impl Into<String>) -> Self {
-        Self::new(400, "request.invalid", "Malformed request").detail(detail)
+        Self::of(&problems::REQUEST_INVALID).detail(detail)
     }
     /// 409 `run.payload-erased` (seed 000).
     fn payload_erased() -> Self {
-        Self::new(
-            409,
-            "run.payload-erased",
-            "Retention erased the run's payloads",
-        )
-        .detail("it can no longer be retried or reconciled")
+        Self::of(&problems::RUN_PAYLOAD_ERASED).detail("it can no longer be retried or reconciled")
     }
 
     /// 503 `service.unavailable` before the store is open and checked.
     fn starting() -> Self {
-        Self::new(503, "service.unavailable", "The store is unavailable").detail(
+        Self::of(&problems::SERVICE_UNAVAILABLE).detail(
             "the service is waiting for the database and has not passed its deployment checks; try again once /ready answers 200",
         )
     }
@@ -164,30 +158,22 @@ impl ApiError {
                 code: "run.payload-erased",
                 ..
             } => Self::payload_erased(),
-            StoreError::LeaseIncompatible { .. } => Self::new(
-                409,
-                "restore.lease-incompatible",
-                "A restore step is out of order, or held work still needs review",
-            )
-            .detail("this instance started before the restore hold was placed: restart it"),
+            StoreError::LeaseIncompatible { .. } => Self::of(&problems::RESTORE_LEASE_INCOMPATIBLE)
+                .detail("this instance started before the restore hold was placed: restart it"),
             // A value this process cannot open (a state key version its
             // runtime file lacks, or a row that does not open under its
             // binding) is a deployment fault, not an outage: seed 000
             // `deployment.refused`, never a 503.
             StoreError::Refused { code, message } => {
                 tracing::error!(code = *code, error = %message, "store refused");
-                Self::new(
-                    409,
-                    "deployment.refused",
-                    "The activation, runtime file, or state key custody check failed",
-                )
+                Self::of(&problems::DEPLOYMENT_REFUSED)
                 .detail(format!(
                     "{code}: run `coordinatorctl --runtime-config FILE deployment-status` with this service's runtime file"
                 ))
             }
             other => {
                 tracing::error!(code = "store-unavailable", error = %other, "store error");
-                Self::new(503, "service.unavailable", "The store is unavailable")
+                Self::of(&problems::SERVICE_UNAVAILABLE)
             }
         }
     }
@@ -254,9 +240,9 @@ pub fn router(state: AppState) -> Router {
             post(ops::release_admission_hold),
         )
         .route("/v1/retention", post(ops::retention))
-        .fallback(|| async { ApiError::new(404, "route.not-found", "No such route") })
+        .fallback(|| async { ApiError::of(&problems::ROUTE_NOT_FOUND) })
         .method_not_allowed_fallback(|| async {
-            ApiError::new(405, "method.not-allowed", "Method not allowed")
+            ApiError::of(&problems::METHOD_NOT_ALLOWED)
                 .detail("see docs/openapi.json for each route's method")
         })
         .layer(DefaultBodyLimit::max(api::MAX_BODY_BYTES))
@@ -274,13 +260,9 @@ async fn json_bodies_only(
     next: axum::middleware::Next,
 ) -> Response {
     if request.method() == axum::http::Method::POST && !json_content_type(request.headers()) {
-        return ApiError::new(
-            415,
-            "request.unsupported-media-type",
-            "The request body must be JSON",
-        )
-        .detail("send the body with Content-Type: application/json")
-        .into_response();
+        return ApiError::of(&problems::REQUEST_UNSUPPORTED_MEDIA_TYPE)
+            .detail("send the body with Content-Type: application/json")
+            .into_response();
     }
     next.run(request).await
 }
@@ -438,7 +420,7 @@ async fn principal(s: &AppState, headers: &HeaderMap) -> Result<Principal, ApiEr
         // a refusal of the caller (seed 000 `service.unavailable`).
         auth::AuthError::Unavailable(reason) => {
             tracing::error!(code = "service.unavailable", reason = %reason, "token verifier unavailable");
-            ApiError::new(503, "service.unavailable", "The token verifier is unavailable")
+            ApiError::of(&problems::SERVICE_UNAVAILABLE)
                 .detail("try again after it recovers")
         }
         auth::AuthError::Refused(reason) => {
@@ -460,7 +442,7 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 fn body(bytes: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
     bytes.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(413, "request.too-large", "The body is larger than 64 KiB")
+            ApiError::of(&problems::REQUEST_TOO_LARGE)
         } else {
             ApiError::bad_request("the body could not be read")
         }
@@ -511,12 +493,8 @@ async fn start(
                 && k.bytes().all(|b| b.is_ascii_graphic())
         })
         .ok_or_else(|| {
-            ApiError::new(
-                400,
-                "idempotency.key-required",
-                "Idempotency-Key is required",
-            )
-            .detail("1 to 255 visible ASCII characters")
+            ApiError::of(&problems::IDEMPOTENCY_KEY_REQUIRED)
+                .detail("1 to 255 visible ASCII characters")
         })?
         .to_owned();
     let start = StartRequest {
@@ -567,60 +545,30 @@ async fn admitted(
                 &run_status(&run),
             ))
         }
-        Err(AdmitError::UnknownWorkflow) => Err(ApiError::new(
-            404,
-            "workflow.not-found",
-            "No package serves this workflow",
-        )),
-        Err(AdmitError::UnknownTrigger) => Err(ApiError::new(
-            404,
-            "trigger.not-found",
-            "The workflow's active revision has no such trigger",
-        )),
-        Err(AdmitError::EventSourceMismatch) => Err(ApiError::new(
-            422,
-            "event.source-mismatch",
-            "The event's source is not the trigger's event source",
-        )),
-        Err(AdmitError::EventTypeMismatch) => Err(ApiError::new(
-            422,
-            "event.type-mismatch",
-            "The event's type is not the trigger's eventType",
-        )),
-        Err(AdmitError::EventRefused(m)) => Err(ApiError::new(
-            422,
-            "event.data-invalid",
-            "The trigger cannot start a run from this event",
-        )
+        Err(AdmitError::UnknownWorkflow) => Err(ApiError::of(&problems::WORKFLOW_NOT_FOUND)),
+        Err(AdmitError::UnknownTrigger) => Err(ApiError::of(&problems::TRIGGER_NOT_FOUND)),
+        Err(AdmitError::EventSourceMismatch) => Err(ApiError::of(&problems::EVENT_SOURCE_MISMATCH)),
+        Err(AdmitError::EventTypeMismatch) => Err(ApiError::of(&problems::EVENT_TYPE_MISMATCH)),
+        Err(AdmitError::EventRefused(m)) => Err(ApiError::of(&problems::EVENT_DATA_INVALID)
         .detail(m)),
-        Err(AdmitError::RevisionNotActive { active }) => Err(ApiError::new(
-            409,
-            "revision.not-active",
-            "The revision is not the workflow's active one",
-        )
+        Err(AdmitError::RevisionNotActive { active }) => Err(ApiError::of(&problems::REVISION_NOT_ACTIVE)
         .detail(format!("the active revision is {active}"))),
         Err(AdmitError::InputRefused(m)) => {
-            Err(ApiError::new(400, "input.invalid", "The input schema refuses the input").detail(m))
+            Err(ApiError::of(&problems::INPUT_INVALID).detail(m))
         }
-        Err(AdmitError::KeyReused) => Err(ApiError::new(
-            409,
-            "idempotency.key-reused",
-            "The key was used with another revision or input",
-        )),
-        Err(AdmitError::RecoveryOnly) => Err(ApiError::new(
-            409,
-            "admission.recovery-only",
-            "This instance runs with --recovery-only and admits no runs",
-        )),
-        Err(AdmitError::ActivationChanged) => Err(ApiError::new(
-            409,
-            "deployment.activation-changed",
-            "An apply changed the active packages after the service started",
-        )
+        Err(AdmitError::KeyReused) => Err(ApiError::of(&problems::IDEMPOTENCY_KEY_REUSED)),
+        Err(AdmitError::RecoveryOnly) => Err(ApiError::of(&problems::ADMISSION_RECOVERY_ONLY)),
+        Err(AdmitError::ActivationChanged) => Err(ApiError::of(&problems::DEPLOYMENT_ACTIVATION_CHANGED)
         .detail("restart the service with the runtime file apply used")),
+        Err(AdmitError::BindingConflict { connection }) => Err(ApiError::of(
+            &problems::BINDING_CONFLICT,
+        )
+        .detail(format!(
+            "connection `{connection}` is bound differently here than in the runtime file the last apply used: restart this service with that file"
+        ))),
         Err(AdmitError::AdmissionHeld) => {
             Err(
-                ApiError::new(409, "admission.held", "The admission hold is in place")
+                ApiError::of(&problems::ADMISSION_HELD)
                     .detail("release-admission-hold reopens admissions after a restore"),
             )
         }
@@ -643,13 +591,9 @@ async fn event_start(
     let bytes = body(bytes)?;
     let Some(info) = s.engine.trigger(&workflow, &trigger) else {
         return Err(if s.engine.active_revisions().contains_key(&workflow) {
-            ApiError::new(
-                404,
-                "trigger.not-found",
-                "The workflow's active revision has no such trigger",
-            )
+            ApiError::of(&problems::TRIGGER_NOT_FOUND)
         } else {
-            ApiError::new(404, "workflow.not-found", "No package serves this workflow")
+            ApiError::of(&problems::WORKFLOW_NOT_FOUND)
         });
     };
     let Some(source) = s.events.source(&info.source) else {
@@ -834,14 +778,21 @@ async fn recover(
         "cancel" => ("cancel", Action::Cancel),
         "retry-same" => ("retry-same", Action::RetrySame),
         "reconcile" => ("reconcile", Action::Reconcile),
-        _ => return Err(ApiError::new(404, "route.not-found", "No such route")),
+        _ => return Err(ApiError::of(&problems::ROUTE_NOT_FOUND)),
     };
     let who = principal(&s, &headers).await?;
     let bytes = body(bytes)?;
     let recovery: api::Recovery = strict::from_slice(&bytes).map_err(ApiError::bad_request)?;
     ops::reference("reason", &recovery.reason)?;
     let run = visible_run(&s, &who, &run, name).await?;
-    match s.engine.act(&run.id, act).await {
+    // A reconcile that found the receipt expired happened all the same: it
+    // is audited, then answered 409 `receipt.expired`.
+    let (after, expired) = match s.engine.act(&run.id, act).await {
+        Ok(after) => (Ok(after), false),
+        Err(ActionError::ReceiptExpired(after)) => (Ok(*after), true),
+        Err(e) => (Err(e), false),
+    };
+    match after {
         Ok(after) => {
             // The reason is free text an operator typed: it goes to the
             // audit journal as a keyed reference only, never to the log.
@@ -860,35 +811,43 @@ async fn recover(
                     .fact("state", state)
             })
             .await?;
+            if expired {
+                return Err(ApiError::of(&problems::RECEIPT_EXPIRED).detail(
+                    "the product no longer holds the original receipt: this is not evidence the command was never sent; the run stays held",
+                ));
+            }
             Ok(json(StatusCode::OK, &run_status(&after)))
         }
         Err(ActionError::NotFound) => Err(ApiError::not_found()),
         Err(ActionError::ExecutionHeld) => {
             Err(
-                ApiError::new(409, "execution.held", "The restore hold is in place")
+                ApiError::of(&problems::EXECUTION_HELD)
                     .detail("nothing is dispatched while the restore hold is in place: retry-same, and a cancel whose route sends a call, wait for release-restore-hold; reconcile is served"),
             )
         }
-        Err(ActionError::BindingChanged { connection }) => Err(ApiError::new(
-            409,
-            "binding.live-conflict",
-            "The runtime file changed connection settings a run uses",
-        )
+        Err(ActionError::BindingChanged { connection }) => Err(ApiError::of(&problems::BINDING_LIVE_CONFLICT)
         .detail(format!(
             "connection `{connection}` is bound differently than when the run was admitted; restore its settings and restart, or keep investigating with --recovery-only"
         ))),
         Err(ActionError::PayloadErased) => Err(ApiError::payload_erased()),
+        Err(ActionError::Raced) => Err(ApiError::of(&problems::RECONCILE_RACED)
+            .detail("the run changed between the read this action was decided on and its commit; nothing was applied: inspect it again")),
+        // Answered above, after the audit.
+        Err(ActionError::ReceiptExpired(_)) => Err(ApiError::of(&problems::RECEIPT_EXPIRED)),
         Err(ActionError::Store(e)) => Err(ApiError::store(&e)),
         Err(ActionError::Refused(r)) => {
-            let code = match (act, r.code) {
+            let kind = match (act, r.code) {
                 (Action::Reconcile, coordinator_engine::RejectCode::NoReceipt) => {
-                    "reconcile.unsupported"
+                    &problems::RECONCILE_UNSUPPORTED
                 }
-                (Action::Reconcile, _) => "reconcile.refused",
-                (Action::RetrySame, _) => "retry.refused",
-                (Action::Cancel, _) => "cancel.refused",
+                (Action::Reconcile, coordinator_engine::RejectCode::ReceiptExpired) => {
+                    &problems::RECEIPT_EXPIRED
+                }
+                (Action::Reconcile, _) => &problems::RECONCILE_REFUSED,
+                (Action::RetrySame, _) => &problems::RETRY_REFUSED,
+                (Action::Cancel, _) => &problems::CANCEL_REFUSED,
             };
-            Err(ApiError::new(409, code, "The run cannot be recovered that way").detail(r.message))
+            Err(ApiError::of(kind).detail(r.message))
         }
     }
 }

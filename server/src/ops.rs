@@ -19,6 +19,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use coordinator_api as api;
+use coordinator_api::problems;
 use coordinator_engine::metrics::wait_kind;
 use coordinator_engine::{EffectState, Engine, HoldError, Principal, RunStatus};
 use coordinator_ports::{Holds, StoreError};
@@ -114,11 +115,7 @@ pub(crate) async fn audited(
         .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
     appended.map_err(|e| {
         tracing::error!(code = "audit.response-unavailable", error = %e, "audit append failed; answer withheld");
-        ApiError::new(
-            503,
-            "audit.response-unavailable",
-            "The operation may have completed, but its audited result was not released",
-        )
+        ApiError::of(&problems::AUDIT_RESPONSE_UNAVAILABLE)
         .detail("inspect before repeating it")
     })
 }
@@ -207,16 +204,13 @@ fn hold_record(
 /// A refused restore step as its problem: 409 with the step's code, or
 /// the store's answer.
 fn hold_refused(e: HoldError) -> ApiError {
-    match (e.code(), e) {
-        (Some(code), e) => ApiError::new(
-            409,
-            code,
-            "A restore step is out of order, or held work still needs review",
-        )
-        .detail(e.detail()),
-        (None, HoldError::Store(e)) => ApiError::store(&e),
-        (None, e) => ApiError::store(&StoreError::Unavailable(e.detail())),
-    }
+    let kind = match &e {
+        HoldError::HoldRequired(_) => &problems::RESTORE_HOLD_REQUIRED,
+        HoldError::ReviewRequired { .. } => &problems::RESTORE_REVIEW_REQUIRED,
+        HoldError::Unresolved(_) => &problems::RESTORE_UNRESOLVED,
+        HoldError::Store(store) => return ApiError::store(store),
+    };
+    ApiError::of(kind).detail(e.detail())
 }
 
 /// `GET /v1/doctor`.

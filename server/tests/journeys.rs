@@ -1497,3 +1497,45 @@ async fn a_restore_hold_stops_an_ordinary_process_started_before_it() {
         .await;
     d.cleanup().await;
 }
+
+/// seed 000 "Codes you see" `binding.conflict`: after an `apply` of a
+/// runtime file that moves a connection no live run uses, a service still
+/// running on the old file admits nothing new (409 `binding.conflict`: its
+/// runs would record a binding the applied file does not have); restarted
+/// on the applied file, it admits again.
+#[tokio::test]
+async fn a_service_on_another_runtime_file_than_applied_admits_nothing() {
+    let Some(urls) = urls("binding_conflict") else {
+        return;
+    };
+    let d = Deployment::new(urls, 2_000).await;
+    let mut old = d.spawn().await;
+    let port = free_port();
+    let moved = d.runtime_file(port);
+    let text = std::fs::read_to_string(&moved).unwrap();
+    let base = d.messaging.base_url().to_owned();
+    assert!(text.contains(&base));
+    // Messaging moves (another base URL): no live run uses it.
+    std::fs::write(&moved, text.replace(&base, "http://127.0.0.1:9")).unwrap();
+    d.apply_file(&moved).await.expect("apply");
+    let (status, p) = d
+        .try_start(&old, "app-b", &d.revision, &rfc3339(unix_now() + 600))
+        .await;
+    assert_eq!(
+        (status, p["code"].as_str()),
+        (409, Some("binding.conflict")),
+        "{p}"
+    );
+    assert_eq!(
+        old.terminate(Duration::from_secs(15))
+            .await
+            .and_then(|s| s.code()),
+        Some(0)
+    );
+    let new = d.spawn_with(&moved, port, &[]).await;
+    let (status, p) = d
+        .try_start(&new, "app-b", &d.revision, &rfc3339(unix_now() + 600))
+        .await;
+    assert_eq!(status, 201, "{p}");
+    d.cleanup().await;
+}

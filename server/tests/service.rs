@@ -1149,3 +1149,87 @@ async fn media_types_scopes_and_a_verifier_outage_answer_as_the_seed_says() {
         .await;
     assert_eq!(s, 200);
 }
+
+/// seed 000 "Codes you see": a reconcile whose lookup finds the product's
+/// receipt gone answers 409 `receipt.expired` and the run stays held (not
+/// evidence the command was never sent), also when asked again; a
+/// reconcile of a run that changed between the read and the commit is 409
+/// `reconcile.raced` and applies nothing.
+#[tokio::test]
+async fn an_expired_receipt_and_a_raced_reconcile_answer_their_codes() {
+    let env = Env::new().await;
+    env.messaging
+        .fake()
+        .script("/v1/messages", [Reply::Reset, Reply::Reset]);
+    let mut held = Vec::new();
+    for (app, key) in [("app-e1", "k-e1"), ("app-e2", "k-e2")] {
+        env.breg.put_record(
+            "applications",
+            app,
+            "r1",
+            json!({"noticeAllowed": true, "applicantEmail": "applicant@example.org"}),
+        );
+        let (_, run) = env
+            .start(
+                PRODUCER,
+                key,
+                "follow-up",
+                json!({"applicationId": app, "sendAfter": "2020-01-01T00:00:00Z"}),
+            )
+            .await;
+        held.push(run["run"].as_str().unwrap().to_owned());
+    }
+    env.idle().await;
+    for id in &held {
+        let (_, st) = env.get(OPERATOR, &format!("/v1/runs/{id}")).await;
+        assert_eq!(st["state"], "attention", "{st}");
+    }
+    let reconcile = |id: String| {
+        let env = &env;
+        async move {
+            let path = format!("/v1/runs/{id}/reconcile");
+            let token = env.token(OPERATOR);
+            env.send(
+                reqwest::Method::POST,
+                &path,
+                Some(&token),
+                None,
+                Some(json!({"reason": "inc-1"}).to_string()),
+            )
+            .await
+        }
+    };
+    // The product forgot the first run's key.
+    let sent = env.messaging.fake().requests_to("/v1/messages");
+    let key = sent[0].header("idempotency-key").unwrap().to_owned();
+    env.messaging.fake().expire(&key);
+    let (s, _, body) = reconcile(held[0].clone()).await;
+    assert_eq!(
+        (s, body["code"].as_str()),
+        (409, Some("receipt.expired")),
+        "{body}"
+    );
+    let (_, st) = env.get(OPERATOR, &format!("/v1/runs/{}", held[0])).await;
+    assert_eq!(st["state"], "attention", "the run stays held: {st}");
+    let (s, _, body) = reconcile(held[0].clone()).await;
+    assert_eq!(
+        (s, body["code"].as_str()),
+        (409, Some("receipt.expired")),
+        "{body}"
+    );
+    // The second run changes between the read and the commit.
+    env.store.conflict_next_commit();
+    let (s, _, body) = reconcile(held[1].clone()).await;
+    assert_eq!(
+        (s, body["code"].as_str()),
+        (409, Some("reconcile.raced")),
+        "{body}"
+    );
+    let (_, st) = env.get(OPERATOR, &format!("/v1/runs/{}", held[1])).await;
+    assert_eq!(st["state"], "attention", "nothing was applied: {st}");
+    assert_eq!(
+        env.messaging.fake().requests_to("/v1/messages").len(),
+        2,
+        "nothing was sent again"
+    );
+}

@@ -1241,7 +1241,7 @@ impl<'v> Run<'v> {
         if *receipt_expired {
             return Err(reject(
                 if reconcile {
-                    RejectCode::NoReceipt
+                    RejectCode::ReceiptExpired
                 } else {
                     RejectCode::NotResendable
                 },

@@ -408,6 +408,9 @@ pub enum RejectCode {
     NotResendable,
     /// Reconcile of an operation without receipts, or after an expired one.
     NoReceipt,
+    /// Reconcile after the product's receipt expired: nothing may be looked
+    /// up for the call any more (seed 000 `receipt.expired`).
+    ReceiptExpired,
     /// A trigger's mapping reads an event member the event lacks (the
     /// message names its JSON Pointer, never a value).
     EventMemberMissing,

@@ -173,6 +173,21 @@ impl Vm {
         }
     }
 
+    /// Whether the call held for an operator had its receipt lookup answered
+    /// "expired" (the product no longer holds the original receipt: not
+    /// evidence the command was never sent; nothing is looked up or sent
+    /// for it any more).
+    pub fn receipt_expired(&self, state: &RunState) -> bool {
+        matches!(
+            &state.pending,
+            Some(Pending::Call {
+                phase: CallPhase::Held,
+                receipt_expired: true,
+                ..
+            })
+        )
+    }
+
     /// The call step the run is in (dispatched, looking up its receipt or
     /// held), if any.
     pub fn current_call<'s>(&'s self, state: &'s RunState) -> Option<&'s str> {

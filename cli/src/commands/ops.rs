@@ -13,7 +13,7 @@
 //! `coordinator.command.unexpected-answer`).
 //!
 //! Text output on stdout; a refusal goes to stderr as
-//! `error[<problem code>] <url>`, the problem's title and detail, and a
+//! `error[coordinator.<problem code>] <url>`, the problem's title and detail, and a
 //! `next:` line. `--format json` prints one `CoordinatorCtlReport` with the
 //! answer under `result` or the problem under `error`.
 //!
@@ -658,7 +658,7 @@ async fn perform(call: Call) -> u8 {
         &url,
         exit,
         Failure {
-            code: p.code,
+            code: cli_code(&p.code),
             status: Some(p.status),
             url: url.clone(),
             title: p.title,
@@ -700,26 +700,27 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     out
 }
 
-/// The `next:` line for a problem code (seed 000 "Codes you see", and the
-/// codes of docs/service.md).
+/// The `next:` line for a problem code: the registry's (seed 000 "Codes
+/// you see" word for word where it has a line).
 pub fn next_step(code: &str) -> &'static str {
-    match code {
-        "service.unavailable" => "the database, audit stream or token verifier is unavailable; try again after it recovers",
-        "audit.response-unavailable" => "the operation may have completed; inspect the run before repeating it",
-        "deployment.refused" => "run `coordinatorctl --runtime-config FILE deployment-status`",
-        "deployment.activation-changed" => "restart the service with the runtime file apply used",
-        "binding.conflict" | "binding.live-conflict" => "restore the connection settings and restart, or investigate with `coordinator --recovery-only`",
-        "execution.held" | "admission.held" => "the restore hold or the admission hold is in place; see `coordinatorctl doctor`",
-        "admission.recovery-only" => "this instance runs with --recovery-only; send starts to the ordinary service",
-        "restore.hold-required" | "restore.unresolved" | "restore.review-required" | "restore.lease-incompatible" => "a restore step is out of order or held work needs review; see `coordinatorctl doctor` and `list --attention true`",
-        "reconcile.unsupported" | "reconcile.refused" | "reconcile.raced" | "retry.refused" | "cancel.refused" => "inspect the run: it may have ended, hold no uncertain call, or have changed meanwhile",
-        "receipt.expired" => "the product no longer holds the receipt; this is not evidence the command was never sent",
-        "run.payload-erased" => "retention erased the run's payloads; it can no longer be retried or reconciled",
-        "authentication.refused" => "the token file must hold a current access token for this service's audience",
-        "authorization.refused" => "the policy of this token's client does not grant the action",
-        "run.not-found" => "check the run id; a caller sees only its own runs",
-        "request.invalid" | "input.invalid" => "correct the request (see the detail)",
-        _ => "see docs/operations.md for this code",
+    api::problems::find(code).map_or("see docs/errors/ for this code", |p| p.next)
+}
+
+/// A problem code as `coordinatorctl` prints it: with the `coordinator.`
+/// prefix (seed 000: "coordinatorctl prefixes its codes with
+/// `coordinator.`"). A code that is not a code (characters other than
+/// lowercase letters, digits, `.` and `-`, or longer than 100) is shown
+/// escaped, never raw: it came from the other end of a socket.
+pub fn cli_code(code: &str) -> String {
+    let plain = !code.is_empty()
+        && code.len() <= 100
+        && code
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-');
+    if plain {
+        format!("coordinator.{code}")
+    } else {
+        format!("coordinator.{}", code.escape_default())
     }
 }
 

@@ -32,6 +32,15 @@ pub enum ActionError {
     /// `retry-same` or `reconcile` of a run whose payloads retention erased
     /// (409 `run.payload-erased`, seed 000).
     PayloadErased,
+    /// `reconcile` or `retry-same` of a run that changed between the read
+    /// the action was decided on and its commit (409 `reconcile.raced`):
+    /// nothing was applied; inspect it again.
+    Raced,
+    /// The reconcile was carried out, and the product answered that it no
+    /// longer holds the original receipt (409 `receipt.expired`): the run
+    /// stays held; this is not evidence the command was never sent. The
+    /// run as it stands after the action (the action happened: audit it).
+    ReceiptExpired(Box<RunRecord>),
     /// The store failed.
     Store(StoreError),
 }
@@ -213,10 +222,18 @@ impl Engine {
                 Feeding {
                     review,
                     refuse_dispatch: holds.restore,
+                    // An operator decided on the run as it was read: if it
+                    // moved meanwhile, say so rather than apply the decision
+                    // to another state. A cancel applies to any state.
+                    retry_conflicts: action == Action::Cancel,
                     ..Feeding::default()
                 },
             )
-            .await?;
+            .await
+            .map_err(|e| match e {
+                StoreError::Conflict => ActionError::Raced,
+                other => ActionError::Store(other),
+            })?;
         match fed {
             Fed::Applied(r) => {
                 tracing::info!(run = %r.id, action = ?action, state = r.status().as_str(), "operator action");
@@ -227,7 +244,15 @@ impl Engine {
                 // shows what it found (it is a read: also under the restore
                 // hold and on a `--recovery-only` instance).
                 self.look_up_receipts_now(&r.id).await;
-                Ok(self.store.get(&r.id).await?.unwrap_or(*r))
+                let after = self.store.get(&r.id).await?.unwrap_or(*r);
+                let expired = self
+                    .vm(&after.revision)
+                    .await?
+                    .is_some_and(|vm| vm.receipt_expired(&after.state));
+                if expired {
+                    return Err(ActionError::ReceiptExpired(Box::new(after)));
+                }
+                Ok(after)
             }
             Fed::Rejected(r) => Err(ActionError::Refused(r)),
             Fed::Held => Err(ActionError::ExecutionHeld),

@@ -98,6 +98,13 @@ pub enum AdmitError {
     RecoveryOnly,
     /// The admission hold is in place (409 `admission.held`).
     AdmissionHeld,
+    /// This process's binding of `connection` is not the one the last
+    /// `apply` recorded (409 `binding.conflict`): it serves another runtime
+    /// file; restart it with the one apply used.
+    BindingConflict {
+        /// The first such connection, by name.
+        connection: String,
+    },
     /// An `apply` changed the active packages after this process started
     /// (409 `deployment.activation-changed`): restart it with the runtime
     /// file apply used. Only new starts get it.
@@ -151,7 +158,8 @@ impl Engine {
             Err(
                 AdmitError::RecoveryOnly
                 | AdmitError::AdmissionHeld
-                | AdmitError::ActivationChanged,
+                | AdmitError::ActivationChanged
+                | AdmitError::BindingConflict { .. },
             ) => "held",
             Err(AdmitError::Store(_)) => "store-error",
             Err(_) => "refused",
@@ -311,6 +319,9 @@ impl Engine {
                 Err(AdmitError::ActivationChanged)
             }
             Admitted::AdmissionHeld => Err(AdmitError::AdmissionHeld),
+            Admitted::BindingConflict { connection } => {
+                Err(AdmitError::BindingConflict { connection })
+            }
         }
     }
 

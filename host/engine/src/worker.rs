@@ -19,7 +19,6 @@ use crate::engine::{Engine, Fed, InFlight, INTERRUPTED, MAX_BACKOFF_SECONDS};
 pub(crate) type LedgerUpdate<'a> = dyn Fn(&mut BTreeMap<String, StepLedger>) + Sync + 'a;
 
 /// How [`Engine::feed`] commits an event.
-#[derive(Default)]
 pub(crate) struct Feeding<'a> {
     /// The leased job the event answers: completed (deleted) by the commit,
     /// discarded when the VM refuses the event; an outage is waited out
@@ -32,6 +31,21 @@ pub(crate) struct Feeding<'a> {
     /// Commit nothing (answer [`Fed::Held`]) if the VM's commands would
     /// dispatch (the restore hold is in place).
     pub(crate) refuse_dispatch: bool,
+    /// On a version conflict, read the run again and apply the event anew
+    /// (a worker's answer is never dropped); `false` answers the conflict.
+    pub(crate) retry_conflicts: bool,
+}
+
+impl Default for Feeding<'_> {
+    fn default() -> Self {
+        Feeding {
+            complete: None,
+            ledger: None,
+            review: None,
+            refuse_dispatch: false,
+            retry_conflicts: true,
+        }
+    }
 }
 
 impl Feeding<'_> {
@@ -408,6 +422,7 @@ impl Engine {
             ledger: ledger_update,
             review,
             refuse_dispatch,
+            retry_conflicts,
         } = feeding;
         let owner = self.config.worker_id.clone();
         let Some(vm) = self.vm(&run.revision).await? else {
@@ -465,7 +480,7 @@ impl Engine {
                 Err(e) => e,
             };
             match failed {
-                StoreError::Conflict if conflicts < 8 => conflicts += 1,
+                StoreError::Conflict if retry_conflicts && conflicts < 8 => conflicts += 1,
                 // A worker holds an answer (a request may have left): it is
                 // never dropped for an outage; the commit is tried again
                 // until the store is back. An operator action fails fast.

@@ -30,6 +30,8 @@ struct Memory {
     holds: Holds,
     /// Set by [`MemoryRunStore::change_activation`].
     activation_changed: bool,
+    /// Set by [`MemoryRunStore::conflict_next_commit`].
+    conflict_next_commit: bool,
     definitions: BTreeMap<String, Definition>,
     runs: BTreeMap<String, RunRecord>,
     by_identity: BTreeMap<String, String>,
@@ -108,6 +110,14 @@ impl MemoryRunStore {
     pub fn change_activation(&self) {
         if let Ok(mut m) = self.inner.lock() {
             m.activation_changed = true;
+        }
+    }
+
+    /// Makes the next commit fail with [`StoreError::Conflict`], as if
+    /// another process had changed the run after it was read (tests).
+    pub fn conflict_next_commit(&self) {
+        if let Ok(mut m) = self.inner.lock() {
+            m.conflict_next_commit = true;
         }
     }
 
@@ -361,6 +371,9 @@ impl RunStore for MemoryRunStore {
 
     async fn commit(&self, commit: Commit) -> Result<u64, StoreError> {
         let mut m = self.lock()?;
+        if std::mem::take(&mut m.conflict_next_commit) {
+            return Err(StoreError::Conflict);
+        }
         let version = match m.runs.get(&commit.run_id) {
             None => return Err(StoreError::NotFound),
             Some(r) if r.payload_erased => {

@@ -327,6 +327,13 @@ pub enum Admitted {
     },
     /// The admission hold is in place (seed 000 `admission.held`).
     AdmissionHeld,
+    /// The run would record, for `connection`, another binding than the
+    /// runtime file the last `apply` used (seed 000 `binding.conflict`):
+    /// this process serves another runtime file. Nothing was stored.
+    BindingConflict {
+        /// The first such connection, by name.
+        connection: String,
+    },
     /// An `apply` changed the active packages after this store was opened
     /// (seed 000 `deployment.activation-changed`): the process serves the
     /// activation it started with and must be restarted. Nothing was

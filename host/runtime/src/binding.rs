@@ -117,7 +117,7 @@ pub fn binding_digests<'a>(
 }
 
 /// How many runs that have not ended recorded `digest` for `connection`
-/// (what [`crate::service::RunStore::live_bindings`] returns).
+/// (what the run store port's `live_bindings` returns).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LiveBinding {
     /// The connection name.

@@ -642,11 +642,23 @@ pub async fn apply(
             }
         }
     }
+    let bindings = coordinator_runtime::binding::binding_digests(
+        &config.connections.clone().into_iter().collect(),
+        config.connections.keys(),
+    );
     sqlx::query(&format!(
         "UPDATE {ns}.deployment SET applied_at = now(),
-            activation_generation = activation_generation + $1"
+            activation_generation = activation_generation + $1,
+            connection_bindings = $2::jsonb"
     ))
     .bind(i64::from(changed))
+    .bind(serde_json::to_string(&bindings).map_err(|e| {
+        StoreError::refused(
+            "deployment.refused",
+            format!("the connection bindings do not serialise: {e}"),
+            "report this",
+        )
+    })?)
     .execute(&mut *tx)
     .await
     .map_err(db_error)?;

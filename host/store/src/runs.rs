@@ -633,7 +633,7 @@ impl RunStore for Store {
         let row = sqlx::query(&format!(
             "SELECT d.admission_hold,
                     (SELECT revision FROM {ns}.active_workflows WHERE workflow = $1),
-                    d.activation_generation
+                    d.activation_generation, d.connection_bindings::text
                FROM {ns}.deployment d"
         ))
         .bind(&run.workflow)
@@ -643,8 +643,22 @@ impl RunStore for Store {
         let held: bool = row.try_get(0).map_err(pdb)?;
         let active: Option<String> = row.try_get(1).map_err(pdb)?;
         let generation: i64 = row.try_get(2).map_err(pdb)?;
+        let applied: String = row.try_get(3).map_err(pdb)?;
+        let applied: BTreeMap<String, String> = serde_json::from_str(&applied)
+            .map_err(|e| tampered(format!("deployment connection bindings: {e}")))?;
         if held {
             return Ok(Admitted::AdmissionHeld);
+        }
+        // A binding the last apply did not record: this process serves
+        // another runtime file than the one applied.
+        if let Some((connection, _)) = run
+            .bindings
+            .iter()
+            .find(|(c, d)| applied.get(*c).is_some_and(|a| a != *d))
+        {
+            return Ok(Admitted::BindingConflict {
+                connection: connection.clone(),
+            });
         }
         if generation != self.activation_generation {
             return Ok(Admitted::ActivationChanged);

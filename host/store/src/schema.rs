@@ -58,6 +58,12 @@ CREATE TABLE {ns}.deployment (
     -- Bumped by every apply that changes the active packages: a running
     -- service compares it with the value it started with.
     activation_generation bigint NOT NULL DEFAULT 0,
+    -- The binding digest of every connection of the runtime file the last
+    -- apply used, by name (runtime/src/binding.rs): an admission recording
+    -- another binding for a connection is refused (binding.conflict), so a
+    -- process started with another runtime file admits nothing.
+    connection_bindings jsonb NOT NULL DEFAULT '{}'
+        CHECK (jsonb_typeof(connection_bindings) = 'object'),
     created_at timestamptz NOT NULL DEFAULT now(),
     applied_at timestamptz NOT NULL DEFAULT now()
 );

@@ -53,32 +53,7 @@ async fn lease(
         .await
 }
 
-struct Urls {
-    admin: String,
-    migration: String,
-    runtime: String,
-}
-
-fn urls(test: &str) -> Option<Urls> {
-    let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    match (
-        get("COORDINATOR_TEST_DATABASE_URL"),
-        get("COORDINATOR_TEST_MIGRATION_URL"),
-        get("COORDINATOR_TEST_RUNTIME_URL"),
-    ) {
-        (Some(admin), Some(migration), Some(runtime)) => Some(Urls {
-            admin,
-            migration,
-            runtime,
-        }),
-        _ => {
-            eprintln!(
-                "NOTICE: {test} skipped: COORDINATOR_TEST_DATABASE_URL, _MIGRATION_URL and _RUNTIME_URL are not set (eval \"$(scripts/postgres.sh start)\")"
-            );
-            None
-        }
-    }
-}
+use coordinator_testkit::postgres::{pg15_url, urls, Urls};
 
 fn suffix() -> String {
     uuid::Uuid::new_v4().simple().to_string()[..12].to_owned()
@@ -591,11 +566,7 @@ async fn postgresql_15_is_refused() {
     let Some(urls) = urls("postgresql_15") else {
         return;
     };
-    let Some(pg15) = std::env::var("COORDINATOR_TEST_PG15_URL")
-        .ok()
-        .filter(|v| !v.is_empty())
-    else {
-        eprintln!("NOTICE: postgresql_15_is_refused skipped: COORDINATOR_TEST_PG15_URL is not set (eval \"$(scripts/postgres15.sh start)\")");
+    let Some(pg15) = pg15_url("postgresql_15_is_refused") else {
         return;
     };
     let fx = Fx::new(urls);

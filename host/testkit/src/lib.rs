@@ -219,3 +219,71 @@ deployment:
   activeStateKey: 1
   admissionKeyRef: secret:file/admission-key
 "#;
+
+/// The test PostgreSQL servers, from the variables `scripts/postgres.sh`
+/// (and `postgres15.sh`) print. One home for every PostgreSQL-backed test.
+pub mod postgres {
+    /// The three URLs of the PostgreSQL 17 test server.
+    #[derive(Clone, Debug)]
+    pub struct Urls {
+        /// `COORDINATOR_TEST_DATABASE_URL`: a superuser, for set-up.
+        pub admin: String,
+        /// `COORDINATOR_TEST_MIGRATION_URL`: the migration role.
+        pub migration: String,
+        /// `COORDINATOR_TEST_RUNTIME_URL`: the runtime role.
+        pub runtime: String,
+    }
+
+    fn var(name: &str) -> Option<String> {
+        std::env::var(name).ok().filter(|v| !v.is_empty())
+    }
+
+    /// Skips the calling test (after a notice) when the server is not
+    /// configured, except under `CI=true`, where a missing variable is a
+    /// broken set-up and fails the test: CI runs scripts/test.sh, which
+    /// always starts the servers and sets the variables.
+    ///
+    /// # Panics
+    /// Under `CI=true` when `what` is missing.
+    pub fn missing(test: &str, what: &str) {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{test}: {what} not set, and CI=true (run scripts/test.sh)"
+        );
+        eprintln!("NOTICE: {test} skipped: {what} not set (eval \"$(scripts/postgres.sh start)\")");
+    }
+
+    /// The PostgreSQL 17 test server's URLs; `None` after a notice when
+    /// they are not set ([`missing`]: a failure under `CI=true`).
+    pub fn urls(test: &str) -> Option<Urls> {
+        match (
+            var("COORDINATOR_TEST_DATABASE_URL"),
+            var("COORDINATOR_TEST_MIGRATION_URL"),
+            var("COORDINATOR_TEST_RUNTIME_URL"),
+        ) {
+            (Some(admin), Some(migration), Some(runtime)) => Some(Urls {
+                admin,
+                migration,
+                runtime,
+            }),
+            _ => {
+                missing(
+                    test,
+                    "COORDINATOR_TEST_DATABASE_URL, _MIGRATION_URL and _RUNTIME_URL are",
+                );
+                None
+            }
+        }
+    }
+
+    /// The PostgreSQL 15 server's URL (`COORDINATOR_TEST_PG15_URL`, for
+    /// the test that an older server is refused); `None` after a notice
+    /// ([`missing`]: a failure under `CI=true`).
+    pub fn pg15_url(test: &str) -> Option<String> {
+        let url = var("COORDINATOR_TEST_PG15_URL");
+        if url.is_none() {
+            missing(test, "COORDINATOR_TEST_PG15_URL is");
+        }
+        url
+    }
+}

@@ -175,40 +175,7 @@ impl Example {
     }
 }
 
-#[derive(Clone)]
-pub struct Urls {
-    pub admin: String,
-    pub migration: String,
-    pub runtime: String,
-}
-
-/// The test PostgreSQL's URLs from `COORDINATOR_TEST_DATABASE_URL`,
-/// `_MIGRATION_URL` and `_RUNTIME_URL`; `None` (after a notice) when one is
-/// unset, except under `CI=true`, where that fails the test.
-pub fn urls(test: &str) -> Option<Urls> {
-    let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    match (
-        get("COORDINATOR_TEST_DATABASE_URL"),
-        get("COORDINATOR_TEST_MIGRATION_URL"),
-        get("COORDINATOR_TEST_RUNTIME_URL"),
-    ) {
-        (Some(admin), Some(migration), Some(runtime)) => Some(Urls {
-            admin,
-            migration,
-            runtime,
-        }),
-        _ => {
-            // CI runs scripts/test.sh, which always sets them: there, a
-            // missing variable is a broken set-up, never a skipped test.
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "{test}: COORDINATOR_TEST_DATABASE_URL, _MIGRATION_URL and _RUNTIME_URL are not set, and CI=true (run scripts/test.sh)"
-            );
-            eprintln!("NOTICE: {test} skipped: COORDINATOR_TEST_DATABASE_URL, _MIGRATION_URL and _RUNTIME_URL are not set (eval \"$(scripts/postgres.sh start)\")");
-            None
-        }
-    }
-}
+pub use coordinator_testkit::postgres::{urls, Urls};
 
 pub fn suffix() -> String {
     uuid::Uuid::new_v4().simple().to_string()[..12].to_owned()
