@@ -7,6 +7,8 @@
 //! - [`disasm`]: a human-readable listing used by golden tests.
 //! - [`instant`]: RFC 3339 instants and Unix seconds, without a clock.
 //! - [`limits`]: the fixed Function limits (SPEC §3).
+//! - [`pointer`]: JSON Pointer reference tokens (RFC 6901), escaped and
+//!   unescaped in one place.
 //! - [`validation`]: the JSON Schema validator the VM and the compiler share.
 //!
 //! This crate depends on no other crate of the project, and knows nothing
@@ -20,6 +22,7 @@ pub mod catalogue;
 pub mod disasm;
 pub mod instant;
 pub mod limits;
+pub mod pointer;
 pub mod program;
 pub mod validation;
 

@@ -16,6 +16,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use coordinator_ir::catalogue::OperationDescriptor;
+use coordinator_ir::pointer::escape_token;
 use coordinator_source::{Diagnostic, Located, YamlDocument};
 
 use crate::ast::*;
@@ -49,11 +50,6 @@ pub const MAX_DEADLINE_SECONDS: u64 = 31_536_000;
 /// The repair line of every "does not fit" error.
 const MISMATCH_NEXT: &str =
     "Map a value of the type the schema declares there, or change the declared type.";
-
-/// A name as a JSON Pointer token (`~` → `~0`, `/` → `~1`; RFC 6901).
-pub(crate) fn esc(t: &str) -> String {
-    t.replace('~', "~0").replace('/', "~1")
-}
 
 /// Whether `n` matches [`NAME_PATTERN`] (`^[a-z][a-z0-9-]{0,63}$`).
 pub(crate) fn valid_name(n: &str) -> bool {
@@ -217,7 +213,7 @@ impl<'a> Checker<'a> {
                 if !valid_name(n) {
                     self.err_key(
                         "coordinator.name.invalid",
-                        &format!("{base}/{}", esc(n)),
+                        &format!("{base}/{}", escape_token(n)),
                         format!("`{n}` is not a valid name; names match {NAME_PATTERN}"),
                         "Use lowercase letters, digits and hyphens, starting with a letter (at most 64 characters).",
                     );
@@ -278,7 +274,7 @@ impl<'a> Checker<'a> {
 
 /// The JSON Pointer of step `name`.
 fn step_ptr(name: &str) -> String {
-    format!("/workflow/steps/{}", esc(name))
+    format!("/workflow/steps/{}", escape_token(name))
 }
 
 /// The names listed for a message, or `(none declared)`.

@@ -9,8 +9,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::Path;
 
+use coordinator_ir::pointer::escape_token;
 use coordinator_ir::Program;
-use coordinator_source::{yaml::escape_token, Diagnostic, ReadError, YamlDocument};
+use coordinator_source::{Diagnostic, ReadError, YamlDocument};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
