@@ -16,6 +16,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use coordinator_ir::catalogue::OperationDescriptor;
+use coordinator_ir::name::is_name;
 use coordinator_ir::pointer::escape_token;
 use coordinator_source::{Diagnostic, Located, YamlDocument};
 
@@ -50,14 +51,6 @@ pub const MAX_DEADLINE_SECONDS: u64 = 31_536_000;
 /// The repair line of every "does not fit" error.
 const MISMATCH_NEXT: &str =
     "Map a value of the type the schema declares there, or change the declared type.";
-
-/// Whether `n` matches [`NAME_PATTERN`] (`^[a-z][a-z0-9-]{0,63}$`).
-pub(crate) fn valid_name(n: &str) -> bool {
-    let mut chars = n.chars();
-    matches!(chars.next(), Some('a'..='z'))
-        && n.len() <= 64
-        && chars.all(|c| matches!(c, 'a'..='z' | '0'..='9' | '-'))
-}
 
 /// A resolved operation alias.
 pub(crate) struct Alias {
@@ -186,7 +179,7 @@ impl<'a> Checker<'a> {
 
     fn names_and_limits(&mut self) {
         let p = self.p;
-        if !valid_name(&p.project.id) {
+        if !is_name(&p.project.id) {
             self.err(
                 "coordinator.name.invalid",
                 "/project/id",
@@ -210,7 +203,7 @@ impl<'a> Checker<'a> {
         ];
         for (base, names) in groups {
             for n in names {
-                if !valid_name(n) {
+                if !is_name(n) {
                     self.err_key(
                         "coordinator.name.invalid",
                         &format!("{base}/{}", escape_token(n)),

@@ -6,10 +6,11 @@
 use std::collections::BTreeSet;
 
 use coordinator_ir::catalogue;
+use coordinator_ir::name::is_name;
 use coordinator_ir::pointer::escape_token;
 use serde_json::{json, Value};
 
-use super::{quote_list, valid_name, Alias, Checker, Func, MAX_FUNCTION_INPUTS};
+use super::{quote_list, Alias, Checker, Func, MAX_FUNCTION_INPUTS};
 use crate::ast::*;
 use crate::functions::ScriptFn;
 use crate::schema::{self, Sch};
@@ -149,7 +150,7 @@ impl Checker<'_> {
             .collect();
         for (name, a) in ops {
             let ptr = format!("/operations/{}", escape_token(&name));
-            if !valid_name(&a.connection) {
+            if !is_name(&a.connection) {
                 self.err(
                     "coordinator.name.invalid",
                     &format!("{ptr}/connection"),

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::Path;
 
+use coordinator_ir::name::{is_name, NAME_PATTERN};
 use coordinator_ir::pointer::escape_token;
 use coordinator_ir::Program;
 use coordinator_source::{Diagnostic, ReadError, YamlDocument};
@@ -241,13 +242,6 @@ fn is_loopback(host: &str) -> bool {
         .unwrap_or(false)
 }
 
-fn valid_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some('a'..='z'))
-        && name.len() <= 64
-        && chars.all(|c| matches!(c, 'a'..='z' | '0'..='9' | '-'))
-}
-
 fn valid_digest(d: &str) -> bool {
     d.strip_prefix("sha256:").is_some_and(|hex| {
         hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
@@ -354,12 +348,7 @@ impl Checker<'_> {
 
     fn config(&mut self, cfg: &RuntimeConfig) {
         let ns = &cfg.namespace;
-        let ok = ns.strip_prefix("coordinator_").is_some_and(|s| {
-            !s.is_empty()
-                && s.bytes()
-                    .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_'))
-        }) && ns.len() <= 63;
-        if !ok {
+        if !valid_namespace(ns) {
             self.err(
                 "coordinator.runtime.namespace",
                 self.doc.locate("/namespace"),
@@ -611,11 +600,11 @@ impl Checker<'_> {
     }
 
     fn name(&mut self, at: &str, name: &str, what: &str) {
-        if !valid_name(name) {
+        if !is_name(name) {
             self.err(
                 "coordinator.runtime.name",
                 self.doc.locate_key(at),
-                format!("{what} name `{name}` does not match ^[a-z][a-z0-9-]{{0,63}}$"),
+                format!("{what} name `{name}` does not match {NAME_PATTERN}"),
                 "Use lowercase letters, digits and `-`, starting with a letter.",
             );
         }

@@ -35,7 +35,7 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgSslMode};
 use sqlx::{PgPool, Row};
 
-use coordinator_runtime::config::{RuntimeConfig, SecretRef};
+use coordinator_runtime::config::{valid_namespace, RuntimeConfig, SecretRef};
 use coordinator_runtime::keys::{KeyError, StateKeyring};
 use coordinator_runtime::secrets::{SecretError, SecretResolver};
 
@@ -223,19 +223,6 @@ pub(crate) fn db_error(e: sqlx::Error) -> StoreError {
         message,
         "check that PostgreSQL is reachable and the role may connect, then try again",
     )
-}
-
-/// Whether `ns` is a namespace the store may interpolate into SQL:
-/// `coordinator_` + `[a-z0-9_]+`, at most 63 bytes (the runtime check's
-/// rule).
-pub fn valid_namespace(ns: &str) -> bool {
-    ns.len() <= 63
-        && ns.strip_prefix("coordinator_").is_some_and(|rest| {
-            !rest.is_empty()
-                && rest
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-        })
 }
 
 pub(crate) fn namespace_of(config: &RuntimeConfig) -> Result<&str, StoreError> {
@@ -567,16 +554,9 @@ mod tests {
     }
 
     #[test]
-    fn namespaces_and_cli_codes() {
-        assert!(valid_namespace("coordinator_follow_up"));
-        for bad in [
-            "coordinator_",
-            "public",
-            "coordinator_X",
-            "coordinator_a;drop",
-        ] {
-            assert!(!valid_namespace(bad), "{bad}");
-        }
+    fn cli_codes() {
+        // (The namespace rule is `coordinator_runtime::config::valid_namespace`,
+        // tested there.)
         let custody = StoreError::refused("coordinator.command.state-key-custody", "m", "n");
         assert_eq!(custody.code, "state-key-custody");
         assert_eq!(custody.cli_code(), "coordinator.command.state-key-custody");
