@@ -28,7 +28,6 @@ pub mod runs;
 pub mod schema;
 
 use std::fmt;
-use std::net::IpAddr;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -37,6 +36,7 @@ use sqlx::{PgPool, Row};
 
 use coordinator_runtime::config::{valid_namespace, RuntimeConfig, SecretRef};
 use coordinator_runtime::keys::{KeyError, StateKeyring};
+use coordinator_runtime::net::is_loopback_host;
 use coordinator_runtime::secrets::{SecretError, SecretResolver};
 
 pub use deploy::{
@@ -237,13 +237,6 @@ pub(crate) fn namespace_of(config: &RuntimeConfig) -> Result<&str, StoreError> {
     }
 }
 
-fn is_loopback_host(host: &str) -> bool {
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    host.starts_with('/')
-        || host.eq_ignore_ascii_case("localhost")
-        || bare.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
-}
-
 /// Connection options for `url` (read from `reference`), with the TLS rule
 /// of SPEC §8: `sslmode=require`/`verify-ca`/`verify-full` → `verify-full`
 /// (against the system roots, or `trusted_root_pem` when given); any other
@@ -264,7 +257,10 @@ pub fn connect_options(
             "write `postgres://ROLE:PASSWORD@HOST:PORT/DATABASE?sslmode=require` into the file",
         )
     })?;
-    let local = options.get_socket().is_some() || is_loopback_host(options.get_host());
+    // A Unix socket (a host that is a directory path), or a loopback host
+    // by the one rule (`coordinator_runtime::net::is_loopback_host`).
+    let host = options.get_host();
+    let local = options.get_socket().is_some() || host.starts_with('/') || is_loopback_host(host);
     let options = match options.get_ssl_mode() {
         PgSslMode::Require | PgSslMode::VerifyCa | PgSslMode::VerifyFull => {
             options.ssl_mode(PgSslMode::VerifyFull)
