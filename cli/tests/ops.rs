@@ -510,6 +510,13 @@ fn bad_urls_and_empty_run_ids_are_usage_errors() {
     assert!(!out.stderr.contains("pw-123"), "{}", out.stderr);
     assert!(out.stderr.contains("--token-file"), "{}", out.stderr);
     assert_eq!(with_url("http://127.0.0.1:http://x").code, 2);
+    // A query would end up inside the request URL: refused, naming it.
+    let out = with_url(&format!("{}/?x=1", svc.base));
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("without a query"), "{}", out.stderr);
+    // A trailing slash is no fault.
+    let out = with_url(&format!("{}/", svc.base));
+    assert_eq!(out.code, 0, "{}", out.stderr);
     let out = svc.ctl(OPERATOR, &["status", "--run", ""]);
     assert_eq!(out.code, 2, "{}", out.stderr);
 }

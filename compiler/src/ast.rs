@@ -19,8 +19,9 @@ pub const PROJECT_KIND: &str = "CoordinatorProject";
 /// The `$id` of the project format's JSON Schema.
 pub const PROJECT_SCHEMA_ID: &str =
     "https://id.registrystack.org/schemas/coordinator/project/project.v1beta1.schema.json";
-/// The pattern every name must match (SPEC §1).
-pub const NAME_PATTERN: &str = "^[a-z][a-z0-9-]{0,63}$";
+/// The pattern every name must match (SPEC §1); the rule itself is
+/// [`coordinator_ir::name::is_name`].
+pub use coordinator_ir::name::NAME_PATTERN;
 
 /// A mapping of names to values that keeps declaration order.
 #[derive(Clone, Debug, PartialEq)]
@@ -211,7 +212,7 @@ pub struct ProjectFile {
 #[serde(deny_unknown_fields)]
 pub struct ProjectInfo {
     /// The workflow name.
-    #[schemars(regex(pattern = r"^[a-z][a-z0-9-]{0,63}$"))]
+    #[schemars(regex(pattern = NAME_PATTERN))]
     pub id: String,
     /// A label for people (quoted string); never part of the revision.
     pub version: String,

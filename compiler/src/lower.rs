@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use coordinator_ir::pointer::escape_token;
 use coordinator_ir::{
     canonical, Argument, Case, ConstId, Expr, ExprId, Function, FunctionId, FunctionInput, Instr,
     OperationBinding, OperationId, Outcome, OutcomeId, Program, SchemaId, Step, StepId, StepOp,
@@ -15,7 +16,7 @@ use coordinator_ir::{
 use serde_json::Value;
 
 use crate::ast::{self, Mapping, Named, ProjectFile};
-use crate::check::{esc, Binding, Checked};
+use crate::check::{Binding, Checked};
 use crate::schema::{self, Sch};
 
 struct Lower<'a> {
@@ -125,7 +126,7 @@ pub(crate) fn lower(p: &ProjectFile, c: &Checked, function_source: &str) -> Opti
     let mut psteps = Vec::new();
     for n in &names {
         let step = p.workflow.steps.get(n)?;
-        let sp = format!("/workflow/steps/{}", esc(n));
+        let sp = format!("/workflow/steps/{}", escape_token(n));
         let step_ids = l.steps.clone();
         let s = |name: &str| index(&step_ids, name);
         // An optional route: `Some(None)` when absent, `None` when named but
@@ -190,7 +191,7 @@ pub(crate) fn lower(p: &ProjectFile, c: &Checked, function_source: &str) -> Opti
     let mut triggers = Vec::new();
     for n in tnames {
         let t = p.triggers.get(n)?;
-        let tp = format!("/triggers/{}", esc(n));
+        let tp = format!("/triggers/{}", escape_token(n));
         let idempotency = match &t.idempotency {
             Some(m) => l.expr(m, &format!("{tp}/idempotency"))?,
             None => l.push_expr(vec![Instr::Event {
@@ -289,7 +290,7 @@ impl Lower<'_> {
                 keys.sort();
                 for k in &keys {
                     let sub = f.fields.get(k)?;
-                    self.emit(sub, &format!("{ptr}/fields/{}", esc(k)), code)?;
+                    self.emit(sub, &format!("{ptr}/fields/{}", escape_token(k)), code)?;
                 }
                 code.push(Instr::Object {
                     keys: keys.into_iter().cloned().collect(),
@@ -314,7 +315,7 @@ impl Lower<'_> {
         for param in func.params.as_ref()? {
             match args.and_then(|a| a.get(param)) {
                 Some(m) => {
-                    self.emit(m, &format!("{ptr}/arguments/{}", esc(param)), code)?;
+                    self.emit(m, &format!("{ptr}/arguments/{}", escape_token(param)), code)?;
                     out_args.push(Argument {
                         name: param.clone(),
                         explicit: true,

@@ -18,7 +18,8 @@ const FORBIDDEN: [&str; 6] = ["tokio", "sqlx", "axum", "reqwest", "hyper", "asyn
 fn allowed() -> BTreeMap<&'static str, Vec<&'static str>> {
     BTreeMap::from([
         ("coordinator-ir", vec![]),
-        ("coordinator-source", vec![]),
+        // `ir` for its one JSON Pointer escape (`ir::pointer`) only.
+        ("coordinator-source", vec!["coordinator-ir"]),
         ("coordinator-api", vec![]),
         (
             "coordinator-compiler",

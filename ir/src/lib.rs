@@ -7,6 +7,9 @@
 //! - [`disasm`]: a human-readable listing used by golden tests.
 //! - [`instant`]: RFC 3339 instants and Unix seconds, without a clock.
 //! - [`limits`]: the fixed Function limits (SPEC §3).
+//! - [`name`]: the name rule of SPEC §1 (`^[a-z][a-z0-9-]{0,63}$`).
+//! - [`pointer`]: JSON Pointer reference tokens (RFC 6901), escaped and
+//!   unescaped in one place.
 //! - [`validation`]: the JSON Schema validator the VM and the compiler share.
 //!
 //! This crate depends on no other crate of the project, and knows nothing
@@ -20,6 +23,8 @@ pub mod catalogue;
 pub mod disasm;
 pub mod instant;
 pub mod limits;
+pub mod name;
+pub mod pointer;
 pub mod program;
 pub mod validation;
 

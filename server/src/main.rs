@@ -42,8 +42,8 @@ use coordinator::events::EventSources;
 use coordinator::gate::Gate;
 use coordinator::startup::{self, StoreStart, StoreStartup, StoreWait};
 use coordinator::{AppState, Completions, SHUTDOWN_GRACE};
-use coordinator_adapters::token::{check_signing_key, ProviderSecrets};
-use coordinator_adapters::{HttpAdapter, SecretSource};
+use coordinator_adapters::token::{check_signing_key, TokenError};
+use coordinator_adapters::HttpAdapter;
 use coordinator_engine::{Engine, EngineConfig};
 use coordinator_ports::SystemClock;
 use coordinator_runtime::audit::AuditJournal;
@@ -76,8 +76,14 @@ fn refuse(code: &str, message: &str) -> ExitCode {
 /// unreachable database: `deployment.refused` with the secret's code as
 /// `reason`, never `store-unavailable`.
 fn refuse_secret(e: SecretError) -> ExitCode {
+    refuse_secret_of("", e)
+}
+
+/// [`refuse_secret`] for the secret of `whose` (e.g. "connection
+/// `notices`: "), which the message starts with.
+fn refuse_secret_of(whose: &str, e: SecretError) -> ExitCode {
     let e = StoreError::from(e);
-    tracing::error!(code = "deployment.refused", reason = e.code, next = %e.next, "{}", e.message);
+    tracing::error!(code = "deployment.refused", reason = e.code, next = %e.next, "{whose}{}", e.message);
     ExitCode::from(1)
 }
 
@@ -134,7 +140,9 @@ async fn main() -> ExitCode {
     let Some(deployment) = config.deployment.clone() else {
         return refuse("deployment.refused", "the runtime file has no deployment");
     };
-    let secrets = Arc::new(ProviderSecrets::new(&config.secret_providers));
+    // The one reader of secrets (`coordinator_runtime::secrets`): keys,
+    // event source keys, completion tokens and connection signing keys
+    // alike.
     let resolver = SecretResolver::new(&config.secret_providers);
     let keys = match load_keys(&resolver, &deployment) {
         Ok(k) => k,
@@ -161,12 +169,17 @@ async fn main() -> ExitCode {
         }
     }
     let mut completions = Completions::default();
-    for c in config.connections.values() {
+    for (name, c) in &config.connections {
         if let Connection::CaseworkReviewProducer(cw) = c {
             if let Some(done) = &cw.completion {
-                match secrets.read(&done.bearer_token_ref) {
-                    Ok(t) => completions.add(&done.recipient_binding, t),
-                    Err(e) => return refuse("deployment.refused", &e.to_string()),
+                match resolver.resolve(&done.bearer_token_ref) {
+                    Ok(t) => completions.add(&done.recipient_binding, t.bytes().to_vec()),
+                    Err(e) => {
+                        return refuse_secret_of(
+                            &format!("connection `{name}` completion token: "),
+                            e,
+                        )
+                    }
                 }
             }
         }
@@ -179,15 +192,21 @@ async fn main() -> ExitCode {
     // at the first dispatch.
     for (name, c) in &config.connections {
         if let Some(auth) = c.authorization() {
-            if let Err(e) = check_signing_key(secrets.as_ref(), auth) {
-                return refuse(
-                    "deployment.refused",
-                    &format!("connection `{name}` ({}): {e}", auth.signing_key_ref.0),
-                );
+            match check_signing_key(&resolver, auth) {
+                Ok(()) => {}
+                Err(TokenError::Secret(e)) => {
+                    return refuse_secret_of(&format!("connection `{name}` signing key: "), e)
+                }
+                Err(e) => {
+                    return refuse(
+                        "deployment.refused",
+                        &format!("connection `{name}` ({}): {e}", auth.signing_key_ref.0),
+                    )
+                }
             }
         }
     }
-    let adapter = match HttpAdapter::new(secrets.clone()) {
+    let adapter = match HttpAdapter::new(Arc::new(resolver.clone())) {
         Ok(a) => a,
         Err(e) => return refuse("deployment.refused", &e.to_string()),
     };

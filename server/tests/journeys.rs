@@ -721,6 +721,7 @@ async fn startup_refuses_a_taken_port_and_an_unusable_connection_key_by_name() {
     assert_eq!(code, Some(1), "{log}");
     assert!(log.contains("deployment.refused"), "{log}");
     assert!(log.contains("connection `notices`"), "{log}");
+    assert!(log.contains("secret.unavailable"), "{log}");
     assert_eq!(d.messaging.messages().len(), 0);
 
     // Present but not a private JWK: refused the same way.
@@ -754,6 +755,77 @@ async fn startup_refuses_a_taken_port_and_an_unusable_connection_key_by_name() {
         line["fields"]["next"].as_str().unwrap().contains("check"),
         "{log}"
     );
+    d.cleanup().await;
+}
+
+/// Connection signing keys and Casework completion tokens are read by the
+/// one secret reader (`coordinator_runtime::secrets`), as every other
+/// secret: one that is a symbolic link, readable by group, or owned by
+/// another user refuses startup (`deployment.refused`, exit 1) with the
+/// secret's own code as `reason`, naming the connection and never the value.
+#[tokio::test]
+async fn startup_refuses_unsafe_connection_keys_and_completion_tokens_by_the_secret_code() {
+    let Some(urls) = urls("startup_refuses_unsafe_connection_secrets") else {
+        return;
+    };
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let d = Deployment::of(Example::reviewed_notice(), urls, 2_000).await;
+    // Owned by another user: only root can give a file away. CI runs the
+    // tests as root; elsewhere that one sub-case cannot be set up, so it is
+    // left out (the other two still run).
+    let root = std::fs::metadata("/proc/self").unwrap().uid() == 0;
+    for (file, whose) in [
+        ("notices-client-key", "connection `notices` signing key"),
+        (
+            "review-completion-token",
+            "connection `review` completion token",
+        ),
+    ] {
+        let path = d.secrets.join(file);
+        let value = std::fs::read(&path).unwrap();
+        let mut faults = vec![
+            ("symlink", "secret.not-regular-file"),
+            ("group-readable", "secret.permissions"),
+        ];
+        if root {
+            faults.push(("another owner", "secret.owner"));
+        }
+        for (fault, code) in faults {
+            match fault {
+                "symlink" => {
+                    // A link to a safe file of the right user is still refused.
+                    let target = d.secrets.join(format!("{file}.target"));
+                    support::write_secret(&d.secrets, &format!("{file}.target"), &value);
+                    std::fs::remove_file(&path).unwrap();
+                    std::os::unix::fs::symlink(&target, &path).unwrap();
+                }
+                "group-readable" => {
+                    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap()
+                }
+                _ => std::os::unix::fs::chown(&path, Some(65534), Some(65534)).unwrap(),
+            }
+            // (A process that starts instead fails the test after 30 s.)
+            let (exit, log) = d.spawn_refused();
+            assert_eq!(exit, Some(1), "{file}, {fault}: {log}");
+            let line: Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
+            let fields = &line["fields"];
+            assert_eq!(
+                fields["code"], "deployment.refused",
+                "{file}, {fault}: {log}"
+            );
+            assert_eq!(fields["reason"], code, "{file}, {fault}: {log}");
+            assert!(
+                fields["message"].as_str().unwrap().starts_with(whose),
+                "{file}, {fault}: {log}"
+            );
+            assert!(
+                !log.contains(std::str::from_utf8(&value).unwrap()),
+                "{file}, {fault}: the log holds the secret"
+            );
+            std::fs::remove_file(&path).unwrap();
+            support::write_secret(&d.secrets, file, &value);
+        }
+    }
     d.cleanup().await;
 }
 

@@ -6,6 +6,8 @@
 //! - [`read_file`]: reading a file with size and encoding limits.
 //!
 //! This crate knows nothing of workflows; compiler, hosts and CLI share it.
+//! Its one dependency of ours is `coordinator-ir`, for the JSON Pointer
+//! escape (`coordinator_ir::pointer`) every crate shares.
 
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 // A Diagnostic is the cold path; boxing it would only add noise.

@@ -13,6 +13,7 @@
 
 use std::collections::BTreeMap;
 
+use coordinator_ir::pointer::escape_token;
 use saphyr_parser::{Event, Parser, ScalarStyle};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Number, Value};
@@ -47,11 +48,6 @@ pub struct YamlDocument {
     /// The document as a JSON value (`null` for an empty file).
     pub value: Value,
     spans: BTreeMap<String, NodeSpan>,
-}
-
-/// Escapes one JSON Pointer reference token (RFC 6901).
-pub fn escape_token(token: &str) -> String {
-    token.replace('~', "~0").replace('/', "~1")
 }
 
 impl YamlDocument {

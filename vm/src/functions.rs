@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use coordinator_ir::pointer::escape_token;
 use rhai::packages::{
     BasicArrayPackage, BasicMapPackage, BasicMathPackage, BasicStringPackage, CorePackage,
     LogicPackage, MoreStringPackage, Package,
@@ -199,7 +200,7 @@ fn walk(
     }
     let children: Box<dyn Iterator<Item = (String, &Value)>> = match value {
         Value::Array(items) => Box::new(items.iter().enumerate().map(|(i, v)| (i.to_string(), v))),
-        Value::Object(map) => Box::new(map.iter().map(|(k, v)| (escape(k), v))),
+        Value::Object(map) => Box::new(map.iter().map(|(k, v)| (escape_token(k), v))),
         Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => return Ok(()),
     };
     if depth + 1 > LIMITS.max_value_depth {
@@ -216,11 +217,6 @@ fn walk(
         at.truncate(len);
     }
     Ok(())
-}
-
-/// Escapes one JSON Pointer reference token (RFC 6901).
-pub(crate) fn escape(token: &str) -> String {
-    token.replace('~', "~0").replace('/', "~1")
 }
 
 /// JSON to Rhai: `null` is `()`, integers are `INT`, other numbers `FLOAT`,
@@ -325,7 +321,7 @@ fn convert(
         for (k, v) in &map {
             let len = at.len();
             at.push('/');
-            at.push_str(&escape(k));
+            at.push_str(&escape_token(k));
             out.insert(k.to_string(), convert(v, depth + 1, nodes, at)?);
             at.truncate(len);
         }

@@ -9,6 +9,8 @@
 
 use std::path::Path;
 
+use coordinator_ir::name::is_name;
+
 use crate::report::{EXIT_OK, EXIT_REFUSED, EXIT_UNAVAILABLE, EXIT_USAGE};
 
 /// The starter's files, in the order `init` lists them.
@@ -37,14 +39,6 @@ pub const STARTER_FILES: [(&str, &str); 5] = [
 
 /// The project id the embedded starter carries.
 const STARTER_ID: &str = "follow-up";
-
-/// Whether `name` is a valid name (SPEC §1: `^[a-z][a-z0-9-]{0,63}$`).
-pub fn valid_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some('a'..='z'))
-        && name.len() <= 64
-        && chars.all(|c| matches!(c, 'a'..='z' | '0'..='9' | '-'))
-}
 
 /// The starter's files with the project id (and the runtime namespace)
 /// rewritten for `id`.
@@ -81,7 +75,7 @@ pub fn run(directory: &Path) -> u8 {
         errln!("error[coordinator.init.directory] {shown}\n  the directory has no usable base name\n  next: Name a new directory, such as --directory follow-up.\n1 error, 0 warnings in 1 file");
         return EXIT_USAGE;
     };
-    if !valid_name(&id) {
+    if !is_name(&id) {
         errln!("error[coordinator.init.project-id] {shown}\n  the directory name `{id}` is not a valid project id (lowercase letter, then up to 63 lowercase letters, digits or '-')\n  next: Choose a directory name such as follow-up.\n1 error, 0 warnings in 1 file");
         return EXIT_USAGE;
     }
@@ -122,14 +116,6 @@ fn write_starter(directory: &Path, id: &str) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names() {
-        assert!(valid_name("follow-up"));
-        assert!(!valid_name("Follow"));
-        assert!(!valid_name("1a"));
-        assert!(!valid_name(&"a".repeat(65)));
-    }
 
     #[test]
     fn starter_takes_the_directory_name() {

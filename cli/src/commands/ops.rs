@@ -223,22 +223,17 @@ type Render = fn(&Value) -> Result<String, serde_json::Error>;
 struct Call {
     name: &'static str,
     method: Method,
-    path: String,
+    /// The path under `--url`, as segments (each percent-encoded by the
+    /// `url` crate when the request URL is built).
+    path: Vec<String>,
     query: Vec<(&'static str, String)>,
     conn: Conn,
     render: Render,
 }
 
-fn segment(id: &str) -> String {
-    id.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.' || b == b'~' {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
+/// The segments of a path under `--url`.
+fn path(segments: &[&str]) -> Vec<String> {
+    segments.iter().map(|s| (*s).to_owned()).collect()
 }
 
 async fn execute(command: OpsCommand) -> u8 {
@@ -246,7 +241,7 @@ async fn execute(command: OpsCommand) -> u8 {
         OpsCommand::Status(a) => Call {
             name: "status",
             method: Method::Get,
-            path: format!("/v1/runs/{}", segment(&a.run)),
+            path: path(&["v1", "runs", &a.run]),
             query: vec![],
             conn: a.conn,
             render: read::<api::RunStatus>,
@@ -275,7 +270,7 @@ async fn execute(command: OpsCommand) -> u8 {
             Call {
                 name: "list",
                 method: Method::Get,
-                path: "/v1/runs".into(),
+                path: path(&["v1", "runs"]),
                 query,
                 conn: a.conn,
                 render: read::<api::RunList>,
@@ -284,7 +279,7 @@ async fn execute(command: OpsCommand) -> u8 {
         OpsCommand::Inspect(a) => Call {
             name: "inspect",
             method: Method::Get,
-            path: format!("/v1/runs/{}/inspect", segment(&a.run)),
+            path: path(&["v1", "runs", &a.run, "inspect"]),
             query: vec![],
             conn: a.conn,
             render: read::<api::Inspection>,
@@ -295,7 +290,7 @@ async fn execute(command: OpsCommand) -> u8 {
         OpsCommand::Doctor(conn) => Call {
             name: "doctor",
             method: Method::Get,
-            path: "/v1/doctor".into(),
+            path: path(&["v1", "doctor"]),
             query: vec![],
             conn,
             render: read::<api::Doctor>,
@@ -351,7 +346,7 @@ async fn execute(command: OpsCommand) -> u8 {
                     before: a.before,
                     limit: a.limit,
                 })),
-                path: "/v1/retention".into(),
+                path: path(&["v1", "retention"]),
                 query: vec![],
                 conn: a.conn,
                 render: read::<api::Retained>,
@@ -365,7 +360,7 @@ fn recover(name: &'static str, a: RecoverArgs) -> Call {
     Call {
         name,
         method: Method::Post(Body::Recovery(api::Recovery { reason: a.reason })),
-        path: format!("/v1/runs/{}/{name}", segment(&a.run)),
+        path: path(&["v1", "runs", &a.run, name]),
         query: vec![],
         conn: a.conn,
         render: read::<api::RunStatus>,
@@ -376,7 +371,7 @@ fn hold(name: &'static str, body: Body, conn: Conn) -> Call {
     Call {
         name,
         method: Method::Post(body),
-        path: format!("/v1/{name}"),
+        path: path(&["v1", name]),
         query: vec![],
         conn,
         render: read::<api::Holds>,
@@ -492,33 +487,52 @@ fn read_token(path: &Path) -> Result<String, (u8, &'static str, String, String)>
     Ok(token.to_owned())
 }
 
-async fn perform(call: Call) -> u8 {
-    let base = call.conn.url.trim_end_matches('/');
-    if !(base.starts_with("http://") || base.starts_with("https://")) {
-        errln!(
-            "coordinatorctl {}: --url must be an http(s) URL, e.g. https://coordinator.example.org",
-            call.name
-        );
-        return EXIT_USAGE;
-    }
-    match reqwest::Url::parse(base) {
+/// `--url` parsed by the `url` crate (the `Url` reqwest takes): an absolute
+/// `http(s)` URL without credentials, query or fragment. The request URL is
+/// this base with the call's path segments appended, so a base path
+/// (`https://host/coordinator`) is kept. `Err` holds the usage message.
+fn service_url(name: &str, text: &str, segments: &[String]) -> Result<url::Url, String> {
+    let not_http = || {
+        format!("coordinatorctl {name}: --url must be an http(s) URL, e.g. https://coordinator.example.org")
+    };
+    let mut url = match url::Url::parse(text) {
+        Err(url::ParseError::RelativeUrlWithoutBase) => return Err(not_http()),
         Err(e) => {
-            errln!(
-                "coordinatorctl {}: --url is not a valid URL ({e})",
-                call.name
-            );
-            return EXIT_USAGE;
+            return Err(format!(
+                "coordinatorctl {name}: --url is not a valid URL ({e})"
+            ))
         }
-        Ok(u) if !u.username().is_empty() || u.password().is_some() => {
-            errln!(
-                "coordinatorctl {}: --url must not carry credentials; pass the token with --token-file",
-                call.name
-            );
-            return EXIT_USAGE;
-        }
-        Ok(_) => {}
+        Ok(u) => u,
+    };
+    if url.scheme() != "http" && url.scheme() != "https" {
+        return Err(not_http());
     }
-    let url = format!("{base}{}", call.path);
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(format!(
+            "coordinatorctl {name}: --url must not carry credentials; pass the token with --token-file"
+        ));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(format!(
+            "coordinatorctl {name}: --url must be the service's base URL, without a query or fragment"
+        ));
+    }
+    // An http(s) URL always has a path to extend.
+    url.path_segments_mut()
+        .map_err(|()| not_http())?
+        .pop_if_empty()
+        .extend(segments);
+    Ok(url)
+}
+
+async fn perform(call: Call) -> u8 {
+    let url = match service_url(call.name, &call.conn.url, &call.path) {
+        Ok(u) => u.to_string(),
+        Err(message) => {
+            errln!("{message}");
+            return EXIT_USAGE;
+        }
+    };
     let token = match read_token(&call.conn.token_file) {
         Ok(t) => t,
         Err((exit, code, title, next)) => {
@@ -947,6 +961,49 @@ mod tests {
             "outcome": null, "output": {"b": 1, "a": [true]}, "failure": "invalid-command",
             "failurePath": "/to", "review": "reconciled"
         })
+    }
+
+    #[test]
+    fn request_urls_are_built_by_the_url_crate() {
+        let url = |base: &str, segments: &[&str]| {
+            service_url("status", base, &path(segments)).map(|u| u.to_string())
+        };
+        let run = ["v1", "runs", "a/b c%", "inspect"];
+        assert_eq!(
+            url("https://coordinator.example.org", &run).as_deref(),
+            Ok("https://coordinator.example.org/v1/runs/a%2Fb%20c%25/inspect")
+        );
+        // A base path is kept, with or without its trailing slash.
+        for base in [
+            "http://127.0.0.1:8108/coordinator",
+            "http://127.0.0.1:8108/coordinator/",
+        ] {
+            assert_eq!(
+                url(base, &["v1", "doctor"]).as_deref(),
+                Ok("http://127.0.0.1:8108/coordinator/v1/doctor"),
+                "{base}"
+            );
+        }
+        let refused = |base: &str, why: &str| {
+            let e = url(base, &["v1", "doctor"]).expect_err(base);
+            assert!(e.contains(why), "{base}: {e}");
+        };
+        refused("coordinator.example.org", "must be an http(s) URL");
+        refused("ftp://coordinator.example.org", "must be an http(s) URL");
+        refused("http://127.0.0.1:http://x", "is not a valid URL");
+        refused(
+            "https://u:pw@coordinator.example.org",
+            "must not carry credentials",
+        );
+        // A query or fragment would end up inside the request URL.
+        refused(
+            "https://coordinator.example.org/?x=1",
+            "without a query or fragment",
+        );
+        refused(
+            "https://coordinator.example.org/#x",
+            "without a query or fragment",
+        );
     }
 
     #[test]

@@ -10,8 +10,9 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::ast::{Named, ProjectFile, Step};
+use coordinator_ir::pointer::escape_token;
 
-use super::{esc, names, step_ptr, Checker};
+use super::{names, step_ptr, Checker};
 
 /// Which output a step has on a route.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -105,7 +106,7 @@ impl Graph {
                     .iter()
                     .map(|(label, target)| Edge {
                         case: true,
-                        ..edge(target, format!("{sp}/cases/{}", esc(label)), None)
+                        ..edge(target, format!("{sp}/cases/{}", escape_token(label)), None)
                     })
                     .collect(),
                 Step::WaitUntil(w) => vec![edge(&w.next, format!("{sp}/next"), None)],
@@ -425,7 +426,7 @@ impl<'a> Checker<'a> {
             if !used.contains(name.as_str()) {
                 self.err_key(
                     "coordinator.outcome.unused",
-                    &format!("/workflow/outcomes/{}", esc(name)),
+                    &format!("/workflow/outcomes/{}", escape_token(name)),
                     format!("outcome `{name}` is declared but no finish step ends with it"),
                     "Finish with the outcome on some route, or remove it.",
                 );

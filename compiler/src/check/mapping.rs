@@ -5,10 +5,11 @@
 //! fit of that type to the schema it feeds.
 
 use coordinator_ir::catalogue;
+use coordinator_ir::pointer::escape_token;
 use serde_json::{json, Value};
 
 use super::graph::{Facts, Variant};
-use super::{esc, names, quote_list, Binding, Checker, MAX_FIELDS, MISMATCH_NEXT};
+use super::{names, quote_list, Binding, Checker, MAX_FIELDS, MISMATCH_NEXT};
 use crate::ast::*;
 use crate::schema::{self, Fit, Sch, Ty, Walk};
 
@@ -42,7 +43,7 @@ impl Checker<'_> {
 
     /// Checks a JSON Pointer's syntax; returns its tokens.
     fn tokens(&mut self, path: &str, ptr: &str) -> Option<Vec<String>> {
-        match schema::pointer_tokens(path) {
+        match coordinator_ir::pointer::tokens(path) {
             Some(t) if !path.is_empty() => Some(t),
             _ => {
                 self.err(
@@ -154,7 +155,7 @@ impl Checker<'_> {
                 }
                 let mut members = Vec::new();
                 for (k, sub) in f.fields.iter() {
-                    let sp = format!("{ptr}/fields/{}", esc(k));
+                    let sp = format!("{ptr}/fields/{}", escape_token(k));
                     let ty = self.mapping(sub, &sp, env);
                     members.push((k.clone(), ty, sp));
                 }
@@ -299,7 +300,7 @@ impl Checker<'_> {
                 if !inputs.iter().any(|(n, _, _)| n == aname) {
                     self.err_key(
                         "coordinator.function.unknown-argument",
-                        &format!("{ptr}/arguments/{}", esc(aname)),
+                        &format!("{ptr}/arguments/{}", escape_token(aname)),
                         format!("Function `{fname}` declares no input `{aname}`"),
                         format!(
                             "Pass only declared inputs: {}.",
@@ -316,7 +317,9 @@ impl Checker<'_> {
         for (iname, tref, sch) in &inputs {
             let explicit = args.and_then(|a| a.get(iname));
             let ty = match explicit {
-                Some(m) => self.mapping(m, &format!("{ptr}/arguments/{}", esc(iname)), env),
+                Some(m) => {
+                    self.mapping(m, &format!("{ptr}/arguments/{}", escape_token(iname)), env)
+                }
                 None => {
                     let bound = match (tref.reference(), env) {
                         (Some(("typeRef", _)), Env::Step(..)) if *tref == workflow_input => {
@@ -381,7 +384,7 @@ impl Checker<'_> {
             };
             if let Some(s) = sch {
                 let at = if explicit.is_some() {
-                    format!("{ptr}/arguments/{}", esc(iname))
+                    format!("{ptr}/arguments/{}", escape_token(iname))
                 } else {
                     ptr.to_owned()
                 };

@@ -16,6 +16,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use coordinator_ir::catalogue::OperationDescriptor;
+use coordinator_ir::name::is_name;
+use coordinator_ir::pointer::escape_token;
 use coordinator_source::{Diagnostic, Located, YamlDocument};
 
 use crate::ast::*;
@@ -49,19 +51,6 @@ pub const MAX_DEADLINE_SECONDS: u64 = 31_536_000;
 /// The repair line of every "does not fit" error.
 const MISMATCH_NEXT: &str =
     "Map a value of the type the schema declares there, or change the declared type.";
-
-/// A name as a JSON Pointer token (`~` → `~0`, `/` → `~1`; RFC 6901).
-pub(crate) fn esc(t: &str) -> String {
-    t.replace('~', "~0").replace('/', "~1")
-}
-
-/// Whether `n` matches [`NAME_PATTERN`] (`^[a-z][a-z0-9-]{0,63}$`).
-pub(crate) fn valid_name(n: &str) -> bool {
-    let mut chars = n.chars();
-    matches!(chars.next(), Some('a'..='z'))
-        && n.len() <= 64
-        && chars.all(|c| matches!(c, 'a'..='z' | '0'..='9' | '-'))
-}
 
 /// A resolved operation alias.
 pub(crate) struct Alias {
@@ -190,7 +179,7 @@ impl<'a> Checker<'a> {
 
     fn names_and_limits(&mut self) {
         let p = self.p;
-        if !valid_name(&p.project.id) {
+        if !is_name(&p.project.id) {
             self.err(
                 "coordinator.name.invalid",
                 "/project/id",
@@ -214,10 +203,10 @@ impl<'a> Checker<'a> {
         ];
         for (base, names) in groups {
             for n in names {
-                if !valid_name(n) {
+                if !is_name(n) {
                     self.err_key(
                         "coordinator.name.invalid",
-                        &format!("{base}/{}", esc(n)),
+                        &format!("{base}/{}", escape_token(n)),
                         format!("`{n}` is not a valid name; names match {NAME_PATTERN}"),
                         "Use lowercase letters, digits and hyphens, starting with a letter (at most 64 characters).",
                     );
@@ -278,7 +267,7 @@ impl<'a> Checker<'a> {
 
 /// The JSON Pointer of step `name`.
 fn step_ptr(name: &str) -> String {
-    format!("/workflow/steps/{}", esc(name))
+    format!("/workflow/steps/{}", escape_token(name))
 }
 
 /// The names listed for a message, or `(none declared)`.

@@ -6,9 +6,11 @@
 use std::collections::BTreeSet;
 
 use coordinator_ir::catalogue;
+use coordinator_ir::name::is_name;
+use coordinator_ir::pointer::escape_token;
 use serde_json::{json, Value};
 
-use super::{esc, quote_list, valid_name, Alias, Checker, Func, MAX_FUNCTION_INPUTS};
+use super::{quote_list, Alias, Checker, Func, MAX_FUNCTION_INPUTS};
 use crate::ast::*;
 use crate::functions::ScriptFn;
 use crate::schema::{self, Sch};
@@ -25,7 +27,7 @@ impl Checker<'_> {
 
     pub(super) fn resolve_types(&mut self) {
         for (name, s) in self.p.types.iter() {
-            let ptr = format!("/types/{}", esc(name));
+            let ptr = format!("/types/{}", escape_token(name));
             let ok = self.report_schema(&ptr, &s.0);
             self.types
                 .insert(name.clone(), ok.then(|| Sch::new(s.0.clone())));
@@ -118,7 +120,11 @@ impl Checker<'_> {
                 match self.p.workflow.outcomes.get(name) {
                     Some(t) if depth < 8 => {
                         let t = t.clone();
-                        self.resolve(&t, &format!("/workflow/outcomes/{}", esc(name)), depth + 1)
+                        self.resolve(
+                            &t,
+                            &format!("/workflow/outcomes/{}", escape_token(name)),
+                            depth + 1,
+                        )
                     }
                     Some(_) => None,
                     None => {
@@ -143,8 +149,8 @@ impl Checker<'_> {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         for (name, a) in ops {
-            let ptr = format!("/operations/{}", esc(&name));
-            if !valid_name(&a.connection) {
+            let ptr = format!("/operations/{}", escape_token(&name));
+            if !is_name(&a.connection) {
                 self.err(
                     "coordinator.name.invalid",
                     &format!("{ptr}/connection"),
@@ -252,7 +258,7 @@ impl Checker<'_> {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         for (name, t) in outs {
-            let ptr = format!("/workflow/outcomes/{}", esc(&name));
+            let ptr = format!("/workflow/outcomes/{}", escape_token(&name));
             if let Some(s) = self.resolve(&t, &ptr, 0) {
                 self.out.outcomes.insert(name, s);
             }
@@ -267,7 +273,7 @@ impl Checker<'_> {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         for (name, f) in fns {
-            let ptr = format!("/functions/{}", esc(&name));
+            let ptr = format!("/functions/{}", escape_token(&name));
             if f.source != crate::FUNCTIONS_FILE {
                 self.err(
                     "coordinator.function.source",
@@ -294,7 +300,7 @@ impl Checker<'_> {
             }
             let mut inputs = Vec::new();
             for (iname, t) in f.inputs.iter() {
-                let s = self.resolve(t, &format!("{ptr}/inputs/{}", esc(iname)), 0);
+                let s = self.resolve(t, &format!("{ptr}/inputs/{}", escape_token(iname)), 0);
                 inputs.push((iname.clone(), t.clone(), s));
             }
             let output = self.resolve(&f.output, &format!("{ptr}/output"), 0);
@@ -371,7 +377,7 @@ impl Checker<'_> {
                         }
                         let at = extra
                             .first()
-                            .map(|e| format!("{ptr}/inputs/{}", esc(e)))
+                            .map(|e| format!("{ptr}/inputs/{}", escape_token(e)))
                             .unwrap_or_else(|| format!("{ptr}/inputs"));
                         self.err_key(
                             "coordinator.function.parameters",

@@ -8,11 +8,13 @@
 use std::collections::BTreeSet;
 
 use coordinator_ir::instant::Instant;
+use coordinator_ir::name::is_name;
+use coordinator_ir::pointer::escape_token;
 use serde_json::{json, Value};
 
 use super::graph::{Facts, Variant};
 use super::mapping::Env;
-use super::{esc, names, step_ptr, valid_name, Checker, MAX_CASES, MISMATCH_NEXT};
+use super::{names, step_ptr, Checker, MAX_CASES, MISMATCH_NEXT};
 use crate::ast::*;
 use crate::schema::{self, Fit, Sch, Ty};
 
@@ -87,10 +89,10 @@ impl Checker<'_> {
                     );
                 }
                 for (label, _) in c.cases.iter() {
-                    if !valid_name(label) {
+                    if !is_name(label) {
                         self.err_key(
                             "coordinator.name.invalid",
-                            &format!("{sp}/cases/{}", esc(label)),
+                            &format!("{sp}/cases/{}", escape_token(label)),
                             format!(
                                 "`{label}` is not a valid case label; names match {NAME_PATTERN}"
                             ),
@@ -281,8 +283,8 @@ impl Checker<'_> {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         for (name, t) in trig {
-            let tp = format!("/triggers/{}", esc(&name));
-            if !valid_name(&t.source) {
+            let tp = format!("/triggers/{}", escape_token(&name));
+            if !is_name(&t.source) {
                 self.err(
                     "coordinator.name.invalid",
                     &format!("{tp}/source"),

@@ -6,10 +6,11 @@
 //! (`coordinator.mapping.fit-unchecked`); a literal is decided whole by the
 //! run's validator (`literal.rs`).
 
+use coordinator_ir::pointer::escape_token;
 use serde_json::Value;
 
 use super::literal::fit_literal;
-use super::{esc, show, types_of, value_type, Sch};
+use super::{show, types_of, value_type, Sch};
 
 /// A static type of a mapping's value.
 #[derive(Clone, Debug)]
@@ -225,11 +226,11 @@ fn fit_object(
             }
         }
         for (name, ty, ptr) in members {
-            let mp = format!("{member}/{}", esc(name));
+            let mp = format!("{member}/{}", escape_token(name));
             let f = match m.get("properties").and_then(|p| p.get(name)) {
                 Some(_) => fit_d(
                     ty,
-                    &tgt.at(&format!("/properties/{}", esc(name))),
+                    &tgt.at(&format!("/properties/{}", escape_token(name))),
                     ptr,
                     &mp,
                     depth + 1,
@@ -541,12 +542,12 @@ fn fit_own(src: &Sch, tgt: &Sch, at: &str, member: &str, depth: usize) -> Fit {
             .cloned()
             .unwrap_or_default();
         for name in sprops.keys() {
-            let mp = format!("{member}/{}", esc(name));
-            let ssub = src.at(&format!("/properties/{}", esc(name)));
+            let mp = format!("{member}/{}", escape_token(name));
+            let ssub = src.at(&format!("/properties/{}", escape_token(name)));
             let f = match t.get("properties").and_then(|p| p.get(name)) {
                 Some(_) => fit_d(
                     &Ty::Schema(vec![ssub]),
-                    &tgt.at(&format!("/properties/{}", esc(name))),
+                    &tgt.at(&format!("/properties/{}", escape_token(name))),
                     at,
                     &mp,
                     depth + 1,

@@ -2,9 +2,10 @@
 //! of an authored schema (`coordinator.schema.*`), and the normal form
 //! (annotations removed, `required` sorted) that the revision hashes.
 
+use coordinator_ir::pointer::escape_token;
 use serde_json::{Map, Value};
 
-use super::{esc, json_kind};
+use super::json_kind;
 
 /// Keywords an authored schema may use (draft 2020-12, no `$id`, no dynamic
 /// references). Anything else is refused (`coordinator.schema.unknown-keyword`).
@@ -137,7 +138,7 @@ fn validate_node(root: &Value, node: &Value, ptr: &str, depth: usize, out: &mut 
         }
     };
     for (k, v) in map {
-        let here = format!("{ptr}/{}", esc(k));
+        let here = format!("{ptr}/{}", escape_token(k));
         if !KNOWN_KEYWORDS.contains(&k.as_str()) {
             let (message, next) = if k == "$id" || k == "$anchor" || k.starts_with("$dynamic") {
                 (
@@ -245,7 +246,7 @@ fn validate_node(root: &Value, node: &Value, ptr: &str, depth: usize, out: &mut 
             kw if SUB_MAP.contains(&kw) => match v.as_object() {
                 Some(m) => {
                     for (name, sub) in m {
-                        validate_node(root, sub, &format!("{here}/{}", esc(name)), depth + 1, out);
+                        validate_node(root, sub, &format!("{here}/{}", escape_token(name)), depth + 1, out);
                     }
                 }
                 None => out.push(SchemaFault {

@@ -27,12 +27,7 @@ pub use fit::{fit, Fit, Ty};
 pub use keywords::{
     normalise, validate_authored, SchemaFault, ANNOTATIONS, FORMATS, KNOWN_KEYWORDS,
 };
-pub use walk::{pointer_tokens, walk, Walk};
-
-/// A JSON Pointer token with `~` and `/` escaped (RFC 6901).
-fn esc(t: &str) -> String {
-    t.replace('~', "~0").replace('/', "~1")
-}
+pub use walk::{walk, Walk};
 
 /// A JSON kind name for messages.
 pub fn json_kind(v: &Value) -> &'static str {

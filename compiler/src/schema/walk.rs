@@ -3,9 +3,10 @@
 //! (`coordinator.mapping.path`) or leaves the member open
 //! (`coordinator.mapping.path-unchecked`).
 
+use coordinator_ir::pointer::escape_token;
 use serde_json::Value;
 
-use super::{esc, types_of, Sch};
+use super::{types_of, Sch};
 
 /// What walking a JSON Pointer through a schema found.
 #[derive(Clone, Debug)]
@@ -16,32 +17,6 @@ pub enum Walk {
     Unchecked(String),
     /// The schema declares nothing at this prefix of the path.
     Missing(String),
-}
-
-/// Splits a JSON Pointer into unescaped tokens; `None` when malformed.
-pub fn pointer_tokens(p: &str) -> Option<Vec<String>> {
-    if p.is_empty() {
-        return Some(Vec::new());
-    }
-    let rest = p.strip_prefix('/')?;
-    let mut out = Vec::new();
-    for t in rest.split('/') {
-        let mut s = String::new();
-        let mut chars = t.chars();
-        while let Some(c) = chars.next() {
-            if c == '~' {
-                match chars.next() {
-                    Some('0') => s.push('~'),
-                    Some('1') => s.push('/'),
-                    _ => return None,
-                }
-            } else {
-                s.push(c);
-            }
-        }
-        out.push(s);
-    }
-    Some(out)
 }
 
 /// Walks `tokens` from `s`. `done` is the pointer walked so far (for messages).
@@ -57,7 +32,7 @@ fn walk_at(s: &Sch, tokens: &[String], done: String, depth: usize) -> Walk {
     if depth > 64 {
         return Walk::Unchecked(done);
     }
-    let here = format!("{done}/{}", esc(first));
+    let here = format!("{done}/{}", escape_token(first));
     match s.node() {
         Value::Bool(true) => return Walk::Unchecked(done),
         Value::Bool(false) => return Walk::Missing(here),
@@ -140,7 +115,7 @@ fn walk_own(s: &Sch, first: &str, rest: &[String], here: &str, done: &str, depth
     let is_index = !first.is_empty() && first.chars().all(|c| c.is_ascii_digit());
     if let Some(Value::Object(props)) = m.get("properties") {
         if props.contains_key(first) {
-            let sub = s.at(&format!("/properties/{}", esc(first)));
+            let sub = s.at(&format!("/properties/{}", escape_token(first)));
             return walk_at(&sub, rest, here.to_owned(), depth + 1);
         }
     }

@@ -9,7 +9,10 @@
 //! - [`casework`]: how a Casework review's completion is observed.
 //!
 //! Invariants: adapters never retry and never log a token, key or secret
-//! value; they see the engine only through the port (`coordinator-ports`).
+//! value; they see the engine only through the port (`coordinator-ports`);
+//! they read no secret file themselves: key bytes come through
+//! [`SecretSource`], whose production implementation is the runtime crate's
+//! one reader (`coordinator_runtime::secrets::SecretResolver`).
 
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 #![warn(missing_docs)]
@@ -24,4 +27,4 @@ pub mod token;
 pub use coordinator_ports::adapter::*;
 pub use http::HttpAdapter;
 pub use memory::MemoryAdapter;
-pub use token::{MemorySecrets, SecretError, SecretSource};
+pub use token::{MemorySecrets, SecretSource};

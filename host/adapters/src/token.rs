@@ -4,13 +4,16 @@
 //! assertion (RFC 7523 §2.2, OpenID Connect Core §9) signed with the
 //! connection's private JWK.
 //!
-//! Secrets (the JWK) are read through [`SecretSource`], so tests pass keys in
-//! memory ([`MemorySecrets`]) and the service reads the runtime file's
-//! providers ([`ProviderSecrets`]). Neither a key nor a token is ever logged,
-//! formatted by `Debug`, or put into an error.
+//! Secrets (the JWK) are read through [`SecretSource`], the port through
+//! which an adapter obtains key bytes: tests pass keys in memory
+//! ([`MemorySecrets`]), and the service passes the runtime file's one
+//! reader, [`SecretResolver`] (`coordinator_runtime::secrets`: no symbolic
+//! link, a regular owner-only file of this process's user, at most
+//! [`coordinator_runtime::secrets::MAX_SECRET_BYTES`]), whose
+//! [`SecretError`] codes every refusal. Neither a key nor a token is ever
+//! logged, formatted by `Debug`, or put into an error.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use jsonwebtoken::Header;
@@ -18,30 +21,33 @@ use ring::rand::{SecureRandom, SystemRandom};
 use serde::{Deserialize, Serialize};
 
 use super::jwk::{signing_key, JwkError};
-use coordinator_runtime::config::{Authorization, SecretProviders, SecretRef};
+use coordinator_runtime::config::{Authorization, SecretRef};
+use coordinator_runtime::secrets::{Secret, SecretError, SecretResolver};
 
 /// Lifetime of a client assertion, in seconds (`exp` - `iat`).
 pub const ASSERTION_LIFETIME_SECONDS: u64 = 60;
 /// RFC 7523 §2.2 `client_assertion_type`.
 pub const JWT_BEARER_ASSERTION: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
 
-/// Why a secret could not be read. Names the reference, never the value.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SecretError(pub String);
-
-impl std::fmt::Display for SecretError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
+/// Where secret references (`secret:file/<name>`, `secret:env/<NAME>`)
+/// resolve to bytes. The production implementation is
+/// [`SecretResolver`], the runtime file's one reader of secrets.
+pub trait SecretSource: Send + Sync {
+    /// The secret's bytes.
+    ///
+    /// # Errors
+    /// A [`SecretError`] naming the reference only, never the value
+    /// (`secret.unavailable`, `secret.not-regular-file`,
+    /// `secret.permissions`, `secret.owner`, ...).
+    fn read(&self, reference: &SecretRef) -> Result<Secret, SecretError>;
 }
 
-impl std::error::Error for SecretError {}
-
-/// Where secret references (`secret:file/<name>`, `secret:env/<NAME>`)
-/// resolve to bytes.
-pub trait SecretSource: Send + Sync {
-    /// The secret's bytes. Errors name the reference only.
-    fn read(&self, reference: &SecretRef) -> Result<Vec<u8>, SecretError>;
+/// The runtime file's providers, through the one reader of secrets
+/// (`coordinator_runtime::secrets`).
+impl SecretSource for SecretResolver {
+    fn read(&self, reference: &SecretRef) -> Result<Secret, SecretError> {
+        self.resolve(reference)
+    }
 }
 
 /// Secrets held in memory, by reference string (tests).
@@ -73,68 +79,16 @@ impl std::fmt::Debug for MemorySecrets {
 }
 
 impl SecretSource for MemorySecrets {
-    fn read(&self, reference: &SecretRef) -> Result<Vec<u8>, SecretError> {
+    /// The value inserted for `reference`; [`SecretError::Unavailable`]
+    /// when there is none.
+    fn read(&self, reference: &SecretRef) -> Result<Secret, SecretError> {
         self.values
             .get(&reference.0)
-            .cloned()
-            .ok_or_else(|| SecretError(format!("no secret for `{}`", reference.0)))
-    }
-}
-
-/// The runtime file's `secretProviders` (SPEC §9): `secret:file/<name>` is
-/// the file `<root>/<name>`, which must not be readable by group or others;
-/// `secret:env/<NAME>` is an environment variable, only when the environment
-/// provider is enabled.
-#[derive(Clone, Debug)]
-pub struct ProviderSecrets {
-    file_root: Option<PathBuf>,
-    environment: bool,
-}
-
-impl ProviderSecrets {
-    /// The providers a runtime file enables.
-    pub fn new(providers: &SecretProviders) -> Self {
-        ProviderSecrets {
-            file_root: providers.file.as_ref().map(|f| PathBuf::from(&f.root)),
-            environment: providers.environment.is_some(),
-        }
-    }
-}
-
-impl SecretSource for ProviderSecrets {
-    fn read(&self, reference: &SecretRef) -> Result<Vec<u8>, SecretError> {
-        let r = &reference.0;
-        if let Some(name) = r.strip_prefix("secret:file/") {
-            let root = self
-                .file_root
-                .as_ref()
-                .ok_or_else(|| SecretError(format!("`{r}`: no file provider")))?;
-            if name.is_empty() || name.contains('/') || name == "." || name == ".." {
-                return Err(SecretError(format!("`{r}`: not a file name")));
-            }
-            let path = root.join(name);
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::PermissionsExt;
-                let meta = std::fs::metadata(&path)
-                    .map_err(|e| SecretError(format!("`{r}`: {}", e.kind())))?;
-                if meta.permissions().mode() & 0o077 != 0 {
-                    return Err(SecretError(format!(
-                        "`{r}`: the file is readable by group or others (chmod 600)"
-                    )));
-                }
-            }
-            std::fs::read(&path).map_err(|e| SecretError(format!("`{r}`: {}", e.kind())))
-        } else if let Some(name) = r.strip_prefix("secret:env/") {
-            if !self.environment {
-                return Err(SecretError(format!("`{r}`: no environment provider")));
-            }
-            std::env::var_os(name)
-                .map(|v| v.into_encoded_bytes())
-                .ok_or_else(|| SecretError(format!("`{r}`: the variable is not set")))
-        } else {
-            Err(SecretError(format!("`{r}` is not a secret reference")))
-        }
+            .map(|v| Secret::from(v.clone()))
+            .ok_or_else(|| SecretError::Unavailable {
+                reference: reference.0.clone(),
+                reason: "no such secret in memory".into(),
+            })
     }
 }
 
@@ -158,7 +112,8 @@ impl std::fmt::Debug for AccessToken {
 /// Why no token was obtained. Nothing was sent to the product in any case.
 #[derive(Debug)]
 pub enum TokenError {
-    /// The signing key could not be read.
+    /// The signing key could not be read, or its file is unsafe (the
+    /// secret's own code: [`SecretError::code`]).
     Secret(SecretError),
     /// The signing key is not a usable private JWK.
     Key(JwkError),
@@ -238,7 +193,9 @@ pub fn check_signing_key(
     let jwk = secrets
         .read(&auth.signing_key_ref)
         .map_err(TokenError::Secret)?;
-    signing_key(&jwk).map(|_| ()).map_err(TokenError::Key)
+    signing_key(jwk.bytes())
+        .map(|_| ())
+        .map_err(TokenError::Key)
 }
 
 impl TokenClient {
@@ -260,7 +217,7 @@ impl TokenClient {
             .secrets
             .read(&auth.signing_key_ref)
             .map_err(TokenError::Secret)?;
-        let key = signing_key(&jwk).map_err(TokenError::Key)?;
+        let key = signing_key(jwk.bytes()).map_err(TokenError::Key)?;
         let mut jti = [0u8; 16];
         self.random
             .fill(&mut jti)
@@ -350,10 +307,15 @@ pub(crate) fn transport_reason(e: &reqwest::Error) -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use coordinator_runtime::config::{EnvironmentProvider, FileProvider};
+    use coordinator_runtime::config::{FileProvider, SecretProviders};
 
+    /// The service's source is the runtime file's one reader: a connection
+    /// key that is a symbolic link, readable by group or others, or owned by
+    /// another user is refused with the secret's own code, as every secret
+    /// is (a second reader once followed links and skipped the owner).
     #[test]
-    fn provider_secrets_read_owner_only_files_and_enabled_env() {
+    fn the_service_reads_signing_keys_through_the_one_secret_reader() {
+        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let providers = SecretProviders {
             file: Some(FileProvider {
@@ -361,33 +323,58 @@ mod tests {
             }),
             environment: None,
         };
-        let secrets = ProviderSecrets::new(&providers);
-        let path = dir.path().join("key");
-        std::fs::write(&path, b"jwk").unwrap();
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-            assert_eq!(
-                secrets.read(&SecretRef("secret:file/key".into())).unwrap(),
-                b"jwk"
-            );
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-            let e = secrets
-                .read(&SecretRef("secret:file/key".into()))
-                .unwrap_err();
-            assert!(e.0.contains("group or others"), "{e}");
-        }
-        assert!(secrets
-            .read(&SecretRef("secret:file/../key".into()))
-            .is_err());
-        assert!(secrets.read(&SecretRef("secret:env/HOME".into())).is_err());
-        let with_env = ProviderSecrets::new(&SecretProviders {
-            file: None,
-            environment: Some(EnvironmentProvider {}),
+        let secrets = SecretResolver::new(&providers);
+        let write = |name: &str, mode: u32| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, b"jwk").unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            path
+        };
+        let code = |name: &str| {
+            SecretSource::read(&secrets, &SecretRef(format!("secret:file/{name}")))
+                .map(|s| s.bytes().to_vec())
+                .map_err(|e| e.code())
+        };
+        let key = write("key", 0o600);
+        assert_eq!(code("key"), Ok(b"jwk".to_vec()));
+        write("group", 0o640);
+        assert_eq!(code("group"), Err("secret.permissions"));
+        std::os::unix::fs::symlink(&key, dir.path().join("link")).unwrap();
+        assert_eq!(code("link"), Err("secret.not-regular-file"));
+        assert_eq!(code("missing"), Err("secret.unavailable"));
+        assert_eq!(code("../key"), Err("secret.reference"));
+        assert_eq!(
+            SecretSource::read(&secrets, &SecretRef("secret:env/PATH".into()))
+                .map(|_| ())
+                .map_err(|e| e.code()),
+            Err("secret.provider-disabled")
+        );
+        // Owned by another user: only root can give a file away. Tests run
+        // as root in CI; elsewhere this one sub-case cannot be set up.
+        let me = std::fs::metadata("/proc/self").map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.uid()
         });
-        assert!(with_env.read(&SecretRef("secret:env/PATH".into())).is_ok());
-        assert!(with_env.read(&SecretRef("secret:file/key".into())).is_err());
+        if me.is_ok_and(|uid| uid == 0) {
+            let theirs = write("theirs", 0o600);
+            std::os::unix::fs::chown(&theirs, Some(65534), None).unwrap();
+            assert_eq!(code("theirs"), Err("secret.owner"));
+        }
+    }
+
+    #[test]
+    fn memory_secrets_answer_unavailable_for_an_unknown_reference() {
+        let mut secrets = MemorySecrets::new();
+        secrets.insert("secret:file/k", b"v".to_vec());
+        let r = |s: &str| SecretRef(s.into());
+        assert_eq!(secrets.read(&r("secret:file/k")).unwrap().bytes(), b"v");
+        assert_eq!(
+            secrets
+                .read(&r("secret:file/x"))
+                .map(|_| ())
+                .map_err(|e| e.code()),
+            Err("secret.unavailable")
+        );
     }
 
     #[test]

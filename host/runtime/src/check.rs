@@ -9,12 +9,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::Path;
 
+use coordinator_ir::name::{is_name, NAME_PATTERN};
+use coordinator_ir::pointer::escape_token;
 use coordinator_ir::Program;
-use coordinator_source::{yaml::escape_token, Diagnostic, ReadError, YamlDocument};
+use coordinator_source::{Diagnostic, ReadError, YamlDocument};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::config::*;
+use crate::net::{http_url, UrlFault};
 use crate::package::{load_package, LoadedPackage, PackageError};
 
 /// What the file is checked as.
@@ -205,48 +208,6 @@ fn ptr(parts: &[&str]) -> String {
         .collect()
 }
 
-/// Scheme and host of an `http(s)` URL, or why it is not one.
-fn parse_http_url(url: &str) -> Result<(&str, &str), &'static str> {
-    let (scheme, rest) = url.split_once("://").ok_or("it is not an absolute URL")?;
-    if scheme != "https" && scheme != "http" {
-        return Err("its scheme is neither https nor http");
-    }
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    if authority.contains('@') {
-        return Err("it carries user information; put credentials in a secret reference");
-    }
-    if rest.contains('#') {
-        return Err("it carries a fragment");
-    }
-    let host = if let Some(v6) = authority.strip_prefix('[') {
-        let end = v6.find(']').ok_or("its IPv6 host is not closed by `]`")?;
-        &authority[..end + 2]
-    } else {
-        authority.split(':').next().unwrap_or_default()
-    };
-    if host.is_empty() || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err("it has no host, or holds spaces");
-    }
-    Ok((scheme, host))
-}
-
-fn is_loopback(host: &str) -> bool {
-    let host = host.to_ascii_lowercase();
-    if host == "localhost" || host == "[::1]" {
-        return true;
-    }
-    host.parse::<std::net::Ipv4Addr>()
-        .map(|ip| ip.is_loopback())
-        .unwrap_or(false)
-}
-
-fn valid_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some('a'..='z'))
-        && name.len() <= 64
-        && chars.all(|c| matches!(c, 'a'..='z' | '0'..='9' | '-'))
-}
-
 fn valid_digest(d: &str) -> bool {
     d.strip_prefix("sha256:").is_some_and(|hex| {
         hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
@@ -353,12 +314,7 @@ impl Checker<'_> {
 
     fn config(&mut self, cfg: &RuntimeConfig) {
         let ns = &cfg.namespace;
-        let ok = ns.strip_prefix("coordinator_").is_some_and(|s| {
-            !s.is_empty()
-                && s.bytes()
-                    .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_'))
-        }) && ns.len() <= 63;
-        if !ok {
+        if !valid_namespace(ns) {
             self.err(
                 "coordinator.runtime.namespace",
                 self.doc.locate("/namespace"),
@@ -610,41 +566,39 @@ impl Checker<'_> {
     }
 
     fn name(&mut self, at: &str, name: &str, what: &str) {
-        if !valid_name(name) {
+        if !is_name(name) {
             self.err(
                 "coordinator.runtime.name",
                 self.doc.locate_key(at),
-                format!("{what} name `{name}` does not match ^[a-z][a-z0-9-]{{0,63}}$"),
+                format!("{what} name `{name}` does not match {NAME_PATTERN}"),
                 "Use lowercase letters, digits and `-`, starting with a letter.",
             );
         }
     }
 
-    /// An endpoint URL: https, or http only to a loopback host.
+    /// An `http(s)` URL the service contacts ([`http_url`]): https, or http
+    /// only to a loopback host; when `endpoint`, without a query string.
     fn url(&mut self, at: &str, url: &str, endpoint: bool) {
-        match parse_http_url(url) {
+        match http_url(url, endpoint) {
+            Ok(_) => {}
+            Err(UrlFault::Plaintext { host }) => self.err(
+                "coordinator.runtime.insecure-url",
+                self.doc.locate(at),
+                format!("`{url}` uses plaintext http to `{host}`, which is not a loopback host"),
+                "Use https; plaintext http is accepted only to localhost, 127.0.0.0/8 or [::1].",
+            ),
+            Err(UrlFault::Query) => self.err(
+                "coordinator.runtime.url",
+                self.doc.locate(at),
+                format!("`{url}` carries a query string"),
+                "Remove the query string from the URL.",
+            ),
             Err(why) => self.err(
                 "coordinator.runtime.url",
                 self.doc.locate(at),
                 format!("`{url}` is not a usable URL: {why}"),
                 "Write an absolute https URL, e.g. `https://breg.example.org`.",
             ),
-            Ok(("http", host)) if !is_loopback(host) => self.err(
-                "coordinator.runtime.insecure-url",
-                self.doc.locate(at),
-                format!("`{url}` uses plaintext http to `{host}`, which is not a loopback host"),
-                "Use https; plaintext http is accepted only to localhost, 127.0.0.0/8 or [::1].",
-            ),
-            Ok(_) => {
-                if endpoint && url.contains('?') {
-                    self.err(
-                        "coordinator.runtime.url",
-                        self.doc.locate(at),
-                        format!("`{url}` carries a query string"),
-                        "Remove the query string from the URL.",
-                    );
-                }
-            }
         }
     }
 

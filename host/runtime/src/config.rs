@@ -123,6 +123,22 @@ impl Default for Observation {
     }
 }
 
+/// Whether `namespace` is a deployment namespace: `coordinator_` followed
+/// by at least one lowercase ASCII letter, digit or `_`, at most 63 bytes in
+/// all (a PostgreSQL identifier), so the store may interpolate it into SQL.
+/// The one rule: the runtime check refuses other values
+/// (`coordinator.runtime.namespace`) and the store will not open or apply
+/// one (`coordinator.deployment.not-applied`).
+pub fn valid_namespace(namespace: &str) -> bool {
+    namespace.len() <= 63
+        && namespace.strip_prefix("coordinator_").is_some_and(|rest| {
+            !rest.is_empty()
+                && rest
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        })
+}
+
 fn default_observation() -> u64 {
     DEFAULT_OBSERVATION_SECONDS
 }
@@ -459,4 +475,25 @@ pub struct Policy {
 pub struct StateKey {
     /// The 32-byte key of this version.
     pub key_ref: SecretRef,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::valid_namespace;
+
+    #[test]
+    fn namespaces() {
+        assert!(valid_namespace("coordinator_follow_up"));
+        assert!(valid_namespace(&format!("coordinator_{}", "a".repeat(51))));
+        for bad in [
+            "coordinator_",
+            "public",
+            "coordinator_X",
+            "coordinator-follow",
+            "coordinator_a;drop",
+            &format!("coordinator_{}", "a".repeat(52)),
+        ] {
+            assert!(!valid_namespace(bad), "{bad}");
+        }
+    }
 }

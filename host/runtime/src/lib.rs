@@ -8,6 +8,8 @@
 //! - [`keys`]: the state keyring (AES-256-GCM sealing), admission and audit
 //!   keys (HMAC-SHA256).
 //! - [`secrets`]: secret references resolved (owner-only files, environment).
+//! - [`net`]: the runtime file's `http(s)` URLs parsed (the `url` crate) and
+//!   the one loopback rule.
 //! - [`audit`]: the audit journal (JSON Lines, one file per process).
 //!
 //! Invariant: the check, the config types and the bindings read no secret
@@ -22,6 +24,7 @@ pub mod binding;
 pub mod check;
 pub mod config;
 pub mod keys;
+pub mod net;
 pub mod package;
 pub mod secrets;
 

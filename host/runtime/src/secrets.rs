@@ -34,6 +34,15 @@ impl Secret {
     }
 }
 
+impl From<Vec<u8>> for Secret {
+    /// A value held in memory (tests, and a secret source other than the
+    /// runtime file's providers); overwritten with zeros on drop like any
+    /// other.
+    fn from(bytes: Vec<u8>) -> Self {
+        Secret(bytes)
+    }
+}
+
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Secret({} bytes)", self.0.len())

@@ -508,12 +508,44 @@ fn refuses_plaintext_http_to_a_non_loopback_host() {
         "coordinator.runtime.url",
         "baseUrl: |ftp://",
     );
-    // Loopback http is accepted (the fixture's directory connection uses it).
+    // URLs are parsed by the `url` crate, as reqwest reads them: a port
+    // out of range is refused here, not at the first dispatch.
+    let r = refuses(
+        &f.text,
+        "baseUrl: https://messaging.example.org",
+        "baseUrl: https://messaging.example.org:99999",
+        Mode::Deployment,
+        false,
+        "coordinator.runtime.url",
+        "baseUrl: |https://messaging.example.org:99999",
+    );
+    assert!(
+        r.diagnostics[0].message.contains("port"),
+        "{:?}",
+        r.diagnostics[0]
+    );
+    // A loopback name before `@` is user information, not the host.
+    refuses(
+        &f.text,
+        "baseUrl: https://messaging.example.org",
+        "baseUrl: http://localhost@messaging.example.org",
+        Mode::Deployment,
+        false,
+        "coordinator.runtime.url",
+        "baseUrl: |http://localhost@",
+    );
+    // Loopback http is accepted (the fixture's directory connection uses
+    // it), whatever the spelling of the loopback address.
     assert!(f.text.contains("http://127.0.0.1:9000"));
-    let text = f
-        .text
-        .replace("http://127.0.0.1:9000", "http://localhost:9000");
-    assert!(check(&text, Mode::Deployment, false).is_valid());
+    for loopback in [
+        "http://localhost:9000",
+        "http://[::1]:9000",
+        "http://[0:0:0:0:0:0:0:1]:9000",
+    ] {
+        let text = f.text.replace("http://127.0.0.1:9000", loopback);
+        let result = check(&text, Mode::Deployment, false);
+        assert!(result.is_valid(), "{loopback}: {:#?}", result.diagnostics);
+    }
 }
 
 #[test]

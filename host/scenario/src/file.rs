@@ -278,7 +278,7 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
         let scripted = |diags: &mut Vec<Diagnostic>, section: &str, name: &str, hint: &str| {
             let ptr = format!(
                 "{base}/{section}/{}",
-                coordinator_source::yaml::escape_token(name)
+                coordinator_ir::pointer::escape_token(name)
             );
             match program.step_id(name).and_then(|id| program.step(id)) {
                 Some(step) => Some((ptr, step.op.kind())),

@@ -516,7 +516,7 @@ impl<'a> CaseHost<'a> {
             let used = self.case.replies.get(step).map_or(0, Vec::len) - left.len();
             let pointer = format!(
                 "/replies/{}/{used}",
-                coordinator_source::yaml::escape_token(step)
+                coordinator_ir::pointer::escape_token(step)
             );
             // SPEC §7: nothing may follow receipt-expired, nor an unknown
             // evaluation answer; say so rather than only "never used".

@@ -28,15 +28,15 @@ pub mod runs;
 pub mod schema;
 
 use std::fmt;
-use std::net::IpAddr;
 use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgSslMode};
 use sqlx::{PgPool, Row};
 
-use coordinator_runtime::config::{RuntimeConfig, SecretRef};
+use coordinator_runtime::config::{valid_namespace, RuntimeConfig, SecretRef};
 use coordinator_runtime::keys::{KeyError, StateKeyring};
+use coordinator_runtime::net::is_loopback_host;
 use coordinator_runtime::secrets::{SecretError, SecretResolver};
 
 pub use deploy::{
@@ -225,19 +225,6 @@ pub(crate) fn db_error(e: sqlx::Error) -> StoreError {
     )
 }
 
-/// Whether `ns` is a namespace the store may interpolate into SQL:
-/// `coordinator_` + `[a-z0-9_]+`, at most 63 bytes (the runtime check's
-/// rule).
-pub fn valid_namespace(ns: &str) -> bool {
-    ns.len() <= 63
-        && ns.strip_prefix("coordinator_").is_some_and(|rest| {
-            !rest.is_empty()
-                && rest
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-        })
-}
-
 pub(crate) fn namespace_of(config: &RuntimeConfig) -> Result<&str, StoreError> {
     if valid_namespace(&config.namespace) {
         Ok(&config.namespace)
@@ -248,13 +235,6 @@ pub(crate) fn namespace_of(config: &RuntimeConfig) -> Result<&str, StoreError> {
             "run `coordinatorctl --runtime-config FILE check`",
         ))
     }
-}
-
-fn is_loopback_host(host: &str) -> bool {
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    host.starts_with('/')
-        || host.eq_ignore_ascii_case("localhost")
-        || bare.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Connection options for `url` (read from `reference`), with the TLS rule
@@ -277,7 +257,10 @@ pub fn connect_options(
             "write `postgres://ROLE:PASSWORD@HOST:PORT/DATABASE?sslmode=require` into the file",
         )
     })?;
-    let local = options.get_socket().is_some() || is_loopback_host(options.get_host());
+    // A Unix socket (a host that is a directory path), or a loopback host
+    // by the one rule (`coordinator_runtime::net::is_loopback_host`).
+    let host = options.get_host();
+    let local = options.get_socket().is_some() || host.starts_with('/') || is_loopback_host(host);
     let options = match options.get_ssl_mode() {
         PgSslMode::Require | PgSslMode::VerifyCa | PgSslMode::VerifyFull => {
             options.ssl_mode(PgSslMode::VerifyFull)
@@ -567,16 +550,9 @@ mod tests {
     }
 
     #[test]
-    fn namespaces_and_cli_codes() {
-        assert!(valid_namespace("coordinator_follow_up"));
-        for bad in [
-            "coordinator_",
-            "public",
-            "coordinator_X",
-            "coordinator_a;drop",
-        ] {
-            assert!(!valid_namespace(bad), "{bad}");
-        }
+    fn cli_codes() {
+        // (The namespace rule is `coordinator_runtime::config::valid_namespace`,
+        // tested there.)
         let custody = StoreError::refused("coordinator.command.state-key-custody", "m", "n");
         assert_eq!(custody.code, "state-key-custody");
         assert_eq!(custody.cli_code(), "coordinator.command.state-key-custody");

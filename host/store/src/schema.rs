@@ -3,7 +3,7 @@
 //!
 //! Every object lives in the deployment's namespace (`runtime.yaml`
 //! `namespace`, written `{ns}` below and substituted after
-//! [`super::valid_namespace`] accepted it). State schema version
+//! [`coordinator_runtime::config::valid_namespace`] accepted it). State schema version
 //! [`SCHEMA_VERSION`] is recorded in `deployment.schema_version`; a namespace
 //! recording another version is refused (`deployment.schema-version`): an
 //! earlier layout is settled with its matching binary and a fresh namespace.
