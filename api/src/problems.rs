@@ -56,8 +56,6 @@ problems! {
         "The runtime file changed connection settings a run uses. Restore them and restart, or investigate with `--recovery-only`.", true);
     BINDING_LIVE_CONFLICT = ("binding.live-conflict", 409, "The runtime file changed connection settings a run uses",
         "The runtime file changed connection settings a run uses. Restore them and restart, or investigate with `--recovery-only`.", true);
-    CANCEL_REFUSED = ("cancel.refused", 409, "The run cannot be recovered that way",
-        "Inspect the run: it may have ended or changed meanwhile.", false);
     DEPLOYMENT_ACTIVATION_CHANGED = ("deployment.activation-changed", 409, "An apply changed the active packages after the service started",
         "An apply changed the active packages after the service started. Restart it with the runtime file apply used.", true);
     DEPLOYMENT_REFUSED = ("deployment.refused", 409, "The activation, runtime file, or state key custody check failed",

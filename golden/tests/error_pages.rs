@@ -26,7 +26,12 @@ fn workspace() -> PathBuf {
 /// prefix back on a raw store code. Each such code is written whole at the
 /// call site that raises it (the constructor strips the prefix), and the
 /// store's `CODES` list is checked below in its printed form.
+/// `coordinatorctl` prints a service problem's code with the same prefix;
+/// those codes are the registry's (`coordinator_api::problems::ALL`), added
+/// below.
 const ASSEMBLED: &[(&str, &str)] = &[
+    ("cli/src/commands/ops.rs", "coordinator.{code}"),
+    ("cli/src/commands/ops.rs", "coordinator.{}"),
     ("host/store/src/lib.rs", "coordinator.{}"),
     ("host/store/src/lib.rs", "coordinator.command.{}"),
 ];
@@ -295,6 +300,12 @@ fn emitted_codes() -> BTreeMap<String, String> {
             .entry(printed)
             .or_insert_with(|| "coordinator_store::CODES".into());
     }
+    // The service's HTTP problems: the registry is their one home.
+    for problem in coordinator_api::problems::ALL {
+        codes
+            .entry(format!("coordinator.{}", problem.code))
+            .or_insert_with(|| "coordinator_api::problems::ALL".into());
+    }
     // A case is `CODE.edit` (an edit of the starter) or a directory `CODE/`.
     for case in std::fs::read_dir(root.join("golden/diagnostics"))
         .expect("golden/diagnostics")
@@ -419,4 +430,105 @@ fn the_scanner_finds_whole_codes_and_refuses_assembled_ones() {
     .collect();
     assert_eq!(codes, expected);
     assert_eq!(assembled, 1);
+}
+
+/// The registry's constants with their codes, read from its source:
+/// `NAME = ("code", ...`.
+fn registry_constants() -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(workspace().join("api/src/problems.rs"))
+        .expect("api/src/problems.rs");
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Some((name, rest)) = line.trim().split_once(" = (\"") else {
+            continue;
+        };
+        let Some((code, _)) = rest.split_once('"') else {
+            continue;
+        };
+        if name.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
+            out.push((name.to_owned(), code.to_owned()));
+        }
+    }
+    out
+}
+
+fn all_text_under(dirs: &[PathBuf]) -> String {
+    let mut files = Vec::new();
+    for dir in dirs {
+        rust_files(dir, &mut files);
+    }
+    files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).expect("read a source"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn every_problem_page_states_the_registry_status_and_next_line() {
+    let mut wrong = Vec::new();
+    for problem in coordinator_api::problems::ALL {
+        let code = format!("coordinator.{}", problem.code);
+        let page = workspace().join(format!("docs/errors/{code}.md"));
+        let text = std::fs::read_to_string(&page).unwrap_or_default();
+        let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        if !flat.contains(&format!("**Status.** {}", problem.status)) {
+            wrong.push(format!("{code}: no `**Status.** {}` line", problem.status));
+        }
+        let next = problem
+            .next
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        if !flat.contains(&next) {
+            wrong.push(format!(
+                "{code}: does not say the registry's next line {next:?}"
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "problem pages out of step:\n  {}",
+        wrong.join("\n  ")
+    );
+}
+
+#[test]
+fn every_problem_is_raised_by_the_service_and_asserted_by_a_test() {
+    let root = workspace();
+    let constants = registry_constants();
+    assert_eq!(
+        constants.len(),
+        coordinator_api::problems::ALL.len(),
+        "the registry source parse found other constants than ALL holds"
+    );
+    let mut sources = vec![root.join("server/src")];
+    let mut tests = vec![root.join("server/tests"), root.join("cli/tests")];
+    for entry in std::fs::read_dir(root.join("host"))
+        .expect("host/")
+        .flatten()
+    {
+        sources.push(entry.path().join("src"));
+        tests.push(entry.path().join("tests"));
+    }
+    let source_text = all_text_under(&sources);
+    let test_text = all_text_under(&tests);
+    let mut missing = Vec::new();
+    for (name, code) in &constants {
+        if !source_text.contains(&format!("problems::{name}")) {
+            missing.push(format!(
+                "{name}: never raised (no `problems::{name}` in the service)"
+            ));
+        }
+        if !test_text.contains(&format!("\"{code}\"")) {
+            missing.push(format!(
+                "{code}: no test asserts it (no \"{code}\" literal in a test)"
+            ));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "registry entries without a raise or a test:\n  {}",
+        missing.join("\n  ")
+    );
 }

@@ -844,8 +844,9 @@ async fn recover(
                     &problems::RECEIPT_EXPIRED
                 }
                 (Action::Reconcile, _) => &problems::RECONCILE_REFUSED,
-                (Action::RetrySame, _) => &problems::RETRY_REFUSED,
-                (Action::Cancel, _) => &problems::CANCEL_REFUSED,
+                // (A cancel is never refused: one the VM does not take
+                // answers the run unchanged.)
+                (Action::RetrySame | Action::Cancel, _) => &problems::RETRY_REFUSED,
             };
             Err(ApiError::of(kind).detail(r.message))
         }

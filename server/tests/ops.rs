@@ -1189,3 +1189,59 @@ async fn run_ids_and_reasons_are_checked_at_the_edge() {
         }
     }
 }
+
+/// The recovery refusals answer their registry codes: a reconcile or a
+/// retry-same of a run that is not held is 409 `reconcile.refused` /
+/// `retry.refused`; a cancel the VM does not take answers the run
+/// unchanged. An audited answer whose journal line cannot be written is
+/// 503 `audit.response-unavailable` (the action may have happened).
+#[tokio::test]
+async fn recovery_refusals_and_an_unwritable_journal_answer_their_codes() {
+    let env = Env::new(false).await;
+    let (s, run) = env.start("k-1").await;
+    assert_eq!(s, 201, "{run}");
+    let id = run["run"].as_str().unwrap().to_owned();
+    for (action, code) in [
+        ("reconcile", "reconcile.refused"),
+        ("retry-same", "retry.refused"),
+    ] {
+        let (s, p) = env
+            .call(
+                Some(OPERATOR),
+                &format!("/v1/runs/{id}/{action}"),
+                Some(json!({"reason": "r-1"})),
+            )
+            .await;
+        assert_eq!((s, p["code"].as_str()), (409, Some(code)), "{action}: {p}");
+    }
+    let full = Env::serve(
+        ops_support::start_journaled(
+            env.fakes.clone(),
+            "db-ops-1",
+            false,
+            env.store.clone(),
+            Some(true),
+        )
+        .await,
+        env.store.clone(),
+    )
+    .await;
+    let (s, p) = full
+        .call(
+            Some(OPERATOR),
+            &format!("/v1/runs/{id}/cancel"),
+            Some(json!({"reason": "r-1"})),
+        )
+        .await;
+    assert_eq!(
+        (s, p["code"].as_str()),
+        (503, Some("audit.response-unavailable")),
+        "{p}"
+    );
+    // The cancel happened (the call in flight is cancelled when it is
+    // answered); only its answer was withheld.
+    let (_, st) = env
+        .call(Some(OPERATOR), &format!("/v1/runs/{id}"), None)
+        .await;
+    assert_eq!(st["state"], "cancel-requested", "{st}");
+}

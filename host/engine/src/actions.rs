@@ -254,6 +254,11 @@ impl Engine {
                 }
                 Ok(after)
             }
+            // A cancel the VM does not take (the run ended meanwhile)
+            // changes nothing: the run as it stands, as for an ended run.
+            Fed::Rejected(_) if action == Action::Cancel => {
+                self.store.get(run_id).await?.ok_or(ActionError::NotFound)
+            }
             Fed::Rejected(r) => Err(ActionError::Refused(r)),
             Fed::Held => Err(ActionError::ExecutionHeld),
         }

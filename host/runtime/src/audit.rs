@@ -117,6 +117,16 @@ impl AuditJournal {
         })
     }
 
+    /// A journal appending to `file`, an already open file named `path`
+    /// (a test opens `/dev/full` to see every append fail, as on a full
+    /// disk: the audited answer is then withheld).
+    pub fn on_file(path: &Path, file: File) -> Self {
+        AuditJournal {
+            path: path.to_owned(),
+            file: Mutex::new((file, 0)),
+        }
+    }
+
     /// The file this process appends to.
     pub fn path(&self) -> &Path {
         &self.path

@@ -188,6 +188,19 @@ pub async fn start_with(
     recovery_only: bool,
     store: Arc<MemoryRunStore>,
 ) -> Instance {
+    start_journaled(fakes, database_id, recovery_only, store, None).await
+}
+
+/// [`start_with`] whose audit journal appends to `/dev/full` when
+/// `failing_journal` is true: every audited answer is then withheld
+/// (`audit.response-unavailable`), as when the journal's disk is full.
+pub async fn start_journaled(
+    fakes: Fakes,
+    database_id: &str,
+    recovery_only: bool,
+    store: Arc<MemoryRunStore>,
+    failing_journal: Option<bool>,
+) -> Instance {
     let kept = fakes.clone();
     let Fakes {
         issuer,
@@ -199,7 +212,15 @@ pub async fn start_with(
     let mut config = EngineConfig::new(database_id, "worker-1");
     config.recovery_only = recovery_only;
     let audit_dir = tempfile::tempdir().unwrap();
-    let journal = AuditJournal::open(&audit_dir.path().join("audit.jsonl")).unwrap();
+    let journal = if failing_journal == Some(true) {
+        let full = std::fs::OpenOptions::new()
+            .append(true)
+            .open("/dev/full")
+            .unwrap();
+        AuditJournal::on_file(Path::new("/dev/full"), full)
+    } else {
+        AuditJournal::open(&audit_dir.path().join("audit.jsonl")).unwrap()
+    };
     let engine = Engine::new(
         config,
         store as Arc<dyn RunStore>,
