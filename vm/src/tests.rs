@@ -389,7 +389,7 @@ fn an_expired_receipt_holds_for_good() {
         d.try_feed(Event::Reconcile { at: at(1) })
             .expect_err("nothing may follow")
             .code,
-        RejectCode::NoReceipt
+        RejectCode::ReceiptExpired
     );
 }
 
