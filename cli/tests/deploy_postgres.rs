@@ -291,7 +291,8 @@ fn usage_secrets_and_an_unreachable_database_have_their_exit_codes() {
     let (code, _, err) = fx.ctl(&["plan"], true);
     assert_eq!(code, 1, "{err}");
     assert!(
-        err.contains("error[coordinator.secret.permissions]"),
+        err.contains("error[coordinator.deployment.refused]")
+            && err.contains("reason: coordinator.secret.permissions"),
         "{err}"
     );
     assert!(
@@ -324,7 +325,11 @@ fn usage_secrets_and_an_unreachable_database_have_their_exit_codes() {
     secret(&secrets, "runtime-database-url", wrong.as_bytes(), 0o600);
     let (code, _, err) = fx.ctl(&["deployment-status"], true);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("error[coordinator.database.login]"), "{err}");
+    assert!(
+        err.contains("error[coordinator.deployment.refused]"),
+        "{err}"
+    );
+    assert!(err.contains("reason: coordinator.database.login"), "{err}");
     assert!(err.contains(user), "names the role: {err}");
     assert!(!err.contains("wrong-pw-123"), "{err}");
 
@@ -333,7 +338,14 @@ fn usage_secrets_and_an_unreachable_database_have_their_exit_codes() {
     secret(&secrets, "runtime-database-url", missing.as_bytes(), 0o600);
     let (code, _, err) = fx.ctl(&["deployment-status"], true);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("error[coordinator.database.missing]"), "{err}");
+    assert!(
+        err.contains("error[coordinator.deployment.refused]"),
+        "{err}"
+    );
+    assert!(
+        err.contains("reason: coordinator.database.missing"),
+        "{err}"
+    );
     assert!(err.contains("no_such_database_here"), "{err}");
 
     // A refused apply leaves no (empty) audit journal file behind.
@@ -346,7 +358,11 @@ fn usage_secrets_and_an_unreachable_database_have_their_exit_codes() {
     secret(&secrets, "migration-database-url", wrong.as_bytes(), 0o600);
     let (code, _, err) = fx.ctl(&["apply"], true);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("error[coordinator.database.login]"), "{err}");
+    assert!(
+        err.contains("error[coordinator.deployment.refused]"),
+        "{err}"
+    );
+    assert!(err.contains("reason: coordinator.database.login"), "{err}");
     let journals: Vec<_> = std::fs::read_dir(fx.dir.path())
         .expect("list")
         .flatten()

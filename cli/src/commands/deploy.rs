@@ -10,7 +10,9 @@
 //! prints them and `status: applied`, `schemaVersion: 4`;
 //! `deployment-status` prints `status: checked`, `schemaVersion: 4`, one
 //! `<workflow>: <package digest>` line per workflow and the holds. A refusal
-//! goes to stderr as `error[<code>]: <message>` and `next: <repair>`.
+//! goes to stderr as `error[<code>]: <message>`, `reason: <finer code>` (for
+//! `coordinator.deployment.refused`) and `next: <repair>`
+//! ([`StoreError::deployment_command_code`]).
 //! Exit codes: 0 ok, 1 refused, 2 usage, 3 database/file/secret unavailable.
 
 use std::path::Path;
@@ -78,6 +80,9 @@ impl Which {
 #[serde(rename_all = "camelCase")]
 struct ErrorJson<'a> {
     code: String,
+    /// The finer code of a `coordinator.deployment.refused`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
     message: &'a str,
     next: &'a str,
 }
@@ -99,7 +104,11 @@ fn exit_for(e: &StoreError) -> u8 {
 }
 
 fn print_error(e: &StoreError) {
-    errln!("error[{}]: {}", e.cli_code(), e.message);
+    let (code, reason) = e.deployment_command_code();
+    errln!("error[{code}]: {}", e.message);
+    if let Some(reason) = reason {
+        errln!("  reason: {reason}");
+    }
     errln!("  next: {}", e.next);
 }
 
@@ -254,10 +263,14 @@ fn finish<T: Serialize>(
                 &[],
                 Extra {
                     result: result.as_ref(),
-                    error: error.as_ref().map(|e| ErrorJson {
-                        code: e.cli_code(),
-                        message: &e.message,
-                        next: &e.next,
+                    error: error.as_ref().map(|e| {
+                        let (code, reason) = e.deployment_command_code();
+                        ErrorJson {
+                            code,
+                            reason,
+                            message: &e.message,
+                            next: &e.next,
+                        }
                     }),
                 },
             );

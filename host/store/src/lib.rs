@@ -151,11 +151,46 @@ impl StoreError {
     /// `state-key-custody`) under `command.`:
     /// `coordinator.command.state-key-custody`.
     pub fn cli_code(&self) -> String {
-        if self.code.contains('.') {
-            format!("coordinator.{}", self.code)
+        printed_code(self.code)
+    }
+
+    /// What the deployment commands (`plan`, `apply`,
+    /// `deployment-status`) print for this error, as
+    /// `(code, reason)` (seed 000 "Codes you see"). A refusal is named by
+    /// one of the seed's five names: `coordinator.deployment.workflow-unlisted`,
+    /// `coordinator.deployment.workflow-live-runs`,
+    /// `coordinator.command.state-key-custody`,
+    /// `coordinator.command.live-binding-conflict`, or else
+    /// `coordinator.deployment.refused`, whose reason is the finer code
+    /// (`coordinator.deployment.runtime-role-superuser`,
+    /// `coordinator.database.login`, `coordinator.secret.permissions`, ...;
+    /// each has its page in docs/errors). An unavailable resource (exit 3)
+    /// keeps its own code and has no reason.
+    pub fn deployment_command_code(&self) -> (String, Option<String>) {
+        const SEED_NAMED: [&str; 4] = [
+            "deployment.workflow-unlisted",
+            "deployment.workflow-live-runs",
+            "state-key-custody",
+            "live-binding-conflict",
+        ];
+        if self.kind == ErrorKind::Unavailable || SEED_NAMED.contains(&self.code) {
+            (self.cli_code(), None)
         } else {
-            format!("coordinator.command.{}", self.code)
+            (
+                "coordinator.deployment.refused".to_owned(),
+                Some(self.cli_code()),
+            )
         }
+    }
+}
+
+/// A raw code as `coordinatorctl` prints it: `coordinator.` + the code,
+/// with codes that name no area under `command.`.
+fn printed_code(code: &str) -> String {
+    if code.contains('.') {
+        format!("coordinator.{code}")
+    } else {
+        format!("coordinator.command.{code}")
     }
 }
 
@@ -571,5 +606,41 @@ mod tests {
             assert_eq!(e.code, *code);
             assert_eq!(raw_code(Box::leak(e.cli_code().into_boxed_str())), *code);
         }
+    }
+
+    #[test]
+    fn deployment_commands_print_the_seed_names() {
+        let printed = |code: &'static str| {
+            StoreError::refused(code, "m", "n")
+                .deployment_command_code()
+                .0
+        };
+        for named in [
+            "coordinator.deployment.workflow-unlisted",
+            "coordinator.deployment.workflow-live-runs",
+            "coordinator.command.state-key-custody",
+            "coordinator.command.live-binding-conflict",
+        ] {
+            assert_eq!(printed(named), named);
+        }
+        let finer = StoreError::refused("coordinator.deployment.runtime-role-superuser", "m", "n");
+        assert_eq!(
+            finer.deployment_command_code(),
+            (
+                "coordinator.deployment.refused".to_owned(),
+                Some("coordinator.deployment.runtime-role-superuser".to_owned())
+            )
+        );
+        let secret = StoreError::from(SecretError::Reference);
+        assert_eq!(
+            secret.deployment_command_code().1.as_deref(),
+            Some("coordinator.secret.reference")
+        );
+        // An outage keeps its own code: it is not a refused check.
+        let down = StoreError::unavailable("store-unavailable", "m", "n");
+        assert_eq!(
+            down.deployment_command_code(),
+            ("coordinator.command.store-unavailable".to_owned(), None)
+        );
     }
 }
