@@ -7,13 +7,17 @@
 //!
 //! Schemas are JSON Schema draft 2020-12 (OpenAPI 3.1's dialect) under
 //! `#/components/schemas`. Error answers are RFC 9457 problem documents
-//! (`application/problem+json`, [`Problem`]) whose `code` members are
-//! listed in docs/service.md and seed 000 ("Codes you see").
+//! (`application/problem+json`, [`Problem`]); each operation lists, per
+//! status, the `code`s it can answer, taken from [`crate::problems`] (the
+//! schema of that status's `code` is an `enum` of them). `route.not-found`
+//! and `method.not-allowed`, answered for paths and methods no operation
+//! routes, are in the document's `x-problem-codes` with every other code.
 
 use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{json, Map, Value};
 
+use crate::problems::{self as p, ProblemType};
 use crate::{
     AdmissionRecovery, Doctor, ExecutionRecovery, HoldReason, Holds, Inspection, Problem, Ready,
     Recovery, Retained, Retention, ReviewCompletion, RunList, RunStatus, StartRun,
@@ -53,8 +57,9 @@ pub struct Operation {
     request: Option<Value>,
     /// Success statuses and their body schemas.
     success: Vec<(u16, &'static str, Value)>,
-    /// Statuses answered with a problem document.
-    problems: &'static [u16],
+    /// The problem codes the route can answer (their statuses are the
+    /// route's problem statuses).
+    problems: Vec<&'static ProblemType>,
     /// Parameters (path, query, header), as OpenAPI objects.
     parameters: Vec<Value>,
 }
@@ -92,6 +97,43 @@ fn cloud_event_schema() -> Value {
     })
 }
 
+/// Codes of every route that reads the store: an outage, and a stored value
+/// this process's runtime file cannot open.
+const STORE: [&ProblemType; 2] = [&p::SERVICE_UNAVAILABLE, &p::DEPLOYMENT_REFUSED];
+/// Codes of every route that reads a JSON body.
+const BODY: [&ProblemType; 3] = [
+    &p::REQUEST_INVALID,
+    &p::REQUEST_TOO_LARGE,
+    &p::REQUEST_UNSUPPORTED_MEDIA_TYPE,
+];
+/// Codes of every route a caller's access token opens.
+const CALLER: [&ProblemType; 2] = [&p::AUTHENTICATION_REFUSED, &p::AUTHORIZATION_REFUSED];
+/// Codes of an admission, whether a caller's start or an event's.
+const ADMISSION: [&ProblemType; 9] = [
+    &p::WORKFLOW_NOT_FOUND,
+    &p::IDEMPOTENCY_KEY_REUSED,
+    &p::REVISION_NOT_ACTIVE,
+    &p::ADMISSION_HELD,
+    &p::ADMISSION_RECOVERY_ONLY,
+    &p::DEPLOYMENT_ACTIVATION_CHANGED,
+    &p::BINDING_CONFLICT,
+    &p::AUDIT_RESPONSE_UNAVAILABLE,
+    &p::INPUT_INVALID,
+];
+
+/// The codes of `groups` and `more`, without repeats, in code order.
+fn codes(
+    groups: &[&[&'static ProblemType]],
+    more: &[&'static ProblemType],
+) -> Vec<&'static ProblemType> {
+    let mut all: Vec<&'static ProblemType> =
+        groups.iter().flat_map(|g| g.iter().copied()).collect();
+    all.extend_from_slice(more);
+    all.sort_by_key(|t| t.code);
+    all.dedup_by_key(|t| t.code);
+    all
+}
+
 /// Every operation the service routes, in the order of SPEC §8's table.
 /// `generator` collects the component schemas.
 pub fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
@@ -113,7 +155,22 @@ pub fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
         security: Security::Caller,
         request: Some(of::<Recovery>(g)),
         success: vec![(200, "The run after the action.", status.clone())],
-        problems: &[400, 401, 403, 404, 409, 413, 503],
+        problems: codes(
+            &[&STORE, &BODY, &CALLER],
+            &[
+                &p::RUN_NOT_FOUND,
+                &p::RUN_PAYLOAD_ERASED,
+                &p::EXECUTION_HELD,
+                &p::BINDING_LIVE_CONFLICT,
+                &p::RECEIPT_EXPIRED,
+                &p::RECONCILE_RACED,
+                &p::RECONCILE_REFUSED,
+                &p::RECONCILE_UNSUPPORTED,
+                &p::RETRY_REFUSED,
+                &p::RESTORE_LEASE_INCOMPATIBLE,
+                &p::AUDIT_RESPONSE_UNAVAILABLE,
+            ],
+        ),
         parameters: vec![run.clone()],
     };
     let hold =
@@ -125,7 +182,15 @@ pub fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
             security: Security::Caller,
             request: Some(request),
             success: vec![(200, "The holds after the action.", holds.clone())],
-            problems: &[400, 401, 403, 409, 413, 503],
+            problems: codes(
+                &[&STORE, &BODY, &CALLER],
+                &[
+                    &p::RESTORE_HOLD_REQUIRED,
+                    &p::RESTORE_REVIEW_REQUIRED,
+                    &p::RESTORE_UNRESOLVED,
+                    &p::AUDIT_RESPONSE_UNAVAILABLE,
+                ],
+            ),
             parameters: vec![],
         };
     vec![
@@ -140,7 +205,7 @@ pub fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
                 (200, "The store answered.", ready.clone()),
                 (503, "The store did not answer.", ready),
             ],
-            problems: &[],
+            problems: vec![],
             parameters: vec![],
         },
         Operation {
@@ -155,7 +220,7 @@ pub fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
                 "The process is up.",
                 json!({"type": "object", "properties": {"live": {"type": "boolean"}}, "required": ["live"]}),
             )],
-            problems: &[],
+            problems: vec![],
             parameters: vec![],
         },
         Operation {
@@ -169,7 +234,10 @@ pub fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
                 (201, "A new run.", status.clone()),
                 (200, "The run this key, revision and input already started.", status.clone()),
             ],
-            problems: &[400, 401, 403, 404, 409, 413, 503],
+            problems: codes(
+                &[&STORE, &BODY, &CALLER, &ADMISSION],
+                &[&p::IDEMPOTENCY_KEY_REQUIRED],
+            ),
             parameters: vec![header_param(
                 "Idempotency-Key",
                 "1 to 255 visible ASCII characters; the same key with the same revision and input returns the same run.",
@@ -184,7 +252,7 @@ pub fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
             security: Security::Caller,
             request: None,
             success: vec![(200, "A page of runs.", of::<RunList>(generator))],
-            problems: &[400, 401, 403, 503],
+            problems: codes(&[&STORE, &CALLER], &[&p::REQUEST_INVALID]),
             parameters: vec![
                 query_param("workflow", "Only this workflow.", json!({"type": "string"})),
                 query_param("state", "Only runs in this state.", json!({"type": "string"})),
@@ -201,7 +269,7 @@ pub fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
             security: Security::Caller,
             request: None,
             success: vec![(200, "The run.", status.clone())],
-            problems: &[401, 403, 404, 503],
+            problems: codes(&[&STORE, &CALLER], &[&p::RUN_NOT_FOUND]),
             parameters: vec![run.clone()],
         },
         Operation {
@@ -212,7 +280,7 @@ pub fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
             security: Security::Caller,
             request: None,
             success: vec![(200, "The inspection.", of::<Inspection>(generator))],
-            problems: &[401, 403, 404, 503],
+            problems: codes(&[&STORE, &CALLER], &[&p::RUN_NOT_FOUND]),
             parameters: vec![run.clone()],
         },
         recovery("/v1/runs/{run}/cancel", "cancelRun", "Cancel a run (action `cancel`); never undoes an accepted effect.", generator),
@@ -229,7 +297,16 @@ pub fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
                 (201, "A new run.", status.clone()),
                 (200, "The run this event already started.", status.clone()),
             ],
-            problems: &[400, 401, 404, 409, 413, 422, 503],
+            problems: codes(
+                &[&STORE, &BODY, &ADMISSION],
+                &[
+                    &p::AUTHENTICATION_REFUSED,
+                    &p::TRIGGER_NOT_FOUND,
+                    &p::EVENT_SOURCE_MISMATCH,
+                    &p::EVENT_TYPE_MISMATCH,
+                    &p::EVENT_DATA_INVALID,
+                ],
+            ),
             parameters: vec![
                 path_param("workflow", "The workflow name."),
                 path_param("trigger", "The trigger name."),
@@ -244,7 +321,7 @@ pub fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
             security: Security::Completion,
             request: Some(of::<ReviewCompletion>(generator)),
             success: vec![(202, "Accepted.", json!({"type": "object"}))],
-            problems: &[400, 401, 413, 503],
+            problems: codes(&[&STORE, &BODY], &[&p::AUTHENTICATION_REFUSED]),
             parameters: vec![header_param(
                 "registry-recipient-binding",
                 "The recipient binding of the connection's `completion` block.",
@@ -259,7 +336,7 @@ pub fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
             security: Security::Caller,
             request: None,
             success: vec![(200, "The report.", of::<Doctor>(generator))],
-            problems: &[401, 403, 503],
+            problems: codes(&[&STORE, &CALLER], &[]),
             parameters: vec![],
         },
         hold("/v1/restore-hold", "restoreHold", "Place the restore hold (and the admission hold) (operator).", of::<HoldReason>(generator)),
@@ -274,24 +351,10 @@ pub fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
             security: Security::Caller,
             request: Some(of::<Retention>(generator)),
             success: vec![(200, "What was erased.", of::<Retained>(generator))],
-            problems: &[400, 401, 403, 413, 503],
+            problems: codes(&[&STORE, &BODY, &CALLER], &[]),
             parameters: vec![],
         },
     ]
-}
-
-fn reason(status: u16) -> &'static str {
-    match status {
-        400 => "Malformed request (`request.invalid`, `input.invalid`, ...).",
-        401 => "No valid credential (`authentication.refused`).",
-        403 => "The policy does not grant the action (`authorization.refused`).",
-        404 => "Not found, or not the caller's (`run.not-found`, `workflow.not-found`, ...).",
-        409 => "Refused in the current state (seed 000 codes: `idempotency.key-reused`, `execution.held`, ...).",
-        413 => "The body is over 64 KiB (`request.too-large`).",
-        422 => "The event does not match its trigger (`event.*`).",
-        503 => "The store or audit journal is unavailable (`service.unavailable`).",
-        _ => "A problem document.",
-    }
 }
 
 /// The OpenAPI 3.1 document of the API.
@@ -311,11 +374,29 @@ pub fn document() -> Value {
                        "content": {"application/json": {"schema": schema}}}),
             );
         }
-        for code in op.problems {
+        let mut statuses: Vec<u16> = op.problems.iter().map(|t| t.status).collect();
+        statuses.sort_unstable();
+        statuses.dedup();
+        for status in statuses {
+            let of_status: Vec<&ProblemType> = op
+                .problems
+                .iter()
+                .copied()
+                .filter(|t| t.status == status)
+                .collect();
+            let description = of_status
+                .iter()
+                .map(|t| format!("`{}`: {}.", t.code, t.title))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let codes: Vec<&str> = of_status.iter().map(|t| t.code).collect();
             responses.insert(
-                code.to_string(),
-                json!({"description": reason(*code),
-                       "content": {"application/problem+json": {"schema": problem}}}),
+                status.to_string(),
+                json!({"description": description,
+                "content": {"application/problem+json": {"schema": {
+                    "allOf": [problem],
+                    "properties": {"code": {"enum": codes}}
+                }}}}),
             );
         }
         let mut operation = json!({
@@ -351,6 +432,9 @@ pub fn document() -> Value {
             "description": "The coordinator service API (SPEC §8). JSON bodies of at most 64 KiB; a duplicate member is refused (400); every answer carries `Cache-Control: no-store`; errors are RFC 9457 problem documents with a stable `code`."
         },
         "paths": paths,
+        "x-problem-codes": p::ALL.iter().map(|t| json!({
+            "code": t.code, "status": t.status, "title": t.title, "next": t.next,
+        })).collect::<Vec<_>>(),
         "components": {
             "schemas": schemas,
             "securitySchemes": {
@@ -401,5 +485,53 @@ mod tests {
         }
         assert_eq!(ids.len(), routes().len());
         assert!(schemas.contains_key("RunStatus") && schemas.contains_key("Problem"));
+    }
+
+    /// Every registry code is answered by some operation (or, for
+    /// `route.not-found` and `method.not-allowed`, by any unrouted path or
+    /// method), every listed code is the registry's, under its status.
+    #[test]
+    fn each_operation_lists_its_codes_from_the_registry() {
+        let doc = document();
+        let mut listed = std::collections::BTreeSet::new();
+        for (path, item) in doc["paths"].as_object().expect("paths") {
+            for (method, op) in item.as_object().expect("path item") {
+                for (status, response) in op["responses"].as_object().expect("responses") {
+                    let Some(schema) = response["content"].get("application/problem+json") else {
+                        continue;
+                    };
+                    let codes = schema["schema"]["properties"]["code"]["enum"]
+                        .as_array()
+                        .expect("a problem status lists its codes");
+                    assert!(!codes.is_empty(), "{method} {path} {status}");
+                    for code in codes {
+                        let code = code.as_str().expect("code");
+                        let known = p::ALL.iter().find(|t| t.code == code).expect(code);
+                        assert_eq!(
+                            known.status.to_string(),
+                            *status,
+                            "{code} at {method} {path}"
+                        );
+                        listed.insert(code.to_owned());
+                    }
+                }
+            }
+        }
+        for t in p::ALL {
+            assert!(
+                listed.contains(t.code)
+                    || ["route.not-found", "method.not-allowed"].contains(&t.code),
+                "`{}` is answered by no operation in the document",
+                t.code
+            );
+        }
+        assert_eq!(
+            doc["x-problem-codes"].as_array().map(Vec::len),
+            Some(p::ALL.len())
+        );
+        // The start route names the seed's key-reuse code under 409.
+        let start = &doc["paths"]["/v1/runs"]["post"]["responses"]["409"];
+        let text = start.to_string();
+        assert!(text.contains("idempotency.key-reused"), "{text}");
     }
 }
