@@ -13,6 +13,7 @@
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
 mod support;
+mod typed_callers;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -3,9 +3,17 @@
 //! and follow runs over the HTTP API of SPEC §8.
 //!
 //! Each file holds the workflow name and revision, an `Input` type (from the
-//! input schema), an `Outcome` type with one member per outcome
-//! (`{name, output}`, discriminated by `name`), a `RunStatus` type, a typed
+//! input schema), the workflow's outcome names (`OutcomeName`) and each
+//! outcome's output type, a `RunStatus` type, a `Problem` type, a typed
 //! problem error, and a client with `start`, `get` and `cancel`.
+//!
+//! `RunStatus` is the document the service answers (`coordinator_api::RunStatus`,
+//! `docs/openapi.json`): the members of [`RUN_STATUS_FIELDS`], where
+//! `outcome` is `null` or one of the outcome names and `output`, beside it,
+//! is that outcome's output (`null` while there is no outcome). It is a
+//! union of one variant per outcome plus one without an outcome, so code
+//! that tests `outcome` gets `output` at the outcome's type. `Problem` is
+//! the RFC 9457 document of [`PROBLEM_FIELDS`] (`coordinator_api::Problem`).
 //!
 //! JSON Schema → type mapping ([`Ty::from_schema`]): `object` with
 //! `properties`/`required`/`additionalProperties`, arrays (`items`), `enum`
@@ -268,8 +276,8 @@ fn quote(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
 
-/// Run states of SPEC §8.
-const RUN_STATES: [&str; 8] = [
+/// Run states of SPEC §8: the values of `RunStatus.state`.
+pub const RUN_STATES: [&str; 8] = [
     "running",
     "attention",
     "cancel-requested",
@@ -278,4 +286,78 @@ const RUN_STATES: [&str; 8] = [
     "cancelled",
     "cancelled-after-effect",
     "expired",
+];
+
+/// How a member of a response document is typed in the generated callers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FieldTy {
+    /// A string (`string` / `str`).
+    String,
+    /// A string or `null` (`string | null` / `str | None`).
+    NullableString,
+    /// An integer (`number` / `int`).
+    Integer,
+    /// `true` or `false` (`boolean` / `bool`).
+    Boolean,
+    /// One of the run states (`RunState`).
+    State,
+    /// The discriminant of `RunStatus`: `null` (`None`) in the variant
+    /// without an outcome, else one outcome name (a string literal).
+    Outcome,
+    /// The output of the outcome beside it: that outcome's output type, or
+    /// `null` (`None`) in the variant without an outcome.
+    Output,
+}
+
+/// One member of a response document as the generated callers declare it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Field {
+    /// The JSON member name (camelCase, as the service writes it).
+    pub name: &'static str,
+    /// Its type.
+    pub ty: FieldTy,
+    /// Whether every document carries it (a nullable member is present and
+    /// `null`); otherwise it may be absent (`?:` / `NotRequired`).
+    pub always: bool,
+}
+
+const fn field(name: &'static str, ty: FieldTy, always: bool) -> Field {
+    Field { name, ty, always }
+}
+
+/// The members of `RunStatus`, as `coordinator_api::RunStatus` serialises
+/// them (`GET /v1/runs/{run}`, and the answer to a start and a cancel):
+/// `run`, `workflow`, `revision` (strings), `state` (a [`RUN_STATES`]
+/// member), `admittedAt`, `deadlineAt` (RFC 3339), `endedAt`, `failure`,
+/// `failurePath` (string or `null`), `outcome` and `output` (always
+/// present, `null` until a finish was reached or after retention erased
+/// them), and, only when they apply, `refusalCode` (string),
+/// `payloadErased` (`true`) and `review` (string). A test holds this list
+/// to the api crate and to `docs/openapi.json`.
+pub const RUN_STATUS_FIELDS: &[Field] = &[
+    field("run", FieldTy::String, true),
+    field("workflow", FieldTy::String, true),
+    field("revision", FieldTy::String, true),
+    field("state", FieldTy::State, true),
+    field("admittedAt", FieldTy::String, true),
+    field("deadlineAt", FieldTy::String, true),
+    field("endedAt", FieldTy::NullableString, true),
+    field("outcome", FieldTy::Outcome, true),
+    field("output", FieldTy::Output, true),
+    field("failure", FieldTy::NullableString, true),
+    field("failurePath", FieldTy::NullableString, true),
+    field("refusalCode", FieldTy::String, false),
+    field("payloadErased", FieldTy::Boolean, false),
+    field("review", FieldTy::String, false),
+];
+
+/// The members of `Problem`, the RFC 9457 document of every non-2xx answer,
+/// as `coordinator_api::Problem` serialises them: `type`, `title`, `code`
+/// (strings), `status` (integer) and, when there is one, `detail` (string).
+pub const PROBLEM_FIELDS: &[Field] = &[
+    field("type", FieldTy::String, true),
+    field("title", FieldTy::String, true),
+    field("status", FieldTy::Integer, true),
+    field("code", FieldTy::String, true),
+    field("detail", FieldTy::String, false),
 ];

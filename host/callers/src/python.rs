@@ -7,7 +7,9 @@ use std::collections::BTreeSet;
 use coordinator_ir::Program;
 use serde_json::Value;
 
-use super::{program_types, quote, Ty, RUN_STATES};
+use super::{
+    program_types, quote, Field, FieldTy, Ty, PROBLEM_FIELDS, RUN_STATES, RUN_STATUS_FIELDS,
+};
 
 /// Collects the named `TypedDict`s a module needs, children before parents.
 struct Py {
@@ -111,47 +113,138 @@ impl Py {
     }
 }
 
+/// The Python type of a `RunStatus`/`Problem` member other than `outcome`
+/// and `output`.
+fn field_type(ty: FieldTy) -> &'static str {
+    match ty {
+        FieldTy::String => "str",
+        FieldTy::NullableString => "str | None",
+        FieldTy::Integer => "int",
+        FieldTy::Boolean => "bool",
+        FieldTy::State => "RunState",
+        FieldTy::Outcome | FieldTy::Output => "Never",
+    }
+}
+
+/// A functional `TypedDict` named `name` with the members of `fields`,
+/// `outcome` and `output` typed as given.
+fn typed_dict(name: &str, fields: &[Field], outcome: &str, output: &str) -> String {
+    let members: String = fields
+        .iter()
+        .map(|f| {
+            let ty = match f.ty {
+                FieldTy::Outcome => outcome,
+                FieldTy::Output => output,
+                other => field_type(other),
+            };
+            let ty = if f.always {
+                ty.to_owned()
+            } else {
+                format!("NotRequired[{ty}]")
+            };
+            format!("        {}: {ty},\n", quote(f.name))
+        })
+        .collect();
+    format!(
+        "{name} = TypedDict(\n    {},\n    {{\n{members}    }},\n)\n",
+        quote(name)
+    )
+}
+
+/// Names the generated module defines or imports, kept from generated
+/// `TypedDict`s.
+const RESERVED: [&str; 20] = [
+    "Any",
+    "Callable",
+    "Client",
+    "CoordinatorProblemError",
+    "Final",
+    "Literal",
+    "Never",
+    "NotRequired",
+    "OutcomeName",
+    "Problem",
+    "RunState",
+    "RunStatus",
+    "RunStatusWithoutOutcome",
+    "TypeAlias",
+    "TypedDict",
+    "TypeGuard",
+    "Union",
+    "json",
+    "urllib",
+    "cast",
+];
+
 /// Generates the Python module for `program`: `WORKFLOW`,
-/// `WORKFLOW_REVISION`, `Input`, `Outcome` (a union of one `TypedDict`
-/// `{name, output}` per outcome), `RunState`, `RunStatus`,
-/// `CoordinatorProblemError`, and `Client` with `start(input,
-/// idempotency_key)`, `get(run_id)` and `cancel(run_id, reason)`.
-/// Deterministic: same Program, same text.
+/// `WORKFLOW_REVISION`, `Input`, `OutcomeName` (a `Literal` of the outcome
+/// names), one output type per outcome (`Outcome<Name>Output`), `RunState`,
+/// `RunStatus` (a `Union` of `TypedDict`s with the members of
+/// [`RUN_STATUS_FIELDS`]: `RunStatusWithoutOutcome` with `outcome` and
+/// `output` `None`, and per outcome `N` a `RunStatus<N>` with `outcome:
+/// Literal["N"]` and `output` its output type, so `s["outcome"] == "N"`
+/// narrows `s["output"]`), `Problem` (a `TypedDict` of
+/// [`PROBLEM_FIELDS`]), `CoordinatorProblemError` (`status`, `code`,
+/// `problem`) and `Client` with `start(input, idempotency_key)`,
+/// `get(run_id)` and `cancel(run_id, reason)`. Deterministic: same
+/// Program, same text.
 pub fn python(program: &Program) -> String {
     let (input, outcomes) = program_types(program);
     let mut py = Py {
         defs: Vec::new(),
-        names: [
-            "Client",
-            "CoordinatorProblemError",
-            "RunStatus",
-            "RunState",
-            "Outcome",
-        ]
-        .into_iter()
-        .map(String::from)
-        .collect(),
+        names: RESERVED.into_iter().map(String::from).collect(),
     };
     let input_expr = py.render(&input, "Input");
     let mut aliases = String::new();
     if input_expr != "Input" {
-        aliases.push_str(&format!("Input = {input_expr}\n"));
+        aliases.push_str(&format!("Input: TypeAlias = {input_expr}\n"));
     }
-    let mut members = Vec::new();
+    // Each outcome's output type, by a name of its own.
+    let mut outputs = Vec::new();
     for (name, ty) in &outcomes {
-        let output = py.render(ty, &format!("Outcome {name} output"));
-        let member = py.fresh(&format!("Outcome {name}"));
-        py.defs.push(format!(
-            "{member} = TypedDict(\n    {},\n    {{\"name\": Literal[{}], \"output\": {output}}},\n)\n",
-            quote(&member),
-            quote(name)
-        ));
-        members.push(member);
+        let hint = format!("Outcome {name} output");
+        let expr = py.render(ty, &hint);
+        let output = if matches!(ty, Ty::Object(o) if !o.properties.is_empty()) {
+            expr
+        } else {
+            let alias = py.fresh(&hint);
+            aliases.push_str(&format!("{alias}: TypeAlias = {expr}\n"));
+            alias
+        };
+        outputs.push((name, output));
     }
-    let outcome = match members.len() {
-        0 => "Never".to_owned(),
+    let mut variants = vec![typed_dict(
+        "RunStatusWithoutOutcome",
+        RUN_STATUS_FIELDS,
+        "None",
+        "None",
+    )];
+    let mut members = vec!["RunStatusWithoutOutcome".to_owned()];
+    for (name, output) in &outputs {
+        let variant = py.fresh(&format!("RunStatus {name}"));
+        variants.push(typed_dict(
+            &variant,
+            RUN_STATUS_FIELDS,
+            &format!("Literal[{}]", quote(name)),
+            output,
+        ));
+        members.push(variant);
+    }
+    let run_status = match members.len() {
         1 => members.join(""),
         _ => format!("Union[{}]", members.join(", ")),
+    };
+    let names = if outcomes.is_empty() {
+        "Never".to_owned()
+    } else {
+        format!(
+            "Literal[{}]",
+            outcomes
+                .iter()
+                .map(|(n, _)| quote(n))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
     };
     let states = RUN_STATES
         .iter()
@@ -173,7 +266,7 @@ pub fn python(program: &Program) -> String {
          import urllib.error\n\
          import urllib.parse\n\
          import urllib.request\n\
-         from typing import Any, Callable, Final, Literal, Never, NotRequired, TypedDict, Union, cast\n\n",
+         from typing import (\n    Any,\n    Callable,\n    Final,\n    Literal,\n    Never,\n    NotRequired,\n    TypeAlias,\n    TypedDict,\n    TypeGuard,\n    Union,\n    cast,\n)\n\n",
     );
     out.push_str(&format!(
         "WORKFLOW: Final = {}\nWORKFLOW_REVISION: Final = {}\n\n",
@@ -185,35 +278,58 @@ pub fn python(program: &Program) -> String {
         out.push('\n');
     }
     out.push_str(&aliases);
-    out.push_str(&format!("Outcome = {outcome}\n"));
-    out.push_str(&format!("RunState = Literal[{states}]\n\n"));
+    out.push_str(&format!(
+        "# The workflow's outcome names: RunStatus[\"outcome\"] once a finish was reached.\nOutcomeName: TypeAlias = {names}\n"
+    ));
+    out.push_str(&format!(
+        "# Run states (SPEC section 8): RunStatus[\"state\"].\nRunState: TypeAlias = Literal[{states}]\n\n"
+    ));
+    out.push_str(
+        "# A run's status as GET /v1/runs/{run} (and a start or a cancel) answers it:\n\
+         # \"outcome\" is None until a finish was reached (and after retention erased\n\
+         # it); \"output\", beside it, is that outcome's output. Compare\n\
+         # s[\"outcome\"] with an outcome name to narrow s[\"output\"].\n",
+    );
+    for v in &variants {
+        out.push_str(v);
+        out.push('\n');
+    }
+    out.push_str(&format!("RunStatus: TypeAlias = {run_status}\n\n"));
+    out.push_str("# An RFC 9457 problem document: every non-2xx answer of the service.\n");
+    out.push_str(&typed_dict("Problem", PROBLEM_FIELDS, "Never", "Never"));
+    out.push_str("\n\n");
     out.push_str(PY_RUNTIME);
     out
 }
 
-const PY_RUNTIME: &str = r#"RunStatus = TypedDict(
-    "RunStatus",
-    {
-        "run": str,
-        "workflow": str,
-        "revision": str,
-        "state": RunState,
-        "attention": NotRequired[bool],
-        "outcome": NotRequired[Outcome],
-    },
-)
+const PY_RUNTIME: &str = r#"def _is_problem(value: object) -> TypeGuard[Problem]:
+    """Whether ``value`` is a problem document (its required members are there)."""
+    if not isinstance(value, dict):
+        return False
+    return (
+        isinstance(value.get("type"), str)
+        and isinstance(value.get("title"), str)
+        and isinstance(value.get("status"), int)
+        and isinstance(value.get("code"), str)
+    )
 
 
 class CoordinatorProblemError(Exception):
-    """An RFC 9457 problem answer; ``code`` is its stable code."""
+    """Raised for every non-2xx answer.
 
-    def __init__(self, status: int, problem: dict[str, Any]) -> None:
-        code = problem.get("code")
+    ``status`` is the HTTP status; ``code`` the problem's stable code (e.g.
+    ``idempotency.key-reused``) and ``problem`` the document, both ``None``
+    only when the answer was not a problem document (e.g. a proxy's error
+    page, then in ``body``).
+    """
+
+    def __init__(self, status: int, problem: Problem | None, body: str) -> None:
         self.status: int = status
-        self.code: str | None = code if isinstance(code, str) else None
-        self.problem: dict[str, Any] = problem
-        detail = problem.get("detail")
-        label = self.code or problem.get("title") or "problem"
+        self.code: str | None = problem["code"] if problem is not None else None
+        self.problem: Problem | None = problem
+        self.body: str = body
+        label = self.code if self.code is not None else "(not a problem document)"
+        detail = problem.get("detail") if problem is not None else None
         super().__init__(f"{status} {label}" + (f": {detail}" if detail else ""))
 
 
@@ -266,15 +382,12 @@ class Client:
                 payload: bytes = response.read()
         except urllib.error.HTTPError as err:
             raw: bytes = err.read()
+            text = raw.decode("utf-8", "replace")
             try:
                 parsed: object = json.loads(raw) if raw else None
             except ValueError:
                 parsed = None
-            problem: dict[str, Any] = (
-                cast(dict[str, Any], parsed)
-                if isinstance(parsed, dict)
-                else {"status": err.code, "detail": raw.decode("utf-8", "replace")}
-            )
-            raise CoordinatorProblemError(err.code, problem) from None
+            problem = parsed if _is_problem(parsed) else None
+            raise CoordinatorProblemError(err.code, problem, text) from None
         return cast(RunStatus, json.loads(payload))
 "#;

@@ -4,7 +4,9 @@
 
 use coordinator_ir::Program;
 
-use super::{program_types, quote, Ty, RUN_STATES};
+use super::{
+    program_types, quote, Field, FieldTy, Ty, PROBLEM_FIELDS, RUN_STATES, RUN_STATUS_FIELDS,
+};
 
 fn ident_ok(name: &str) -> bool {
     let mut c = name.chars();
@@ -74,11 +76,43 @@ fn paren(ty: &Ty, indent: usize) -> String {
     }
 }
 
+/// The TypeScript type of a `RunStatus`/`Problem` member other than
+/// `outcome` and `output`.
+fn field_type(ty: FieldTy) -> &'static str {
+    match ty {
+        FieldTy::String => "string",
+        FieldTy::NullableString => "string | null",
+        FieldTy::Integer => "number",
+        FieldTy::Boolean => "boolean",
+        FieldTy::State => "RunState",
+        FieldTy::Outcome | FieldTy::Output => "never",
+    }
+}
+
+/// The members of `fields` (but `outcome` and `output`) as interface
+/// members.
+fn members(fields: &[Field]) -> String {
+    fields
+        .iter()
+        .filter(|f| !matches!(f.ty, FieldTy::Outcome | FieldTy::Output))
+        .map(|f| {
+            let opt = if f.always { "" } else { "?" };
+            format!("  {}{opt}: {};\n", key(f.name), field_type(f.ty))
+        })
+        .collect()
+}
+
 /// Generates the TypeScript module for `program`: `WORKFLOW`,
-/// `WORKFLOW_REVISION`, `Input`, `Outcome` (one `{name, output}` member per
-/// outcome), `RunState`, `RunStatus`, `Problem`, `CoordinatorProblemError`,
-/// and `Client` with `start(input, idempotencyKey)`, `get(runId)` and
-/// `cancel(runId, reason)`. Deterministic: same Program, same text.
+/// `WORKFLOW_REVISION`, `Input`, `OutcomeName` (the union of the outcome
+/// names), `Outputs` (each outcome's output type, by name), `RunState`,
+/// `RunStatusCommon` (the members of [`RUN_STATUS_FIELDS`] but `outcome`
+/// and `output`), `RunStatus` (a union discriminated by `outcome`:
+/// `RunStatusCommon & { outcome: null; output: null }` and, per outcome
+/// `N`, `RunStatusCommon & { outcome: "N"; output: Outputs["N"] }`),
+/// `Problem` ([`PROBLEM_FIELDS`]), `CoordinatorProblemError` (`status`,
+/// `code`, `problem`) and `Client` with `start(input, idempotencyKey)`,
+/// `get(runId)` and `cancel(runId, reason)`. Deterministic: same Program,
+/// same text.
 pub fn typescript(program: &Program) -> String {
     let (input, outcomes) = program_types(program);
     let mut out = String::new();
@@ -100,67 +134,84 @@ pub fn typescript(program: &Program) -> String {
         "/** The run input. */\nexport type Input = {};\n\n",
         render(&input, 0)
     ));
-    out.push_str("/** How a finished run ended: one member per declared outcome. */\nexport type Outcome =\n");
-    if outcomes.is_empty() {
-        out.push_str("  never;\n\n");
+    let names = if outcomes.is_empty() {
+        "never".to_owned()
+    } else {
+        outcomes
+            .iter()
+            .map(|(name, _)| quote(name))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    };
+    out.push_str(&format!(
+        "/** The workflow's outcome names: `RunStatus.outcome` once a finish was reached. */\nexport type OutcomeName = {names};\n\n"
+    ));
+    out.push_str("/** Each outcome's output, by outcome name: `RunStatus.output` beside that outcome. */\nexport interface Outputs {\n");
+    for (name, ty) in &outcomes {
+        out.push_str(&format!("  {}: {};\n", quote(name), render(ty, 1)));
     }
-    for (i, (name, ty)) in outcomes.iter().enumerate() {
-        let end = if i + 1 == outcomes.len() {
-            ";\n\n"
-        } else {
-            "\n"
-        };
-        out.push_str(&format!(
-            "  | {{ name: {}; output: {} }}{end}",
-            quote(name),
-            render(ty, 1)
-        ));
-    }
+    out.push_str("}\n\n");
     let states = RUN_STATES
         .iter()
         .map(|s| quote(s))
         .collect::<Vec<_>>()
         .join(" | ");
     out.push_str(&format!(
-        "/** Run states (SPEC section 8). */\nexport type RunState = {states};\n\n"
+        "/** Run states (SPEC section 8): `RunStatus.state`. */\nexport type RunState = {states};\n\n"
+    ));
+    out.push_str(&format!(
+        "/** The members of every run status, whatever its outcome. Nullable members are present and `null`; optional ones are present only when they apply. */\nexport interface RunStatusCommon {{\n{}}}\n\n",
+        members(RUN_STATUS_FIELDS)
+    ));
+    out.push_str(
+        "/**\n * A run's status as `GET /v1/runs/{run}` (and a start or a cancel) answers it.\n \
+         * `outcome` is `null` until a finish was reached (and after retention erased it);\n \
+         * `output`, beside it, is that outcome's output. Test `outcome` to narrow `output`.\n */\n\
+         export type RunStatus =\n  | (RunStatusCommon & { outcome: null; output: null })",
+    );
+    for (name, _) in &outcomes {
+        out.push_str(&format!(
+            "\n  | (RunStatusCommon & {{ outcome: {q}; output: Outputs[{q}] }})",
+            q = quote(name)
+        ));
+    }
+    out.push_str(";\n\n");
+    out.push_str(&format!(
+        "/** An RFC 9457 problem document: every non-2xx answer of the service. */\nexport interface Problem {{\n{}}}\n\n",
+        members(PROBLEM_FIELDS)
     ));
     out.push_str(TS_RUNTIME);
     out
 }
 
-const TS_RUNTIME: &str = r#"/** A run's status as `GET /v1/runs/{run}` answers it. */
-export interface RunStatus {
-  run: string;
-  workflow: string;
-  revision: string;
-  state: RunState;
-  attention?: boolean;
-  outcome?: Outcome;
-  [key: string]: unknown;
+const TS_RUNTIME: &str = r#"/** Whether `value` is a problem document (its required members are there). */
+function isProblem(value: unknown): value is Problem {
+  if (typeof value !== "object" || value === null) {
+    return false;
+  }
+  const v = value as { [key: string]: unknown };
+  return typeof v.type === "string" && typeof v.title === "string" && typeof v.status === "number" && typeof v.code === "string";
 }
 
-/** An RFC 9457 problem document. */
-export interface Problem {
-  type?: string;
-  title?: string;
-  status?: number;
-  detail?: string;
-  code?: string;
-  [key: string]: unknown;
-}
-
-/** Raised for every non-2xx answer; `code` is the problem's stable code. */
+/**
+ * Thrown for every non-2xx answer. `status` is the HTTP status; `code` the
+ * problem's stable code (e.g. `idempotency.key-reused`) and `problem` the
+ * document, both `null` only when the answer was not a problem document
+ * (e.g. a proxy's error page, then in `body`).
+ */
 export class CoordinatorProblemError extends Error {
   readonly status: number;
-  readonly code: string | undefined;
-  readonly problem: Problem;
+  readonly code: string | null;
+  readonly problem: Problem | null;
+  readonly body: string;
 
-  constructor(status: number, problem: Problem) {
-    super(`${status} ${problem.code ?? problem.title ?? "problem"}${problem.detail ? `: ${problem.detail}` : ""}`);
+  constructor(status: number, problem: Problem | null, body: string) {
+    super(`${status} ${problem ? problem.code : "(not a problem document)"}${problem && problem.detail ? `: ${problem.detail}` : ""}`);
     this.name = "CoordinatorProblemError";
     this.status = status;
-    this.code = problem.code;
+    this.code = problem ? problem.code : null;
     this.problem = problem;
+    this.body = body;
   }
 }
 
@@ -220,8 +271,7 @@ export class Client {
       parsed = undefined;
     }
     if (!response.ok) {
-      const problem: Problem = typeof parsed === "object" && parsed !== null ? (parsed as Problem) : { status: response.status, detail: text };
-      throw new CoordinatorProblemError(response.status, problem);
+      throw new CoordinatorProblemError(response.status, isProblem(parsed) ? parsed : null, text);
     }
     return parsed as RunStatus;
   }

@@ -287,3 +287,76 @@ pub mod postgres {
         url
     }
 }
+
+/// The tools the typed-caller tests run the generated code with: `tsc`
+/// (`TSC`), `mypy` (`MYPY_PATH`), `node` and `python3`. A missing tool
+/// skips the check after a printed notice, except under `CI=true`, where it
+/// fails the test: CI runs scripts/test.sh, which installs `tsc` and `mypy`
+/// and sets the variables.
+pub mod tools {
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+
+    /// `target/tools` of the workspace, where scripts/test.sh installs the
+    /// tools by default.
+    fn default_dir() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tools")
+    }
+
+    /// Skips the calling check (after a notice) when `what` is missing,
+    /// except under `CI=true`, where it fails.
+    ///
+    /// # Panics
+    /// Under `CI=true`.
+    pub fn missing(test: &str, what: &str) {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{test}: {what} not found, and CI=true (scripts/test.sh installs the tools)"
+        );
+        eprintln!(
+            "NOTICE: {test}: {what} not found, skipping that check (scripts/check-generated-callers.sh installs it)"
+        );
+    }
+
+    /// `tsc`: `TSC`, else `target/tools/tsc/node_modules/.bin/tsc`; `None`
+    /// after [`missing`] when neither exists.
+    pub fn tsc(test: &str) -> Option<PathBuf> {
+        let found = match std::env::var_os("TSC") {
+            Some(p) => Some(PathBuf::from(p)),
+            None => Some(default_dir().join("tsc/node_modules/.bin/tsc")),
+        }
+        .filter(|p| p.exists());
+        if found.is_none() {
+            missing(test, "tsc (TSC)");
+        }
+        found
+    }
+
+    /// The directory holding the `mypy` package (pip `--target`):
+    /// `MYPY_PATH`, else `target/tools/mypy`; `None` after [`missing`]
+    /// when it holds no `mypy`.
+    pub fn mypy_path(test: &str) -> Option<PathBuf> {
+        let found = match std::env::var_os("MYPY_PATH") {
+            Some(p) => Some(PathBuf::from(p)),
+            None => Some(default_dir().join("mypy")),
+        }
+        .filter(|p| p.join("mypy").exists());
+        if found.is_none() {
+            missing(test, "mypy (MYPY_PATH)");
+        }
+        found
+    }
+
+    /// `program` if `program --version` runs and succeeds; `None` after
+    /// [`missing`] otherwise.
+    pub fn program(test: &str, program: &str) -> Option<String> {
+        let runs = Command::new(program)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !runs {
+            missing(test, program);
+        }
+        runs.then(|| program.to_owned())
+    }
+}
