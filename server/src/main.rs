@@ -56,6 +56,12 @@ use coordinator_store::StoreError;
 /// run at once, sharing a pool of 16 connections).
 const JOBS_PER_TICK: usize = 4;
 
+/// The longest an idle worker lane sleeps without being woken
+/// (`coordinator::work`): due jobs wake a lane at once, so this only
+/// bounds how late a job nothing announced (a lease that ran out after a
+/// crash) is found.
+const WORKER_SAFETY_POLL: Duration = Duration::from_secs(1);
+
 #[derive(Parser)]
 #[command(name = "coordinator", about = "Registry Coordinator service")]
 struct Args {
@@ -352,7 +358,7 @@ async fn main() -> ExitCode {
     // receipt lookups only (reads, for `reconcile`), never dispatches.
     let mut worker = tokio::spawn(coordinator::work(
         engine,
-        Duration::from_millis(200),
+        WORKER_SAFETY_POLL,
         stop_rx.clone(),
     ));
     tracing::info!(bind = %deployment.listener.bind, recovery_only = args.recovery_only, "serving");

@@ -560,6 +560,63 @@ async fn interrupted_mutation_is_unknown_and_never_resent() {
     assert_eq!(problem["code"], "reconcile.unsupported");
 }
 
+/// A crash while the access token is fetched (before the request is
+/// written) leaves the job `ready`: the run is never held, and the next
+/// worker sends the mutation once, after the lease ran out.
+#[tokio::test]
+async fn a_crash_during_the_token_request_holds_nothing_and_sends_once() {
+    let env = Env::new().await;
+    env.issuer.fake().script("/token", [Reply::Hang]);
+    let (_, run) = env
+        .start(PRODUCER, "k-token", "reviewed-notice", review_input())
+        .await;
+    let id = run["run"].as_str().unwrap().to_owned();
+
+    // Worker 1 asks for a token and "crashes" while the issuer holds it.
+    let engine = env.engine.clone();
+    let worker = tokio::spawn(async move { engine.tick().await });
+    let asked = || env.issuer.fake().requests_to("/token").len();
+    for _ in 0..200 {
+        if asked() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(asked(), 1);
+    worker.abort();
+    let _ = worker.await;
+    let sent = || env.casework.fake().requests_to("/v1/review-requests").len();
+    assert_eq!(sent(), 0);
+    let jobs = env.store.jobs(&id).await.unwrap();
+    assert!(
+        jobs.iter()
+            .all(|j| j.state == coordinator_ports::JobState::Ready),
+        "nothing left the process, so nothing is `sending`: {jobs:?}"
+    );
+
+    // Worker 2 takes the job once the lease ran out and sends it once.
+    let engine2 = build_engine(
+        "worker-2",
+        &env.store,
+        &env.clock,
+        &env.secrets,
+        &env.connections,
+        &env.definitions,
+    );
+    env.clock.advance(611);
+    engine2.run_until_idle(10).await.unwrap();
+    assert_eq!(sent(), 1);
+    let (_, inspection) = env.get(PRODUCER, &format!("/v1/runs/{id}/inspect")).await;
+    assert_ne!(inspection["status"]["state"], "attention", "{inspection}");
+    assert_ne!(
+        effect(&inspection, "submit-review"),
+        "unknown",
+        "{inspection}"
+    );
+    let (_, list) = env.get(OPERATOR, "/v1/runs?attention=true").await;
+    assert_eq!(list["runs"].as_array().map(Vec::len), Some(0), "{list}");
+}
+
 #[tokio::test]
 async fn bad_tokens_are_refused_with_401() {
     let env = Env::new().await;

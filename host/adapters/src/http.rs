@@ -14,8 +14,8 @@ use serde_json::{Map, Value};
 use super::mapping::{self, dispatch_status, external_status, receipt_status};
 use super::token::{TokenClient, TokenError};
 use super::{
-    AdapterError, DispatchRequest, Observation, ObserveError, Outcome, ProductAdapter,
-    ReceiptRequest, SecretSource, DEFAULT_REQUEST_TIMEOUT_MILLISECONDS,
+    AdapterError, DispatchRequest, MarkSending, NoMark, Observation, ObserveError, Outcome,
+    ProductAdapter, ReceiptRequest, SecretSource, DEFAULT_REQUEST_TIMEOUT_MILLISECONDS,
 };
 use coordinator_runtime::config::Connection;
 
@@ -70,6 +70,7 @@ impl HttpAdapter {
         operation_id: &str,
         plan: Plan,
         idempotency_key: Option<&str>,
+        mark: &dyn MarkSending,
     ) -> Result<Result<(u16, Vec<u8>), Outcome>, AdapterError> {
         let timeout = Duration::from_millis(
             connection
@@ -113,6 +114,9 @@ impl HttpAdapter {
         if let Some(body) = plan.body {
             builder = builder.header(CONTENT_TYPE, "application/json").body(body);
         }
+        // Everything that can fail without the product is done: from here
+        // on the request may reach it.
+        mark.mark_sending().await.map_err(AdapterError::NotSent)?;
         let mut response = match builder.send().await {
             Ok(r) => r,
             Err(e) => return Ok(Err(transport(&e))),
@@ -359,10 +363,11 @@ fn plan(
 
 #[async_trait]
 impl ProductAdapter for HttpAdapter {
-    async fn dispatch(
+    async fn dispatch_marking(
         &self,
         connection: &Connection,
         request: &DispatchRequest,
+        mark: &dyn MarkSending,
     ) -> Result<Outcome, AdapterError> {
         let plan = match plan(connection, request)? {
             Ok(p) => p,
@@ -374,6 +379,7 @@ impl ProductAdapter for HttpAdapter {
                 &request.operation_id,
                 plan,
                 request.idempotency_key.as_deref(),
+                mark,
             )
             .await?;
         Ok(match sent {
@@ -405,7 +411,7 @@ impl ProductAdapter for HttpAdapter {
             idempotent: false,
         };
         let sent = self
-            .send(connection, &request.operation_id, plan, None)
+            .send(connection, &request.operation_id, plan, None, &NoMark)
             .await?;
         Ok(match sent {
             Err(outcome) => outcome,

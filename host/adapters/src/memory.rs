@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use coordinator_vm::Answer;
 
 use super::{
-    AdapterError, DispatchRequest, Observation, ObserveError, Outcome, ProductAdapter,
+    AdapterError, DispatchRequest, MarkSending, Observation, ObserveError, Outcome, ProductAdapter,
     ReceiptRequest,
 };
 use coordinator_runtime::config::Connection;
@@ -105,11 +105,13 @@ fn unscripted() -> Outcome {
 
 #[async_trait]
 impl ProductAdapter for MemoryAdapter {
-    async fn dispatch(
+    async fn dispatch_marking(
         &self,
         connection: &Connection,
         request: &DispatchRequest,
+        mark: &dyn MarkSending,
     ) -> Result<Outcome, AdapterError> {
+        mark.mark_sending().await.map_err(AdapterError::NotSent)?;
         let mut inner = self.lock();
         inner.calls.push(MemoryCall::Dispatch {
             connection_type: connection.type_name(),

@@ -347,12 +347,17 @@ impl Engine {
     /// # Errors
     /// The store's.
     pub async fn bring_forward(&self, review_request_id: &str) -> Result<usize, StoreError> {
-        self.store
+        let moved = self
+            .store
             .bring_forward(
                 review_request_id,
                 self.clock.now_unix(),
                 i64::try_from(self.config.observation_floor_seconds).unwrap_or(i64::MAX),
             )
-            .await
+            .await?;
+        if moved > 0 {
+            self.wake_one();
+        }
+        Ok(moved)
     }
 }

@@ -308,9 +308,16 @@ impl Engine {
             jobs,
             bindings,
         };
+        let due_now = {
+            let now = self.clock.now_unix();
+            run.jobs.iter().any(|j| j.due_unix <= now)
+        };
         match self.store.admit(run).await.map_err(|e| self.seen(e))? {
             Admitted::Created(r) => {
                 tracing::info!(run = %r.id, workflow = %r.workflow, "admitted");
+                if due_now {
+                    self.wake_one();
+                }
                 Ok((true, r))
             }
             Admitted::Existing(r) => Ok((false, r)),

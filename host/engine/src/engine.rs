@@ -114,6 +114,10 @@ pub struct Engine {
     /// a restore hold was placed after this process started, so it does no
     /// more work (the `coordinator` binary exits).
     pub(crate) fenced: std::sync::atomic::AtomicBool,
+    /// Wakes an idle worker lane of this process when a job became due
+    /// here (an admission, a commit that made the next job, a review
+    /// completion), so a due job runs now rather than at the next poll.
+    pub(crate) wake: tokio::sync::Notify,
 }
 
 /// Removes a job from [`Engine`]'s in-flight set when its lane is done.
@@ -207,6 +211,7 @@ impl Engine {
             in_flight: std::sync::Mutex::new(std::collections::BTreeSet::new()),
             restore_epoch: std::sync::OnceLock::new(),
             fenced: std::sync::atomic::AtomicBool::new(false),
+            wake: tokio::sync::Notify::new(),
         })
     }
 
@@ -259,6 +264,31 @@ impl Engine {
     /// started): it leases nothing any more and should stop.
     pub fn fenced(&self) -> bool {
         self.fenced.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// How many jobs one [`Engine::tick`] leases at most.
+    pub fn batch(&self) -> usize {
+        self.config.batch
+    }
+
+    /// Wakes one idle worker lane of this process ([`Engine::woken`]); a
+    /// wake while no lane waits is kept for the next lane that does.
+    pub fn wake_one(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Waits for [`Engine::wake_one`] (at once when a wake is kept).
+    pub async fn woken(&self) {
+        self.wake.notified().await;
+    }
+
+    /// The earliest due instant (Unix seconds) of a job no lease holds
+    /// ([`RunStore::next_due`]): the worker's timer sleeps until then.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn next_due(&self) -> Result<Option<i64>, StoreError> {
+        self.store.next_due().await
     }
 
     /// Notes a store error: a `restore.lease-incompatible` refusal fences

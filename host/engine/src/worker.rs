@@ -6,7 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use coordinator_ports::adapter::{DispatchRequest, Observation, ReceiptRequest};
+use coordinator_ports::adapter::{
+    AdapterError, DispatchRequest, MarkSending, NoMark, Observation, ReceiptRequest,
+};
 use coordinator_ports::clock::unix_to_rfc3339;
 use coordinator_ports::store::{
     Commit, Job, JobKind, JobState, LeaseRequest, NewJob, Review, RunRecord, StepLedger, StoreError,
@@ -231,7 +233,7 @@ impl Engine {
                 command,
                 idempotency_key,
                 attempt,
-                ..
+                resend_safe,
             } => {
                 let expected = Expected::CallAnswer {
                     step: &step,
@@ -258,19 +260,32 @@ impl Engine {
                     let Some(epoch) = self.restore_epoch.get().copied() else {
                         return self.hold_job(&job, "no restore epoch adopted").await;
                     };
-                    self.store.mark_sending(job.id, &owner, epoch).await?;
                     let request = DispatchRequest {
                         operation_id,
                         action,
                         command,
                         idempotency_key,
                     };
-                    match self.adapter.dispatch(conn, &request).await {
+                    // The job is marked `sending` by the adapter just before
+                    // the request is written (after the token and the
+                    // request's bytes), so a crash before that point leaves
+                    // it `ready` and it is sent once later. A read that is
+                    // safe to resend is not marked at all: a crash sends it
+                    // again.
+                    let marker = JobSending {
+                        engine: self,
+                        job: job.id,
+                        owner: &owner,
+                        epoch,
+                    };
+                    let mark: &dyn MarkSending = if resend_safe { &NoMark } else { &marker };
+                    match self.adapter.dispatch_marking(conn, &request, mark).await {
                         Ok(outcome) => {
                             tracing::info!(run = %run.id, step = %step, attempt, result = %outcome.label(), "dispatched");
                             self.counters.add("dispatch_attempts", outcome.kind());
                             outcome.into_answer()
                         }
+                        Err(AdapterError::NotSent(e)) => return Err(e),
                         Err(e) => {
                             self.counters.add("dispatch_attempts", "host-fault");
                             return self.hold_job(&job, &e.to_string()).await;
@@ -465,8 +480,15 @@ impl Engine {
                 jobs,
                 review,
             };
+            let scheduled_due_now = {
+                let now = self.clock.now_unix();
+                commit.jobs.iter().any(|j| j.due_unix <= now)
+            };
             let failed = match self.store.commit(commit).await {
                 Ok(version) => {
+                    if scheduled_due_now {
+                        self.wake_one();
+                    }
                     if resumed.status.is_terminal() {
                         tracing::info!(run = %run.id, state = resumed.status.as_str(), "run ended");
                         self.counters.add("runs_ended", resumed.status.as_str());
@@ -518,5 +540,24 @@ impl Engine {
                 }
             }
         }
+    }
+}
+
+/// Marks dispatch job `job` `sending` under this process's lease and
+/// restore epoch ([`MarkSending`]; `RunStore::mark_sending`).
+struct JobSending<'a> {
+    engine: &'a Engine,
+    job: u64,
+    owner: &'a str,
+    epoch: u64,
+}
+
+#[async_trait::async_trait]
+impl MarkSending for JobSending<'_> {
+    async fn mark_sending(&self) -> Result<(), StoreError> {
+        self.engine
+            .store
+            .mark_sending(self.job, self.owner, self.epoch)
+            .await
     }
 }

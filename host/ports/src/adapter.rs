@@ -160,6 +160,10 @@ pub enum AdapterError {
     Key(String),
     /// The base URL or token endpoint is not a valid URL.
     Url(String),
+    /// The attempt stopped before its request was written: marking the
+    /// job `sending` ([`MarkSending`]) failed (the lease was lost, the
+    /// store is unavailable). Nothing reached the product.
+    NotSent(crate::store::StoreError),
 }
 
 impl std::fmt::Display for AdapterError {
@@ -176,6 +180,7 @@ impl std::fmt::Display for AdapterError {
             AdapterError::BadRequest(m) => write!(f, "bad request: {m}"),
             AdapterError::Key(m) => write!(f, "signing key: {m}"),
             AdapterError::Url(m) => write!(f, "url: {m}"),
+            AdapterError::NotSent(e) => write!(f, "not sent: {e}"),
         }
     }
 }
@@ -207,6 +212,32 @@ impl std::fmt::Display for ObserveError {
 
 impl std::error::Error for ObserveError {}
 
+/// Marks a dispatch job `sending`: called by an adapter once everything
+/// that can fail without contacting the product is done (the access
+/// token, the signing key, the request's bytes), immediately before the
+/// request is written. An attempt that stops before this point leaves its
+/// job `ready`, to be sent once later with the same bytes and key; only a
+/// job marked `sending` can have reached the product, so only such a job is
+/// held as uncertain after a crash.
+#[async_trait]
+pub trait MarkSending: Send + Sync {
+    /// Marks the job; an error stops the attempt unsent
+    /// ([`AdapterError::NotSent`]).
+    async fn mark_sending(&self) -> Result<(), crate::store::StoreError>;
+}
+
+/// A [`MarkSending`] that marks nothing: for reads that are safe to send
+/// again (a crash mid-read sends the read again), and for callers with no
+/// job (tests, observations).
+pub struct NoMark;
+
+#[async_trait]
+impl MarkSending for NoMark {
+    async fn mark_sending(&self) -> Result<(), crate::store::StoreError> {
+        Ok(())
+    }
+}
+
 /// The port through which the service calls products (STYLE.md "host/").
 ///
 /// Every method is one attempt: no method retries, backs off or remembers
@@ -214,11 +245,24 @@ impl std::error::Error for ObserveError {}
 #[async_trait]
 pub trait ProductAdapter: Send + Sync {
     /// Sends one attempt of a call step through `connection` and maps the
-    /// product's answer (SPEC §6 table and status mapping).
+    /// product's answer (SPEC §6 table and status mapping), marking
+    /// nothing ([`NoMark`]).
     async fn dispatch(
         &self,
         connection: &Connection,
         request: &DispatchRequest,
+    ) -> Result<Outcome, AdapterError> {
+        self.dispatch_marking(connection, request, &NoMark).await
+    }
+
+    /// [`ProductAdapter::dispatch`], calling `mark` immediately before the
+    /// request is written (never when the attempt ends earlier: a refused
+    /// token, a command the operation cannot carry).
+    async fn dispatch_marking(
+        &self,
+        connection: &Connection,
+        request: &DispatchRequest,
+        mark: &dyn MarkSending,
     ) -> Result<Outcome, AdapterError>;
 
     /// Looks up the receipt of a mutation's idempotency key (SPEC §6: 200 →

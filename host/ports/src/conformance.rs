@@ -254,10 +254,16 @@ pub async fn leases_expire_and_commits_check_versions(s: &dyn RunStore, fx: &Fix
         due_unix: 3_600,
     });
     s.admit(run).await.expect("admit");
+    assert_eq!(s.next_due().await.expect("next due"), Some(50));
     assert!(lease(s, "w1", 49, 100, 10).await.expect("lease").is_empty());
     let jobs = lease(s, "w1", 60, 100, 10).await.expect("lease");
     let due: Vec<i64> = jobs.iter().map(|j| j.due_unix).collect();
     assert_eq!(due, vec![50, 60], "oldest due first, not the later one");
+    assert_eq!(
+        s.next_due().await.expect("next due"),
+        Some(3_600),
+        "leased jobs are not waited for"
+    );
     assert!(jobs.iter().all(|j| j
         .lease
         .as_ref()

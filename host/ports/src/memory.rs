@@ -235,6 +235,15 @@ impl RunStore for MemoryRunStore {
             .collect())
     }
 
+    async fn next_due(&self) -> Result<Option<i64>, StoreError> {
+        let m = self.lock()?;
+        Ok(m.jobs
+            .values()
+            .filter(|j| j.lease.is_none())
+            .map(|j| j.due_unix)
+            .min())
+    }
+
     async fn lease(&self, request: &LeaseRequest<'_>) -> Result<Vec<Job>, StoreError> {
         let mut m = self.lock()?;
         if let Some(process) = request.epoch {

@@ -677,6 +677,12 @@ pub trait RunStore: Send + Sync {
     /// Whether the store answers (for `/ready`).
     async fn ping(&self) -> Result<(), StoreError>;
 
+    /// The earliest due instant (Unix seconds) of a job no lease holds,
+    /// or `None` when there is none: an idle worker sleeps until then
+    /// rather than polling. (A job whose lease ran out is found by the
+    /// worker's safety poll, which leases it.)
+    async fn next_due(&self) -> Result<Option<i64>, StoreError>;
+
     /// The deployment-wide holds, as every process on the store sees them.
     async fn holds(&self) -> Result<Holds, StoreError>;
 

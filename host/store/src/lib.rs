@@ -188,9 +188,9 @@ impl StoreError {
 /// with codes that name no area under `command.`.
 fn printed_code(code: &str) -> String {
     if code.contains('.') {
-        format!("coordinator.{code}")
+        format!("coordinator.{}", code)
     } else {
-        format!("coordinator.command.{code}")
+        format!("coordinator.command.{}", code)
     }
 }
 

@@ -1279,6 +1279,19 @@ impl RunStore for Store {
         Ok(generation == self.activation_generation)
     }
 
+    async fn next_due(&self) -> Result<Option<i64>, PortError> {
+        // The due-time index in order, skipping the (few) leased jobs.
+        let due: Option<OffsetDateTime> = sqlx::query_scalar(&format!(
+            "SELECT due_at FROM {ns}.jobs WHERE lease_expires_at IS NULL
+              ORDER BY due_at, job_id LIMIT 1",
+            ns = self.ns
+        ))
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(pdb)?;
+        Ok(due.map(OffsetDateTime::unix_timestamp))
+    }
+
     async fn ping(&self) -> Result<(), PortError> {
         let probe = sqlx::query("SELECT 1").execute(&self.pool);
         match tokio::time::timeout(PING_TIMEOUT, probe).await {
