@@ -494,6 +494,48 @@ async fn delayed_follow_up_finishes_after_send_after() {
     assert_eq!(env.messaging.messages().len(), 1);
 }
 
+/// A `wait-until` already due at admission (a `sendAfter` in the past) is
+/// taken in the admission itself: the run is stored with its first call's
+/// job, and no timer job is inserted, leased and deleted for it.
+#[tokio::test]
+async fn a_wait_already_due_at_admission_is_taken_at_once() {
+    let env = Env::new().await;
+    env.breg.put_record(
+        "applications",
+        "app-due",
+        "r1",
+        json!({"noticeAllowed": true, "applicantEmail": "applicant@example.org"}),
+    );
+    let (s, run) = env
+        .start(
+            PRODUCER,
+            "k-due",
+            "follow-up",
+            json!({"applicationId": "app-due", "sendAfter": "2026-03-01T09:00:00Z"}),
+        )
+        .await;
+    assert_eq!(s, 201, "{run}");
+    let id = run["run"].as_str().unwrap().to_owned();
+    let jobs = env.store.jobs(&id).await.unwrap();
+    let kinds: Vec<String> = jobs
+        .iter()
+        .map(|j| match &j.kind {
+            coordinator_ports::JobKind::Timer { wake, .. } => format!("timer:{wake:?}"),
+            coordinator_ports::JobKind::Dispatch { operation_id, .. } => operation_id.clone(),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["timer:Deadline", "breg.read-record/v1"],
+        "the due wait left no timer job"
+    );
+    env.idle().await;
+    let (_, status) = env.get(PRODUCER, &format!("/v1/runs/{id}")).await;
+    assert_eq!(status["state"], "finished", "{status}");
+    assert_eq!(env.messaging.messages().len(), 1);
+}
+
 #[tokio::test]
 async fn interrupted_mutation_is_unknown_and_never_resent() {
     let env = Env::new().await;

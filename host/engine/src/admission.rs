@@ -295,6 +295,7 @@ impl Engine {
                     .await
             }
         };
+        let resumed = crate::jobs::take_due_waits(vm, resumed, now, true);
         let jobs = self.jobs_for(&start_identity, &resumed.commands, now, false);
         let bindings = binding::binding_digests(&self.connections, &vm.program().connections);
         let run = NewRun {

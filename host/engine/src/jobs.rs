@@ -5,7 +5,7 @@
 use coordinator_ir::instant::Instant;
 use coordinator_ports::store::{JobKind, NewJob};
 use coordinator_runtime::config::{Connection, DEFAULT_RESULT_CHECK_SECONDS};
-use coordinator_vm::{Command, WakeKind};
+use coordinator_vm::{Command, Event, Resumed, Vm, WakeKind};
 
 use crate::engine::{Engine, MAX_BACKOFF_SECONDS};
 
@@ -18,6 +18,46 @@ fn due(at: &str) -> i64 {
     Instant::parse(at)
         .map(|i| i.unix_seconds())
         .expect("the VM writes every instant it commands in RFC 3339")
+}
+
+/// How many already-due waits one step takes in a row before it leaves
+/// the rest to timer jobs (a bound on the work of one transaction).
+const MAX_DUE_WAITS_TAKEN: usize = 8;
+
+/// Takes the `wait-until` wakes among `resumed`'s commands that are due
+/// by `now` at once: each is fed back to the VM as [`Event::TimerFired`],
+/// so the step after a wait that is already due (a `sendAfter` in the
+/// past) is decided in the same transaction as what scheduled it, with no
+/// timer job inserted, leased and deleted. Deadlines and wait-for
+/// timeouts stay jobs. With `keep_running`, a wake whose step would end
+/// the run is left as a timer job (an admission stores running runs only).
+pub(crate) fn take_due_waits(
+    vm: &Vm,
+    mut resumed: Resumed,
+    now: i64,
+    keep_running: bool,
+) -> Resumed {
+    for _ in 0..MAX_DUE_WAITS_TAKEN {
+        let Some(i) = resumed.commands.iter().position(
+            |c| matches!(c, Command::ScheduleWake { at, kind: WakeKind::Wake } if due(at) <= now),
+        ) else {
+            break;
+        };
+        let Some(Command::ScheduleWake { at, .. }) = resumed.commands.get(i).cloned() else {
+            break;
+        };
+        let Ok(next) = vm.resume(&resumed.state, &Event::TimerFired { at }) else {
+            break;
+        };
+        if keep_running && next.status.is_terminal() {
+            break;
+        }
+        resumed.commands.remove(i);
+        resumed.commands.extend(next.commands);
+        resumed.state = next.state;
+        resumed.status = next.status;
+    }
+    resumed
 }
 
 /// Backoff before attempt `attempt` (≥ 2) after a retryable answer:

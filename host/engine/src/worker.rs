@@ -457,6 +457,8 @@ impl Engine {
                     return Ok(Fed::Rejected(rejected));
                 }
             };
+            let now = self.clock.now_unix();
+            let resumed = crate::jobs::take_due_waits(&vm, resumed, now, false);
             if refuse_dispatch
                 && resumed
                     .commands
@@ -465,7 +467,6 @@ impl Engine {
             {
                 return Ok(Fed::Held);
             }
-            let now = self.clock.now_unix();
             let jobs = self.jobs_for(&run.start_identity, &resumed.commands, now, answered);
             let mut ledger = run.ledger.clone();
             if let Some(update) = ledger_update {
