@@ -362,6 +362,7 @@ pub async fn work(
     )
     .await;
     timer.abort();
+    engine.release_handed().await;
 }
 
 /// Sleeps until the store's earliest due job ([`Engine::next_due`]; at

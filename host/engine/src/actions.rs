@@ -269,6 +269,11 @@ impl Engine {
     /// waited for (at most the request budget); failures are logged, and a
     /// lookup not carried out stays due for the workers.
     pub(crate) async fn look_up_receipts_now(&self, run_id: &str) {
+        // The reconcile's own commit may have leased the lookup to this
+        // process already (handed off to the lanes): carry it out here.
+        for h in self.take_handed_of(run_id) {
+            self.carry_out_with(h.job, h.lease_until, Some(h.run)).await;
+        }
         let epoch = match self.lease_epoch().await {
             Ok(e) => e,
             Err(e) => {

@@ -14,7 +14,7 @@ use coordinator_ir::Definition;
 use coordinator_ports::adapter::ProductAdapter;
 use coordinator_ports::clock::Clock;
 pub use coordinator_ports::store::Holds;
-use coordinator_ports::store::{RunRecord, RunStore, StoreError};
+use coordinator_ports::store::{LeaseOnInsert, RunRecord, RunStore, StoreError};
 use coordinator_runtime::audit::{AuditJournal, AuditRecord};
 use coordinator_runtime::config::Connection;
 use coordinator_runtime::keys::{AdmissionKey, AuditKey};
@@ -118,6 +118,21 @@ pub struct Engine {
     /// here (an admission, a commit that made the next job, a review
     /// completion), so a due job runs now rather than at the next poll.
     pub(crate) wake: tokio::sync::Notify,
+    /// Jobs a commit of this process inserted leased to it
+    /// ([`coordinator_ports::store::LeaseOnInsert`]), with the run as that
+    /// commit left it: the next [`Engine::tick`] carries them out without
+    /// leasing them or reading the run again.
+    pub(crate) handed: std::sync::Mutex<std::collections::VecDeque<HandedOff>>,
+}
+
+/// A job handed from a commit to a worker lane of the same process.
+pub(crate) struct HandedOff {
+    /// The job, leased to this process.
+    pub(crate) job: coordinator_ports::store::Job,
+    /// The run as the commit that made the job left it.
+    pub(crate) run: RunRecord,
+    /// Unix seconds the job's lease runs until.
+    pub(crate) lease_until: i64,
 }
 
 /// Removes a job from [`Engine`]'s in-flight set when its lane is done.
@@ -212,6 +227,7 @@ impl Engine {
             restore_epoch: std::sync::OnceLock::new(),
             fenced: std::sync::atomic::AtomicBool::new(false),
             wake: tokio::sync::Notify::new(),
+            handed: std::sync::Mutex::new(std::collections::VecDeque::new()),
         })
     }
 
@@ -275,6 +291,83 @@ impl Engine {
     /// wake while no lane waits is kept for the next lane that does.
     pub fn wake_one(&self) {
         self.wake.notify_one();
+    }
+
+    /// The lease new jobs are inserted under ([`LeaseOnInsert`]): this
+    /// process's worker id and adopted restore epoch; none on a
+    /// `--recovery-only` instance or before an epoch is adopted.
+    pub(crate) fn lease_on_insert(&self, now: i64) -> Option<LeaseOnInsert> {
+        if self.config.recovery_only {
+            return None;
+        }
+        let epoch = self.restore_epoch.get().copied()?;
+        Some(LeaseOnInsert {
+            owner: self.config.worker_id.clone(),
+            now,
+            lease_until: now.saturating_add(self.config.lease_seconds),
+            epoch,
+        })
+    }
+
+    /// Queues jobs a commit leased to this process for the next tick, and
+    /// wakes a lane for each.
+    pub(crate) fn hand_off(
+        &self,
+        jobs: Vec<coordinator_ports::store::Job>,
+        run: &RunRecord,
+        lease_until: i64,
+    ) {
+        let Ok(mut queue) = self.handed.lock() else {
+            return;
+        };
+        for job in jobs {
+            queue.push_back(HandedOff {
+                job,
+                run: run.clone(),
+                lease_until,
+            });
+            self.wake.notify_one();
+        }
+    }
+
+    /// Gives back the leases of handed-off jobs no lane has started (at
+    /// shutdown), so that another process takes them at once rather than
+    /// when their leases run out. Errors are logged: the leases then run
+    /// out by themselves.
+    pub async fn release_handed(&self) {
+        for h in self.take_handed(usize::MAX) {
+            if let Err(e) = self
+                .store
+                .release(h.job.id, &self.config.worker_id, h.job.due_unix, None)
+                .await
+            {
+                tracing::warn!(job = h.job.id, error = %e, "handed-off job not released; its lease will run out");
+            }
+        }
+    }
+
+    /// The handed-off jobs of run `run_id` (taken off the queue).
+    pub(crate) fn take_handed_of(&self, run_id: &str) -> Vec<HandedOff> {
+        match self.handed.lock() {
+            Ok(mut queue) => {
+                let (mine, rest): (Vec<HandedOff>, Vec<HandedOff>) =
+                    queue.drain(..).partition(|h| h.job.run_id == run_id);
+                queue.extend(rest);
+                mine
+            }
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// Up to `limit` handed-off jobs, oldest first.
+    pub(crate) fn take_handed(&self, limit: usize) -> Vec<HandedOff> {
+        match self.handed.lock() {
+            Ok(mut queue) => {
+                let n = limit.min(queue.len());
+                queue.drain(..n).collect()
+            }
+            Err(_) => Vec::new(),
+        }
     }
 
     /// Waits for [`Engine::wake_one`] (at once when a wake is kept).

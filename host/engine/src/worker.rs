@@ -11,11 +11,12 @@ use coordinator_ports::adapter::{
 };
 use coordinator_ports::clock::unix_to_rfc3339;
 use coordinator_ports::store::{
-    Commit, Job, JobKind, JobState, LeaseRequest, NewJob, Review, RunRecord, StepLedger, StoreError,
+    Commit, Committed, Job, JobKind, JobState, LeaseRequest, NewJob, Review, RunRecord, StepLedger,
+    StoreError,
 };
 use coordinator_vm::{Answer, Command, Event, Expected};
 
-use crate::engine::{Engine, Fed, InFlight, INTERRUPTED, MAX_BACKOFF_SECONDS};
+use crate::engine::{Engine, Fed, HandedOff, InFlight, INTERRUPTED, MAX_BACKOFF_SECONDS};
 
 /// A change to a run's ledger, made in the commit of an event.
 pub(crate) type LedgerUpdate<'a> = dyn Fn(&mut BTreeMap<String, StepLedger>) + Sync + 'a;
@@ -100,6 +101,26 @@ impl Engine {
         if self.fenced() {
             return Ok(0);
         }
+        // Jobs this process's own commits leased to it come first: no lease
+        // statement and no re-read of the run.
+        let handed = self.take_handed(self.config.batch);
+        if !handed.is_empty() {
+            let n = handed.len();
+            let mut by_run: Vec<(String, Vec<HandedOff>)> = Vec::new();
+            for h in handed {
+                match by_run.iter_mut().find(|(run, _)| *run == h.job.run_id) {
+                    Some((_, group)) => group.push(h),
+                    None => by_run.push((h.job.run_id.clone(), vec![h])),
+                }
+            }
+            futures_util::future::join_all(by_run.into_iter().map(|(_, group)| async move {
+                for h in group {
+                    self.carry_out_with(h.job, h.lease_until, Some(h.run)).await;
+                }
+            }))
+            .await;
+            return Ok(n);
+        }
         let epoch = self.lease_epoch().await?;
         let now = self.clock.now_unix();
         let jobs = self
@@ -153,6 +174,17 @@ impl Engine {
     /// the request left is waited out while the lease holds; other failures
     /// are logged and the lease left to expire.
     pub(crate) async fn carry_out(&self, job: Job, lease_until: i64) {
+        self.carry_out_with(job, lease_until, None).await;
+    }
+
+    /// [`Engine::carry_out`] with the run as the commit that made the job
+    /// left it (`carried`), read from the store when `None`.
+    pub(crate) async fn carry_out_with(
+        &self,
+        job: Job,
+        lease_until: i64,
+        carried: Option<RunRecord>,
+    ) {
         let id = job.id;
         // Another lane of this process holds the job (its lease ran out
         // while it waited for the store): leave it to that lane. The new
@@ -172,7 +204,10 @@ impl Engine {
                 .await;
             return;
         }
-        let mut result = self.run_job(job.clone()).await.map_err(|e| self.seen(e));
+        let mut result = self
+            .run_job(job.clone(), carried)
+            .await
+            .map_err(|e| self.seen(e));
         // The store went away before the job's request left (an answer in
         // hand is held by `feed`): wait for it, then carry the job out
         // again while the lease holds.
@@ -181,7 +216,10 @@ impl Engine {
             if !self.wait_for_store(lease_until).await {
                 break;
             }
-            result = self.run_job(job.clone()).await.map_err(|e| self.seen(e));
+            result = self
+                .run_job(job.clone(), None)
+                .await
+                .map_err(|e| self.seen(e));
         }
         if let Err(e) = result {
             tracing::warn!(job = id, error = %e, "job not completed; its lease will expire");
@@ -205,10 +243,18 @@ impl Engine {
         Ok(total)
     }
 
-    pub(crate) async fn run_job(&self, job: Job) -> Result<(), StoreError> {
+    pub(crate) async fn run_job(
+        &self,
+        job: Job,
+        carried: Option<RunRecord>,
+    ) -> Result<(), StoreError> {
         let owner = self.config.worker_id.clone();
-        let Some(run) = self.store.get(&job.run_id).await? else {
-            return self.store.discard(job.id, &owner).await;
+        let run = match carried {
+            Some(run) => run,
+            None => match self.store.get(&job.run_id).await? {
+                Some(run) => run,
+                None => return self.store.discard(job.id, &owner).await,
+            },
         };
         if run.status().is_terminal() {
             return self.store.discard(job.id, &owner).await;
@@ -481,13 +527,12 @@ impl Engine {
                 jobs,
                 review,
             };
-            let scheduled_due_now = {
-                let now = self.clock.now_unix();
-                commit.jobs.iter().any(|j| j.due_unix <= now)
-            };
-            let failed = match self.store.commit(commit).await {
-                Ok(version) => {
-                    if scheduled_due_now {
+            let now = self.clock.now_unix();
+            let scheduled_due_now = commit.jobs.iter().any(|j| j.due_unix <= now);
+            let lease = self.lease_on_insert(now);
+            let failed = match self.store.commit_leasing(commit, lease.as_ref()).await {
+                Ok(Committed { version, leased }) => {
+                    if scheduled_due_now && leased.is_empty() {
                         self.wake_one();
                     }
                     if resumed.status.is_terminal() {
@@ -498,6 +543,9 @@ impl Engine {
                     run.ledger = ledger;
                     run.version = version;
                     run.review = Review::after(run.review, review);
+                    if let Some(lease) = lease.filter(|_| !leased.is_empty()) {
+                        self.hand_off(leased, &run, lease.lease_until);
+                    }
                     return Ok(Fed::Applied(Box::new(run)));
                 }
                 Err(e) => e,

@@ -494,6 +494,128 @@ pub async fn bring_forward_respects_the_floor_and_lists_page(s: &dyn RunStore, f
     s.ping().await.expect("ping");
 }
 
+/// A commit leases the new jobs due by then to the committing process
+/// (and returns them) only under its restore epoch and without a restore
+/// hold; another process cannot lease them; a job due later stays
+/// unleased.
+pub async fn commits_lease_new_due_jobs_to_the_committer(s: &dyn RunStore, fx: &Fixture) {
+    use super::store::{Holds, LeaseOnInsert};
+    s.admit(new_run(fx, "run-l", "alice", "id-l", "d"))
+        .await
+        .expect("admit");
+    let step = |version: u64, jobs: Vec<NewJob>| Commit {
+        review: None,
+        run_id: "run-l".into(),
+        expected_version: version,
+        state: state("run-l"),
+        ledger: BTreeMap::new(),
+        complete: None,
+        jobs,
+    };
+    let on_insert = LeaseOnInsert {
+        owner: "w1".into(),
+        now: 100,
+        lease_until: 200,
+        epoch: 0,
+    };
+    let committed = s
+        .commit_leasing(
+            step(
+                1,
+                vec![
+                    NewJob {
+                        kind: dispatch("now", 1),
+                        due_unix: 100,
+                    },
+                    NewJob {
+                        kind: dispatch("later", 1),
+                        due_unix: 150,
+                    },
+                ],
+            ),
+            Some(&on_insert),
+        )
+        .await
+        .expect("commit");
+    assert_eq!(committed.version, 2);
+    let leased: Vec<(i64, Option<(String, i64)>)> = committed
+        .leased
+        .iter()
+        .map(|j| {
+            (
+                j.due_unix,
+                j.lease.as_ref().map(|l| (l.owner.clone(), l.expires_unix)),
+            )
+        })
+        .collect();
+    assert_eq!(leased, vec![(100, Some(("w1".to_owned(), 200)))]);
+    let taken: Vec<i64> = lease(s, "w2", 120, 300, 10)
+        .await
+        .expect("lease")
+        .iter()
+        .map(|j| j.due_unix)
+        .collect();
+    assert_eq!(
+        taken,
+        vec![60],
+        "only the admission's job: the handed-off one is w1's, the later one not due"
+    );
+    s.mark_sending(committed.leased[0].id, "w1", 0)
+        .await
+        .expect("w1 holds the lease it was given");
+    // Under a restore hold, or another epoch, nothing is leased on insert.
+    let placed = Holds {
+        restore: true,
+        admission: true,
+        execution_recovery_completed: false,
+        restore_epoch: 1,
+    };
+    assert_eq!(s.swap_holds(&Holds::default(), &placed).await, Ok(true));
+    let held = s
+        .commit_leasing(
+            step(
+                2,
+                vec![NewJob {
+                    kind: dispatch("held", 1),
+                    due_unix: 100,
+                }],
+            ),
+            Some(&LeaseOnInsert {
+                epoch: 1,
+                ..on_insert.clone()
+            }),
+        )
+        .await
+        .expect("commit");
+    assert!(held.leased.is_empty(), "a restore hold leases nothing");
+    let released = Holds {
+        restore: false,
+        admission: false,
+        ..placed.clone()
+    };
+    assert_eq!(s.swap_holds(&placed, &released).await, Ok(true));
+    let stale = s
+        .commit_leasing(
+            step(
+                3,
+                vec![NewJob {
+                    kind: dispatch("stale", 1),
+                    due_unix: 100,
+                }],
+            ),
+            Some(&on_insert),
+        )
+        .await
+        .expect("commit");
+    assert!(stale.leased.is_empty(), "a stale epoch leases nothing");
+    let jobs = s.jobs("run-l").await.expect("jobs");
+    assert_eq!(
+        jobs.iter().filter(|j| j.lease.is_some()).count(),
+        2,
+        "w2's lease and the one job leased on insert: {jobs:?}"
+    );
+}
+
 /// The holds start released; a swap succeeds only from the holds it
 /// expects, so a change made meanwhile by another process is never lost.
 pub async fn holds_are_swapped_only_from_what_was_read(s: &dyn RunStore) {

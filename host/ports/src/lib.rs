@@ -30,6 +30,7 @@ pub use adapter::{
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use memory::MemoryRunStore;
 pub use store::{
-    Admitted, Commit, Erasure, Holds, Job, JobKind, JobState, LeaseRequest, NewJob, NewRun, Owner,
-    Review, ReviewSurvey, RunFilter, RunPage, RunRecord, RunStore, StepLedger, StoreError,
+    Admitted, Commit, Committed, Erasure, Holds, Job, JobKind, JobState, LeaseOnInsert,
+    LeaseRequest, NewJob, NewRun, Owner, Review, ReviewSurvey, RunFilter, RunPage, RunRecord,
+    RunStore, StepLedger, StoreError,
 };

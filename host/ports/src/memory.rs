@@ -12,9 +12,9 @@ use coordinator_runtime::binding::LiveBinding;
 use coordinator_vm::RunStatus;
 
 use crate::store::{
-    erasable, erased_state, Admitted, Commit, Erasure, Holds, Job, JobKind, JobState, Lease,
-    LeaseRequest, NewJob, NewRun, Review, ReviewSurvey, RunFilter, RunPage, RunRecord, RunStore,
-    StoreError, MAX_ERASE_LIMIT,
+    erasable, erased_state, Admitted, Commit, Committed, Erasure, Holds, Job, JobKind, JobState,
+    Lease, LeaseOnInsert, LeaseRequest, NewJob, NewRun, Review, ReviewSurvey, RunFilter, RunPage,
+    RunRecord, RunStore, StoreError, MAX_ERASE_LIMIT,
 };
 
 /// Whether the run's state holds an `unknown` effect.
@@ -41,21 +41,35 @@ struct Memory {
 }
 
 impl Memory {
-    fn add_jobs(&mut self, run_id: &str, jobs: Vec<NewJob>) {
+    /// Adds `jobs`; those due by `lease.now` are leased to its owner (if
+    /// the deployment is under its epoch and no restore hold) and returned.
+    fn add_jobs(
+        &mut self,
+        run_id: &str,
+        jobs: Vec<NewJob>,
+        lease: Option<&LeaseOnInsert>,
+    ) -> Vec<Job> {
+        let lease = lease.filter(|l| !self.holds.restore && l.epoch == self.holds.restore_epoch);
+        let mut leased = Vec::new();
         for j in jobs {
             self.next_job += 1;
-            self.jobs.insert(
-                self.next_job,
-                Job {
-                    id: self.next_job,
-                    run_id: run_id.to_owned(),
-                    kind: j.kind,
-                    due_unix: j.due_unix,
-                    state: JobState::Ready,
-                    lease: None,
-                },
-            );
+            let job = Job {
+                id: self.next_job,
+                run_id: run_id.to_owned(),
+                lease: lease.filter(|l| j.due_unix <= l.now).map(|l| Lease {
+                    owner: l.owner.clone(),
+                    expires_unix: l.lease_until,
+                }),
+                kind: j.kind,
+                due_unix: j.due_unix,
+                state: JobState::Ready,
+            };
+            if job.lease.is_some() {
+                leased.push(job.clone());
+            }
+            self.jobs.insert(self.next_job, job);
         }
+        leased
     }
 
     fn find_start(
@@ -180,7 +194,7 @@ impl RunStore for MemoryRunStore {
         m.by_identity.insert(run.start_identity, run.id.clone());
         m.runs.insert(run.id.clone(), record.clone());
         if !record.state.status.is_terminal() {
-            m.add_jobs(&run.id, run.jobs);
+            m.add_jobs(&run.id, run.jobs, None);
         }
         Ok(Admitted::Created(record))
     }
@@ -378,7 +392,11 @@ impl RunStore for MemoryRunStore {
         Ok(())
     }
 
-    async fn commit(&self, commit: Commit) -> Result<u64, StoreError> {
+    async fn commit_leasing(
+        &self,
+        commit: Commit,
+        lease: Option<&LeaseOnInsert>,
+    ) -> Result<Committed, StoreError> {
         let mut m = self.lock()?;
         if std::mem::take(&mut m.conflict_next_commit) {
             return Err(StoreError::Conflict);
@@ -405,12 +423,13 @@ impl RunStore for MemoryRunStore {
             r.version = version;
             r.review = Review::after(r.review, commit.review);
         }
-        if ended {
+        let leased = if ended {
             m.jobs.retain(|_, j| j.run_id != commit.run_id);
+            Vec::new()
         } else {
-            m.add_jobs(&commit.run_id, commit.jobs);
-        }
-        Ok(version)
+            m.add_jobs(&commit.run_id, commit.jobs, lease)
+        };
+        Ok(Committed { version, leased })
     }
 
     async fn bring_forward(
@@ -544,6 +563,7 @@ mod tests {
         admission_is_keyed_by_start_identity,
         records_round_trip,
         leases_expire_and_commits_check_versions,
+        commits_lease_new_due_jobs_to_the_committer,
         release_and_discard,
         live_bindings_count_runs_that_have_not_ended,
         retention_erases_only_ended_payloads,

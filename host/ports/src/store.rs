@@ -363,6 +363,33 @@ pub struct Commit {
     pub review: Option<Review>,
 }
 
+/// Leases the jobs a commit creates to the process that commits, as they
+/// are inserted ([`RunStore::commit_leasing`]), so that it carries them out
+/// at once without leasing them again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseOnInsert {
+    /// The lease owner (this process's worker id).
+    pub owner: String,
+    /// Now, Unix seconds: only jobs due by then are leased.
+    pub now: i64,
+    /// Unix seconds the leases run until.
+    pub lease_until: i64,
+    /// This process's restore epoch: nothing is leased unless the
+    /// deployment is under it and no restore hold is in place (the jobs are
+    /// then inserted unleased, for whoever may lease them).
+    pub epoch: u64,
+}
+
+/// What [`RunStore::commit_leasing`] did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Committed {
+    /// The run's new version.
+    pub version: u64,
+    /// The new jobs that were inserted leased to the committing process
+    /// ([`LeaseOnInsert`]), in insertion order.
+    pub leased: Vec<Job>,
+}
+
 /// What a worker asks [`RunStore::lease`] for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LeaseRequest<'a> {
@@ -638,7 +665,17 @@ pub trait RunStore: Send + Sync {
     /// `expected_version` ([`StoreError::Conflict`] otherwise; nothing
     /// changes). When the new state has ended, every other job of the run is
     /// deleted too. Returns the new version.
-    async fn commit(&self, commit: Commit) -> Result<u64, StoreError>;
+    async fn commit(&self, commit: Commit) -> Result<u64, StoreError> {
+        self.commit_leasing(commit, None).await.map(|c| c.version)
+    }
+
+    /// [`RunStore::commit`], inserting the new jobs due by `lease.now`
+    /// leased to `lease.owner` (see [`LeaseOnInsert`]) and returning them.
+    async fn commit_leasing(
+        &self,
+        commit: Commit,
+        lease: Option<&LeaseOnInsert>,
+    ) -> Result<Committed, StoreError>;
 
     /// Brings the next observation of review request `review_request_id`
     /// forward: every `Observe` job for it gets

@@ -43,9 +43,9 @@ use super::deploy::{check_activation, live_bindings, verify_runtime, WorkflowSta
 use super::{connect, db_error, namespace_of, StoreError, MAX_POOL_CONNECTIONS};
 use coordinator_ports::clock::rfc3339_to_unix;
 use coordinator_ports::store::{
-    erased_state, Admitted, Commit, Erasure, Holds as EngineHolds, Job, JobKind, JobState, Lease,
-    LeaseRequest, NewJob, NewRun, Owner, Review, ReviewSurvey, RunFilter, RunPage, RunRecord,
-    RunStore, StepLedger, StoreError as PortError, MAX_ERASE_LIMIT,
+    erased_state, Admitted, Commit, Committed, Erasure, Holds as EngineHolds, Job, JobKind,
+    JobState, Lease, LeaseOnInsert, LeaseRequest, NewJob, NewRun, Owner, Review, ReviewSurvey,
+    RunFilter, RunPage, RunRecord, RunStore, StepLedger, StoreError as PortError, MAX_ERASE_LIMIT,
 };
 use coordinator_runtime::binding::LiveBinding;
 use coordinator_runtime::config::RuntimeConfig;
@@ -499,14 +499,17 @@ impl Store {
         })
     }
 
-    /// Inserts a job (ready, no lease): its command sealed, its idempotency
-    /// key recorded as spent.
+    /// Inserts a job (ready): its command sealed, its idempotency key
+    /// recorded as spent. With `lease` (and the job due by `lease.now`),
+    /// the job is inserted leased to `lease.owner` when the deployment is
+    /// under `lease.epoch` and no restore hold, and returned.
     async fn insert_job(
         &self,
         conn: &mut sqlx::PgConnection,
         run_id: &str,
         job: &NewJob,
-    ) -> Result<(), PortError> {
+        lease: Option<&LeaseOnInsert>,
+    ) -> Result<Option<Job>, PortError> {
         let ns = &self.ns;
         let row = job_row(&job.kind);
         let sealed = row
@@ -516,10 +519,16 @@ impl Store {
         let key_version = sealed
             .as_ref()
             .map(|_| self.keyring.active_version() as i32);
-        sqlx::query(&format!(
+        let lease = lease.filter(|l| job.due_unix <= l.now);
+        let inserted = sqlx::query(&format!(
             "INSERT INTO {ns}.jobs (run_id, kind, step, state, due_at, detail, review_request_id,
-                idempotency_key, key_version, sealed_command)
-             VALUES ($1, $2, $3, 'ready', $4, $5::jsonb, $6, $7, $8, $9)"
+                idempotency_key, key_version, sealed_command, lease_owner, lease_expires_at)
+             SELECT $1, $2, $3, 'ready', $4, $5::jsonb, $6, $7, $8, $9, o.owner,
+                    CASE WHEN o.owner IS NOT NULL THEN $11 END
+               FROM (SELECT CASE WHEN NOT restore_hold AND restore_epoch = $12
+                                 THEN $10::text END AS owner
+                       FROM {ns}.deployment) o
+          RETURNING job_id, lease_owner"
         ))
         .bind(run_id)
         .bind(row.kind)
@@ -530,9 +539,25 @@ impl Store {
         .bind(&row.idempotency_key)
         .bind(key_version)
         .bind(sealed)
-        .execute(&mut *conn)
+        .bind(lease.map(|l| l.owner.as_str()))
+        .bind(lease.map(|l| at(l.lease_until)))
+        .bind(lease.map(|l| epoch_column(l.epoch)))
+        .fetch_one(&mut *conn)
         .await
         .map_err(pdb)?;
+        let job_id: i64 = inserted.try_get("job_id").map_err(pdb)?;
+        let owner: Option<String> = inserted.try_get("lease_owner").map_err(pdb)?;
+        let leased = owner.zip(lease).map(|(owner, l)| Job {
+            id: u64::try_from(job_id).unwrap_or(0),
+            run_id: run_id.to_owned(),
+            kind: job.kind.clone(),
+            due_unix: job.due_unix,
+            state: JobState::Ready,
+            lease: Some(Lease {
+                owner,
+                expires_unix: l.lease_until,
+            }),
+        });
         if let Some(key) = &row.idempotency_key {
             sqlx::query(&format!(
                 "INSERT INTO {ns}.spent_keys (kind, identity, run_id, spent_at)
@@ -545,7 +570,7 @@ impl Store {
             .await
             .map_err(pdb)?;
         }
-        Ok(())
+        Ok(leased)
     }
 
     async fn existing(
@@ -736,7 +761,7 @@ impl RunStore for Store {
         .map_err(pdb)?;
         if !ended {
             for job in &run.jobs {
-                self.insert_job(&mut tx, id, job).await?;
+                self.insert_job(&mut tx, id, job, None).await?;
             }
         }
         tx.commit().await.map_err(pdb)?;
@@ -1003,8 +1028,13 @@ impl RunStore for Store {
         .await
     }
 
-    async fn commit(&self, c: Commit) -> Result<u64, PortError> {
+    async fn commit_leasing(
+        &self,
+        c: Commit,
+        lease: Option<&LeaseOnInsert>,
+    ) -> Result<Committed, PortError> {
         let ns = &self.ns;
+        let mut leased = Vec::new();
         let id = c.run_id.as_str();
         let status = c.state.status;
         let ended = status.is_terminal();
@@ -1082,11 +1112,14 @@ impl RunStore for Store {
                 .map_err(pdb)?;
         } else {
             for job in &c.jobs {
-                self.insert_job(&mut tx, id, job).await?;
+                leased.extend(self.insert_job(&mut tx, id, job, lease).await?);
             }
         }
         tx.commit().await.map_err(pdb)?;
-        Ok(u64::try_from(version).unwrap_or(0))
+        Ok(Committed {
+            version: u64::try_from(version).unwrap_or(0),
+            leased,
+        })
     }
 
     async fn bring_forward(
