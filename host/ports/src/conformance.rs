@@ -560,7 +560,8 @@ pub async fn commits_lease_new_due_jobs_to_the_committer(s: &dyn RunStore, fx: &
         vec![60],
         "only the admission's job: the handed-off one is w1's, the later one not due"
     );
-    s.mark_sending(committed.leased[0].id, "w1", 0)
+    let handed = committed.leased.first().expect("one leased job").id;
+    s.mark_sending(handed, "w1", 0)
         .await
         .expect("w1 holds the lease it was given");
     // Under a restore hold, or another epoch, nothing is leased on insert.
