@@ -939,7 +939,10 @@ async fn metrics_are_prometheus_text_without_run_labels() {
     let text = resp.text().await.unwrap();
     for line in [
         "# TYPE coordinator_dispatch_jobs gauge",
-        "coordinator_dispatch_jobs{state=\"ready\"} 1",
+        // The second run's first call was leased to this process as it
+        // was admitted (handed to a worker lane, none running here).
+        "coordinator_dispatch_jobs{state=\"leased\"} 1",
+        "coordinator_dispatch_jobs{state=\"ready\"} 0",
         "coordinator_dispatch_jobs{state=\"sending\"} 0",
         "coordinator_admissions_total{outcome=\"created\"} 2",
         "coordinator_dispatch_attempts_total{result=\"uncertain\"} 1",

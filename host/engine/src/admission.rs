@@ -313,11 +313,21 @@ impl Engine {
             let now = self.clock.now_unix();
             run.jobs.iter().any(|j| j.due_unix <= now)
         };
-        match self.store.admit(run).await.map_err(|e| self.seen(e))? {
+        let lease = self.lease_on_insert(now);
+        let (admitted, leased) = self
+            .store
+            .admit_leasing(run, lease.as_ref())
+            .await
+            .map_err(|e| self.seen(e))?;
+        match admitted {
             Admitted::Created(r) => {
                 tracing::info!(run = %r.id, workflow = %r.workflow, "admitted");
-                if due_now {
-                    self.wake_one();
+                match lease.filter(|_| !leased.is_empty()) {
+                    // Handed to a lane of this process: no lease statement,
+                    // no re-read of the run.
+                    Some(lease) => self.hand_off(leased, &r, lease.lease_until),
+                    None if due_now => self.wake_one(),
+                    None => {}
                 }
                 Ok((true, r))
             }

@@ -164,16 +164,20 @@ fn parse_cursor(cursor: &str) -> Result<u64, StoreError> {
 
 #[async_trait]
 impl RunStore for MemoryRunStore {
-    async fn admit(&self, run: NewRun) -> Result<Admitted, StoreError> {
+    async fn admit_leasing(
+        &self,
+        run: NewRun,
+        lease: Option<&LeaseOnInsert>,
+    ) -> Result<(Admitted, Vec<Job>), StoreError> {
         let mut m = self.lock()?;
         if let Some(found) = m.find_start(&run.start_identity, &run.request_digest)? {
-            return Ok(found);
+            return Ok((found, Vec::new()));
         }
         if m.holds.admission {
-            return Ok(Admitted::AdmissionHeld);
+            return Ok((Admitted::AdmissionHeld, Vec::new()));
         }
         if m.activation_changed {
-            return Ok(Admitted::ActivationChanged);
+            return Ok((Admitted::ActivationChanged, Vec::new()));
         }
         m.next_sequence += 1;
         let record = RunRecord {
@@ -193,10 +197,12 @@ impl RunStore for MemoryRunStore {
         };
         m.by_identity.insert(run.start_identity, run.id.clone());
         m.runs.insert(run.id.clone(), record.clone());
-        if !record.state.status.is_terminal() {
-            m.add_jobs(&run.id, run.jobs, None);
-        }
-        Ok(Admitted::Created(record))
+        let leased = if record.state.status.is_terminal() {
+            Vec::new()
+        } else {
+            m.add_jobs(&run.id, run.jobs, lease)
+        };
+        Ok((Admitted::Created(record), leased))
     }
 
     async fn get(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {

@@ -574,7 +574,20 @@ pub trait RunStore: Send + Sync {
     /// Admits a run and its first jobs in one step, unless its start
     /// identity exists: then [`Admitted::Existing`] when the request digest
     /// matches, else [`Admitted::Conflict`] (SPEC §8 `idempotency.key-reused`).
-    async fn admit(&self, run: NewRun) -> Result<Admitted, StoreError>;
+    async fn admit(&self, run: NewRun) -> Result<Admitted, StoreError> {
+        self.admit_leasing(run, None)
+            .await
+            .map(|(admitted, _)| admitted)
+    }
+
+    /// [`RunStore::admit`], inserting the first jobs due by `lease.now`
+    /// leased to `lease.owner` (see [`LeaseOnInsert`]) and returning them
+    /// beside a [`Admitted::Created`] (none otherwise).
+    async fn admit_leasing(
+        &self,
+        run: NewRun,
+        lease: Option<&LeaseOnInsert>,
+    ) -> Result<(Admitted, Vec<Job>), StoreError>;
 
     /// The run with this id.
     async fn get(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError>;

@@ -645,7 +645,11 @@ fn erased(run_id: &str) -> StoreError {
 
 #[async_trait]
 impl RunStore for Store {
-    async fn admit(&self, run: NewRun) -> Result<Admitted, PortError> {
+    async fn admit_leasing(
+        &self,
+        run: NewRun,
+        lease: Option<&LeaseOnInsert>,
+    ) -> Result<(Admitted, Vec<Job>), PortError> {
         let ns = &self.ns;
         let mut conn = self.pool.acquire().await.map_err(pdb)?;
         let mut tx = conn.begin().await.map_err(pdb)?;
@@ -653,7 +657,7 @@ impl RunStore for Store {
             .existing(&mut tx, &run.start_identity, &run.request_digest)
             .await?
         {
-            return Ok(found);
+            return Ok((found, Vec::new()));
         }
         let row = sqlx::query(&format!(
             "SELECT d.admission_hold,
@@ -672,7 +676,7 @@ impl RunStore for Store {
         let applied: BTreeMap<String, String> = serde_json::from_str(&applied)
             .map_err(|e| tampered(format!("deployment connection bindings: {e}")))?;
         if held {
-            return Ok(Admitted::AdmissionHeld);
+            return Ok((Admitted::AdmissionHeld, Vec::new()));
         }
         // A binding the last apply did not record: this process serves
         // another runtime file than the one applied.
@@ -681,15 +685,18 @@ impl RunStore for Store {
             .iter()
             .find(|(c, d)| applied.get(*c).is_some_and(|a| a != *d))
         {
-            return Ok(Admitted::BindingConflict {
-                connection: connection.clone(),
-            });
+            return Ok((
+                Admitted::BindingConflict {
+                    connection: connection.clone(),
+                },
+                Vec::new(),
+            ));
         }
         if generation != self.activation_generation {
-            return Ok(Admitted::ActivationChanged);
+            return Ok((Admitted::ActivationChanged, Vec::new()));
         }
         if active.as_deref() != Some(run.revision.as_str()) {
-            return Ok(Admitted::RevisionNotActive { active });
+            return Ok((Admitted::RevisionNotActive { active }, Vec::new()));
         }
         let admitted_at = at_text(&run.state.admitted_at);
         // Waits for a concurrent admission of the same identity to settle.
@@ -708,10 +715,11 @@ impl RunStore for Store {
             let mut conn = self.pool.acquire().await.map_err(pdb)?;
             // A concurrent admission of the same identity won: its run is
             // the answer.
-            return Ok(self
+            let found = self
                 .existing(&mut conn, &run.start_identity, &run.request_digest)
                 .await?
-                .unwrap_or(Admitted::Conflict));
+                .unwrap_or(Admitted::Conflict);
+            return Ok((found, Vec::new()));
         }
         let status = run.state.status;
         let ended = status.is_terminal();
@@ -759,13 +767,14 @@ impl RunStore for Store {
         .map_err(pdb)?
         .try_get(0)
         .map_err(pdb)?;
+        let mut leased = Vec::new();
         if !ended {
             for job in &run.jobs {
-                self.insert_job(&mut tx, id, job, None).await?;
+                leased.extend(self.insert_job(&mut tx, id, job, lease).await?);
             }
         }
         tx.commit().await.map_err(pdb)?;
-        Ok(Admitted::Created(RunRecord {
+        let created = Admitted::Created(RunRecord {
             id: run.id,
             sequence: u64::try_from(seq).unwrap_or(0),
             workflow: run.workflow,
@@ -779,7 +788,8 @@ impl RunStore for Store {
             bindings: run.bindings,
             payload_erased: false,
             review: None,
-        }))
+        });
+        Ok((created, leased))
     }
 
     async fn get(&self, run_id: &str) -> Result<Option<RunRecord>, PortError> {
