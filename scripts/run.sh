@@ -42,7 +42,7 @@ case "$work" in
 esac
 
 cargo build --release --quiet --manifest-path "$root/Cargo.toml" \
-  -p coordinatorctl -p coordinator -p coordinator-fakes
+  -p registry-coordinator -p coordinator-fakes
 target="$(cd "${CARGO_TARGET_DIR:-$root/target}" && pwd)"
 ctl="$target/release/coordinatorctl"
 coordinator="$target/release/coordinator"

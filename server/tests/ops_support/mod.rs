@@ -1,5 +1,5 @@
 //! One in-process `coordinator` for operator tests, shared by
-//! `server/tests/ops.rs` and `cli/tests/ops.rs` (included there by path):
+//! `server/tests/ops.rs` and `server/tests/cli/ops.rs` (included there by path):
 //! the engine on an in-memory store and a manual clock, the HTTP adapter
 //! against the fake Casework and Messaging, caller tokens from the fake
 //! issuer, an audit journal in a temporary directory, the API on

@@ -17,7 +17,7 @@ use coordinator_fakes::{FakeCasework, FakeIssuer, FakeMessaging, Mint};
 use coordinator_ports::MemoryRunStore;
 use serde_json::{json, Value};
 
-#[path = "../../server/tests/ops_support/mod.rs"]
+#[path = "../ops_support/mod.rs"]
 mod ops_support;
 
 use ops_support::{Instance, AUDIENCE, OPERATOR, PRODUCER};

@@ -6,6 +6,12 @@
 //!
 //! Exit codes (SPEC §2.3): 0 accepted, 1 refused, 2 usage, 3 resource
 //! unavailable. Diagnostics go to stderr, results to stdout.
+//!
+//! A library: the `coordinatorctl` binary is built by the
+//! `registry-coordinator` package (`server/src/bin/coordinatorctl.rs`),
+//! which calls [`main`], so that seed 004's
+//! `cargo build --locked --release -p registry-coordinator --bins` builds
+//! both binaries.
 
 #[macro_use]
 mod output;
@@ -77,7 +83,8 @@ fn deploy(which: Which, config: &Option<PathBuf>, remove: &[String], format: For
     commands::deploy::run(which, config.as_deref(), remove, format)
 }
 
-fn main() -> ExitCode {
+/// Parses the command line and runs the command; the process's exit code.
+pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Init { directory } => commands::init::run(&directory),
