@@ -217,7 +217,7 @@ pub async fn start_journaled(
             .append(true)
             .open("/dev/full")
             .unwrap();
-        AuditJournal::on_file(Path::new("/dev/full"), full)
+        AuditJournal::on_file(Path::new("/dev/full"), full).unwrap()
     } else {
         AuditJournal::open(&audit_dir.path().join("audit.jsonl")).unwrap()
     };
