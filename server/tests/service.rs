@@ -283,6 +283,37 @@ impl Env {
     }
 }
 
+impl Env {
+    /// Starts a tick of the service's engine, waits until `reached()` is
+    /// 1 (a fake holds the request it made), then "crashes" the worker by
+    /// aborting the tick.
+    async fn crash_worker_when(&self, reached: impl Fn() -> usize) {
+        let engine = self.engine.clone();
+        let worker = tokio::spawn(async move { engine.tick().await });
+        for _ in 0..200 {
+            if reached() == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(reached(), 1);
+        worker.abort();
+        let _ = worker.await;
+    }
+
+    /// A second worker process (`worker-2`) on the same store.
+    fn second_worker(&self) -> Engine {
+        build_engine(
+            "worker-2",
+            &self.store,
+            &self.clock,
+            &self.secrets,
+            &self.connections,
+            &self.definitions,
+        )
+    }
+}
+
 fn build_engine(
     worker: &str,
     store: &Arc<MemoryRunStore>,
@@ -548,29 +579,12 @@ async fn interrupted_mutation_is_unknown_and_never_resent() {
     let id = run["run"].as_str().unwrap().to_owned();
 
     // Worker 1 sends the request, and "crashes" while the fake holds it.
-    let engine = env.engine.clone();
-    let worker = tokio::spawn(async move { engine.tick().await });
     let sent = || env.casework.fake().requests_to("/v1/review-requests").len();
-    for _ in 0..200 {
-        if sent() == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert_eq!(sent(), 1);
-    worker.abort();
-    let _ = worker.await;
+    env.crash_worker_when(sent).await;
 
     // Worker 2 on the same store finds the job `sending` once the lease
     // expired.
-    let engine2 = build_engine(
-        "worker-2",
-        &env.store,
-        &env.clock,
-        &env.secrets,
-        &env.connections,
-        &env.definitions,
-    );
+    let engine2 = env.second_worker();
     engine2.run_until_idle(10).await.unwrap();
     let (_, status) = env.get(PRODUCER, &format!("/v1/runs/{id}")).await;
     assert_eq!(status["state"], "running", "lease not expired yet");
@@ -615,18 +629,8 @@ async fn a_crash_during_the_token_request_holds_nothing_and_sends_once() {
     let id = run["run"].as_str().unwrap().to_owned();
 
     // Worker 1 asks for a token and "crashes" while the issuer holds it.
-    let engine = env.engine.clone();
-    let worker = tokio::spawn(async move { engine.tick().await });
-    let asked = || env.issuer.fake().requests_to("/token").len();
-    for _ in 0..200 {
-        if asked() == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert_eq!(asked(), 1);
-    worker.abort();
-    let _ = worker.await;
+    env.crash_worker_when(|| env.issuer.fake().requests_to("/token").len())
+        .await;
     let sent = || env.casework.fake().requests_to("/v1/review-requests").len();
     assert_eq!(sent(), 0);
     let jobs = env.store.jobs(&id).await.unwrap();
@@ -637,14 +641,7 @@ async fn a_crash_during_the_token_request_holds_nothing_and_sends_once() {
     );
 
     // Worker 2 takes the job once the lease ran out and sends it once.
-    let engine2 = build_engine(
-        "worker-2",
-        &env.store,
-        &env.clock,
-        &env.secrets,
-        &env.connections,
-        &env.definitions,
-    );
+    let engine2 = env.second_worker();
     env.clock.advance(611);
     engine2.run_until_idle(10).await.unwrap();
     assert_eq!(sent(), 1);
