@@ -512,6 +512,12 @@ pub async fn commits_lease_new_due_jobs_to_the_committer(s: &dyn RunStore, fx: &
         complete: None,
         jobs,
     };
+    let due_now = |name: &str| {
+        vec![NewJob {
+            kind: dispatch(name, 1),
+            due_unix: 100,
+        }]
+    };
     let on_insert = LeaseOnInsert {
         owner: "w1".into(),
         now: 100,
@@ -574,13 +580,7 @@ pub async fn commits_lease_new_due_jobs_to_the_committer(s: &dyn RunStore, fx: &
     assert_eq!(s.swap_holds(&Holds::default(), &placed).await, Ok(true));
     let held = s
         .commit_leasing(
-            step(
-                2,
-                vec![NewJob {
-                    kind: dispatch("held", 1),
-                    due_unix: 100,
-                }],
-            ),
+            step(2, due_now("held")),
             Some(&LeaseOnInsert {
                 epoch: 1,
                 ..on_insert.clone()
@@ -596,16 +596,7 @@ pub async fn commits_lease_new_due_jobs_to_the_committer(s: &dyn RunStore, fx: &
     };
     assert_eq!(s.swap_holds(&placed, &released).await, Ok(true));
     let stale = s
-        .commit_leasing(
-            step(
-                3,
-                vec![NewJob {
-                    kind: dispatch("stale", 1),
-                    due_unix: 100,
-                }],
-            ),
-            Some(&on_insert),
-        )
+        .commit_leasing(step(3, due_now("stale")), Some(&on_insert))
         .await
         .expect("commit");
     assert!(stale.leased.is_empty(), "a stale epoch leases nothing");
