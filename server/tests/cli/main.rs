@@ -8,3 +8,15 @@ mod deploy_postgres;
 mod ops;
 mod robustness;
 mod seed004;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// Runs the built `coordinatorctl` with `args` in `dir`.
+fn ctl(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_coordinatorctl"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("coordinatorctl runs")
+}

@@ -4,13 +4,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-fn ctl(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_coordinatorctl"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("coordinatorctl runs")
-}
+use crate::ctl;
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()

@@ -4,15 +4,8 @@
 //! `FILE:LINE:COLUMN`). Also the schema copies under `docs/schemas/`.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
-fn ctl(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_coordinatorctl"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("coordinatorctl runs")
-}
+use crate::ctl;
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8(bytes.to_vec()).expect("UTF-8 output")
