@@ -51,7 +51,7 @@ problems! {
     AUTHENTICATION_REFUSED = ("authentication.refused", 401, "Authentication refused",
         "Present a current access token of the deployment's issuer and audience (RFC 9068, `typ: at+jwt`).", false);
     AUTHORIZATION_REFUSED = ("authorization.refused", 403, "The policy does not grant this action",
-        "The policy of this token's client does not grant the action: add it to the policy's `actions`.", false);
+        "The policy of this token's client does not grant the action here: list it in the policy's `actions`, and the workflow in its `workflows` when that is set.", false);
     BINDING_CONFLICT = ("binding.conflict", 409, "The runtime file changed connection settings a run uses",
         "The runtime file changed connection settings a run uses. Restore them and restart, or investigate with `--recovery-only`.", true);
     BINDING_LIVE_CONFLICT = ("binding.live-conflict", 409, "The runtime file changed connection settings a run uses",

@@ -60,6 +60,8 @@ pub enum Flaw {
     AlgNone,
     /// No `iat` claim (RFC 9068 §2.2 requires it).
     NoIat,
+    /// No `jti` claim (RFC 9068 §2.2 requires it).
+    NoJti,
     /// `nbf` ten minutes ahead.
     FutureNbf,
     /// `iat` ten minutes ahead.
@@ -244,6 +246,11 @@ impl FakeIssuer {
             Some(Flaw::NoIat) => {
                 if let Some(o) = claims.as_object_mut() {
                     o.remove("iat");
+                }
+            }
+            Some(Flaw::NoJti) => {
+                if let Some(o) = claims.as_object_mut() {
+                    o.remove("jti");
                 }
             }
             Some(Flaw::FutureNbf) => claims["nbf"] = json!(t + 600),

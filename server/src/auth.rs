@@ -78,6 +78,9 @@ struct Claims {
     exp: u64,
     iat: u64,
     iss: String,
+    /// RFC 9068 §2.2 requires it (absent: refused).
+    #[serde(default)]
+    jti: String,
 }
 
 /// Verifies caller tokens and answers policy questions.
@@ -184,6 +187,9 @@ impl Verifier {
         }
         if c.client_id.is_empty() || c.sub.is_empty() {
             return Err(refused("empty sub or client_id"));
+        }
+        if c.jti.is_empty() {
+            return Err(refused("no jti (RFC 9068 §2.2)"));
         }
         Ok(Principal {
             iss: c.iss,

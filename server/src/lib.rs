@@ -127,7 +127,7 @@ impl ApiError {
     fn forbidden(action: &str) -> Self {
         Self::of(&problems::AUTHORIZATION_REFUSED)
         .detail(format!(
-            "the caller's policy does not grant `{action}`; add it to the policy's `actions` in deployment.authentication.policies"
+            "the caller's policy does not grant `{action}` here: its `actions` must list `{action}` and its `workflows`, when set, the run's workflow (deployment.authentication.policies)"
         ))
     }
     fn not_found() -> Self {
@@ -247,8 +247,35 @@ pub fn router(state: AppState) -> Router {
         })
         .layer(DefaultBodyLimit::max(api::MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn(json_bodies_only))
+        .layer(axum::middleware::from_fn(single_valued_headers))
         .layer(axum::middleware::map_response(no_store))
         .with_state(state)
+}
+
+/// The request headers the API reads one value of: a request that repeats
+/// one is 400 `request.invalid` naming it, rather than having one of the
+/// values silently win.
+const SINGLE_VALUED_HEADERS: [&str; 5] = [
+    "authorization",
+    "content-type",
+    "idempotency-key",
+    events::SIGNATURE_HEADER,
+    RECIPIENT_BINDING_HEADER,
+];
+
+/// Refuses a request that repeats one of [`SINGLE_VALUED_HEADERS`].
+async fn single_valued_headers(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if let Some(name) = SINGLE_VALUED_HEADERS
+        .iter()
+        .find(|name| request.headers().get_all(**name).iter().nth(1).is_some())
+    {
+        return ApiError::bad_request(format!("the `{name}` header is repeated; send it once"))
+            .into_response();
+    }
+    next.run(request).await
 }
 
 /// Every `POST` of the API carries a JSON body: one whose `Content-Type` is

@@ -667,6 +667,7 @@ async fn bad_tokens_are_refused_with_401() {
         Flaw::UnknownKid,
         Flaw::AlgNone,
         Flaw::NoIat,
+        Flaw::NoJti,
         Flaw::FutureNbf,
         Flaw::FutureIat,
         Flaw::CritHeader,
@@ -1166,6 +1167,62 @@ async fn refusals_are_problem_documents_that_name_their_cause() {
 /// `insufficient_scope`; a POST whose body is not JSON is 415 before it is
 /// read; a token verifier that cannot reach the issuer's keys is an outage
 /// of ours (503 `service.unavailable`), never a 401.
+/// A header the API reads one value of, sent twice, is 400
+/// `request.invalid` naming it: no value silently wins.
+#[tokio::test]
+async fn a_repeated_header_is_refused_not_guessed() {
+    let env = Env::new().await;
+    let token = env.token(PRODUCER);
+    let body =
+        json!({"workflow": "follow-up", "input": {"applicationId": "a", "sendAfter": START}})
+            .to_string();
+    for (name, first, second) in [
+        ("idempotency-key", "k-a", "k-b"),
+        ("authorization", "Bearer x", "Bearer y"),
+        ("content-type", "application/json", "text/plain"),
+    ] {
+        let mut r = env
+            .http
+            .post(format!("{}/v1/runs", env.base))
+            .body(body.clone());
+        if name != "authorization" {
+            r = r.bearer_auth(&token);
+        }
+        if name != "idempotency-key" {
+            r = r.header("idempotency-key", "k-once");
+        }
+        if name != "content-type" {
+            r = r.header("content-type", "application/json");
+        }
+        let resp = r
+            .header(name, first)
+            .header(name, second)
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        let problem: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
+        assert_eq!(
+            (status, problem["code"].as_str()),
+            (400, Some("request.invalid")),
+            "{name}: {problem}"
+        );
+        assert!(
+            problem["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(name),
+            "{problem}"
+        );
+    }
+    let (_, list) = env.get(OPERATOR, "/v1/runs").await;
+    assert_eq!(
+        list["runs"].as_array().map(Vec::len),
+        Some(0),
+        "nothing started"
+    );
+}
+
 #[tokio::test]
 async fn media_types_scopes_and_a_verifier_outage_answer_as_the_seed_says() {
     let mut env = Env::new().await;

@@ -111,8 +111,19 @@ fn emit(
 }
 
 /// Writes `text` to `path` through a temporary sibling and a rename, so a
-/// failure never leaves a partial file.
+/// failure never leaves a partial file. A `path` that exists and is not a
+/// regular file (a device, a pipe, a directory, a symbolic link) is
+/// refused, never replaced.
 pub fn write_whole(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    // Replacing a device, pipe, directory or symbolic link with a regular
+    // file would destroy it: only a regular file (or a new path) is written.
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if !meta.file_type().is_file() {
+            return Err(std::io::Error::other(
+                "the path exists and is not a regular file (a device, pipe, directory or symbolic link); choose another path",
+            ));
+        }
+    }
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

@@ -115,6 +115,49 @@ fn device_and_pipe_inputs_are_refused_not_read() {
     );
 }
 
+/// `types --output` never replaces what is not a regular file: a symbolic
+/// link (and its target), a directory or a device stays as it was.
+#[test]
+fn types_never_replaces_a_link_a_directory_or_a_device() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    starter(tmp.path());
+    std::fs::write(tmp.path().join("target.txt"), "keep").expect("write");
+    std::os::unix::fs::symlink(tmp.path().join("target.txt"), tmp.path().join("link.ts"))
+        .expect("link");
+    std::fs::create_dir(tmp.path().join("dir.ts")).expect("dir");
+    for output in ["link.ts", "dir.ts", "/dev/null"] {
+        let out = ctl(
+            tmp.path(),
+            &[
+                "types",
+                "--project",
+                "follow-up",
+                "--language",
+                "typescript",
+                "--output",
+                output,
+            ],
+        );
+        assert_eq!(out.status.code(), Some(3), "{output}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("error[coordinator.types.write]")
+                && stderr(&out).contains("not a regular file"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    assert!(tmp.path().join("link.ts").is_symlink());
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("target.txt")).expect("read"),
+        "keep"
+    );
+    assert!(tmp.path().join("dir.ts").is_dir());
+    assert!(
+        !Path::new("/dev/null").is_file(),
+        "/dev/null is still a device"
+    );
+}
+
 #[test]
 fn package_into_a_missing_parent_writes_nothing() {
     let tmp = tempfile::tempdir().expect("temp dir");
