@@ -1,0 +1,428 @@
+#!/usr/bin/env bash
+# A benchmark anyone can run: the starter workflow (`coordinatorctl init`,
+# `follow-up`, `sendAfter` in the past so its timer is due at once) served by
+# the release `coordinator` against `coordinator-sandbox`, on a throw-away
+# PostgreSQL 17 with PRODUCTION durability (fsync, synchronous_commit and
+# full_page_writes on) and pg_stat_statements loaded. Not a test: never run
+# by scripts/test.sh or .ci/run.
+#
+#   scripts/bench.sh [--scale] [--runs N] [--concurrency C]
+#                    [--latency-runs N] [--pgbench-seconds S]
+#                    [--scale-runs N] [--port P] [--keep]
+#
+# It prints:
+#  1. completed runs/s for --runs runs (2000) at --concurrency clients (16)
+#     with one coordinator process and with two, each run read back
+#     `finished` (message-accepted) and Messaging's requests one per
+#     idempotency key, none performed twice (from the sandbox's log);
+#  2. p50/p99 admission-to-finished latency of one client in a closed loop
+#     (start a run, GET it every 2 ms until finished, next), --latency-runs
+#     runs (200);
+#  3. transactions and statements per run (pg_stat_database
+#     xact_commit + xact_rollback, pg_stat_statements calls), WAL per run,
+#     and the statements by calls per run;
+#  4. CPU seconds per run of PostgreSQL (postmaster, its children and its
+#     reaped children, /proc), of the coordinator process(es), of the
+#     sandbox and of the load generator;
+#  5. `pgbench -N -c 16 -T 15` tps on the same cluster, as a ratio to our
+#     runs/s;
+#  6. with --scale: --scale-runs runs (100,000) waiting on timers a day
+#     ahead, then 5 due each second: the coordinator's RSS over time and the
+#     CPU per second while waiting, with none waiting, with them all
+#     waiting and with a few due.
+#
+# What it starts, it stops at exit (also on failure or Ctrl-C): the
+# coordinator processes, the sandbox, and the PostgreSQL cluster, which it
+# deletes (scripts/postgres.sh destroy; its own port, default 54417, and
+# directory /tmp/coordinator-bench-pg17-PORT, never the test server's).
+# Each invocation starts from a new cluster and a new work directory, which
+# is deleted after a success unless --keep (kept after a failure, for its
+# logs). The release build shares the target directory: waiting on cargo's
+# lock is normal.
+#
+# Needs: cargo, curl, pgbench (any version from 12 on; Debian: apt-get
+# install postgresql-15 or postgresql-client-17), and what
+# scripts/postgres.sh needs to install PostgreSQL 17 the first time (npm).
+# The load generator is server/benches/throughput.rs.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+PROG="bench.sh"
+
+die() {
+  printf '%s: error: %s\n' "$PROG" "$*" >&2
+  exit 1
+}
+log() { printf '%s: %s\n' "$PROG" "$*" >&2; }
+
+usage() {
+  sed -n '2,/^set -euo/p' "$0" | sed -e '/^set -euo/d' -e 's/^# \{0,1\}//' >&2
+}
+
+# ---------------------------------------------------------------- arguments
+scale=0
+runs=2000
+concurrency=16
+latency_runs=200
+pgbench_seconds=15
+scale_runs=100000
+pg_port="${COORDINATOR_BENCH_PG_PORT:-54417}"
+keep=0
+number() { [[ "$2" =~ ^[1-9][0-9]*$ ]] || die "$1 needs a positive number, got '$2'"; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --scale) scale=1; shift ;;
+    --keep) keep=1; shift ;;
+    --runs|--concurrency|--latency-runs|--pgbench-seconds|--scale-runs|--port)
+      [ $# -ge 2 ] || die "$1 needs a value"
+      number "$1" "$2"
+      case "$1" in
+        --runs) runs="$2" ;;
+        --concurrency) concurrency="$2" ;;
+        --latency-runs) latency_runs="$2" ;;
+        --pgbench-seconds) pgbench_seconds="$2" ;;
+        --scale-runs) scale_runs="$2" ;;
+        --port) pg_port="$2" ;;
+      esac
+      shift 2
+      ;;
+    -h|--help) usage; exit 0 ;;
+    *) usage; die "unknown argument '$1'" ;;
+  esac
+done
+[ "$pg_port" -ge 1024 ] && [ "$pg_port" -le 65535 ] || die "--port must be 1024..65535"
+
+# ------------------------------------------------------------ prerequisites
+for tool in cargo curl getconf; do
+  command -v "$tool" >/dev/null 2>&1 || die "$tool not found"
+done
+pgbench_bin="$(command -v pgbench 2>/dev/null || true)"
+if [ -z "$pgbench_bin" ]; then
+  for candidate in /usr/lib/postgresql/*/bin/pgbench; do
+    [ -x "$candidate" ] && pgbench_bin="$candidate"
+  done
+fi
+[ -n "$pgbench_bin" ] \
+  || die "pgbench not found: install it (Debian 12: apt-get install postgresql-15, or postgresql-client-17 from apt.postgresql.org)"
+[ -r /proc/self/stat ] || die "/proc is needed to measure CPU"
+clk_tck="$(getconf CLK_TCK)"
+
+pg_dir="/tmp/coordinator-bench-pg17-$pg_port"
+work="$(mktemp -d /tmp/coordinator-bench.XXXXXX)"
+logs="$work/logs"
+mkdir -m 0700 "$logs"
+results="$work/results.txt"
+: >"$results"
+
+# The benchmark's cluster, never one named by the test variables.
+pg_script() {
+  env -u COORDINATOR_TEST_DATABASE_URL -u COORDINATOR_TEST_MIGRATION_URL \
+    -u COORDINATOR_TEST_RUNTIME_URL COORDINATOR_PG_PROG="$PROG (postgres.sh)" \
+    "$root/scripts/postgres.sh" "$@" --port "$pg_port" --dir "$pg_dir"
+}
+
+# ------------------------------------------------------------------ cleanup
+coordinator_pids=()
+sandbox_pid=""
+pg_started=0
+
+stop_pid() {  # stop_pid PID: SIGTERM, up to 20 s, then SIGKILL
+  local pid="$1"
+  [ -n "$pid" ] || return 0
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 80); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.25
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  wait "$pid" 2>/dev/null || true
+}
+
+stop_coordinators() {
+  local pid
+  for pid in "${coordinator_pids[@]}"; do
+    stop_pid "$pid"
+  done
+  coordinator_pids=()
+}
+
+cleanup() {
+  local rc=$?
+  trap - ERR INT TERM
+  set +e
+  stop_coordinators
+  stop_pid "$sandbox_pid"
+  sandbox_pid=""
+  if [ "$pg_started" -eq 1 ]; then
+    pg_script destroy >>"$logs/postgres.log" 2>&1 || log "warning: could not destroy the cluster in $pg_dir"
+  fi
+  if [ "$rc" -ne 0 ]; then
+    for f in "$logs"/coordinator-*.log "$logs/sandbox.log"; do
+      if [ -s "$f" ]; then
+        printf '\n--- last 15 lines of %s ---\n' "$f" >&2
+        tail -n 15 "$f" >&2
+      fi
+    done
+    printf '\n%s: failed (exit %s); logs kept in %s\n' "$PROG" "$rc" "$logs" >&2
+  elif [ "$keep" -eq 1 ]; then
+    log "work directory kept: $work"
+  else
+    rm -rf "$work"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'printf "%s: error: line %s: \"%s\" failed\n" "$PROG" "$LINENO" "$BASH_COMMAND" >&2' ERR
+
+# -------------------------------------------------------------------- build
+log "building the release binaries and the load generator (cargo may wait for the target directory's lock)"
+cargo build --release --quiet --manifest-path "$root/Cargo.toml" \
+  -p registry-coordinator -p coordinator-fakes
+target="$(cd "${CARGO_TARGET_DIR:-$root/target}" && pwd)"
+# Copies of the binaries just built: building the bench next links them
+# again with the dev-dependencies' features into the same place.
+mkdir "$work/bin"
+for bin in coordinatorctl coordinator coordinator-sandbox; do
+  cp "$target/release/$bin" "$work/bin/$bin" || die "no $target/release/$bin after the build"
+done
+ctl="$work/bin/coordinatorctl"
+coordinator="$work/bin/coordinator"
+sandbox="$work/bin/coordinator-sandbox"
+gen="$(cargo bench --no-run --quiet --manifest-path "$root/Cargo.toml" -p registry-coordinator \
+  --bench throughput --message-format=json-render-diagnostics 2>"$logs/bench-build.log" \
+  | sed -n 's/.*"name":"throughput".*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)" \
+  || { cat "$logs/bench-build.log" >&2; die "building server/benches/throughput.rs failed"; }
+[ -n "$gen" ] && [ -x "$gen" ] || die "no executable of the throughput bench in cargo's output ($logs/bench-build.log)"
+
+# ---------------------------------------------------------------- postgres
+log "starting PostgreSQL 17 on 127.0.0.1:$pg_port (dir $pg_dir), production durability"
+pg_started=1
+pg_script destroy >>"$logs/postgres.log" 2>&1 || die "cannot clear $pg_dir (see $logs/postgres.log)"
+pg_script start >/dev/null 2>>"$logs/postgres.log" || die "scripts/postgres.sh start failed (see $logs/postgres.log)"
+# postgres.sh makes a test server (fsync off); an included file, read after
+# its settings, restores production durability and loads pg_stat_statements.
+conf="$pg_dir/data/postgresql.conf"
+cat >"$pg_dir/data/bench.conf" <<'EOF'
+# Written by scripts/bench.sh: production durability, statement statistics.
+fsync = on
+synchronous_commit = on
+full_page_writes = on
+shared_preload_libraries = 'pg_stat_statements'
+pg_stat_statements.max = 10000
+pg_stat_statements.track = top
+pg_stat_statements.track_utility = on
+EOF
+chown --reference="$conf" "$pg_dir/data/bench.conf"
+chmod 0600 "$pg_dir/data/bench.conf"
+grep -qx "include 'bench.conf'" "$conf" || printf "\ninclude 'bench.conf'\n" >>"$conf"
+pg_script stop >>"$logs/postgres.log" 2>&1 || die "scripts/postgres.sh stop failed (see $logs/postgres.log)"
+pg_env="$(pg_script start 2>>"$logs/postgres.log")" || die "scripts/postgres.sh start failed (see $logs/postgres.log)"
+eval "$pg_env"
+[ -n "${COORDINATOR_TEST_RUNTIME_URL:-}" ] && [ -n "${COORDINATOR_TEST_MIGRATION_URL:-}" ] \
+  && [ -n "${COORDINATOR_TEST_DATABASE_URL:-}" ] || die "scripts/postgres.sh start printed no database URLs"
+admin_url="$COORDINATOR_TEST_DATABASE_URL"
+postmaster_pid="$(head -n 1 "$pg_dir/data/postmaster.pid")"
+[[ "$postmaster_pid" =~ ^[0-9]+$ ]] || die "no postmaster pid in $pg_dir/data/postmaster.pid"
+role="${COORDINATOR_TEST_RUNTIME_URL#*://}"
+role="${role%%@*}"
+role="${role%%:*}"
+
+# ----------------------------------------------------------------- deploy
+cd "$work"
+"$ctl" init --directory follow-up >"$logs/init.txt"
+"$ctl" package --project follow-up --output follow-up-package >"$logs/package.txt"
+digest="$(sed -n 's/^package digest: //p' "$logs/package.txt")"
+[[ "$digest" =~ ^sha256:[0-9a-f]{64}$ ]] || die "no package digest in coordinatorctl package's output ($logs/package.txt)"
+revision="$(grep -o '"revision": *"sha256:[0-9a-f]\{64\}"' follow-up-package/definition.json | head -n 1 | grep -o 'sha256:[0-9a-f]*' || true)"
+[ -n "$revision" ] || die "no workflow revision in follow-up-package/definition.json"
+
+"$sandbox" "$work/sandbox" >"$logs/sandbox.log" 2>&1 &
+sandbox_pid=$!
+for _ in $(seq 1 120); do
+  [ -f "$work/sandbox/sandbox.env" ] && break
+  kill -0 "$sandbox_pid" 2>/dev/null || die "coordinator-sandbox exited before it was ready; see $logs/sandbox.log"
+  sleep 0.25
+done
+[ -f "$work/sandbox/sandbox.env" ] || die "coordinator-sandbox was not ready within 30 s; see $logs/sandbox.log"
+# shellcheck disable=SC1091
+. "$work/sandbox/sandbox.env"
+
+secrets="$SANDBOX_SECRETS"
+(
+  umask 077
+  for key in state-key-1 admission-key audit-key; do
+    head -c 32 /dev/urandom >"$secrets/$key"
+  done
+  printf '%s' "$COORDINATOR_TEST_RUNTIME_URL" >"$secrets/runtime-database-url"
+  printf '%s' "$COORDINATOR_TEST_MIGRATION_URL" >"$secrets/migration-database-url"
+  mkdir -p "$work/audit"
+)
+suffix="$(head -c 4 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+runtime="$work/runtime.yaml"
+sed -e "s|^namespace: .*|namespace: coordinator_bench_$suffix|" \
+    -e "s|root: /run/registry-coordinator/secrets|root: \"$secrets\"|" \
+    -e "s|https://breg.example.org|$SANDBOX_BREG_URL|" \
+    -e "s|https://messaging.example.org|$SANDBOX_MESSAGING_URL|" \
+    -e "s|https://login.example.org/oauth/token|$SANDBOX_TOKEN_ENDPOINT|" \
+    follow-up/runtime.yaml >"$runtime"
+if grep -q 'example\.org\|/run/registry-coordinator' "$runtime"; then
+  die "the starter's runtime.yaml has an endpoint bench.sh does not know; update scripts/bench.sh ($runtime)"
+fi
+cat >>"$runtime" <<EOF
+deployment:
+  databaseId: bench-$suffix
+  runtimeRole: $role
+  packages:
+  - root: "$work/follow-up-package"
+    expectedDigest: "$digest"
+  listener:
+    bind: 127.0.0.1:$SANDBOX_LISTENER_PORT
+    tlsTermination: operator-controlled-upstream
+  metricsListener:
+    bind: 127.0.0.1:$SANDBOX_METRICS_PORT
+  authentication:
+    issuer: $SANDBOX_ISSUER
+    audience: $SANDBOX_AUDIENCE
+    policies:
+      $SANDBOX_PRODUCER_CLIENT:
+        workflows: [follow-up]
+        actions: [start, status, inspect]
+      $SANDBOX_OPERATOR_CLIENT:
+        actions: [status, inspect]
+        operator: true
+  auditFile: "$work/audit/audit.jsonl"
+  auditKeyRef: secret:file/audit-key
+  stateKeys:
+    "1":
+      keyRef: secret:file/state-key-1
+  activeStateKey: 1
+  admissionKeyRef: secret:file/admission-key
+EOF
+"$ctl" --runtime-config "$runtime" apply >"$logs/apply.txt" 2>&1 \
+  || { cat "$logs/apply.txt" >&2; die "coordinatorctl apply refused (above)"; }
+
+# A second runtime file for the second process: other listener ports.
+ports="$("$gen" free-ports 2)"
+port2="$(printf '%s\n' "$ports" | sed -n 1p)"
+metrics2="$(printf '%s\n' "$ports" | sed -n 2p)"
+runtime2="$work/runtime-2.yaml"
+sed -e "s|bind: 127.0.0.1:$SANDBOX_LISTENER_PORT\$|bind: 127.0.0.1:$port2|" \
+    -e "s|bind: 127.0.0.1:$SANDBOX_METRICS_PORT\$|bind: 127.0.0.1:$metrics2|" \
+    "$runtime" >"$runtime2"
+grep -q "127.0.0.1:$port2" "$runtime2" || die "could not write the second runtime file ($runtime2)"
+
+base1="http://127.0.0.1:$SANDBOX_LISTENER_PORT"
+base2="http://127.0.0.1:$port2"
+
+# start_coordinator N FILE BASE: starts process N, waits for /ready.
+start_coordinator() {
+  local n="$1" file="$2" base="$3" pid
+  RUST_LOG="${RUST_LOG:-info,sqlx=warn}" "$coordinator" --runtime-config "$file" \
+    >>"$logs/coordinator-$n.log" 2>&1 &
+  pid=$!
+  coordinator_pids+=("$pid")
+  for _ in $(seq 1 240); do
+    kill -0 "$pid" 2>/dev/null || die "coordinator $n exited before it was ready; see $logs/coordinator-$n.log"
+    if curl -fsS --max-time 2 "$base/ready" >/dev/null 2>&1; then
+      return 0
+    fi
+    sleep 0.25
+  done
+  die "coordinator $n did not answer /ready within 60 s; see $logs/coordinator-$n.log"
+}
+
+# gen_run SUBCOMMAND LABEL BASES... -- ARGS: the load generator against the
+# coordinator processes running now.
+phase=0
+gen_run() {
+  local sub="$1" label="$2"
+  shift 2
+  local bases=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+    bases+=(--base "$1")
+    shift
+  done
+  [ $# -gt 0 ] && shift
+  local pids=() pid
+  for pid in "${coordinator_pids[@]}"; do
+    pids+=(--coordinator-pid "$pid")
+  done
+  phase=$((phase + 1))
+  "$gen" "$sub" "${bases[@]}" "${pids[@]}" \
+    --producer-token-file "$SANDBOX_PRODUCER_TOKEN_FILE" \
+    --operator-token-file "$SANDBOX_OPERATOR_TOKEN_FILE" \
+    --revision "$revision" --application-id "$SANDBOX_APPLICATION_ID" \
+    --stats-url "$admin_url" --postmaster-pid "$postmaster_pid" \
+    --sandbox-pid "$sandbox_pid" --sandbox-log "$logs/sandbox.log" \
+    --clk-tck "$clk_tck" --results "$results" --label "$label" \
+    --key-prefix "bench-$suffix-$phase" "$@"
+}
+
+result() {  # result KEY: a value the load generator kept
+  sed -n "s/^$1=//p" "$results" | tail -n 1
+}
+
+# ------------------------------------------------------------------ phases
+echo "Registry Coordinator benchmark, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+echo "machine: $(getconf _NPROCESSORS_ONLN) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) RAM, $(uname -sr), load average $(cut -d' ' -f1-3 /proc/loadavg) at the start"
+if commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null)"; then
+  git -C "$root" diff --quiet HEAD 2>/dev/null || commit="$commit with local changes"
+else
+  commit="none ($root is no git checkout)"
+fi
+echo "build: release (cargo build --release -p registry-coordinator -p coordinator-fakes), commit $commit"
+echo "workflow: starter follow-up (coordinatorctl init), sendAfter in the past; coordinator-sandbox stand-ins (issuer, BReg, Messaging) on this machine"
+start_coordinator 1 "$runtime" "$base1"
+gen_run preflight preflight "$base1"
+"$pgbench_bin" --version | sed 's/^/client tools: /'
+echo
+
+log "warm-up: 100 runs (not counted)"
+gen_run throughput warmup "$base1" -- --runs 100 --concurrency "$concurrency" --top 0 >"$logs/warmup.txt"
+
+gen_run throughput one "$base1" -- --runs "$runs" --concurrency "$concurrency"
+echo
+gen_run latency latency "$base1" -- --runs "$latency_runs" --poll-ms 2
+echo
+start_coordinator 2 "$runtime2" "$base2"
+gen_run throughput two "$base1" "$base2" -- --runs "$runs" --concurrency "$concurrency"
+echo
+
+stop_coordinators
+echo "== pgbench -N -c 16 -j 2 -T $pgbench_seconds (scale 10) on the same cluster, coordinators stopped"
+pg_host="127.0.0.1"
+pg_pass="${admin_url#*://*:}"
+pg_pass="${pg_pass%%@*}"
+PGPASSWORD="$pg_pass" "$pgbench_bin" -h "$pg_host" -p "$pg_port" -U coordinator_admin \
+  -i -s 10 -q postgres >"$logs/pgbench-init.txt" 2>&1 \
+  || { tail -n 20 "$logs/pgbench-init.txt" >&2; die "pgbench -i failed"; }
+PGPASSWORD="$pg_pass" "$pgbench_bin" -h "$pg_host" -p "$pg_port" -U coordinator_admin \
+  -N -c 16 -j 2 -T "$pgbench_seconds" postgres >"$logs/pgbench.txt" 2>&1 \
+  || { tail -n 20 "$logs/pgbench.txt" >&2; die "pgbench failed"; }
+tps="$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$logs/pgbench.txt" | head -n 1)"
+[ -n "$tps" ] || { cat "$logs/pgbench.txt" >&2; die "no tps in pgbench's output"; }
+grep -E '^(latency average|tps)' "$logs/pgbench.txt" | sed 's/^/  /'
+one="$(result one.runs_per_s)"
+two="$(result two.runs_per_s)"
+echo
+echo "== summary"
+awk -v one="$one" -v two="$two" -v tps="$tps" \
+    -v tx="$(result one.transactions_per_run)" -v st="$(result one.statements_per_run)" \
+    -v pgc="$(result one.postgres_cpu_s_per_run)" -v cc="$(result one.coordinator_cpu_s_per_run)" \
+    -v all="$(result one.all_cpu_s_per_run)" -v cores="$(getconf _NPROCESSORS_ONLN)" \
+    -v p50="$(result latency.p50_ms)" -v p99="$(result latency.p99_ms)" 'BEGIN {
+  printf "  completed runs/s            1 process %.1f, 2 processes %.1f\n", one, two
+  printf "  admission to finished       p50 %s ms, p99 %s ms (1 client, closed loop)\n", p50, p99
+  printf "  per run (1 process)         %s transactions, %s statements, %.1f ms postgres CPU, %.1f ms coordinator CPU\n", tx, st, pgc * 1000, cc * 1000
+  printf "  CPU per run, all processes  %.1f ms (postgres, coordinator, sandbox, client): at most %.0f runs/s on %d cores\n", all * 1000, cores / all, cores
+  printf "  pgbench -N tps              %.0f = %.1f x our 1-process runs/s, %.1f x our 2-process runs/s\n", tps, tps / one, tps / two
+}'
+
+if [ "$scale" -eq 1 ]; then
+  echo
+  start_coordinator 1 "$runtime" "$base1"
+  gen_run scale scale "$base1" -- --runs "$scale_runs" --concurrency "$concurrency"
+fi
