@@ -500,7 +500,7 @@ impl Store {
     }
 
     /// Inserts a job (ready): its command sealed, its idempotency key
-    /// recorded as spent. With `lease` (and the job due by `lease.now`),
+    /// recorded as spent, in one statement. With `lease` (and the job due by `lease.now`),
     /// the job is inserted leased to `lease.owner` when the deployment is
     /// under `lease.epoch` and no restore hold, and returned.
     async fn insert_job(
@@ -520,15 +520,23 @@ impl Store {
             .as_ref()
             .map(|_| self.keyring.active_version() as i32);
         let lease = lease.filter(|l| job.due_unix <= l.now);
+        // One statement: the job, and its idempotency key recorded as spent
+        // (when it has one).
         let inserted = sqlx::query(&format!(
-            "INSERT INTO {ns}.jobs (run_id, kind, step, state, due_at, detail, review_request_id,
-                idempotency_key, key_version, sealed_command, lease_owner, lease_expires_at)
-             SELECT $1, $2, $3, 'ready', $4, $5::jsonb, $6, $7, $8, $9, o.owner,
-                    CASE WHEN o.owner IS NOT NULL THEN $11 END
-               FROM (SELECT CASE WHEN NOT restore_hold AND restore_epoch = $12
-                                 THEN $10::text END AS owner
-                       FROM {ns}.deployment) o
-          RETURNING job_id, lease_owner"
+            "WITH job AS (
+               INSERT INTO {ns}.jobs (run_id, kind, step, state, due_at, detail, review_request_id,
+                   idempotency_key, key_version, sealed_command, lease_owner, lease_expires_at)
+                SELECT $1, $2, $3, 'ready', $4, $5::jsonb, $6, $7, $8, $9, o.owner,
+                       CASE WHEN o.owner IS NOT NULL THEN $11 END
+                  FROM (SELECT CASE WHEN NOT restore_hold AND restore_epoch = $12
+                                    THEN $10::text END AS owner
+                          FROM {ns}.deployment) o
+             RETURNING job_id, lease_owner),
+             spent AS (
+               INSERT INTO {ns}.spent_keys (kind, identity, run_id, spent_at)
+                SELECT 'command', $7, $1, $4 WHERE $7::text IS NOT NULL
+                ON CONFLICT DO NOTHING)
+             SELECT job_id, lease_owner FROM job"
         ))
         .bind(run_id)
         .bind(row.kind)
@@ -558,18 +566,6 @@ impl Store {
                 expires_unix: l.lease_until,
             }),
         });
-        if let Some(key) = &row.idempotency_key {
-            sqlx::query(&format!(
-                "INSERT INTO {ns}.spent_keys (kind, identity, run_id, spent_at)
-                 VALUES ('command', $1, $2, $3) ON CONFLICT DO NOTHING"
-            ))
-            .bind(key)
-            .bind(run_id)
-            .bind(at(job.due_unix))
-            .execute(&mut *conn)
-            .await
-            .map_err(pdb)?;
-        }
         Ok(leased)
     }
 
