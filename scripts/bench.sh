@@ -40,8 +40,8 @@
 # logs). The release build shares the target directory: waiting on cargo's
 # lock is normal.
 #
-# Needs: cargo, curl, pgbench (any version from 12 on; Debian: apt-get
-# install postgresql-15 or postgresql-client-17), and what
+# Needs: cargo, curl, pgbench (Debian 12 ships it in postgresql-15; any
+# recent version talks to a 17 server), and what
 # scripts/postgres.sh needs to install PostgreSQL 17 the first time (npm).
 # The load generator is server/benches/throughput.rs.
 set -euo pipefail
@@ -102,7 +102,7 @@ if [ -z "$pgbench_bin" ]; then
   done
 fi
 [ -n "$pgbench_bin" ] \
-  || die "pgbench not found: install it (Debian 12: apt-get install postgresql-15, or postgresql-client-17 from apt.postgresql.org)"
+  || die "pgbench not found: install it (Debian 12: apt-get install postgresql-15, which ships it)"
 [ -r /proc/self/stat ] || die "/proc is needed to measure CPU"
 clk_tck="$(getconf CLK_TCK)"
 

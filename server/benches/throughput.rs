@@ -43,8 +43,8 @@ use sqlx::{Connection, PgConnection, Row};
 
 /// PostgreSQL flushes a backend's pending `pg_stat_database`/`pg_stat_wal`
 /// counters at most every second while busy and at the latest 10 s after it
-/// went idle (`PGSTAT_IDLE_INTERVAL`): counters are read this long after a
-/// phase's last request.
+/// went idle (`PGSTAT_IDLE_INTERVAL`): a phase reads them this long after
+/// what ran before it, and this long after its own last request.
 const STATS_SETTLE: Duration = Duration::from_secs(11);
 
 #[derive(Parser)]
@@ -638,8 +638,9 @@ impl Meter {
     }
 
     /// Takes PostgreSQL's catch-up work out of what follows: `VACUUM
-    /// (ANALYZE)` of the service's database and a `CHECKPOINT` now, then
-    /// waits while an autovacuum worker runs. The seconds it took.
+    /// (ANALYZE)` of the service's database and of `postgres` (pgbench's)
+    /// and a `CHECKPOINT` now, then waits while an autovacuum worker runs.
+    /// The seconds it took.
     async fn quiesce(&self) -> Result<f64, Failure> {
         let began = Instant::now();
         let mut db = PgConnection::connect(&self.target.stats_url)
@@ -652,6 +653,11 @@ impl Meter {
                 .map_err(|e| format!("{sql}: {e}"))?;
         }
         drop(db);
+        // And the meter's own database, where pgbench's tables are.
+        sqlx::query("VACUUM (ANALYZE)")
+            .execute(&mut *self.db.lock().await)
+            .await
+            .map_err(|e| format!("VACUUM (ANALYZE) of postgres: {e}"))?;
         loop {
             let busy: i64 = {
                 let mut db = self.db.lock().await;
@@ -842,6 +848,13 @@ struct Costs {
     idle_xacts_per_s: f64,
     wal: Counters,
     statements: Vec<(i64, Statement)>,
+}
+
+/// The transaction and WAL counters once what ran before (the warm-up's or
+/// the previous phase's read-back) has been flushed to them.
+async fn settled_counters(m: &Meter) -> Result<Counters, Failure> {
+    tokio::time::sleep(STATS_SETTLE).await;
+    m.counters().await
 }
 
 async fn measure_start(m: &Meter) -> Result<(Instant, Cpu, HashMap<i64, Statement>), Failure> {
@@ -1171,7 +1184,7 @@ async fn throughput(a: ThroughputArgs) -> Result<(), Failure> {
         return Err("runs of an earlier phase are still running".into());
     }
     let messages_before = m.messages()?;
-    let counters_before = m.counters().await?;
+    let counters_before = settled_counters(&m).await?;
     let waits = Waits::start(t).await?;
     let start = measure_start(&m).await?;
     let past = rfc3339(time::OffsetDateTime::now_utc() - time::Duration::minutes(1));
@@ -1224,7 +1237,7 @@ async fn latency(a: LatencyArgs) -> Result<(), Failure> {
         return Err("runs of an earlier phase are still running".into());
     }
     let messages_before = m.messages()?;
-    let counters_before = m.counters().await?;
+    let counters_before = settled_counters(&m).await?;
     let waits = Waits::start(t).await?;
     let start = measure_start(&m).await?;
     let mut to_finish = Vec::with_capacity(a.runs);
