@@ -1,5 +1,4 @@
-//! Shared by the real-binary journeys (tests/journeys.rs) and the
-//! throughput benchmark (benches/throughput.rs): a deployment of an example
+//! Used by the real-binary journeys (tests/journeys.rs): a deployment of an example
 //! (`delayed-follow-up` or `reviewed-notice`) on PostgreSQL 17 with the
 //! product and issuer fakes, and the built `coordinator` binary under a
 //! kill-on-drop guard.
