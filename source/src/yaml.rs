@@ -34,10 +34,16 @@ pub struct Position {
 }
 
 /// Positions of one node: its value, and its key when it is a mapping member.
+///
+/// `value` and `key` are where each starts; `value_end` and `key_end` where
+/// each ends (the position just past its last character, as the parser
+/// reports it: for a block mapping or sequence, where the next token starts).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct NodeSpan {
     pub value: Position,
+    pub value_end: Position,
     pub key: Option<Position>,
+    pub key_end: Option<Position>,
 }
 
 /// A YAML file read into JSON, with the position of every node.
@@ -89,6 +95,40 @@ impl YamlDocument {
                 None => return Position { line: 1, column: 1 },
             }
         }
+    }
+
+    /// The recorded span of the node at `pointer` (no fallback to an ancestor).
+    pub fn span(&self, pointer: &str) -> Option<NodeSpan> {
+        self.spans.get(pointer).copied()
+    }
+
+    /// Every node's pointer and span, in pointer order.
+    pub fn spans(&self) -> impl Iterator<Item = (&str, &NodeSpan)> {
+        self.spans.iter().map(|(p, s)| (p.as_str(), s))
+    }
+
+    /// The innermost node at `at` (1-based line and column): its pointer, and
+    /// whether `at` is on the node's key rather than its value. A position
+    /// on a scalar or a key finds it (its end included, so a cursor just
+    /// past a word still finds the word); otherwise the innermost mapping or
+    /// sequence whose span holds `at`.
+    pub fn node_at(&self, at: Position) -> Option<(String, bool)> {
+        let holds = |start: Position, end: Position| start <= at && at <= end;
+        let mut best: Option<(&str, bool, Position)> = None;
+        for (ptr, span) in &self.spans {
+            if let (Some(k), Some(ke)) = (span.key, span.key_end) {
+                if holds(k, ke) {
+                    return Some((ptr.clone(), true));
+                }
+            }
+            if holds(span.value, span.value_end) {
+                // The innermost node starts last.
+                if best.is_none_or(|(_, _, start)| span.value >= start) {
+                    best = Some((ptr.as_str(), false, span.value));
+                }
+            }
+        }
+        best.map(|(p, k, _)| (p.to_owned(), k))
     }
 
     /// Reads the document into `T`. On failure, returns one located
@@ -299,8 +339,8 @@ enum Frame {
     Map {
         pointer: String,
         map: Map<String, Value>,
-        /// The key read, waiting for its value, with its position.
-        key: Option<(String, Position)>,
+        /// The key read, waiting for its value, with its start and end.
+        key: Option<(String, Position, Position)>,
     },
 }
 
@@ -351,13 +391,13 @@ impl Builder {
         )
     }
 
-    /// The pointer of the node about to be placed, and its key position.
-    fn child_pointer(&self) -> (String, Option<Position>) {
+    /// The pointer of the node about to be placed, and its key's start and end.
+    fn child_pointer(&self) -> (String, Option<(Position, Position)>) {
         match self.stack.last() {
             None => (String::new(), None),
             Some(Frame::Seq { pointer, items }) => (format!("{pointer}/{}", items.len()), None),
             Some(Frame::Map { pointer, key, .. }) => match key {
-                Some((k, kp)) => (format!("{pointer}/{}", escape_token(k)), Some(*kp)),
+                Some((k, kp, ke)) => (format!("{pointer}/{}", escape_token(k)), Some((*kp, *ke))),
                 None => (pointer.clone(), None),
             },
         }
@@ -372,7 +412,7 @@ impl Builder {
             None => self.root = Some(value),
             Some(Frame::Seq { items, .. }) => items.push(value),
             Some(Frame::Map { map, key, .. }) => {
-                if let Some((k, _)) = key.take() {
+                if let Some((k, _, _)) = key.take() {
                     map.insert(k, value);
                 }
             }
@@ -400,6 +440,7 @@ impl Builder {
                 }
             };
             let at = pos(&span.start);
+            let end = pos(&span.end);
             match event {
                 Event::StreamStart | Event::StreamEnd | Event::Nothing | Event::DocumentEnd => {}
                 Event::DocumentStart(_) => {
@@ -428,7 +469,7 @@ impl Builder {
                     let (ptr, _) = self.child_pointer();
                     self.refuse_anchor_or_tag(anchor, tag.is_some(), at, &ptr)?;
                     if self.expecting_key() {
-                        self.key(text.into_owned(), style, at)?;
+                        self.key(text.into_owned(), style, at, end)?;
                     } else {
                         let (ptr, key_pos) = self.child_pointer();
                         let value = self.scalar(&text, style, at, &ptr)?;
@@ -436,7 +477,9 @@ impl Builder {
                             ptr,
                             NodeSpan {
                                 value: at,
-                                key: key_pos,
+                                value_end: end,
+                                key: key_pos.map(|k| k.0),
+                                key_end: key_pos.map(|k| k.1),
                             },
                         );
                         self.place(value);
@@ -468,7 +511,9 @@ impl Builder {
                         ptr.clone(),
                         NodeSpan {
                             value: at,
-                            key: key_pos,
+                            value_end: end,
+                            key: key_pos.map(|k| k.0),
+                            key_end: key_pos.map(|k| k.1),
                         },
                     );
                     self.stack.push(if is_map {
@@ -485,11 +530,14 @@ impl Builder {
                     });
                 }
                 Event::SequenceEnd | Event::MappingEnd => {
-                    let value = match self.stack.pop() {
-                        Some(Frame::Seq { items, .. }) => Value::Array(items),
-                        Some(Frame::Map { map, .. }) => Value::Object(map),
-                        None => Value::Null,
+                    let (pointer, value) = match self.stack.pop() {
+                        Some(Frame::Seq { pointer, items }) => (pointer, Value::Array(items)),
+                        Some(Frame::Map { pointer, map, .. }) => (pointer, Value::Object(map)),
+                        None => (String::new(), Value::Null),
                     };
+                    if let Some(span) = self.spans.get_mut(&pointer) {
+                        span.value_end = span.value_end.max(end);
+                    }
                     self.place(value);
                 }
             }
@@ -529,7 +577,13 @@ impl Builder {
         Ok(())
     }
 
-    fn key(&mut self, key: String, style: ScalarStyle, at: Position) -> Result<(), Diagnostic> {
+    fn key(
+        &mut self,
+        key: String,
+        style: ScalarStyle,
+        at: Position,
+        end: Position,
+    ) -> Result<(), Diagnostic> {
         let Some(Frame::Map {
             pointer,
             map,
@@ -562,7 +616,7 @@ impl Builder {
                 "Remove one of the two entries.",
             ));
         }
-        *slot = Some((key, at));
+        *slot = Some((key, at, end));
         Ok(())
     }
 
@@ -692,6 +746,36 @@ mod tests {
         assert_eq!((key.line, key.column), (3, 5));
         let missing = d.locate("/top/inner/nothing");
         assert_eq!((missing.line, missing.column), (3, 5));
+    }
+
+    #[test]
+    fn ends_of_values_and_keys_and_the_node_at_a_position() {
+        let d = load("top:\n  inner:\n    path: /x-y\n    q: \"a b\"\n  list: [1, two]\n")
+            .expect("loads");
+        let s = d.span("/top/inner/path").expect("span");
+        assert_eq!(
+            (s.value, s.value_end),
+            (
+                Position {
+                    line: 3,
+                    column: 11
+                },
+                Position {
+                    line: 3,
+                    column: 15
+                }
+            )
+        );
+        assert_eq!(s.key_end, Some(Position { line: 3, column: 9 }));
+        let q = d.span("/top/inner/q").expect("span");
+        assert_eq!((q.value.column, q.value_end.column), (8, 13));
+        let at = |line, column| d.node_at(Position { line, column });
+        assert_eq!(at(3, 12), Some(("/top/inner/path".into(), false)));
+        assert_eq!(at(3, 15), Some(("/top/inner/path".into(), false)));
+        assert_eq!(at(3, 6), Some(("/top/inner/path".into(), true)));
+        assert_eq!(at(5, 14), Some(("/top/list/1".into(), false)));
+        assert_eq!(at(5, 12), Some(("/top/list".into(), false)));
+        assert_eq!(at(9, 1), None);
     }
 
     #[test]
