@@ -8,7 +8,8 @@
 //! step outputs, paths and schema fit) → lowering (canonical numbering) →
 //! explain. The compiler never stops at the first finding: it returns every
 //! independent diagnostic, sorted by position; only the CLI turns them into
-//! an exit code. Apart from [`compile_project`], nothing here does I/O.
+//! an exit code. Apart from [`compile_project`] and [`compile_project_with`],
+//! nothing here does I/O.
 
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 #![warn(clippy::wildcard_enum_match_arm)]
@@ -86,21 +87,74 @@ pub fn display_path(display_dir: &str, file: &str) -> String {
 /// as the user typed it; diagnostics name files relative to it. A missing or
 /// unreadable file gives `coordinator.file.unreadable` (the CLI exits 3).
 pub fn compile_project(dir: &Path, display_dir: &str) -> Compiled {
+    compile_project_with(dir, display_dir, &|_| None)
+}
+
+/// Compiles the project in `dir` as [`compile_project`] does, except that a
+/// file for which `unsaved` answers a text (given its name,
+/// [`WORKFLOW_FILE`] or [`FUNCTIONS_FILE`]) is read from that text rather
+/// than from disk: the language server's unsaved buffers. The checks are
+/// the same; only where the text comes from differs. A leading byte order
+/// mark is dropped, as from disk.
+pub fn compile_project_with(
+    dir: &Path,
+    display_dir: &str,
+    unsaved: &dyn Fn(&str) -> Option<String>,
+) -> Compiled {
     let wf_display = display_path(display_dir, WORKFLOW_FILE);
-    let text = match coordinator_source::read_file(
-        &dir.join(WORKFLOW_FILE),
-        &wf_display,
-        coordinator_source::yaml::MAX_FILE_BYTES,
-    ) {
-        Ok(t) => t,
-        Err(e) => return Compiled::refused(vec![read_diag(e)]),
+    let text = match unsaved(WORKFLOW_FILE) {
+        Some(t) => without_bom(t),
+        None => match coordinator_source::read_file(
+            &dir.join(WORKFLOW_FILE),
+            &wf_display,
+            coordinator_source::yaml::MAX_FILE_BYTES,
+        ) {
+            Ok(t) => t,
+            Err(e) => return Compiled::refused(vec![read_diag(e)]),
+        },
     };
     let fn_display = display_path(display_dir, FUNCTIONS_FILE);
     let fn_path = dir.join(FUNCTIONS_FILE);
-    compile_with(display_dir, &text, &mut || {
-        coordinator_source::read_file(&fn_path, &fn_display, functions::MAX_FUNCTION_SOURCE_BYTES)
-            .map_err(read_diag)
+    compile_with(display_dir, &text, &mut || match unsaved(FUNCTIONS_FILE) {
+        Some(t) => functions_text(&fn_display, without_bom(t)),
+        None => coordinator_source::read_file(
+            &fn_path,
+            &fn_display,
+            functions::MAX_FUNCTION_SOURCE_BYTES,
+        )
+        .map_err(read_diag),
     })
+}
+
+fn without_bom(text: String) -> String {
+    match text.strip_prefix('\u{feff}') {
+        Some(rest) => rest.to_owned(),
+        None => text,
+    }
+}
+
+/// The text of `functions.rhai` given in memory, refused as from disk when
+/// it is larger than [`functions::MAX_FUNCTION_SOURCE_BYTES`].
+fn functions_text(fn_display: &str, t: String) -> Result<String, Diagnostic> {
+    if t.len() > functions::MAX_FUNCTION_SOURCE_BYTES {
+        Err(Diagnostic::error(
+            "coordinator.file.too-large",
+            coordinator_source::Located {
+                file: fn_display.to_owned(),
+                line: 1,
+                column: 1,
+                pointer: String::new(),
+            },
+            format!(
+                "the file is {} bytes; at most {} bytes are accepted",
+                t.len(),
+                functions::MAX_FUNCTION_SOURCE_BYTES
+            ),
+            "Split or shorten the file.",
+        ))
+    } else {
+        Ok(t)
+    }
 }
 
 fn read_diag(e: ReadError) -> Diagnostic {
@@ -114,27 +168,7 @@ fn read_diag(e: ReadError) -> Diagnostic {
 pub fn compile_sources(display_dir: &str, workflow: &str, functions: Option<&str>) -> Compiled {
     let fn_display = display_path(display_dir, FUNCTIONS_FILE);
     compile_with(display_dir, workflow, &mut || match functions {
-        Some(t) => {
-            if t.len() > functions::MAX_FUNCTION_SOURCE_BYTES {
-                Err(Diagnostic::error(
-                    "coordinator.file.too-large",
-                    coordinator_source::Located {
-                        file: fn_display.clone(),
-                        line: 1,
-                        column: 1,
-                        pointer: String::new(),
-                    },
-                    format!(
-                        "the file is {} bytes; at most {} bytes are accepted",
-                        t.len(),
-                        functions::MAX_FUNCTION_SOURCE_BYTES
-                    ),
-                    "Split or shorten the file.",
-                ))
-            } else {
-                Ok(t.to_owned())
-            }
-        }
+        Some(t) => functions_text(&fn_display, t.to_owned()),
         None => Err(Diagnostic::error(
             "coordinator.file.unreadable",
             coordinator_source::Located {

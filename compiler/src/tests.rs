@@ -157,3 +157,26 @@ fn email_literals_are_judged_as_the_vm_judges_them() {
         d.message
     );
 }
+
+#[test]
+fn unsaved_texts_take_the_place_of_the_files_on_disk() {
+    let dir = example("delayed-follow-up");
+    let on_disk = crate::compile_project(&dir, "p");
+    assert!(on_disk.program.is_some(), "{:?}", on_disk.diagnostics);
+    let workflow = std::fs::read_to_string(dir.join("workflow.yaml")).expect("workflow.yaml");
+    let broken = workflow.replacen("path: /applicationId", "path: /applicationID", 1);
+    let unsaved = crate::compile_project_with(&dir, "p", &|name| {
+        (name == crate::WORKFLOW_FILE).then(|| broken.clone())
+    });
+    assert_eq!(codes(&unsaved.diagnostics), ["coordinator.mapping.path"]);
+    assert_eq!(unsaved.diagnostics[0].file, "p/workflow.yaml");
+    // An unsaved functions.rhai is read from memory too, with the file's limits.
+    let too_big = crate::compile_project_with(&dir, "p", &|name| {
+        (name == crate::FUNCTIONS_FILE).then(|| "x".repeat(1 << 20))
+    });
+    assert_eq!(codes(&too_big.diagnostics), ["coordinator.file.too-large"]);
+    let same = crate::compile_project_with(&dir, "p", &|name| {
+        (name == crate::WORKFLOW_FILE).then(|| format!("\u{feff}{workflow}"))
+    });
+    assert_eq!(same.revision(), on_disk.revision());
+}
