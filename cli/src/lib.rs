@@ -17,6 +17,7 @@
 mod output;
 mod commands;
 mod report;
+mod rich;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -1,5 +1,11 @@
-//! `coordinatorctl check --project D [--explain] [--format text|json]
+//! `coordinatorctl check --project D [--explain] [--format text|json|rich]
 //! [--runtime-config F]`: compiles and checks a project offline.
+//!
+//! Without `--format`, diagnostics are drawn in the rich form (`rich`: the
+//! source line and a marked stretch, by `ariadne`) when stderr is a
+//! terminal and `NO_COLOR` is not set, and in the text form of seed 004
+//! otherwise (a pipe, a file, CI); docs/decisions.md "Rich diagnostics".
+//! Both print the same count line and the same stdout.
 //!
 //! Text: diagnostics on stderr (warnings before the result), then on stdout
 //! `Valid workflow <id> version <version>` and `Definition: <revision>`;
@@ -14,7 +20,8 @@
 
 use std::path::{Path, PathBuf};
 
-use clap::Args;
+use clap::{Args, ValueEnum};
+use coordinator_source::Diagnostic;
 use serde::Serialize;
 
 use coordinator_runtime::{check_runtime_file, Mode, RuntimeCheck};
@@ -32,12 +39,55 @@ pub struct CheckArgs {
     /// Also print the steps and the Function limits.
     #[arg(long)]
     pub explain: bool,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
+    /// Output format [default: rich when stderr is a terminal and NO_COLOR
+    /// is not set, else text].
+    #[arg(long, value_enum)]
+    pub format: Option<CheckFormat>,
     /// Also check a runtime file against the project.
     #[arg(long = "runtime-config", value_name = "FILE")]
     pub runtime_config: Option<PathBuf>,
+}
+
+/// Output format of `check`: the text and JSON of every command, and the
+/// rich form of diagnostics.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CheckFormat {
+    /// Diagnostics in the text form of seed 004 (`error[CODE] FILE:LINE:COLUMN POINTER`).
+    Text,
+    /// One `CoordinatorCtlReport` JSON object on stdout.
+    Json,
+    /// Diagnostics with their source line and a marked stretch (colour on a
+    /// terminal unless `NO_COLOR` is set); stdout as `text`.
+    Rich,
+}
+
+impl CheckFormat {
+    /// The format asked for, or the default: rich on a terminal without
+    /// `NO_COLOR`, text otherwise.
+    fn resolve(asked: Option<CheckFormat>) -> CheckFormat {
+        asked.unwrap_or(if crate::rich::rich_by_default() {
+            CheckFormat::Rich
+        } else {
+            CheckFormat::Text
+        })
+    }
+
+    /// The report format (text for `rich`).
+    fn report(self) -> Format {
+        match self {
+            CheckFormat::Json => Format::Json,
+            CheckFormat::Text | CheckFormat::Rich => Format::Text,
+        }
+    }
+}
+
+/// Prints diagnostics on stderr in the text or the rich form.
+fn print_diagnostics(diags: &[Diagnostic], format: CheckFormat) {
+    if format == CheckFormat::Rich && !diags.is_empty() {
+        err!("{}", crate::rich::render(diags, crate::rich::colour_wanted()));
+    } else {
+        report::print_diagnostics(diags);
+    }
 }
 
 #[derive(Serialize)]
@@ -82,7 +132,7 @@ fn runtime_code(check: &RuntimeCheck) -> u8 {
 }
 
 /// `coordinatorctl --runtime-config F check`: the whole deployment file.
-fn run_deployment(file: &Path, format: Format) -> u8 {
+fn run_deployment(file: &Path, format: CheckFormat) -> u8 {
     let display = file.to_string_lossy().into_owned();
     let check = check_runtime_file(file, &display, None, Mode::Deployment);
     let code = runtime_code(&check);
@@ -95,7 +145,7 @@ fn run_deployment(file: &Path, format: Format) -> u8 {
             package_digest: p.digest.clone(),
         })
         .collect();
-    match format {
+    match format.report() {
         Format::Json => report::print_json(
             "check",
             code == EXIT_OK,
@@ -107,7 +157,7 @@ fn run_deployment(file: &Path, format: Format) -> u8 {
             },
         ),
         Format::Text => {
-            report::print_diagnostics(&check.diagnostics);
+            print_diagnostics(&check.diagnostics, format);
             if code == EXIT_OK {
                 for p in &packages {
                     outln!(
@@ -126,9 +176,10 @@ fn run_deployment(file: &Path, format: Format) -> u8 {
 
 /// Runs the command; returns the exit code.
 pub fn run(args: CheckArgs, top_level_runtime_config: Option<&Path>) -> u8 {
+    let format = CheckFormat::resolve(args.format);
     let Some(project) = args.project.as_deref() else {
         return match args.runtime_config.as_deref().or(top_level_runtime_config) {
-            Some(file) => run_deployment(file, args.format),
+            Some(file) => run_deployment(file, format),
             None => {
                 errln!("error: check needs --project DIR, or a deployment file given as coordinatorctl --runtime-config FILE check");
                 EXIT_USAGE
@@ -154,7 +205,7 @@ pub fn run(args: CheckArgs, top_level_runtime_config: Option<&Path>) -> u8 {
     }
     let runtime_valid = runtime.as_ref().map(RuntimeCheck::is_valid);
     let revision = compiled.revision();
-    match args.format {
+    match format.report() {
         Format::Json => {
             let explain = if args.explain {
                 compiled
@@ -180,7 +231,7 @@ pub fn run(args: CheckArgs, top_level_runtime_config: Option<&Path>) -> u8 {
             );
         }
         Format::Text => {
-            report::print_diagnostics(&diagnostics);
+            print_diagnostics(&diagnostics, format);
             if code == EXIT_OK {
                 if let Some(rev) = revision {
                     outln!(
