@@ -6,9 +6,10 @@
 //! typed AST ([`ast`]) → resolution and checks ([`check`]: names, limits,
 //! types, operation aliases, Functions, the step graph, the must-dataflow of
 //! step outputs, paths and schema fit) → lowering (canonical numbering) →
-//! explain. The compiler never stops at the first finding: it returns every
-//! independent diagnostic, sorted by position; only the CLI turns them into
-//! an exit code. Apart from [`compile_project`] and [`compile_project_with`],
+//! explain (text, and the typed data of [`explain_data`]). The compiler
+//! never stops at the first finding: it returns every independent
+//! diagnostic, sorted by position; only the CLI turns them into an exit
+//! code. Apart from [`compile_project`] and [`compile_project_with`],
 //! nothing here does I/O.
 
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
@@ -19,6 +20,7 @@
 pub mod ast;
 pub mod check;
 pub mod explain;
+pub mod explain_data;
 pub mod functions;
 mod lower;
 pub mod schema;
@@ -52,6 +54,10 @@ pub struct Compiled {
     /// The explain text (`Steps from start:` and one line per step);
     /// `Some` only when there are no errors.
     pub explain: Option<String>,
+    /// The typed IR as data ([`explain_data::ExplainData`], what
+    /// `explain --format json` carries as `ir` and `graph` draws); `Some`
+    /// only when there is a Program.
+    pub explain_data: Option<explain_data::ExplainData>,
 }
 
 impl Compiled {
@@ -305,11 +311,16 @@ fn compile_with(
         workflow: Some(project.project.id.clone()),
         version: Some(project.project.version.clone()),
         explain: None,
+        explain_data: None,
         diagnostics: diags,
     };
     if !out.has_errors() {
         out.program = lower::lower(&project, &checked, &source);
         out.explain = Some(explain::render(&project));
+        out.explain_data = out
+            .program
+            .as_ref()
+            .map(|program| explain_data::build(&project, &checked, program));
         if out.program.is_none() {
             out.diagnostics.push(Diagnostic::error(
                 "coordinator.compiler.internal",

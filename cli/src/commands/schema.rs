@@ -1,6 +1,7 @@
-//! `coordinatorctl schema --kind project|scenarios|runtime`: prints the JSON
-//! Schema (draft 2020-12) of a file format, generated from the Rust types
-//! that read it (SPEC §1). `docs/schemas/` keeps copies, checked by tests.
+//! `coordinatorctl schema --kind project|scenarios|runtime|explain`: prints
+//! the JSON Schema (draft 2020-12) of a file format, generated from the Rust
+//! types that read it (SPEC §1), or of `explain --format json`'s report.
+//! `docs/schemas/` keeps copies, checked by tests.
 
 use clap::{Args, ValueEnum};
 
@@ -15,6 +16,8 @@ pub enum Kind {
     Scenarios,
     /// `runtime.yaml` (CoordinatorRuntimeConfig).
     Runtime,
+    /// `explain --format json`'s report with the typed IR (CoordinatorExplainReport).
+    Explain,
 }
 
 /// Arguments of `schema`.
@@ -32,6 +35,7 @@ pub fn schema_text(kind: Kind) -> String {
         Kind::Project => coordinator_compiler::project_schema(),
         Kind::Scenarios => coordinator_scenario::file::scenarios_schema(),
         Kind::Runtime => coordinator_runtime::runtime_schema(),
+        Kind::Explain => super::explain::report_schema(),
     };
     let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
     text.push('\n');

@@ -9,7 +9,7 @@ use coordinator_ir::pointer::escape_token;
 use serde_json::{json, Value};
 
 use super::graph::{Facts, Variant};
-use super::{names, quote_list, Binding, Checker, MAX_FIELDS, MISMATCH_NEXT};
+use super::{names, quote_list, Binding, Checker, Read, ReadRoute, MAX_FIELDS, MISMATCH_NEXT};
 use crate::ast::*;
 use crate::schema::{self, Fit, Sch, Ty, Walk};
 
@@ -38,6 +38,19 @@ impl Checker<'_> {
                 format!("this mapping does not fit {desc}: {msg}"),
                 MISMATCH_NEXT,
             ),
+        }
+    }
+
+    /// Keeps what the mapping at `ptr` reads, for explain's data; a read
+    /// whose type has an error is not kept.
+    fn note_read(&mut self, ptr: &str, reads: Vec<(Option<ReadRoute>, Ty)>) {
+        let reads: Vec<Read> = reads
+            .into_iter()
+            .filter(|(_, ty)| !matches!(ty, Ty::Error))
+            .map(|(route, ty)| Read { route, ty })
+            .collect();
+        if !reads.is_empty() {
+            self.out.reads.insert(ptr.to_owned(), reads);
         }
     }
 
@@ -111,7 +124,14 @@ impl Checker<'_> {
                 }
                 match self.out.input.clone() {
                     Some(s) => {
-                        self.typed_path(vec![s], p.path.as_ref(), ptr, "the workflow input schema")
+                        let ty = self.typed_path(
+                            vec![s],
+                            p.path.as_ref(),
+                            ptr,
+                            "the workflow input schema",
+                        );
+                        self.note_read(ptr, vec![(None, ty.clone())]);
+                        ty
                     }
                     None => Ty::Error,
                 }
@@ -138,7 +158,9 @@ impl Checker<'_> {
                     "required": ["id", "source", "type"],
                     "additionalProperties": false
                 }));
-                self.typed_path(vec![ev], p.path.as_ref(), ptr, "the event")
+                let ty = self.typed_path(vec![ev], p.path.as_ref(), ptr, "the event");
+                self.note_read(ptr, vec![(None, ty.clone())]);
+                ty
             }
             Mapping::Literal(l) => Ty::Literal(l.value.clone()),
             Mapping::Fields(f) => {
@@ -207,6 +229,7 @@ impl Checker<'_> {
                     return Ty::Error;
                 };
                 let mut alts = Vec::new();
+                let mut reads = Vec::new();
                 for v in variants {
                     let (sch, desc) =
                         match (target, v) {
@@ -249,9 +272,18 @@ impl Checker<'_> {
                         | Ty::Schema(_)
                         | Ty::Union(_)
                         | Ty::Literal(_)
-                        | Ty::Object(_)) => alts.push(t),
+                        | Ty::Object(_)) => {
+                            let route = match v {
+                                Variant::Success => ReadRoute::Success,
+                                Variant::Refusal => ReadRoute::DeclaredRefusal,
+                                Variant::Completion => ReadRoute::Completion,
+                            };
+                            reads.push((Some(route), t.clone()));
+                            alts.push(t);
+                        }
                     }
                 }
+                self.note_read(ptr, reads);
                 if alts.len() == 1 {
                     alts.pop().unwrap_or(Ty::Error)
                 } else {

@@ -22,7 +22,7 @@ use coordinator_source::{Diagnostic, Located, YamlDocument};
 
 use crate::ast::*;
 use crate::functions::ScriptFn;
-use crate::schema::Sch;
+use crate::schema::{Sch, Ty};
 
 mod graph;
 mod mapping;
@@ -87,6 +87,27 @@ pub(crate) enum Binding {
     Step(String),
 }
 
+/// Which output of a step a `type: step` mapping reads on a route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReadRoute {
+    /// A call's output on its `next` route.
+    Success,
+    /// A call's `{refusalCode}` on its `onDeclaredRefusal` route.
+    DeclaredRefusal,
+    /// The completion a wait-for step received.
+    Completion,
+}
+
+/// What one mapping that reads a value (`input`, `event`, `step`) reads, as
+/// the route-sensitive check typed it: one entry per route output for a
+/// `step` mapping (more than one where routes join), one for the others.
+pub(crate) struct Read {
+    /// The step output read (`None` for `input` and `event`).
+    pub route: Option<ReadRoute>,
+    /// The type of the value read (after its `path`).
+    pub ty: Ty,
+}
+
 /// Everything the later phases (lowering, explain) need from checking.
 pub(crate) struct Checked {
     /// Resolved operation aliases by name.
@@ -99,6 +120,9 @@ pub(crate) struct Checked {
     pub outcomes: BTreeMap<String, Sch>,
     /// Mapping pointer -> implicit bindings, in the Function's input order.
     pub bindings: HashMap<String, Vec<(String, Binding)>>,
+    /// Mapping pointer -> what the mapping reads, for `input`, `event` and
+    /// `step` mappings whose type the check computed (explain's data).
+    pub reads: HashMap<String, Vec<Read>>,
 }
 
 /// Runs every check of a project once ([`Checker::run`]).
@@ -128,6 +152,7 @@ impl<'a> Checker<'a> {
                 input: None,
                 outcomes: BTreeMap::new(),
                 bindings: HashMap::new(),
+                reads: HashMap::new(),
             },
             script,
             graph: Graph::new(&p.workflow.steps),
