@@ -1,5 +1,6 @@
 //! `coordinatorctl`: the offline toolchain (`init`, `check`, `explain`,
-//! `test`, `package`, `types`, `schema`), the deployment commands (`plan`,
+//! `test`, `package`, `types`, `schema`, and `lsp`, the language server),
+//! the deployment commands (`plan`,
 //! `apply`, `deployment-status`) and the caller and operator commands over
 //! the service's HTTP API (`status`, `list`, `inspect`, `cancel`,
 //! `retry-same`, `reconcile`, `doctor`, the holds, `retain`).
@@ -78,6 +79,9 @@ enum Command {
     DeploymentStatus(commands::deploy::StatusArgs),
     #[command(flatten)]
     Ops(commands::ops::OpsCommand),
+    /// Serve the Language Server Protocol on stdin and stdout (diagnostics
+    /// as you type, hover, go-to-definition, completion); see docs/editors.md.
+    Lsp(commands::lsp::LspArgs),
 }
 
 fn deploy(which: Which, config: &Option<PathBuf>, remove: &[String], format: Format) -> u8 {
@@ -115,6 +119,7 @@ pub fn main() -> ExitCode {
             a.format,
         ),
         Command::Ops(c) => commands::ops::run(c),
+        Command::Lsp(args) => commands::lsp::run(args),
     };
     ExitCode::from(code)
 }

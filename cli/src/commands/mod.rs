@@ -4,6 +4,7 @@ pub mod check;
 pub mod deploy;
 pub mod explain;
 pub mod init;
+pub mod lsp;
 pub mod openapi;
 pub mod ops;
 pub mod package;

@@ -1,4 +1,6 @@
-//! The `coordinatorctl` binary end to end (one test binary): seed 004's
+//! The `coordinatorctl` binary end to end (one test binary): the language
+//! server driven as an editor drives it (`lsp`), the rich form of `check`
+//! (`rich`), seed 004's
 //! author journey byte for byte (`seed004`), bad input and closed pipes
 //! (`robustness`), the deployment commands on PostgreSQL
 //! (`deploy_postgres`), the caller and operator commands over a real
@@ -6,7 +8,9 @@
 
 mod deploy_postgres;
 mod explain;
+mod lsp;
 mod ops;
+mod rich;
 mod robustness;
 mod seed004;
 

@@ -1,0 +1,391 @@
+//! What the language server knows about a project: the open documents, the
+//! checks of `check` run on their unsaved texts (the other files from
+//! disk), and the conversions between the compiler's positions (1-based
+//! lines, columns in Unicode scalar values) and the protocol's (0-based
+//! lines, UTF-16 code units).
+//!
+//! The checks are the compiler's own ([`coordinator_compiler::compile_project_with`]),
+//! the runtime file's template check against the compiled Program (as
+//! `check --runtime-config runtime.yaml`), and the scenario file's reading
+//! against the Program (what `test` checks before it runs a case; the
+//! cases are not run).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use coordinator_source::{diagnostic, yaml::Position, Diagnostic, Severity, YamlDocument};
+use lsp_types::{
+    CodeDescription, DiagnosticSeverity, NumberOrString, Position as LspPosition, Range, Uri,
+};
+
+/// The project files the server checks, in the order they are published.
+pub const PROJECT_FILES: [&str; 4] = [
+    coordinator_compiler::WORKFLOW_FILE,
+    coordinator_compiler::FUNCTIONS_FILE,
+    "runtime.yaml",
+    "scenarios.yaml",
+];
+
+/// An open document: its text as the editor holds it.
+#[derive(Clone, Debug)]
+pub struct Document {
+    pub text: String,
+    pub version: i32,
+}
+
+/// The open documents, by file path.
+#[derive(Default)]
+pub struct Documents {
+    open: HashMap<PathBuf, Document>,
+}
+
+impl Documents {
+    /// Opens or replaces a document.
+    pub fn set(&mut self, path: PathBuf, doc: Document) {
+        self.open.insert(path, doc);
+    }
+
+    /// Closes a document (its file is read from disk again).
+    pub fn close(&mut self, path: &Path) {
+        self.open.remove(path);
+    }
+
+    /// An open document.
+    pub fn get(&self, path: &Path) -> Option<&Document> {
+        self.open.get(path)
+    }
+
+    /// The text of `path`: the open document's, else the file's on disk.
+    pub fn text(&self, path: &Path) -> Option<String> {
+        match self.open.get(path) {
+            Some(d) => Some(d.text.clone()),
+            None => coordinator_source::read_file(
+                path,
+                &path.display().to_string(),
+                coordinator_source::yaml::MAX_FILE_BYTES,
+            )
+            .ok(),
+        }
+    }
+}
+
+/// The file path of a `file:` URI, when it names one of [`PROJECT_FILES`]:
+/// the project directory and the file's name.
+pub fn project_file(uri: &Uri) -> Option<(PathBuf, &'static str)> {
+    let path = path_of(uri)?;
+    let name = path.file_name()?.to_str()?;
+    let name = PROJECT_FILES.into_iter().find(|f| *f == name)?;
+    Some((path.parent()?.to_path_buf(), name))
+}
+
+/// The file path of a `file:` URI.
+pub fn path_of(uri: &Uri) -> Option<PathBuf> {
+    url::Url::parse(uri.as_str()).ok()?.to_file_path().ok()
+}
+
+/// The `file:` URI of a path.
+pub fn uri_of(path: &Path) -> Option<Uri> {
+    let url = url::Url::from_file_path(path).ok()?;
+    Uri::from_str(url.as_str()).ok()
+}
+
+/// The diagnostics of one file of a project, ready to publish.
+pub struct FileDiagnostics {
+    pub uri: Uri,
+    pub version: Option<i32>,
+    pub diagnostics: Vec<lsp_types::Diagnostic>,
+}
+
+/// Where the error pages (`docs/errors/<code>.md`) are: a directory found
+/// once per server.
+pub struct ErrorPages {
+    dir: Option<PathBuf>,
+}
+
+impl ErrorPages {
+    /// `explicit` (the client's `initializationOptions.errorPages`, or
+    /// `COORDINATOR_ERROR_PAGES`) when given; otherwise the first
+    /// `docs/errors` with a `README.md` above the executable (a build of
+    /// this repository) or above `start` (a project inside a checkout).
+    pub fn find(explicit: Option<PathBuf>, start: Option<&Path>) -> Self {
+        if explicit.is_some() {
+            return ErrorPages { dir: explicit };
+        }
+        let exe = std::env::current_exe().ok();
+        let found = [exe.as_deref(), start]
+            .into_iter()
+            .flatten()
+            .flat_map(Path::ancestors)
+            .map(|a| a.join("docs/errors"))
+            .find(|d| d.join("README.md").is_file());
+        ErrorPages { dir: found }
+    }
+
+    /// The page of `code`, as a `file:` URI.
+    pub fn page(&self, code: &str) -> Option<Uri> {
+        let page = self.dir.as_ref()?.join(format!("{code}.md"));
+        uri_of(&page)
+    }
+}
+
+/// Runs the checks of the project in `dir` on the open texts and the files
+/// on disk; returns the diagnostics of each of its files that exists or is
+/// open (an empty list clears what was published before).
+pub fn check_project(dir: &Path, docs: &Documents, pages: &ErrorPages) -> Vec<FileDiagnostics> {
+    let unsaved = |name: &str| docs.get(&dir.join(name)).map(|d| d.text.clone());
+    let compiled = coordinator_compiler::compile_project_with(dir, "", &unsaved);
+    let mut found: BTreeMap<String, Vec<Diagnostic>> = BTreeMap::new();
+    for d in compiled.diagnostics {
+        found.entry(d.file.clone()).or_default().push(d);
+    }
+    let mut texts: HashMap<&str, (String, Option<YamlDocument>)> = HashMap::new();
+    for name in ["runtime.yaml", "scenarios.yaml"] {
+        let Some(text) = docs.text(&dir.join(name)) else {
+            continue;
+        };
+        let doc = match coordinator_source::parse(name, &text) {
+            Ok(doc) => doc,
+            Err(d) => {
+                found.entry(name.into()).or_default().push(d);
+                texts.insert(name, (text, None));
+                continue;
+            }
+        };
+        let diags = if name == "runtime.yaml" {
+            coordinator_runtime::check_runtime(
+                &doc,
+                compiled.program.as_ref(),
+                coordinator_runtime::Mode::Template,
+            )
+            .diagnostics
+        } else {
+            match &compiled.program {
+                Some(program) => coordinator_scenario::file::read(&doc, program)
+                    .err()
+                    .unwrap_or_default(),
+                // Without a Program the scenarios cannot be checked
+                // against it; only their reading as YAML is.
+                None => Vec::new(),
+            }
+        };
+        found.entry(name.into()).or_default().extend(diags);
+        texts.insert(name, (text, Some(doc)));
+    }
+    let mut out = Vec::new();
+    for name in PROJECT_FILES {
+        let path = dir.join(name);
+        let open = docs.get(&path);
+        let diags = found.remove(name).unwrap_or_default();
+        if open.is_none() && diags.is_empty() && !path.is_file() {
+            continue;
+        }
+        let Some(uri) = uri_of(&path) else { continue };
+        let (text, doc) = match texts.remove(name) {
+            Some((t, d)) => (t, d),
+            None => {
+                let text = docs.text(&path).unwrap_or_default();
+                let doc = name
+                    .ends_with(".yaml")
+                    .then(|| coordinator_source::parse(name, &text).ok())
+                    .flatten();
+                (text, doc)
+            }
+        };
+        let diagnostics = diags
+            .iter()
+            .map(|d| to_lsp(d, &text, doc.as_ref(), pages))
+            .collect();
+        out.push(FileDiagnostics {
+            uri,
+            version: open.map(|d| d.version),
+            diagnostics,
+        });
+    }
+    // A diagnostic naming a file outside the four (none do today) is not lost.
+    for (name, diags) in found {
+        let path = dir.join(&name);
+        let Some(uri) = uri_of(&path) else { continue };
+        let text = docs.text(&path).unwrap_or_default();
+        out.push(FileDiagnostics {
+            uri,
+            version: None,
+            diagnostics: diags
+                .iter()
+                .map(|d| to_lsp(d, &text, None, pages))
+                .collect(),
+        });
+    }
+    out
+}
+
+/// A diagnostic in the protocol's terms: the stretch `check --format rich`
+/// marks, the code with its page, the message with the `next:` repair.
+pub fn to_lsp(
+    d: &Diagnostic,
+    text: &str,
+    doc: Option<&YamlDocument>,
+    pages: &ErrorPages,
+) -> lsp_types::Diagnostic {
+    let range = diagnostic::mark(d, text, doc)
+        .map(|(start, end)| Range {
+            start: to_lsp_position(text, start),
+            end: to_lsp_position(text, end),
+        })
+        .unwrap_or_default();
+    lsp_types::Diagnostic {
+        range,
+        severity: Some(match d.severity {
+            Severity::Error => DiagnosticSeverity::ERROR,
+            Severity::Warning => DiagnosticSeverity::WARNING,
+        }),
+        code: Some(NumberOrString::String(d.code.clone())),
+        code_description: pages.page(&d.code).map(|href| CodeDescription { href }),
+        source: Some("coordinatorctl".into()),
+        message: format!("{}\nnext: {}", d.message, d.next),
+        related_information: None,
+        tags: None,
+        data: Some(serde_json::json!({"pointer": d.pointer, "next": d.next})),
+    }
+}
+
+/// The line of `text` at 0-based `index` (without its line break).
+pub fn line(text: &str, index: usize) -> Option<&str> {
+    text.split('\n')
+        .nth(index)
+        .map(|l| l.strip_suffix('\r').unwrap_or(l))
+}
+
+/// A 1-based line and column (Unicode scalar values) as a protocol
+/// position (0-based line, UTF-16 code units).
+pub fn to_lsp_position(text: &str, at: Position) -> LspPosition {
+    let index = at.line.saturating_sub(1) as usize;
+    let units = line(text, index)
+        .map(|l| {
+            l.chars()
+                .take(at.column.saturating_sub(1) as usize)
+                .map(char::len_utf16)
+                .sum::<usize>()
+        })
+        .unwrap_or(0);
+    LspPosition {
+        line: at.line.saturating_sub(1),
+        character: u32::try_from(units).unwrap_or(u32::MAX),
+    }
+}
+
+/// A protocol position as a 1-based line and column (Unicode scalar
+/// values); a position inside a surrogate pair or past the end of its line
+/// is moved to the next character boundary or the line's end.
+pub fn from_lsp_position(text: &str, at: LspPosition) -> Position {
+    let mut column = 1u32;
+    if let Some(l) = line(text, at.line as usize) {
+        let mut units = 0u32;
+        for c in l.chars() {
+            if units >= at.character {
+                break;
+            }
+            units = units.saturating_add(c.len_utf16() as u32);
+            column = column.saturating_add(1);
+        }
+    }
+    Position {
+        line: at.line.saturating_add(1),
+        column,
+    }
+}
+
+/// The byte offset of a protocol position in `text` (clamped to the text).
+pub fn byte_offset(text: &str, at: LspPosition) -> usize {
+    let mut offset = 0usize;
+    for (i, l) in text.split_inclusive('\n').enumerate() {
+        if i == at.line as usize {
+            let body = l.trim_end_matches(['\n', '\r']);
+            let mut units = 0u32;
+            for (b, c) in body.char_indices() {
+                if units >= at.character {
+                    return offset + b;
+                }
+                units = units.saturating_add(c.len_utf16() as u32);
+            }
+            return offset + body.len();
+        }
+        offset += l.len();
+    }
+    text.len()
+}
+
+/// Applies one content change to a document's text: the whole text when
+/// the change has no range, else the range replaced.
+pub fn apply_change(text: &mut String, change: &lsp_types::TextDocumentContentChangeEvent) {
+    match change.range {
+        None => text.clone_from(&change.text),
+        Some(range) => {
+            let start = byte_offset(text, range.start);
+            let end = byte_offset(text, range.end).max(start);
+            text.replace_range(start..end, &change.text);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_convert_both_ways_in_utf16() {
+        let text = "a: 1\nb: \"😀é\" x\r\nlast";
+        let p = Position { line: 2, column: 8 };
+        let l = to_lsp_position(text, p);
+        assert_eq!((l.line, l.character), (1, 8));
+        assert_eq!(from_lsp_position(text, l), p);
+        // Inside the surrogate pair: the next boundary.
+        let mid = from_lsp_position(
+            text,
+            LspPosition {
+                line: 1,
+                character: 5,
+            },
+        );
+        assert_eq!(mid.column, 6);
+        assert_eq!(
+            byte_offset(
+                text,
+                LspPosition {
+                    line: 1,
+                    character: 99
+                }
+            ),
+            18
+        );
+        assert_eq!(
+            byte_offset(
+                text,
+                LspPosition {
+                    line: 9,
+                    character: 0
+                }
+            ),
+            text.len()
+        );
+        let mut t = String::from("ab\ncd");
+        apply_change(
+            &mut t,
+            &lsp_types::TextDocumentContentChangeEvent {
+                range: Some(Range {
+                    start: LspPosition {
+                        line: 1,
+                        character: 1,
+                    },
+                    end: LspPosition {
+                        line: 0,
+                        character: 0,
+                    },
+                }),
+                range_length: None,
+                text: "X".into(),
+            },
+        );
+        assert_eq!(t, "ab\ncXd");
+    }
+}
