@@ -526,18 +526,80 @@ fn service_url(name: &str, text: &str, segments: &[String]) -> Result<url::Url, 
 }
 
 async fn perform(call: Call) -> u8 {
+    let (value, rendered) = match fetch(&call).await {
+        Ok(answer) => answer,
+        Err(exit) => return exit,
+    };
+    match call.conn.format {
+        Format::Json => report::print_json(
+            call.name,
+            true,
+            "ok",
+            &[],
+            Answer {
+                result: Some(&value),
+                error: None,
+            },
+        ),
+        Format::Text => out!("{rendered}"),
+    }
+    EXIT_OK
+}
+
+/// The run `run`'s inspection (`GET /v1/runs/{run}/inspect`), for
+/// `graph --run`: the request and its refusals exactly as `inspect` makes
+/// and reports them (in text, on stderr), named `command`. `Err` holds the
+/// exit code after the refusal was printed.
+pub(crate) fn inspection(
+    command: &'static str,
+    run: &str,
+    url: &str,
+    token_file: &Path,
+) -> Result<api::Inspection, u8> {
+    let call = Call {
+        name: command,
+        method: Method::Get,
+        path: path(&["v1", "runs", run, "inspect"]),
+        query: vec![],
+        conn: Conn {
+            url: url.to_owned(),
+            token_file: token_file.to_owned(),
+            format: Format::Text,
+        },
+        render: read::<api::Inspection>,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            errln!("coordinatorctl: cannot start the I/O runtime: {e}");
+            EXIT_UNAVAILABLE
+        })?;
+    let (value, _) = runtime.block_on(fetch(&call))?;
+    serde_json::from_value(value).map_err(|_| {
+        let url = service_url(call.name, url, &call.path)
+            .map(|u| u.to_string())
+            .unwrap_or_default();
+        unexpected(&call, &url, 200)
+    })
+}
+
+/// Sends `call` and reads a 2xx answer as the call's API type: the answer
+/// and its text rendering. A refusal is reported (`fail`) and `Err` holds
+/// the exit code.
+async fn fetch(call: &Call) -> Result<(Value, String), u8> {
     let url = match service_url(call.name, &call.conn.url, &call.path) {
         Ok(u) => u.to_string(),
         Err(message) => {
             errln!("{message}");
-            return EXIT_USAGE;
+            return Err(EXIT_USAGE);
         }
     };
     let token = match read_token(&call.conn.token_file) {
         Ok(t) => t,
         Err((exit, code, title, next)) => {
-            return fail(
-                &call,
+            return Err(fail(
+                call,
                 &url,
                 exit,
                 Failure {
@@ -548,7 +610,7 @@ async fn perform(call: Call) -> u8 {
                     detail: None,
                     next,
                 },
-            )
+            ));
         }
     };
     let client = match reqwest::Client::builder()
@@ -559,7 +621,7 @@ async fn perform(call: Call) -> u8 {
         Ok(c) => c,
         Err(e) => {
             errln!("coordinatorctl: cannot build the HTTP client: {e}");
-            return EXIT_UNAVAILABLE;
+            return Err(EXIT_UNAVAILABLE);
         }
     };
     let mut request = match &call.method {
@@ -574,7 +636,7 @@ async fn perform(call: Call) -> u8 {
                     "coordinatorctl {}: cannot encode the request: {e}",
                     call.name
                 );
-                return EXIT_USAGE;
+                return Err(EXIT_USAGE);
             }
         },
     };
@@ -589,8 +651,8 @@ async fn perform(call: Call) -> u8 {
             } else {
                 "the service cannot be reached".to_owned()
             };
-            return fail(
-                &call,
+            return Err(fail(
+                call,
                 &url,
                 EXIT_UNAVAILABLE,
                 Failure {
@@ -601,7 +663,7 @@ async fn perform(call: Call) -> u8 {
                     detail: Some(error_chain(&e)),
                     next: "check --url and that the service is running (curl <url>/ready)".into(),
                 },
-            );
+            ));
         }
     };
     let status = response.status().as_u16();
@@ -613,8 +675,8 @@ async fn perform(call: Call) -> u8 {
     let text = match response.text().await {
         Ok(t) => t,
         Err(e) => {
-            return fail(
-                &call,
+            return Err(fail(
+                call,
                 &url,
                 EXIT_UNAVAILABLE,
                 Failure {
@@ -625,33 +687,20 @@ async fn perform(call: Call) -> u8 {
                     detail: Some(error_chain(&e)),
                     next: "try again".into(),
                 },
-            )
+            ));
         }
     };
     if (200..300).contains(&status) {
         let value: Value = match serde_json::from_str(&text) {
             Ok(v) => v,
-            Err(_) => return unexpected(&call, &url, status),
+            Err(_) => return Err(unexpected(call, &url, status)),
         };
         // The answer must be the API's type in either format; the JSON
         // report then carries it as the service sent it.
         let Ok(rendered) = (call.render)(&value) else {
-            return unexpected(&call, &url, status);
+            return Err(unexpected(call, &url, status));
         };
-        match call.conn.format {
-            Format::Json => report::print_json(
-                call.name,
-                true,
-                "ok",
-                &[],
-                Answer {
-                    result: Some(&value),
-                    error: None,
-                },
-            ),
-            Format::Text => out!("{rendered}"),
-        }
-        return EXIT_OK;
+        return Ok((value, rendered));
     }
     let parsed: Option<api::Problem> = if problem {
         serde_json::from_str(&text).ok()
@@ -659,7 +708,7 @@ async fn perform(call: Call) -> u8 {
         None
     };
     let Some(p) = parsed else {
-        return unexpected(&call, &url, status);
+        return Err(unexpected(call, &url, status));
     };
     let exit = if status == 503 {
         EXIT_UNAVAILABLE
@@ -667,8 +716,8 @@ async fn perform(call: Call) -> u8 {
         EXIT_REFUSED
     };
     let next = next_step(&p.code).to_owned();
-    fail(
-        &call,
+    Err(fail(
+        call,
         &url,
         exit,
         Failure {
@@ -679,7 +728,7 @@ async fn perform(call: Call) -> u8 {
             detail: p.detail,
             next,
         },
-    )
+    ))
 }
 
 fn unexpected(call: &Call, url: &str, status: u16) -> u8 {

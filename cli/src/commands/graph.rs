@@ -1,0 +1,510 @@
+//! `coordinatorctl graph --project D [--format svg|dot|mermaid] [--output FILE]
+//! [--run RUN --url URL --token-file PATH]`: draws the workflow (docs/graph.md).
+//!
+//! Drawn from explain's data ([`ExplainData`], what `explain --format
+//! json` carries as `ir`), never from the compiler's internals: every step
+//! a node (its kind and, for a call, the alias, host operation, product,
+//! effect and recovery; a finish with its outcome), every edge labelled
+//! (`next`, each case label, `onDeclaredRefusal`, `onTimeout`, `onCancel`),
+//! in the data's order, so the same project gives the same bytes. SVG is
+//! laid out in-process by `layout-rs`; DOT and Mermaid are text for other
+//! renderers. With `--run`, the nodes are coloured by the run's `inspect`
+//! (fetched as `inspect` fetches it).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, ValueEnum};
+use coordinator_api as api;
+use coordinator_compiler::explain_data::{ExplainData, StepData, StepKind};
+
+use crate::report::{self, EXIT_OK, EXIT_REFUSED, EXIT_UNAVAILABLE};
+
+/// The drawing's format.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum, Default)]
+pub enum GraphFormat {
+    /// SVG, laid out in-process (open it in a browser).
+    #[default]
+    Svg,
+    /// Graphviz DOT text.
+    Dot,
+    /// Mermaid flowchart text (renders in GitHub and most docs sites).
+    Mermaid,
+}
+
+/// Arguments of `graph`.
+#[derive(Args, Debug)]
+pub struct GraphArgs {
+    /// The project directory (holding workflow.yaml).
+    #[arg(long, value_name = "DIR")]
+    pub project: PathBuf,
+    /// The drawing's format.
+    #[arg(long, value_enum, default_value_t)]
+    pub format: GraphFormat,
+    /// The file to write (`-`, the default: standard output). An existing
+    /// path that is not a regular file is refused, never replaced.
+    #[arg(long, value_name = "FILE", default_value = "-")]
+    pub output: PathBuf,
+    /// Colour the nodes by this run's `inspect` (needs --url and --token-file).
+    #[arg(long, value_name = "ID", requires_all = ["url", "token_file"],
+          value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    pub run: Option<String>,
+    /// The service's base URL (with --run).
+    #[arg(long, value_name = "URL", requires = "run")]
+    pub url: Option<String>,
+    /// A file holding the access token, owner-only (with --run).
+    #[arg(long = "token-file", value_name = "PATH", requires = "run")]
+    pub token_file: Option<PathBuf>,
+}
+
+/// Where a run stands at a step (`--run`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Standing {
+    /// The run passed the step.
+    Done,
+    /// The run is at the step.
+    Current,
+    /// The run waits at the step (a wait-until or wait-for).
+    Waiting,
+    /// The step's effect is unknown (an answer was lost, or the restore
+    /// hold held its prepared command back): an operator reviews it.
+    UnknownEffect,
+    /// The run failed at the step.
+    Failed,
+    /// The run ended at the step without an outcome (cancelled or expired).
+    Stopped,
+}
+
+impl Standing {
+    /// The name used in the drawing (class, `data-status`, legend).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Standing::Done => "done",
+            Standing::Current => "current",
+            Standing::Waiting => "waiting",
+            Standing::UnknownEffect => "unknown-effect",
+            Standing::Failed => "failed",
+            Standing::Stopped => "stopped",
+        }
+    }
+
+    /// The fill colour.
+    pub fn colour(self) -> &'static str {
+        match self {
+            Standing::Done => "#c8e6c9",
+            Standing::Current => "#90caf9",
+            Standing::Waiting => "#fff59d",
+            Standing::UnknownEffect => "#ffb74d",
+            Standing::Failed => "#ef9a9a",
+            Standing::Stopped => "#e0e0e0",
+        }
+    }
+
+    const ALL: [Standing; 6] = [
+        Standing::Done,
+        Standing::Current,
+        Standing::Waiting,
+        Standing::UnknownEffect,
+        Standing::Failed,
+        Standing::Stopped,
+    ];
+}
+
+/// Where the run of `inspection` stands at each step it visited, in the
+/// order visited. The last visited step is where the run is (or ended); a
+/// step whose effect is `unknown` (or that the restore hold held back) is
+/// [`Standing::UnknownEffect`] wherever it is.
+pub fn standings(inspection: &api::Inspection) -> Vec<(String, Standing)> {
+    let last = inspection.steps.len().checked_sub(1);
+    inspection
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, step)| {
+            let standing = if step.effect.as_deref() == Some("unknown") || step.restored {
+                Standing::UnknownEffect
+            } else if Some(i) != last {
+                Standing::Done
+            } else {
+                match inspection.status.state.as_str() {
+                    "finished" => Standing::Done,
+                    "failed" => Standing::Failed,
+                    "running" | "attention" | "cancel-requested" => {
+                        if step.kind == "wait-until" || step.kind == "wait-for" {
+                            Standing::Waiting
+                        } else {
+                            Standing::Current
+                        }
+                    }
+                    _ => Standing::Stopped,
+                }
+            };
+            (step.name.clone(), standing)
+        })
+        .collect()
+}
+
+fn standing_of(colours: &[(String, Standing)], step: &str) -> Option<Standing> {
+    colours.iter().find(|(s, _)| s == step).map(|(_, c)| *c)
+}
+
+/// A node's label lines: the step name, then what it does.
+pub fn node_lines(step: &StepData) -> Vec<String> {
+    let mut lines = vec![step.id.clone()];
+    match step.kind {
+        StepKind::Call => {
+            if let Some(c) = &step.call {
+                lines.push(format!("call {}", c.alias));
+                lines.push(c.host_operation.clone());
+                lines.push(format!(
+                    "{} {}, recovery {}",
+                    c.product, c.effect, c.recovery
+                ));
+            }
+        }
+        StepKind::Choose => {
+            if let Some(c) = &step.choose {
+                lines.push(format!("choose by {}()", c.function));
+            }
+        }
+        StepKind::WaitUntil => lines.push("wait until".into()),
+        StepKind::WaitFor => {
+            if let Some(w) = &step.wait_for {
+                lines.push(format!("wait for {} of {}", w.completion, w.step));
+                lines.push(format!("timeout {}s", w.timeout_seconds));
+            }
+        }
+        StepKind::Finish => {
+            if let Some(f) = &step.finish {
+                lines.push(format!("finish {}", f.outcome));
+            }
+        }
+    }
+    lines
+}
+
+/// DOT's quoted string.
+fn dot_quote(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The graph as Graphviz DOT text.
+pub fn dot(data: &ExplainData, colours: &[(String, Standing)]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "digraph {} {{", dot_quote(&data.workflow));
+    let _ = writeln!(out, "  rankdir=TB;");
+    let _ = writeln!(
+        out,
+        "  node [fontname=\"Helvetica\", fontsize=11, shape=box];"
+    );
+    let _ = writeln!(out, "  edge [fontname=\"Helvetica\", fontsize=10];");
+    for step in &data.steps {
+        let (shape, mut styles) = match step.kind {
+            StepKind::Call => ("box", vec![]),
+            StepKind::Choose => ("diamond", vec![]),
+            StepKind::WaitUntil | StepKind::WaitFor => ("box", vec!["dashed"]),
+            StepKind::Finish => ("box", vec!["rounded"]),
+        };
+        let standing = standing_of(colours, &step.id);
+        if standing.is_some() {
+            styles.insert(0, "filled");
+        }
+        let mut attrs = format!(
+            "label={}, shape={shape}",
+            dot_quote(&node_lines(step).join("\n"))
+        );
+        if !styles.is_empty() {
+            let _ = write!(attrs, ", style=\"{}\"", styles.join(","));
+        }
+        if let Some(s) = standing {
+            let _ = write!(
+                attrs,
+                ", fillcolor=\"{}\", tooltip={}",
+                s.colour(),
+                dot_quote(s.as_str())
+            );
+        }
+        let _ = writeln!(out, "  {} [{attrs}];", dot_quote(&step.id));
+    }
+    for step in &data.steps {
+        for e in &step.successors {
+            let _ = writeln!(
+                out,
+                "  {} -> {} [label={}];",
+                dot_quote(&step.id),
+                dot_quote(&e.to),
+                dot_quote(&e.label)
+            );
+        }
+    }
+    out.push_str("}\n");
+    out
+}
+
+/// A Mermaid node id: `step_` and the name with `-` as `_` (names hold
+/// only `a-z`, `0-9` and `-`, so this is one to one, and never a Mermaid
+/// keyword such as `end`).
+fn mermaid_id(step: &str) -> String {
+    let mut id = String::from("step_");
+    for c in step.chars() {
+        id.push(if c.is_ascii_alphanumeric() { c } else { '_' });
+    }
+    id
+}
+
+/// Mermaid's quoted label text.
+fn mermaid_text(text: &str) -> String {
+    text.replace('&', "#amp;")
+        .replace('"', "#quot;")
+        .replace('<', "#lt;")
+        .replace('>', "#gt;")
+}
+
+/// The graph as a Mermaid flowchart.
+pub fn mermaid(data: &ExplainData, colours: &[(String, Standing)]) -> String {
+    let mut out = String::from("flowchart TD\n");
+    for step in &data.steps {
+        let label = node_lines(step)
+            .iter()
+            .map(|l| mermaid_text(l))
+            .collect::<Vec<_>>()
+            .join("<br/>");
+        let (open, close) = match step.kind {
+            StepKind::Call => ("[\"", "\"]"),
+            StepKind::Choose => ("{\"", "\"}"),
+            StepKind::WaitUntil | StepKind::WaitFor => ("[/\"", "\"/]"),
+            StepKind::Finish => ("([\"", "\"])"),
+        };
+        let _ = writeln!(out, "  {}{open}{label}{close}", mermaid_id(&step.id));
+    }
+    for step in &data.steps {
+        for e in &step.successors {
+            let _ = writeln!(
+                out,
+                "  {} -->|{}| {}",
+                mermaid_id(&step.id),
+                mermaid_text(&e.label),
+                mermaid_id(&e.to)
+            );
+        }
+    }
+    for s in Standing::ALL {
+        let ids: Vec<String> = data
+            .steps
+            .iter()
+            .filter(|step| standing_of(colours, &step.id) == Some(s))
+            .map(|step| mermaid_id(&step.id))
+            .collect();
+        if !ids.is_empty() {
+            let class = s.as_str().replace('-', "_");
+            let _ = writeln!(out, "  classDef {class} fill:{}", s.colour());
+            let _ = writeln!(out, "  class {} {class}", ids.join(","));
+        }
+    }
+    out
+}
+
+/// An XML attribute value.
+fn xml_attr(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// The font size of every label (one size: `layout-rs` keeps its font
+/// classes in a hash map, so one class keeps the bytes the same).
+const FONT_SIZE: usize = 13;
+
+/// A node's box for its label lines: about 0.6 em a character (the
+/// crate's own estimate is a whole em, which draws boxes twice too wide).
+fn node_size(lines: &[String]) -> (f64, f64) {
+    let widest = lines.iter().map(|l| l.chars().count()).max().unwrap_or(1);
+    let font = FONT_SIZE as f64;
+    (
+        widest as f64 * font * 0.6 + 24.0,
+        (lines.len() + 1) as f64 * font + 8.0,
+    )
+}
+
+/// The graph as SVG, laid out by `layout-rs`. Each step is a
+/// `<g class="step" data-step=... data-kind=...>` and each edge a
+/// `<g class="edge" data-from=... data-to=... data-label=...>`; the labels
+/// are `<text>`. `Err` when the layout failed (it never should for a
+/// checked workflow, whose graph has no cycle).
+pub fn svg(data: &ExplainData, colours: &[(String, Standing)]) -> Result<String, String> {
+    use layout::backends::svg::SVGWriter;
+    use layout::core::base::Orientation;
+    use layout::core::color::Color;
+    use layout::core::geometry::Point;
+    use layout::core::style::StyleAttr;
+    use layout::std_shapes::shapes::{Arrow, Element, ShapeKind};
+    use layout::topo::layout::VisualGraph;
+
+    let orientation = Orientation::TopToBottom;
+    let mut graph = VisualGraph::new(orientation);
+    let mut handles = Vec::new();
+    for step in &data.steps {
+        let lines = node_lines(step);
+        let shape = ShapeKind::new_box(&lines.join("\n"));
+        let standing = standing_of(colours, &step.id);
+        let fill = standing.map_or("white", Standing::colour);
+        let rounded = match step.kind {
+            StepKind::Finish => 12,
+            StepKind::Call | StepKind::Choose | StepKind::WaitUntil | StepKind::WaitFor => 0,
+        };
+        let look = StyleAttr::new(
+            Color::fast("black"),
+            if step.kind == StepKind::Choose { 3 } else { 1 },
+            Color::from_name(fill),
+            rounded,
+            FONT_SIZE,
+        );
+        let size = node_size(&lines);
+        let mut props = format!(
+            "class=\"step\" data-step=\"{}\" data-kind=\"{}\"",
+            xml_attr(&step.id),
+            step.kind.as_str()
+        );
+        if let Some(s) = standing {
+            let _ = write!(props, " data-status=\"{}\"", s.as_str());
+        }
+        let (width, height) = size;
+        let node = Element::create_with_properties(
+            shape,
+            look,
+            orientation,
+            Point::new(width, height),
+            props,
+        );
+        handles.push((step.id.as_str(), graph.add_node(node)));
+    }
+    let handle = |name: &str| handles.iter().find(|(n, _)| *n == name).map(|(_, h)| *h);
+    for step in &data.steps {
+        for e in &step.successors {
+            let (Some(from), Some(to)) = (handle(&step.id), handle(&e.to)) else {
+                return Err(format!(
+                    "the edge {} -> {} names a step the data does not hold",
+                    step.id, e.to
+                ));
+            };
+            let mut arrow = Arrow::simple_with_properties(
+                &e.label,
+                format!(
+                    "class=\"edge\" data-from=\"{}\" data-to=\"{}\" data-label=\"{}\"",
+                    xml_attr(&step.id),
+                    xml_attr(&e.to),
+                    xml_attr(&e.label)
+                ),
+            );
+            arrow.look.font_size = FONT_SIZE;
+            arrow.look.line_width = 1;
+            graph.add_edge(arrow, from, to);
+        }
+    }
+    // `layout-rs` asserts its invariants; a checked workflow never breaks
+    // them, and should one ever, the command reports it instead of
+    // panicking (and the hook's message is kept off the terminal).
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let drawn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let mut writer = SVGWriter::new();
+        graph.do_it(false, false, false, &mut writer);
+        writer.finalize()
+    }));
+    std::panic::set_hook(hook);
+    let mut text = drawn.map_err(|_| "the layout failed".to_owned())?;
+    text.push('\n');
+    Ok(text)
+}
+
+/// Runs `graph`; returns the exit code.
+pub fn run(args: GraphArgs) -> u8 {
+    let display = args.project.to_string_lossy().into_owned();
+    let compiled = coordinator_compiler::compile_project(&args.project, &display);
+    let code = report::exit_code(&compiled.diagnostics);
+    report::print_diagnostics(&compiled.diagnostics);
+    let Some(data) = compiled.explain_data.filter(|_| code == EXIT_OK) else {
+        return if code == EXIT_OK { EXIT_REFUSED } else { code };
+    };
+    let colours = match (&args.run, &args.url, &args.token_file) {
+        (Some(run), Some(url), Some(token_file)) => {
+            match run_colours(&data, run, url, token_file) {
+                Ok(c) => c,
+                Err(exit) => return exit,
+            }
+        }
+        _ => Vec::new(),
+    };
+    let text = match args.format {
+        GraphFormat::Dot => dot(&data, &colours),
+        GraphFormat::Mermaid => mermaid(&data, &colours),
+        GraphFormat::Svg => match svg(&data, &colours) {
+            Ok(t) => t,
+            Err(why) => {
+                errln!(
+                    "error[coordinator.graph.layout] {display}\n  cannot lay out the graph: {why}\n  next: Draw it with --format dot or --format mermaid, and report this with the project attached.\n1 error, 0 warnings in 1 file"
+                );
+                return EXIT_REFUSED;
+            }
+        },
+    };
+    write_output(&args.output, &text)
+}
+
+/// Colours of `--run`: the inspection fetched as `inspect` fetches it; a
+/// run of another workflow is refused, one of another revision warned about.
+fn run_colours(
+    data: &ExplainData,
+    run: &str,
+    url: &str,
+    token_file: &Path,
+) -> Result<Vec<(String, Standing)>, u8> {
+    let inspection = super::ops::inspection("graph", run, url, token_file)?;
+    if inspection.status.workflow != data.workflow {
+        errln!(
+            "error[coordinator.graph.run-workflow] run {run}\n  the run is of workflow {}, and the project is {}\n  next: Pass the project of the run's workflow, or a run of this workflow.",
+            inspection.status.workflow,
+            data.workflow
+        );
+        return Err(EXIT_REFUSED);
+    }
+    if inspection.status.revision != data.revision {
+        errln!(
+            "warning[coordinator.graph.run-revision] run {run}\n  the run was admitted under {}, and the project compiles to {}; steps may have changed since\n  next: Draw the run with the project as it was at its revision (the package it was deployed from).",
+            inspection.status.revision,
+            data.revision
+        );
+    }
+    Ok(standings(&inspection))
+}
+
+/// Writes the drawing to `output` (`-`: standard output) whole, through
+/// the one writer of `types` (an existing path that is not a regular file
+/// is refused).
+fn write_output(output: &Path, text: &str) -> u8 {
+    if output.as_os_str() == "-" {
+        out!("{text}");
+        return EXIT_OK;
+    }
+    match super::types::write_whole(output, text) {
+        Ok(()) => EXIT_OK,
+        Err(e) => {
+            errln!(
+                "error[coordinator.graph.write] {}\n  cannot write the graph: {e}; nothing was written\n  next: Check that the directory exists, is writable and has room, or write to standard output with --output -.\n1 error, 0 warnings in 1 file",
+                output.display()
+            );
+            EXIT_UNAVAILABLE
+        }
+    }
+}
