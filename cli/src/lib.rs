@@ -60,6 +60,8 @@ enum Command {
     Check(commands::check::CheckArgs),
     /// List a project's steps breadth-first from `start`.
     Explain(commands::explain::ExplainArgs),
+    /// Draw a project's steps and edges (SVG, DOT or Mermaid).
+    Graph(commands::graph::GraphArgs),
     /// Run the project's scenarios on a virtual clock.
     Test(commands::test::TestArgs),
     /// Run the scenarios, then write an immutable package.
@@ -95,6 +97,7 @@ pub fn main() -> ExitCode {
         Command::Init { directory } => commands::init::run(&directory),
         Command::Check(args) => commands::check::run(args, cli.runtime_config.as_deref()),
         Command::Explain(args) => commands::explain::run(args),
+        Command::Graph(args) => commands::graph::run(args),
         Command::Test(args) => commands::test::run(args),
         Command::Package(args) => commands::package::run(args),
         Command::Types(args) => commands::types::run(args),

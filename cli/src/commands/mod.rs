@@ -3,6 +3,7 @@
 pub mod check;
 pub mod deploy;
 pub mod explain;
+pub mod graph;
 pub mod init;
 pub mod lsp;
 pub mod openapi;

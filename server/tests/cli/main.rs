@@ -4,10 +4,12 @@
 //! author journey byte for byte (`seed004`), bad input and closed pipes
 //! (`robustness`), the deployment commands on PostgreSQL
 //! (`deploy_postgres`), the caller and operator commands over a real
-//! service (`ops`) and explain's typed IR (`explain`).
+//! service (`ops`), explain's typed IR (`explain`) and the drawn graph
+//! (`graph`).
 
 mod deploy_postgres;
 mod explain;
+mod graph;
 mod lsp;
 mod ops;
 mod rich;
