@@ -23,6 +23,9 @@
 #                            audit and logs entries are replaced.
 #
 # COORDINATOR_RUN_PG_PORT=N  use scripts/postgres.sh --port N (default 54317).
+# COORDINATOR_RUN_KEEP_SERVING=1  keep coordinator and the sandbox serving
+#                            after the run (for the printed `coordinatorctl
+#                            console` command) until Ctrl-C.
 # With COORDINATOR_TEST_DATABASE_URL, _MIGRATION_URL and _RUNTIME_URL set,
 # that PostgreSQL 17 is used instead (docs/testing-postgres.md). Each run
 # applies a new namespace (coordinator_follow_up_<random>) and database id.
@@ -265,6 +268,16 @@ echo "\$ coordinatorctl inspect --run $run --url $base --token-file $token"
 "$ctl" inspect --run "$run" --url "$base" --token-file "$token" || die "coordinatorctl inspect failed"
 echo "\$ coordinatorctl doctor --url $base --token-file $token"
 "$ctl" doctor --url "$base" --token-file "$token" || die "coordinatorctl doctor failed"
+echo
+echo "the operator console for this run (open the URL it prints; Ctrl-C stops it):"
+echo "\$ $ctl console --url $base --token-file $token"
+echo "  then Runs -> $run"
+if [ "${COORDINATOR_RUN_KEEP_SERVING:-}" = 1 ]; then
+  echo "COORDINATOR_RUN_KEEP_SERVING=1: coordinator and the sandbox keep serving until Ctrl-C"
+  wait "$coordinator_pid" || true
+else
+  echo "  (coordinator stops below; run with COORDINATOR_RUN_KEEP_SERVING=1 to keep it serving for the console)"
+fi
 
 # 6. Stop, and say where everything is.
 echo

@@ -25,6 +25,18 @@ fi
 export TSC="$tools/tsc/node_modules/.bin/tsc" MYPY_PATH="$tools/mypy"
 [ -x "$TSC" ] && [ -d "$MYPY_PATH/mypy" ] || { echo "test.sh: tsc or mypy is missing" >&2; exit 1; }
 
+# Debian's Chromium and ChromeDriver for the console's browser journey
+# (server/tests/console/).
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+  echo "== installing chromium and chromium-driver (Debian packages)"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "test.sh: chromium and chromium-driver are missing: apt-get install chromium chromium-driver as root" >&2
+    exit 1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
+fi
+
 started17=""
 started15=""
 stop_postgres() {

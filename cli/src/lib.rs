@@ -84,6 +84,9 @@ enum Command {
     /// Serve the Language Server Protocol on stdin and stdout (diagnostics
     /// as you type, hover, go-to-definition, completion); see docs/editors.md.
     Lsp(commands::lsp::LspArgs),
+    /// Serve the operator console on a loopback address (the CLI holds the
+    /// token; the browser talks only to the console).
+    Console(commands::console::ConsoleArgs),
 }
 
 fn deploy(which: Which, config: &Option<PathBuf>, remove: &[String], format: Format) -> u8 {
@@ -123,6 +126,7 @@ pub fn main() -> ExitCode {
         ),
         Command::Ops(c) => commands::ops::run(c),
         Command::Lsp(args) => commands::lsp::run(args),
+        Command::Console(args) => commands::console::run(args),
     };
     ExitCode::from(code)
 }

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod check;
+pub mod console;
 pub mod deploy;
 pub mod explain;
 pub mod graph;

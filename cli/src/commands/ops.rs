@@ -200,7 +200,8 @@ pub fn run(command: OpsCommand) -> u8 {
     runtime.block_on(execute(command))
 }
 
-enum Method {
+/// The method of a request to the service, with its body.
+pub(crate) enum Method {
     Get,
     Post(Body),
 }
@@ -208,7 +209,7 @@ enum Method {
 /// A request body: always one of the API's request types.
 #[derive(Serialize)]
 #[serde(untagged)]
-enum Body {
+pub(crate) enum Body {
     Recovery(api::Recovery),
     Hold(api::HoldReason),
     Execution(api::ExecutionRecovery),
@@ -433,7 +434,7 @@ fn fail(call: &Call, url: &str, exit: u8, failure: Failure) -> u8 {
 /// Reads the token file: a regular, owner-only file of at most
 /// [`MAX_TOKEN_BYTES`], holding one token (surrounding whitespace dropped).
 /// Returns the exit code and the failure on refusal; never echoes content.
-fn read_token(path: &Path) -> Result<String, (u8, &'static str, String, String)> {
+pub(crate) fn read_token(path: &Path) -> Result<String, (u8, &'static str, String, String)> {
     let shown = path.display().to_string();
     let unreadable = |why: String| {
         (
@@ -491,7 +492,7 @@ fn read_token(path: &Path) -> Result<String, (u8, &'static str, String, String)>
 /// `http(s)` URL without credentials, query or fragment. The request URL is
 /// this base with the call's path segments appended, so a base path
 /// (`https://host/coordinator`) is kept. `Err` holds the usage message.
-fn service_url(name: &str, text: &str, segments: &[String]) -> Result<url::Url, String> {
+pub(crate) fn service_url(name: &str, text: &str, segments: &[String]) -> Result<url::Url, String> {
     let not_http = || {
         format!("coordinatorctl {name}: --url must be an http(s) URL, e.g. https://coordinator.example.org")
     };
@@ -610,82 +611,49 @@ async fn fetch(call: &Call) -> Result<(Value, String), u8> {
                     detail: None,
                     next,
                 },
-            ));
+            ))
         }
     };
-    let client = match reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(REQUEST_TIMEOUT)
-        .build()
-    {
+    let client = match http_client() {
         Ok(c) => c,
         Err(e) => {
             errln!("coordinatorctl: cannot build the HTTP client: {e}");
             return Err(EXIT_UNAVAILABLE);
         }
     };
-    let mut request = match &call.method {
-        Method::Get => client.get(&url),
-        Method::Post(body) => match serde_json::to_string(body) {
-            Ok(body) => client
-                .post(&url)
-                .header("content-type", "application/json")
-                .body(body),
-            Err(e) => {
-                errln!(
-                    "coordinatorctl {}: cannot encode the request: {e}",
-                    call.name
-                );
-                return Err(EXIT_USAGE);
-            }
-        },
-    };
-    if !call.query.is_empty() {
-        request = request.query(&call.query);
-    }
-    let response = match request.bearer_auth(&token).send().await {
-        Ok(r) => r,
-        Err(e) => {
-            let why = if e.is_timeout() {
-                "the service did not answer in time".to_owned()
-            } else {
-                "the service cannot be reached".to_owned()
-            };
-            return Err(fail(
-                call,
-                &url,
-                EXIT_UNAVAILABLE,
-                Failure {
-                    code: "coordinator.command.service-unreachable".into(),
-                    status: None,
-                    url: url.clone(),
-                    title: why,
-                    detail: Some(error_chain(&e)),
-                    next: "check --url and that the service is running (curl <url>/ready)".into(),
-                },
-            ));
+    let RawAnswer {
+        status,
+        problem,
+        text,
+    } = match send(&client, &url, &token, &call.method, &call.query).await {
+        Ok(answer) => answer,
+        Err(SendFailure::Encode(e)) => {
+            errln!(
+                "coordinatorctl {}: cannot encode the request: {e}",
+                call.name
+            );
+            return Err(EXIT_USAGE);
         }
-    };
-    let status = response.status().as_u16();
-    let problem = response
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/problem+json"));
-    let text = match response.text().await {
-        Ok(t) => t,
-        Err(e) => {
+        Err(SendFailure::Unreachable {
+            status,
+            title,
+            chain,
+        }) => {
             return Err(fail(
                 call,
                 &url,
                 EXIT_UNAVAILABLE,
                 Failure {
                     code: "coordinator.command.service-unreachable".into(),
-                    status: Some(status),
+                    status,
                     url: url.clone(),
-                    title: "the answer could not be read".into(),
-                    detail: Some(error_chain(&e)),
-                    next: "try again".into(),
+                    next: if status.is_some() {
+                        "try again".into()
+                    } else {
+                        "check --url and that the service is running (curl <url>/ready)".into()
+                    },
+                    title,
+                    detail: Some(chain),
                 },
             ));
         }
@@ -729,6 +697,93 @@ async fn fetch(call: &Call) -> Result<(Value, String), u8> {
             next,
         },
     ))
+}
+
+/// The HTTP client of every request to the service: no redirects
+/// followed, [`REQUEST_TIMEOUT`] per request.
+pub(crate) fn http_client() -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(REQUEST_TIMEOUT)
+        .build()
+}
+
+/// The service's answer to one request, read whole.
+pub(crate) struct RawAnswer {
+    /// The HTTP status.
+    pub status: u16,
+    /// The answer is `application/problem+json`.
+    pub problem: bool,
+    /// The body.
+    pub text: String,
+}
+
+/// Why a request got no answer.
+pub(crate) enum SendFailure {
+    /// The request body could not be encoded.
+    Encode(serde_json::Error),
+    /// The service could not be reached, did not answer in time, or its
+    /// answer (with `status`) could not be read; `title` says which,
+    /// `chain` is the error and its sources.
+    Unreachable {
+        status: Option<u16>,
+        title: String,
+        chain: String,
+    },
+}
+
+/// Sends one request to `url` with the bearer `token` (the one place the
+/// CLI and the console talk to the service).
+pub(crate) async fn send(
+    client: &reqwest::Client,
+    url: &str,
+    token: &str,
+    method: &Method,
+    query: &[(&'static str, String)],
+) -> Result<RawAnswer, SendFailure> {
+    let mut request = match method {
+        Method::Get => client.get(url),
+        Method::Post(body) => client
+            .post(url)
+            .header("content-type", "application/json")
+            .body(serde_json::to_string(body).map_err(SendFailure::Encode)?),
+    };
+    if !query.is_empty() {
+        request = request.query(query);
+    }
+    let response =
+        request
+            .bearer_auth(token)
+            .send()
+            .await
+            .map_err(|e| SendFailure::Unreachable {
+                status: None,
+                title: if e.is_timeout() {
+                    "the service did not answer in time".to_owned()
+                } else {
+                    "the service cannot be reached".to_owned()
+                },
+                chain: error_chain(&e),
+            })?;
+    let status = response.status().as_u16();
+    let problem = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/problem+json"));
+    let text = response
+        .text()
+        .await
+        .map_err(|e| SendFailure::Unreachable {
+            status: Some(status),
+            title: "the answer could not be read".into(),
+            chain: error_chain(&e),
+        })?;
+    Ok(RawAnswer {
+        status,
+        problem,
+        text,
+    })
 }
 
 fn unexpected(call: &Call, url: &str, status: u16) -> u8 {

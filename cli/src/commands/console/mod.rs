@@ -1,0 +1,613 @@
+//! `coordinatorctl console --url URL --token-file PATH [--listen
+//! 127.0.0.1:PORT] [--open] [--project DIR]...`: an operator console in the
+//! browser, served by the CLI on a loopback address (docs/console.md).
+//!
+//! The CLI holds the token: the browser talks only to the console, which
+//! forwards each page's requests to the coordinator API with the token of
+//! `--token-file` (read again for every request, so a refreshed file is
+//! picked up). The page never sees the token.
+//!
+//! Every request must carry the per-session secret the console printed (in
+//! the URL once, then in a `SameSite=Strict`, `HttpOnly` cookie) and a
+//! `Host` equal to the address the console listens on (no DNS rebinding).
+//! A state-changing request must also carry the secret in the
+//! `X-Console-Secret` header and a same-origin `Origin` (no cross-site
+//! request). Anything else is 403. Secrets are compared in constant time.
+//!
+//! Exit codes: 0 stopped by Ctrl-C; 1 the token file is unsafe; 2 usage
+//! (`--url`, `--listen` not a loopback address, a `--project` that does
+//! not compile); 3 the address cannot be bound or the token file cannot be read.
+
+mod pages;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::body::Body as HttpBody;
+use axum::extract::{Path as UrlPath, Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method as HttpMethod, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use clap::Args;
+use coordinator_api as api;
+use coordinator_compiler::explain_data::ExplainData;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use subtle::ConstantTimeEq;
+
+use super::ops::{self, Body, Method, RawAnswer, SendFailure};
+use crate::report::{self, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE};
+
+/// The cookie that carries the session secret after the first request.
+const COOKIE: &str = "coordinator_console";
+/// The header a state-changing request carries the secret in.
+const SECRET_HEADER: &str = "x-console-secret";
+/// Runs per page of the Runs page's lists.
+const PAGE_SIZE: u32 = 20;
+/// Largest body of a console request (a reason), in bytes.
+const MAX_ACTION_BYTES: usize = 4 * 1024;
+
+/// Arguments of `console`.
+#[derive(Args, Debug)]
+pub struct ConsoleArgs {
+    /// The service's base URL (`https://coordinator.example.org`).
+    #[arg(long, value_name = "URL")]
+    pub url: String,
+    /// A file holding the operator's access token (owner-only); read for
+    /// every request the console forwards.
+    #[arg(long = "token-file", value_name = "PATH")]
+    pub token_file: PathBuf,
+    /// The loopback address to serve on (`127.0.0.1:PORT` or `[::1]:PORT`;
+    /// port 0 picks a free one).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    pub listen: String,
+    /// Open the console in the desktop's browser (`xdg-open`).
+    #[arg(long)]
+    pub open: bool,
+    /// A project directory whose workflow the Run page draws whole
+    /// (`coordinatorctl graph`'s drawing, coloured by the run) for runs of
+    /// its workflow and revision; repeatable. Without one, the Run page
+    /// draws the steps the run took.
+    #[arg(long, value_name = "DIR")]
+    pub project: Vec<PathBuf>,
+}
+
+/// The console's state, shared by every request.
+pub(crate) struct Console {
+    /// `--url` as given (checked by [`ops::service_url`]).
+    base: String,
+    token_file: PathBuf,
+    client: reqwest::Client,
+    /// 64 lowercase hex digits (256 random bits).
+    secret: String,
+    /// `IP:PORT` the console listens on: the only `Host` accepted.
+    host: String,
+    /// `http://IP:PORT`: the only `Origin` of a state-changing request.
+    origin: String,
+    /// The compiled `--project`s (their explain data).
+    projects: Vec<ExplainData>,
+}
+
+/// Runs the command; returns the exit code.
+pub fn run(args: ConsoleArgs) -> u8 {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            errln!("coordinatorctl: cannot start the I/O runtime: {e}");
+            return EXIT_UNAVAILABLE;
+        }
+    };
+    runtime.block_on(serve(args))
+}
+
+/// Whether `listen` is a loopback socket address; the message otherwise.
+fn loopback(listen: &str) -> Result<SocketAddr, String> {
+    let addr: SocketAddr = listen.parse().map_err(|_| {
+        format!("coordinatorctl console: --listen must be IP:PORT on a loopback address (127.0.0.1:8080), not {listen:?}")
+    })?;
+    if !addr.ip().is_loopback() {
+        return Err(format!(
+            "coordinatorctl console: --listen {addr} is not a loopback address; the console serves 127.0.0.1 or [::1] only"
+        ));
+    }
+    Ok(addr)
+}
+
+/// 256 bits from the operating system's generator, as 64 hex digits.
+fn new_secret() -> Result<String, getrandom::Error> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)?;
+    Ok(hex::encode(bytes))
+}
+
+async fn serve(args: ConsoleArgs) -> u8 {
+    if let Err(message) = ops::service_url("console", &args.url, &[]) {
+        errln!("{message}");
+        return EXIT_USAGE;
+    }
+    let addr = match loopback(&args.listen) {
+        Ok(a) => a,
+        Err(message) => {
+            errln!("{message}");
+            return EXIT_USAGE;
+        }
+    };
+    if let Err((exit, code, title, next)) = ops::read_token(&args.token_file) {
+        errln!("error[{code}] {}", args.token_file.display());
+        errln!("  {title}");
+        errln!("  next: {next}");
+        return exit;
+    }
+    let mut projects = Vec::new();
+    for dir in &args.project {
+        let display = dir.to_string_lossy().into_owned();
+        let compiled = coordinator_compiler::compile_project(dir, &display);
+        if report::exit_code(&compiled.diagnostics) != EXIT_OK {
+            report::print_diagnostics(&compiled.diagnostics);
+            errln!("coordinatorctl console: --project {display} does not compile (see above)");
+            return EXIT_USAGE;
+        }
+        projects.extend(compiled.explain_data);
+    }
+    let client = match ops::http_client() {
+        Ok(c) => c,
+        Err(e) => {
+            errln!("coordinatorctl: cannot build the HTTP client: {e}");
+            return EXIT_UNAVAILABLE;
+        }
+    };
+    let secret = match new_secret() {
+        Ok(s) => s,
+        Err(e) => {
+            errln!("coordinatorctl console: no random secret from the operating system: {e}");
+            return EXIT_UNAVAILABLE;
+        }
+    };
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            errln!("coordinatorctl console: cannot listen on {addr}: {e}");
+            return EXIT_UNAVAILABLE;
+        }
+    };
+    let bound = match listener.local_addr() {
+        Ok(a) => a,
+        Err(e) => {
+            errln!("coordinatorctl console: cannot read the bound address: {e}");
+            return EXIT_UNAVAILABLE;
+        }
+    };
+    let host = bound.to_string();
+    let console = Arc::new(Console {
+        base: args.url.clone(),
+        token_file: args.token_file.clone(),
+        client,
+        origin: format!("http://{host}"),
+        secret,
+        host,
+        projects,
+    });
+    let url = format!("{}/?secret={}", console.origin, console.secret);
+    outln!("console: {url}");
+    outln!(
+        "  forwarding to {} with the token in {}; stop with Ctrl-C",
+        args.url,
+        args.token_file.display()
+    );
+    if args.open {
+        if let Err(e) = std::process::Command::new("xdg-open").arg(&url).spawn() {
+            errln!("coordinatorctl console: cannot open a browser ({e}); open the URL above");
+        }
+    }
+    let app = router(console);
+    let stopped = axum::serve(listener, app)
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await;
+    match stopped {
+        Ok(()) => EXIT_OK,
+        Err(e) => {
+            errln!("coordinatorctl console: the server stopped: {e}");
+            EXIT_UNAVAILABLE
+        }
+    }
+}
+
+/// The console's routes behind [`guard`].
+fn router(console: Arc<Console>) -> Router {
+    Router::new()
+        .route("/", get(runs_page))
+        .route("/runs/{run}", get(run_page))
+        .route("/runs/{run}/{action}", post(run_action))
+        .route("/deployment", get(deployment_page))
+        .route("/assets/console.js", get(script))
+        .route("/assets/console.css", get(style))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(console.clone(), guard))
+        .with_state(console)
+}
+
+/// Headers on every answer: no caching, no framing, no sniffing, no
+/// referrer, and a content security policy that allows the console's own
+/// script and style only.
+fn harden(headers: &mut HeaderMap) {
+    let set = [
+        (header::CACHE_CONTROL, "no-store"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::REFERRER_POLICY, "no-referrer"),
+        (
+            header::CONTENT_SECURITY_POLICY,
+            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+        ),
+    ];
+    for (name, value) in set {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+}
+
+/// 403 with a short explanation (never the secret).
+fn forbidden(why: &'static str) -> Response {
+    let mut response = (
+        StatusCode::FORBIDDEN,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        format!("403 forbidden: {why}\n"),
+    )
+        .into_response();
+    harden(response.headers_mut());
+    response
+}
+
+/// Equal in constant time.
+fn same_secret(given: &str, secret: &str) -> bool {
+    given.as_bytes().ct_eq(secret.as_bytes()).into()
+}
+
+/// The one header `name`, as text; `None` when absent, repeated or not text.
+fn single<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    let mut values = headers.get_all(name).iter();
+    let first = values.next()?;
+    if values.next().is_some() {
+        return None;
+    }
+    first.to_str().ok()
+}
+
+/// The session secret from the `Cookie` header(s), if any.
+fn cookie_secret(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(cookie::Cookie::split_parse)
+        .filter_map(Result::ok)
+        .find(|c| c.name() == COOKIE)
+        .map(|c| c.value().to_owned())
+}
+
+/// Checks every request (module docs): the `Host`, the secret, and for a
+/// state-changing request the secret header and the `Origin`. A `GET` with
+/// `?secret=` sets the cookie and redirects to the same URL without it.
+async fn guard(State(console): State<Arc<Console>>, request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    if single(headers, header::HOST.as_str()) != Some(console.host.as_str()) {
+        return forbidden("the Host header is not the console's address");
+    }
+    let is_get = matches!(*request.method(), HttpMethod::GET | HttpMethod::HEAD);
+    let query = request.uri().query().unwrap_or("");
+    let given: Vec<String> = url::form_urlencoded::parse(query.as_bytes())
+        .filter(|(k, _)| k == "secret")
+        .map(|(_, v)| v.into_owned())
+        .collect();
+    if let [given] = given.as_slice() {
+        if !is_get || !same_secret(given, &console.secret) {
+            return forbidden("the secret is not this console's");
+        }
+        // The secret moves into a cookie; the address bar loses it.
+        let rest: String = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(
+                url::form_urlencoded::parse(query.as_bytes()).filter(|(k, _)| k != "secret"),
+            )
+            .finish();
+        let path = request.uri().path();
+        let location = if rest.is_empty() {
+            path.to_owned()
+        } else {
+            format!("{path}?{rest}")
+        };
+        let cookie = cookie::Cookie::build((COOKIE, console.secret.clone()))
+            .path("/")
+            .http_only(true)
+            .same_site(cookie::SameSite::Strict)
+            .build();
+        let mut response = Response::builder()
+            .status(StatusCode::SEE_OTHER)
+            .header(header::LOCATION, location)
+            .header(header::SET_COOKIE, cookie.to_string())
+            .body(HttpBody::empty())
+            .unwrap_or_default();
+        harden(response.headers_mut());
+        return response;
+    }
+    if !given.is_empty() {
+        return forbidden("the secret is given more than once");
+    }
+    let Some(cookie) = cookie_secret(headers) else {
+        return forbidden("open the console with the URL `coordinatorctl console` printed");
+    };
+    if !same_secret(&cookie, &console.secret) {
+        return forbidden("the secret is not this console's");
+    }
+    if !is_get {
+        let header_ok =
+            single(headers, SECRET_HEADER).is_some_and(|given| same_secret(given, &console.secret));
+        if !header_ok {
+            return forbidden("a change needs the X-Console-Secret header");
+        }
+        if single(headers, header::ORIGIN.as_str()) != Some(console.origin.as_str()) {
+            return forbidden("a change must come from the console's own pages (Origin)");
+        }
+    }
+    let mut response = next.run(request).await;
+    harden(response.headers_mut());
+    response
+}
+
+/// What the console got from the service for one request.
+pub(crate) enum Fetched<T> {
+    /// The API's answer of the expected type.
+    Answer(T),
+    /// A problem document.
+    Problem(api::Problem),
+    /// No answer, or not the API's: a sentence for the page.
+    Failed(String),
+}
+
+impl Console {
+    /// One request to the service with the operator's token.
+    async fn fetch<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        segments: &[&str],
+        query: &[(&'static str, String)],
+    ) -> Fetched<T> {
+        let segments: Vec<String> = segments.iter().map(|s| (*s).to_owned()).collect();
+        let url = match ops::service_url("console", &self.base, &segments) {
+            Ok(u) => u.to_string(),
+            Err(message) => return Fetched::Failed(message),
+        };
+        let token = match ops::read_token(&self.token_file) {
+            Ok(t) => t,
+            Err((_, code, title, next)) => {
+                return Fetched::Failed(format!("{code}: {title} (next: {next})"))
+            }
+        };
+        match ops::send(&self.client, &url, &token, &method, query).await {
+            Err(SendFailure::Encode(e)) => Fetched::Failed(format!("cannot encode: {e}")),
+            Err(SendFailure::Unreachable { title, chain, .. }) => {
+                Fetched::Failed(format!("{title}: {chain}"))
+            }
+            Ok(RawAnswer {
+                status,
+                problem,
+                text,
+            }) => {
+                if (200..300).contains(&status) {
+                    match serde_json::from_str(&text) {
+                        Ok(v) => Fetched::Answer(v),
+                        Err(_) => Fetched::Failed(format!(
+                            "the answer ({status}) is not the coordinator API's"
+                        )),
+                    }
+                } else if let Some(p) = problem
+                    .then(|| serde_json::from_str::<api::Problem>(&text).ok())
+                    .flatten()
+                {
+                    Fetched::Problem(p)
+                } else {
+                    Fetched::Failed(format!(
+                        "the answer ({status}) is not the coordinator API's"
+                    ))
+                }
+            }
+        }
+    }
+}
+
+/// The Runs page's filters (`?workflow=&state=&cursor=`).
+#[derive(Debug, Deserialize)]
+pub(crate) struct RunsQuery {
+    pub(crate) workflow: Option<String>,
+    pub(crate) state: Option<String>,
+    pub(crate) cursor: Option<String>,
+}
+
+fn html(markup: maud::Markup) -> Response {
+    Html(markup.into_string()).into_response()
+}
+
+async fn runs_page(
+    State(console): State<Arc<Console>>,
+    Query(filters): Query<RunsQuery>,
+) -> Response {
+    let attention: Fetched<api::RunList> = console
+        .fetch(
+            Method::Get,
+            &["v1", "runs"],
+            &[
+                ("attention", "true".into()),
+                ("limit", api::MAX_LIST_LIMIT.to_string()),
+            ],
+        )
+        .await;
+    let mut q: Vec<(&'static str, String)> = vec![("limit", PAGE_SIZE.to_string())];
+    for (name, value) in [
+        ("workflow", &filters.workflow),
+        ("state", &filters.state),
+        ("cursor", &filters.cursor),
+    ] {
+        if let Some(v) = value.as_ref().filter(|v| !v.is_empty()) {
+            q.push((name, v.clone()));
+        }
+    }
+    let all: Fetched<api::RunList> = console.fetch(Method::Get, &["v1", "runs"], &q).await;
+    html(pages::runs(&filters, &attention, &all))
+}
+
+async fn run_page(State(console): State<Arc<Console>>, UrlPath(run): UrlPath<String>) -> Response {
+    let inspection: Fetched<api::Inspection> = console
+        .fetch(Method::Get, &["v1", "runs", &run, "inspect"], &[])
+        .await;
+    html(pages::run(
+        &console.secret,
+        &run,
+        &inspection,
+        &console.projects,
+    ))
+}
+
+async fn deployment_page(State(console): State<Arc<Console>>) -> Response {
+    let doctor: Fetched<api::Doctor> = console.fetch(Method::Get, &["v1", "doctor"], &[]).await;
+    html(pages::deployment(&doctor))
+}
+
+/// The body of a recovery action from the Run page.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ActionBody {
+    reason: String,
+}
+
+/// A console problem (`application/problem+json`) for the page's script.
+fn console_problem(status: StatusCode, code: &str, title: &str, detail: String) -> Response {
+    let body = api::Problem::new(status.as_u16(), code, title, Some(detail));
+    let mut response = (status, axum::Json(body)).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/problem+json"),
+    );
+    response
+}
+
+/// `POST /runs/{run}/{reconcile|retry-same|cancel}` with `{"reason": REF}`:
+/// forwarded to the service; answers the run's status (200) or the
+/// service's problem document with its status.
+async fn run_action(
+    State(console): State<Arc<Console>>,
+    UrlPath((run, action)): UrlPath<(String, String)>,
+    body: axum::body::Bytes,
+) -> Response {
+    let action: &'static str = match action.as_str() {
+        "reconcile" => "reconcile",
+        "retry-same" => "retry-same",
+        "cancel" => "cancel",
+        _ => return not_found().await,
+    };
+    if body.len() > MAX_ACTION_BYTES {
+        return console_problem(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request.too-large",
+            "The request body is too large",
+            format!("at most {MAX_ACTION_BYTES} bytes"),
+        );
+    }
+    let reason = match serde_json::from_slice::<ActionBody>(&body) {
+        Ok(b) => b.reason,
+        Err(e) => {
+            return console_problem(
+                StatusCode::BAD_REQUEST,
+                "request.invalid",
+                "The request body is not {\"reason\": \"...\"}",
+                e.to_string(),
+            )
+        }
+    };
+    let answer: Fetched<api::RunStatus> = console
+        .fetch(
+            Method::Post(Body::Recovery(api::Recovery { reason })),
+            &["v1", "runs", &run, action],
+            &[],
+        )
+        .await;
+    match answer {
+        Fetched::Answer(status) => (StatusCode::OK, axum::Json(status)).into_response(),
+        Fetched::Problem(p) => {
+            let status = StatusCode::from_u16(p.status).unwrap_or(StatusCode::BAD_GATEWAY);
+            let mut response = (status, axum::Json(p)).into_response();
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/problem+json"),
+            );
+            response
+        }
+        Fetched::Failed(why) => console_problem(
+            StatusCode::BAD_GATEWAY,
+            "console.service-unreachable",
+            "The coordinator did not answer",
+            why,
+        ),
+    }
+}
+
+async fn script() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        include_str!("assets/console.js"),
+    )
+        .into_response()
+}
+
+async fn style() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
+        include_str!("assets/console.css"),
+    )
+        .into_response()
+}
+
+async fn not_found() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "404 not found\n",
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_addresses_are_served() {
+        assert!(loopback("127.0.0.1:0").is_ok());
+        assert!(loopback("[::1]:8080").is_ok());
+        assert!(loopback("0.0.0.0:8080").is_err());
+        assert!(loopback("192.168.1.4:8080").is_err());
+        assert!(
+            loopback("localhost:8080").is_err(),
+            "a name could resolve anywhere"
+        );
+        assert!(loopback("127.0.0.1").is_err(), "a port is required");
+    }
+
+    #[test]
+    fn secrets_are_256_random_bits_in_hex() {
+        let a = new_secret().unwrap();
+        let b = new_secret().unwrap();
+        assert_eq!(a.len(), 64);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+        assert!(same_secret(&a, &a.clone()));
+        assert!(!same_secret(&a, &b));
+        assert!(!same_secret(&a, &a[..63]));
+    }
+}
