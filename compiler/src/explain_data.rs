@@ -794,3 +794,49 @@ pub(crate) fn build(p: &ProjectFile, c: &Checked, program: &Program) -> ExplainD
         triggers,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_join_of_routes_reads_as_any_of_their_types() {
+        let joined = Ty::Union(vec![Ty::Literal(json!("a")), Ty::Any]);
+        assert_eq!(
+            ty_schema(&joined),
+            Some(json!({"anyOf": [{"const": "a"}, true]}))
+        );
+        assert_eq!(ty_schema(&Ty::Union(vec![Ty::Any, Ty::Error])), None);
+    }
+
+    #[test]
+    fn fields_read_as_a_closed_object_of_their_members() {
+        let obj = Ty::Object(vec![
+            ("b".into(), Ty::Literal(json!(1)), "/x/fields/b".into()),
+            ("a".into(), Ty::Any, "/x/fields/a".into()),
+        ]);
+        assert_eq!(
+            ty_schema(&obj),
+            Some(json!({
+                "type": "object",
+                "properties": {"b": {"const": 1}, "a": true},
+                "required": ["b", "a"],
+                "additionalProperties": false
+            }))
+        );
+    }
+
+    #[test]
+    fn several_schemas_read_as_all_of_them() {
+        let one = Sch::new(json!({"type": "string"}));
+        let two = Sch::new(json!({"minLength": 1}));
+        assert_eq!(
+            ty_schema(&Ty::Schema(vec![one.clone()])),
+            Some(json!({"type": "string"}))
+        );
+        assert_eq!(
+            ty_schema(&Ty::Schema(vec![one, two])),
+            Some(json!({"allOf": [{"type": "string"}, {"minLength": 1}]}))
+        );
+    }
+}

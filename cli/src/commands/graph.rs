@@ -508,3 +508,88 @@ fn write_output(output: &Path, text: &str) -> u8 {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn inspection(state: &str, steps: serde_json::Value) -> api::Inspection {
+        serde_json::from_value(json!({
+            "status": {
+                "run": "r1", "workflow": "w", "revision": "sha256:00", "state": state,
+                "admittedAt": "2026-01-01T00:00:00Z", "deadlineAt": "2026-01-02T00:00:00Z",
+                "endedAt": null, "outcome": null, "output": null, "failure": null,
+                "failurePath": null
+            },
+            "steps": steps
+        }))
+        .expect("an inspection")
+    }
+
+    fn step(name: &str, kind: &str, effect: Option<&str>) -> serde_json::Value {
+        json!({"name": name, "kind": kind, "effect": effect, "attempts": null,
+               "dueAt": null, "observations": null})
+    }
+
+    #[test]
+    fn a_running_run_is_current_or_waiting_at_its_last_step() {
+        let i = inspection(
+            "running",
+            json!([
+                step("a", "call", Some("accepted")),
+                step("b", "wait-for", None)
+            ]),
+        );
+        assert_eq!(
+            standings(&i),
+            vec![
+                ("a".into(), Standing::Done),
+                ("b".into(), Standing::Waiting)
+            ]
+        );
+        let i = inspection("attention", json!([step("a", "call", Some("unknown"))]));
+        assert_eq!(standings(&i), vec![("a".into(), Standing::UnknownEffect)]);
+        let i = inspection("running", json!([step("a", "call", None)]));
+        assert_eq!(standings(&i), vec![("a".into(), Standing::Current)]);
+    }
+
+    #[test]
+    fn an_ended_run_is_done_failed_or_stopped_at_its_last_step() {
+        let steps = json!([step("a", "call", None), step("b", "finish", None)]);
+        let done = standings(&inspection("finished", steps.clone()));
+        assert!(done.iter().all(|(_, s)| *s == Standing::Done));
+        let failed = standings(&inspection("failed", steps.clone()));
+        assert_eq!(failed.last().map(|x| x.1), Some(Standing::Failed));
+        let expired = standings(&inspection("expired", steps));
+        assert_eq!(expired.last().map(|x| x.1), Some(Standing::Stopped));
+        assert_eq!(expired.first().map(|x| x.1), Some(Standing::Done));
+    }
+
+    #[test]
+    fn a_run_colours_the_steps_it_visited_in_every_format() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/governed-action");
+        let data = coordinator_compiler::compile_project(&dir, "governed-action")
+            .explain_data
+            .expect("the example compiles");
+        let colours = vec![
+            ("read-application".to_owned(), Standing::Done),
+            ("check-readiness".to_owned(), Standing::Done),
+            ("grant-permit".to_owned(), Standing::UnknownEffect),
+        ];
+        let text = dot(&data, &colours);
+        assert!(text.contains(
+            "\"grant-permit\" [label=\"grant-permit\\ncall permits-grant\\nbreg.invoke-action/v1\\nbreg mutation, recovery same-command\", shape=box, style=\"filled\", fillcolor=\"#ffb74d\", tooltip=\"unknown-effect\"];"
+        ), "{text}");
+        assert!(text.contains("\"not-ready\" [label=\"not-ready\\nfinish application-not-ready\", shape=box, style=\"rounded\"];"));
+        let text = mermaid(&data, &colours);
+        assert!(text.contains("  classDef done fill:#c8e6c9\n  class step_read_application,step_check_readiness done\n"), "{text}");
+        assert!(text.contains("  class step_grant_permit unknown_effect\n"));
+        let text = svg(&data, &colours).expect("laid out");
+        assert!(text.contains(
+            "data-step=\"grant-permit\" data-kind=\"call\" data-status=\"unknown-effect\""
+        ));
+        assert_eq!(text.matches("data-status=").count(), 3);
+        assert_eq!(text.matches("fill=\"#ffb74dff\"").count(), 1);
+    }
+}
