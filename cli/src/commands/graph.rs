@@ -420,12 +420,65 @@ pub fn svg(data: &ExplainData, colours: &[(String, Standing)]) -> Result<String,
     let drawn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
         let mut writer = SVGWriter::new();
         graph.do_it(false, false, false, &mut writer);
-        writer.finalize()
+        let bottom = graph
+            .iter_nodes()
+            .map(|n| graph.pos(n).bbox(false).1.y)
+            .fold(0.0, f64::max);
+        (writer.finalize(), bottom)
     }));
     std::panic::set_hook(hook);
-    let mut text = drawn.map_err(|_| "the layout failed".to_owned())?;
+    let (text, bottom) = drawn.map_err(|_| "the layout failed".to_owned())?;
+    let mut text = fit_height(&text, bottom + 10.0);
     text.push('\n');
     Ok(text)
+}
+
+/// The SVG with its height cut to `height` when it is taller: the
+/// crate's writer grows the canvas downwards by ten pixels a character of
+/// every label (as if text ran down the page), which leaves a long empty
+/// space under the drawing. Only the first `height` and the viewBox's
+/// height change; a text of another shape is returned as it is.
+fn fit_height(svg: &str, height: f64) -> String {
+    let Some(open) = svg.find("<svg ") else {
+        return svg.to_owned();
+    };
+    let Some(end) = svg.get(open..).and_then(|t| t.find('>')).map(|e| open + e) else {
+        return svg.to_owned();
+    };
+    let Some(tag) = svg.get(open..end) else {
+        return svg.to_owned();
+    };
+    let attr = |name: &str| -> Option<String> {
+        let start = tag.find(&format!(" {name}=\""))? + name.len() + 3;
+        Some(tag.get(start..)?.split('"').next()?.to_owned())
+    };
+    let (Some(h_text), Some(v_text)) = (attr("height"), attr("viewBox")) else {
+        return svg.to_owned();
+    };
+    let Ok(h) = h_text.parse::<f64>() else {
+        return svg.to_owned();
+    };
+    if h <= height {
+        return svg.to_owned();
+    }
+    let mut view: Vec<&str> = v_text.split(' ').collect();
+    if view.len() != 4 || view.get(3) != Some(&h_text.as_str()) {
+        return svg.to_owned();
+    }
+    let new_h = format!("{height}");
+    view[3] = &new_h;
+    let tag = tag
+        .replacen(
+            &format!(" height=\"{h_text}\""),
+            &format!(" height=\"{new_h}\""),
+            1,
+        )
+        .replacen(
+            &format!(" viewBox=\"{v_text}\""),
+            &format!(" viewBox=\"{}\"", view.join(" ")),
+            1,
+        );
+    format!("{}{tag}{}", &svg[..open], &svg[end..])
 }
 
 /// Runs `graph`; returns the exit code.
@@ -591,5 +644,17 @@ mod tests {
         ));
         assert_eq!(text.matches("data-status=").count(), 3);
         assert_eq!(text.matches("fill=\"#ffb74dff\"").count(), 1);
+    }
+
+    #[test]
+    fn the_canvas_ends_under_the_drawing() {
+        let svg =
+            "<?xml?><svg width=\"20\" height=\"900\" viewBox=\"0 0 20 900\" x=\"1\">\n<g/></svg>";
+        assert_eq!(
+            fit_height(svg, 80.5),
+            "<?xml?><svg width=\"20\" height=\"80.5\" viewBox=\"0 0 20 80.5\" x=\"1\">\n<g/></svg>"
+        );
+        assert_eq!(fit_height(svg, 1000.0), svg, "never taller");
+        assert_eq!(fit_height("<svg>", 10.0), "<svg>");
     }
 }
