@@ -176,6 +176,45 @@ async fn the_console_lists_draws_and_reconciles_a_held_run_in_chromium() {
     let host = origin.strip_prefix("http://").unwrap().to_owned();
     let secret = url.split("secret=").nth(1).unwrap().to_owned();
 
+    // `graph --run` colours the same run from the same inspection.
+    let dot = Command::new(env!("CARGO_BIN_EXE_coordinatorctl"))
+        .args([
+            "graph",
+            "--format",
+            "dot",
+            "--run",
+            &held,
+            "--url",
+            &c.base,
+            "--token-file",
+        ])
+        .arg(&token_file)
+        .arg("--project")
+        .arg(&project)
+        .output()
+        .unwrap();
+    assert!(
+        dot.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dot.stderr)
+    );
+    let dot = String::from_utf8(dot.stdout).unwrap();
+    let line = |step: &str| {
+        dot.lines()
+            .find(|l| l.trim_start().starts_with(&format!("\"{step}\" [")))
+            .unwrap_or_else(|| panic!("no node {step} in {dot}"))
+            .to_owned()
+    };
+    assert!(
+        line("notify").contains("tooltip=\"unknown-effect\""),
+        "{dot}"
+    );
+    assert!(
+        line("read-application").contains("tooltip=\"done\""),
+        "{dot}"
+    );
+    assert!(!line("accepted").contains("tooltip="), "{dot}");
+
     // The guard, from outside the browser.
     let http = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
