@@ -84,7 +84,10 @@ impl CheckFormat {
 /// Prints diagnostics on stderr in the text or the rich form.
 fn print_diagnostics(diags: &[Diagnostic], format: CheckFormat) {
     if format == CheckFormat::Rich && !diags.is_empty() {
-        err!("{}", crate::rich::render(diags, crate::rich::colour_wanted()));
+        err!(
+            "{}",
+            crate::rich::render(diags, crate::rich::colour_wanted())
+        );
     } else {
         report::print_diagnostics(diags);
     }
