@@ -79,3 +79,16 @@ pub fn exit_code(diags: &[Diagnostic]) -> u8 {
         EXIT_OK
     }
 }
+
+/// The I/O runtime of a command that talks to the network or the database
+/// (one thread). `Err` holds [`EXIT_UNAVAILABLE`] after the reason was
+/// printed.
+pub fn io_runtime() -> Result<tokio::runtime::Runtime, u8> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            errln!("coordinatorctl: cannot start the I/O runtime: {e}");
+            EXIT_UNAVAILABLE
+        })
+}

@@ -159,17 +159,10 @@ pub fn run(which: Which, runtime_config: Option<&Path>, remove: &[String], forma
             return code;
         }
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            errln!("coordinatorctl: cannot start the async runtime: {e}");
-            return EXIT_UNAVAILABLE;
-        }
-    };
-    runtime.block_on(run_async(which, &config, remove, format))
+    match report::io_runtime() {
+        Ok(runtime) => runtime.block_on(run_async(which, &config, remove, format)),
+        Err(exit) => exit,
+    }
 }
 
 async fn run_async(which: Which, config: &RuntimeConfig, remove: &[String], format: Format) -> u8 {

@@ -100,7 +100,8 @@ impl Standing {
         }
     }
 
-    const ALL: [Standing; 6] = [
+    /// Every standing, in the legend's order.
+    pub const ALL: [Standing; 6] = [
         Standing::Done,
         Standing::Current,
         Standing::Waiting,

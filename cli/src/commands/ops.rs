@@ -187,17 +187,10 @@ pub enum OpsCommand {
 
 /// Runs an API command; returns the exit code.
 pub fn run(command: OpsCommand) -> u8 {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            errln!("coordinatorctl: cannot start the I/O runtime: {e}");
-            return EXIT_UNAVAILABLE;
-        }
-    };
-    runtime.block_on(execute(command))
+    match report::io_runtime() {
+        Ok(runtime) => runtime.block_on(execute(command)),
+        Err(exit) => exit,
+    }
 }
 
 /// The method of a request to the service, with its body.
@@ -569,14 +562,7 @@ pub(crate) fn inspection(
         },
         render: read::<api::Inspection>,
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| {
-            errln!("coordinatorctl: cannot start the I/O runtime: {e}");
-            EXIT_UNAVAILABLE
-        })?;
-    let (value, _) = runtime.block_on(fetch(&call))?;
+    let (value, _) = report::io_runtime()?.block_on(fetch(&call))?;
     serde_json::from_value(value).map_err(|_| {
         let url = service_url(call.name, url, &call.path)
             .map(|u| u.to_string())

@@ -93,18 +93,10 @@ pub(crate) struct Console {
 
 /// Runs the command; returns the exit code.
 pub fn run(args: ConsoleArgs) -> u8 {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            errln!("coordinatorctl: cannot start the I/O runtime: {e}");
-            return EXIT_UNAVAILABLE;
-        }
-    };
-    runtime.block_on(serve(args))
+    match report::io_runtime() {
+        Ok(runtime) => runtime.block_on(serve(args)),
+        Err(exit) => exit,
+    }
 }
 
 /// Whether `listen` is a loopback socket address; the message otherwise.

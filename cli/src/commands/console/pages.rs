@@ -197,16 +197,6 @@ fn swatch(standing: Standing) -> Markup {
     }
 }
 
-/// Every standing, for the legend.
-const STANDINGS: [Standing; 6] = [
-    Standing::Done,
-    Standing::Current,
-    Standing::Waiting,
-    Standing::UnknownEffect,
-    Standing::Failed,
-    Standing::Stopped,
-];
-
 /// Box size and spacing of the drawn steps, in SVG user units.
 const NODE_WIDTH: u32 = 260;
 const NODE_HEIGHT: u32 = 46;
@@ -311,7 +301,7 @@ pub(super) fn run(
                             (s.workflow) " at this revision) to draw the whole workflow." }
                     }
                     p.legend {
-                        @for m in STANDINGS { (swatch(m)) " " }
+                        @for m in Standing::ALL { (swatch(m)) " " }
                     }
                 }
             }
