@@ -281,10 +281,12 @@ fn scripted_sections_name_steps_of_the_right_kind() {
     let d = fault(W, &format!("input: {{startAt: '2030-01-01T00:00:00Z'}}\nreplies: {{nosuch: [{{type: uncertain, code: t}}]}}\n{tail}"));
     assert_eq!(d.code, "coordinator.scenario.unknown-step");
     assert_eq!(d.pointer, "/cases/0/replies/nosuch");
-    assert!(d.line > 0);
+    // At the step's name (`  replies: {nosuch: ...`), not at its replies.
+    assert_eq!((d.line, d.column), (7, 13), "{d:?}");
     let d = fault(W, &format!("input: {{startAt: '2030-01-01T00:00:00Z'}}\nreplies: {{wait: [{{type: uncertain, code: t}}]}}\n{tail}"));
     assert_eq!(d.code, "coordinator.scenario.not-a-call");
     assert_eq!(d.pointer, "/cases/0/replies/wait");
+    assert_eq!(d.column, 13, "{d:?}");
     let d = fault(
         W,
         &format!("input: {{startAt: '2030-01-01T00:00:00Z'}}\nreplies: {{submit: []}}\n{tail}"),

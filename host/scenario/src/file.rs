@@ -231,6 +231,12 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
     let err = |diags: &mut Vec<Diagnostic>, code: &str, ptr: String, msg: String, next: &str| {
         diags.push(Diagnostic::error(code, doc.locate(&ptr), msg, next));
     };
+    // A finding about a member's name (a step named under `replies` or
+    // `completions`) is located at its key, not at its value.
+    let err_at_key =
+        |diags: &mut Vec<Diagnostic>, code: &str, ptr: String, msg: String, next: &str| {
+            diags.push(Diagnostic::error(code, doc.locate_key(&ptr), msg, next));
+        };
     if file.api_version != SCENARIOS_API_VERSION {
         err(
             &mut diags,
@@ -283,7 +289,7 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
             match program.step_id(name).and_then(|id| program.step(id)) {
                 Some(step) => Some((ptr, step.op.kind())),
                 None => {
-                    err(
+                    err_at_key(
                         diags,
                         "coordinator.scenario.unknown-step",
                         ptr,
@@ -318,7 +324,7 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
                         );
                     }
                 }
-                _ => err(
+                _ => err_at_key(
                     &mut diags,
                     "coordinator.scenario.not-a-call",
                     ptr,
@@ -337,7 +343,7 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
                 continue;
             };
             if op != "wait-for" {
-                err(
+                err_at_key(
                     &mut diags,
                     "coordinator.scenario.not-a-wait-for",
                     ptr,
@@ -379,7 +385,7 @@ pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<D
                         );
                     }
                 }
-                _ => err(
+                _ => err_at_key(
                     &mut diags,
                     "coordinator.scenario.not-a-call",
                     ptr,
