@@ -270,7 +270,7 @@ echo "\$ coordinatorctl doctor --url $base --token-file $token"
 "$ctl" doctor --url "$base" --token-file "$token" || die "coordinatorctl doctor failed"
 echo
 echo "the operator console for this run (open the URL it prints; Ctrl-C stops it):"
-echo "\$ $ctl console --url $base --token-file $token"
+echo "\$ $ctl console --url $base --token-file $token --project $work/follow-up"
 echo "  then Runs -> $run"
 if [ "${COORDINATOR_RUN_KEEP_SERVING:-}" = 1 ]; then
   echo "COORDINATOR_RUN_KEEP_SERVING=1: coordinator and the sandbox keep serving until Ctrl-C"

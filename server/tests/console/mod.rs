@@ -172,48 +172,16 @@ async fn the_console_lists_draws_and_reconciles_a_held_run_in_chromium() {
     owner_only(&token_file, &d.token(OPERATOR));
     let project = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/delayed-follow-up");
     let (_console, url) = start_console(&c.base, &token_file, &project);
-    let origin = url.split("/?").next().unwrap().to_owned();
+    let origin = url.split("/s/").next().unwrap().to_owned();
     let host = origin.strip_prefix("http://").unwrap().to_owned();
-    let secret = url.split("secret=").nth(1).unwrap().to_owned();
-
-    // `graph --run` colours the same run from the same inspection.
-    let dot = Command::new(env!("CARGO_BIN_EXE_coordinatorctl"))
-        .args([
-            "graph",
-            "--format",
-            "dot",
-            "--run",
-            &held,
-            "--url",
-            &c.base,
-            "--token-file",
-        ])
-        .arg(&token_file)
-        .arg("--project")
-        .arg(&project)
-        .output()
-        .unwrap();
-    assert!(
-        dot.status.success(),
-        "{}",
-        String::from_utf8_lossy(&dot.stderr)
-    );
-    let dot = String::from_utf8(dot.stdout).unwrap();
-    let line = |step: &str| {
-        dot.lines()
-            .find(|l| l.trim_start().starts_with(&format!("\"{step}\" [")))
-            .unwrap_or_else(|| panic!("no node {step} in {dot}"))
-            .to_owned()
-    };
-    assert!(
-        line("notify").contains("tooltip=\"unknown-effect\""),
-        "{dot}"
-    );
-    assert!(
-        line("read-application").contains("tooltip=\"done\""),
-        "{dot}"
-    );
-    assert!(!line("accepted").contains("tooltip="), "{dot}");
+    let secret = url
+        .split("/s/")
+        .nth(1)
+        .unwrap()
+        .trim_end_matches('/')
+        .to_owned();
+    assert_eq!(secret.len(), 64, "{url}");
+    let base = format!("{origin}/s/{secret}");
 
     // The guard, from outside the browser.
     let http = reqwest::Client::builder()
@@ -221,7 +189,6 @@ async fn the_console_lists_draws_and_reconciles_a_held_run_in_chromium() {
         .build()
         .unwrap();
     let status = |r: reqwest::Response| r.status().as_u16();
-    let cookie = format!("coordinator_console={secret}");
     assert_eq!(
         status(http.get(&origin).send().await.unwrap()),
         403,
@@ -229,7 +196,7 @@ async fn the_console_lists_draws_and_reconciles_a_held_run_in_chromium() {
     );
     assert_eq!(
         status(
-            http.get(format!("{origin}/?secret={}", "0".repeat(64)))
+            http.get(format!("{origin}/s/{}/", "0".repeat(64)))
                 .send()
                 .await
                 .unwrap()
@@ -239,11 +206,19 @@ async fn the_console_lists_draws_and_reconciles_a_held_run_in_chromium() {
     );
     assert_eq!(
         status(
+            http.get(format!("{origin}/runs/{held}"))
+                .send()
+                .await
+                .unwrap()
+        ),
+        403,
+        "a page without the secret"
+    );
+    let port = host.split(':').nth(1).unwrap();
+    assert_eq!(
+        status(
             http.get(&url)
-                .header(
-                    "host",
-                    format!("evil.example:{}", host.split(':').nth(1).unwrap())
-                )
+                .header("host", format!("evil.example:{port}"))
                 .send()
                 .await
                 .unwrap()
@@ -251,21 +226,12 @@ async fn the_console_lists_draws_and_reconciles_a_held_run_in_chromium() {
         403,
         "a foreign Host (DNS rebinding)"
     );
-    let first = http.get(&url).send().await.unwrap();
-    assert_eq!(first.status().as_u16(), 303, "the secret moves to a cookie");
-    let set_cookie = first.headers()["set-cookie"].to_str().unwrap().to_owned();
-    assert!(
-        set_cookie.contains("HttpOnly") && set_cookie.contains("SameSite=Strict"),
-        "{set_cookie}"
-    );
-    assert_eq!(first.headers()["location"], "/");
-    let page = http
-        .get(&origin)
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .unwrap();
+    let page = http.get(&url).send().await.unwrap();
     assert_eq!(page.status().as_u16(), 200);
+    assert!(
+        page.headers().get("set-cookie").is_none(),
+        "no cookie: it would reach every port"
+    );
     assert!(page.headers()["content-security-policy"]
         .to_str()
         .unwrap()
@@ -275,31 +241,36 @@ async fn the_console_lists_draws_and_reconciles_a_held_run_in_chromium() {
         !page.contains(&d.token(OPERATOR)[..20]),
         "the page holds the token"
     );
-    let cancel = format!("{origin}/runs/{held}/cancel");
+    let missing = http
+        .get(format!("{base}/runs/no-such-run"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        missing.status().as_u16(),
+        404,
+        "an unknown run's page has the problem's status"
+    );
+    let cancel = format!("{base}/runs/{held}/cancel");
     let body = json!({"reason": "ticket-7"}).to_string();
     for (why, req) in [
         (
             "a change without the secret header",
-            http.post(&cancel)
-                .header("cookie", &cookie)
-                .header("origin", &origin),
+            http.post(&cancel).header("origin", &origin),
         ),
         (
             "a cross-origin change",
             http.post(&cancel)
-                .header("cookie", &cookie)
                 .header("x-console-secret", &secret)
                 .header("origin", "http://evil.example"),
         ),
         (
             "a change without an Origin",
-            http.post(&cancel)
-                .header("cookie", &cookie)
-                .header("x-console-secret", &secret),
+            http.post(&cancel).header("x-console-secret", &secret),
         ),
         (
-            "a change without the cookie",
-            http.post(&cancel)
+            "a change without the secret in its path",
+            http.post(format!("{origin}/runs/{held}/cancel"))
                 .header("x-console-secret", &secret)
                 .header("origin", &origin),
         ),
@@ -317,8 +288,7 @@ async fn the_console_lists_draws_and_reconciles_a_held_run_in_chromium() {
     );
     // Through the guard, a refusal is the service's problem document.
     let bad = http
-        .post(format!("{origin}/runs/no-such-run/reconcile"))
-        .header("cookie", &cookie)
+        .post(format!("{base}/runs/no-such-run/reconcile"))
         .header("x-console-secret", &secret)
         .header("origin", &origin)
         .body(body.clone())
@@ -353,7 +323,9 @@ async fn the_console_lists_draws_and_reconciles_a_held_run_in_chromium() {
     screenshot(&client, "runs").await;
 
     client
-        .find(Locator::Css(&format!("#attention a[href='/runs/{held}']")))
+        .find(Locator::Css(&format!(
+            "#attention a[href='/s/{secret}/runs/{held}']"
+        )))
         .await
         .unwrap()
         .click()
@@ -423,7 +395,7 @@ async fn the_console_lists_draws_and_reconciles_a_held_run_in_chromium() {
         "reconcile read the receipt; nothing was sent again"
     );
 
-    client.goto(&format!("{origin}/deployment")).await.unwrap();
+    client.goto(&format!("{base}/deployment")).await.unwrap();
     wait_text(&client, "#doctor", "activation ready").await;
     wait_text(&client, "#restore", "restore-hold").await;
     screenshot(&client, "deployment").await;

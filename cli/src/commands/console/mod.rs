@@ -7,8 +7,9 @@
 //! `--token-file` (read again for every request, so a refreshed file is
 //! picked up). The page never sees the token.
 //!
-//! Every request must carry the per-session secret the console printed (in
-//! the URL once, then in a `SameSite=Strict`, `HttpOnly` cookie) and a
+//! Every request must carry the per-session secret the console printed at
+//! the head of its path (`/s/<secret>/...`; a path, not a cookie, because a
+//! browser sends a 127.0.0.1 cookie to every port of 127.0.0.1) and a
 //! `Host` equal to the address the console listens on (no DNS rebinding).
 //! A state-changing request must also carry the secret in the
 //! `X-Console-Secret` header and a same-origin `Origin` (no cross-site
@@ -16,7 +17,8 @@
 //!
 //! Exit codes: 0 stopped by Ctrl-C; 1 the token file is unsafe; 2 usage
 //! (`--url`, `--listen` not a loopback address, a `--project` that does
-//! not compile); 3 the address cannot be bound or the token file cannot be read.
+//! not compile); 3 the address cannot be bound, the token file cannot be
+//! read, or the URL cannot be printed (stdout closed).
 
 mod pages;
 
@@ -24,25 +26,23 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use axum::body::Body as HttpBody;
 use axum::extract::{Path as UrlPath, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method as HttpMethod, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::Router;
+use axum::{Router, ServiceExt};
 use clap::Args;
 use coordinator_api as api;
 use coordinator_compiler::explain_data::ExplainData;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use subtle::ConstantTimeEq;
+use tower::Layer as _;
 
 use super::ops::{self, Body, Method, RawAnswer, SendFailure};
 use crate::report::{self, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE};
 
-/// The cookie that carries the session secret after the first request.
-const COOKIE: &str = "coordinator_console";
 /// The header a state-changing request carries the secret in.
 const SECRET_HEADER: &str = "x-console-secret";
 /// Runs per page of the Runs page's lists.
@@ -78,11 +78,13 @@ pub struct ConsoleArgs {
 /// The console's state, shared by every request.
 pub(crate) struct Console {
     /// `--url` as given (checked by [`ops::service_url`]).
-    base: String,
+    service: String,
     token_file: PathBuf,
     client: reqwest::Client,
     /// 64 lowercase hex digits (256 random bits).
     secret: String,
+    /// `/s/<secret>`: the path prefix of every page and request.
+    base: String,
     /// `IP:PORT` the console listens on: the only `Host` accepted.
     host: String,
     /// `http://IP:PORT`: the only `Origin` of a state-changing request.
@@ -178,7 +180,8 @@ async fn serve(args: ConsoleArgs) -> u8 {
     };
     let host = bound.to_string();
     let console = Arc::new(Console {
-        base: args.url.clone(),
+        service: args.url.clone(),
+        base: format!("/s/{secret}"),
         token_file: args.token_file.clone(),
         client,
         origin: format!("http://{host}"),
@@ -186,20 +189,34 @@ async fn serve(args: ConsoleArgs) -> u8 {
         host,
         projects,
     });
-    let url = format!("{}/?secret={}", console.origin, console.secret);
-    outln!("console: {url}");
-    outln!(
-        "  forwarding to {} with the token in {}; stop with Ctrl-C",
-        args.url,
-        args.token_file.display()
-    );
+    let url = format!("{}{}/", console.origin, console.base);
+    // The URL is the only way in: a closed or broken stdout ends the
+    // console rather than serving a URL nobody can see.
+    let printed = {
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "console: {url}")
+            .and_then(|()| {
+                writeln!(
+                    stdout,
+                    "  forwarding to {} with the token in {}; stop with Ctrl-C",
+                    args.url,
+                    args.token_file.display()
+                )
+            })
+            .and_then(|()| stdout.flush())
+    };
+    if let Err(e) = printed {
+        errln!("error[coordinator.command.output-closed] coordinatorctl console: cannot print the console's URL ({e}); nothing is served");
+        return EXIT_UNAVAILABLE;
+    }
     if args.open {
         if let Err(e) = std::process::Command::new("xdg-open").arg(&url).spawn() {
             errln!("coordinatorctl console: cannot open a browser ({e}); open the URL above");
         }
     }
-    let app = router(console);
-    let stopped = axum::serve(listener, app)
+    let app = middleware::from_fn_with_state(console.clone(), guard).layer(routes(console));
+    let stopped = axum::serve(listener, ServiceExt::<Request>::into_make_service(app))
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
         })
@@ -213,8 +230,12 @@ async fn serve(args: ConsoleArgs) -> u8 {
     }
 }
 
-/// The console's routes behind [`guard`].
-fn router(console: Arc<Console>) -> Router {
+/// The console's routes, behind [`guard`].
+///
+/// The guard wraps the whole router (a `Router::layer` would run after
+/// routing), so the router sees the path the guard took the secret prefix
+/// off.
+fn routes(console: Arc<Console>) -> Router {
     Router::new()
         .route("/", get(runs_page))
         .route("/runs/{run}", get(run_page))
@@ -223,7 +244,6 @@ fn router(console: Arc<Console>) -> Router {
         .route("/assets/console.js", get(script))
         .route("/assets/console.css", get(style))
         .fallback(not_found)
-        .layer(middleware::from_fn_with_state(console.clone(), guard))
         .with_state(console)
 }
 
@@ -273,72 +293,36 @@ fn single<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     first.to_str().ok()
 }
 
-/// The session secret from the `Cookie` header(s), if any.
-fn cookie_secret(headers: &HeaderMap) -> Option<String> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(cookie::Cookie::split_parse)
-        .filter_map(Result::ok)
-        .find(|c| c.name() == COOKIE)
-        .map(|c| c.value().to_owned())
+/// The path under the console's prefix `/s/<secret>`: `Some("/...")` when
+/// `path` starts with the prefix holding this console's secret (compared in
+/// constant time); `None` otherwise.
+fn under_prefix<'a>(path: &'a str, secret: &str) -> Option<&'a str> {
+    let rest = path.strip_prefix("/s/")?;
+    let (given, tail) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    same_secret(given, secret).then_some(if tail.is_empty() { "/" } else { tail })
 }
 
-/// Checks every request (module docs): the `Host`, the secret, and for a
-/// state-changing request the secret header and the `Origin`. A `GET` with
-/// `?secret=` sets the cookie and redirects to the same URL without it.
-async fn guard(State(console): State<Arc<Console>>, request: Request, next: Next) -> Response {
+/// Checks every request (module docs): the `Host` (and an absolute
+/// request target's authority), the secret at the head of the path, and for
+/// a state-changing request the secret header and the `Origin`; then hands
+/// the request on with the prefix taken off its path.
+async fn guard(State(console): State<Arc<Console>>, mut request: Request, next: Next) -> Response {
     let headers = request.headers();
     if single(headers, header::HOST.as_str()) != Some(console.host.as_str()) {
         return forbidden("the Host header is not the console's address");
     }
-    let is_get = matches!(*request.method(), HttpMethod::GET | HttpMethod::HEAD);
-    let query = request.uri().query().unwrap_or("");
-    let given: Vec<String> = url::form_urlencoded::parse(query.as_bytes())
-        .filter(|(k, _)| k == "secret")
-        .map(|(_, v)| v.into_owned())
-        .collect();
-    if let [given] = given.as_slice() {
-        if !is_get || !same_secret(given, &console.secret) {
-            return forbidden("the secret is not this console's");
+    if let Some(authority) = request.uri().authority() {
+        if authority.as_str() != console.host {
+            return forbidden("the request target is not the console's address");
         }
-        // The secret moves into a cookie; the address bar loses it.
-        let rest: String = url::form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(
-                url::form_urlencoded::parse(query.as_bytes()).filter(|(k, _)| k != "secret"),
-            )
-            .finish();
-        let path = request.uri().path();
-        let location = if rest.is_empty() {
-            path.to_owned()
-        } else {
-            format!("{path}?{rest}")
-        };
-        let cookie = cookie::Cookie::build((COOKIE, console.secret.clone()))
-            .path("/")
-            .http_only(true)
-            .same_site(cookie::SameSite::Strict)
-            .build();
-        let mut response = Response::builder()
-            .status(StatusCode::SEE_OTHER)
-            .header(header::LOCATION, location)
-            .header(header::SET_COOKIE, cookie.to_string())
-            .body(HttpBody::empty())
-            .unwrap_or_default();
-        harden(response.headers_mut());
-        return response;
     }
-    if !given.is_empty() {
-        return forbidden("the secret is given more than once");
-    }
-    let Some(cookie) = cookie_secret(headers) else {
+    let Some(inner) = under_prefix(request.uri().path(), &console.secret) else {
         return forbidden("open the console with the URL `coordinatorctl console` printed");
     };
-    if !same_secret(&cookie, &console.secret) {
-        return forbidden("the secret is not this console's");
-    }
-    if !is_get {
+    if !matches!(*request.method(), HttpMethod::GET | HttpMethod::HEAD) {
         let header_ok =
             single(headers, SECRET_HEADER).is_some_and(|given| same_secret(given, &console.secret));
         if !header_ok {
@@ -347,6 +331,14 @@ async fn guard(State(console): State<Arc<Console>>, request: Request, next: Next
         if single(headers, header::ORIGIN.as_str()) != Some(console.origin.as_str()) {
             return forbidden("a change must come from the console's own pages (Origin)");
         }
+    }
+    let target = match request.uri().query() {
+        Some(q) => format!("{inner}?{q}"),
+        None => inner.to_owned(),
+    };
+    match target.parse::<axum::http::Uri>() {
+        Ok(uri) => *request.uri_mut() = uri,
+        Err(_) => return forbidden("the request target cannot be read"),
     }
     let mut response = next.run(request).await;
     harden(response.headers_mut());
@@ -372,7 +364,7 @@ impl Console {
         query: &[(&'static str, String)],
     ) -> Fetched<T> {
         let segments: Vec<String> = segments.iter().map(|s| (*s).to_owned()).collect();
-        let url = match ops::service_url("console", &self.base, &segments) {
+        let url = match ops::service_url("console", &self.service, &segments) {
             Ok(u) => u.to_string(),
             Err(message) => return Fetched::Failed(message),
         };
@@ -422,6 +414,16 @@ pub(crate) struct RunsQuery {
     pub(crate) cursor: Option<String>,
 }
 
+/// The status of a page: the problem's when the service refused (404 for
+/// an unknown run, ...), 502 when it did not answer, else 200.
+fn page_status<T>(fetched: &Fetched<T>) -> StatusCode {
+    match fetched {
+        Fetched::Answer(_) => StatusCode::OK,
+        Fetched::Problem(p) => StatusCode::from_u16(p.status).unwrap_or(StatusCode::BAD_GATEWAY),
+        Fetched::Failed(_) => StatusCode::BAD_GATEWAY,
+    }
+}
+
 fn html(markup: maud::Markup) -> Response {
     Html(markup.into_string()).into_response()
 }
@@ -451,24 +453,32 @@ async fn runs_page(
         }
     }
     let all: Fetched<api::RunList> = console.fetch(Method::Get, &["v1", "runs"], &q).await;
-    html(pages::runs(&filters, &attention, &all))
+    html(pages::runs(&console.base, &filters, &attention, &all))
 }
 
 async fn run_page(State(console): State<Arc<Console>>, UrlPath(run): UrlPath<String>) -> Response {
+    if run == "." || run == ".." {
+        return not_found().await;
+    }
     let inspection: Fetched<api::Inspection> = console
         .fetch(Method::Get, &["v1", "runs", &run, "inspect"], &[])
         .await;
-    html(pages::run(
+    let mut response = html(pages::run(
+        &console.base,
         &console.secret,
         &run,
         &inspection,
         &console.projects,
-    ))
+    ));
+    *response.status_mut() = page_status(&inspection);
+    response
 }
 
 async fn deployment_page(State(console): State<Arc<Console>>) -> Response {
     let doctor: Fetched<api::Doctor> = console.fetch(Method::Get, &["v1", "doctor"], &[]).await;
-    html(pages::deployment(&doctor))
+    let mut response = html(pages::deployment(&console.base, &doctor));
+    *response.status_mut() = page_status(&doctor);
+    response
 }
 
 /// The body of a recovery action from the Run page.
@@ -497,6 +507,9 @@ async fn run_action(
     UrlPath((run, action)): UrlPath<(String, String)>,
     body: axum::body::Bytes,
 ) -> Response {
+    if run == "." || run == ".." {
+        return not_found().await;
+    }
     let action: &'static str = match action.as_str() {
         "reconcile" => "reconcile",
         "retry-same" => "retry-same",
@@ -530,7 +543,17 @@ async fn run_action(
         )
         .await;
     match answer {
-        Fetched::Answer(status) => (StatusCode::OK, axum::Json(status)).into_response(),
+        // Only what the page shows: never the run's output (it may hold a
+        // product's answer).
+        Fetched::Answer(status) => (
+            StatusCode::OK,
+            axum::Json(serde_json::json!({
+                "state": status.state,
+                "outcome": status.outcome,
+                "failure": status.failure,
+            })),
+        )
+            .into_response(),
         Fetched::Problem(p) => {
             let status = StatusCode::from_u16(p.status).unwrap_or(StatusCode::BAD_GATEWAY);
             let mut response = (status, axum::Json(p)).into_response();
@@ -589,6 +612,24 @@ mod tests {
             "a name could resolve anywhere"
         );
         assert!(loopback("127.0.0.1").is_err(), "a port is required");
+    }
+
+    #[test]
+    fn the_secret_heads_the_path() {
+        let secret = "ab".repeat(32);
+        let at = |path: &str| under_prefix(path, &secret).map(str::to_owned);
+        assert_eq!(at(&format!("/s/{secret}")), Some("/".to_owned()));
+        assert_eq!(at(&format!("/s/{secret}/")), Some("/".to_owned()));
+        assert_eq!(
+            at(&format!("/s/{secret}/runs/r-1")),
+            Some("/runs/r-1".to_owned())
+        );
+        assert_eq!(at(&format!("/s/{}/", "cd".repeat(32))), None);
+        assert_eq!(at(&format!("/s/{}/", &secret[..63])), None);
+        assert_eq!(at(&format!("/s/{secret}x/")), None);
+        assert_eq!(at(&format!("/x/{secret}/")), None);
+        assert_eq!(at("/"), None);
+        assert_eq!(at("/runs/r-1"), None);
     }
 
     #[test]

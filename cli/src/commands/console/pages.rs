@@ -27,9 +27,17 @@ enum Nav {
     Deployment,
 }
 
-/// The frame of every page. `secret` (the Run page only) is the session
+/// The frame of every page; `base` is the console's path prefix
+/// (`/s/<secret>`), before every link. `secret` (the Run page only) is the session
 /// secret the page's script sends in `X-Console-Secret` with a change.
-fn layout(title: &str, nav: Nav, refresh: bool, secret: Option<&str>, body: Markup) -> Markup {
+fn layout(
+    base: &str,
+    title: &str,
+    nav: Nav,
+    refresh: bool,
+    secret: Option<&str>,
+    body: Markup,
+) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -40,16 +48,16 @@ fn layout(title: &str, nav: Nav, refresh: bool, secret: Option<&str>, body: Mark
                     meta name="console-secret" content=(secret);
                 }
                 title { (title) " · Registry Coordinator console" }
-                link rel="stylesheet" href="/assets/console.css";
-                script src="/assets/console.js" defer {}
+                link rel="stylesheet" href={ (base) "/assets/console.css" };
+                script src={ (base) "/assets/console.js" } defer {}
             }
             body data-refresh=[refresh.then_some("5")] {
                 header {
                     strong { "Registry Coordinator" }
                     nav {
-                        a href="/" class=[(nav == Nav::Runs).then_some("active")] { "Runs" }
+                        a href={ (base) "/" } class=[(nav == Nav::Runs).then_some("active")] { "Runs" }
                         @if nav == Nav::Run { a class="active" { "Run" } }
-                        a href="/deployment" class=[(nav == Nav::Deployment).then_some("active")] { "Deployment" }
+                        a href={ (base) "/deployment" } class=[(nav == Nav::Deployment).then_some("active")] { "Deployment" }
                     }
                     @if refresh {
                         label.refresh {
@@ -89,14 +97,14 @@ fn state_badge(state: &str) -> Markup {
     html! { span class={ "state state-" (state) } { (state) } }
 }
 
-fn run_rows(runs: &[api::RunStatus]) -> Markup {
+fn run_rows(base: &str, runs: &[api::RunStatus]) -> Markup {
     html! {
         table.runs {
             thead { tr { th { "run" } th { "workflow" } th { "state" } th { "outcome / failure" } th { "admitted" } th { "review" } } }
             tbody {
                 @for r in runs {
                     tr data-run=(r.run) {
-                        td { a href={ "/runs/" (r.run) } { code { (r.run) } } }
+                        td { a href=(run_link(base, &r.run, None)) { code { (r.run) } } }
                         td { (r.workflow) }
                         td { (state_badge(&r.state)) }
                         td {
@@ -115,6 +123,7 @@ fn run_rows(runs: &[api::RunStatus]) -> Markup {
 /// The Runs page: the runs in `attention` first, then every run (newest
 /// first) with the workflow and state filters and `nextCursor` paging.
 pub(super) fn runs(
+    base: &str,
     filters: &RunsQuery,
     attention: &Fetched<api::RunList>,
     all: &Fetched<api::RunList>,
@@ -127,7 +136,7 @@ pub(super) fn runs(
                 @if list.runs.is_empty() {
                     p.empty { "No run needs an operator." }
                 } @else {
-                    (run_rows(&list.runs))
+                    (run_rows(base, &list.runs))
                     @if list.next_cursor.is_some() {
                         p.more { "More runs need attention than shown: use "
                             code { "coordinatorctl list --attention true" } "." }
@@ -137,7 +146,7 @@ pub(super) fn runs(
         }
         section #all {
             h2 { "Runs" }
-            form.filters method="get" action="/" {
+            form.filters method="get" action={ (base) "/" } {
                 label { "workflow " input name="workflow" value=[filters.workflow.as_deref()] size="20"; }
                 label { "state "
                     select name="state" {
@@ -151,21 +160,21 @@ pub(super) fn runs(
             }
             @if let Some(f) = failure("the runs", all) { (f) }
             @if let Fetched::Answer(list) = all {
-                @if list.runs.is_empty() { p.empty { "No run matches." } } @else { (run_rows(&list.runs)) }
+                @if list.runs.is_empty() { p.empty { "No run matches." } } @else { (run_rows(base, &list.runs)) }
                 p.paging {
-                    @if filters.cursor.is_some() { a href=(page_link(filters, None)) { "« first page" } " " }
+                    @if filters.cursor.is_some() { a href=(page_link(base, filters, None)) { "« first page" } " " }
                     @if let Some(next) = &list.next_cursor {
-                        a #next-page href=(page_link(filters, Some(next))) { "next page »" }
+                        a #next-page href=(page_link(base, filters, Some(next))) { "next page »" }
                     }
                 }
             }
         }
     };
-    layout("Runs", Nav::Runs, true, None, body)
+    layout(base, "Runs", Nav::Runs, true, None, body)
 }
 
-/// `/?workflow=&state=&cursor=` for the filters and a cursor.
-fn page_link(filters: &RunsQuery, cursor: Option<&str>) -> String {
+/// `BASE/?workflow=&state=&cursor=` for the filters and a cursor.
+fn page_link(base: &str, filters: &RunsQuery, cursor: Option<&str>) -> String {
     let mut query = url::form_urlencoded::Serializer::new(String::new());
     if let Some(w) = filters.workflow.as_deref().filter(|w| !w.is_empty()) {
         query.append_pair("workflow", w);
@@ -178,10 +187,23 @@ fn page_link(filters: &RunsQuery, cursor: Option<&str>) -> String {
     }
     let query = query.finish();
     if query.is_empty() {
-        "/".into()
+        format!("{base}/")
     } else {
-        format!("/?{query}")
+        format!("{base}/?{query}")
     }
+}
+
+/// `BASE/runs/RUN[/ACTION]`, the run id percent-encoded as a path segment
+/// by the `url` crate (an id comes from the service).
+pub(super) fn run_link(base: &str, run: &str, action: Option<&str>) -> String {
+    let mut url = match url::Url::parse("http://console.invalid/") {
+        Ok(u) => u,
+        Err(_) => return format!("{base}/"),
+    };
+    if let Ok(mut segments) = url.path_segments_mut() {
+        segments.clear().push("runs").push(run).extend(action);
+    }
+    format!("{base}{}", url.path())
 }
 
 /// A standing's colour (an SVG square: the content security policy
@@ -258,6 +280,7 @@ fn optional(value: &Option<String>) -> Markup {
 /// The Run page: status, the drawn steps, each step's facts, and the
 /// recovery actions (each asks for the investigation reference).
 pub(super) fn run(
+    base: &str,
     secret: &str,
     id: &str,
     inspection: &Fetched<api::Inspection>,
@@ -332,7 +355,7 @@ pub(super) fn run(
                     ("retry-same", "resend the held call with its original command and key"),
                     ("cancel", "cancel the run (its onCancel path where one exists)"),
                 ] {
-                    form.action id={ "action-" (action) } data-endpoint={ "/runs/" (id) "/" (action) } {
+                    form.action id={ "action-" (action) } data-endpoint=(run_link(base, id, Some(action))) {
                         button type="submit" { (action) }
                         " "
                         input name="reason" placeholder="investigation reference" required maxlength="256" pattern="[!-~]+" size="28";
@@ -346,7 +369,7 @@ pub(super) fn run(
     let title = format!("Run {id}");
     let refresh =
         matches!(inspection, Fetched::Answer(i) if !ENDED.contains(&i.status.state.as_str()));
-    layout(&title, Nav::Run, refresh, Some(secret), body)
+    layout(base, &title, Nav::Run, refresh, Some(secret), body)
 }
 
 /// One of seed 000's restore steps with what the doctor shows of it.
@@ -414,7 +437,7 @@ fn count(v: Option<u64>) -> Markup {
 }
 
 /// The Deployment page: `doctor`, the holds and the restore steps.
-pub(super) fn deployment(doctor: &Fetched<api::Doctor>) -> Markup {
+pub(super) fn deployment(base: &str, doctor: &Fetched<api::Doctor>) -> Markup {
     let body = html! {
         h2 { "Deployment" }
         @if let Some(f) = failure("doctor", doctor) { (f) }
@@ -454,5 +477,5 @@ pub(super) fn deployment(doctor: &Fetched<api::Doctor>) -> Markup {
             }
         }
     };
-    layout("Deployment", Nav::Deployment, true, None, body)
+    layout(base, "Deployment", Nav::Deployment, true, None, body)
 }
