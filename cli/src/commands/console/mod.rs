@@ -195,21 +195,17 @@ async fn serve(args: ConsoleArgs) -> u8 {
     let printed = {
         use std::io::Write as _;
         let mut stdout = std::io::stdout().lock();
-        writeln!(stdout, "console: {url}")
-            .and_then(|()| {
-                writeln!(
-                    stdout,
-                    "  forwarding to {} with the token in {}; stop with Ctrl-C",
-                    args.url,
-                    args.token_file.display()
-                )
-            })
-            .and_then(|()| stdout.flush())
+        writeln!(stdout, "console: {url}").and_then(|()| stdout.flush())
     };
     if let Err(e) = printed {
         errln!("error[coordinator.command.output-closed] coordinatorctl console: cannot print the console's URL ({e}); nothing is served");
         return EXIT_UNAVAILABLE;
     }
+    errln!(
+        "coordinatorctl console: forwarding to {} with the token in {}; stop with Ctrl-C",
+        args.url,
+        args.token_file.display()
+    );
     if args.open {
         if let Err(e) = std::process::Command::new("xdg-open").arg(&url).spawn() {
             errln!("coordinatorctl console: cannot open a browser ({e}); open the URL above");
