@@ -179,6 +179,117 @@ fn job_row(kind: &JobKind) -> JobRow {
     }
 }
 
+/// Where a commit's statements go: a connection of its own (one statement,
+/// its own transaction) or a transaction (several).
+enum CommitConnection {
+    Single(sqlx::pool::PoolConnection<sqlx::Postgres>),
+    Transaction(sqlx::Transaction<'static, sqlx::Postgres>),
+}
+
+impl CommitConnection {
+    fn conn(&mut self) -> &mut sqlx::PgConnection {
+        match self {
+            CommitConnection::Single(c) => c,
+            CommitConnection::Transaction(t) => t,
+        }
+    }
+}
+
+/// A job's values as bound to [`job_insert_ctes`]'s parameters.
+struct JobValues<'a> {
+    row: JobRow,
+    sealed: Option<Vec<u8>>,
+    key_version: Option<i32>,
+    due_at: OffsetDateTime,
+    lease: Option<&'a LeaseOnInsert>,
+}
+
+impl JobValues<'_> {
+    /// Binds the job's eleven values, in [`job_insert_ctes`]'s order, after
+    /// the parameters bound before.
+    fn bind<'q>(
+        &'q self,
+        query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+    ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+        query
+            .bind(self.row.kind)
+            .bind(&self.row.step)
+            .bind(self.due_at)
+            .bind(&self.row.detail)
+            .bind(&self.row.review_request_id)
+            .bind(&self.row.idempotency_key)
+            .bind(self.key_version)
+            .bind(&self.sealed)
+            .bind(self.lease.map(|l| l.owner.as_str()))
+            .bind(self.lease.map(|l| at(l.lease_until)))
+            .bind(self.lease.map(|l| epoch_column(l.epoch)))
+    }
+}
+
+/// The CTEs `job` (the job inserted, leased on insert to `$p+8` until
+/// `$p+9` when the deployment is under restore epoch `$p+10` and no restore
+/// hold; `RETURNING job_id, lease_owner`) and `job_spent` (its idempotency key
+/// recorded as spent). `$1` is the run id; the job's values are `$p`..`$p+10`
+/// in [`JobValues::bind`]'s order. `only_if` is a condition both inserts
+/// also require (empty: none).
+fn job_insert_ctes(ns: &str, after: usize, only_if: &str) -> String {
+    let p = |i: usize| format!("${}", after + 1 + i);
+    let cond = if only_if.is_empty() {
+        String::new()
+    } else {
+        format!(" AND {only_if}")
+    };
+    format!(
+        "job AS (
+           INSERT INTO {ns}.jobs (run_id, kind, step, state, due_at, detail, review_request_id,
+               idempotency_key, key_version, sealed_command, lease_owner, lease_expires_at)
+            SELECT $1, {kind}, {step}, 'ready', {due}, {detail}::jsonb, {review}, {key}, {kv},
+                   {sealed}, o.owner, CASE WHEN o.owner IS NOT NULL THEN {until} END
+              FROM (SELECT CASE WHEN NOT restore_hold AND restore_epoch = {epoch}
+                                THEN {owner}::text END AS owner
+                      FROM {ns}.deployment) o
+             WHERE true{cond}
+         RETURNING job_id, lease_owner),
+         job_spent AS (
+           INSERT INTO {ns}.spent_keys (kind, identity, run_id, spent_at)
+            SELECT 'command', {key}, $1, {due} WHERE {key}::text IS NOT NULL{cond}
+            ON CONFLICT DO NOTHING)",
+        kind = p(0),
+        step = p(1),
+        due = p(2),
+        detail = p(3),
+        review = p(4),
+        key = p(5),
+        kv = p(6),
+        sealed = p(7),
+        owner = p(8),
+        until = p(9),
+        epoch = p(10),
+    )
+}
+
+/// The job `job_id` as leased on insert (`owner` set), for the lane that
+/// inserted it; `None` when it was inserted unleased.
+fn leased_job(
+    run_id: &str,
+    job: &NewJob,
+    lease: Option<&LeaseOnInsert>,
+    job_id: i64,
+    owner: Option<String>,
+) -> Option<Job> {
+    owner.zip(lease).map(|(owner, l)| Job {
+        id: u64::try_from(job_id).unwrap_or(0),
+        run_id: run_id.to_owned(),
+        kind: job.kind.clone(),
+        due_unix: job.due_unix,
+        state: JobState::Ready,
+        lease: Some(Lease {
+            owner,
+            expires_unix: l.lease_until,
+        }),
+    })
+}
+
 impl Store {
     /// Service startup: connects with the runtime credential (a pool of at
     /// most `max_connections`, capped at 32), and verifies the server
@@ -499,6 +610,32 @@ impl Store {
         })
     }
 
+    /// A job's values as bound: its columns, its command sealed (with the
+    /// active key version), and the lease to take on insert when the job is
+    /// due by `lease.now`.
+    fn job_values<'a>(
+        &self,
+        run_id: &str,
+        job: &NewJob,
+        lease: Option<&'a LeaseOnInsert>,
+    ) -> JobValues<'a> {
+        let row = job_row(&job.kind);
+        let sealed = row
+            .command
+            .as_ref()
+            .map(|c| self.seal_json(run_id, "command", &row.step, c));
+        let key_version = sealed
+            .as_ref()
+            .map(|_| self.keyring.active_version() as i32);
+        JobValues {
+            row,
+            sealed,
+            key_version,
+            due_at: at(job.due_unix),
+            lease: lease.filter(|l| job.due_unix <= l.now),
+        }
+    }
+
     /// Inserts a job (ready): its command sealed, its idempotency key
     /// recorded as spent, in one statement. With `lease` (and the job due by `lease.now`),
     /// the job is inserted leased to `lease.owner` when the deployment is
@@ -511,62 +648,21 @@ impl Store {
         lease: Option<&LeaseOnInsert>,
     ) -> Result<Option<Job>, PortError> {
         let ns = &self.ns;
-        let row = job_row(&job.kind);
-        let sealed = row
-            .command
-            .as_ref()
-            .map(|c| self.seal_json(run_id, "command", &row.step, c));
-        let key_version = sealed
-            .as_ref()
-            .map(|_| self.keyring.active_version() as i32);
-        let lease = lease.filter(|l| job.due_unix <= l.now);
+        let v = self.job_values(run_id, job, lease);
         // One statement: the job, and its idempotency key recorded as spent
         // (when it has one).
-        let inserted = sqlx::query(&format!(
-            "WITH job AS (
-               INSERT INTO {ns}.jobs (run_id, kind, step, state, due_at, detail, review_request_id,
-                   idempotency_key, key_version, sealed_command, lease_owner, lease_expires_at)
-                SELECT $1, $2, $3, 'ready', $4, $5::jsonb, $6, $7, $8, $9, o.owner,
-                       CASE WHEN o.owner IS NOT NULL THEN $11 END
-                  FROM (SELECT CASE WHEN NOT restore_hold AND restore_epoch = $12
-                                    THEN $10::text END AS owner
-                          FROM {ns}.deployment) o
-             RETURNING job_id, lease_owner),
-             spent AS (
-               INSERT INTO {ns}.spent_keys (kind, identity, run_id, spent_at)
-                SELECT 'command', $7, $1, $4 WHERE $7::text IS NOT NULL
-                ON CONFLICT DO NOTHING)
-             SELECT job_id, lease_owner FROM job"
-        ))
-        .bind(run_id)
-        .bind(row.kind)
-        .bind(&row.step)
-        .bind(at(job.due_unix))
-        .bind(&row.detail)
-        .bind(&row.review_request_id)
-        .bind(&row.idempotency_key)
-        .bind(key_version)
-        .bind(sealed)
-        .bind(lease.map(|l| l.owner.as_str()))
-        .bind(lease.map(|l| at(l.lease_until)))
-        .bind(lease.map(|l| epoch_column(l.epoch)))
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(pdb)?;
+        let sql = format!(
+            "WITH {} SELECT job_id, lease_owner FROM job",
+            job_insert_ctes(ns, 1, "")
+        );
+        let inserted = v
+            .bind(sqlx::query(&sql).bind(run_id))
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(pdb)?;
         let job_id: i64 = inserted.try_get("job_id").map_err(pdb)?;
         let owner: Option<String> = inserted.try_get("lease_owner").map_err(pdb)?;
-        let leased = owner.zip(lease).map(|(owner, l)| Job {
-            id: u64::try_from(job_id).unwrap_or(0),
-            run_id: run_id.to_owned(),
-            kind: job.kind.clone(),
-            due_unix: job.due_unix,
-            state: JobState::Ready,
-            lease: Some(Lease {
-                owner,
-                expires_unix: l.lease_until,
-            }),
-        });
-        Ok(leased)
+        Ok(leased_job(run_id, job, v.lease, job_id, owner))
     }
 
     async fn existing(
@@ -647,28 +743,34 @@ impl RunStore for Store {
         lease: Option<&LeaseOnInsert>,
     ) -> Result<(Admitted, Vec<Job>), PortError> {
         let ns = &self.ns;
-        let mut conn = self.pool.acquire().await.map_err(pdb)?;
-        let mut tx = conn.begin().await.map_err(pdb)?;
-        if let Some(found) = self
-            .existing(&mut tx, &run.start_identity, &run.request_digest)
-            .await?
-        {
-            return Ok((found, Vec::new()));
-        }
+        let mut tx = self.pool.begin().await.map_err(pdb)?;
+        // Whether the start identity is spent, and the deployment's holds,
+        // activation and bindings, in one statement.
         let row = sqlx::query(&format!(
-            "SELECT d.admission_hold,
+            "SELECT EXISTS (SELECT 1 FROM {ns}.spent_keys WHERE kind = 'start' AND identity = $2),
+                    d.admission_hold,
                     (SELECT revision FROM {ns}.active_workflows WHERE workflow = $1),
                     d.activation_generation, d.connection_bindings::text
                FROM {ns}.deployment d"
         ))
         .bind(&run.workflow)
+        .bind(&run.start_identity)
         .fetch_one(&mut *tx)
         .await
         .map_err(pdb)?;
-        let held: bool = row.try_get(0).map_err(pdb)?;
-        let active: Option<String> = row.try_get(1).map_err(pdb)?;
-        let generation: i64 = row.try_get(2).map_err(pdb)?;
-        let applied: String = row.try_get(3).map_err(pdb)?;
+        let spent: bool = row.try_get(0).map_err(pdb)?;
+        if spent {
+            if let Some(found) = self
+                .existing(&mut tx, &run.start_identity, &run.request_digest)
+                .await?
+            {
+                return Ok((found, Vec::new()));
+            }
+        }
+        let held: bool = row.try_get(1).map_err(pdb)?;
+        let active: Option<String> = row.try_get(2).map_err(pdb)?;
+        let generation: i64 = row.try_get(3).map_err(pdb)?;
+        let applied: String = row.try_get(4).map_err(pdb)?;
         let applied: BTreeMap<String, String> = serde_json::from_str(&applied)
             .map_err(|e| tampered(format!("deployment connection bindings: {e}")))?;
         if held {
@@ -695,18 +797,78 @@ impl RunStore for Store {
             return Ok((Admitted::RevisionNotActive { active }, Vec::new()));
         }
         let admitted_at = at_text(&run.state.admitted_at);
-        // Waits for a concurrent admission of the same identity to settle.
-        let spent = sqlx::query(&format!(
-            "INSERT INTO {ns}.spent_keys (kind, identity, run_id, spent_at)
-             VALUES ('start', $1, $2, $3) ON CONFLICT DO NOTHING"
-        ))
-        .bind(&run.start_identity)
-        .bind(&run.id)
-        .bind(admitted_at)
-        .execute(&mut *tx)
-        .await
-        .map_err(pdb)?;
-        if spent.rows_affected() == 0 {
+        let status = run.state.status;
+        let ended = status.is_terminal();
+        let id = run.id.as_str();
+        let owner_ref = self
+            .admission
+            .owner_reference(&run.owner.iss, &run.owner.sub);
+        let version = self.keyring.active_version() as i32;
+        // The start identity spent (waiting for a concurrent admission of
+        // the same identity to settle), the run, and its first job, in one
+        // statement; the other jobs after it.
+        let (first, others): (Option<&NewJob>, &[NewJob]) = match run.jobs.split_first() {
+            Some((first, others)) if !ended => (Some(first), others),
+            _ => (None, &[]),
+        };
+        let first = first.map(|job| (job, self.job_values(id, job, lease)));
+        let sql = format!(
+            "WITH spent AS (
+               INSERT INTO {ns}.spent_keys (kind, identity, run_id, spent_at)
+               VALUES ('start', $5, $1, $11) ON CONFLICT DO NOTHING RETURNING 1),
+             run AS (
+               INSERT INTO {ns}.runs (run_id, workflow, revision, owner_ref, start_identity,
+                   request_fingerprint, state, attention, ended, deadline_at, created_at, updated_at,
+                   ended_at, key_version, input_key_version, sealed_input, sealed_state, sealed_output,
+                   sealed_owner, bindings, effect_unknown)
+               SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14, $15, $16,
+                   $17, $18, $19::jsonb, $20
+                WHERE EXISTS (SELECT 1 FROM spent)
+               RETURNING seq){job}
+             SELECT (SELECT seq FROM run) AS seq{job_columns}",
+            job = if first.is_some() {
+                format!(",\n{}", job_insert_ctes(ns, 20, "EXISTS (SELECT 1 FROM run)"))
+            } else {
+                String::new()
+            },
+            job_columns = if first.is_some() {
+                ", (SELECT job_id FROM job) AS job_id, (SELECT lease_owner FROM job) AS lease_owner"
+            } else {
+                ""
+            },
+        );
+        let query = sqlx::query(&sql)
+            .bind(id)
+            .bind(&run.workflow)
+            .bind(&run.revision)
+            .bind(owner_ref)
+            .bind(&run.start_identity)
+            .bind(&run.request_digest)
+            .bind(status.as_str())
+            .bind(status == RunStatus::Attention)
+            .bind(ended)
+            .bind(at_text(&run.state.deadline_at))
+            .bind(admitted_at)
+            .bind(at_text(&run.state.now))
+            .bind(run.state.ended_at.as_deref().map(at_text))
+            .bind(version)
+            .bind(self.seal_json(id, "input", "", &run.state.input))
+            .bind(self.seal_json(id, "state", "", &run.state))
+            .bind(
+                run.state
+                    .output
+                    .as_ref()
+                    .map(|o| self.seal_json(id, "output", "", o)),
+            )
+            .bind(self.seal_json(id, "owner", "", &run.owner))
+            .bind(serde_json::to_string(&run.bindings).unwrap_or_else(|_| "{}".into()))
+            .bind(effect_unknown(&run.state));
+        let query = match &first {
+            Some((_, values)) => values.bind(query),
+            None => query,
+        };
+        let row = query.fetch_one(&mut *tx).await.map_err(pdb)?;
+        let Some(seq) = row.try_get::<Option<i64>, _>("seq").map_err(pdb)? else {
             drop(tx);
             let mut conn = self.pool.acquire().await.map_err(pdb)?;
             // A concurrent admission of the same identity won: its run is
@@ -716,58 +878,15 @@ impl RunStore for Store {
                 .await?
                 .unwrap_or(Admitted::Conflict);
             return Ok((found, Vec::new()));
-        }
-        let status = run.state.status;
-        let ended = status.is_terminal();
-        let id = run.id.as_str();
-        let owner_ref = self
-            .admission
-            .owner_reference(&run.owner.iss, &run.owner.sub);
-        let version = self.keyring.active_version() as i32;
-        let seq: i64 = sqlx::query(&format!(
-            "INSERT INTO {ns}.runs (run_id, workflow, revision, owner_ref, start_identity,
-                request_fingerprint, state, attention, ended, deadline_at, created_at, updated_at,
-                ended_at, key_version, input_key_version, sealed_input, sealed_state, sealed_output,
-                sealed_owner, bindings, effect_unknown)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14, $15, $16,
-                $17, $18, $19::jsonb, $20)
-             RETURNING seq"
-        ))
-        .bind(id)
-        .bind(&run.workflow)
-        .bind(&run.revision)
-        .bind(owner_ref)
-        .bind(&run.start_identity)
-        .bind(&run.request_digest)
-        .bind(status.as_str())
-        .bind(status == RunStatus::Attention)
-        .bind(ended)
-        .bind(at_text(&run.state.deadline_at))
-        .bind(admitted_at)
-        .bind(at_text(&run.state.now))
-        .bind(run.state.ended_at.as_deref().map(at_text))
-        .bind(version)
-        .bind(self.seal_json(id, "input", "", &run.state.input))
-        .bind(self.seal_json(id, "state", "", &run.state))
-        .bind(
-            run.state
-                .output
-                .as_ref()
-                .map(|o| self.seal_json(id, "output", "", o)),
-        )
-        .bind(self.seal_json(id, "owner", "", &run.owner))
-        .bind(serde_json::to_string(&run.bindings).unwrap_or_else(|_| "{}".into()))
-        .bind(effect_unknown(&run.state))
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(pdb)?
-        .try_get(0)
-        .map_err(pdb)?;
+        };
         let mut leased = Vec::new();
-        if !ended {
-            for job in &run.jobs {
-                leased.extend(self.insert_job(&mut tx, id, job, lease).await?);
-            }
+        if let Some((job, values)) = &first {
+            let job_id: i64 = row.try_get("job_id").map_err(pdb)?;
+            let owner: Option<String> = row.try_get("lease_owner").map_err(pdb)?;
+            leased.extend(leased_job(id, job, values.lease, job_id, owner));
+        }
+        for job in others {
+            leased.extend(self.insert_job(&mut tx, id, job, lease).await?);
         }
         tx.commit().await.map_err(pdb)?;
         let created = Admitted::Created(RunRecord {
@@ -1040,88 +1159,125 @@ impl RunStore for Store {
         lease: Option<&LeaseOnInsert>,
     ) -> Result<Committed, PortError> {
         let ns = &self.ns;
-        let mut leased = Vec::new();
         let id = c.run_id.as_str();
         let status = c.state.status;
         let ended = status.is_terminal();
         let ledger = serde_json::to_string(&c.ledger).unwrap_or_else(|_| "{}".into());
-        let mut conn = self.pool.acquire().await.map_err(pdb)?;
-        let mut tx = conn.begin().await.map_err(pdb)?;
-        let updated = sqlx::query(&format!(
-            "UPDATE {ns}.runs SET state = $3, attention = $4, ended = $5, version = version + 1,
-                updated_at = $6, ended_at = CASE WHEN $5 THEN COALESCE(ended_at, $7, $6) END,
-                key_version = $8, sealed_state = $9, sealed_output = $10, ledger = $11::jsonb,
-                effect_unknown = $12,
-                review = CASE WHEN $13::text = 'required' THEN $13::text
-                              WHEN review = 'required' AND $13::text IS NOT NULL THEN $13::text
-                              ELSE review END
-              WHERE run_id = $1 AND version = $2 AND payload_erased_at IS NULL
-          RETURNING version"
-        ))
-        .bind(id)
-        .bind(i64::try_from(c.expected_version).unwrap_or(-1))
-        .bind(status.as_str())
-        .bind(status == RunStatus::Attention)
-        .bind(ended)
-        .bind(at_text(&c.state.now))
-        .bind(c.state.ended_at.as_deref().map(at_text))
-        .bind(self.keyring.active_version() as i32)
-        .bind(self.seal_json(id, "state", "", &c.state))
-        .bind(
-            c.state
-                .output
-                .as_ref()
-                .map(|o| self.seal_json(id, "output", "", o)),
-        )
-        .bind(ledger)
-        .bind(effect_unknown(&c.state))
-        .bind(c.review.map(Review::as_str))
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(pdb)?;
-        let Some(updated) = updated else {
-            let erased_at: Option<Option<OffsetDateTime>> = sqlx::query(&format!(
-                "SELECT payload_erased_at FROM {ns}.runs WHERE run_id = $1"
-            ))
+        // The run's update, the completed job's delete (under its lease,
+        // locked first), the other jobs' delete when the run ended, and the
+        // first new job are one statement; a commit with more new jobs
+        // inserts the others after it in the same transaction.
+        let (first, others): (Option<&NewJob>, &[NewJob]) = match c.jobs.split_first() {
+            Some((first, others)) if !ended => (Some(first), others),
+            _ => (None, &[]),
+        };
+        let first = first.map(|job| (job, self.job_values(id, job, lease)));
+        let (complete_job, complete_owner) = match &c.complete {
+            Some((job, owner)) => (
+                Some(i64::try_from(*job).unwrap_or(-1)),
+                Some(owner.as_str()),
+            ),
+            None => (None, None),
+        };
+        let sql = format!(
+            "WITH lease AS (
+               SELECT job_id FROM {ns}.jobs WHERE job_id = $14 AND lease_owner = $15 FOR UPDATE),
+             upd AS (
+               UPDATE {ns}.runs SET state = $3, attention = $4, ended = $5, version = version + 1,
+                   updated_at = $6, ended_at = CASE WHEN $5 THEN COALESCE(ended_at, $7, $6) END,
+                   key_version = $8, sealed_state = $9, sealed_output = $10, ledger = $11::jsonb,
+                   effect_unknown = $12,
+                   review = CASE WHEN $13::text = 'required' THEN $13::text
+                                 WHEN review = 'required' AND $13::text IS NOT NULL THEN $13::text
+                                 ELSE review END
+                WHERE run_id = $1 AND version = $2 AND payload_erased_at IS NULL
+                  AND ($14::bigint IS NULL OR EXISTS (SELECT 1 FROM lease))
+            RETURNING version),
+             done AS (
+               DELETE FROM {ns}.jobs WHERE job_id IN (SELECT job_id FROM lease)
+                  AND EXISTS (SELECT 1 FROM upd)),
+             cleared AS (
+               DELETE FROM {ns}.jobs WHERE $5 AND run_id = $1
+                  AND job_id IS DISTINCT FROM $14::bigint AND EXISTS (SELECT 1 FROM upd)){job}
+             SELECT (SELECT version FROM upd) AS version{job_columns}",
+            job = if first.is_some() {
+                format!(
+                    ",\n{}",
+                    job_insert_ctes(ns, 15, "EXISTS (SELECT 1 FROM upd)")
+                )
+            } else {
+                String::new()
+            },
+            job_columns = if first.is_some() {
+                ", (SELECT job_id FROM job) AS job_id, (SELECT lease_owner FROM job) AS lease_owner"
+            } else {
+                ""
+            },
+        );
+        let sealed_state = self.seal_json(id, "state", "", &c.state);
+        let sealed_output = c
+            .state
+            .output
+            .as_ref()
+            .map(|o| self.seal_json(id, "output", "", o));
+        let query = sqlx::query(&sql)
             .bind(id)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(pdb)?
-            .map(|r| r.try_get(0))
-            .transpose()
-            .map_err(pdb)?;
-            return Err(match erased_at {
-                None => PortError::NotFound,
-                Some(Some(_)) => port(erased(id)),
-                Some(None) => PortError::Conflict,
+            .bind(i64::try_from(c.expected_version).unwrap_or(-1))
+            .bind(status.as_str())
+            .bind(status == RunStatus::Attention)
+            .bind(ended)
+            .bind(at_text(&c.state.now))
+            .bind(c.state.ended_at.as_deref().map(at_text))
+            .bind(self.keyring.active_version() as i32)
+            .bind(&sealed_state)
+            .bind(&sealed_output)
+            .bind(&ledger)
+            .bind(effect_unknown(&c.state))
+            .bind(c.review.map(Review::as_str))
+            .bind(complete_job)
+            .bind(complete_owner);
+        let query = match &first {
+            Some((_, values)) => values.bind(query),
+            None => query,
+        };
+        // One statement is its own transaction; more need one around them.
+        let mut on = if others.is_empty() {
+            CommitConnection::Single(self.pool.acquire().await.map_err(pdb)?)
+        } else {
+            CommitConnection::Transaction(self.pool.begin().await.map_err(pdb)?)
+        };
+        let row = query.fetch_one(on.conn()).await.map_err(pdb)?;
+        let Some(version) = row.try_get::<Option<i64>, _>("version").map_err(pdb)? else {
+            // Nothing changed: say why (the run is gone or erased, another
+            // commit moved it on, or the job's lease was lost).
+            let sql = format!("SELECT version, payload_erased_at FROM {ns}.runs WHERE run_id = $1");
+            let read = sqlx::query(&sql).bind(id);
+            let found = read.fetch_optional(on.conn()).await.map_err(pdb)?;
+            let Some(found) = found else {
+                return Err(PortError::NotFound);
+            };
+            let erased_at: Option<OffsetDateTime> = found.try_get(1).map_err(pdb)?;
+            let now: i64 = found.try_get(0).map_err(pdb)?;
+            return Err(if erased_at.is_some() {
+                port(erased(id))
+            } else if u64::try_from(now).ok() != Some(c.expected_version) {
+                PortError::Conflict
+            } else {
+                PortError::LeaseLost
             });
         };
-        let version: i64 = updated.try_get(0).map_err(pdb)?;
-        if let Some((job, owner)) = &c.complete {
-            let done = sqlx::query(&format!(
-                "DELETE FROM {ns}.jobs WHERE job_id = $1 AND lease_owner = $2"
-            ))
-            .bind(i64::try_from(*job).unwrap_or(-1))
-            .bind(owner)
-            .execute(&mut *tx)
-            .await
-            .map_err(pdb)?;
-            if done.rows_affected() != 1 {
-                return Err(PortError::LeaseLost);
-            }
+        let mut leased = Vec::new();
+        if let Some((job, values)) = &first {
+            let job_id: i64 = row.try_get("job_id").map_err(pdb)?;
+            let owner: Option<String> = row.try_get("lease_owner").map_err(pdb)?;
+            leased.extend(leased_job(id, job, values.lease, job_id, owner));
         }
-        if ended {
-            sqlx::query(&format!("DELETE FROM {ns}.jobs WHERE run_id = $1"))
-                .bind(id)
-                .execute(&mut *tx)
-                .await
-                .map_err(pdb)?;
-        } else {
-            for job in &c.jobs {
+        if let CommitConnection::Transaction(mut tx) = on {
+            for job in others {
                 leased.extend(self.insert_job(&mut tx, id, job, lease).await?);
             }
+            tx.commit().await.map_err(pdb)?;
         }
-        tx.commit().await.map_err(pdb)?;
         Ok(Committed {
             version: u64::try_from(version).unwrap_or(0),
             leased,
