@@ -29,6 +29,7 @@
 //! starter's `iss`/`sub`) and `command` (step = the job's step).
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -179,23 +180,7 @@ fn job_row(kind: &JobKind) -> JobRow {
     }
 }
 
-/// Where a commit's statements go: a connection of its own (one statement,
-/// its own transaction) or a transaction (several).
-enum CommitConnection {
-    Single(sqlx::pool::PoolConnection<sqlx::Postgres>),
-    Transaction(sqlx::Transaction<'static, sqlx::Postgres>),
-}
-
-impl CommitConnection {
-    fn conn(&mut self) -> &mut sqlx::PgConnection {
-        match self {
-            CommitConnection::Single(c) => c,
-            CommitConnection::Transaction(t) => t,
-        }
-    }
-}
-
-/// A job's values as bound to [`job_insert_ctes`]'s parameters.
+/// A job's values as bound to [`jobs_sql`]'s parameters.
 struct JobValues<'a> {
     row: JobRow,
     sealed: Option<Vec<u8>>,
@@ -205,7 +190,7 @@ struct JobValues<'a> {
 }
 
 impl JobValues<'_> {
-    /// Binds the job's eleven values, in [`job_insert_ctes`]'s order, after
+    /// Binds the job's eleven values, in [`jobs_sql`]'s order, after
     /// the parameters bound before.
     fn bind<'q>(
         &'q self,
@@ -226,46 +211,74 @@ impl JobValues<'_> {
     }
 }
 
-/// The CTEs `job` (the job inserted, leased on insert to `$p+8` until
-/// `$p+9` when the deployment is under restore epoch `$p+10` and no restore
-/// hold; `RETURNING job_id, lease_owner`) and `job_spent` (its idempotency key
-/// recorded as spent). `$1` is the run id; the job's values are `$p`..`$p+10`
-/// in [`JobValues::bind`]'s order. `only_if` is a condition both inserts
-/// also require (empty: none).
-fn job_insert_ctes(ns: &str, after: usize, only_if: &str) -> String {
-    let p = |i: usize| format!("${}", after + 1 + i);
-    let cond = if only_if.is_empty() {
-        String::new()
-    } else {
-        format!(" AND {only_if}")
-    };
-    format!(
-        "job AS (
-           INSERT INTO {ns}.jobs (run_id, kind, step, state, due_at, detail, review_request_id,
-               idempotency_key, key_version, sealed_command, lease_owner, lease_expires_at)
-            SELECT $1, {kind}, {step}, 'ready', {due}, {detail}::jsonb, {review}, {key}, {kv},
-                   {sealed}, o.owner, CASE WHEN o.owner IS NOT NULL THEN {until} END
-              FROM (SELECT CASE WHEN NOT restore_hold AND restore_epoch = {epoch}
-                                THEN {owner}::text END AS owner
-                      FROM {ns}.deployment) o
-             WHERE true{cond}
-         RETURNING job_id, lease_owner),
-         job_spent AS (
-           INSERT INTO {ns}.spent_keys (kind, identity, run_id, spent_at)
-            SELECT 'command', {key}, $1, {due} WHERE {key}::text IS NOT NULL{cond}
-            ON CONFLICT DO NOTHING)",
-        kind = p(0),
-        step = p(1),
-        due = p(2),
-        detail = p(3),
-        review = p(4),
-        key = p(5),
-        kv = p(6),
-        sealed = p(7),
-        owner = p(8),
-        until = p(9),
-        epoch = p(10),
-    )
+/// Parameters per job in [`jobs_sql`] (the order of [`JobValues::bind`]).
+const JOB_PARAMETERS: usize = 11;
+
+/// The CTEs that insert `count` jobs of the run `$1`, and the final
+/// SELECT's columns that return them. Job `i` is the CTE `job{i}` (the job
+/// inserted, leased on insert to its owner parameter until its expiry when
+/// the deployment is under its restore epoch and no restore hold;
+/// `RETURNING job_id, lease_owner`) and `job{i}_spent` (its idempotency key
+/// recorded as spent); its values are the eleven parameters after
+/// `after + i * 11`, in [`JobValues::bind`]'s order. `only_if` is a
+/// condition every insert also requires. The columns are `job{i}_id` and
+/// `job{i}_owner`, each with a leading comma; the CTEs too.
+fn jobs_sql(ns: &str, count: usize, after: usize, only_if: &str) -> (String, String) {
+    let mut ctes = String::new();
+    let mut columns = String::new();
+    for i in 0..count {
+        let p = |k: usize| format!("${}", after + i * JOB_PARAMETERS + 1 + k);
+        let _ = write!(
+            ctes,
+            ",
+             job{i} AS (
+               INSERT INTO {ns}.jobs (run_id, kind, step, state, due_at, detail, review_request_id,
+                   idempotency_key, key_version, sealed_command, lease_owner, lease_expires_at)
+                SELECT $1, {kind}, {step}, 'ready', {due}, {detail}::jsonb, {review}, {key}, {kv},
+                       {sealed}, o.owner, CASE WHEN o.owner IS NOT NULL THEN {until} END
+                  FROM (SELECT CASE WHEN NOT restore_hold AND restore_epoch = {epoch}
+                                    THEN {owner}::text END AS owner
+                          FROM {ns}.deployment) o
+                 WHERE {only_if}
+             RETURNING job_id, lease_owner),
+             job{i}_spent AS (
+               INSERT INTO {ns}.spent_keys (kind, identity, run_id, spent_at)
+                SELECT 'command', {key}, $1, {due} WHERE {key}::text IS NOT NULL AND {only_if}
+                ON CONFLICT DO NOTHING)",
+            kind = p(0),
+            step = p(1),
+            due = p(2),
+            detail = p(3),
+            review = p(4),
+            key = p(5),
+            kv = p(6),
+            sealed = p(7),
+            owner = p(8),
+            until = p(9),
+            epoch = p(10),
+        );
+        let _ = write!(
+            columns,
+            ", (SELECT job_id FROM job{i}) AS job{i}_id, (SELECT lease_owner FROM job{i}) AS job{i}_owner"
+        );
+    }
+    (ctes, columns)
+}
+
+/// The jobs of [`jobs_sql`]'s columns in `row` that were leased on insert.
+fn leased_jobs(
+    row: &PgRow,
+    run_id: &str,
+    jobs: &[NewJob],
+    values: &[JobValues<'_>],
+) -> Result<Vec<Job>, PortError> {
+    let mut leased = Vec::new();
+    for (i, (job, v)) in jobs.iter().zip(values).enumerate() {
+        let job_id: i64 = row.try_get(format!("job{i}_id").as_str()).map_err(pdb)?;
+        let owner: Option<String> = row.try_get(format!("job{i}_owner").as_str()).map_err(pdb)?;
+        leased.extend(leased_job(run_id, job, v.lease, job_id, owner));
+    }
+    Ok(leased)
 }
 
 /// The job `job_id` as leased on insert (`owner` set), for the lane that
@@ -636,35 +649,6 @@ impl Store {
         }
     }
 
-    /// Inserts a job (ready): its command sealed, its idempotency key
-    /// recorded as spent, in one statement. With `lease` (and the job due by `lease.now`),
-    /// the job is inserted leased to `lease.owner` when the deployment is
-    /// under `lease.epoch` and no restore hold, and returned.
-    async fn insert_job(
-        &self,
-        conn: &mut sqlx::PgConnection,
-        run_id: &str,
-        job: &NewJob,
-        lease: Option<&LeaseOnInsert>,
-    ) -> Result<Option<Job>, PortError> {
-        let ns = &self.ns;
-        let v = self.job_values(run_id, job, lease);
-        // One statement: the job, and its idempotency key recorded as spent
-        // (when it has one).
-        let sql = format!(
-            "WITH {} SELECT job_id, lease_owner FROM job",
-            job_insert_ctes(ns, 1, "")
-        );
-        let inserted = v
-            .bind(sqlx::query(&sql).bind(run_id))
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(pdb)?;
-        let job_id: i64 = inserted.try_get("job_id").map_err(pdb)?;
-        let owner: Option<String> = inserted.try_get("lease_owner").map_err(pdb)?;
-        Ok(leased_job(run_id, job, v.lease, job_id, owner))
-    }
-
     async fn existing(
         &self,
         conn: &mut sqlx::PgConnection,
@@ -743,60 +727,6 @@ impl RunStore for Store {
         lease: Option<&LeaseOnInsert>,
     ) -> Result<(Admitted, Vec<Job>), PortError> {
         let ns = &self.ns;
-        let mut tx = self.pool.begin().await.map_err(pdb)?;
-        // Whether the start identity is spent, and the deployment's holds,
-        // activation and bindings, in one statement.
-        let row = sqlx::query(&format!(
-            "SELECT EXISTS (SELECT 1 FROM {ns}.spent_keys WHERE kind = 'start' AND identity = $2),
-                    d.admission_hold,
-                    (SELECT revision FROM {ns}.active_workflows WHERE workflow = $1),
-                    d.activation_generation, d.connection_bindings::text
-               FROM {ns}.deployment d"
-        ))
-        .bind(&run.workflow)
-        .bind(&run.start_identity)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(pdb)?;
-        let spent: bool = row.try_get(0).map_err(pdb)?;
-        if spent {
-            if let Some(found) = self
-                .existing(&mut tx, &run.start_identity, &run.request_digest)
-                .await?
-            {
-                return Ok((found, Vec::new()));
-            }
-        }
-        let held: bool = row.try_get(1).map_err(pdb)?;
-        let active: Option<String> = row.try_get(2).map_err(pdb)?;
-        let generation: i64 = row.try_get(3).map_err(pdb)?;
-        let applied: String = row.try_get(4).map_err(pdb)?;
-        let applied: BTreeMap<String, String> = serde_json::from_str(&applied)
-            .map_err(|e| tampered(format!("deployment connection bindings: {e}")))?;
-        if held {
-            return Ok((Admitted::AdmissionHeld, Vec::new()));
-        }
-        // A binding the last apply did not record: this process serves
-        // another runtime file than the one applied.
-        if let Some((connection, _)) = run
-            .bindings
-            .iter()
-            .find(|(c, d)| applied.get(*c).is_some_and(|a| a != *d))
-        {
-            return Ok((
-                Admitted::BindingConflict {
-                    connection: connection.clone(),
-                },
-                Vec::new(),
-            ));
-        }
-        if generation != self.activation_generation {
-            return Ok((Admitted::ActivationChanged, Vec::new()));
-        }
-        if active.as_deref() != Some(run.revision.as_str()) {
-            return Ok((Admitted::RevisionNotActive { active }, Vec::new()));
-        }
-        let admitted_at = at_text(&run.state.admitted_at);
         let status = run.state.status;
         let ended = status.is_terminal();
         let id = run.id.as_str();
@@ -804,18 +734,35 @@ impl RunStore for Store {
             .admission
             .owner_reference(&run.owner.iss, &run.owner.sub);
         let version = self.keyring.active_version() as i32;
-        // The start identity spent (waiting for a concurrent admission of
-        // the same identity to settle), the run, and its first job, in one
-        // statement; the other jobs after it.
-        let (first, others): (Option<&NewJob>, &[NewJob]) = match run.jobs.split_first() {
-            Some((first, others)) if !ended => (Some(first), others),
-            _ => (None, &[]),
-        };
-        let first = first.map(|job| (job, self.job_values(id, job, lease)));
+        let jobs: &[NewJob] = if ended { &[] } else { &run.jobs };
+        let values: Vec<JobValues<'_>> = jobs
+            .iter()
+            .map(|job| self.job_values(id, job, lease))
+            .collect();
+        // One statement: the checks (the admission hold, a binding the last
+        // apply recorded otherwise, the activation generation, the active
+        // revision), then, when they pass, the start identity spent (waiting
+        // for a concurrent admission of the same identity to settle), the
+        // run and its jobs. What the checks read comes back, so a refusal
+        // is named without another read.
+        let (job_ctes, job_columns) = jobs_sql(ns, jobs.len(), 21, "EXISTS (SELECT 1 FROM run)");
         let sql = format!(
-            "WITH spent AS (
+            "WITH d AS (
+               SELECT d.admission_hold AS held,
+                      (SELECT revision FROM {ns}.active_workflows WHERE workflow = $2) AS active,
+                      d.activation_generation = $21 AS current,
+                      (SELECT r.key FROM jsonb_each_text($19::jsonb) r
+                         JOIN jsonb_each_text(d.connection_bindings) a ON a.key = r.key
+                        WHERE a.value <> r.value ORDER BY r.key LIMIT 1) AS conflict,
+                      EXISTS (SELECT 1 FROM {ns}.spent_keys
+                               WHERE kind = 'start' AND identity = $5) AS spent
+                 FROM {ns}.deployment d),
+             spent AS (
                INSERT INTO {ns}.spent_keys (kind, identity, run_id, spent_at)
-               VALUES ('start', $5, $1, $11) ON CONFLICT DO NOTHING RETURNING 1),
+               SELECT 'start', $5, $1, $11 FROM d
+                WHERE NOT d.spent AND NOT d.held AND d.conflict IS NULL AND d.current
+                  AND d.active IS NOT DISTINCT FROM $3
+               ON CONFLICT DO NOTHING RETURNING 1),
              run AS (
                INSERT INTO {ns}.runs (run_id, workflow, revision, owner_ref, start_identity,
                    request_fingerprint, state, attention, ended, deadline_at, created_at, updated_at,
@@ -824,20 +771,12 @@ impl RunStore for Store {
                SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14, $15, $16,
                    $17, $18, $19::jsonb, $20
                 WHERE EXISTS (SELECT 1 FROM spent)
-               RETURNING seq){job}
-             SELECT (SELECT seq FROM run) AS seq{job_columns}",
-            job = if first.is_some() {
-                format!(",\n{}", job_insert_ctes(ns, 20, "EXISTS (SELECT 1 FROM run)"))
-            } else {
-                String::new()
-            },
-            job_columns = if first.is_some() {
-                ", (SELECT job_id FROM job) AS job_id, (SELECT lease_owner FROM job) AS lease_owner"
-            } else {
-                ""
-            },
+               RETURNING seq){job_ctes}
+             SELECT (SELECT seq FROM run) AS seq, d.held, d.active, d.current, d.conflict,
+                    d.spent{job_columns}
+               FROM d"
         );
-        let query = sqlx::query(&sql)
+        let mut query = sqlx::query(&sql)
             .bind(id)
             .bind(&run.workflow)
             .bind(&run.revision)
@@ -848,7 +787,7 @@ impl RunStore for Store {
             .bind(status == RunStatus::Attention)
             .bind(ended)
             .bind(at_text(&run.state.deadline_at))
-            .bind(admitted_at)
+            .bind(at_text(&run.state.admitted_at))
             .bind(at_text(&run.state.now))
             .bind(run.state.ended_at.as_deref().map(at_text))
             .bind(version)
@@ -862,33 +801,46 @@ impl RunStore for Store {
             )
             .bind(self.seal_json(id, "owner", "", &run.owner))
             .bind(serde_json::to_string(&run.bindings).unwrap_or_else(|_| "{}".into()))
-            .bind(effect_unknown(&run.state));
-        let query = match &first {
-            Some((_, values)) => values.bind(query),
-            None => query,
-        };
-        let row = query.fetch_one(&mut *tx).await.map_err(pdb)?;
+            .bind(effect_unknown(&run.state))
+            .bind(self.activation_generation);
+        for v in &values {
+            query = v.bind(query);
+        }
+        let row = query.fetch_one(&self.pool).await.map_err(pdb)?;
         let Some(seq) = row.try_get::<Option<i64>, _>("seq").map_err(pdb)? else {
-            drop(tx);
+            let spent: bool = row.try_get("spent").map_err(pdb)?;
+            let held: bool = row.try_get("held").map_err(pdb)?;
+            let conflict: Option<String> = row.try_get("conflict").map_err(pdb)?;
+            let current: bool = row.try_get("current").map_err(pdb)?;
+            let active: Option<String> = row.try_get("active").map_err(pdb)?;
+            let refused = if spent {
+                None
+            } else if held {
+                Some(Admitted::AdmissionHeld)
+            } else if let Some(connection) = conflict {
+                // A binding the last apply did not record: this process
+                // serves another runtime file than the one applied.
+                Some(Admitted::BindingConflict { connection })
+            } else if !current {
+                Some(Admitted::ActivationChanged)
+            } else if active.as_deref() != Some(run.revision.as_str()) {
+                Some(Admitted::RevisionNotActive { active })
+            } else {
+                None
+            };
+            if let Some(refused) = refused {
+                return Ok((refused, Vec::new()));
+            }
+            // The identity was spent already, or a concurrent admission of
+            // it won: its run is the answer.
             let mut conn = self.pool.acquire().await.map_err(pdb)?;
-            // A concurrent admission of the same identity won: its run is
-            // the answer.
             let found = self
                 .existing(&mut conn, &run.start_identity, &run.request_digest)
                 .await?
                 .unwrap_or(Admitted::Conflict);
             return Ok((found, Vec::new()));
         };
-        let mut leased = Vec::new();
-        if let Some((job, values)) = &first {
-            let job_id: i64 = row.try_get("job_id").map_err(pdb)?;
-            let owner: Option<String> = row.try_get("lease_owner").map_err(pdb)?;
-            leased.extend(leased_job(id, job, values.lease, job_id, owner));
-        }
-        for job in others {
-            leased.extend(self.insert_job(&mut tx, id, job, lease).await?);
-        }
-        tx.commit().await.map_err(pdb)?;
+        let leased = leased_jobs(&row, id, jobs, &values)?;
         let created = Admitted::Created(RunRecord {
             id: run.id,
             sequence: u64::try_from(seq).unwrap_or(0),
@@ -1163,15 +1115,16 @@ impl RunStore for Store {
         let status = c.state.status;
         let ended = status.is_terminal();
         let ledger = serde_json::to_string(&c.ledger).unwrap_or_else(|_| "{}".into());
-        // The run's update, the completed job's delete (under its lease,
-        // locked first), the other jobs' delete when the run ended, and the
-        // first new job are one statement; a commit with more new jobs
-        // inserts the others after it in the same transaction.
-        let (first, others): (Option<&NewJob>, &[NewJob]) = match c.jobs.split_first() {
-            Some((first, others)) if !ended => (Some(first), others),
-            _ => (None, &[]),
-        };
-        let first = first.map(|job| (job, self.job_values(id, job, lease)));
+        // One statement: the completed job's row locked under its lease,
+        // the run updated under its version (and only with that lease), the
+        // completed job deleted, every other job deleted when the run
+        // ended, and the new jobs inserted; each part only if the run's
+        // update happened.
+        let jobs: &[NewJob] = if ended { &[] } else { &c.jobs };
+        let values: Vec<JobValues<'_>> = jobs
+            .iter()
+            .map(|job| self.job_values(id, job, lease))
+            .collect();
         let (complete_job, complete_owner) = match &c.complete {
             Some((job, owner)) => (
                 Some(i64::try_from(*job).unwrap_or(-1)),
@@ -1179,6 +1132,7 @@ impl RunStore for Store {
             ),
             None => (None, None),
         };
+        let (job_ctes, job_columns) = jobs_sql(ns, jobs.len(), 15, "EXISTS (SELECT 1 FROM upd)");
         let sql = format!(
             "WITH lease AS (
                SELECT job_id FROM {ns}.jobs WHERE job_id = $14 AND lease_owner = $15 FOR UPDATE),
@@ -1198,21 +1152,8 @@ impl RunStore for Store {
                   AND EXISTS (SELECT 1 FROM upd)),
              cleared AS (
                DELETE FROM {ns}.jobs WHERE $5 AND run_id = $1
-                  AND job_id IS DISTINCT FROM $14::bigint AND EXISTS (SELECT 1 FROM upd)){job}
-             SELECT (SELECT version FROM upd) AS version{job_columns}",
-            job = if first.is_some() {
-                format!(
-                    ",\n{}",
-                    job_insert_ctes(ns, 15, "EXISTS (SELECT 1 FROM upd)")
-                )
-            } else {
-                String::new()
-            },
-            job_columns = if first.is_some() {
-                ", (SELECT job_id FROM job) AS job_id, (SELECT lease_owner FROM job) AS lease_owner"
-            } else {
-                ""
-            },
+                  AND job_id IS DISTINCT FROM $14::bigint AND EXISTS (SELECT 1 FROM upd)){job_ctes}
+             SELECT (SELECT version FROM upd) AS version{job_columns}"
         );
         let sealed_state = self.seal_json(id, "state", "", &c.state);
         let sealed_output = c
@@ -1236,23 +1177,18 @@ impl RunStore for Store {
             .bind(c.review.map(Review::as_str))
             .bind(complete_job)
             .bind(complete_owner);
-        let query = match &first {
-            Some((_, values)) => values.bind(query),
-            None => query,
-        };
-        // One statement is its own transaction; more need one around them.
-        let mut on = if others.is_empty() {
-            CommitConnection::Single(self.pool.acquire().await.map_err(pdb)?)
-        } else {
-            CommitConnection::Transaction(self.pool.begin().await.map_err(pdb)?)
-        };
-        let row = query.fetch_one(on.conn()).await.map_err(pdb)?;
+        let mut query = query;
+        for v in &values {
+            query = v.bind(query);
+        }
+        let mut conn = self.pool.acquire().await.map_err(pdb)?;
+        let row = query.fetch_one(&mut *conn).await.map_err(pdb)?;
         let Some(version) = row.try_get::<Option<i64>, _>("version").map_err(pdb)? else {
             // Nothing changed: say why (the run is gone or erased, another
             // commit moved it on, or the job's lease was lost).
             let sql = format!("SELECT version, payload_erased_at FROM {ns}.runs WHERE run_id = $1");
             let read = sqlx::query(&sql).bind(id);
-            let found = read.fetch_optional(on.conn()).await.map_err(pdb)?;
+            let found = read.fetch_optional(&mut *conn).await.map_err(pdb)?;
             let Some(found) = found else {
                 return Err(PortError::NotFound);
             };
@@ -1266,18 +1202,7 @@ impl RunStore for Store {
                 PortError::LeaseLost
             });
         };
-        let mut leased = Vec::new();
-        if let Some((job, values)) = &first {
-            let job_id: i64 = row.try_get("job_id").map_err(pdb)?;
-            let owner: Option<String> = row.try_get("lease_owner").map_err(pdb)?;
-            leased.extend(leased_job(id, job, values.lease, job_id, owner));
-        }
-        if let CommitConnection::Transaction(mut tx) = on {
-            for job in others {
-                leased.extend(self.insert_job(&mut tx, id, job, lease).await?);
-            }
-            tx.commit().await.map_err(pdb)?;
-        }
+        let leased = leased_jobs(&row, id, jobs, &values)?;
         Ok(Committed {
             version: u64::try_from(version).unwrap_or(0),
             leased,
