@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
-use crate::report::{self, EXIT_OK, EXIT_UNAVAILABLE};
+use crate::report::{self, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE};
 use crate::Format;
 
 /// Target language of the caller.
@@ -49,6 +49,12 @@ struct TypesExtra {
 
 /// Runs `types`; returns the exit code.
 pub fn run(args: TypesArgs) -> u8 {
+    // stdout carries the report, so the caller cannot go there; a file
+    // named `-` is surely a mistake (`graph --output -` means stdout).
+    if args.output.as_os_str() == "-" {
+        errln!("coordinatorctl types: --output - is not supported: the caller is written to a file (stdout carries the report); name the file, e.g. --output ./-");
+        return EXIT_USAGE;
+    }
     let display = args.project.display().to_string();
     let compiled = coordinator_compiler::compile_project(&args.project, &display);
     let output = args.output.display().to_string();

@@ -156,6 +156,26 @@ fn types_never_replaces_a_link_a_directory_or_a_device() {
         !Path::new("/dev/null").is_file(),
         "/dev/null is still a device"
     );
+    // `-` is not stdout here (stdout carries the report), nor a file named `-`.
+    let out = ctl(
+        tmp.path(),
+        &[
+            "types",
+            "--project",
+            "follow-up",
+            "--language",
+            "typescript",
+            "--output",
+            "-",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--output - is not supported"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!tmp.path().join("-").exists());
 }
 
 #[test]
