@@ -428,16 +428,6 @@ async fn runs_page(
     State(console): State<Arc<Console>>,
     Query(filters): Query<RunsQuery>,
 ) -> Response {
-    let attention: Fetched<api::RunList> = console
-        .fetch(
-            Method::Get,
-            &["v1", "runs"],
-            &[
-                ("attention", "true".into()),
-                ("limit", api::MAX_LIST_LIMIT.to_string()),
-            ],
-        )
-        .await;
     let mut q: Vec<(&'static str, String)> = vec![("limit", PAGE_SIZE.to_string())];
     for (name, value) in [
         ("workflow", &filters.workflow),
@@ -448,7 +438,15 @@ async fn runs_page(
             q.push((name, v.clone()));
         }
     }
-    let all: Fetched<api::RunList> = console.fetch(Method::Get, &["v1", "runs"], &q).await;
+    let attention_query = [
+        ("attention", "true".to_owned()),
+        ("limit", api::MAX_LIST_LIMIT.to_string()),
+    ];
+    // Both lists at once: a slow service costs one timeout, not two.
+    let (attention, all): (Fetched<api::RunList>, Fetched<api::RunList>) = tokio::join!(
+        console.fetch(Method::Get, &["v1", "runs"], &attention_query),
+        console.fetch(Method::Get, &["v1", "runs"], &q),
+    );
     html(pages::runs(&console.base, &filters, &attention, &all))
 }
 
