@@ -53,6 +53,8 @@ die() {
   exit 1
 }
 log() { printf '%s: %s\n' "$PROG" "$*" >&2; }
+# shellcheck source=scripts/sandbox-deployment.sh
+. "$root/scripts/sandbox-deployment.sh"
 
 usage() {
   sed -n '2,/^set -euo/p' "$0" | sed -e '/^set -euo/d' -e 's/^# \{0,1\}//' >&2
@@ -226,18 +228,13 @@ eval "$pg_env"
 admin_url="$COORDINATOR_TEST_DATABASE_URL"
 postmaster_pid="$(head -n 1 "$pg_dir/data/postmaster.pid")"
 [[ "$postmaster_pid" =~ ^[0-9]+$ ]] || die "no postmaster pid in $pg_dir/data/postmaster.pid"
-role="${COORDINATOR_TEST_RUNTIME_URL#*://}"
-role="${role%%@*}"
-role="${role%%:*}"
 
 # ----------------------------------------------------------------- deploy
 cd "$work"
 "$ctl" init --directory follow-up >"$logs/init.txt"
 "$ctl" package --project follow-up --output follow-up-package >"$logs/package.txt"
-digest="$(sed -n 's/^package digest: //p' "$logs/package.txt")"
-[[ "$digest" =~ ^sha256:[0-9a-f]{64}$ ]] || die "no package digest in coordinatorctl package's output ($logs/package.txt)"
-revision="$(grep -o '"revision": *"sha256:[0-9a-f]\{64\}"' follow-up-package/definition.json | head -n 1 | grep -o 'sha256:[0-9a-f]*' || true)"
-[ -n "$revision" ] || die "no workflow revision in follow-up-package/definition.json"
+digest="$(sandbox_package_digest "$logs/package.txt")"
+revision="$(sandbox_package_revision follow-up-package)"
 
 "$sandbox" "$work/sandbox" >"$logs/sandbox.log" 2>&1 &
 sandbox_pid=$!
@@ -250,57 +247,11 @@ done
 # shellcheck disable=SC1091
 . "$work/sandbox/sandbox.env"
 
-secrets="$SANDBOX_SECRETS"
-(
-  umask 077
-  for key in state-key-1 admission-key audit-key; do
-    head -c 32 /dev/urandom >"$secrets/$key"
-  done
-  printf '%s' "$COORDINATOR_TEST_RUNTIME_URL" >"$secrets/runtime-database-url"
-  printf '%s' "$COORDINATOR_TEST_MIGRATION_URL" >"$secrets/migration-database-url"
-  mkdir -p "$work/audit"
-)
+sandbox_write_secrets "$work/audit"
 suffix="$(head -c 4 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 runtime="$work/runtime.yaml"
-sed -e "s|^namespace: .*|namespace: coordinator_bench_$suffix|" \
-    -e "s|root: /run/registry-coordinator/secrets|root: \"$secrets\"|" \
-    -e "s|https://breg.example.org|$SANDBOX_BREG_URL|" \
-    -e "s|https://messaging.example.org|$SANDBOX_MESSAGING_URL|" \
-    -e "s|https://login.example.org/oauth/token|$SANDBOX_TOKEN_ENDPOINT|" \
-    follow-up/runtime.yaml >"$runtime"
-if grep -q 'example\.org\|/run/registry-coordinator' "$runtime"; then
-  die "the starter's runtime.yaml has an endpoint bench.sh does not know; update scripts/bench.sh ($runtime)"
-fi
-cat >>"$runtime" <<EOF
-deployment:
-  databaseId: bench-$suffix
-  runtimeRole: $role
-  packages:
-  - root: "$work/follow-up-package"
-    expectedDigest: "$digest"
-  listener:
-    bind: 127.0.0.1:$SANDBOX_LISTENER_PORT
-    tlsTermination: operator-controlled-upstream
-  metricsListener:
-    bind: 127.0.0.1:$SANDBOX_METRICS_PORT
-  authentication:
-    issuer: $SANDBOX_ISSUER
-    audience: $SANDBOX_AUDIENCE
-    policies:
-      $SANDBOX_PRODUCER_CLIENT:
-        workflows: [follow-up]
-        actions: [start, status, inspect]
-      $SANDBOX_OPERATOR_CLIENT:
-        actions: [status, inspect]
-        operator: true
-  auditFile: "$work/audit/audit.jsonl"
-  auditKeyRef: secret:file/audit-key
-  stateKeys:
-    "1":
-      keyRef: secret:file/state-key-1
-  activeStateKey: 1
-  admissionKeyRef: secret:file/admission-key
-EOF
+sandbox_runtime_file follow-up/runtime.yaml "$runtime" "coordinator_bench_$suffix" "bench-$suffix" \
+  "$work/follow-up-package" "$digest" "$work/audit"
 "$ctl" --runtime-config "$runtime" apply >"$logs/apply.txt" 2>&1 \
   || { cat "$logs/apply.txt" >&2; die "coordinatorctl apply refused (above)"; }
 

@@ -39,6 +39,8 @@ die() {
   printf 'run.sh: error: %s\n' "$*" >&2
   exit 1
 }
+# shellcheck source=scripts/sandbox-deployment.sh
+. "$root/scripts/sandbox-deployment.sh"
 trap 'printf "run.sh: error: line %s: \"%s\" failed\n" "$LINENO" "$BASH_COMMAND" >&2' ERR
 case "$work" in
   *[\"\\\'$'\n']*) die "the work directory '$work' holds a quote, backslash or newline; choose a plainer path" ;;
@@ -118,9 +120,7 @@ eval "$pg_env"
 if [ -z "${COORDINATOR_TEST_RUNTIME_URL:-}" ] || [ -z "${COORDINATOR_TEST_MIGRATION_URL:-}" ]; then
   die "scripts/postgres.sh start printed no COORDINATOR_TEST_RUNTIME_URL / _MIGRATION_URL"
 fi
-role="${COORDINATOR_TEST_RUNTIME_URL#*://}"
-role="${role%%@*}"
-role="${role%%:*}"
+role="$(sandbox_database_role)"
 echo "postgresql: ${COORDINATOR_TEST_RUNTIME_URL##*@} (runtime role $role)"
 
 # 2. Stand-ins for the issuer and the products.
@@ -136,69 +136,15 @@ done
 . "$work/sandbox/sandbox.env"
 echo "sandbox: issuer $SANDBOX_ISSUER, breg $SANDBOX_BREG_URL, messaging $SANDBOX_MESSAGING_URL (pid $sandbox_pid)"
 
-# 3. Keys, database URL secrets, the completed runtime file.
-secrets="$SANDBOX_SECRETS"
-(
-  umask 077
-  for key in state-key-1 admission-key audit-key; do
-    head -c 32 /dev/urandom >"$secrets/$key"
-  done
-  printf '%s' "$COORDINATOR_TEST_RUNTIME_URL" >"$secrets/runtime-database-url"
-  printf '%s' "$COORDINATOR_TEST_MIGRATION_URL" >"$secrets/migration-database-url"
-  mkdir -p "$work/audit"
-) || die "cannot write the secret files under $secrets"
-for key in state-key-1 admission-key audit-key; do
-  [ "$(wc -c <"$secrets/$key")" -eq 32 ] || die "$secrets/$key is not 32 bytes"
-done
-
-digest="$(sed -n 's/^package digest: //p' logs/package.txt)"
-[[ "$digest" =~ ^sha256:[0-9a-f]{64}$ ]] || die "no package digest in coordinatorctl package's output ($logs/package.txt)"
-revision="$(grep -o '"revision": *"sha256:[0-9a-f]\{64\}"' follow-up-package/definition.json | head -n 1 | grep -o 'sha256:[0-9a-f]*' || true)"
-[ -n "$revision" ] || die "no workflow revision in follow-up-package/definition.json"
+# 3. Keys, database URL secrets, the completed runtime file
+# (scripts/sandbox-deployment.sh, shared with scripts/bench.sh).
+sandbox_write_secrets "$work/audit"
+digest="$(sandbox_package_digest logs/package.txt)"
+revision="$(sandbox_package_revision follow-up-package)"
 suffix="$(head -c 4 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 namespace="coordinator_follow_up_$suffix"
-
-sed -e "s|^namespace: .*|namespace: $namespace|" \
-    -e "s|root: /run/registry-coordinator/secrets|root: \"$secrets\"|" \
-    -e "s|https://breg.example.org|$SANDBOX_BREG_URL|" \
-    -e "s|https://messaging.example.org|$SANDBOX_MESSAGING_URL|" \
-    -e "s|https://login.example.org/oauth/token|$SANDBOX_TOKEN_ENDPOINT|" \
-    follow-up/runtime.yaml >"$runtime"
-if grep -q 'example\.org\|/run/registry-coordinator' "$runtime"; then
-  die "the starter's runtime.yaml has an endpoint run.sh does not know; update scripts/run.sh ($runtime)"
-fi
-cat >>"$runtime" <<EOF
-# Completed by scripts/run.sh for a local trial: PostgreSQL from
-# scripts/postgres.sh, issuer and products from coordinator-sandbox.
-deployment:
-  databaseId: run-sh-$suffix
-  runtimeRole: $role
-  packages:
-  - root: "$work/follow-up-package"
-    expectedDigest: "$digest"
-  listener:
-    bind: 127.0.0.1:$SANDBOX_LISTENER_PORT
-    tlsTermination: operator-controlled-upstream
-  metricsListener:
-    bind: 127.0.0.1:$SANDBOX_METRICS_PORT
-  authentication:
-    issuer: $SANDBOX_ISSUER
-    audience: $SANDBOX_AUDIENCE
-    policies:
-      $SANDBOX_PRODUCER_CLIENT:
-        workflows: [follow-up]
-        actions: [start, status, inspect]
-      $SANDBOX_OPERATOR_CLIENT:
-        actions: [status, inspect, cancel, retry-same, reconcile, doctor, restore-hold, release-restore-hold, complete-execution-recovery, release-admission-hold, retain]
-        operator: true
-  auditFile: "$work/audit/audit.jsonl"
-  auditKeyRef: secret:file/audit-key
-  stateKeys:
-    "1":
-      keyRef: secret:file/state-key-1
-  activeStateKey: 1
-  admissionKeyRef: secret:file/admission-key
-EOF
+sandbox_runtime_file follow-up/runtime.yaml "$runtime" "$namespace" "run-sh-$suffix" \
+  "$work/follow-up-package" "$digest" "$work/audit"
 echo "runtime file: $runtime (namespace $namespace)"
 
 # 4. Check, plan, apply, deployment-status.
