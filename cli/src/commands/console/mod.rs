@@ -106,7 +106,9 @@ fn loopback(listen: &str) -> Result<SocketAddr, String> {
     let addr: SocketAddr = listen.parse().map_err(|_| {
         format!("coordinatorctl console: --listen must be IP:PORT on a loopback address (127.0.0.1:8080), not {listen:?}")
     })?;
-    if !addr.ip().is_loopback() {
+    // The one loopback rule (`runtime::net`); a name never reaches it: the
+    // address must parse as IP:PORT.
+    if !coordinator_runtime::net::is_loopback_host(&addr.ip().to_string()) {
         return Err(format!(
             "coordinatorctl console: --listen {addr} is not a loopback address; the console serves 127.0.0.1 or [::1] only"
         ));
