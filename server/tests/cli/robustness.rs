@@ -125,8 +125,8 @@ fn types_never_replaces_a_link_a_directory_or_a_device() {
     std::os::unix::fs::symlink(tmp.path().join("target.txt"), tmp.path().join("link.ts"))
         .expect("link");
     std::fs::create_dir(tmp.path().join("dir.ts")).expect("dir");
-    for output in ["link.ts", "dir.ts", "/dev/null"] {
-        let out = ctl(
+    let types_to = |output: &str| {
+        ctl(
             tmp.path(),
             &[
                 "types",
@@ -137,7 +137,10 @@ fn types_never_replaces_a_link_a_directory_or_a_device() {
                 "--output",
                 output,
             ],
-        );
+        )
+    };
+    for output in ["link.ts", "dir.ts", "/dev/null"] {
+        let out = types_to(output);
         assert_eq!(out.status.code(), Some(3), "{output}: {}", stderr(&out));
         assert!(
             stderr(&out).contains("error[coordinator.types.write]")
@@ -157,18 +160,7 @@ fn types_never_replaces_a_link_a_directory_or_a_device() {
         "/dev/null is still a device"
     );
     // `-` is not stdout here (stdout carries the report), nor a file named `-`.
-    let out = ctl(
-        tmp.path(),
-        &[
-            "types",
-            "--project",
-            "follow-up",
-            "--language",
-            "typescript",
-            "--output",
-            "-",
-        ],
-    );
+    let out = types_to("-");
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("--output - is not supported"),
