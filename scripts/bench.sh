@@ -236,16 +236,7 @@ cd "$work"
 digest="$(sandbox_package_digest "$logs/package.txt")"
 revision="$(sandbox_package_revision follow-up-package)"
 
-"$sandbox" "$work/sandbox" >"$logs/sandbox.log" 2>&1 &
-sandbox_pid=$!
-for _ in $(seq 1 120); do
-  [ -f "$work/sandbox/sandbox.env" ] && break
-  kill -0 "$sandbox_pid" 2>/dev/null || die "coordinator-sandbox exited before it was ready; see $logs/sandbox.log"
-  sleep 0.25
-done
-[ -f "$work/sandbox/sandbox.env" ] || die "coordinator-sandbox was not ready within 30 s; see $logs/sandbox.log"
-# shellcheck disable=SC1091
-. "$work/sandbox/sandbox.env"
+sandbox_start "$sandbox" "$work/sandbox" "$logs/sandbox.log"
 
 sandbox_write_secrets "$work/audit"
 suffix="$(head -c 4 /dev/urandom | od -An -tx1 | tr -d ' \n')"

@@ -124,16 +124,7 @@ role="$(sandbox_database_role)"
 echo "postgresql: ${COORDINATOR_TEST_RUNTIME_URL##*@} (runtime role $role)"
 
 # 2. Stand-ins for the issuer and the products.
-"$sandbox" "$work/sandbox" >"$logs/sandbox.log" 2>&1 &
-sandbox_pid=$!
-for _ in $(seq 1 120); do
-  [ -f "$work/sandbox/sandbox.env" ] && break
-  kill -0 "$sandbox_pid" 2>/dev/null || die "coordinator-sandbox exited before it was ready; see $logs/sandbox.log"
-  sleep 0.25
-done
-[ -f "$work/sandbox/sandbox.env" ] || die "coordinator-sandbox was not ready within 30 s; see $logs/sandbox.log"
-# shellcheck disable=SC1091
-. "$work/sandbox/sandbox.env"
+sandbox_start "$sandbox" "$work/sandbox" "$logs/sandbox.log"
 echo "sandbox: issuer $SANDBOX_ISSUER, breg $SANDBOX_BREG_URL, messaging $SANDBOX_MESSAGING_URL (pid $sandbox_pid)"
 
 # 3. Keys, database URL secrets, the completed runtime file

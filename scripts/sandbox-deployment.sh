@@ -6,6 +6,22 @@
 # `$SANDBOX_DIR/sandbox.env` (SANDBOX_SECRETS, SANDBOX_BREG_URL, ...) and
 # COORDINATOR_TEST_RUNTIME_URL / _MIGRATION_URL in the environment.
 
+# sandbox_start SANDBOX_BIN DIR LOG: starts coordinator-sandbox on DIR
+# (output to LOG), sets `sandbox_pid` (the caller stops it), waits up to
+# 30 s for DIR/sandbox.env and reads its variables.
+sandbox_start() {
+  "$1" "$2" >"$3" 2>&1 &
+  sandbox_pid=$!
+  for _ in $(seq 1 120); do
+    [ -f "$2/sandbox.env" ] && break
+    kill -0 "$sandbox_pid" 2>/dev/null || die "coordinator-sandbox exited before it was ready; see $3"
+    sleep 0.25
+  done
+  [ -f "$2/sandbox.env" ] || die "coordinator-sandbox was not ready within 30 s; see $3"
+  # shellcheck disable=SC1091
+  . "$2/sandbox.env"
+}
+
 # sandbox_database_role: the runtime role's name, from
 # COORDINATOR_TEST_RUNTIME_URL (postgres://ROLE:PASSWORD@HOST/DB).
 sandbox_database_role() {
