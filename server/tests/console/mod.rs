@@ -241,6 +241,19 @@ async fn the_console_lists_draws_and_reconciles_a_held_run_in_chromium() {
         !page.contains(&d.token(OPERATOR)[..20]),
         "the page holds the token"
     );
+    let run_page = http
+        .get(format!("{base}/runs/{held}"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(run_page.contains("<svg"), "the Run page draws the workflow");
+    assert!(
+        !run_page.contains("<style"),
+        "an inline style would break the page's own content security policy"
+    );
     let missing = http
         .get(format!("{base}/runs/no-such-run"))
         .send()
@@ -378,6 +391,13 @@ async fn the_console_lists_draws_and_reconciles_a_held_run_in_chromium() {
             .await
             .is_err(),
         "the settled step is still drawn unknown"
+    );
+    assert!(
+        client
+            .find(Locator::Css("#action-reconcile"))
+            .await
+            .is_err(),
+        "an ended run offers no action"
     );
     let notify = client
         .find(Locator::Css("#graph svg [data-step='notify']"))

@@ -270,7 +270,17 @@ fn visited_graph(inspection: &api::Inspection) -> Markup {
 fn workflow_graph(data: &ExplainData, inspection: &api::Inspection) -> Option<Markup> {
     let svg = graph::svg(data, &graph::standings(inspection)).ok()?;
     let start = svg.find("<svg")?;
-    Some(html! { div.graph.whole { (PreEscaped(svg[start..].to_owned())) } })
+    // The renderer's inline `<style>` (its label font) would break the
+    // console's content security policy (`style-src 'self'`): it is left
+    // out, and console.css sets the labels' font.
+    let mut svg = svg[start..].to_owned();
+    while let Some(open) = svg.find("<style") {
+        let Some(close) = svg[open..].find("</style>") else {
+            break;
+        };
+        svg.replace_range(open..open + close + "</style>".len(), "");
+    }
+    Some(html! { div.graph.whole { (PreEscaped(svg)) } })
 }
 
 fn optional(value: &Option<String>) -> Markup {
@@ -347,6 +357,12 @@ pub(super) fn run(
                     }
                 }
             }
+            @if ENDED.contains(&s.state.as_str()) {
+                section #actions {
+                    h3 { "Recovery" }
+                    p { "The run has ended: there is nothing to reconcile, retry or cancel." }
+                }
+            } @else {
             section #actions {
                 h3 { "Recovery" }
                 p { "Each action is audited with an investigation reference (no personal data)." }
@@ -363,6 +379,7 @@ pub(super) fn run(
                     }
                 }
                 div #action-result role="status" {}
+            }
             }
         }
     };
