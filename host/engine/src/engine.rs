@@ -14,12 +14,13 @@ use coordinator_ir::Definition;
 use coordinator_ports::adapter::ProductAdapter;
 use coordinator_ports::clock::Clock;
 pub use coordinator_ports::store::Holds;
-use coordinator_ports::store::{LeaseOnInsert, RunRecord, RunStore, StoreError};
+use coordinator_ports::store::{Commit, Committed, LeaseOnInsert, RunRecord, RunStore, StoreError};
 use coordinator_runtime::audit::{AuditJournal, AuditRecord};
 use coordinator_runtime::config::Connection;
 use coordinator_runtime::keys::{AdmissionKey, AuditKey};
 use coordinator_vm::{Rejected, Vm};
 
+use crate::group::{Group, GROUP_MAX, GROUP_SLOTS};
 use crate::metrics::Counters;
 
 /// The code fed as [`Answer::Uncertain`] for a mutation or evaluation whose
@@ -123,6 +124,12 @@ pub struct Engine {
     /// commit left it: the next [`Engine::tick`] carries them out without
     /// leasing them or reading the run again.
     pub(crate) handed: std::sync::Mutex<std::collections::VecDeque<HandedOff>>,
+    /// Commits of this process written together ([`crate::group`],
+    /// [`RunStore::commit_batch`]).
+    pub(crate) commits: Group<(Commit, Option<LeaseOnInsert>), Result<Committed, StoreError>>,
+    /// "Mark sending" fences of this process written together
+    /// ([`RunStore::mark_sending_batch`]): job id, lease owner, epoch.
+    pub(crate) sendings: Group<(u64, String, u64), Result<(), StoreError>>,
 }
 
 /// A job handed from a commit to a worker lane of the same process.
@@ -228,6 +235,8 @@ impl Engine {
             fenced: std::sync::atomic::AtomicBool::new(false),
             wake: tokio::sync::Notify::new(),
             handed: std::sync::Mutex::new(std::collections::VecDeque::new()),
+            commits: Group::new(GROUP_SLOTS, GROUP_MAX),
+            sendings: Group::new(GROUP_SLOTS, GROUP_MAX),
         })
     }
 
@@ -311,6 +320,56 @@ impl Engine {
 
     /// Queues jobs a commit leased to this process for the next tick, and
     /// wakes a lane for each.
+    /// Commits through the group commit ([`crate::group`]): written with
+    /// the commits of other runs that arrive meanwhile, answered as
+    /// [`RunStore::commit_leasing`] answers.
+    pub(crate) async fn commit_grouped(
+        &self,
+        commit: Commit,
+        lease: Option<LeaseOnInsert>,
+    ) -> Result<Committed, StoreError> {
+        let store = self.store.clone();
+        self.commits
+            .submit(
+                (commit, lease),
+                move |batch| {
+                    let store = store.clone();
+                    async move { store.commit_batch(batch).await }
+                },
+                || {
+                    Err(StoreError::Unavailable(
+                        "the group commit ended without an answer".into(),
+                    ))
+                },
+            )
+            .await
+    }
+
+    /// Marks a leased job `sending` through the group commit
+    /// ([`RunStore::mark_sending_batch`]).
+    pub(crate) async fn mark_sending_grouped(
+        &self,
+        job: u64,
+        owner: &str,
+        epoch: u64,
+    ) -> Result<(), StoreError> {
+        let store = self.store.clone();
+        self.sendings
+            .submit(
+                (job, owner.to_owned(), epoch),
+                move |batch| {
+                    let store = store.clone();
+                    async move { store.mark_sending_batch(batch).await }
+                },
+                || {
+                    Err(StoreError::Unavailable(
+                        "the group commit ended without an answer".into(),
+                    ))
+                },
+            )
+            .await
+    }
+
     pub(crate) fn hand_off(
         &self,
         jobs: Vec<coordinator_ports::store::Job>,

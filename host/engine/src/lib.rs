@@ -24,6 +24,7 @@
 pub mod actions;
 pub mod admission;
 pub mod engine;
+pub(crate) mod group;
 pub mod jobs;
 pub mod metrics;
 pub mod restore;

@@ -530,7 +530,7 @@ impl Engine {
             let now = self.clock.now_unix();
             let scheduled_due_now = commit.jobs.iter().any(|j| j.due_unix <= now);
             let lease = self.lease_on_insert(now);
-            let failed = match self.store.commit_leasing(commit, lease.as_ref()).await {
+            let failed = match self.commit_grouped(commit, lease.clone()).await {
                 Ok(Committed { version, leased }) => {
                     if scheduled_due_now && leased.is_empty() {
                         self.wake_one();
@@ -605,8 +605,7 @@ struct JobSending<'a> {
 impl MarkSending for JobSending<'_> {
     async fn mark_sending(&self) -> Result<(), StoreError> {
         self.engine
-            .store
-            .mark_sending(self.job, self.owner, self.epoch)
+            .mark_sending_grouped(self.job, self.owner, self.epoch)
             .await
     }
 }

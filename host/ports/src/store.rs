@@ -618,6 +618,22 @@ pub trait RunStore: Send + Sync {
     /// `owner` holds its lease: the request must not leave.
     async fn mark_sending(&self, job_id: u64, owner: &str, epoch: u64) -> Result<(), StoreError>;
 
+    /// [`RunStore::mark_sending`] for several jobs at once (group commit):
+    /// each `(job_id, owner, epoch)` is fenced on its own and answered in
+    /// the same order, one job's refusal never failing another's. The
+    /// default marks them one after another; the PostgreSQL store marks
+    /// them in one statement (one commit).
+    async fn mark_sending_batch(
+        &self,
+        jobs: Vec<(u64, String, u64)>,
+    ) -> Vec<Result<(), StoreError>> {
+        let mut answers = Vec::with_capacity(jobs.len());
+        for (job_id, owner, epoch) in jobs {
+            answers.push(self.mark_sending(job_id, &owner, epoch).await);
+        }
+        answers
+    }
+
     /// Takes over, for `owner` until `lease_until`, up to `limit` dispatch
     /// jobs whose prepared command is not safe to resend (mutations and
     /// evaluations: [`JobKind::Dispatch`] with `resend_safe == false`),
@@ -689,6 +705,25 @@ pub trait RunStore: Send + Sync {
         commit: Commit,
         lease: Option<&LeaseOnInsert>,
     ) -> Result<Committed, StoreError>;
+
+    /// [`RunStore::commit_leasing`] for the commits of several runs at once
+    /// (group commit): each commit is fenced by its own version and lease
+    /// and answered in the same order, exactly as `commit_leasing` would
+    /// answer it; one commit's refusal ([`StoreError::Conflict`],
+    /// [`StoreError::LeaseLost`], ...) never fails another. Two commits of
+    /// one run in a batch are taken as if one came after the other (the
+    /// second then sees a moved version). The default commits them one
+    /// after another; the PostgreSQL store commits them in one statement.
+    async fn commit_batch(
+        &self,
+        commits: Vec<(Commit, Option<LeaseOnInsert>)>,
+    ) -> Vec<Result<Committed, StoreError>> {
+        let mut answers = Vec::with_capacity(commits.len());
+        for (commit, lease) in commits {
+            answers.push(self.commit_leasing(commit, lease.as_ref()).await);
+        }
+        answers
+    }
 
     /// Brings the next observation of review request `review_request_id`
     /// forward: every `Observe` job for it gets

@@ -28,6 +28,8 @@
 //! purpose, step): purposes `input`, `state`, `output`, `owner` (the
 //! starter's `iss`/`sub`) and `command` (step = the job's step).
 
+mod batch;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -999,6 +1001,13 @@ impl RunStore for Store {
         }
     }
 
+    async fn mark_sending_batch(
+        &self,
+        jobs: Vec<(u64, String, u64)>,
+    ) -> Vec<Result<(), PortError>> {
+        self.mark_sending_in_one_statement(jobs).await
+    }
+
     async fn claim_restored_commands(
         &self,
         owner: &str,
@@ -1207,6 +1216,13 @@ impl RunStore for Store {
             version: u64::try_from(version).unwrap_or(0),
             leased,
         })
+    }
+
+    async fn commit_batch(
+        &self,
+        commits: Vec<(Commit, Option<LeaseOnInsert>)>,
+    ) -> Vec<Result<Committed, PortError>> {
+        self.commit_batch_in_one_statement(commits).await
     }
 
     async fn bring_forward(
