@@ -315,8 +315,7 @@ impl Engine {
         };
         let lease = self.lease_on_insert(now);
         let (admitted, leased) = self
-            .store
-            .admit_leasing(run, lease.as_ref())
+            .admit_grouped(run, lease.clone())
             .await
             .map_err(|e| self.seen(e))?;
         match admitted {

@@ -14,7 +14,9 @@ use coordinator_ir::Definition;
 use coordinator_ports::adapter::ProductAdapter;
 use coordinator_ports::clock::Clock;
 pub use coordinator_ports::store::Holds;
-use coordinator_ports::store::{Commit, Committed, LeaseOnInsert, RunRecord, RunStore, StoreError};
+use coordinator_ports::store::{
+    Admitted, Commit, Committed, Job, LeaseOnInsert, NewRun, RunRecord, RunStore, StoreError,
+};
 use coordinator_runtime::audit::{AuditJournal, AuditRecord};
 use coordinator_runtime::config::Connection;
 use coordinator_runtime::keys::{AdmissionKey, AuditKey};
@@ -22,6 +24,10 @@ use coordinator_vm::{Rejected, Vm};
 
 use crate::group::{Group, GROUP_MAX, GROUP_SLOTS};
 use crate::metrics::Counters;
+
+/// What an admission answers: the store's answer and the jobs leased on
+/// insert, or the store's error.
+pub(crate) type AdmittedOrError = Result<(Admitted, Vec<Job>), StoreError>;
 
 /// The code fed as [`Answer::Uncertain`] for a mutation or evaluation whose
 /// job was found `sending` after its lease expired (a crash mid-request).
@@ -127,6 +133,9 @@ pub struct Engine {
     /// Commits of this process written together ([`crate::group`],
     /// [`RunStore::commit_batch`]).
     pub(crate) commits: Group<(Commit, Option<LeaseOnInsert>), Result<Committed, StoreError>>,
+    /// Admissions of this process written together
+    /// ([`RunStore::admit_batch`]).
+    pub(crate) admissions: Group<(NewRun, Option<LeaseOnInsert>), AdmittedOrError>,
     /// "Mark sending" fences of this process written together
     /// ([`RunStore::mark_sending_batch`]): job id, lease owner, epoch.
     pub(crate) sendings: Group<(u64, String, u64), Result<(), StoreError>>,
@@ -236,6 +245,7 @@ impl Engine {
             wake: tokio::sync::Notify::new(),
             handed: std::sync::Mutex::new(std::collections::VecDeque::new()),
             commits: Group::new(GROUP_SLOTS, GROUP_MAX),
+            admissions: Group::new(GROUP_SLOTS, GROUP_MAX),
             sendings: Group::new(GROUP_SLOTS, GROUP_MAX),
         })
     }
@@ -335,6 +345,30 @@ impl Engine {
                 move |batch| {
                     let store = store.clone();
                     async move { store.commit_batch(batch).await }
+                },
+                || {
+                    Err(StoreError::Unavailable(
+                        "the group commit ended without an answer".into(),
+                    ))
+                },
+            )
+            .await
+    }
+
+    /// Admits through the group commit ([`crate::group`]), answered as
+    /// [`RunStore::admit_leasing`] answers.
+    pub(crate) async fn admit_grouped(
+        &self,
+        run: NewRun,
+        lease: Option<LeaseOnInsert>,
+    ) -> AdmittedOrError {
+        let store = self.store.clone();
+        self.admissions
+            .submit(
+                (run, lease),
+                move |batch| {
+                    let store = store.clone();
+                    async move { store.admit_batch(batch).await }
                 },
                 || {
                     Err(StoreError::Unavailable(

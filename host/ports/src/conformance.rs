@@ -774,6 +774,73 @@ pub async fn group_commits_answer_each_commit_as_alone(s: &dyn RunStore, fx: &Fi
     );
 }
 
+/// A group admission ([`RunStore::admit_batch`]) answers each start as
+/// [`RunStore::admit_leasing`] alone would, in order: a new run (its due
+/// job leased on insert), a repeat of a spent identity (its run), the same
+/// identity with another digest (conflict), and two starts of one new
+/// identity in the batch (one run, the other start answered with it).
+pub async fn group_admissions_answer_each_start_as_alone(s: &dyn RunStore, fx: &Fixture) {
+    use super::store::LeaseOnInsert;
+    s.admit(new_run(fx, "run-spent", "alice", "id-spent", "d"))
+        .await
+        .expect("admit");
+    let on_insert = LeaseOnInsert {
+        owner: "w1".into(),
+        now: 100,
+        lease_until: 200,
+        epoch: 0,
+    };
+    let start = |id: &str, identity: &str, digest: &str| {
+        (
+            new_run(fx, id, "alice", identity, digest),
+            Some(on_insert.clone()),
+        )
+    };
+    let answers = s
+        .admit_batch(vec![
+            start("run-new", "id-new", "d"),
+            start("run-again", "id-spent", "d"),
+            start("run-other", "id-spent", "another digest"),
+            start("run-twin-1", "id-twin", "d"),
+            start("run-twin-2", "id-twin", "d"),
+        ])
+        .await;
+    let answers: Vec<(String, usize)> = answers
+        .into_iter()
+        .map(|a| match a.expect("answered") {
+            (Admitted::Created(r), leased) => (format!("created {}", r.id), leased.len()),
+            (Admitted::Existing(r), leased) => (format!("existing {}", r.id), leased.len()),
+            (other, leased) => (format!("{other:?}"), leased.len()),
+        })
+        .collect();
+    let twin = |a: &(String, usize)| a.0.clone();
+    assert_eq!(
+        answers.iter().take(3).cloned().collect::<Vec<_>>(),
+        vec![
+            ("created run-new".to_owned(), 1),
+            ("existing run-spent".to_owned(), 0),
+            ("Conflict".to_owned(), 0),
+        ]
+    );
+    let twins: Vec<String> = answers.iter().skip(3).map(twin).collect();
+    assert!(
+        twins == ["created run-twin-1", "existing run-twin-1"]
+            || twins == ["existing run-twin-2", "created run-twin-2"],
+        "one run for the identity, the other start answered with it: {twins:?}"
+    );
+    let leased = s.jobs("run-new").await.expect("jobs");
+    assert_eq!(
+        leased
+            .iter()
+            .map(|j| j.lease.as_ref().map(|l| l.owner.clone()))
+            .collect::<Vec<_>>(),
+        vec![Some("w1".to_owned())],
+        "the new run's due job is leased on insert"
+    );
+    assert!(s.get("run-again").await.expect("get").is_none());
+    assert!(s.get("run-other").await.expect("get").is_none());
+}
+
 /// The holds start released; a swap succeeds only from the holds it
 /// expects, so a change made meanwhile by another process is never lost.
 pub async fn holds_are_swapped_only_from_what_was_read(s: &dyn RunStore) {

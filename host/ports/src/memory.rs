@@ -571,6 +571,7 @@ mod tests {
         leases_expire_and_commits_check_versions,
         commits_lease_new_due_jobs_to_the_committer,
         group_commits_answer_each_commit_as_alone,
+        group_admissions_answer_each_start_as_alone,
         release_and_discard,
         live_bindings_count_runs_that_have_not_ended,
         retention_erases_only_ended_payloads,

@@ -589,6 +589,23 @@ pub trait RunStore: Send + Sync {
         lease: Option<&LeaseOnInsert>,
     ) -> Result<(Admitted, Vec<Job>), StoreError>;
 
+    /// [`RunStore::admit_leasing`] for several starts at once (group
+    /// commit): each answered in the same order exactly as
+    /// `admit_leasing` would answer it, one start's refusal never failing
+    /// another; of two starts of one identity in a batch, one is admitted
+    /// and the other answered as a repeat. The default admits them one
+    /// after another; the PostgreSQL store admits them in one statement.
+    async fn admit_batch(
+        &self,
+        runs: Vec<(NewRun, Option<LeaseOnInsert>)>,
+    ) -> Vec<Result<(Admitted, Vec<Job>), StoreError>> {
+        let mut answers = Vec::with_capacity(runs.len());
+        for (run, lease) in runs {
+            answers.push(self.admit_leasing(run, lease.as_ref()).await);
+        }
+        answers
+    }
+
     /// The run with this id.
     async fn get(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError>;
 

@@ -697,6 +697,66 @@ impl Store {
     }
 }
 
+/// The record of a run just admitted as `seq`: version 1, an empty
+/// ledger, nothing erased or reviewed.
+fn created_record(run: NewRun, seq: i64) -> RunRecord {
+    RunRecord {
+        id: run.id,
+        sequence: u64::try_from(seq).unwrap_or(0),
+        workflow: run.workflow,
+        revision: run.revision,
+        owner: run.owner,
+        start_identity: run.start_identity,
+        request_digest: run.request_digest,
+        state: run.state,
+        ledger: BTreeMap::new(),
+        version: 1,
+        bindings: run.bindings,
+        payload_erased: false,
+        review: None,
+    }
+}
+
+/// What an admission statement read before it inserted anything.
+struct AdmissionChecks {
+    /// The start identity was spent already.
+    spent: bool,
+    /// The admission hold is in place.
+    held: bool,
+    /// The first connection whose binding differs from the last apply's.
+    conflict: Option<String>,
+    /// The activation generation is the one this store was opened under.
+    current: bool,
+    /// The workflow's active revision.
+    active: Option<String>,
+}
+
+impl AdmissionChecks {
+    /// The refusal of a start of `revision` that inserted nothing, in this
+    /// order: admission hold, binding conflict, activation changed,
+    /// revision not active; `None` when the identity was spent (or a
+    /// concurrent admission of it won): its run is the answer.
+    fn refusal(self, revision: &str) -> Option<Admitted> {
+        if self.spent {
+            None
+        } else if self.held {
+            Some(Admitted::AdmissionHeld)
+        } else if let Some(connection) = self.conflict {
+            // A binding the last apply did not record: this process
+            // serves another runtime file than the one applied.
+            Some(Admitted::BindingConflict { connection })
+        } else if !self.current {
+            Some(Admitted::ActivationChanged)
+        } else if self.active.as_deref() != Some(revision) {
+            Some(Admitted::RevisionNotActive {
+                active: self.active,
+            })
+        } else {
+            None
+        }
+    }
+}
+
 /// A restore epoch as stored (`bigint`, never negative).
 fn epoch_column(epoch: u64) -> i64 {
     i64::try_from(epoch).unwrap_or(i64::MAX)
@@ -815,22 +875,14 @@ impl RunStore for Store {
             let conflict: Option<String> = row.try_get("conflict").map_err(pdb)?;
             let current: bool = row.try_get("current").map_err(pdb)?;
             let active: Option<String> = row.try_get("active").map_err(pdb)?;
-            let refused = if spent {
-                None
-            } else if held {
-                Some(Admitted::AdmissionHeld)
-            } else if let Some(connection) = conflict {
-                // A binding the last apply did not record: this process
-                // serves another runtime file than the one applied.
-                Some(Admitted::BindingConflict { connection })
-            } else if !current {
-                Some(Admitted::ActivationChanged)
-            } else if active.as_deref() != Some(run.revision.as_str()) {
-                Some(Admitted::RevisionNotActive { active })
-            } else {
-                None
+            let checks = AdmissionChecks {
+                spent,
+                held,
+                conflict,
+                current,
+                active,
             };
-            if let Some(refused) = refused {
+            if let Some(refused) = checks.refusal(&run.revision) {
                 return Ok((refused, Vec::new()));
             }
             // The identity was spent already, or a concurrent admission of
@@ -843,22 +895,14 @@ impl RunStore for Store {
             return Ok((found, Vec::new()));
         };
         let leased = leased_jobs(&row, id, jobs, &values)?;
-        let created = Admitted::Created(RunRecord {
-            id: run.id,
-            sequence: u64::try_from(seq).unwrap_or(0),
-            workflow: run.workflow,
-            revision: run.revision,
-            owner: run.owner,
-            start_identity: run.start_identity,
-            request_digest: run.request_digest,
-            state: run.state,
-            ledger: BTreeMap::new(),
-            version: 1,
-            bindings: run.bindings,
-            payload_erased: false,
-            review: None,
-        });
-        Ok((created, leased))
+        Ok((Admitted::Created(created_record(run, seq)), leased))
+    }
+
+    async fn admit_batch(
+        &self,
+        runs: Vec<(NewRun, Option<LeaseOnInsert>)>,
+    ) -> Vec<Result<(Admitted, Vec<Job>), PortError>> {
+        self.admit_batch_in_one_statement(runs).await
     }
 
     async fn get(&self, run_id: &str) -> Result<Option<RunRecord>, PortError> {

@@ -832,6 +832,7 @@ conformance_tests! {
     run_store_leases_expire_and_commits_check_versions => "run_store_leases", leases_expire_and_commits_check_versions;
     run_store_commits_lease_new_due_jobs => "run_store_lease_on_insert", commits_lease_new_due_jobs_to_the_committer;
     run_store_group_commits_answer_each_commit_as_alone => "run_store_group_commit", group_commits_answer_each_commit_as_alone;
+    run_store_group_admissions_answer_each_start_as_alone => "run_store_group_admission", group_admissions_answer_each_start_as_alone;
     run_store_release_and_discard => "run_store_release", release_and_discard;
     run_store_bring_forward_and_listing => "run_store_listing", bring_forward_respects_the_floor_and_lists_page;
     run_store_live_bindings_count_runs_that_have_not_ended => "run_store_live_bindings", live_bindings_count_runs_that_have_not_ended;

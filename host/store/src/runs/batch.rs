@@ -13,14 +13,14 @@
 use std::collections::{BTreeMap, HashMap};
 
 use coordinator_ports::store::{
-    Commit, Committed, LeaseOnInsert, NewJob, RunStore, StoreError as PortError,
+    Commit, Committed, Job, LeaseOnInsert, NewJob, RunStore, StoreError as PortError,
 };
 use serde_json::Value;
 use sqlx::Row;
 use time::OffsetDateTime;
 
 use super::{at_text, effect_unknown, epoch_column, erased, leased_job, pdb, port, JobValues};
-use super::{Review, Store};
+use super::{created_record, AdmissionChecks, Admitted, NewRun, Review, Store};
 
 /// One commit of a batch as bound: its values and, for its new jobs, what
 /// [`Store::job_values`] made of them.
@@ -50,7 +50,7 @@ impl Store {
         }
         match self.try_commit_batch(&commits).await {
             Ok(answers) => answers,
-            Err(sqlx::Error::Database(e)) => {
+            Err(sqlx::Error::Database(e)) if one_at_a_time_may_pass(e.code().as_deref()) => {
                 tracing::warn!(error = %e, commits = commits.len(), "a group commit failed; its commits are made one at a time");
                 let mut answers = Vec::with_capacity(commits.len());
                 for (commit, lease) in commits {
@@ -104,19 +104,7 @@ impl Store {
         let mut reviews: Vec<Option<&str>> = Vec::new();
         let mut complete_jobs: Vec<Option<i64>> = Vec::new();
         let mut complete_owners: Vec<Option<&str>> = Vec::new();
-        // The new jobs' columns, one element per job, with their commit's k.
-        let mut job_k: Vec<i32> = Vec::new();
-        let mut kinds = Vec::new();
-        let mut steps = Vec::new();
-        let mut dues = Vec::new();
-        let mut details = Vec::new();
-        let mut review_requests: Vec<Option<&str>> = Vec::new();
-        let mut keys: Vec<Option<&str>> = Vec::new();
-        let mut key_versions: Vec<Option<i32>> = Vec::new();
-        let mut sealed_commands: Vec<Option<&[u8]>> = Vec::new();
-        let mut owners: Vec<Option<&str>> = Vec::new();
-        let mut untils: Vec<Option<OffsetDateTime>> = Vec::new();
-        let mut epochs: Vec<Option<i64>> = Vec::new();
+        let mut new_jobs = JobArrays::default();
         for (i, p) in prepared.iter().enumerate() {
             let c = p.commit;
             let id = c.run_id.as_str();
@@ -144,21 +132,7 @@ impl Store {
                     .map(|(job, _)| i64::try_from(*job).unwrap_or(-1)),
             );
             complete_owners.push(c.complete.as_ref().map(|(_, owner)| owner.as_str()));
-            let k = i32::try_from(i + 1).unwrap_or(i32::MAX);
-            for v in &p.values {
-                job_k.push(k);
-                kinds.push(v.row.kind);
-                steps.push(v.row.step.as_str());
-                dues.push(v.due_at);
-                details.push(v.row.detail.as_str());
-                review_requests.push(v.row.review_request_id.as_deref());
-                keys.push(v.row.idempotency_key.as_deref());
-                key_versions.push(v.key_version);
-                sealed_commands.push(v.sealed.as_deref());
-                owners.push(v.lease.map(|l| l.owner.as_str()));
-                untils.push(v.lease.map(|l| super::at(l.lease_until)));
-                epochs.push(v.lease.map(|l| epoch_column(l.epoch)));
-            }
+            new_jobs.push(i, &p.values);
         }
         // The commit statement of `commit_leasing`, over arrays: the
         // completed jobs locked under their leases, each run updated under
@@ -169,6 +143,8 @@ impl Store {
         // only for a run whose update happened. What comes back: one row
         // per updated run (`k`, its new version) and one per job leased on
         // insert.
+        let new_jobs_sql = new_jobs_sql(ns, 16, "upd");
+        let (leased_none, leased_columns) = (LEASED_NONE, LEASED_COLUMNS);
         let sql = format!(
             "WITH c AS (
                SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::boolean[],
@@ -202,42 +178,14 @@ impl Store {
              cleared AS (
                DELETE FROM {ns}.jobs j USING upd
                 WHERE upd.ended AND j.run_id = upd.run_id
-                  AND j.job_id IS DISTINCT FROM upd.complete_job),
-             nj AS (
-               SELECT * FROM unnest($16::integer[], $17::text[], $18::text[], $19::timestamptz[],
-                   $20::text[], $21::text[], $22::text[], $23::integer[], $24::bytea[],
-                   $25::text[], $26::timestamptz[], $27::bigint[])
-                 WITH ORDINALITY AS nj(k, kind, step, due_at, detail, review_request_id,
-                   idempotency_key, key_version, sealed_command, owner, lease_until, epoch, n)),
-             ins AS (
-               INSERT INTO {ns}.jobs (run_id, kind, step, state, due_at, detail, review_request_id,
-                   idempotency_key, key_version, sealed_command, lease_owner, lease_expires_at)
-               SELECT upd.run_id, nj.kind, nj.step, 'ready', nj.due_at, nj.detail::jsonb,
-                      nj.review_request_id, nj.idempotency_key, nj.key_version, nj.sealed_command,
-                      o.owner, CASE WHEN o.owner IS NOT NULL THEN nj.lease_until END
-                 FROM nj JOIN upd ON upd.k = nj.k
-                CROSS JOIN {ns}.deployment d
-                CROSS JOIN LATERAL (SELECT CASE WHEN NOT d.restore_hold
-                                                 AND d.restore_epoch = nj.epoch
-                                                THEN nj.owner END AS owner) o
-                ORDER BY nj.n
-             RETURNING job_id, run_id, kind, step, due_at, idempotency_key, detail, lease_owner),
-             spent AS (
-               INSERT INTO {ns}.spent_keys (kind, identity, run_id, spent_at)
-               SELECT 'command', nj.idempotency_key, upd.run_id, nj.due_at
-                 FROM nj JOIN upd ON upd.k = nj.k
-                WHERE nj.idempotency_key IS NOT NULL
-               ON CONFLICT DO NOTHING)
-             SELECT upd.k AS k, upd.run_id, upd.version, NULL::bigint AS job_id, NULL::text AS kind,
-                    NULL::text AS step, NULL::timestamptz AS due_at, NULL::text AS idempotency_key,
-                    NULL::text AS detail
+                  AND j.job_id IS DISTINCT FROM upd.complete_job){new_jobs_sql}
+             SELECT upd.k AS k, upd.run_id, upd.version, {leased_none}
                FROM upd
              UNION ALL
-             SELECT NULL, ins.run_id, NULL, ins.job_id, ins.kind, ins.step, ins.due_at,
-                    ins.idempotency_key, ins.detail::text
+             SELECT NULL, ins.run_id, NULL, {leased_columns}
                FROM ins WHERE ins.lease_owner IS NOT NULL"
         );
-        let rows = sqlx::query(&sql)
+        let query = sqlx::query(&sql)
             .bind(&run_ids)
             .bind(&versions)
             .bind(&states)
@@ -252,40 +200,18 @@ impl Store {
             .bind(&reviews)
             .bind(&complete_jobs)
             .bind(&complete_owners)
-            .bind(self.keyring.active_version() as i32)
-            .bind(&job_k)
-            .bind(&kinds)
-            .bind(&steps)
-            .bind(&dues)
-            .bind(&details)
-            .bind(&review_requests)
-            .bind(&keys)
-            .bind(&key_versions)
-            .bind(&sealed_commands)
-            .bind(&owners)
-            .bind(&untils)
-            .bind(&epochs)
-            .fetch_all(&self.pool)
-            .await?;
+            .bind(self.keyring.active_version() as i32);
+        let rows = new_jobs.bind(query).fetch_all(&self.pool).await?;
         // The updated runs (by k) and the jobs leased on insert (by run).
         let mut updated: BTreeMap<usize, i64> = BTreeMap::new();
-        let mut leased_rows: HashMap<String, Vec<LeasedRow>> = HashMap::new();
+        let mut leased_rows = LeasedRows::default();
         for row in &rows {
-            let run_id: String = row.try_get("run_id")?;
             match row.try_get::<Option<i64>, _>("k")? {
                 Some(k) => {
                     let version: i64 = row.try_get("version")?;
                     updated.insert(usize::try_from(k).unwrap_or(0), version);
                 }
-                None => leased_rows.entry(run_id).or_default().push(LeasedRow {
-                    job_id: row.try_get("job_id")?,
-                    kind: row.try_get("kind")?,
-                    step: row.try_get("step")?,
-                    due_at: row.try_get("due_at")?,
-                    idempotency_key: row.try_get("idempotency_key")?,
-                    detail: row.try_get("detail")?,
-                    taken: false,
-                }),
+                None => leased_rows.read(row)?,
             }
         }
         // Why each commit that changed nothing was refused, read at once.
@@ -327,27 +253,259 @@ impl Store {
                 }));
                 continue;
             };
-            let mut leased = Vec::new();
-            let rows = leased_rows.get_mut(id);
-            if let Some(rows) = rows {
-                for (job, v) in p.jobs.iter().zip(&p.values) {
-                    let Some(lease) = v.lease else { continue };
-                    if let Some(row) = rows.iter_mut().find(|r| !r.taken && r.is(job, v)) {
-                        row.taken = true;
-                        leased.extend(leased_job(
-                            id,
-                            job,
-                            Some(lease),
-                            row.job_id,
-                            Some(lease.owner.clone()),
-                        ));
-                    }
-                }
-            }
+            let leased = leased_rows.take(id, p.jobs, &p.values);
             answers.push(Ok(Committed {
                 version: u64::try_from(*version).unwrap_or(0),
                 leased,
             }));
+        }
+        Ok(answers)
+    }
+
+    /// [`RunStore::admit_batch`] on PostgreSQL: one statement for every
+    /// admission of the batch, each with the checks of
+    /// [`RunStore::admit_leasing`] (the admission hold, a binding the last
+    /// apply recorded otherwise, the activation generation, the active
+    /// revision, the start identity), answered as it would answer. Errors
+    /// as [`Store::commit_batch_in_one_statement`]'s.
+    ///
+    /// [`RunStore::admit_batch`]: coordinator_ports::store::RunStore::admit_batch
+    /// [`RunStore::admit_leasing`]: coordinator_ports::store::RunStore::admit_leasing
+    pub(super) async fn admit_batch_in_one_statement(
+        &self,
+        runs: Vec<(NewRun, Option<LeaseOnInsert>)>,
+    ) -> Vec<Result<(Admitted, Vec<Job>), PortError>> {
+        if runs.len() <= 1 {
+            let mut answers = Vec::new();
+            for (run, lease) in runs {
+                answers.push(self.admit_leasing(run, lease.as_ref()).await);
+            }
+            return answers;
+        }
+        match self.try_admit_batch(&runs).await {
+            Ok(answers) => answers,
+            Err(sqlx::Error::Database(e)) if one_at_a_time_may_pass(e.code().as_deref()) => {
+                tracing::warn!(error = %e, admissions = runs.len(), "a group admission failed; its admissions are made one at a time");
+                let mut answers = Vec::with_capacity(runs.len());
+                for (run, lease) in runs {
+                    answers.push(self.admit_leasing(run, lease.as_ref()).await);
+                }
+                answers
+            }
+            Err(e) => {
+                let e = pdb(e);
+                runs.iter().map(|_| Err(e.clone())).collect()
+            }
+        }
+    }
+
+    async fn try_admit_batch(
+        &self,
+        runs: &[(NewRun, Option<LeaseOnInsert>)],
+    ) -> Result<Vec<Result<(Admitted, Vec<Job>), PortError>>, sqlx::Error> {
+        let ns = &self.ns;
+        let values: Vec<Vec<JobValues<'_>>> = runs
+            .iter()
+            .map(|(run, lease)| {
+                let jobs: &[NewJob] = if run.state.status.is_terminal() {
+                    &[]
+                } else {
+                    &run.jobs
+                };
+                jobs.iter()
+                    .map(|job| self.job_values(&run.id, job, lease.as_ref()))
+                    .collect()
+            })
+            .collect();
+        let mut ids = Vec::new();
+        let mut workflows = Vec::new();
+        let mut revisions = Vec::new();
+        let mut owner_refs = Vec::new();
+        let mut identities = Vec::new();
+        let mut fingerprints = Vec::new();
+        let mut states = Vec::new();
+        let mut attention = Vec::new();
+        let mut ended = Vec::new();
+        let mut deadlines = Vec::new();
+        let mut created = Vec::new();
+        let mut updated = Vec::new();
+        let mut ended_at: Vec<Option<OffsetDateTime>> = Vec::new();
+        let mut inputs = Vec::new();
+        let mut sealed_states = Vec::new();
+        let mut outputs: Vec<Option<Vec<u8>>> = Vec::new();
+        let mut owners = Vec::new();
+        let mut bindings = Vec::new();
+        let mut unknown = Vec::new();
+        let mut new_jobs = JobArrays::default();
+        for (i, ((run, _), values)) in runs.iter().zip(&values).enumerate() {
+            let id = run.id.as_str();
+            let status = run.state.status;
+            ids.push(id);
+            workflows.push(run.workflow.as_str());
+            revisions.push(run.revision.as_str());
+            owner_refs.push(
+                self.admission
+                    .owner_reference(&run.owner.iss, &run.owner.sub),
+            );
+            identities.push(run.start_identity.as_str());
+            fingerprints.push(run.request_digest.as_str());
+            states.push(status.as_str());
+            attention.push(status == coordinator_vm::RunStatus::Attention);
+            ended.push(status.is_terminal());
+            deadlines.push(at_text(&run.state.deadline_at));
+            created.push(at_text(&run.state.admitted_at));
+            updated.push(at_text(&run.state.now));
+            ended_at.push(run.state.ended_at.as_deref().map(at_text));
+            inputs.push(self.seal_json(id, "input", "", &run.state.input));
+            sealed_states.push(self.seal_json(id, "state", "", &run.state));
+            outputs.push(
+                run.state
+                    .output
+                    .as_ref()
+                    .map(|o| self.seal_json(id, "output", "", o)),
+            );
+            owners.push(self.seal_json(id, "owner", "", &run.owner));
+            bindings.push(serde_json::to_string(&run.bindings).unwrap_or_else(|_| "{}".into()));
+            unknown.push(effect_unknown(&run.state));
+            new_jobs.push(i, values);
+        }
+        // The admission statement of `admit_leasing`, over arrays: the
+        // checks of each start (what they read comes back, so a refusal is
+        // named without another read), then, for each start they pass, the
+        // start identity spent (waiting for a concurrent admission of the
+        // same identity to settle; of two starts of one identity in the
+        // batch, one), the run and its jobs.
+        let new_jobs_sql = new_jobs_sql(ns, 22, "made");
+        let (leased_none, leased_columns) = (LEASED_NONE, LEASED_COLUMNS);
+        let sql = format!(
+            "WITH a AS (
+               SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
+                   $6::text[], $7::text[], $8::boolean[], $9::boolean[], $10::timestamptz[],
+                   $11::timestamptz[], $12::timestamptz[], $13::timestamptz[], $14::bytea[],
+                   $15::bytea[], $16::bytea[], $17::bytea[], $18::text[], $19::boolean[])
+                 WITH ORDINALITY AS a(run_id, workflow, revision, owner_ref, start_identity,
+                   request_fingerprint, state, attention, ended, deadline_at, created_at,
+                   updated_at, ended_at, sealed_input, sealed_state, sealed_output, sealed_owner,
+                   bindings, effect_unknown, k)),
+             chk AS (
+               SELECT a.k, d.admission_hold AS held,
+                      (SELECT revision FROM {ns}.active_workflows w
+                        WHERE w.workflow = a.workflow) AS active,
+                      d.activation_generation = $20 AS current,
+                      (SELECT r.key FROM jsonb_each_text(a.bindings::jsonb) r
+                         JOIN jsonb_each_text(d.connection_bindings) x ON x.key = r.key
+                        WHERE x.value <> r.value ORDER BY r.key LIMIT 1) AS conflict,
+                      EXISTS (SELECT 1 FROM {ns}.spent_keys
+                               WHERE kind = 'start' AND identity = a.start_identity) AS spent
+                 FROM a CROSS JOIN {ns}.deployment d),
+             spent AS (
+               INSERT INTO {ns}.spent_keys (kind, identity, run_id, spent_at)
+               SELECT 'start', a.start_identity, a.run_id, a.created_at
+                 FROM a JOIN chk ON chk.k = a.k
+                WHERE NOT chk.spent AND NOT chk.held AND chk.conflict IS NULL AND chk.current
+                  AND chk.active IS NOT DISTINCT FROM a.revision
+                ORDER BY a.k
+               ON CONFLICT DO NOTHING RETURNING run_id),
+             run AS (
+               INSERT INTO {ns}.runs (run_id, workflow, revision, owner_ref, start_identity,
+                   request_fingerprint, state, attention, ended, deadline_at, created_at, updated_at,
+                   ended_at, key_version, input_key_version, sealed_input, sealed_state, sealed_output,
+                   sealed_owner, bindings, effect_unknown)
+               SELECT a.run_id, a.workflow, a.revision, a.owner_ref, a.start_identity,
+                      a.request_fingerprint, a.state, a.attention, a.ended, a.deadline_at,
+                      a.created_at, a.updated_at, a.ended_at, $21, $21, a.sealed_input,
+                      a.sealed_state, a.sealed_output, a.sealed_owner, a.bindings::jsonb,
+                      a.effect_unknown
+                 FROM a WHERE a.run_id IN (SELECT run_id FROM spent)
+                ORDER BY a.k
+               RETURNING run_id, seq),
+             made AS (SELECT a.k, a.run_id FROM a JOIN run ON run.run_id = a.run_id){new_jobs_sql}
+             SELECT chk.k AS k, a.run_id, run.seq, chk.held, chk.active, chk.current,
+                    chk.conflict, chk.spent, {leased_none}
+               FROM chk JOIN a ON a.k = chk.k LEFT JOIN run ON run.run_id = a.run_id
+             UNION ALL
+             SELECT NULL, ins.run_id, NULL, NULL, NULL, NULL, NULL, NULL, {leased_columns}
+               FROM ins WHERE ins.lease_owner IS NOT NULL"
+        );
+        let query = sqlx::query(&sql)
+            .bind(&ids)
+            .bind(&workflows)
+            .bind(&revisions)
+            .bind(&owner_refs)
+            .bind(&identities)
+            .bind(&fingerprints)
+            .bind(&states)
+            .bind(&attention)
+            .bind(&ended)
+            .bind(&deadlines)
+            .bind(&created)
+            .bind(&updated)
+            .bind(&ended_at)
+            .bind(&inputs)
+            .bind(&sealed_states)
+            .bind(&outputs)
+            .bind(&owners)
+            .bind(&bindings)
+            .bind(&unknown)
+            .bind(self.activation_generation)
+            .bind(self.keyring.active_version() as i32);
+        let rows = new_jobs.bind(query).fetch_all(&self.pool).await?;
+        let mut checked: BTreeMap<usize, (Option<i64>, AdmissionChecks)> = BTreeMap::new();
+        let mut leased_rows = LeasedRows::default();
+        for row in &rows {
+            match row.try_get::<Option<i64>, _>("k")? {
+                Some(k) => {
+                    let checks = AdmissionChecks {
+                        spent: row.try_get("spent")?,
+                        held: row.try_get("held")?,
+                        conflict: row.try_get("conflict")?,
+                        current: row.try_get("current")?,
+                        active: row.try_get("active")?,
+                    };
+                    checked.insert(
+                        usize::try_from(k).unwrap_or(0),
+                        (row.try_get("seq")?, checks),
+                    );
+                }
+                None => leased_rows.read(row)?,
+            }
+        }
+        let mut answers = Vec::with_capacity(runs.len());
+        for (i, ((run, _), values)) in runs.iter().zip(&values).enumerate() {
+            let Some((seq, checks)) = checked.remove(&(i + 1)) else {
+                answers.push(Err(PortError::Unavailable(
+                    "an admission of a group came back without its checks".into(),
+                )));
+                continue;
+            };
+            let Some(seq) = seq else {
+                if let Some(refused) = checks.refusal(&run.revision) {
+                    answers.push(Ok((refused, Vec::new())));
+                    continue;
+                }
+                // The identity was spent already, or another admission of
+                // it (in this batch or a concurrent one) won: its run is
+                // the answer.
+                let found = match self.pool.acquire().await {
+                    Ok(mut conn) => self
+                        .existing(&mut conn, &run.start_identity, &run.request_digest)
+                        .await
+                        .map(|found| (found.unwrap_or(Admitted::Conflict), Vec::new())),
+                    Err(e) => Err(pdb(e)),
+                };
+                answers.push(found);
+                continue;
+            };
+            let jobs: &[NewJob] = if run.state.status.is_terminal() {
+                &[]
+            } else {
+                &run.jobs
+            };
+            let leased = leased_rows.take(&run.id, jobs, values);
+            answers.push(Ok((
+                Admitted::Created(created_record(run.clone(), seq)),
+                leased,
+            )));
         }
         Ok(answers)
     }
@@ -397,6 +555,181 @@ impl Store {
                 ids.iter().map(|_| Err(e.clone())).collect()
             }
         }
+    }
+}
+
+/// Whether a batch statement that failed with SQLSTATE `code` may pass
+/// when its items are written one at a time: a transaction rollback
+/// (class 40: a deadlock between two batches touching one run, a
+/// serialization failure) or an integrity violation (class 23: two items
+/// of one batch colliding). Any other error (a statement PostgreSQL cannot
+/// run) is answered to every item.
+fn one_at_a_time_may_pass(code: Option<&str>) -> bool {
+    code.is_some_and(|c| c.starts_with("40") || c.starts_with("23"))
+}
+
+/// The new jobs of a batch as bound: one array element per job, with the
+/// ordinal `k` (from 1) of the commit or admission it belongs to.
+#[derive(Default)]
+struct JobArrays<'a> {
+    k: Vec<i32>,
+    kinds: Vec<&'static str>,
+    steps: Vec<&'a str>,
+    dues: Vec<OffsetDateTime>,
+    details: Vec<&'a str>,
+    review_requests: Vec<Option<&'a str>>,
+    keys: Vec<Option<&'a str>>,
+    key_versions: Vec<Option<i32>>,
+    sealed_commands: Vec<Option<&'a [u8]>>,
+    owners: Vec<Option<&'a str>>,
+    untils: Vec<Option<OffsetDateTime>>,
+    epochs: Vec<Option<i64>>,
+}
+
+impl<'a> JobArrays<'a> {
+    /// Adds the jobs of the batch's item `index` (0-based; `k` is
+    /// `index + 1`).
+    fn push(&mut self, index: usize, values: &'a [JobValues<'a>]) {
+        let k = i32::try_from(index + 1).unwrap_or(i32::MAX);
+        for v in values {
+            self.k.push(k);
+            self.kinds.push(v.row.kind);
+            self.steps.push(v.row.step.as_str());
+            self.dues.push(v.due_at);
+            self.details.push(v.row.detail.as_str());
+            self.review_requests
+                .push(v.row.review_request_id.as_deref());
+            self.keys.push(v.row.idempotency_key.as_deref());
+            self.key_versions.push(v.key_version);
+            self.sealed_commands.push(v.sealed.as_deref());
+            self.owners.push(v.lease.map(|l| l.owner.as_str()));
+            self.untils.push(v.lease.map(|l| super::at(l.lease_until)));
+            self.epochs.push(v.lease.map(|l| epoch_column(l.epoch)));
+        }
+    }
+
+    /// Binds the twelve arrays, in [`new_jobs_sql`]'s order, after the
+    /// parameters bound before.
+    fn bind<'q>(
+        &'q self,
+        query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+    ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+        query
+            .bind(&self.k)
+            .bind(&self.kinds)
+            .bind(&self.steps)
+            .bind(&self.dues)
+            .bind(&self.details)
+            .bind(&self.review_requests)
+            .bind(&self.keys)
+            .bind(&self.key_versions)
+            .bind(&self.sealed_commands)
+            .bind(&self.owners)
+            .bind(&self.untils)
+            .bind(&self.epochs)
+    }
+}
+
+/// The CTEs (each with a leading comma) that insert a batch's new jobs
+/// ([`JobArrays`], parameters `$first`..`$first+11`) for the items that
+/// went ahead: `made` is a CTE with columns `k` and `run_id`, one row per
+/// item whose run was inserted or updated. Each job is leased on insert to
+/// its owner until its expiry when the deployment is under the job's
+/// restore epoch and no restore hold (`ins` returns what
+/// [`LEASED_COLUMNS`] reads), and its idempotency key is recorded spent.
+fn new_jobs_sql(ns: &str, first: usize, made: &str) -> String {
+    let p = |i: usize| format!("${}", first + i);
+    format!(
+        ", nj AS (
+               SELECT * FROM unnest({k}::integer[], {kind}::text[], {step}::text[],
+                   {due}::timestamptz[], {detail}::text[], {review}::text[], {key}::text[],
+                   {kv}::integer[], {sealed}::bytea[], {owner}::text[], {until}::timestamptz[],
+                   {epoch}::bigint[])
+                 WITH ORDINALITY AS nj(k, kind, step, due_at, detail, review_request_id,
+                   idempotency_key, key_version, sealed_command, owner, lease_until, epoch, n)),
+             ins AS (
+               INSERT INTO {ns}.jobs (run_id, kind, step, state, due_at, detail, review_request_id,
+                   idempotency_key, key_version, sealed_command, lease_owner, lease_expires_at)
+               SELECT m.run_id, nj.kind, nj.step, 'ready', nj.due_at, nj.detail::jsonb,
+                      nj.review_request_id, nj.idempotency_key, nj.key_version, nj.sealed_command,
+                      o.owner, CASE WHEN o.owner IS NOT NULL THEN nj.lease_until END
+                 FROM nj JOIN {made} m ON m.k = nj.k
+                CROSS JOIN {ns}.deployment d
+                CROSS JOIN LATERAL (SELECT CASE WHEN NOT d.restore_hold
+                                                 AND d.restore_epoch = nj.epoch
+                                                THEN nj.owner END AS owner) o
+                ORDER BY nj.n
+             RETURNING job_id, run_id, kind, step, due_at, idempotency_key, detail, lease_owner),
+             spent_commands AS (
+               INSERT INTO {ns}.spent_keys (kind, identity, run_id, spent_at)
+               SELECT 'command', nj.idempotency_key, m.run_id, nj.due_at
+                 FROM nj JOIN {made} m ON m.k = nj.k
+                WHERE nj.idempotency_key IS NOT NULL
+               ON CONFLICT DO NOTHING)",
+        k = p(0),
+        kind = p(1),
+        step = p(2),
+        due = p(3),
+        detail = p(4),
+        review = p(5),
+        key = p(6),
+        kv = p(7),
+        sealed = p(8),
+        owner = p(9),
+        until = p(10),
+        epoch = p(11),
+    )
+}
+
+/// The columns of a leased job's row in a batch's answer (from `ins`).
+const LEASED_COLUMNS: &str = "ins.job_id, ins.kind, ins.step, ins.due_at, ins.idempotency_key, \
+     ins.detail::text AS detail";
+
+/// [`LEASED_COLUMNS`] as NULLs, for the rows of the answer that are not jobs.
+const LEASED_NONE: &str = "NULL::bigint AS job_id, NULL::text AS kind, NULL::text AS step, \
+     NULL::timestamptz AS due_at, NULL::text AS idempotency_key, NULL::text AS detail";
+
+/// The jobs a batch statement inserted leased, by run.
+#[derive(Default)]
+struct LeasedRows(HashMap<String, Vec<LeasedRow>>);
+
+impl LeasedRows {
+    /// Reads a leased job's row ([`LEASED_COLUMNS`] and `run_id`).
+    fn read(&mut self, row: &sqlx::postgres::PgRow) -> Result<(), sqlx::Error> {
+        let run_id: String = row.try_get("run_id")?;
+        self.0.entry(run_id).or_default().push(LeasedRow {
+            job_id: row.try_get("job_id")?,
+            kind: row.try_get("kind")?,
+            step: row.try_get("step")?,
+            due_at: row.try_get("due_at")?,
+            idempotency_key: row.try_get("idempotency_key")?,
+            detail: row.try_get("detail")?,
+            taken: false,
+        });
+        Ok(())
+    }
+
+    /// The jobs of `run_id` (its new `jobs`, `values` as bound) that were
+    /// leased on insert, in the order of `jobs`.
+    fn take(&mut self, run_id: &str, jobs: &[NewJob], values: &[JobValues<'_>]) -> Vec<Job> {
+        let mut leased = Vec::new();
+        let Some(rows) = self.0.get_mut(run_id) else {
+            return leased;
+        };
+        for (job, v) in jobs.iter().zip(values) {
+            let Some(lease) = v.lease else { continue };
+            if let Some(row) = rows.iter_mut().find(|r| !r.taken && r.is(job, v)) {
+                row.taken = true;
+                leased.extend(leased_job(
+                    run_id,
+                    job,
+                    Some(lease),
+                    row.job_id,
+                    Some(lease.owner.clone()),
+                ));
+            }
+        }
+        leased
     }
 }
 
