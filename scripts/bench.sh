@@ -330,6 +330,10 @@ echo
 gen_run latency latency "$base1" -- --runs "$latency_runs" --poll-ms 2
 echo
 start_coordinator 2 "$runtime2" "$base2"
+# The second process gets the warm-up the first had (its connections'
+# caches), so the phase compares the two setups, not a cold start.
+log "warm-up of the two processes: 100 runs (not counted)"
+gen_run throughput warmup2 "$base1" "$base2" -- --runs 100 --concurrency "$concurrency" --top 0 >"$logs/warmup-2.txt"
 gen_run throughput two "$base1" "$base2" -- --runs "$runs" --concurrency "$concurrency"
 echo
 
