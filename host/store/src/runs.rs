@@ -31,7 +31,6 @@
 mod batch;
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -182,105 +181,14 @@ fn job_row(kind: &JobKind) -> JobRow {
     }
 }
 
-/// A job's values as bound to [`jobs_sql`]'s parameters.
+/// A job's values as bound (`runs/batch.rs`: a new job's columns in the
+/// group statements' arrays).
 struct JobValues<'a> {
     row: JobRow,
     sealed: Option<Vec<u8>>,
     key_version: Option<i32>,
     due_at: OffsetDateTime,
     lease: Option<&'a LeaseOnInsert>,
-}
-
-impl JobValues<'_> {
-    /// Binds the job's eleven values, in [`jobs_sql`]'s order, after
-    /// the parameters bound before.
-    fn bind<'q>(
-        &'q self,
-        query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
-    ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
-        query
-            .bind(self.row.kind)
-            .bind(&self.row.step)
-            .bind(self.due_at)
-            .bind(&self.row.detail)
-            .bind(&self.row.review_request_id)
-            .bind(&self.row.idempotency_key)
-            .bind(self.key_version)
-            .bind(&self.sealed)
-            .bind(self.lease.map(|l| l.owner.as_str()))
-            .bind(self.lease.map(|l| at(l.lease_until)))
-            .bind(self.lease.map(|l| epoch_column(l.epoch)))
-    }
-}
-
-/// Parameters per job in [`jobs_sql`] (the order of [`JobValues::bind`]).
-const JOB_PARAMETERS: usize = 11;
-
-/// The CTEs that insert `count` jobs of the run `$1`, and the final
-/// SELECT's columns that return them. Job `i` is the CTE `job{i}` (the job
-/// inserted, leased on insert to its owner parameter until its expiry when
-/// the deployment is under its restore epoch and no restore hold;
-/// `RETURNING job_id, lease_owner`) and `job{i}_spent` (its idempotency key
-/// recorded as spent); its values are the eleven parameters after
-/// `after + i * 11`, in [`JobValues::bind`]'s order. `only_if` is a
-/// condition every insert also requires. The columns are `job{i}_id` and
-/// `job{i}_owner`, each with a leading comma; the CTEs too.
-fn jobs_sql(ns: &str, count: usize, after: usize, only_if: &str) -> (String, String) {
-    let mut ctes = String::new();
-    let mut columns = String::new();
-    for i in 0..count {
-        let p = |k: usize| format!("${}", after + i * JOB_PARAMETERS + 1 + k);
-        let _ = write!(
-            ctes,
-            ",
-             job{i} AS (
-               INSERT INTO {ns}.jobs (run_id, kind, step, state, due_at, detail, review_request_id,
-                   idempotency_key, key_version, sealed_command, lease_owner, lease_expires_at)
-                SELECT $1, {kind}, {step}, 'ready', {due}, {detail}::jsonb, {review}, {key}, {kv},
-                       {sealed}, o.owner, CASE WHEN o.owner IS NOT NULL THEN {until} END
-                  FROM (SELECT CASE WHEN NOT restore_hold AND restore_epoch = {epoch}
-                                    THEN {owner}::text END AS owner
-                          FROM {ns}.deployment) o
-                 WHERE {only_if}
-             RETURNING job_id, lease_owner),
-             job{i}_spent AS (
-               INSERT INTO {ns}.spent_keys (kind, identity, run_id, spent_at)
-                SELECT 'command', {key}, $1, {due} WHERE {key}::text IS NOT NULL AND {only_if}
-                ON CONFLICT DO NOTHING)",
-            kind = p(0),
-            step = p(1),
-            due = p(2),
-            detail = p(3),
-            review = p(4),
-            key = p(5),
-            kv = p(6),
-            sealed = p(7),
-            owner = p(8),
-            until = p(9),
-            epoch = p(10),
-        );
-        let _ = write!(
-            columns,
-            ", (SELECT job_id FROM job{i}) AS job{i}_id, (SELECT lease_owner FROM job{i}) AS job{i}_owner"
-        );
-    }
-    (ctes, columns)
-}
-
-/// The jobs of [`jobs_sql`]'s columns in `row` that were leased on insert.
-fn leased_jobs(
-    row: &PgRow,
-    run_id: &str,
-    jobs: &[NewJob],
-    values: &[JobValues<'_>],
-) -> Result<Vec<Job>, PortError> {
-    let mut leased = Vec::new();
-    for (i, (job, v)) in jobs.iter().zip(values).enumerate() {
-        let job_id: i64 = row.try_get(format!("job{i}_id").as_str()).map_err(pdb)?;
-        let owner: Option<String> = row.try_get(format!("job{i}_owner").as_str()).map_err(pdb)?;
-        leased.extend(leased_job(run_id, job, v.lease, job_id, owner));
-    }
-    Ok(leased)
 }
 
 /// The job `job_id` as leased on insert (`owner` set), for the lane that
@@ -788,114 +696,15 @@ impl RunStore for Store {
         run: NewRun,
         lease: Option<&LeaseOnInsert>,
     ) -> Result<(Admitted, Vec<Job>), PortError> {
-        let ns = &self.ns;
-        let status = run.state.status;
-        let ended = status.is_terminal();
-        let id = run.id.as_str();
-        let owner_ref = self
-            .admission
-            .owner_reference(&run.owner.iss, &run.owner.sub);
-        let version = self.keyring.active_version() as i32;
-        let jobs: &[NewJob] = if ended { &[] } else { &run.jobs };
-        let values: Vec<JobValues<'_>> = jobs
-            .iter()
-            .map(|job| self.job_values(id, job, lease))
-            .collect();
-        // One statement: the checks (the admission hold, a binding the last
-        // apply recorded otherwise, the activation generation, the active
-        // revision), then, when they pass, the start identity spent (waiting
-        // for a concurrent admission of the same identity to settle), the
-        // run and its jobs. What the checks read comes back, so a refusal
-        // is named without another read.
-        let (job_ctes, job_columns) = jobs_sql(ns, jobs.len(), 21, "EXISTS (SELECT 1 FROM run)");
-        let sql = format!(
-            "WITH d AS (
-               SELECT d.admission_hold AS held,
-                      (SELECT revision FROM {ns}.active_workflows WHERE workflow = $2) AS active,
-                      d.activation_generation = $21 AS current,
-                      (SELECT r.key FROM jsonb_each_text($19::jsonb) r
-                         JOIN jsonb_each_text(d.connection_bindings) a ON a.key = r.key
-                        WHERE a.value <> r.value ORDER BY r.key LIMIT 1) AS conflict,
-                      EXISTS (SELECT 1 FROM {ns}.spent_keys
-                               WHERE kind = 'start' AND identity = $5) AS spent
-                 FROM {ns}.deployment d),
-             spent AS (
-               INSERT INTO {ns}.spent_keys (kind, identity, run_id, spent_at)
-               SELECT 'start', $5, $1, $11 FROM d
-                WHERE NOT d.spent AND NOT d.held AND d.conflict IS NULL AND d.current
-                  AND d.active IS NOT DISTINCT FROM $3
-               ON CONFLICT DO NOTHING RETURNING 1),
-             run AS (
-               INSERT INTO {ns}.runs (run_id, workflow, revision, owner_ref, start_identity,
-                   request_fingerprint, state, attention, ended, deadline_at, created_at, updated_at,
-                   ended_at, key_version, input_key_version, sealed_input, sealed_state, sealed_output,
-                   sealed_owner, bindings, effect_unknown)
-               SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14, $15, $16,
-                   $17, $18, $19::jsonb, $20
-                WHERE EXISTS (SELECT 1 FROM spent)
-               RETURNING seq){job_ctes}
-             SELECT (SELECT seq FROM run) AS seq, d.held, d.active, d.current, d.conflict,
-                    d.spent{job_columns}
-               FROM d"
-        );
-        let mut query = sqlx::query(&sql)
-            .bind(id)
-            .bind(&run.workflow)
-            .bind(&run.revision)
-            .bind(owner_ref)
-            .bind(&run.start_identity)
-            .bind(&run.request_digest)
-            .bind(status.as_str())
-            .bind(status == RunStatus::Attention)
-            .bind(ended)
-            .bind(at_text(&run.state.deadline_at))
-            .bind(at_text(&run.state.admitted_at))
-            .bind(at_text(&run.state.now))
-            .bind(run.state.ended_at.as_deref().map(at_text))
-            .bind(version)
-            .bind(self.seal_json(id, "input", "", &run.state.input))
-            .bind(self.seal_json(id, "state", "", &run.state))
-            .bind(
-                run.state
-                    .output
-                    .as_ref()
-                    .map(|o| self.seal_json(id, "output", "", o)),
-            )
-            .bind(self.seal_json(id, "owner", "", &run.owner))
-            .bind(serde_json::to_string(&run.bindings).unwrap_or_else(|_| "{}".into()))
-            .bind(effect_unknown(&run.state))
-            .bind(self.activation_generation);
-        for v in &values {
-            query = v.bind(query);
-        }
-        let row = query.fetch_one(&self.pool).await.map_err(pdb)?;
-        let Some(seq) = row.try_get::<Option<i64>, _>("seq").map_err(pdb)? else {
-            let spent: bool = row.try_get("spent").map_err(pdb)?;
-            let held: bool = row.try_get("held").map_err(pdb)?;
-            let conflict: Option<String> = row.try_get("conflict").map_err(pdb)?;
-            let current: bool = row.try_get("current").map_err(pdb)?;
-            let active: Option<String> = row.try_get("active").map_err(pdb)?;
-            let checks = AdmissionChecks {
-                spent,
-                held,
-                conflict,
-                current,
-                active,
-            };
-            if let Some(refused) = checks.refusal(&run.revision) {
-                return Ok((refused, Vec::new()));
-            }
-            // The identity was spent already, or a concurrent admission of
-            // it won: its run is the answer.
-            let mut conn = self.pool.acquire().await.map_err(pdb)?;
-            let found = self
-                .existing(&mut conn, &run.start_identity, &run.request_digest)
-                .await?
-                .unwrap_or(Admitted::Conflict);
-            return Ok((found, Vec::new()));
-        };
-        let leased = leased_jobs(&row, id, jobs, &values)?;
-        Ok((Admitted::Created(created_record(run, seq)), leased))
+        // A group admission of one (`runs/batch.rs`): one statement, one
+        // home for the admission's checks and inserts.
+        let one = [(run, lease.cloned())];
+        let mut answers = self.try_admit_batch(&one).await.map_err(pdb)?;
+        answers.pop().unwrap_or_else(|| {
+            Err(PortError::Unavailable(
+                "an admission came back empty".into(),
+            ))
+        })
     }
 
     async fn admit_batch(
@@ -1026,23 +835,11 @@ impl RunStore for Store {
     }
 
     async fn mark_sending(&self, job_id: u64, owner: &str, epoch: u64) -> Result<(), PortError> {
-        let done = sqlx::query(&format!(
-            "UPDATE {ns}.jobs SET state = 'sending'
-              WHERE job_id = $1 AND lease_owner = $2
-                AND (SELECT NOT restore_hold AND restore_epoch = $3 FROM {ns}.deployment)",
-            ns = self.ns
-        ))
-        .bind(i64::try_from(job_id).unwrap_or(-1))
-        .bind(owner)
-        .bind(epoch_column(epoch))
-        .execute(&self.pool)
-        .await
-        .map_err(pdb)?;
-        if done.rows_affected() == 1 {
-            Ok(())
-        } else {
-            Err(PortError::LeaseLost)
-        }
+        // A group mark of one (`runs/batch.rs`): one home for the fence.
+        self.mark_sending_in_one_statement(vec![(job_id, owner.to_owned(), epoch)])
+            .await
+            .pop()
+            .unwrap_or(Err(PortError::LeaseLost))
     }
 
     async fn mark_sending_batch(
@@ -1163,103 +960,13 @@ impl RunStore for Store {
         c: Commit,
         lease: Option<&LeaseOnInsert>,
     ) -> Result<Committed, PortError> {
-        let ns = &self.ns;
-        let id = c.run_id.as_str();
-        let status = c.state.status;
-        let ended = status.is_terminal();
-        let ledger = serde_json::to_string(&c.ledger).unwrap_or_else(|_| "{}".into());
-        // One statement: the completed job's row locked under its lease,
-        // the run updated under its version (and only with that lease), the
-        // completed job deleted, every other job deleted when the run
-        // ended, and the new jobs inserted; each part only if the run's
-        // update happened.
-        let jobs: &[NewJob] = if ended { &[] } else { &c.jobs };
-        let values: Vec<JobValues<'_>> = jobs
-            .iter()
-            .map(|job| self.job_values(id, job, lease))
-            .collect();
-        let (complete_job, complete_owner) = match &c.complete {
-            Some((job, owner)) => (
-                Some(i64::try_from(*job).unwrap_or(-1)),
-                Some(owner.as_str()),
-            ),
-            None => (None, None),
-        };
-        let (job_ctes, job_columns) = jobs_sql(ns, jobs.len(), 15, "EXISTS (SELECT 1 FROM upd)");
-        let sql = format!(
-            "WITH lease AS (
-               SELECT job_id FROM {ns}.jobs WHERE job_id = $14 AND lease_owner = $15 FOR UPDATE),
-             upd AS (
-               UPDATE {ns}.runs SET state = $3, attention = $4, ended = $5, version = version + 1,
-                   updated_at = $6, ended_at = CASE WHEN $5 THEN COALESCE(ended_at, $7, $6) END,
-                   key_version = $8, sealed_state = $9, sealed_output = $10, ledger = $11::jsonb,
-                   effect_unknown = $12,
-                   review = CASE WHEN $13::text = 'required' THEN $13::text
-                                 WHEN review = 'required' AND $13::text IS NOT NULL THEN $13::text
-                                 ELSE review END
-                WHERE run_id = $1 AND version = $2 AND payload_erased_at IS NULL
-                  AND ($14::bigint IS NULL OR EXISTS (SELECT 1 FROM lease))
-            RETURNING version),
-             done AS (
-               DELETE FROM {ns}.jobs WHERE job_id IN (SELECT job_id FROM lease)
-                  AND EXISTS (SELECT 1 FROM upd)),
-             cleared AS (
-               DELETE FROM {ns}.jobs WHERE $5 AND run_id = $1
-                  AND job_id IS DISTINCT FROM $14::bigint AND EXISTS (SELECT 1 FROM upd)){job_ctes}
-             SELECT (SELECT version FROM upd) AS version{job_columns}"
-        );
-        let sealed_state = self.seal_json(id, "state", "", &c.state);
-        let sealed_output = c
-            .state
-            .output
-            .as_ref()
-            .map(|o| self.seal_json(id, "output", "", o));
-        let query = sqlx::query(&sql)
-            .bind(id)
-            .bind(i64::try_from(c.expected_version).unwrap_or(-1))
-            .bind(status.as_str())
-            .bind(status == RunStatus::Attention)
-            .bind(ended)
-            .bind(at_text(&c.state.now))
-            .bind(c.state.ended_at.as_deref().map(at_text))
-            .bind(self.keyring.active_version() as i32)
-            .bind(&sealed_state)
-            .bind(&sealed_output)
-            .bind(&ledger)
-            .bind(effect_unknown(&c.state))
-            .bind(c.review.map(Review::as_str))
-            .bind(complete_job)
-            .bind(complete_owner);
-        let mut query = query;
-        for v in &values {
-            query = v.bind(query);
-        }
-        let mut conn = self.pool.acquire().await.map_err(pdb)?;
-        let row = query.fetch_one(&mut *conn).await.map_err(pdb)?;
-        let Some(version) = row.try_get::<Option<i64>, _>("version").map_err(pdb)? else {
-            // Nothing changed: say why (the run is gone or erased, another
-            // commit moved it on, or the job's lease was lost).
-            let sql = format!("SELECT version, payload_erased_at FROM {ns}.runs WHERE run_id = $1");
-            let read = sqlx::query(&sql).bind(id);
-            let found = read.fetch_optional(&mut *conn).await.map_err(pdb)?;
-            let Some(found) = found else {
-                return Err(PortError::NotFound);
-            };
-            let erased_at: Option<OffsetDateTime> = found.try_get(1).map_err(pdb)?;
-            let now: i64 = found.try_get(0).map_err(pdb)?;
-            return Err(if erased_at.is_some() {
-                port(erased(id))
-            } else if u64::try_from(now).ok() != Some(c.expected_version) {
-                PortError::Conflict
-            } else {
-                PortError::LeaseLost
-            });
-        };
-        let leased = leased_jobs(&row, id, jobs, &values)?;
-        Ok(Committed {
-            version: u64::try_from(version).unwrap_or(0),
-            leased,
-        })
+        // A group commit of one (`runs/batch.rs`): one statement, one home
+        // for the commit's fences, deletes and inserts.
+        let one = [(c, lease.cloned())];
+        let mut answers = self.try_commit_batch(&one).await.map_err(pdb)?;
+        answers
+            .pop()
+            .unwrap_or_else(|| Err(PortError::Unavailable("a commit came back empty".into())))
     }
 
     async fn commit_batch(

@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use coordinator_ports::store::{
-    Commit, Committed, Job, LeaseOnInsert, NewJob, RunStore, StoreError as PortError,
+    Commit, Committed, Job, LeaseOnInsert, NewJob, StoreError as PortError,
 };
 use serde_json::Value;
 use sqlx::Row;
@@ -41,20 +41,20 @@ impl Store {
         &self,
         commits: Vec<(Commit, Option<LeaseOnInsert>)>,
     ) -> Vec<Result<Committed, PortError>> {
-        if commits.len() <= 1 {
-            let mut answers = Vec::new();
-            for (commit, lease) in commits {
-                answers.push(self.commit_leasing(commit, lease.as_ref()).await);
-            }
-            return answers;
-        }
         match self.try_commit_batch(&commits).await {
             Ok(answers) => answers,
-            Err(sqlx::Error::Database(e)) if one_at_a_time_may_pass(e.code().as_deref()) => {
+            Err(sqlx::Error::Database(e))
+                if commits.len() > 1 && one_at_a_time_may_pass(e.code().as_deref()) =>
+            {
                 tracing::warn!(error = %e, commits = commits.len(), "a group commit failed; its commits are made one at a time");
                 let mut answers = Vec::with_capacity(commits.len());
-                for (commit, lease) in commits {
-                    answers.push(self.commit_leasing(commit, lease.as_ref()).await);
+                for one in commits.chunks(1) {
+                    answers.push(match self.try_commit_batch(one).await {
+                        Ok(mut answer) => answer.pop().unwrap_or_else(|| {
+                            Err(PortError::Unavailable("a commit came back empty".into()))
+                        }),
+                        Err(e) => Err(pdb(e)),
+                    });
                 }
                 answers
             }
@@ -65,7 +65,7 @@ impl Store {
         }
     }
 
-    async fn try_commit_batch(
+    pub(super) async fn try_commit_batch(
         &self,
         commits: &[(Commit, Option<LeaseOnInsert>)],
     ) -> Result<Vec<Result<Committed, PortError>>, sqlx::Error> {
@@ -275,20 +275,22 @@ impl Store {
         &self,
         runs: Vec<(NewRun, Option<LeaseOnInsert>)>,
     ) -> Vec<Result<(Admitted, Vec<Job>), PortError>> {
-        if runs.len() <= 1 {
-            let mut answers = Vec::new();
-            for (run, lease) in runs {
-                answers.push(self.admit_leasing(run, lease.as_ref()).await);
-            }
-            return answers;
-        }
         match self.try_admit_batch(&runs).await {
             Ok(answers) => answers,
-            Err(sqlx::Error::Database(e)) if one_at_a_time_may_pass(e.code().as_deref()) => {
+            Err(sqlx::Error::Database(e))
+                if runs.len() > 1 && one_at_a_time_may_pass(e.code().as_deref()) =>
+            {
                 tracing::warn!(error = %e, admissions = runs.len(), "a group admission failed; its admissions are made one at a time");
                 let mut answers = Vec::with_capacity(runs.len());
-                for (run, lease) in runs {
-                    answers.push(self.admit_leasing(run, lease.as_ref()).await);
+                for one in runs.chunks(1) {
+                    answers.push(match self.try_admit_batch(one).await {
+                        Ok(mut answer) => answer.pop().unwrap_or_else(|| {
+                            Err(PortError::Unavailable(
+                                "an admission came back empty".into(),
+                            ))
+                        }),
+                        Err(e) => Err(pdb(e)),
+                    });
                 }
                 answers
             }
@@ -299,7 +301,7 @@ impl Store {
         }
     }
 
-    async fn try_admit_batch(
+    pub(super) async fn try_admit_batch(
         &self,
         runs: &[(NewRun, Option<LeaseOnInsert>)],
     ) -> Result<Vec<Result<(Admitted, Vec<Job>), PortError>>, sqlx::Error> {
