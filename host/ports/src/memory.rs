@@ -180,27 +180,16 @@ impl RunStore for MemoryRunStore {
             return Ok((Admitted::ActivationChanged, Vec::new()));
         }
         m.next_sequence += 1;
-        let record = RunRecord {
-            id: run.id.clone(),
-            sequence: m.next_sequence,
-            workflow: run.workflow,
-            revision: run.revision,
-            owner: run.owner,
-            start_identity: run.start_identity.clone(),
-            request_digest: run.request_digest,
-            state: run.state,
-            ledger: BTreeMap::new(),
-            version: 1,
-            bindings: run.bindings,
-            payload_erased: false,
-            review: None,
-        };
-        m.by_identity.insert(run.start_identity, run.id.clone());
-        m.runs.insert(run.id.clone(), record.clone());
+        let mut run = run;
+        let jobs = std::mem::take(&mut run.jobs);
+        let record = RunRecord::admitted(run, m.next_sequence);
+        m.by_identity
+            .insert(record.start_identity.clone(), record.id.clone());
+        m.runs.insert(record.id.clone(), record.clone());
         let leased = if record.state.status.is_terminal() {
             Vec::new()
         } else {
-            m.add_jobs(&run.id, run.jobs, lease)
+            m.add_jobs(&record.id, jobs, lease)
         };
         Ok((Admitted::Created(record), leased))
     }

@@ -166,6 +166,27 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
+    /// The record of `run` as just admitted with `sequence`: version 1,
+    /// an empty ledger, nothing erased or reviewed (every store's
+    /// [`Admitted::Created`]).
+    pub fn admitted(run: NewRun, sequence: u64) -> RunRecord {
+        RunRecord {
+            id: run.id,
+            sequence,
+            workflow: run.workflow,
+            revision: run.revision,
+            owner: run.owner,
+            start_identity: run.start_identity,
+            request_digest: run.request_digest,
+            state: run.state,
+            ledger: BTreeMap::new(),
+            version: 1,
+            bindings: run.bindings,
+            payload_erased: false,
+            review: None,
+        }
+    }
+
     /// The run's state (`running`, `attention`, ...).
     pub fn status(&self) -> RunStatus {
         self.state.status

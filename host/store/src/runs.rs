@@ -605,26 +605,6 @@ impl Store {
     }
 }
 
-/// The record of a run just admitted as `seq`: version 1, an empty
-/// ledger, nothing erased or reviewed.
-fn created_record(run: NewRun, seq: i64) -> RunRecord {
-    RunRecord {
-        id: run.id,
-        sequence: u64::try_from(seq).unwrap_or(0),
-        workflow: run.workflow,
-        revision: run.revision,
-        owner: run.owner,
-        start_identity: run.start_identity,
-        request_digest: run.request_digest,
-        state: run.state,
-        ledger: BTreeMap::new(),
-        version: 1,
-        bindings: run.bindings,
-        payload_erased: false,
-        review: None,
-    }
-}
-
 /// What an admission statement read before it inserted anything.
 struct AdmissionChecks {
     /// The start identity was spent already.

@@ -20,7 +20,7 @@ use sqlx::Row;
 use time::OffsetDateTime;
 
 use super::{at_text, effect_unknown, epoch_column, erased, leased_job, pdb, port, JobValues};
-use super::{created_record, AdmissionChecks, Admitted, NewRun, Review, Store};
+use super::{AdmissionChecks, Admitted, NewRun, Review, RunRecord, Store};
 
 /// One commit of a batch as bound: its values and, for its new jobs, what
 /// [`Store::job_values`] made of them.
@@ -134,6 +134,9 @@ impl Store {
             complete_owners.push(c.complete.as_ref().map(|(_, owner)| owner.as_str()));
             new_jobs.push(i, &p.values);
         }
+        // Each table is reached through its index by `= ANY(array)`, never
+        // by a join the planner may turn into a scan (its estimate of an
+        // unnested array is a guess, and a growing table's statistics lag).
         // The commit statement of `commit_leasing`, over arrays: the
         // completed jobs locked under their leases, each run updated under
         // its version (and only with its completed job's lease), the
@@ -156,6 +159,7 @@ impl Store {
              lease AS (
                SELECT j.job_id FROM {ns}.jobs j JOIN c
                    ON j.job_id = c.complete_job AND j.lease_owner = c.complete_owner
+                WHERE j.job_id = ANY($13::bigint[])
                   FOR UPDATE OF j),
              upd AS (
                UPDATE {ns}.runs r SET state = c.state, attention = c.attention, ended = c.ended,
@@ -168,17 +172,20 @@ impl Store {
                                  WHEN r.review = 'required' AND c.review IS NOT NULL THEN c.review
                                  ELSE r.review END
                  FROM c
-                WHERE r.run_id = c.run_id AND r.version = c.expected_version
-                  AND r.payload_erased_at IS NULL
+                WHERE r.run_id = ANY($1::text[]) AND r.run_id = c.run_id
+                  AND r.version = c.expected_version AND r.payload_erased_at IS NULL
                   AND (c.complete_job IS NULL
                        OR EXISTS (SELECT 1 FROM lease l WHERE l.job_id = c.complete_job))
             RETURNING c.k, r.run_id, r.version, c.ended, c.complete_job),
              done AS (
-               DELETE FROM {ns}.jobs WHERE job_id IN (SELECT complete_job FROM upd)),
+               DELETE FROM {ns}.jobs
+                WHERE job_id = ANY(ARRAY(SELECT complete_job FROM upd
+                                          WHERE complete_job IS NOT NULL))),
              cleared AS (
-               DELETE FROM {ns}.jobs j USING upd
-                WHERE upd.ended AND j.run_id = upd.run_id
-                  AND j.job_id IS DISTINCT FROM upd.complete_job){new_jobs_sql}
+               DELETE FROM {ns}.jobs
+                WHERE run_id = ANY(ARRAY(SELECT run_id FROM upd WHERE ended))
+                  AND NOT job_id = ANY(ARRAY(SELECT complete_job FROM upd
+                                              WHERE complete_job IS NOT NULL))){new_jobs_sql}
              SELECT upd.k AS k, upd.run_id, upd.version, {leased_none}
                FROM upd
              UNION ALL
@@ -389,6 +396,9 @@ impl Store {
                    request_fingerprint, state, attention, ended, deadline_at, created_at,
                    updated_at, ended_at, sealed_input, sealed_state, sealed_output, sealed_owner,
                    bindings, effect_unknown, k)),
+             already AS (
+               SELECT identity FROM {ns}.spent_keys
+                WHERE kind = 'start' AND identity = ANY($5::text[])),
              chk AS (
                SELECT a.k, d.admission_hold AS held,
                       (SELECT revision FROM {ns}.active_workflows w
@@ -397,8 +407,7 @@ impl Store {
                       (SELECT r.key FROM jsonb_each_text(a.bindings::jsonb) r
                          JOIN jsonb_each_text(d.connection_bindings) x ON x.key = r.key
                         WHERE x.value <> r.value ORDER BY r.key LIMIT 1) AS conflict,
-                      EXISTS (SELECT 1 FROM {ns}.spent_keys
-                               WHERE kind = 'start' AND identity = a.start_identity) AS spent
+                      a.start_identity IN (SELECT identity FROM already) AS spent
                  FROM a CROSS JOIN {ns}.deployment d),
              spent AS (
                INSERT INTO {ns}.spent_keys (kind, identity, run_id, spent_at)
@@ -505,7 +514,10 @@ impl Store {
             };
             let leased = leased_rows.take(&run.id, jobs, values);
             answers.push(Ok((
-                Admitted::Created(created_record(run.clone(), seq)),
+                Admitted::Created(RunRecord::admitted(
+                    run.clone(),
+                    u64::try_from(seq).unwrap_or(0),
+                )),
                 leased,
             )));
         }
@@ -531,7 +543,8 @@ impl Store {
                FROM unnest($1::bigint[], $2::text[], $3::bigint[])
                       WITH ORDINALITY AS m(job_id, owner, epoch, n),
                     {ns}.deployment d
-              WHERE j.job_id = m.job_id AND j.lease_owner = m.owner
+              WHERE j.job_id = ANY($1::bigint[]) AND j.job_id = m.job_id
+                AND j.lease_owner = m.owner
                 AND NOT d.restore_hold AND d.restore_epoch = m.epoch
           RETURNING m.n",
             ns = self.ns
