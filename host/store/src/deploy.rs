@@ -663,6 +663,7 @@ pub async fn apply(
     .await
     .map_err(db_error)?;
 
+    set_storage_parameters(&mut tx, ns).await?;
     grant_runtime_role(&mut tx, ns, &deployment.runtime_role).await?;
     verify_runtime_role(&mut tx, ns, &deployment.runtime_role).await?;
     tx.commit().await.map_err(db_error)?;
@@ -694,6 +695,21 @@ pub async fn apply(
         schema_version: SCHEMA_VERSION,
         migrated,
     })
+}
+
+/// Sets the tables' storage parameters ([`schema::STORAGE_PARAMETERS`])
+/// on every apply, so a namespace made by an earlier binary gets them too
+/// (no schema version: they change no column, and a running service keeps
+/// working meanwhile, since `SET (...)` takes only a share-update-exclusive
+/// lock; pages written before keep their fill).
+async fn set_storage_parameters(conn: &mut PgConnection, ns: &str) -> Result<(), StoreError> {
+    for (table, parameters) in schema::STORAGE_PARAMETERS {
+        sqlx::query(&format!("ALTER TABLE {ns}.{table} SET ({parameters})"))
+            .execute(&mut *conn)
+            .await
+            .map_err(db_error)?;
+    }
+    Ok(())
 }
 
 async fn grant_runtime_role(

@@ -191,6 +191,14 @@ CREATE TABLE {ns}.spent_keys (
 );
 "#;
 
+/// Storage parameters `apply` sets on every run (`ALTER TABLE … SET`).
+/// `runs` leaves 40% of each page free: a run's row is rewritten at every
+/// step, and an update that changes no indexed column and finds room on
+/// its page is a heap-only tuple (HOT) update, which writes none of the
+/// table's thirteen index entries again (measured: 5.6 fewer WAL records
+/// and about 6% more runs/s, docs/service.md).
+pub const STORAGE_PARAMETERS: [(&str, &str); 1] = [("runs", "fillfactor = 60")];
+
 /// What the runtime role may do on each table: exactly what serving needs.
 /// `apply` revokes everything else on every run, so drift is repaired.
 pub const RUNTIME_GRANTS: [(&str, &str); 7] = [

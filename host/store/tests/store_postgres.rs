@@ -418,6 +418,17 @@ async fn plan_apply_status_unchanged_replace_unlisted_and_remove() {
     assert_eq!(again.entries[0].action, PlanAction::Unchanged);
     let reapplied = fx.apply(&[]).await.expect("apply is idempotent");
     assert!(!reapplied.migrated);
+    // Apply sets the storage parameters (a namespace an earlier binary
+    // made gets them at its next apply).
+    let options: Vec<String> = sqlx::query_scalar(
+        "SELECT unnest(c.reloptions) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+          WHERE n.nspname = $1 AND c.relname = 'runs'",
+    )
+    .bind(&fx.ns)
+    .fetch_all(&mut fx.admin().await)
+    .await
+    .expect("reloptions");
+    assert_eq!(options, vec!["fillfactor=60".to_owned()]);
 
     // A new package of the same workflow: replace; the old revision is kept.
     let first = fx.packages[0].clone();
