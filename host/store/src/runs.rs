@@ -679,10 +679,10 @@ impl RunStore for Store {
         // A group admission of one (`runs/batch.rs`): one statement, one
         // home for the admission's checks and inserts.
         let one = [(run, lease.cloned())];
-        let mut answers = self.try_admit_batch(&one).await.map_err(pdb)?;
+        let mut answers = batch::each_alone(&one, |one| self.try_admit_batch(one)).await;
         answers.pop().unwrap_or_else(|| {
             Err(PortError::Unavailable(
-                "an admission came back empty".into(),
+                "a group statement answered nothing".into(),
             ))
         })
     }
@@ -943,10 +943,12 @@ impl RunStore for Store {
         // A group commit of one (`runs/batch.rs`): one statement, one home
         // for the commit's fences, deletes and inserts.
         let one = [(c, lease.cloned())];
-        let mut answers = self.try_commit_batch(&one).await.map_err(pdb)?;
-        answers
-            .pop()
-            .unwrap_or_else(|| Err(PortError::Unavailable("a commit came back empty".into())))
+        let mut answers = batch::each_alone(&one, |one| self.try_commit_batch(one)).await;
+        answers.pop().unwrap_or_else(|| {
+            Err(PortError::Unavailable(
+                "a group statement answered nothing".into(),
+            ))
+        })
     }
 
     async fn commit_batch(

@@ -47,16 +47,7 @@ impl Store {
                 if commits.len() > 1 && one_at_a_time_may_pass(e.code().as_deref()) =>
             {
                 tracing::warn!(error = %e, commits = commits.len(), "a group commit failed; its commits are made one at a time");
-                let mut answers = Vec::with_capacity(commits.len());
-                for one in commits.chunks(1) {
-                    answers.push(match self.try_commit_batch(one).await {
-                        Ok(mut answer) => answer.pop().unwrap_or_else(|| {
-                            Err(PortError::Unavailable("a commit came back empty".into()))
-                        }),
-                        Err(e) => Err(pdb(e)),
-                    });
-                }
-                answers
+                each_alone(&commits, |one| self.try_commit_batch(one)).await
             }
             Err(e) => {
                 let e = pdb(e);
@@ -288,18 +279,7 @@ impl Store {
                 if runs.len() > 1 && one_at_a_time_may_pass(e.code().as_deref()) =>
             {
                 tracing::warn!(error = %e, admissions = runs.len(), "a group admission failed; its admissions are made one at a time");
-                let mut answers = Vec::with_capacity(runs.len());
-                for one in runs.chunks(1) {
-                    answers.push(match self.try_admit_batch(one).await {
-                        Ok(mut answer) => answer.pop().unwrap_or_else(|| {
-                            Err(PortError::Unavailable(
-                                "an admission came back empty".into(),
-                            ))
-                        }),
-                        Err(e) => Err(pdb(e)),
-                    });
-                }
-                answers
+                each_alone(&runs, |one| self.try_admit_batch(one)).await
             }
             Err(e) => {
                 let e = pdb(e);
@@ -571,6 +551,30 @@ impl Store {
             }
         }
     }
+}
+
+/// Writes `items` one at a time with `write` (a group statement of one
+/// each), each answered on its own: a database error fails only its item.
+pub(super) async fn each_alone<'a, T, R, F, Fut>(
+    items: &'a [T],
+    write: F,
+) -> Vec<Result<R, PortError>>
+where
+    F: Fn(&'a [T]) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<Result<R, PortError>>, sqlx::Error>>,
+{
+    let mut answers = Vec::with_capacity(items.len());
+    for one in items.chunks(1) {
+        answers.push(match write(one).await {
+            Ok(mut answer) => answer.pop().unwrap_or_else(|| {
+                Err(PortError::Unavailable(
+                    "a group statement answered nothing".into(),
+                ))
+            }),
+            Err(e) => Err(pdb(e)),
+        });
+    }
+    answers
 }
 
 /// Whether a batch statement that failed with SQLSTATE `code` may pass
