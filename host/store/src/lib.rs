@@ -337,15 +337,7 @@ pub(crate) async fn connect(
         Some(r) => Some(resolver.resolve(r)?.bytes().to_vec()),
         None => None,
     };
-    // Generic plans for every prepared statement: the group statements
-    // (`runs/batch.rs`) take arrays, and a custom plan, which sees each
-    // array's length, always looks cheaper than the generic one, so
-    // PostgreSQL would plan the large statement again at every execution
-    // (measured: about a millisecond of CPU per commit of one). Their
-    // generic plans reach every table by index (`= ANY(array)`).
-    let options = connect_options(&url, reference, root)?
-        .application_name("registry-coordinator")
-        .options([("plan_cache_mode", "force_generic_plan")]);
+    let options = connect_options(&url, reference, root)?.application_name("registry-coordinator");
     first_connection(&options, reference).await?;
     let pool = PgPoolOptions::new()
         .max_connections(max_connections.clamp(1, MAX_POOL_CONNECTIONS))

@@ -439,13 +439,6 @@ async fn plan_apply_status_unchanged_replace_unlisted_and_remove() {
     fx.apply(&[]).await.expect("apply replace");
     fx.status().await.expect("status after replace");
     let store = fx.store().await.expect("store");
-    // The store's connections plan its prepared statements once (generic
-    // plans), not at every execution.
-    let mode: String = sqlx::query_scalar("SHOW plan_cache_mode")
-        .fetch_one(store.pool())
-        .await
-        .expect("plan_cache_mode");
-    assert_eq!(mode, "force_generic_plan");
     let old_revision = coordinator_runtime::package::load_package(Path::new(&first.0), None)
         .expect("load")
         .definition
