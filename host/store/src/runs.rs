@@ -679,7 +679,7 @@ impl RunStore for Store {
         // A group admission of one (`runs/batch.rs`): one statement, one
         // home for the admission's checks and inserts.
         let one = [(run, lease.cloned())];
-        let mut answers = batch::each_alone(&one, |one| self.try_admit_batch(one)).await;
+        let mut answers = batch::in_one_statement(&one, |one| self.try_admit_batch(one)).await;
         answers.pop().unwrap_or_else(|| {
             Err(PortError::Unavailable(
                 "a group statement answered nothing".into(),
@@ -691,7 +691,7 @@ impl RunStore for Store {
         &self,
         runs: Vec<(NewRun, Option<LeaseOnInsert>)>,
     ) -> Vec<Result<(Admitted, Vec<Job>), PortError>> {
-        self.admit_batch_in_one_statement(runs).await
+        batch::in_one_statement(&runs, |group| self.try_admit_batch(group)).await
     }
 
     async fn get(&self, run_id: &str) -> Result<Option<RunRecord>, PortError> {
@@ -943,7 +943,7 @@ impl RunStore for Store {
         // A group commit of one (`runs/batch.rs`): one statement, one home
         // for the commit's fences, deletes and inserts.
         let one = [(c, lease.cloned())];
-        let mut answers = batch::each_alone(&one, |one| self.try_commit_batch(one)).await;
+        let mut answers = batch::in_one_statement(&one, |one| self.try_commit_batch(one)).await;
         answers.pop().unwrap_or_else(|| {
             Err(PortError::Unavailable(
                 "a group statement answered nothing".into(),
@@ -955,7 +955,7 @@ impl RunStore for Store {
         &self,
         commits: Vec<(Commit, Option<LeaseOnInsert>)>,
     ) -> Vec<Result<Committed, PortError>> {
-        self.commit_batch_in_one_statement(commits).await
+        batch::in_one_statement(&commits, |group| self.try_commit_batch(group)).await
     }
 
     async fn bring_forward(

@@ -1,14 +1,16 @@
-//! Group commit: the commits and "mark sending" fences of several runs in
-//! one statement each ([`RunStore::commit_batch`],
-//! [`RunStore::mark_sending_batch`]), so that runs finishing together share
-//! one round trip, one transaction and one WAL flush. Every row keeps its
-//! own fence (the run's version, the completed job's lease, the restore
-//! epoch), and one commit's refusal never fails another's: it is answered
-//! exactly as [`RunStore::commit_leasing`] answers it.
+//! Group commit on PostgreSQL: the admissions, commits and "mark sending"
+//! fences of several runs, each kind in one statement over arrays
+//! ([`RunStore::admit_batch`], [`RunStore::commit_batch`],
+//! [`RunStore::mark_sending_batch`]), so runs moving together share one
+//! round trip, one transaction and one WAL flush. Every row keeps its own
+//! fence (the run's version, the completed job's lease, the restore epoch,
+//! the admission checks), and one item's refusal never fails another's. A
+//! single admission, commit or mark is a group of one: these statements
+//! are the only ones that write them.
 //!
+//! [`RunStore::admit_batch`]: coordinator_ports::store::RunStore::admit_batch
 //! [`RunStore::commit_batch`]: coordinator_ports::store::RunStore::commit_batch
 //! [`RunStore::mark_sending_batch`]: coordinator_ports::store::RunStore::mark_sending_batch
-//! [`RunStore::commit_leasing`]: coordinator_ports::store::RunStore::commit_leasing
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -31,31 +33,11 @@ struct Prepared<'a> {
 }
 
 impl Store {
-    /// [`RunStore::commit_batch`] on PostgreSQL: one statement for every
-    /// commit of the batch (arrays unnested, each row fenced by its run's
-    /// version and its completed job's lease). A database error in that
-    /// statement (a deadlock between two batches touching one run, say)
-    /// commits the batch again one commit at a time; a lost connection
-    /// answers every commit unavailable (the callers retry).
-    pub(super) async fn commit_batch_in_one_statement(
-        &self,
-        commits: Vec<(Commit, Option<LeaseOnInsert>)>,
-    ) -> Vec<Result<Committed, PortError>> {
-        match self.try_commit_batch(&commits).await {
-            Ok(answers) => answers,
-            Err(sqlx::Error::Database(e))
-                if commits.len() > 1 && one_at_a_time_may_pass(e.code().as_deref()) =>
-            {
-                tracing::warn!(error = %e, commits = commits.len(), "a group commit failed; its commits are made one at a time");
-                each_alone(&commits, |one| self.try_commit_batch(one)).await
-            }
-            Err(e) => {
-                let e = pdb(e);
-                commits.iter().map(|_| Err(e.clone())).collect()
-            }
-        }
-    }
-
+    /// One statement for every commit of the batch (arrays unnested, each
+    /// row fenced by its run's version and its completed job's lease),
+    /// answered in order as [`RunStore::commit_batch`] says.
+    ///
+    /// [`RunStore::commit_batch`]: coordinator_ports::store::RunStore::commit_batch
     pub(super) async fn try_commit_batch(
         &self,
         commits: &[(Commit, Option<LeaseOnInsert>)],
@@ -260,34 +242,13 @@ impl Store {
         Ok(answers)
     }
 
-    /// [`RunStore::admit_batch`] on PostgreSQL: one statement for every
-    /// admission of the batch, each with the checks of
-    /// [`RunStore::admit_leasing`] (the admission hold, a binding the last
-    /// apply recorded otherwise, the activation generation, the active
-    /// revision, the start identity), answered as it would answer. Errors
-    /// as [`Store::commit_batch_in_one_statement`]'s.
+    /// One statement for every admission of the batch, each with the
+    /// admission checks (the admission hold, a binding the last apply
+    /// recorded otherwise, the activation generation, the active revision,
+    /// the start identity), answered in order as [`RunStore::admit_batch`]
+    /// says.
     ///
     /// [`RunStore::admit_batch`]: coordinator_ports::store::RunStore::admit_batch
-    /// [`RunStore::admit_leasing`]: coordinator_ports::store::RunStore::admit_leasing
-    pub(super) async fn admit_batch_in_one_statement(
-        &self,
-        runs: Vec<(NewRun, Option<LeaseOnInsert>)>,
-    ) -> Vec<Result<(Admitted, Vec<Job>), PortError>> {
-        match self.try_admit_batch(&runs).await {
-            Ok(answers) => answers,
-            Err(sqlx::Error::Database(e))
-                if runs.len() > 1 && one_at_a_time_may_pass(e.code().as_deref()) =>
-            {
-                tracing::warn!(error = %e, admissions = runs.len(), "a group admission failed; its admissions are made one at a time");
-                each_alone(&runs, |one| self.try_admit_batch(one)).await
-            }
-            Err(e) => {
-                let e = pdb(e);
-                runs.iter().map(|_| Err(e.clone())).collect()
-            }
-        }
-    }
-
     pub(super) async fn try_admit_batch(
         &self,
         runs: &[(NewRun, Option<LeaseOnInsert>)],
@@ -553,12 +514,38 @@ impl Store {
     }
 }
 
-/// Writes `items` one at a time with `write` (a group statement of one
-/// each), each answered on its own: a database error fails only its item.
-pub(super) async fn each_alone<'a, T, R, F, Fut>(
+/// Writes `items` with `write`, one group statement for all of them. When
+/// that statement fails with a rollback or an integrity error
+/// ([`one_at_a_time_may_pass`]: a deadlock between two processes' batches,
+/// two items colliding), the items are written again one at a time, each
+/// answered on its own; any other error (a lost connection: the callers
+/// retry) answers every item.
+pub(super) async fn in_one_statement<'a, T, R, F, Fut>(
     items: &'a [T],
     write: F,
 ) -> Vec<Result<R, PortError>>
+where
+    F: Fn(&'a [T]) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<Result<R, PortError>>, sqlx::Error>>,
+{
+    match write(items).await {
+        Ok(answers) => answers,
+        Err(sqlx::Error::Database(e))
+            if items.len() > 1 && one_at_a_time_may_pass(e.code().as_deref()) =>
+        {
+            tracing::warn!(error = %e, items = items.len(), "a group statement failed; its items are written one at a time");
+            each_alone(items, write).await
+        }
+        Err(e) => {
+            let e = pdb(e);
+            items.iter().map(|_| Err(e.clone())).collect()
+        }
+    }
+}
+
+/// Writes `items` one at a time with `write` (a group statement of one
+/// each), each answered on its own: a database error fails only its item.
+async fn each_alone<'a, T, R, F, Fut>(items: &'a [T], write: F) -> Vec<Result<R, PortError>>
 where
     F: Fn(&'a [T]) -> Fut,
     Fut: std::future::Future<Output = Result<Vec<Result<R, PortError>>, sqlx::Error>>,
