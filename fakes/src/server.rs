@@ -136,6 +136,16 @@ impl Fake {
         self.lock().requests.clone()
     }
 
+    /// The requests received after the first `start` ones, in arrival
+    /// order, and how many were received in all (the next `start`): a
+    /// watcher reads each request once instead of copying the whole record
+    /// every time.
+    pub fn requests_since(&self, start: usize) -> (Vec<Recorded>, usize) {
+        let st = self.lock();
+        let all = st.requests.len();
+        (st.requests.get(start..).unwrap_or_default().to_vec(), all)
+    }
+
     /// The requests whose path is `path`.
     pub fn requests_to(&self, path: &str) -> Vec<Recorded> {
         self.lock()
@@ -418,4 +428,39 @@ pub fn serve_on(listener: TcpListener, router: Router, fake: &Fake) -> std::io::
         base_url: format!("http://{addr}"),
         _guard: Arc::new(Guard { shutdown: tx }),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(fake: &Fake, path: &str) {
+        fake.lock().requests.push(Recorded {
+            method: "POST".to_owned(),
+            path: path.to_owned(),
+            query: None,
+            headers: Vec::new(),
+            body: Bytes::new(),
+        });
+    }
+
+    fn paths(requests: &[Recorded]) -> Vec<&str> {
+        requests.iter().map(|r| r.path.as_str()).collect()
+    }
+
+    #[test]
+    fn requests_since_gives_each_request_once() {
+        let fake = Fake::default();
+        record(&fake, "/a");
+        record(&fake, "/b");
+        let (first, seen) = fake.requests_since(0);
+        assert_eq!((paths(&first), seen), (vec!["/a", "/b"], 2));
+        let (none, seen) = fake.requests_since(seen);
+        assert_eq!((none.len(), seen), (0, 2));
+        record(&fake, "/c");
+        let (next, seen) = fake.requests_since(seen);
+        assert_eq!((paths(&next), seen), (vec!["/c"], 3));
+        let (beyond, seen) = fake.requests_since(10);
+        assert_eq!((beyond.len(), seen), (0, 3));
+    }
 }

@@ -207,8 +207,8 @@ async fn run(dir: &Path) -> Result<(), String> {
                 // restore rehearsal can check one key per run, each
                 // performed once.
                 let fake = messaging.fake();
-                let requests = fake.requests_to("/v1/messages");
-                for r in requests.iter().skip(shown) {
+                let (requests, received) = fake.requests_since(shown);
+                for r in requests.iter().filter(|r| r.path == "/v1/messages") {
                     let key = r.header("idempotency-key").unwrap_or("-");
                     println!(
                         "messaging: message request, Idempotency-Key {key} (performed {} time(s) for this key): {}",
@@ -216,7 +216,7 @@ async fn run(dir: &Path) -> Result<(), String> {
                         r.json()
                     );
                 }
-                shown = requests.len();
+                shown = received;
             }
         }
     }
