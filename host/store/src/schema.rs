@@ -240,6 +240,6 @@ mod tests {
             assert!(V4.contains(&format!("CREATE TABLE {{ns}}.{table} (")));
             assert!(RUNTIME_GRANTS.iter().any(|(t, _)| *t == table));
         }
-        assert_eq!(statements(V4).count(), 21);
+        assert_eq!(statements(V4).count(), 20);
     }
 }
