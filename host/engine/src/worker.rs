@@ -221,8 +221,17 @@ impl Engine {
                 .await
                 .map_err(|e| self.seen(e));
         }
-        if let Err(e) = result {
-            tracing::warn!(job = id, error = %e, "job not completed; its lease will expire");
+        match result {
+            Ok(()) => {}
+            // The job is no longer this lane's: it was deleted (its run
+            // ended or was cancelled meanwhile) or, its lease having run
+            // out, another lane or process holds it. Nothing waits here.
+            Err(e @ StoreError::LeaseLost) => {
+                tracing::warn!(job = id, error = %e, "job not completed: it was removed or taken over meanwhile");
+            }
+            Err(e) => {
+                tracing::warn!(job = id, error = %e, "job not completed; it is taken again once its lease expires");
+            }
         }
     }
 
