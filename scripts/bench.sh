@@ -338,11 +338,11 @@ log "warm-up of the two processes: 100 runs (not counted)"
 gen_run throughput warmup2 "$base1" "$base2" -- --runs 100 --concurrency "$concurrency" --top 0 >"$logs/warmup-2.txt"
 gen_run throughput two "$base1" "$base2" -- --runs "$runs" --concurrency "$concurrency"
 echo
-# One process again, after the two: the tables have grown and churned
-# since the first phase (a run on this machine: 380 runs/s first, 342
-# after), so the one-process figure is the mean of the phase before and
-# the phase after the two-process one, and the comparison is not
-# favoured by the order.
+# One process again, after the two: the tables grow from phase to phase
+# and the shared machine drifts (one run measured 380 runs/s first and 342
+# after, another 443 first and 507 after), so the one-process figure is
+# the mean of the phase before and the phase after the two-process one,
+# and the order favours neither setup.
 stop_pid "${coordinator_pids[1]}"
 coordinator_pids=("${coordinator_pids[0]}")
 echo "(one process again: the second process stopped)"

@@ -8,9 +8,9 @@
 //! if the group's slot is free ([`GROUP_SLOTS`]), takes the whole queue (up
 //! to a cap) and writes it; otherwise it waits for whoever took its item to
 //! answer. Alone, an item is written at once; under load, the queue that
-//! builds up while the slot is busy becomes the next batch. The write runs in a task of
-//! its own, so a caller that gives up (an HTTP client gone) never strands
-//! the answers of the others in its batch.
+//! builds up while the slot is busy becomes the next batch. The write runs
+//! in a task of its own, so a caller that gives up (an HTTP client gone)
+//! never strands the answers of the others in its batch.
 //!
 //! [`RunStore::commit_batch`]: coordinator_ports::store::RunStore::commit_batch
 //! [`RunStore::mark_sending_batch`]: coordinator_ports::store::RunStore::mark_sending_batch

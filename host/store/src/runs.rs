@@ -679,12 +679,7 @@ impl RunStore for Store {
         // A group admission of one (`runs/batch.rs`): one statement, one
         // home for the admission's checks and inserts.
         let one = [(run, lease.cloned())];
-        let mut answers = batch::in_one_statement(&one, |one| self.try_admit_batch(one)).await;
-        answers.pop().unwrap_or_else(|| {
-            Err(PortError::Unavailable(
-                "a group statement answered nothing".into(),
-            ))
-        })
+        batch::only_answer(batch::in_one_statement(&one, |one| self.try_admit_batch(one)).await)
     }
 
     async fn admit_batch(
@@ -943,12 +938,7 @@ impl RunStore for Store {
         // A group commit of one (`runs/batch.rs`): one statement, one home
         // for the commit's fences, deletes and inserts.
         let one = [(c, lease.cloned())];
-        let mut answers = batch::in_one_statement(&one, |one| self.try_commit_batch(one)).await;
-        answers.pop().unwrap_or_else(|| {
-            Err(PortError::Unavailable(
-                "a group statement answered nothing".into(),
-            ))
-        })
+        batch::only_answer(batch::in_one_statement(&one, |one| self.try_commit_batch(one)).await)
     }
 
     async fn commit_batch(

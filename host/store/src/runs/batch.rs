@@ -543,6 +543,17 @@ where
     }
 }
 
+/// The answer of a group of one: its only item's (a statement answering
+/// no item is a broken invariant of the store, answered unavailable so the
+/// caller retries).
+pub(super) fn only_answer<R>(mut answers: Vec<Result<R, PortError>>) -> Result<R, PortError> {
+    answers.pop().unwrap_or_else(|| {
+        Err(PortError::Unavailable(
+            "a group statement answered nothing".into(),
+        ))
+    })
+}
+
 /// Writes `items` one at a time with `write` (a group statement of one
 /// each), each answered on its own: a database error fails only its item.
 async fn each_alone<'a, T, R, F, Fut>(items: &'a [T], write: F) -> Vec<Result<R, PortError>>
@@ -553,11 +564,7 @@ where
     let mut answers = Vec::with_capacity(items.len());
     for one in items.chunks(1) {
         answers.push(match write(one).await {
-            Ok(mut answer) => answer.pop().unwrap_or_else(|| {
-                Err(PortError::Unavailable(
-                    "a group statement answered nothing".into(),
-                ))
-            }),
+            Ok(answer) => only_answer(answer),
             Err(e) => Err(pdb(e)),
         });
     }
