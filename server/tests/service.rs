@@ -558,13 +558,54 @@ async fn a_wait_already_due_at_admission_is_taken_at_once() {
         .collect();
     assert_eq!(
         kinds,
-        ["timer:Deadline", "breg.read-record/v1"],
-        "the due wait left no timer job"
+        ["breg.read-record/v1"],
+        "the due wait left no timer job, and the deadline stays on the run row"
     );
     env.idle().await;
     let (_, status) = env.get(PRODUCER, &format!("/v1/runs/{id}")).await;
     assert_eq!(status["state"], "finished", "{status}");
     assert_eq!(env.messaging.messages().len(), 1);
+}
+
+/// The run deadline stays on the run row: no job waits for it (here the
+/// run waits for a `sendAfter` beyond its deadline, so it has no job at
+/// all), and the first lease once it is due ends the run `expired`, at the
+/// deadline, with nothing sent.
+#[tokio::test]
+async fn a_run_expires_at_its_deadline_without_a_deadline_job() {
+    let env = Env::new().await;
+    let (s, run) = env
+        .start(
+            PRODUCER,
+            "k-late",
+            "follow-up",
+            json!({"applicationId": "app-late", "sendAfter": "2026-09-01T09:00:00Z"}),
+        )
+        .await;
+    assert_eq!(s, 201, "{run}");
+    let id = run["run"].as_str().unwrap().to_owned();
+    env.idle().await;
+    assert_eq!(env.store.jobs(&id).await.unwrap(), vec![]);
+    let (_, status) = env.get(PRODUCER, &format!("/v1/runs/{id}")).await;
+    assert_eq!(status["state"], "running", "{status}");
+    let deadline = status["deadlineAt"].as_str().unwrap().to_owned();
+    let deadline_unix = coordinator_ports::clock::rfc3339_to_unix(&deadline).unwrap();
+    env.clock.advance(deadline_unix - env.clock.now_unix() - 1);
+    env.idle().await;
+    let (_, status) = env.get(PRODUCER, &format!("/v1/runs/{id}")).await;
+    assert_eq!(
+        status["state"], "running",
+        "not before the deadline: {status}"
+    );
+
+    env.clock.advance(1);
+    env.idle().await;
+    let (_, status) = env.get(PRODUCER, &format!("/v1/runs/{id}")).await;
+    assert_eq!(status["state"], "expired", "{status}");
+    assert_eq!(status["endedAt"], deadline.as_str());
+    assert_eq!(env.store.jobs(&id).await.unwrap(), vec![]);
+    assert!(env.breg.fake().requests().is_empty());
+    assert!(env.messaging.messages().is_empty());
 }
 
 #[tokio::test]

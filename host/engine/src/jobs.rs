@@ -88,6 +88,13 @@ impl Engine {
         let mut jobs = Vec::new();
         for c in commands {
             match c {
+                // The run deadline stays on the run row until it is due
+                // (the store then makes it a timer job): no job is inserted
+                // at admission and deleted unused when the run ends in time.
+                Command::ScheduleWake {
+                    kind: WakeKind::Deadline,
+                    ..
+                } => {}
                 Command::ScheduleWake { at, kind } => jobs.push(NewJob {
                     due_unix: due(at),
                     kind: JobKind::Timer {

@@ -341,6 +341,114 @@ pub async fn leases_expire_and_commits_check_versions(s: &dyn RunStore, fx: &Fix
         .is_empty());
 }
 
+/// The run deadline stays on the run until it is due: no job before; the
+/// first lease at or after it creates the run's deadline timer job (once,
+/// leased at once when timers may be leased, its instant rounded up to
+/// whole seconds); `next_due` counts deadlines not yet jobs; a run that
+/// ended never gets one; under a receipt-lookups-only lease the job is
+/// created unleased, for whoever may lease timers.
+pub async fn deadlines_become_timer_jobs_once_when_due(s: &dyn RunStore, fx: &Fixture) {
+    let deadline = rfc3339_to_unix("2026-02-01T00:00:00Z").expect("an instant");
+    let deadline_timer = |at: &str| JobKind::Timer {
+        at: at.into(),
+        wake: WakeKind::Deadline,
+    };
+    let admit = |id: &'static str, identity: &'static str, deadline_at: &'static str| {
+        let mut run = new_run(fx, id, "alice", identity, "d");
+        run.jobs = vec![];
+        run.state.deadline_at = deadline_at.into();
+        async move { s.admit(run).await.expect("admit") }
+    };
+    admit("run-a", "id-a", "2026-02-01T00:00:00Z").await;
+    admit("run-b", "id-b", "2026-02-01T00:00:00Z").await;
+    admit("run-c", "id-c", "2026-02-01T00:00:00.5Z").await;
+    settle(s, "run-b", ended("run-b", RunStatus::Finished)).await;
+    assert_eq!(
+        s.jobs("run-a").await,
+        Ok(vec![]),
+        "no deadline job at admission"
+    );
+    assert_eq!(s.next_due().await.expect("next due"), Some(deadline));
+    assert!(lease(s, "w1", deadline - 1, deadline + 100, 10)
+        .await
+        .expect("lease")
+        .is_empty());
+    let leased = lease(s, "w1", deadline, deadline + 10_000, 10)
+        .await
+        .expect("lease");
+    let kinds: Vec<(&str, &JobKind, i64)> = leased
+        .iter()
+        .map(|j| (j.run_id.as_str(), &j.kind, j.due_unix))
+        .collect();
+    assert_eq!(
+        kinds,
+        [("run-a", &deadline_timer("2026-02-01T00:00:00Z"), deadline)],
+        "only the due deadline of the run that has not ended"
+    );
+    assert!(leased.iter().all(|j| j
+        .lease
+        .as_ref()
+        .is_some_and(|l| l.owner == "w1" && l.expires_unix == deadline + 10_000)));
+    assert_eq!(
+        s.next_due().await.expect("next due"),
+        Some(deadline + 1),
+        "run-c's deadline (a fraction past, rounded up) is not a job yet"
+    );
+    let leased = lease(s, "w2", deadline + 1, deadline + 10_000, 10)
+        .await
+        .expect("lease");
+    assert_eq!(
+        leased
+            .iter()
+            .map(|j| (&j.kind, j.due_unix))
+            .collect::<Vec<_>>(),
+        [(&deadline_timer("2026-02-01T00:00:01Z"), deadline + 1)],
+        "rounded up, so the timer never fires before the deadline"
+    );
+    assert_eq!(s.next_due().await.expect("next due"), None);
+    assert!(lease(s, "w3", deadline + 200, deadline + 300, 10)
+        .await
+        .expect("lease")
+        .is_empty());
+    assert_eq!(
+        s.jobs("run-a").await.map(|j| j.len()),
+        Ok(1),
+        "made once, however often leases ask"
+    );
+    assert_eq!(s.jobs("run-b").await, Ok(vec![]), "an ended run never");
+
+    admit("run-d", "id-d", "2026-02-01T00:00:00Z").await;
+    let lookups = s
+        .lease(&LeaseRequest {
+            owner: "w4",
+            now: deadline + 400,
+            lease_until: deadline + 500,
+            limit: 10,
+            epoch: Some(0),
+            run_id: None,
+            receipt_lookups_only: true,
+        })
+        .await
+        .expect("lease");
+    assert!(lookups.is_empty(), "a timer is not a receipt lookup");
+    let made = s.jobs("run-d").await.expect("jobs");
+    assert_eq!(
+        made.iter()
+            .map(|j| (&j.kind, j.lease.is_none()))
+            .collect::<Vec<_>>(),
+        [(&deadline_timer("2026-02-01T00:00:00Z"), true)],
+        "made unleased"
+    );
+    assert_eq!(s.next_due().await.expect("next due"), Some(deadline));
+    let leased = lease(s, "w5", deadline + 400, deadline + 500, 10)
+        .await
+        .expect("lease");
+    assert_eq!(
+        leased.iter().map(|j| j.run_id.as_str()).collect::<Vec<_>>(),
+        ["run-d"]
+    );
+}
+
 /// `release` makes a job ready again at a new due time (optionally with a
 /// new kind); `discard` deletes it.
 pub async fn release_and_discard(s: &dyn RunStore, fx: &Fixture) {

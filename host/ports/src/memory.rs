@@ -12,9 +12,9 @@ use coordinator_runtime::binding::LiveBinding;
 use coordinator_vm::RunStatus;
 
 use crate::store::{
-    erasable, erased_state, Admitted, Commit, Committed, Erasure, Holds, Job, JobKind, JobState,
-    Lease, LeaseOnInsert, LeaseRequest, NewJob, NewRun, Review, ReviewSurvey, RunFilter, RunPage,
-    RunRecord, RunStore, StoreError, MAX_ERASE_LIMIT,
+    deadline_due_unix, erasable, erased_state, Admitted, Commit, Committed, Erasure, Holds, Job,
+    JobKind, JobState, Lease, LeaseOnInsert, LeaseRequest, NewJob, NewRun, Review, ReviewSurvey,
+    RunFilter, RunPage, RunRecord, RunStore, StoreError, MAX_ERASE_LIMIT,
 };
 
 /// Whether the run's state holds an `unknown` effect.
@@ -36,6 +36,9 @@ struct Memory {
     runs: BTreeMap<String, RunRecord>,
     by_identity: BTreeMap<String, String>,
     jobs: BTreeMap<u64, Job>,
+    /// Runs whose deadline became a timer job (PostgreSQL:
+    /// `runs.deadline_job_created`).
+    deadline_jobs_created: std::collections::BTreeSet<String>,
     next_sequence: u64,
     next_job: u64,
 }
@@ -246,11 +249,18 @@ impl RunStore for MemoryRunStore {
 
     async fn next_due(&self) -> Result<Option<i64>, StoreError> {
         let m = self.lock()?;
-        Ok(m.jobs
+        let jobs = m
+            .jobs
             .values()
             .filter(|j| j.lease.is_none())
-            .map(|j| j.due_unix)
-            .min())
+            .map(|j| j.due_unix);
+        let deadlines = m
+            .runs
+            .values()
+            .filter(|r| !r.state.status.is_terminal())
+            .filter(|r| !m.deadline_jobs_created.contains(&r.id))
+            .filter_map(|r| deadline_due_unix(&r.state.deadline_at));
+        Ok(jobs.chain(deadlines).min())
     }
 
     async fn lease(&self, request: &LeaseRequest<'_>) -> Result<Vec<Job>, StoreError> {
@@ -266,6 +276,39 @@ impl RunStore for MemoryRunStore {
         let lookups_only =
             request.receipt_lookups_only || m.holds.restore || request.epoch.is_none();
         let now = request.now;
+        let limit = request.limit.clamp(1, 1000);
+        // The deadlines that came due become timer jobs (once per run),
+        // leased at once when timers may be leased.
+        let mut deadlines: Vec<(i64, String)> = m
+            .runs
+            .values()
+            .filter(|r| !r.state.status.is_terminal())
+            .filter(|r| !m.deadline_jobs_created.contains(&r.id))
+            .filter(|r| request.run_id.is_none_or(|id| id == r.id))
+            .filter_map(|r| Some((deadline_due_unix(&r.state.deadline_at)?, r.id.clone())))
+            .filter(|(due, _)| *due <= now)
+            .collect();
+        deadlines.sort_unstable();
+        deadlines.truncate(limit);
+        let timer_lease = (!lookups_only).then(|| LeaseOnInsert {
+            owner: request.owner.to_owned(),
+            now,
+            lease_until: request.lease_until,
+            epoch: m.holds.restore_epoch,
+        });
+        let mut out = Vec::new();
+        for (due, run_id) in deadlines {
+            m.deadline_jobs_created.insert(run_id.clone());
+            let job = NewJob {
+                kind: JobKind::Timer {
+                    at: crate::clock::unix_to_rfc3339(due),
+                    wake: coordinator_vm::WakeKind::Deadline,
+                },
+                due_unix: due,
+            };
+            out.extend(m.add_jobs(&run_id, vec![job], timer_lease.as_ref()));
+        }
+        let created = out.iter().map(|j| j.id).collect::<Vec<_>>();
         let mut due: Vec<(i64, u64)> = m
             .jobs
             .values()
@@ -273,11 +316,11 @@ impl RunStore for MemoryRunStore {
             .filter(|j| j.lease.as_ref().is_none_or(|l| l.expires_unix <= now))
             .filter(|j| !lookups_only || matches!(j.kind, JobKind::LookupReceipt { .. }))
             .filter(|j| request.run_id.is_none_or(|r| r == j.run_id))
+            .filter(|j| !created.contains(&j.id))
             .map(|j| (j.due_unix, j.id))
             .collect();
         due.sort_unstable();
-        due.truncate(request.limit.clamp(1, 1000));
-        let mut out = Vec::with_capacity(due.len());
+        due.truncate(limit.saturating_sub(out.len()));
         for (_, id) in due {
             if let Some(j) = m.jobs.get_mut(&id) {
                 j.lease = Some(Lease {
@@ -558,6 +601,7 @@ mod tests {
         admission_is_keyed_by_start_identity,
         records_round_trip,
         leases_expire_and_commits_check_versions,
+        deadlines_become_timer_jobs_once_when_due,
         commits_lease_new_due_jobs_to_the_committer,
         group_commits_answer_each_commit_as_alone,
         group_admissions_answer_each_start_as_alone,

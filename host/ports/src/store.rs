@@ -193,6 +193,24 @@ impl RunRecord {
     }
 }
 
+/// When a run's deadline (`RunState::deadline_at`, RFC 3339) is due as its
+/// timer job: the deadline's Unix seconds rounded up, so the timer never
+/// fires before the deadline (the VM expires a run only at or after it).
+/// Both stores keep the deadline on the run in these whole seconds and make
+/// it a timer job only once it is due ([`RunStore::lease`]). `None` when
+/// the text is not an instant (the VM never writes one).
+pub fn deadline_due_unix(deadline_at: &str) -> Option<i64> {
+    let deadline = coordinator_ir::instant::Instant::parse(deadline_at).ok()?;
+    let seconds = deadline.unix_seconds();
+    Some(
+        if coordinator_ir::instant::Instant::from_unix_seconds(seconds) < deadline {
+            seconds.saturating_add(1)
+        } else {
+            seconds
+        },
+    )
+}
+
 /// What a job does when it is due.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
@@ -324,7 +342,8 @@ pub struct NewRun {
     pub request_digest: String,
     /// The state `Vm::admit` returned.
     pub state: RunState,
-    /// The jobs of the admission's commands.
+    /// The jobs of the admission's commands (the deadline is not one: the
+    /// store keeps `state.deadline_at` and makes it a job when it is due).
     pub jobs: Vec<NewJob>,
     /// See [`RunRecord::bindings`].
     pub bindings: BTreeMap<String, String>,
@@ -645,9 +664,17 @@ pub trait RunStore: Send + Sync {
     /// without an epoch (`--recovery-only`), only `LookupReceipt` jobs are
     /// leased: a receipt lookup is a read, never a dispatch.
     ///
+    /// The run deadline is kept on the run, not as a job: first, for each
+    /// run that has not ended whose deadline ([`deadline_due_unix`]) is due
+    /// by `now` and has no timer job yet (of `request.run_id` only, when
+    /// given), the store inserts its timer job (`Timer { at, wake:
+    /// Deadline }`, `at` in whole seconds), once per run; it is leased in
+    /// the same call when timers may be leased (counted in
+    /// `request.limit`) and inserted unleased otherwise.
+    ///
     /// # Errors
     /// [`StoreError::LeaseIncompatible`] when `request.epoch` is not the
-    /// store's restore epoch (nothing is leased).
+    /// store's restore epoch (nothing is leased or inserted).
     async fn lease(&self, request: &LeaseRequest<'_>) -> Result<Vec<Job>, StoreError>;
 
     /// Marks a leased job `sending` (committed before the request leaves),
@@ -800,9 +827,10 @@ pub trait RunStore: Send + Sync {
     /// Whether the store answers (for `/ready`).
     async fn ping(&self) -> Result<(), StoreError>;
 
-    /// The earliest due instant (Unix seconds) of a job no lease holds,
-    /// or `None` when there is none: an idle worker sleeps until then
-    /// rather than polling. (A job whose lease ran out is found by the
+    /// The earliest due instant (Unix seconds) of a job no lease holds
+    /// or of a run deadline not yet a job ([`RunStore::lease`]), or `None`
+    /// when there is none: an idle worker sleeps until then rather than
+    /// polling. (A job whose lease ran out is found by the
     /// worker's safety poll, which leases it.)
     async fn next_due(&self) -> Result<Option<i64>, StoreError>;
 

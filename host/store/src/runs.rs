@@ -757,27 +757,58 @@ impl RunStore for Store {
     async fn lease(&self, request: &LeaseRequest<'_>) -> Result<Vec<Job>, PortError> {
         let ns = &self.ns;
         let limit = i64::try_from(request.limit.clamp(1, 1000)).unwrap_or(1000);
-        // One statement: the deployment row (holds, epoch) and the leased
-        // jobs. The LEFT JOIN keeps the deployment row when no job is
-        // leased, so a stale epoch is always seen; a stale epoch leases
-        // nothing. Under the restore hold, without an epoch, or when asked,
-        // only receipt lookups (reads) are leased.
+        // One statement: the deployment row (holds, epoch), the deadlines
+        // that came due (each run's timer job created once, from
+        // `runs.deadline_at`, leased at once when timers may be leased) and
+        // the leased jobs, at most `limit` in all. The LEFT JOIN keeps the
+        // deployment row when no job is leased, so a stale epoch is always
+        // seen; a stale epoch creates and leases nothing. Under the restore
+        // hold, without an epoch, or when asked, only receipt lookups
+        // (reads) are leased. `deadline_at` holds whole seconds rounded up
+        // (`deadline_due_unix`), so the timer never fires before the
+        // deadline.
         let rows = sqlx::query(&format!(
-            "WITH d AS (SELECT restore_hold, restore_epoch FROM {ns}.deployment),
+            "WITH d AS (SELECT restore_hold, restore_epoch,
+                               NOT ($7 OR $5::bigint IS NULL OR restore_hold) AS timers
+                          FROM {ns}.deployment),
+             due_deadlines AS (
+               UPDATE {ns}.runs r SET deadline_job_created = true
+                 FROM (SELECT run_id FROM {ns}.runs
+                        WHERE NOT ended AND NOT deadline_job_created AND deadline_at <= $1
+                          AND ($5::bigint IS NULL OR $5 = (SELECT restore_epoch FROM d))
+                          AND ($6::text IS NULL OR run_id = $6)
+                        ORDER BY deadline_at LIMIT $4 FOR UPDATE SKIP LOCKED) s
+                WHERE r.run_id = s.run_id
+            RETURNING r.run_id, r.deadline_at),
+             deadline_jobs AS (
+               INSERT INTO {ns}.jobs (run_id, kind, state, due_at, detail, lease_owner,
+                                      lease_expires_at)
+               SELECT x.run_id, 'timer', 'ready', x.deadline_at,
+                      jsonb_build_object('kind', 'timer', 'wake', 'deadline', 'at',
+                        to_char(x.deadline_at AT TIME ZONE 'UTC',
+                                'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')),
+                      CASE WHEN d.timers THEN $2 END,
+                      CASE WHEN d.timers THEN $3::timestamptz END
+                 FROM due_deadlines x, d
+            RETURNING job_id, run_id, kind, step, state, due_at, lease_owner,
+                      lease_expires_at, detail::text AS detail, sealed_command),
              leased AS (
                UPDATE {ns}.jobs j SET lease_owner = $2, lease_expires_at = $3
                  FROM (SELECT job_id FROM {ns}.jobs
                         WHERE due_at <= $1 AND (lease_expires_at IS NULL OR lease_expires_at <= $1)
                           AND ($5::bigint IS NULL OR $5 = (SELECT restore_epoch FROM d))
-                          AND (kind = 'lookup-receipt'
-                               OR NOT ($7 OR $5::bigint IS NULL
-                                       OR (SELECT restore_hold FROM d)))
+                          AND (kind = 'lookup-receipt' OR (SELECT timers FROM d))
                           AND ($6::text IS NULL OR run_id = $6)
-                        ORDER BY due_at, job_id LIMIT $4 FOR UPDATE SKIP LOCKED) s
+                        ORDER BY due_at, job_id
+                        LIMIT greatest($4 - (SELECT count(*) FROM deadline_jobs
+                                              WHERE lease_owner IS NOT NULL), 0)
+                        FOR UPDATE SKIP LOCKED) s
                 WHERE j.job_id = s.job_id
             RETURNING j.job_id, j.run_id, j.kind, j.step, j.state, j.due_at, j.lease_owner,
                       j.lease_expires_at, j.detail::text AS detail, j.sealed_command)
-             SELECT d.restore_epoch AS store_epoch, l.* FROM d LEFT JOIN leased l ON true"
+             SELECT d.restore_epoch AS store_epoch, l.* FROM d LEFT JOIN (
+               SELECT * FROM leased
+               UNION ALL SELECT * FROM deadline_jobs WHERE lease_owner IS NOT NULL) l ON true"
         ))
         .bind(at(request.now))
         .bind(request.owner)
@@ -1139,13 +1170,17 @@ impl RunStore for Store {
     }
 
     async fn next_due(&self) -> Result<Option<i64>, PortError> {
-        // The due-time index in order, skipping the (few) leased jobs.
+        // The due-time index in order, skipping the (few) leased jobs, and
+        // the earliest deadline not yet a job (`runs_deadline_due`).
         let due: Option<OffsetDateTime> = sqlx::query_scalar(&format!(
-            "SELECT due_at FROM {ns}.jobs WHERE lease_expires_at IS NULL
-              ORDER BY due_at, job_id LIMIT 1",
+            "SELECT least(
+               (SELECT due_at FROM {ns}.jobs WHERE lease_expires_at IS NULL
+                 ORDER BY due_at, job_id LIMIT 1),
+               (SELECT deadline_at FROM {ns}.runs WHERE NOT ended AND NOT deadline_job_created
+                 ORDER BY deadline_at LIMIT 1))",
             ns = self.ns
         ))
-        .fetch_optional(&self.pool)
+        .fetch_one(&self.pool)
         .await
         .map_err(pdb)?;
         Ok(due.map(OffsetDateTime::unix_timestamp))

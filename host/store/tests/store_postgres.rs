@@ -25,7 +25,7 @@ use coordinator_runtime::package::write_package;
 use coordinator_runtime::secrets::{load_keys, SecretResolver};
 use coordinator_runtime::{check_runtime_file, Mode, RuntimeConfig};
 use coordinator_store::{self as store, PlanAction, Store, StoreError};
-use coordinator_vm::{RunState, RunStatus, WakeKind};
+use coordinator_vm::{RunState, RunStatus};
 use serde_json::{json, Value};
 use sqlx::{Connection, Executor, PgConnection, Row};
 use time::OffsetDateTime;
@@ -301,11 +301,14 @@ fn state(input: Value, now: OffsetDateTime, status: RunStatus) -> RunState {
     let t = now
         .format(&time::format_description::well_known::Rfc3339)
         .expect("format");
+    let deadline = (now + time::Duration::days(30))
+        .format(&time::format_description::well_known::Rfc3339)
+        .expect("format");
     RunState {
         status,
         input,
         admitted_at: t.clone(),
-        deadline_at: t.clone(),
+        deadline_at: deadline,
         now: t,
         elapsed_seconds: 0,
         path: vec!["due".into()],
@@ -350,28 +353,19 @@ async fn admit(
             start_identity: identity,
             request_digest: fingerprint,
             state: st,
-            jobs: vec![
-                NewJob {
-                    kind: JobKind::Dispatch {
-                        step: "notify".into(),
-                        operation_id: "messaging.send-message".into(),
-                        connection: "notices".into(),
-                        action: None,
-                        command: json!({"message": {"to": input}}),
-                        idempotency_key: Some(command_key),
-                        attempt: 1,
-                        resend_safe: false,
-                    },
-                    due_unix: t,
+            jobs: vec![NewJob {
+                kind: JobKind::Dispatch {
+                    step: "notify".into(),
+                    operation_id: "messaging.send-message".into(),
+                    connection: "notices".into(),
+                    action: None,
+                    command: json!({"message": {"to": input}}),
+                    idempotency_key: Some(command_key),
+                    attempt: 1,
+                    resend_safe: false,
                 },
-                NewJob {
-                    kind: JobKind::Timer {
-                        at: "2100-01-01T00:00:00Z".into(),
-                        wake: WakeKind::Deadline,
-                    },
-                    due_unix: t + 30 * 86_400,
-                },
-            ],
+                due_unix: t,
+            }],
             bindings,
         })
         .await
@@ -844,6 +838,7 @@ conformance_tests! {
     run_store_commits_lease_new_due_jobs => "run_store_lease_on_insert", commits_lease_new_due_jobs_to_the_committer;
     run_store_group_commits_answer_each_commit_as_alone => "run_store_group_commit", group_commits_answer_each_commit_as_alone;
     run_store_group_admissions_answer_each_start_as_alone => "run_store_group_admission", group_admissions_answer_each_start_as_alone;
+    run_store_deadlines_become_timer_jobs => "run_store_deadlines", deadlines_become_timer_jobs_once_when_due;
     run_store_release_and_discard => "run_store_release", release_and_discard;
     run_store_bring_forward_and_listing => "run_store_listing", bring_forward_respects_the_floor_and_lists_page;
     run_store_live_bindings_count_runs_that_have_not_ended => "run_store_live_bindings", live_bindings_count_runs_that_have_not_ended;

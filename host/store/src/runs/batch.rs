@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use coordinator_ports::store::{
-    Commit, Committed, Job, LeaseOnInsert, NewJob, StoreError as PortError,
+    deadline_due_unix, Commit, Committed, Job, LeaseOnInsert, NewJob, StoreError as PortError,
 };
 use serde_json::Value;
 use sqlx::Row;
@@ -302,7 +302,12 @@ impl Store {
             states.push(status.as_str());
             attention.push(status == coordinator_vm::RunStatus::Attention);
             ended.push(status.is_terminal());
-            deadlines.push(at_text(&run.state.deadline_at));
+            // Whole seconds rounded up: `runs.deadline_at` is when the
+            // deadline's timer job is due (`RunStore::lease`).
+            deadlines.push(super::at(
+                deadline_due_unix(&run.state.deadline_at)
+                    .expect("the VM writes its state's instants in RFC 3339"),
+            ));
             created.push(at_text(&run.state.admitted_at));
             updated.push(at_text(&run.state.now));
             ended_at.push(run.state.ended_at.as_deref().map(at_text));
