@@ -7,7 +7,7 @@
 # by scripts/test.sh or .ci/run.
 #
 #   scripts/bench.sh [--scale] [--runs N] [--concurrency C]
-#                    [--latency-runs N] [--pgbench-seconds S]
+#                    [--warmup-runs N] [--latency-runs N] [--pgbench-seconds S]
 #                    [--scale-runs N] [--port P] [--keep]
 #
 # It prints:
@@ -67,6 +67,12 @@ scale=0
 runs=2000
 concurrency=16
 latency_runs=200
+# Warm-up runs before the first phase and again over both processes before
+# the two-process one (not counted): each pooled connection plans each
+# group statement five times before PostgreSQL keeps its generic plan
+# (docs/service.md), so a process is warm once each of its connections has
+# run each statement that often; 1,000 runs do that for either setup.
+warmup_runs=1000
 pgbench_seconds=15
 scale_runs=100000
 pg_port="${COORDINATOR_BENCH_PG_PORT:-54417}"
@@ -76,12 +82,13 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --scale) scale=1; shift ;;
     --keep) keep=1; shift ;;
-    --runs|--concurrency|--latency-runs|--pgbench-seconds|--scale-runs|--port)
+    --runs|--concurrency|--warmup-runs|--latency-runs|--pgbench-seconds|--scale-runs|--port)
       [ $# -ge 2 ] || die "$1 needs a value"
       number "$1" "$2"
       case "$1" in
         --runs) runs="$2" ;;
         --concurrency) concurrency="$2" ;;
+        --warmup-runs) warmup_runs="$2" ;;
         --latency-runs) latency_runs="$2" ;;
         --pgbench-seconds) pgbench_seconds="$2" ;;
         --scale-runs) scale_runs="$2" ;;
@@ -324,8 +331,8 @@ gen_run preflight preflight "$base1"
 "$pgbench_bin" --version | sed 's/^/client tools: /'
 echo
 
-log "warm-up: 100 runs (not counted)"
-gen_run throughput warmup "$base1" -- --runs 100 --concurrency "$concurrency" --top 0 >"$logs/warmup.txt"
+log "warm-up: $warmup_runs runs (not counted)"
+gen_run throughput warmup "$base1" -- --runs "$warmup_runs" --concurrency "$concurrency" --top 0 >"$logs/warmup.txt"
 
 gen_run throughput one "$base1" -- --runs "$runs" --concurrency "$concurrency"
 echo
@@ -333,9 +340,10 @@ gen_run latency latency "$base1" -- --runs "$latency_runs" --poll-ms 2
 echo
 start_coordinator 2 "$runtime2" "$base2"
 # The second process gets the warm-up the first had (its connections'
-# caches), so the phase compares the two setups, not a cold start.
-log "warm-up of the two processes: 100 runs (not counted)"
-gen_run throughput warmup2 "$base1" "$base2" -- --runs 100 --concurrency "$concurrency" --top 0 >"$logs/warmup-2.txt"
+# caches and kept plans), so the phase compares the two setups, not a
+# cold start.
+log "warm-up of the two processes: $warmup_runs runs (not counted)"
+gen_run throughput warmup2 "$base1" "$base2" -- --runs "$warmup_runs" --concurrency "$concurrency" --top 0 >"$logs/warmup-2.txt"
 gen_run throughput two "$base1" "$base2" -- --runs "$runs" --concurrency "$concurrency"
 echo
 # One process again, after the two: the tables grow from phase to phase
