@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::header::{
     HeaderValue, AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE, WWW_AUTHENTICATE,
@@ -667,11 +667,12 @@ async fn admitted(
 /// not a strict-JSON CloudEvent; then the admission's answers.
 async fn event_start(
     State(s): State<AppState>,
-    Path((workflow, trigger)): Path<(String, String)>,
+    path: Result<Path<(String, String)>, PathRejection>,
     headers: HeaderMap,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let bytes = body(bytes)?;
+    let (workflow, trigger) = path_segments(path)?;
     let Some(info) = s.engine.trigger(&workflow, &trigger) else {
         return Err(if s.engine.active_revisions().contains_key(&workflow) {
             ApiError::of(&problems::TRIGGER_NOT_FOUND)
@@ -731,6 +732,14 @@ struct ListQuery {
 
 fn parse_state(s: &str) -> Option<RunStatus> {
     serde_json::from_value(serde_json::Value::String(s.to_owned())).ok()
+}
+
+/// The path's segments, or 400 `request.invalid` when one does not decode
+/// (a percent-encoding that is not UTF-8, `%ff`): axum's own answer to that
+/// would be plain text.
+fn path_segments<T>(path: Result<Path<T>, PathRejection>) -> Result<T, ApiError> {
+    path.map(|Path(segments)| segments)
+        .map_err(|e| ApiError::bad_request(e.body_text()))
 }
 
 async fn list(
@@ -808,9 +817,10 @@ async fn visible_run(
 async fn status(
     State(s): State<AppState>,
     headers: HeaderMap,
-    Path(run): Path<String>,
+    path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let who = principal(&s, &headers).await?;
+    let run = path_segments(path)?;
     let run = visible_run(&s, &who, &run, "status").await?;
     Ok(json(StatusCode::OK, &run_status(&run)))
 }
@@ -818,9 +828,10 @@ async fn status(
 async fn inspect(
     State(s): State<AppState>,
     headers: HeaderMap,
-    Path(run): Path<String>,
+    path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let who = principal(&s, &headers).await?;
+    let run = path_segments(path)?;
     let run = visible_run(&s, &who, &run, "inspect").await?;
     let steps = s
         .engine
@@ -854,9 +865,10 @@ async fn inspect(
 async fn recover(
     State(s): State<AppState>,
     headers: HeaderMap,
-    Path((run, action)): Path<(String, String)>,
+    path: Result<Path<(String, String)>, PathRejection>,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
+    let (run, action) = path_segments(path)?;
     let (name, act) = match action.as_str() {
         "cancel" => ("cancel", Action::Cancel),
         "retry-same" => ("retry-same", Action::RetrySame),

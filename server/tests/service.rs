@@ -608,6 +608,42 @@ async fn a_run_expires_at_its_deadline_without_a_deadline_job() {
     assert!(env.messaging.messages().is_empty());
 }
 
+/// A job found once the run's deadline has passed (after an outage or a
+/// restart) is not carried out: the read due since admission is never
+/// sent, and the run expires at its deadline with nothing sent.
+#[tokio::test]
+async fn a_job_found_after_the_deadline_sends_nothing_and_the_run_expires() {
+    let env = Env::new().await;
+    env.breg.put_record(
+        "applications",
+        "app-late",
+        "r1",
+        json!({"noticeAllowed": true, "applicantEmail": "applicant@example.org"}),
+    );
+    let (s, run) = env
+        .start(
+            PRODUCER,
+            "k-found-late",
+            "follow-up",
+            json!({"applicationId": "app-late", "sendAfter": "2026-03-01T09:00:00Z"}),
+        )
+        .await;
+    assert_eq!(s, 201, "{run}");
+    let id = run["run"].as_str().unwrap().to_owned();
+    let (_, status) = env.get(PRODUCER, &format!("/v1/runs/{id}")).await;
+    let deadline = status["deadlineAt"].as_str().unwrap().to_owned();
+    let deadline_unix = coordinator_ports::clock::rfc3339_to_unix(&deadline).unwrap();
+    // The service was down from admission until the deadline.
+    env.clock.advance(deadline_unix - env.clock.now_unix());
+    env.idle().await;
+    let (_, status) = env.get(PRODUCER, &format!("/v1/runs/{id}")).await;
+    assert_eq!(status["state"], "expired", "{status}");
+    assert_eq!(status["endedAt"], deadline.as_str());
+    assert!(env.breg.fake().requests().is_empty(), "the read was sent");
+    assert!(env.messaging.messages().is_empty());
+    assert_eq!(env.store.jobs(&id).await.unwrap(), vec![]);
+}
+
 #[tokio::test]
 async fn interrupted_mutation_is_unknown_and_never_resent() {
     let env = Env::new().await;
@@ -894,6 +930,33 @@ async fn admission_is_idempotent_and_strict() {
     assert!(page2["nextCursor"].is_null());
     let (s, _) = env.get(PRODUCER, "/v1/runs?limit=101").await;
     assert_eq!(s, 400);
+}
+
+/// A path segment whose percent-encoding is not UTF-8 is answered with a
+/// problem (400 `request.invalid`), on every route with a segment.
+#[tokio::test]
+async fn a_path_segment_that_is_not_utf8_is_a_problem() {
+    let env = Env::new().await;
+    let token = env.token(PRODUCER);
+    for (method, path) in [
+        (reqwest::Method::GET, "/v1/runs/%ff%00"),
+        (reqwest::Method::GET, "/v1/runs/%ff/inspect"),
+        (reqwest::Method::POST, "/v1/runs/%ff/cancel"),
+        (reqwest::Method::POST, "/v1/events/%ff/x"),
+    ] {
+        let (s, headers, body) = env
+            .send(method, path, Some(&token), None, Some("{}".into()))
+            .await;
+        assert_eq!(
+            (s, body["code"].as_str()),
+            (400, Some("request.invalid")),
+            "{path}: {body}"
+        );
+        assert_eq!(
+            headers["content-type"], "application/problem+json",
+            "{path}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -284,7 +284,7 @@ impl<'a> Checker<'a> {
                 "coordinator.workflow.deadline",
                 "/workflow/deadlineSeconds",
                 format!("deadlineSeconds is {d}; it must be between 1 and {MAX_DEADLINE_SECONDS} (365 days)"),
-                "Set deadlineSeconds to at most 31536000.",
+                "Set deadlineSeconds to a whole number of seconds from 1 to 31536000.",
             );
         }
     }

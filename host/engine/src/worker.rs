@@ -11,8 +11,8 @@ use coordinator_ports::adapter::{
 };
 use coordinator_ports::clock::unix_to_rfc3339;
 use coordinator_ports::store::{
-    Commit, Committed, Job, JobKind, JobState, LeaseRequest, NewJob, Review, RunRecord, StepLedger,
-    StoreError,
+    deadline_due_unix, Commit, Committed, Job, JobKind, JobState, LeaseRequest, NewJob, Review,
+    RunRecord, StepLedger, StoreError,
 };
 use coordinator_vm::{Answer, Command, Event, Expected};
 
@@ -274,6 +274,25 @@ impl Engine {
             return self.store.release(job.id, &owner, later, None).await;
         };
         let now = self.clock.now_unix();
+        // The run's deadline comes first. A job found once the deadline has
+        // passed (after an outage or a restart: a wake, a timeout, a call
+        // not yet sent, an observation) is not carried out: the run is fed
+        // `TimerFired` at its deadline, so the timers due before it fire
+        // and the run expires there, sending nothing. A call found
+        // `sending` is answered below first (its request may be out), and a
+        // receipt lookup (an operator's reconcile) is a read that settles.
+        let deadline_passed = deadline_due_unix(&run.state.deadline_at).is_some_and(|d| now >= d);
+        if deadline_passed
+            && job.state == JobState::Ready
+            && !matches!(job.kind, JobKind::LookupReceipt { .. })
+        {
+            tracing::info!(run = %run.id, job = job.id, "the run's deadline has passed: it expires instead");
+            let event = Event::TimerFired {
+                at: run.state.deadline_at.clone(),
+            };
+            self.feed(run, &event, Feeding::completing(job.id)).await?;
+            return Ok(());
+        }
         match job.kind.clone() {
             JobKind::Timer { at, .. } => {
                 let event = Event::TimerFired { at };
@@ -522,7 +541,13 @@ impl Engine {
             {
                 return Ok(Fed::Held);
             }
-            let jobs = self.jobs_for(&run.start_identity, &resumed.commands, now, answered);
+            // An ended run keeps no job: the commands that led to its end
+            // (a call reached on the way to the deadline) make none.
+            let jobs = if resumed.status.is_terminal() {
+                Vec::new()
+            } else {
+                self.jobs_for(&run.start_identity, &resumed.commands, now, answered)
+            };
             let mut ledger = run.ledger.clone();
             if let Some(update) = ledger_update {
                 update(&mut ledger);

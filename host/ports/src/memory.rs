@@ -330,6 +330,7 @@ impl RunStore for MemoryRunStore {
                 out.push(j.clone());
             }
         }
+        out.sort_by_key(|j| (j.due_unix, j.id));
         Ok(out)
     }
 
