@@ -525,6 +525,44 @@ async fn delayed_follow_up_finishes_after_send_after() {
     assert_eq!(env.messaging.messages().len(), 1);
 }
 
+/// A wake with a fraction of a second is due at the next whole second of
+/// the engine's clock, never before its instant: nothing is read or sent
+/// at 09:00:10 for a `sendAfter` of 09:00:10.5.
+#[tokio::test]
+async fn a_wake_with_a_fraction_of_a_second_never_fires_early() {
+    let env = Env::new().await;
+    env.breg.put_record(
+        "applications",
+        "app-frac",
+        "r1",
+        json!({"noticeAllowed": true, "applicantEmail": "applicant@example.org"}),
+    );
+    let (s, run) = env
+        .start(
+            PRODUCER,
+            "k-frac",
+            "follow-up",
+            json!({"applicationId": "app-frac", "sendAfter": "2026-03-02T09:00:10.5Z"}),
+        )
+        .await;
+    assert_eq!(s, 201, "{run}");
+    let id = run["run"].as_str().unwrap().to_owned();
+    env.idle().await;
+    env.clock.advance(10);
+    env.idle().await;
+    assert!(
+        env.breg.fake().requests().is_empty(),
+        "woke before sendAfter"
+    );
+    let (_, status) = env.get(PRODUCER, &format!("/v1/runs/{id}")).await;
+    assert_eq!(status["state"], "running", "{status}");
+    env.clock.advance(1);
+    env.idle().await;
+    let (_, status) = env.get(PRODUCER, &format!("/v1/runs/{id}")).await;
+    assert_eq!(status["state"], "finished", "{status}");
+    assert_eq!(env.messaging.messages().len(), 1);
+}
+
 /// A `wait-until` already due at admission (a `sendAfter` in the past) is
 /// taken in the admission itself: the run is stored with its first call's
 /// job, and no timer job is inserted, leased and deleted for it.

@@ -2,22 +2,22 @@
 //! time (a dispatch with its prepared command and idempotency key, a
 //! receipt lookup, a timer, an observation); retries wait their backoff.
 
-use coordinator_ir::instant::Instant;
+use coordinator_ports::clock::due_unix;
 use coordinator_ports::store::{JobKind, NewJob};
 use coordinator_runtime::config::{Connection, DEFAULT_RESULT_CHECK_SECONDS};
 use coordinator_vm::{Command, Event, Resumed, Vm, WakeKind};
 
 use crate::engine::{Engine, MAX_BACKOFF_SECONDS};
 
-/// The Unix seconds of an instant the VM commanded (a wake, a timeout).
+/// When an instant the VM commanded (a wake, a timeout) is due: its Unix
+/// seconds rounded up ([`due_unix`]), so a timer with a fraction of a
+/// second (`sendAfter` at `…:15.9Z`) never fires before its instant.
 // The VM writes every instant it commands with `Instant::format`, so it
 // always reads back: a failure is a broken invariant, never a value to
 // guess (a wrong due time would wake a run early or never).
 #[allow(clippy::expect_used)]
 fn due(at: &str) -> i64 {
-    Instant::parse(at)
-        .map(|i| i.unix_seconds())
-        .expect("the VM writes every instant it commands in RFC 3339")
+    due_unix(at).expect("the VM writes every instant it commands in RFC 3339")
 }
 
 /// How many already-due waits one step takes in a row before it leaves

@@ -11,10 +11,10 @@ use coordinator_ports::adapter::{
 };
 use coordinator_ports::clock::unix_to_rfc3339;
 use coordinator_ports::store::{
-    deadline_due_unix, Commit, Committed, Job, JobKind, JobState, LeaseRequest, NewJob, Review,
-    RunRecord, StepLedger, StoreError,
+    Commit, Committed, Job, JobKind, JobState, LeaseRequest, NewJob, Review, RunRecord, StepLedger,
+    StoreError,
 };
-use coordinator_vm::{Answer, Command, Event, Expected};
+use coordinator_vm::{Answer, Command, Event, Expected, RejectCode};
 
 use crate::engine::{Engine, Fed, HandedOff, InFlight, INTERRUPTED, MAX_BACKOFF_SECONDS};
 
@@ -281,7 +281,8 @@ impl Engine {
         // and the run expires there, sending nothing. A call found
         // `sending` is answered below first (its request may be out), and a
         // receipt lookup (an operator's reconcile) is a read that settles.
-        let deadline_passed = deadline_due_unix(&run.state.deadline_at).is_some_and(|d| now >= d);
+        let deadline_passed =
+            coordinator_ports::clock::due_unix(&run.state.deadline_at).is_some_and(|d| now >= d);
         if deadline_passed
             && job.state == JobState::Ready
             && !matches!(job.kind, JobKind::LookupReceipt { .. })
@@ -525,7 +526,13 @@ impl Engine {
                 Ok(r) => r,
                 Err(rejected) => {
                     if let Some(job) = complete {
-                        tracing::warn!(run = %run.id, error = %rejected, "event refused by the VM; job discarded");
+                        // A run that ended meanwhile (its deadline and a wake
+                        // taken by two lanes) is the common, harmless case.
+                        if rejected.code == RejectCode::RunEnded {
+                            tracing::info!(run = %run.id, "the run has ended meanwhile; job discarded");
+                        } else {
+                            tracing::warn!(run = %run.id, error = %rejected, "event refused by the VM; job discarded");
+                        }
                         self.store.discard(job, &owner).await?;
                     }
                     return Ok(Fed::Rejected(rejected));

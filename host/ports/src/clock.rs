@@ -75,6 +75,22 @@ pub fn unix_to_rfc3339(unix: i64) -> String {
     format_unix_seconds(unix)
 }
 
+/// When an RFC 3339 instant is due on the engine's whole-second clock: its
+/// Unix seconds rounded up, so a timer (a wake, a timeout, the run
+/// deadline) never fires before its instant (the VM takes a wake or a
+/// deadline only at or after it). `None` when malformed
+/// ([`Instant::parse`]; the VM never writes one). The one home of this
+/// rounding: the engine's job due times and both stores' deadlines use it.
+pub fn due_unix(text: &str) -> Option<i64> {
+    let instant = Instant::parse(text).ok()?;
+    let seconds = instant.unix_seconds();
+    Some(if Instant::from_unix_seconds(seconds) < instant {
+        seconds.saturating_add(1)
+    } else {
+        seconds
+    })
+}
+
 /// An RFC 3339 instant as Unix seconds (fractions truncated toward zero);
 /// `None` when malformed ([`Instant::parse`]).
 pub fn rfc3339_to_unix(text: &str) -> Option<i64> {
@@ -92,5 +108,14 @@ mod tests {
         c.advance(86_400 * 3);
         assert_eq!(c.now_rfc3339(), "2026-01-04T00:00:00Z");
         assert_eq!(rfc3339_to_unix("1970-01-01T00:01:00Z"), Some(60));
+    }
+
+    #[test]
+    fn an_instant_is_due_at_the_whole_second_at_or_after_it() {
+        assert_eq!(due_unix("1970-01-01T00:01:00Z"), Some(60));
+        assert_eq!(due_unix("1970-01-01T00:01:00.001Z"), Some(61));
+        assert_eq!(due_unix("1970-01-01T00:00:59.999999999Z"), Some(60));
+        assert_eq!(due_unix("1969-12-31T23:59:59.5Z"), Some(0));
+        assert_eq!(due_unix("not an instant"), None);
     }
 }

@@ -12,9 +12,9 @@ use coordinator_runtime::binding::LiveBinding;
 use coordinator_vm::RunStatus;
 
 use crate::store::{
-    deadline_due_unix, erasable, erased_state, Admitted, Commit, Committed, Erasure, Holds, Job,
-    JobKind, JobState, Lease, LeaseOnInsert, LeaseRequest, NewJob, NewRun, Review, ReviewSurvey,
-    RunFilter, RunPage, RunRecord, RunStore, StoreError, MAX_ERASE_LIMIT,
+    erasable, erased_state, Admitted, Commit, Committed, Erasure, Holds, Job, JobKind, JobState,
+    Lease, LeaseOnInsert, LeaseRequest, NewJob, NewRun, Review, ReviewSurvey, RunFilter, RunPage,
+    RunRecord, RunStore, StoreError, MAX_ERASE_LIMIT,
 };
 
 /// Whether the run's state holds an `unknown` effect.
@@ -259,7 +259,7 @@ impl RunStore for MemoryRunStore {
             .values()
             .filter(|r| !r.state.status.is_terminal())
             .filter(|r| !m.deadline_jobs_created.contains(&r.id))
-            .filter_map(|r| deadline_due_unix(&r.state.deadline_at));
+            .filter_map(|r| crate::clock::due_unix(&r.state.deadline_at));
         Ok(jobs.chain(deadlines).min())
     }
 
@@ -285,7 +285,7 @@ impl RunStore for MemoryRunStore {
             .filter(|r| !r.state.status.is_terminal())
             .filter(|r| !m.deadline_jobs_created.contains(&r.id))
             .filter(|r| request.run_id.is_none_or(|id| id == r.id))
-            .filter_map(|r| Some((deadline_due_unix(&r.state.deadline_at)?, r.id.clone())))
+            .filter_map(|r| Some((crate::clock::due_unix(&r.state.deadline_at)?, r.id.clone())))
             .filter(|(due, _)| *due <= now)
             .collect();
         deadlines.sort_unstable();

@@ -193,24 +193,6 @@ impl RunRecord {
     }
 }
 
-/// When a run's deadline (`RunState::deadline_at`, RFC 3339) is due as its
-/// timer job: the deadline's Unix seconds rounded up, so the timer never
-/// fires before the deadline (the VM expires a run only at or after it).
-/// Both stores keep the deadline on the run in these whole seconds and make
-/// it a timer job only once it is due ([`RunStore::lease`]). `None` when
-/// the text is not an instant (the VM never writes one).
-pub fn deadline_due_unix(deadline_at: &str) -> Option<i64> {
-    let deadline = coordinator_ir::instant::Instant::parse(deadline_at).ok()?;
-    let seconds = deadline.unix_seconds();
-    Some(
-        if coordinator_ir::instant::Instant::from_unix_seconds(seconds) < deadline {
-            seconds.saturating_add(1)
-        } else {
-            seconds
-        },
-    )
-}
-
 /// What a job does when it is due.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
@@ -665,7 +647,8 @@ pub trait RunStore: Send + Sync {
     /// leased: a receipt lookup is a read, never a dispatch.
     ///
     /// The run deadline is kept on the run, not as a job: first, for each
-    /// run that has not ended whose deadline ([`deadline_due_unix`]) is due
+    /// run that has not ended whose deadline
+    /// ([`crate::clock::due_unix`]) is due
     /// by `now` and has no timer job yet (of `request.run_id` only, when
     /// given), the store inserts its timer job (`Timer { at, wake:
     /// Deadline }`, `at` in whole seconds), once per run; it is leased in

@@ -765,7 +765,7 @@ impl RunStore for Store {
         // seen; a stale epoch creates and leases nothing. Under the restore
         // hold, without an epoch, or when asked, only receipt lookups
         // (reads) are leased. `deadline_at` holds whole seconds rounded up
-        // (`deadline_due_unix`), so the timer never fires before the
+        // (`coordinator_ports::clock::due_unix`), so the timer never fires before the
         // deadline.
         let rows = sqlx::query(&format!(
             "WITH d AS (SELECT restore_hold, restore_epoch,

@@ -26,7 +26,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use coordinator_ports::store::{
-    deadline_due_unix, Commit, Committed, Job, LeaseOnInsert, NewJob, StoreError as PortError,
+    Commit, Committed, Job, LeaseOnInsert, NewJob, StoreError as PortError,
 };
 use serde_json::Value;
 use sqlx::Row;
@@ -316,7 +316,7 @@ impl Store {
             // Whole seconds rounded up: `runs.deadline_at` is when the
             // deadline's timer job is due (`RunStore::lease`).
             deadlines.push(super::at(
-                deadline_due_unix(&run.state.deadline_at)
+                coordinator_ports::clock::due_unix(&run.state.deadline_at)
                     .expect("the VM writes its state's instants in RFC 3339"),
             ));
             created.push(at_text(&run.state.admitted_at));
