@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use coordinator_ports::adapter::{
     AdapterError, DispatchRequest, MarkSending, NoMark, Observation, ReceiptRequest,
 };
-use coordinator_ports::clock::unix_to_rfc3339;
+use coordinator_ports::clock::{due_unix, unix_to_rfc3339};
 use coordinator_ports::store::{
     Commit, Committed, Job, JobKind, JobState, LeaseRequest, NewJob, Review, RunRecord, StepLedger,
     StoreError,
@@ -281,8 +281,7 @@ impl Engine {
         // and the run expires there, sending nothing. A call found
         // `sending` is answered below first (its request may be out), and a
         // receipt lookup (an operator's reconcile) is a read that settles.
-        let deadline_passed =
-            coordinator_ports::clock::due_unix(&run.state.deadline_at).is_some_and(|d| now >= d);
+        let deadline_passed = due_unix(&run.state.deadline_at).is_some_and(|d| now >= d);
         if deadline_passed
             && job.state == JobState::Ready
             && !matches!(job.kind, JobKind::LookupReceipt { .. })

@@ -91,6 +91,17 @@ impl Memory {
         }))
     }
 
+    /// The deadlines not yet timer jobs, as (due Unix seconds, run id): of
+    /// the runs that have not ended ([`RunStore::lease`] makes them jobs,
+    /// [`RunStore::next_due`] waits for them).
+    fn deadlines_not_yet_jobs(&self) -> impl Iterator<Item = (i64, &str)> {
+        self.runs
+            .values()
+            .filter(|r| !r.state.status.is_terminal())
+            .filter(|r| !self.deadline_jobs_created.contains(&r.id))
+            .filter_map(|r| Some((crate::clock::due_unix(&r.state.deadline_at)?, r.id.as_str())))
+    }
+
     fn leased(&mut self, job_id: u64, owner: &str) -> Result<&mut Job, StoreError> {
         match self.jobs.get_mut(&job_id) {
             Some(j) if j.lease.as_ref().is_some_and(|l| l.owner == owner) => Ok(j),
@@ -254,12 +265,7 @@ impl RunStore for MemoryRunStore {
             .values()
             .filter(|j| j.lease.is_none())
             .map(|j| j.due_unix);
-        let deadlines = m
-            .runs
-            .values()
-            .filter(|r| !r.state.status.is_terminal())
-            .filter(|r| !m.deadline_jobs_created.contains(&r.id))
-            .filter_map(|r| crate::clock::due_unix(&r.state.deadline_at));
+        let deadlines = m.deadlines_not_yet_jobs().map(|(due, _)| due);
         Ok(jobs.chain(deadlines).min())
     }
 
@@ -280,13 +286,9 @@ impl RunStore for MemoryRunStore {
         // The deadlines that came due become timer jobs (once per run),
         // leased at once when timers may be leased.
         let mut deadlines: Vec<(i64, String)> = m
-            .runs
-            .values()
-            .filter(|r| !r.state.status.is_terminal())
-            .filter(|r| !m.deadline_jobs_created.contains(&r.id))
-            .filter(|r| request.run_id.is_none_or(|id| id == r.id))
-            .filter_map(|r| Some((crate::clock::due_unix(&r.state.deadline_at)?, r.id.clone())))
-            .filter(|(due, _)| *due <= now)
+            .deadlines_not_yet_jobs()
+            .filter(|(due, id)| *due <= now && request.run_id.is_none_or(|r| r == *id))
+            .map(|(due, id)| (due, id.to_owned()))
             .collect();
         deadlines.sort_unstable();
         deadlines.truncate(limit);
