@@ -6,15 +6,15 @@
 # full_page_writes on) and pg_stat_statements loaded. Not a test: never run
 # by scripts/test.sh or .ci/run.
 #
-#   scripts/bench.sh [--scale] [--runs N] [--concurrency C]
+#   scripts/bench.sh [--scale] [--runs N] [--concurrency C] [--rounds R]
 #                    [--warmup-runs N] [--latency-runs N] [--pgbench-seconds S]
 #                    [--scale-runs N] [--port P] [--keep]
 #
 # It prints:
 #  1. completed runs/s for --runs runs (2000) at --concurrency clients (16)
-#     with one coordinator process, with two, and with one again (the
-#     one-process figure is the mean of both, so the order of the phases
-#     favours neither), each run read back
+#     with one coordinator process, then --rounds times (2) with two and
+#     with one again (each figure is the mean of its phases, so the order
+#     of the phases favours neither setup), each run read back
 #     `finished` (message-accepted) and Messaging's requests one per
 #     idempotency key, none performed twice (from the sandbox's log);
 #  2. p50/p99 admission-to-finished latency of one client in a closed loop
@@ -73,6 +73,11 @@ latency_runs=200
 # (docs/service.md), so a process is warm once each of its connections has
 # run each statement that often; 1,000 runs do that for either setup.
 warmup_runs=1000
+# Rounds of (two processes, one process again) after the first
+# one-process phase: the shared machine drifts by more than the two
+# setups differ (one run's two one-process phases 34% apart), so each
+# setup's figure is the mean of several phases taken in turn.
+rounds=2
 pgbench_seconds=15
 scale_runs=100000
 pg_port="${COORDINATOR_BENCH_PG_PORT:-54417}"
@@ -82,12 +87,13 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --scale) scale=1; shift ;;
     --keep) keep=1; shift ;;
-    --runs|--concurrency|--warmup-runs|--latency-runs|--pgbench-seconds|--scale-runs|--port)
+    --runs|--concurrency|--rounds|--warmup-runs|--latency-runs|--pgbench-seconds|--scale-runs|--port)
       [ $# -ge 2 ] || die "$1 needs a value"
       number "$1" "$2"
       case "$1" in
         --runs) runs="$2" ;;
         --concurrency) concurrency="$2" ;;
+        --rounds) rounds="$2" ;;
         --warmup-runs) warmup_runs="$2" ;;
         --latency-runs) latency_runs="$2" ;;
         --pgbench-seconds) pgbench_seconds="$2" ;;
@@ -338,24 +344,25 @@ gen_run throughput one "$base1" -- --runs "$runs" --concurrency "$concurrency"
 echo
 gen_run latency latency "$base1" -- --runs "$latency_runs" --poll-ms 2
 echo
-start_coordinator 2 "$runtime2" "$base2"
-# The second process gets the warm-up the first had (its connections'
-# caches and kept plans), so the phase compares the two setups, not a
-# cold start.
-log "warm-up of the two processes: $warmup_runs runs (not counted)"
-gen_run throughput warmup2 "$base1" "$base2" -- --runs "$warmup_runs" --concurrency "$concurrency" --top 0 >"$logs/warmup-2.txt"
-gen_run throughput two "$base1" "$base2" -- --runs "$runs" --concurrency "$concurrency"
-echo
-# One process again, after the two: the tables grow from phase to phase
-# and the shared machine drifts (one run measured 380 runs/s first and 342
-# after, another 443 first and 507 after), so the one-process figure is
-# the mean of the phase before and the phase after the two-process one,
-# and the order favours neither setup.
-stop_pid "${coordinator_pids[1]}"
-coordinator_pids=("${coordinator_pids[0]}")
-echo "(one process again: the second process stopped)"
-gen_run throughput again "$base1" -- --runs "$runs" --concurrency "$concurrency"
-echo
+# Then --rounds times: two processes, and one process again. The tables
+# grow from phase to phase and the shared machine drifts (one run measured
+# 380 runs/s first and 342 after, another 443 first and 507 after), so
+# each setup's figure is the mean of its phases, taken in turn.
+for round in $(seq 1 "$rounds"); do
+  start_coordinator 2 "$runtime2" "$base2"
+  # The second process gets the warm-up the first had (its connections'
+  # caches and kept plans), so the phase compares the two setups, not a
+  # cold start.
+  log "round $round of $rounds: warm-up of the two processes, $warmup_runs runs (not counted)"
+  gen_run throughput "warmup2-$round" "$base1" "$base2" -- --runs "$warmup_runs" --concurrency "$concurrency" --top 0 >"$logs/warmup-2-$round.txt"
+  gen_run throughput "two-$round" "$base1" "$base2" -- --runs "$runs" --concurrency "$concurrency"
+  echo
+  stop_pid "${coordinator_pids[1]}"
+  coordinator_pids=("${coordinator_pids[0]}")
+  echo "(one process again: the second process stopped)"
+  gen_run throughput "again-$round" "$base1" -- --runs "$runs" --concurrency "$concurrency"
+  echo
+done
 
 stop_coordinators
 echo "== pgbench -N -c 16 -j 2 -T $pgbench_seconds (scale 10) on the same cluster, coordinators stopped"
@@ -371,18 +378,32 @@ PGPASSWORD="$pg_pass" "$pgbench_bin" -h "$pg_host" -p "$pg_port" -U coordinator_
 tps="$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$logs/pgbench.txt" | head -n 1)"
 [ -n "$tps" ] || { cat "$logs/pgbench.txt" >&2; die "no tps in pgbench's output"; }
 grep -E '^(latency average|tps)' "$logs/pgbench.txt" | sed 's/^/  /'
-first="$(result one.runs_per_s)"
-again="$(result again.runs_per_s)"
-one="$(awk -v a="$first" -v b="$again" 'BEGIN { printf "%.1f", (a + b) / 2 }')"
-two="$(result two.runs_per_s)"
+# means KEY...: the mean of the kept values, and the values.
+means() {
+  local key values=()
+  for key in "$@"; do
+    values+=("$(result "$key")")
+  done
+  printf '%s\n' "${values[@]}" | awk '{ s += $1; n++; l = l (n > 1 ? ", " : "") $1 } END { printf "%.1f|%s", s / n, l }'
+}
+one_keys=(one.runs_per_s)
+two_keys=()
+for round in $(seq 1 "$rounds"); do
+  one_keys+=("again-$round.runs_per_s")
+  two_keys+=("two-$round.runs_per_s")
+done
+one_all="$(means "${one_keys[@]}")"
+two_all="$(means "${two_keys[@]}")"
+one="${one_all%%|*}"
+two="${two_all%%|*}"
 echo
 echo "== summary"
-awk -v one="$one" -v first="$first" -v again="$again" -v two="$two" -v tps="$tps" \
+awk -v one="$one" -v ones="${one_all#*|}" -v two="$two" -v twos="${two_all#*|}" -v tps="$tps" \
     -v tx="$(result one.transactions_per_run)" -v st="$(result one.statements_per_run)" \
     -v pgc="$(result one.postgres_cpu_s_per_run)" -v cc="$(result one.coordinator_cpu_s_per_run)" \
     -v all="$(result one.all_cpu_s_per_run)" -v cores="$(getconf _NPROCESSORS_ONLN)" \
     -v p50="$(result latency.p50_ms)" -v p99="$(result latency.p99_ms)" 'BEGIN {
-  printf "  completed runs/s            1 process %.1f (mean of %.1f before and %.1f after the 2-process phase), 2 processes %.1f\n", one, first, again, two
+  printf "  completed runs/s            1 process %.1f (mean of %s), 2 processes %.1f (mean of %s), 2 / 1 = %.2f\n", one, ones, two, twos, two / one
   printf "  admission to finished       p50 %s ms, p99 %s ms (1 client, closed loop)\n", p50, p99
   printf "  per run (1 process, first)  %s transactions, %s statements, %.1f ms postgres CPU, %.1f ms coordinator CPU\n", tx, st, pgc * 1000, cc * 1000
   printf "  CPU per run, all processes  %.1f ms (postgres, coordinator, sandbox, client): at most %.0f runs/s on %d cores\n", all * 1000, cores / all, cores
