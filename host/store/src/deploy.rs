@@ -471,7 +471,7 @@ pub async fn plan(
     let ns = namespace_of(config)?;
     let deployment = deployment_of(config)?;
     let packages = load_pinned_packages(deployment)?;
-    let pool = connect(config, resolver, &config.database.runtime_url_ref, 1).await?;
+    let pool = connect(config, resolver, &config.database.runtime_url_ref, 1, &[]).await?;
     let mut conn = pool.acquire().await.map_err(db_error)?;
     let found = layout(&mut conn, ns).await?;
     check_layout(found, ns)?;
@@ -522,7 +522,7 @@ pub async fn apply(
     let keyring = load_state_keyring(resolver, deployment)?;
     let admission = load_admission_key(resolver, deployment)?;
     let audit_key = load_audit_key(resolver, deployment)?;
-    let pool = connect(config, resolver, &config.database.migration_url_ref, 1).await?;
+    let pool = connect(config, resolver, &config.database.migration_url_ref, 1, &[]).await?;
     let mut conn = pool.acquire().await.map_err(db_error)?;
     let mut tx = conn.begin().await.map_err(db_error)?;
     sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
@@ -944,7 +944,7 @@ pub async fn deployment_status(
     let packages = load_pinned_packages(deployment)?;
     let keyring = load_state_keyring(resolver, deployment)?;
     let admission = load_admission_key(resolver, deployment)?;
-    let pool = connect(config, resolver, &config.database.runtime_url_ref, 1).await?;
+    let pool = connect(config, resolver, &config.database.runtime_url_ref, 1, &[]).await?;
     let mut conn = pool.acquire().await.map_err(db_error)?;
     let (d, versions) = verify_runtime(&mut conn, ns, deployment, &keyring, &admission).await?;
     let workflows = check_activation(&mut conn, ns, &packages).await?;

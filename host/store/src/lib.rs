@@ -321,7 +321,9 @@ pub fn connect_options(
 
 /// Opens a pool of at most `max_connections` (≤ [`MAX_POOL_CONNECTIONS`])
 /// to the URL behind `reference`, resolved through `resolver`, and checks
-/// the server version (PostgreSQL 17 or newer).
+/// the server version (PostgreSQL 17 or newer). Each connection starts
+/// with `settings` (name, value) as its session's settings (sent in the
+/// startup packet, so no statement is spent on them).
 ///
 /// # Errors
 /// Secret errors, `database.*` for the URL, `store-unavailable` when the
@@ -331,13 +333,18 @@ pub(crate) async fn connect(
     resolver: &SecretResolver,
     reference: &SecretRef,
     max_connections: u32,
+    settings: &[(&str, &str)],
 ) -> Result<PgPool, StoreError> {
     let url = resolver.resolve_text(reference)?;
     let root = match &config.database.trusted_root_certificate_ref {
         Some(r) => Some(resolver.resolve(r)?.bytes().to_vec()),
         None => None,
     };
-    let options = connect_options(&url, reference, root)?.application_name("registry-coordinator");
+    let mut options =
+        connect_options(&url, reference, root)?.application_name("registry-coordinator");
+    if !settings.is_empty() {
+        options = options.options(settings.iter().copied());
+    }
     first_connection(&options, reference).await?;
     let pool = PgPoolOptions::new()
         .max_connections(max_connections.clamp(1, MAX_POOL_CONNECTIONS))

@@ -1023,6 +1023,35 @@ async fn retention_leaves_no_byte_of_an_erased_payload_in_any_table() {
 }
 
 #[tokio::test]
+async fn the_service_reads_jobs_by_id_through_the_index_even_when_the_table_is_small() {
+    let Some((fx, store, _fixture)) = fresh("jobs_by_index").await else {
+        return;
+    };
+    // Every pooled connection starts with the service's session settings.
+    let mut a = store.pool().acquire().await.expect("connection");
+    let mut b = store.pool().acquire().await.expect("second connection");
+    for conn in [&mut a, &mut b] {
+        let setting: String = sqlx::query_scalar("SHOW enable_seqscan")
+            .fetch_one(&mut **conn)
+            .await
+            .expect("show");
+        assert_eq!(setting, "off");
+    }
+    // An empty queue table is where a kept plan would choose to read it
+    // whole: the lookup by job ids still uses the primary key.
+    let plan: Vec<String> = sqlx::query_scalar(&format!(
+        "EXPLAIN SELECT job_id FROM {}.jobs WHERE job_id = ANY('{{1,2,3}}'::bigint[])",
+        fx.ns
+    ))
+    .fetch_all(&mut *a)
+    .await
+    .expect("explain");
+    let plan = plan.join("\n");
+    assert!(plan.contains("jobs_pkey"), "{plan}");
+    assert!(!plan.contains("Seq Scan"), "{plan}");
+}
+
+#[tokio::test]
 async fn run_store_holds_revisions_and_concurrent_leases() {
     let Some((fx, store, fixture)) = fresh("run_store_holds").await else {
         return;
