@@ -25,7 +25,10 @@
 # COORDINATOR_RUN_PG_PORT=N  use scripts/postgres.sh --port N (default 54317).
 # COORDINATOR_RUN_KEEP_SERVING=1  keep coordinator and the sandbox serving
 #                            after the run (for the printed `coordinatorctl
-#                            console` command) until Ctrl-C.
+#                            console` command) until Ctrl-C; if coordinator
+#                            exits meanwhile (killed in a crash trial), the
+#                            sandbox keeps serving and the command that
+#                            starts coordinator again is printed.
 # With COORDINATOR_TEST_DATABASE_URL, _MIGRATION_URL and _RUNTIME_URL set,
 # that PostgreSQL 17 is used instead (docs/testing-postgres.md). Each run
 # applies a new namespace (coordinator_follow_up_<random>) and database id.
@@ -211,7 +214,16 @@ echo "\$ $ctl console --url $base --token-file $token --project $work/follow-up"
 echo "  then Runs -> $run"
 if [ "${COORDINATOR_RUN_KEEP_SERVING:-}" = 1 ]; then
   echo "COORDINATOR_RUN_KEEP_SERVING=1: coordinator and the sandbox keep serving until Ctrl-C"
-  wait "$coordinator_pid" || true
+  exited=0
+  wait "$coordinator_pid" || exited=$?
+  coordinator_pid=""
+  # A coordinator killed or stopped from outside (a crash or restart
+  # trial): the sandbox keeps serving, so it can be started again.
+  echo "coordinator exited (status $exited; see $logs/coordinator.log); the sandbox keeps serving until Ctrl-C"
+  echo "  start coordinator again with:"
+  echo "    RUST_LOG=info,sqlx=warn $coordinator --runtime-config $runtime >>$logs/coordinator.log 2>&1 &"
+  echo "  (a coordinator started by hand is not stopped by Ctrl-C here: stop it with kill)"
+  wait "$sandbox_pid" || true
 else
   echo "  (coordinator stops below; run with COORDINATOR_RUN_KEEP_SERVING=1 to keep it serving for the console)"
 fi
