@@ -224,8 +224,9 @@ fn leased_job(
 /// its job ids, and keeps doing so when the table has grown to hundreds of
 /// pages (measured with `scripts/bench.sh` and `auto_explain`: 0.33 ms per
 /// such scan on average, up to 2.6 ms, three of them in a group commit).
-/// With the setting off every lookup of this service goes through its
-/// index (each has one: docs/decisions.md); a table without a usable
+/// With the setting off, the hot statements reach their rows by key or
+/// through the due-time and deadline indexes whatever the statistics said
+/// when they were planned (docs/decisions.md); a table without a usable
 /// index is still read sequentially.
 pub(crate) const SERVICE_SESSION_SETTINGS: &[(&str, &str)] = &[("enable_seqscan", "off")];
 
