@@ -1,4 +1,5 @@
-//! `coordinator --runtime-config F [--recovery-only]`, in this order:
+//! `coordinator --runtime-config F [--recovery-only] [--worker-threads N]`, in
+//! this order:
 //!
 //! 1. verifies the runtime file and its pinned packages, reads the keys,
 //!    the event sources' and connections' keys, and binds the listeners
@@ -31,6 +32,7 @@
 //! answers 503, workers log `store-unavailable` and resume by themselves.
 
 use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -78,6 +80,24 @@ struct Args {
     /// Serve recovery operations only: admit and dispatch nothing.
     #[arg(long)]
     recovery_only: bool,
+    /// Threads of the async runtime that serves the API and runs the
+    /// worker lanes (1 to 256; default: half the available cores,
+    /// rounded up). Audit appends run on the runtime's blocking threads,
+    /// not on these.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    worker_threads: Option<u16>,
+}
+
+/// The runtime's worker threads when `--worker-threads` is not given:
+/// half the cores this process may use (`available_parallelism`), rounded
+/// up, 1 when that cannot be read. The coordinator's threads mostly wait
+/// on the store and the products; measured with `scripts/bench.sh` on 2
+/// cores shared with PostgreSQL, two threads per process cost about twice
+/// the context switches per run of one and made two processes slower than
+/// one (docs/decisions.md "The runtime has half the cores' threads").
+fn default_worker_threads() -> NonZeroUsize {
+    let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
+    NonZeroUsize::new(cores.div_ceil(2)).unwrap_or(NonZeroUsize::MIN)
 }
 
 fn refuse(code: &str, message: &str) -> ExitCode {
@@ -112,8 +132,29 @@ fn longest_timeout_seconds<'a>(connections: impl Iterator<Item = &'a Connection>
     i64::try_from(ms.div_ceil(1000)).unwrap_or(300).max(1)
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let worker_threads = args
+        .worker_threads
+        .and_then(|n| NonZeroUsize::new(usize::from(n)))
+        .unwrap_or_else(default_worker_threads);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(worker_threads.get())
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("coordinator: the async runtime cannot start: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    runtime.block_on(serve(args, worker_threads))
+}
+
+/// The service, from the runtime file to a stop (the steps in the module
+/// documentation), on a runtime of `worker_threads` threads.
+async fn serve(args: Args, worker_threads: NonZeroUsize) -> ExitCode {
     tracing_subscriber::fmt()
         .json()
         .with_writer(std::io::stderr)
@@ -122,7 +163,6 @@ async fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
-    let args = Args::parse();
     let display = args.runtime_config.display().to_string();
     let checked = check_runtime_file(&args.runtime_config, &display, None, Mode::Deployment);
     let refused: Vec<String> = checked
@@ -277,7 +317,7 @@ async fn main() -> ExitCode {
             },
         ))
     });
-    tracing::info!(bind = %deployment.listener.bind, "listening; not ready until the store is open and checked");
+    tracing::info!(bind = %deployment.listener.bind, worker_threads, "listening; not ready until the store is open and checked");
     let signal = wait_for_signal();
     tokio::pin!(signal);
     let start = StoreStart {

@@ -881,6 +881,56 @@ async fn startup_refuses_a_changed_binding_unless_recovery_only() {
     d.cleanup().await;
 }
 
+/// `--worker-threads N` sizes the async runtime (logged as
+/// `worker_threads` when listening); without it the runtime has half the
+/// available cores, rounded up; 0 is refused before anything starts.
+#[tokio::test]
+async fn the_runtime_has_the_worker_threads_asked_for() {
+    let Some(urls) = urls("the_runtime_has_the_worker_threads_asked_for") else {
+        return;
+    };
+    let d = Deployment::new(urls, 2_000).await;
+    let listening = |c: &support::Coordinator| {
+        let log = c.log_text();
+        log.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|v| {
+                v["fields"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("listening"))
+            })
+            .unwrap_or_else(|| panic!("no listening line:\n{log}"))
+    };
+
+    let port = free_port();
+    let c = d
+        .spawn_with(&d.runtime_file(port), port, &["--worker-threads", "3"])
+        .await;
+    assert_eq!(listening(&c)["fields"]["worker_threads"], 3);
+    drop(c);
+
+    let port = free_port();
+    let c = d.spawn_with(&d.runtime_file(port), port, &[]).await;
+    let half = std::thread::available_parallelism()
+        .unwrap()
+        .get()
+        .div_ceil(2);
+    assert_eq!(listening(&c)["fields"]["worker_threads"], half);
+    drop(c);
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_coordinator"))
+        .arg("--runtime-config")
+        .arg(d.runtime_file(free_port()))
+        .args(["--worker-threads", "0"])
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{log}");
+    assert!(log.contains("--worker-threads"), "{log}");
+    assert!(!log.contains("listening"), "{log}");
+    d.cleanup().await;
+}
+
 /// A signed event through the built binary on PostgreSQL: the run is
 /// admitted once (a repeat is the same run), owned by the event source
 /// (the producer's token does not see it), and finishes; a bad signature
