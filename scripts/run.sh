@@ -96,7 +96,10 @@ cleanup() {
   trap - ERR
   set +e
   stop_all
-  if [ "$rc" -ne 0 ]; then
+  if [ -n "$stop_requested" ]; then
+    # Ctrl-C or SIGTERM: a stop that was asked for, not a failure.
+    printf '\nrun.sh: stopped; work directory: %s, logs: %s\n' "$work" "$logs" >&2
+  elif [ "$rc" -ne 0 ]; then
     for f in "$logs/coordinator.log" "$logs/sandbox.log"; do
       if [ -s "$f" ]; then
         printf '\n--- last 20 lines of %s ---\n' "$f" >&2
@@ -107,9 +110,10 @@ cleanup() {
   fi
   exit "$rc"
 }
+stop_requested=""
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap 'stop_requested=1; exit 130' INT
+trap 'stop_requested=1; exit 143' TERM
 
 echo
 echo "== serving the starter: local PostgreSQL 17, sandbox stand-ins, coordinator =="

@@ -68,7 +68,7 @@ problems! {
         "Send the event with the trigger's `eventType` as `type`.", false);
     EXECUTION_HELD = ("execution.held", 409, "The restore hold is in place",
         "The restore hold or the admission hold is in place.", true);
-    IDEMPOTENCY_KEY_REQUIRED = ("idempotency.key-required", 400, "Idempotency-Key is required",
+    IDEMPOTENCY_KEY_REQUIRED = ("idempotency.key-required", 400, "A valid Idempotency-Key is required",
         "Send an `Idempotency-Key` header of 1 to 255 visible ASCII characters.", false);
     IDEMPOTENCY_KEY_REUSED = ("idempotency.key-reused", 409, "The key was used with another revision or input",
         "A key names one start: repeat it only with the same revision and input, or use a new key for new work.", false);

@@ -84,7 +84,7 @@ struct Args {
     /// worker lanes (1 to 256; default: half the available cores,
     /// rounded up). Audit appends run on the runtime's blocking threads,
     /// not on these.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = clap::value_parser!(u16).range(1..=256))]
     worker_threads: Option<u16>,
 }
 
