@@ -379,7 +379,7 @@ async fn serve(args: Args, worker_threads: NonZeroUsize) -> ExitCode {
             )
         }
     };
-    let engine = Arc::new(engine.with_audit(journal, keys.audit.clone()));
+    let engine = Arc::new(engine.with_audit(journal.clone(), keys.audit.clone()));
     // The restore epoch this process works under: a restore hold placed
     // from now on fences it (`restore.lease-incompatible`).
     // (Should the store drop away just now, the first lease adopts it.)
@@ -434,6 +434,18 @@ async fn serve(args: Args, worker_threads: NonZeroUsize) -> ExitCode {
     .await;
     if drained.is_err() {
         tracing::warn!("shutdown grace elapsed; leaving open requests");
+    } else {
+        // Nothing is served any more: a process that audited nothing
+        // leaves no empty journal file behind (a killed one still does).
+        match journal.discard_if_empty() {
+            Ok(true) => {
+                tracing::info!(path = %journal.path().display(), "removed this process's empty audit journal")
+            }
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(path = %journal.path().display(), "the empty audit journal could not be removed: {e}")
+            }
+        }
     }
     exit
 }

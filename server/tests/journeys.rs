@@ -881,6 +881,52 @@ async fn startup_refuses_a_changed_binding_unless_recovery_only() {
     d.cleanup().await;
 }
 
+/// A `coordinator` stopped by SIGTERM having audited nothing removes its
+/// empty journal file; one that audited an admission keeps its file.
+#[tokio::test]
+async fn a_process_that_audited_nothing_leaves_no_journal_file() {
+    let Some(urls) = urls("a_process_that_audited_nothing_leaves_no_journal_file") else {
+        return;
+    };
+    let d = Deployment::new(urls, 2_000).await;
+    let base = d.dir.path().join("audit.jsonl");
+    let files = || coordinator_runtime::audit::journal_files(&base).unwrap();
+    let before = files();
+
+    let mut idle = d.spawn().await;
+    assert_eq!(
+        files().len(),
+        before.len() + 1,
+        "no journal file while serving"
+    );
+    let status = idle.terminate(Duration::from_secs(15)).await;
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(0),
+        "{}",
+        idle.log_text()
+    );
+    assert_eq!(files(), before, "{}", idle.log_text());
+    assert!(idle
+        .log_text()
+        .contains("removed this process's empty audit journal"));
+
+    let mut busy = d.spawn().await;
+    d.start(&busy, "app-j", &rfc3339(unix_now() - 60)).await;
+    let status = busy.terminate(Duration::from_secs(15)).await;
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(0),
+        "{}",
+        busy.log_text()
+    );
+    let after = files();
+    assert_eq!(after.len(), before.len() + 1, "{}", busy.log_text());
+    let kept: Vec<_> = after.iter().filter(|f| !before.contains(f)).collect();
+    assert!(std::fs::metadata(kept[0]).unwrap().len() > 0);
+    d.cleanup().await;
+}
+
 /// `--worker-threads N` sizes the async runtime (logged as
 /// `worker_threads` when listening); without it the runtime has half the
 /// available cores, rounded up; 0 is refused before anything starts.

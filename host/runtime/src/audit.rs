@@ -19,6 +19,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use serde::Serialize;
@@ -92,6 +93,9 @@ pub struct AuditJournal {
     /// A second handle on the same file for `fsync`, and the sequence
     /// number of the last line known durable.
     synced: Mutex<(File, u64)>,
+    /// Set (under `file`'s lock) when [`AuditJournal::discard_if_empty`]
+    /// removed the file: every later append fails.
+    discarded: AtomicBool,
 }
 
 impl AuditJournal {
@@ -123,6 +127,7 @@ impl AuditJournal {
             path,
             file: Mutex::new((file, 0)),
             synced: Mutex::new((sync, 0)),
+            discarded: AtomicBool::new(false),
         })
     }
 
@@ -138,6 +143,7 @@ impl AuditJournal {
             path: path.to_owned(),
             file: Mutex::new((file, 0)),
             synced: Mutex::new((sync, 0)),
+            discarded: AtomicBool::new(false),
         })
     }
 
@@ -146,24 +152,25 @@ impl AuditJournal {
         &self.path
     }
 
-    /// Closes the journal and removes its file when nothing was appended
-    /// (a refused `apply` leaves no empty journal behind). A journal that
-    /// holds a line is kept. Returns whether the file was removed.
+    /// Removes the journal's file when nothing was appended (a refused
+    /// `apply`, a `coordinator` that stops having audited nothing, leave no
+    /// empty journal behind); every later append then fails, so no line
+    /// goes to a removed file. A journal that holds a line is kept and
+    /// stays open. Returns whether the file was removed.
     ///
     /// # Errors
     /// The I/O error of the removal.
-    pub fn discard_if_empty(self) -> std::io::Result<bool> {
-        let (file, seq) = self
+    pub fn discard_if_empty(&self) -> std::io::Result<bool> {
+        let written = self
             .file
-            .into_inner()
+            .lock()
             .map_err(|_| std::io::Error::other("the audit journal lock is poisoned"))?;
-        drop(file);
-        drop(self.synced);
-        if seq == 0 {
-            std::fs::remove_file(&self.path)?;
-            return Ok(true);
+        if written.1 != 0 || self.discarded.load(Ordering::SeqCst) {
+            return Ok(false);
         }
-        Ok(false)
+        std::fs::remove_file(&self.path)?;
+        self.discarded.store(true, Ordering::SeqCst);
+        Ok(true)
     }
 
     /// Appends `record` as one line with the current UTC time and this
@@ -177,6 +184,11 @@ impl AuditJournal {
         let poisoned = || std::io::Error::other("the audit journal lock is poisoned");
         let seq = {
             let mut written = self.file.lock().map_err(|_| poisoned())?;
+            if self.discarded.load(Ordering::SeqCst) {
+                return Err(std::io::Error::other(
+                    "the audit journal was closed (its empty file removed)",
+                ));
+            }
             let seq = written.1 + 1;
             let at = OffsetDateTime::now_utc()
                 .format(&Rfc3339)
@@ -326,6 +338,13 @@ mod tests {
         let empty = AuditJournal::open(&base).expect("open");
         let empty_path = empty.path().to_path_buf();
         assert!(empty.discard_if_empty().expect("discard"));
+        assert!(!empty_path.exists());
+        assert!(
+            empty
+                .append(&AuditRecord::new("deployment.apply", "accepted"))
+                .is_err(),
+            "an append after the discard must fail, not write to a removed file"
+        );
         assert!(!empty_path.exists());
         let written = AuditJournal::open(&base).expect("open");
         let written_path = written.path().to_path_buf();
