@@ -1049,6 +1049,8 @@ async fn the_service_reads_jobs_by_id_through_the_index_even_when_the_table_is_s
     let plan = plan.join("\n");
     assert!(plan.contains("jobs_pkey"), "{plan}");
     assert!(!plan.contains("Seq Scan"), "{plan}");
+    drop((a, b));
+    fx.cleanup(&[]).await;
 }
 
 #[tokio::test]
