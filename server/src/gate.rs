@@ -112,13 +112,13 @@ mod tests {
 
     #[tokio::test]
     async fn waits_until_opened_then_serves_the_real_router() {
-        let gate = Gate::new(crate::waiting_router());
+        let gate = Gate::new(crate::waiting_router(crate::WaitingReason::default()));
         let served = gate.router();
         assert!(!gate.is_open());
         let (status, cache, body) = answer(&served, "/ready").await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(cache, "no-store");
-        assert_eq!(body, r#"{"ready":false}"#);
+        assert_eq!(body, r#"{"ready":false,"reason":"store-unavailable"}"#);
         let (status, _, body) = answer(&served, "/health").await;
         assert_eq!(status, StatusCode::OK, "{body}");
         for path in ["/v1/runs", "/v1/runs/r-1/inspect", "/v1/doctor"] {

@@ -97,6 +97,8 @@ impl From<StoreError> for ApiError {
 pub struct AppState {
     /// The engine (admission, runs, operator actions).
     pub engine: Arc<Engine>,
+    /// The store's counts (doctor), the same store the engine uses.
+    pub counts: Arc<dyn coordinator_ports::RunCounts>,
     /// Token verification and policies.
     pub verifier: Arc<Verifier>,
     /// Review-completion credentials.
@@ -310,21 +312,46 @@ fn json_content_type(headers: &HeaderMap) -> bool {
         || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
+/// Why a process waiting for its store is not ready yet: the code of the
+/// last failed attempt (`store-unavailable` until one failed otherwise, or
+/// `database.read-only`). Clones share the value.
+#[derive(Clone, Debug)]
+pub struct WaitingReason(Arc<std::sync::Mutex<&'static str>>);
+
+impl Default for WaitingReason {
+    fn default() -> Self {
+        WaitingReason(Arc::new(std::sync::Mutex::new("store-unavailable")))
+    }
+}
+
+impl WaitingReason {
+    /// Records the code of the last failed attempt.
+    pub fn set(&self, code: &'static str) {
+        if let Ok(mut reason) = self.0.lock() {
+            *reason = code;
+        }
+    }
+
+    /// The code recorded last.
+    pub fn get(&self) -> &'static str {
+        self.0.lock().map_or("store-unavailable", |r| *r)
+    }
+}
+
 /// The router served while `coordinator` waits for the database (before
 /// the store is open and checked; no engine exists yet): `GET /ready` is
-/// 503 `{"ready":false}`, `GET /health` is 200 `{"live":true}`, and any
-/// other request is 503 with the problem `service.unavailable`. Every
-/// answer carries `Cache-Control: no-store`. Nothing is logged per request:
-/// the wait itself logs `store-unavailable`.
-pub fn waiting_router() -> Router {
+/// 503 `{"ready":false,"reason":CODE}` with the code `reason` holds,
+/// `GET /health` is 200 `{"live":true}`, and any other request is 503 with
+/// the problem `service.unavailable`. Every answer carries
+/// `Cache-Control: no-store`. Nothing is logged per request: the wait
+/// itself logs its code.
+pub fn waiting_router(reason: WaitingReason) -> Router {
     Router::new()
         .route(
             "/ready",
-            get(|| async {
-                json(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    &api::Ready { ready: false },
-                )
+            get(move || {
+                let reason = reason.get();
+                async move { not_ready(reason) }
             }),
         )
         .route("/health", get(health))
@@ -481,15 +508,33 @@ async fn lane(
 
 async fn ready(State(s): State<AppState>) -> Response {
     match s.engine.store().ping().await {
-        Ok(()) => json(StatusCode::OK, &api::Ready { ready: true }),
+        Ok(()) => json(
+            StatusCode::OK,
+            &api::Ready {
+                ready: true,
+                reason: None,
+            },
+        ),
         Err(e) => {
-            tracing::warn!(code = "store-unavailable", error = %e, "not ready");
-            json(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &api::Ready { ready: false },
-            )
+            let reason = match &e {
+                StoreError::Refused { code, .. } => *code,
+                _ => "store-unavailable",
+            };
+            tracing::warn!(code = reason, error = %e, "not ready");
+            not_ready(reason)
         }
     }
+}
+
+/// `/ready`'s 503 answer with its reason code.
+fn not_ready(reason: &str) -> Response {
+    json(
+        StatusCode::SERVICE_UNAVAILABLE,
+        &api::Ready {
+            ready: false,
+            reason: Some(reason.to_owned()),
+        },
+    )
 }
 
 async fn health() -> Response {

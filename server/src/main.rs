@@ -296,7 +296,8 @@ async fn serve(args: Args, worker_threads: NonZeroUsize) -> ExitCode {
     // Serve at once; the gates hand requests to the real routers once the
     // store is open and checked.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let api = Gate::new(coordinator::waiting_router());
+    let waiting_reason = coordinator::WaitingReason::default();
+    let api = Gate::new(coordinator::waiting_router(waiting_reason.clone()));
     let mut server_stop = stop_rx.clone();
     let server = tokio::spawn(coordinator::gate::serve(
         listener,
@@ -327,6 +328,7 @@ async fn serve(args: Args, worker_threads: NonZeroUsize) -> ExitCode {
         packages: &checked.packages,
         max_connections: 16,
         recovery_only: args.recovery_only,
+        waiting_reason: Some(&waiting_reason),
     };
     let store = match startup::open_store(start, StoreWait::default(), &mut signal).await {
         StoreStartup::Serve(s) => Arc::new(s),
@@ -354,7 +356,7 @@ async fn serve(args: Args, worker_threads: NonZeroUsize) -> ExitCode {
     engine_config.batch = JOBS_PER_TICK;
     let engine = match Engine::new(
         engine_config,
-        store,
+        store.clone(),
         Arc::new(SystemClock),
         Arc::new(adapter),
         keys.admission.clone(),
@@ -395,12 +397,13 @@ async fn serve(args: Args, worker_threads: NonZeroUsize) -> ExitCode {
     }
     let state = AppState {
         engine: engine.clone(),
+        counts: store.clone(),
         verifier: Arc::new(Verifier::new(&deployment.authentication, source)),
         completions: Arc::new(completions),
         events: Arc::new(event_sources),
     };
     api.open(coordinator::router(state));
-    metrics_gate.open(coordinator::metrics::router(engine.clone()));
+    metrics_gate.open(coordinator::metrics::router(engine.clone(), store.clone()));
     // A `--recovery-only` instance runs the worker too: its leases are
     // receipt lookups only (reads, for `reconcile`), never dispatches.
     let mut worker = tokio::spawn(coordinator::work(

@@ -26,6 +26,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use coordinator_engine::Engine;
+use coordinator_ports::RunCounts;
 use prometheus_client::encoding::{prometheus_text, text, EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
@@ -139,11 +140,21 @@ impl Exposition {
     }
 }
 
+/// What a scrape reads: the engine's counters and holds, and the store's
+/// counts (the same store the engine uses).
+#[derive(Clone)]
+pub struct Scraped {
+    /// The engine.
+    pub engine: Arc<Engine>,
+    /// The store's counts.
+    pub counts: Arc<dyn RunCounts>,
+}
+
 /// The metrics router (`GET /metrics`, anything else 404).
-pub fn router(engine: Arc<Engine>) -> Router {
+pub fn router(engine: Arc<Engine>, counts: Arc<dyn RunCounts>) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
-        .with_state(engine)
+        .with_state(Scraped { engine, counts })
 }
 
 /// The metrics router while `coordinator` waits for the database and no
@@ -169,15 +180,16 @@ pub fn waiting_router() -> Router {
 pub async fn serve(
     listener: tokio::net::TcpListener,
     engine: Arc<Engine>,
+    counts: Arc<dyn RunCounts>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(engine))
+    axum::serve(listener, router(engine, counts))
         .with_graceful_shutdown(shutdown)
         .await
 }
 
-async fn metrics(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> Response {
-    let registry = registry(&engine).await;
+async fn metrics(State(scraped): State<Scraped>, headers: HeaderMap) -> Response {
+    let registry = registry(&scraped.engine, scraped.counts.as_ref()).await;
     answer(&headers, &registry)
 }
 
@@ -287,8 +299,8 @@ fn register_store_ready(registry: &mut Registry, ready: bool) {
 /// The registry of one scrape: every series of docs/operations.md
 /// "Metrics", with the values read now. Counters are registered without
 /// `_total`; the encoders add it.
-pub async fn registry(engine: &Engine) -> Registry {
-    let surveyed = survey(engine).await;
+pub async fn registry(engine: &Engine, counts: &dyn RunCounts) -> Registry {
+    let surveyed = survey(counts, engine).await;
     let counters = engine.counters();
     // Unknown (shown as not placed) while the store is unreachable.
     let holds = engine.holds().await.unwrap_or_default();
@@ -298,22 +310,22 @@ pub async fn registry(engine: &Engine) -> Registry {
             registry.register(
                 "coordinator_dispatch_jobs",
                 "Dispatch jobs by state (ready, leased, sending)",
-                ByLabel::gauge("state", owned(&s.dispatch_jobs)),
+                ByLabel::gauge("state", owned(&s.dispatch_jobs_by_state())),
             );
             registry.register(
                 "coordinator_runs",
                 "Runs that have not ended, by state",
-                ByLabel::gauge("state", owned(&s.runs)),
+                ByLabel::gauge("state", owned(&s.runs_by_state())),
             );
             registry.register(
                 "coordinator_waits",
                 "Runs in a wait, by kind (wait-until, wait-for)",
-                ByLabel::gauge("kind", owned(&s.waits)),
+                ByLabel::gauge("kind", owned(&s.waits_by_kind())),
             );
             registry.register(
                 "coordinator_uncertain_runs",
                 "Runs that have not ended and hold an unknown effect",
-                ConstGauge::new(s.uncertain),
+                ConstGauge::new(s.unknown_effects),
             );
         }
         Err(e) => {

@@ -20,9 +20,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use coordinator_api as api;
 use coordinator_api::problems;
-use coordinator_engine::metrics::wait_kind;
-use coordinator_engine::{EffectState, Engine, HoldError, Principal, RunStatus};
-use coordinator_ports::{Holds, StoreError};
+use coordinator_engine::{Engine, HoldError, Principal};
+use coordinator_ports::{Holds, LiveCounts, RunCounts, StoreError};
 use coordinator_runtime::audit::AuditRecord;
 use coordinator_runtime::keys::AuditKey;
 
@@ -32,74 +31,14 @@ use crate::{body, json, principal, strict, ApiError, AppState};
 /// Longest accepted `reason` or `recoveryReference`, in bytes.
 pub const MAX_REFERENCE_BYTES: usize = 256;
 
-/// Counts over the runs that have not ended (doctor and metrics).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Survey {
-    /// Runs by state (`running`, `attention`, `cancel-requested`).
-    pub runs: Vec<(&'static str, u64)>,
-    /// Runs holding an `unknown` effect.
-    pub uncertain: u64,
-    /// Current waits by kind (`wait-until`, `wait-for`).
-    pub waits: Vec<(&'static str, u64)>,
-    /// Dispatch jobs by state (`ready`, `leased`, `sending`).
-    pub dispatch_jobs: Vec<(&'static str, u64)>,
-}
-
-/// Surveys the live runs and their jobs. O(live runs): the store has no
-/// aggregate query yet (docs/operations.md).
+/// The counts doctor and `/metrics` read ([`RunCounts`]: kept by the
+/// store, so reading them costs the same whatever the number of runs). A
+/// failure is counted as a store error of the engine.
 ///
 /// # Errors
 /// The store's.
-pub async fn survey(engine: &Engine) -> Result<Survey, StoreError> {
-    use coordinator_ports::{JobKind, JobState};
-    let live = engine.live_runs().await?;
-    let mut by_state = [("running", 0u64), ("attention", 0), ("cancel-requested", 0)];
-    let mut waits = [("wait-until", 0u64), ("wait-for", 0)];
-    let mut jobs = [("ready", 0u64), ("leased", 0), ("sending", 0)];
-    let mut uncertain = 0;
-    for run in &live {
-        let status = run.status();
-        if let Some(slot) = by_state.iter_mut().find(|(s, _)| *s == status.as_str()) {
-            slot.1 += 1;
-        }
-        if run
-            .state
-            .effects
-            .values()
-            .any(|e| *e == EffectState::Unknown)
-        {
-            uncertain += 1;
-        }
-        if let Some(kind) = wait_kind(&run.state) {
-            if let Some(slot) = waits.iter_mut().find(|(k, _)| *k == kind) {
-                slot.1 += 1;
-            }
-        }
-        for job in engine
-            .store()
-            .jobs(&run.id)
-            .await
-            .map_err(|e| engine.seen(e))?
-        {
-            if !matches!(job.kind, JobKind::Dispatch { .. }) {
-                continue;
-            }
-            let state = match (job.state, &job.lease) {
-                (JobState::Sending, _) => "sending",
-                (JobState::Ready, Some(_)) => "leased",
-                (JobState::Ready, None) => "ready",
-            };
-            if let Some(slot) = jobs.iter_mut().find(|(s, _)| *s == state) {
-                slot.1 += 1;
-            }
-        }
-    }
-    Ok(Survey {
-        runs: by_state.to_vec(),
-        uncertain,
-        waits: waits.to_vec(),
-        dispatch_jobs: jobs.to_vec(),
-    })
+pub async fn survey(counts: &dyn RunCounts, engine: &Engine) -> Result<LiveCounts, StoreError> {
+    counts.live_counts().await.map_err(|e| engine.seen(e))
 }
 
 /// Appends the record `build` makes to the audit journal (fsynced) on a
@@ -221,7 +160,7 @@ pub(crate) async fn doctor(
     operator(&s, &headers, "doctor").await?;
     let store_ready = s.engine.store().ping().await.is_ok();
     let survey = if store_ready {
-        match survey(&s.engine).await {
+        match survey(s.counts.as_ref(), &s.engine).await {
             Ok(v) => Some(v),
             Err(e) => {
                 tracing::warn!(code = "store-unavailable", error = %e, "doctor survey failed");
@@ -231,15 +170,6 @@ pub(crate) async fn doctor(
     } else {
         None
     };
-    let count = |state: &str| {
-        survey.as_ref().map(|v| {
-            v.runs
-                .iter()
-                .filter(|(s, _)| *s == state)
-                .map(|(_, n)| n)
-                .sum()
-        })
-    };
     // The holds live in the store: with the store unreachable they are
     // unknown and shown as not placed (read them with `storeReady: false`
     // as unknown).
@@ -247,11 +177,6 @@ pub(crate) async fn doctor(
         s.engine.holds().await.unwrap_or_default()
     } else {
         Holds::default()
-    };
-    let reviews = if survey.is_some() {
-        s.engine.review_survey().await.ok()
-    } else {
-        None
     };
     // Ready while the active packages are still the ones this process
     // started with (an apply since asks for a restart).
@@ -268,10 +193,10 @@ pub(crate) async fn doctor(
             store_ready: store_ready && survey.is_some(),
             // Also runs that ended still holding an unknown effect (a run
             // cancelled during an uncertain call): someone must find out.
-            uncertain: reviews.map(|r| r.unknown_effects + r.ended_unknown_effects),
-            attention: count(RunStatus::Attention.as_str()),
-            live: survey.as_ref().map(|v| v.runs.iter().map(|(_, n)| n).sum()),
-            review_required: reviews.map(|r| r.review_required),
+            uncertain: survey.map(|c| c.unknown_effects + c.ended_unknown_effects),
+            attention: survey.map(|c| c.attention),
+            live: survey.map(|c| c.live()),
+            review_required: survey.map(|c| c.review_required),
         },
         holds: holds_body(&holds),
     };

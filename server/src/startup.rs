@@ -153,11 +153,12 @@ pub enum StoreStartup {
 /// Whether a startup failure is an outage to wait out: the database server
 /// could not be reached (connection refused, no answer within the first
 /// connection's 5 s, a connection lost during the checks, a server still
-/// starting up). A refused login (`database.login`), a missing database
+/// starting up, or every server that answers is read-only:
+/// `database.read-only`). A refused login (`database.login`), a missing database
 /// (`database.missing`), an unreadable URL file and every check's
 /// refusal are not.
 pub fn is_outage(e: &store::StoreError) -> bool {
-    e.kind == ErrorKind::Unavailable && e.code == "store-unavailable"
+    e.kind == ErrorKind::Unavailable && matches!(e.code, "store-unavailable" | "database.read-only")
 }
 
 /// Logs a refusal of [`Store::open`] with its raw code: custody keeps
@@ -207,6 +208,8 @@ pub struct StoreStart<'a> {
     pub max_connections: u32,
     /// `--recovery-only`: changed bindings are served, not refused.
     pub recovery_only: bool,
+    /// Set to the code of each failed attempt, for `/ready` while waiting.
+    pub waiting_reason: Option<&'a crate::WaitingReason>,
 }
 
 /// Opens the store and runs the checks of a normal startup: `Store::open`
@@ -278,10 +281,13 @@ where
             return StoreStartup::Refused;
         }
         failed = failed.saturating_add(1);
+        if let Some(reason) = start.waiting_reason {
+            reason.set(e.code);
+        }
         if logged.is_none_or(|at| at.elapsed() >= wait.log_every) {
             logged = Some(Instant::now());
             tracing::error!(
-                code = "store-unavailable",
+                code = e.code,
                 attempts = failed,
                 waited_seconds = started.elapsed().as_secs(),
                 next = %e.next,

@@ -124,6 +124,7 @@ impl Env {
         events.add(SOURCE_NAME, SOURCE_URI, KEY.to_vec()).unwrap();
         let state = AppState {
             engine: engine.clone(),
+            counts: store.clone(),
             verifier: Arc::new(Verifier::new(&authentication, KeySource::Discovery)),
             completions: Arc::new(Completions::default()),
             events: Arc::new(events),

@@ -88,6 +88,7 @@ impl Env {
         tokio::spawn(coordinator::metrics::serve(
             mlistener,
             engine.clone(),
+            store.clone(),
             async move {
                 let _ = mrx.await;
             },

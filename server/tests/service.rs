@@ -194,6 +194,7 @@ impl Env {
         completions.add(BINDING, COMPLETION_TOKEN.as_bytes().to_vec());
         let state = AppState {
             engine: self.engine.clone(),
+            counts: self.store.clone(),
             verifier: Arc::new(Verifier::new(&authentication, source)),
             completions: Arc::new(completions),
             events: Arc::default(),
@@ -1008,7 +1009,10 @@ async fn ready_and_health() {
     let (s, _, body) = env
         .send(reqwest::Method::GET, "/ready", None, None, None)
         .await;
-    assert_eq!((s, body), (503, json!({"ready": false})));
+    assert_eq!(
+        (s, body),
+        (503, json!({"ready": false, "reason": "store-unavailable"}))
+    );
     env.store.set_unavailable(false);
     let (s, _, _) = env
         .send(reqwest::Method::GET, "/health", None, None, None)

@@ -12,6 +12,7 @@ use coordinator_vm::{EffectState, RunState, RunStatus, WakeKind};
 use serde_json::json;
 
 use super::clock::rfc3339_to_unix;
+use super::counts::{LiveCounts, RunCounts};
 use super::store::{
     Admitted, Commit, Erasure, Job, JobKind, JobState, LeaseRequest, NewJob, NewRun, Owner,
     RunFilter, RunStore, StepLedger, StoreError,
@@ -1473,5 +1474,148 @@ pub async fn reviews_are_recorded_surveyed_and_attested(s: &dyn RunStore, fx: &F
             unknown_effects: 0,
             ended_unknown_effects: 1,
         })
+    );
+}
+
+/// A running state of `marker` waiting as `pending` says (the VM's JSON:
+/// `{"kind": "wake", ...}`, `{"kind": "completion", ...}`), or in no wait.
+fn waiting(marker: &str, pending: serde_json::Value) -> RunState {
+    let mut value = serde_json::to_value(state(marker)).expect("a state serialises");
+    if let Some(object) = value.as_object_mut() {
+        object.insert("pending".into(), pending);
+    }
+    serde_json::from_value(value).expect("a valid run state")
+}
+
+/// The counts ([`RunCounts`]) follow every change of the runs: admissions,
+/// commits to other states, waits entered and left, unknown effects held
+/// and kept after the end, reviews, dispatch jobs leased and marked
+/// `sending`; a refused commit changes nothing.
+pub async fn counts_follow_every_change(s: &dyn RunStore, counts: &dyn RunCounts, fx: &Fixture) {
+    let now = || async { counts.live_counts().await.expect("counts") };
+    assert_eq!(now().await, LiveCounts::default(), "an empty store");
+    let wake = json!({"kind": "wake", "step": 0, "at": "2026-01-01T00:01:00Z"});
+    let completion = json!({"kind": "completion", "step": 0, "timeoutAt": "2026-01-02T00:00:00Z"});
+    let mut a = new_run(fx, "count-a", "alice", "count-id-a", "d");
+    a.state = waiting("count-a", wake);
+    let mut b = new_run(fx, "count-b", "alice", "count-id-b", "d");
+    b.state = waiting("count-b", completion);
+    let mut c = new_run(fx, "count-c", "alice", "count-id-c", "d");
+    c.state.status = RunStatus::Attention;
+    c.state
+        .effects
+        .insert("notify".into(), EffectState::Unknown);
+    let answers = s
+        .admit_batch(vec![(a, None), (b, None)])
+        .await
+        .into_iter()
+        .map(|r| r.expect("admitted").0)
+        .collect::<Vec<_>>();
+    assert!(answers.iter().all(|r| matches!(r, Admitted::Created(_))));
+    s.admit(c).await.expect("admit");
+    assert_eq!(
+        now().await,
+        LiveCounts {
+            running: 2,
+            attention: 1,
+            unknown_effects: 1,
+            wait_until: 1,
+            wait_for: 1,
+            ..LiveCounts::default()
+        }
+    );
+    // A repeated start changes nothing.
+    s.admit(new_run(fx, "count-a2", "alice", "count-id-a", "d"))
+        .await
+        .expect("repeat");
+    // `a` leaves its wait for a dispatch; `c` ends still holding its
+    // unknown effect; `b` is asked to cancel and its review is required.
+    let commit = |id: &str, version, state, jobs, review| Commit {
+        run_id: id.into(),
+        expected_version: version,
+        state,
+        ledger: BTreeMap::new(),
+        complete: None,
+        jobs,
+        review,
+    };
+    s.commit(commit(
+        "count-a",
+        1,
+        state("count-a"),
+        vec![NewJob {
+            kind: dispatch("notify", 1),
+            due_unix: 10,
+        }],
+        None,
+    ))
+    .await
+    .expect("commit a");
+    let mut failed = ended("count-c", RunStatus::Failed);
+    failed.effects.insert("notify".into(), EffectState::Unknown);
+    s.commit(commit("count-c", 1, failed, Vec::new(), None))
+        .await
+        .expect("commit c");
+    let mut cancelling = state("count-b");
+    cancelling.status = RunStatus::CancelRequested;
+    s.commit(commit(
+        "count-b",
+        1,
+        cancelling,
+        Vec::new(),
+        Some(super::store::Review::Required),
+    ))
+    .await
+    .expect("commit b");
+    // Refused (a stale version): nothing moves.
+    assert_eq!(
+        s.commit(commit("count-b", 1, state("count-b"), Vec::new(), None))
+            .await
+            .map(|_| ()),
+        Err(StoreError::Conflict)
+    );
+    assert_eq!(
+        now().await,
+        LiveCounts {
+            running: 1,
+            cancel_requested: 1,
+            ended_unknown_effects: 1,
+            review_required: 1,
+            dispatch_ready: 1,
+            ..LiveCounts::default()
+        }
+    );
+    let leased = lease(s, "w1", 20, 100, 10).await.expect("lease");
+    let send = leased
+        .iter()
+        .find(|j| matches!(j.kind, JobKind::Dispatch { .. }))
+        .expect("the dispatch")
+        .id;
+    let counted = now().await;
+    assert_eq!((counted.dispatch_ready, counted.dispatch_leased), (0, 1));
+    s.mark_sending(send, "w1", 0).await.expect("sending");
+    let counted = now().await;
+    assert_eq!((counted.dispatch_leased, counted.dispatch_sending), (0, 1));
+    // `a` finishes with its dispatch: no live run is left running.
+    s.commit(Commit {
+        complete: Some((send, "w1".into())),
+        ..commit(
+            "count-a",
+            2,
+            ended("count-a", RunStatus::Finished),
+            Vec::new(),
+            None,
+        )
+    })
+    .await
+    .expect("finish a");
+    assert_eq!(
+        now().await,
+        LiveCounts {
+            cancel_requested: 1,
+            ended_unknown_effects: 1,
+            review_required: 1,
+            ..LiveCounts::default()
+        }
     );
 }

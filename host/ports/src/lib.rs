@@ -5,6 +5,8 @@
 //!   [`Holds`], ...); [`memory`]: [`MemoryRunStore`], the in-memory store
 //!   for tests; the PostgreSQL store (`coordinator-store`) implements the
 //!   same trait.
+//! - [`counts`]: the [`RunCounts`] port (doctor's and `/metrics`' counts,
+//!   read in time independent of the number of runs).
 //! - [`conformance`]: the store behaviours every implementation is tested
 //!   against (the same functions, in-memory and on PostgreSQL).
 //! - [`clock`]: the [`Clock`] port ([`SystemClock`], [`ManualClock`]).
@@ -20,6 +22,7 @@
 pub mod adapter;
 pub mod clock;
 pub mod conformance;
+pub mod counts;
 pub mod memory;
 pub mod store;
 
@@ -28,6 +31,7 @@ pub use adapter::{
     ReceiptRequest,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use counts::{LiveCounts, RunCounts};
 pub use memory::MemoryRunStore;
 pub use store::{
     Admitted, Commit, Committed, Erasure, Holds, Job, JobKind, JobState, LeaseOnInsert,

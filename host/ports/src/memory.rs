@@ -585,6 +585,45 @@ impl RunStore for MemoryRunStore {
     }
 }
 
+#[async_trait]
+impl crate::counts::RunCounts for MemoryRunStore {
+    async fn live_counts(&self) -> Result<crate::counts::LiveCounts, StoreError> {
+        let m = self.lock()?;
+        let mut c = crate::counts::LiveCounts::default();
+        for r in m.runs.values() {
+            let status = r.status();
+            if status.is_terminal() {
+                c.ended_unknown_effects += u64::from(holds_unknown(r));
+                continue;
+            }
+            match status {
+                RunStatus::Running => c.running += 1,
+                RunStatus::Attention => c.attention += 1,
+                RunStatus::CancelRequested => c.cancel_requested += 1,
+                _ => {}
+            }
+            c.unknown_effects += u64::from(holds_unknown(r));
+            c.review_required += u64::from(r.review == Some(Review::Required));
+            match coordinator_vm::wait_kind(&r.state) {
+                Some(coordinator_vm::WaitKind::Until) => c.wait_until += 1,
+                Some(coordinator_vm::WaitKind::For) => c.wait_for += 1,
+                None => {}
+            }
+        }
+        for j in m.jobs.values() {
+            if !matches!(j.kind, JobKind::Dispatch { .. }) {
+                continue;
+            }
+            match (j.state, &j.lease) {
+                (JobState::Sending, _) => c.dispatch_sending += 1,
+                (JobState::Ready, Some(_)) => c.dispatch_leased += 1,
+                (JobState::Ready, None) => c.dispatch_ready += 1,
+            }
+        }
+        Ok(c)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::MemoryRunStore;
@@ -619,5 +658,11 @@ mod tests {
     #[tokio::test]
     async fn holds_are_swapped_only_from_what_was_read() {
         conformance::holds_are_swapped_only_from_what_was_read(&MemoryRunStore::new()).await;
+    }
+
+    #[tokio::test]
+    async fn counts_follow_every_change() {
+        let store = MemoryRunStore::new();
+        conformance::counts_follow_every_change(&store, &store, &Fixture::any()).await;
     }
 }

@@ -807,7 +807,10 @@ pub trait RunStore: Send + Sync {
         now_unix: i64,
     ) -> Result<Erasure, StoreError>;
 
-    /// Whether the store answers (for `/ready`).
+    /// Whether the store answers and can be written to (for `/ready`):
+    /// `Unavailable` when it cannot be reached, `Refused` with the code
+    /// `database.read-only` when it answers but cannot be written (its
+    /// server is a standby or read-only). Callers wait both out.
     async fn ping(&self) -> Result<(), StoreError>;
 
     /// The earliest due instant (Unix seconds) of a job no lease holds

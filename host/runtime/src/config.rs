@@ -103,6 +103,39 @@ pub struct Database {
     /// A private root certificate (PEM) to verify the database against.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trusted_root_certificate_ref: Option<SecretRef>,
+    /// What stands between the service and PostgreSQL (default `session`:
+    /// each connection is one server session, directly or through a pooler
+    /// in session mode). `transaction` for a pooler in transaction mode
+    /// (PgBouncer `pool_mode = transaction`): no statement outlives its
+    /// transaction, no setting travels in the startup packet, no session
+    /// state is kept (docs/operations.md "Through a connection pooler").
+    #[serde(default, skip_serializing_if = "PoolingMode::is_session")]
+    pub pooling_mode: PoolingMode,
+}
+
+/// `database.poolingMode`: how the service's connections reach PostgreSQL
+/// sessions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum PoolingMode {
+    /// Each connection is one server session for as long as it lives: a
+    /// direct connection, or a pooler in session mode. Statements are
+    /// prepared once per connection and kept; settings travel in the
+    /// startup packet.
+    #[default]
+    Session,
+    /// A pooler in transaction mode hands each transaction to any server
+    /// session: every statement runs in its own transaction as an unnamed
+    /// statement, nothing is cached per connection, and no setting travels
+    /// in the startup packet.
+    Transaction,
+}
+
+impl PoolingMode {
+    /// Whether this is the default, [`PoolingMode::Session`].
+    pub fn is_session(&self) -> bool {
+        *self == PoolingMode::Session
+    }
 }
 
 /// `observation`.

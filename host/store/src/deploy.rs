@@ -16,9 +16,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Serialize;
-use sqlx::{Connection, PgConnection, Row};
+use sqlx::Row;
 
 use super::schema::{self, SCHEMA_VERSION};
+use super::servers::Access;
+use super::session::Transaction;
 use super::{check_admission_custody, check_custody, connect, db_error, namespace_of, StoreError};
 use coordinator_runtime::audit::{AuditJournal, AuditRecord};
 use coordinator_runtime::binding::{self, BindingConflict, LiveBinding};
@@ -178,7 +180,7 @@ enum Layout {
     Unknown,
 }
 
-async fn layout(conn: &mut PgConnection, ns: &str) -> Result<Layout, StoreError> {
+async fn layout(conn: &mut Transaction, ns: &str) -> Result<Layout, StoreError> {
     let row = sqlx::query(
         "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1),
                 (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -187,7 +189,7 @@ async fn layout(conn: &mut PgConnection, ns: &str) -> Result<Layout, StoreError>
                   WHERE n.nspname = $1 AND c.relname = 'deployment' AND c.relkind = 'r')",
     )
     .bind(ns)
-    .fetch_one(&mut *conn)
+    .fetch_one(conn.on())
     .await
     .map_err(db_error)?;
     let exists: bool = row.try_get(0).map_err(db_error)?;
@@ -203,7 +205,7 @@ async fn layout(conn: &mut PgConnection, ns: &str) -> Result<Layout, StoreError>
         return Ok(Layout::Unknown);
     }
     let version = sqlx::query(&format!("SELECT schema_version FROM {ns}.deployment"))
-        .fetch_optional(&mut *conn)
+        .fetch_optional(conn.on())
         .await;
     match version {
         Ok(Some(row)) => Ok(Layout::Versioned(row.try_get(0).map_err(db_error)?)),
@@ -249,11 +251,11 @@ pub(crate) struct DeploymentRow {
     pub(crate) admission_hold: bool,
 }
 
-async fn deployment_row(conn: &mut PgConnection, ns: &str) -> Result<DeploymentRow, StoreError> {
+async fn deployment_row(conn: &mut Transaction, ns: &str) -> Result<DeploymentRow, StoreError> {
     let row = sqlx::query(&format!(
         "SELECT database_id, restore_hold, admission_hold FROM {ns}.deployment"
     ))
-    .fetch_one(&mut *conn)
+    .fetch_one(conn.on())
     .await
     .map_err(db_error)?;
     Ok(DeploymentRow {
@@ -278,13 +280,13 @@ fn check_database_id(recorded: &str, configured: &str) -> Result<(), StoreError>
 }
 
 async fn active_workflows(
-    conn: &mut PgConnection,
+    conn: &mut Transaction,
     ns: &str,
 ) -> Result<BTreeMap<String, WorkflowStatus>, StoreError> {
     let rows = sqlx::query(&format!(
         "SELECT workflow, package_digest, revision FROM {ns}.active_workflows ORDER BY workflow"
     ))
-    .fetch_all(&mut *conn)
+    .fetch_all(conn.on())
     .await
     .map_err(db_error)?;
     let mut out = BTreeMap::new();
@@ -299,12 +301,12 @@ async fn active_workflows(
     Ok(out)
 }
 
-async fn live_runs(conn: &mut PgConnection, ns: &str, workflow: &str) -> Result<i64, StoreError> {
+async fn live_runs(conn: &mut Transaction, ns: &str, workflow: &str) -> Result<i64, StoreError> {
     sqlx::query(&format!(
         "SELECT count(*) FROM {ns}.runs WHERE workflow = $1 AND NOT ended"
     ))
     .bind(workflow)
-    .fetch_one(&mut *conn)
+    .fetch_one(conn.on())
     .await
     .map_err(db_error)?
     .try_get(0)
@@ -315,7 +317,7 @@ async fn live_runs(conn: &mut PgConnection, ns: &str, workflow: &str) -> Result<
 /// (connection, digest) with its run count, sorted (the
 /// [`coordinator_ports::RunStore::live_bindings`] of the PostgreSQL store).
 pub(crate) async fn live_bindings(
-    conn: &mut PgConnection,
+    conn: &mut Transaction,
     ns: &str,
 ) -> Result<Vec<LiveBinding>, StoreError> {
     let rows = sqlx::query(&format!(
@@ -325,7 +327,7 @@ pub(crate) async fn live_bindings(
           GROUP BY b.key, b.value
           ORDER BY b.key, b.value"
     ))
-    .fetch_all(&mut *conn)
+    .fetch_all(conn.on())
     .await
     .map_err(db_error)?;
     rows.iter()
@@ -358,7 +360,7 @@ pub fn live_binding_refusal(conflicts: &[BindingConflict]) -> StoreError {
 /// Refuses (`live-binding-conflict`) when the runtime file's connections
 /// change a binding that runs which have not ended recorded.
 async fn check_live_bindings(
-    conn: &mut PgConnection,
+    conn: &mut Transaction,
     ns: &str,
     config: &RuntimeConfig,
 ) -> Result<(), StoreError> {
@@ -374,7 +376,7 @@ async fn check_live_bindings(
 /// Computes the plan of `packages` against `active`, with the removals the
 /// operator asked for. Pure apart from the live-run counts.
 async fn compute_plan(
-    conn: Option<&mut PgConnection>,
+    conn: Option<&mut Transaction>,
     ns: &str,
     packages: &[LoadedPackage],
     active: &BTreeMap<String, WorkflowStatus>,
@@ -471,8 +473,16 @@ pub async fn plan(
     let ns = namespace_of(config)?;
     let deployment = deployment_of(config)?;
     let packages = load_pinned_packages(deployment)?;
-    let pool = connect(config, resolver, &config.database.runtime_url_ref, 1, &[]).await?;
-    let mut conn = pool.acquire().await.map_err(db_error)?;
+    let pool = connect(
+        config,
+        resolver,
+        &config.database.runtime_url_ref,
+        1,
+        &[],
+        Access::Read,
+    )
+    .await?;
+    let mut conn = pool.begin().await?;
     let found = layout(&mut conn, ns).await?;
     check_layout(found, ns)?;
     let active = if let Layout::Versioned(_) = found {
@@ -522,12 +532,19 @@ pub async fn apply(
     let keyring = load_state_keyring(resolver, deployment)?;
     let admission = load_admission_key(resolver, deployment)?;
     let audit_key = load_audit_key(resolver, deployment)?;
-    let pool = connect(config, resolver, &config.database.migration_url_ref, 1, &[]).await?;
-    let mut conn = pool.acquire().await.map_err(db_error)?;
-    let mut tx = conn.begin().await.map_err(db_error)?;
+    let pool = connect(
+        config,
+        resolver,
+        &config.database.migration_url_ref,
+        1,
+        &[],
+        Access::Write,
+    )
+    .await?;
+    let mut tx = pool.begin().await?;
     sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
         .bind(format!("registry-coordinator:{ns}"))
-        .execute(&mut *tx)
+        .execute(tx.on())
         .await
         .map_err(db_error)?;
 
@@ -537,29 +554,43 @@ pub async fn apply(
     if migrated {
         if found == Layout::Absent {
             sqlx::query(&format!("CREATE SCHEMA {ns}"))
-                .execute(&mut *tx)
+                .execute(tx.on())
                 .await
                 .map_err(db_error)?;
         }
         for (_, sql) in schema::MIGRATIONS {
             for statement in schema::statements(sql) {
                 sqlx::query(&schema::in_namespace(statement, ns))
-                    .execute(&mut *tx)
+                    .execute(tx.on())
                     .await
                     .map_err(db_error)?;
             }
+        }
+        for statement in schema::count_routines(ns) {
+            sqlx::query(&statement)
+                .execute(tx.on())
+                .await
+                .map_err(db_error)?;
         }
         sqlx::query(&format!(
             "INSERT INTO {ns}.deployment (database_id, schema_version) VALUES ($1, $2)"
         ))
         .bind(&deployment.database_id)
         .bind(SCHEMA_VERSION)
-        .execute(&mut *tx)
+        .execute(tx.on())
         .await
         .map_err(db_error)?;
     }
     let d = deployment_row(&mut tx, ns).await?;
     check_database_id(&d.database_id, &deployment.database_id)?;
+    if !migrated && !has_run_counts(&mut tx, ns).await? {
+        for statement in schema::amend_v4(ns) {
+            sqlx::query(&statement)
+                .execute(tx.on())
+                .await
+                .map_err(db_error)?;
+        }
+    }
     if !migrated {
         // Refuse an unsafe role as found, before the grants below would
         // silently repair part of it (a CREATE granted by hand).
@@ -573,7 +604,7 @@ pub async fn apply(
             "UPDATE {ns}.deployment SET admission_key_fingerprint = $1"
         ))
         .bind(admission.fingerprint())
-        .execute(&mut *tx)
+        .execute(tx.on())
         .await
         .map_err(db_error)?;
     }
@@ -587,7 +618,7 @@ pub async fn apply(
         ))
         .bind(version as i32)
         .bind(fingerprint)
-        .execute(&mut *tx)
+        .execute(tx.on())
         .await
         .map_err(db_error)?;
     }
@@ -608,7 +639,7 @@ pub async fn apply(
         .bind(&p.definition.program.workflow)
         .bind(p.definition.canonical_bytes())
         .bind(&p.digest)
-        .execute(&mut *tx)
+        .execute(tx.on())
         .await
         .map_err(db_error)?;
     }
@@ -626,7 +657,7 @@ pub async fn apply(
                 .bind(&entry.workflow)
                 .bind(entry.revision.as_deref().unwrap_or_default())
                 .bind(entry.package_digest.as_deref().unwrap_or_default())
-                .execute(&mut *tx)
+                .execute(tx.on())
                 .await
                 .map_err(db_error)?;
             }
@@ -636,7 +667,7 @@ pub async fn apply(
                     "DELETE FROM {ns}.active_workflows WHERE workflow = $1"
                 ))
                 .bind(&entry.workflow)
-                .execute(&mut *tx)
+                .execute(tx.on())
                 .await
                 .map_err(db_error)?;
             }
@@ -659,15 +690,14 @@ pub async fn apply(
             "report this",
         )
     })?)
-    .execute(&mut *tx)
+    .execute(tx.on())
     .await
     .map_err(db_error)?;
 
     set_storage_parameters(&mut tx, ns).await?;
     grant_runtime_role(&mut tx, ns, &deployment.runtime_role).await?;
     verify_runtime_role(&mut tx, ns, &deployment.runtime_role).await?;
-    tx.commit().await.map_err(db_error)?;
-    drop(conn);
+    tx.commit().await?;
     pool.close().await;
 
     let mut record = AuditRecord::new("deployment.apply", "accepted")
@@ -697,15 +727,26 @@ pub async fn apply(
     })
 }
 
+/// Whether the namespace has `run_counts` (a namespace laid out by an
+/// earlier build of version 4 has not; `apply` amends it,
+/// [`schema::amend_v4`]).
+async fn has_run_counts(conn: &mut Transaction, ns: &str) -> Result<bool, StoreError> {
+    sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
+        .bind(format!("{ns}.run_counts"))
+        .fetch_one(conn.on())
+        .await
+        .map_err(db_error)
+}
+
 /// Sets the tables' storage parameters ([`schema::STORAGE_PARAMETERS`])
 /// on every apply, so a namespace made by an earlier binary gets them too
 /// (no schema version: they change no column, and a running service keeps
 /// working meanwhile, since `SET (...)` takes only a share-update-exclusive
 /// lock; pages written before keep their fill).
-async fn set_storage_parameters(conn: &mut PgConnection, ns: &str) -> Result<(), StoreError> {
+async fn set_storage_parameters(conn: &mut Transaction, ns: &str) -> Result<(), StoreError> {
     for (table, parameters) in schema::STORAGE_PARAMETERS {
         sqlx::query(&format!("ALTER TABLE {ns}.{table} SET ({parameters})"))
-            .execute(&mut *conn)
+            .execute(conn.on())
             .await
             .map_err(db_error)?;
     }
@@ -713,7 +754,7 @@ async fn set_storage_parameters(conn: &mut PgConnection, ns: &str) -> Result<(),
 }
 
 async fn grant_runtime_role(
-    conn: &mut PgConnection,
+    conn: &mut Transaction,
     ns: &str,
     role: &str,
 ) -> Result<(), StoreError> {
@@ -733,18 +774,15 @@ async fn grant_runtime_role(
         ));
     }
     for s in statements {
-        sqlx::query(&s)
-            .execute(&mut *conn)
-            .await
-            .map_err(db_error)?;
+        sqlx::query(&s).execute(conn.on()).await.map_err(db_error)?;
     }
     Ok(())
 }
 
-async fn role_exists(conn: &mut PgConnection, role: &str) -> Result<(), StoreError> {
+async fn role_exists(conn: &mut Transaction, role: &str) -> Result<(), StoreError> {
     let exists: bool = sqlx::query("SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)")
         .bind(role)
-        .fetch_one(&mut *conn)
+        .fetch_one(conn.on())
         .await
         .map_err(db_error)?
         .try_get(0)
@@ -773,7 +811,7 @@ async fn role_exists(conn: &mut PgConnection, role: &str) -> Result<(), StoreErr
 /// The codes above, `deployment.not-applied` when the namespace is absent,
 /// `store-unavailable`.
 pub async fn verify_runtime_role(
-    conn: &mut PgConnection,
+    conn: &mut Transaction,
     ns: &str,
     role: &str,
 ) -> Result<(), StoreError> {
@@ -787,7 +825,7 @@ pub async fn verify_runtime_role(
     )
     .bind(role)
     .bind(ns)
-    .fetch_optional(&mut *conn)
+    .fetch_optional(conn.on())
     .await
     .map_err(db_error)?
     .ok_or_else(|| not_applied(ns))?;
@@ -832,7 +870,7 @@ pub async fn verify_runtime_role(
 /// schema version, database id, the URL's role is `runtimeRole`, role
 /// safety, key custody (and that the active key version was applied).
 pub(crate) async fn verify_runtime(
-    conn: &mut PgConnection,
+    conn: &mut Transaction,
     ns: &str,
     deployment: &Deployment,
     keyring: &coordinator_runtime::keys::StateKeyring,
@@ -843,10 +881,17 @@ pub(crate) async fn verify_runtime(
     if !matches!(found, Layout::Versioned(_)) {
         return Err(not_applied(ns));
     }
+    if !has_run_counts(conn, ns).await? {
+        return Err(StoreError::refused(
+            "coordinator.deployment.schema-version",
+            format!("namespace `{ns}` was laid out by an earlier build of state schema version {SCHEMA_VERSION} (it has no run_counts table)"),
+            "run `coordinatorctl --runtime-config FILE apply`, which brings it to this build's layout",
+        ));
+    }
     let d = deployment_row(conn, ns).await?;
     check_database_id(&d.database_id, &deployment.database_id)?;
     let user: String = sqlx::query("SELECT current_user::text")
-        .fetch_one(&mut *conn)
+        .fetch_one(conn.on())
         .await
         .map_err(db_error)?
         .try_get(0)
@@ -884,7 +929,7 @@ pub(crate) async fn verify_runtime(
 /// Refuses when the runtime file's packages are not what apply recorded as
 /// active (a pinned digest not applied, or an active workflow not listed).
 pub(crate) async fn check_activation(
-    conn: &mut PgConnection,
+    conn: &mut Transaction,
     ns: &str,
     packages: &[LoadedPackage],
 ) -> Result<Vec<WorkflowStatus>, StoreError> {
@@ -944,8 +989,16 @@ pub async fn deployment_status(
     let packages = load_pinned_packages(deployment)?;
     let keyring = load_state_keyring(resolver, deployment)?;
     let admission = load_admission_key(resolver, deployment)?;
-    let pool = connect(config, resolver, &config.database.runtime_url_ref, 1, &[]).await?;
-    let mut conn = pool.acquire().await.map_err(db_error)?;
+    let pool = connect(
+        config,
+        resolver,
+        &config.database.runtime_url_ref,
+        1,
+        &[],
+        Access::Read,
+    )
+    .await?;
+    let mut conn = pool.begin().await?;
     let (d, versions) = verify_runtime(&mut conn, ns, deployment, &keyring, &admission).await?;
     let workflows = check_activation(&mut conn, ns, &packages).await?;
     check_live_bindings(&mut conn, ns, config).await?;

@@ -21,22 +21,25 @@
 //! Database connections verify the server certificate: `sslmode=require`
 //! (and `verify-ca`) is taken as `verify-full`; plaintext is allowed only to
 //! a loopback host or a Unix socket. Each pool holds at most
-//! [`MAX_POOL_CONNECTIONS`] connections.
+//! [`MAX_POOL_CONNECTIONS`] connections. A URL may list several servers
+//! (libpq's form, [`servers`]); a connection that writes is used only on a
+//! writable server, and every statement reaches PostgreSQL through
+//! [`session::Database`], which also serves a pooler in transaction mode.
 
 pub mod deploy;
 pub mod runs;
 pub mod schema;
+pub mod servers;
+pub mod session;
 
 use std::fmt;
-use std::str::FromStr;
-use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgSslMode};
-use sqlx::{PgPool, Row};
+use session::Transaction;
 
-use coordinator_runtime::config::{valid_namespace, RuntimeConfig, SecretRef};
+use sqlx::Row;
+
+use coordinator_runtime::config::{valid_namespace, PoolingMode, RuntimeConfig, SecretRef};
 use coordinator_runtime::keys::{KeyError, StateKeyring};
-use coordinator_runtime::net::is_loopback_host;
 use coordinator_runtime::secrets::{SecretError, SecretResolver};
 
 pub use deploy::{
@@ -59,6 +62,7 @@ pub const CODES: &[&str] = &[
     "database.insecure-url",
     "database.login",
     "database.missing",
+    "database.read-only",
     "deployment.database-version",
     "deployment.schema-version",
     "deployment.database-id",
@@ -272,181 +276,56 @@ pub(crate) fn namespace_of(config: &RuntimeConfig) -> Result<&str, StoreError> {
     }
 }
 
-/// Connection options for `url` (read from `reference`), with the TLS rule
-/// of SPEC §8: `sslmode=require`/`verify-ca`/`verify-full` → `verify-full`
-/// (against the system roots, or `trusted_root_pem` when given); any other
-/// mode (or none) only to a loopback host or a Unix socket, else refused.
-///
-/// # Errors
-/// `database.url` for a URL that does not parse (the URL is not echoed),
-/// `database.insecure-url` for plaintext to another host.
-pub fn connect_options(
-    url: &str,
-    reference: &SecretRef,
-    trusted_root_pem: Option<Vec<u8>>,
-) -> Result<PgConnectOptions, StoreError> {
-    let options = PgConnectOptions::from_str(url).map_err(|_| {
-        StoreError::refused(
-            "coordinator.database.url",
-            format!("`{}` does not hold a PostgreSQL URL", reference.0),
-            "write `postgres://ROLE:PASSWORD@HOST:PORT/DATABASE?sslmode=require` into the file",
-        )
-    })?;
-    // A Unix socket (a host that is a directory path), or a loopback host
-    // by the one rule (`coordinator_runtime::net::is_loopback_host`).
-    let host = options.get_host();
-    let local = options.get_socket().is_some() || host.starts_with('/') || is_loopback_host(host);
-    let options = match options.get_ssl_mode() {
-        PgSslMode::Require | PgSslMode::VerifyCa | PgSslMode::VerifyFull => {
-            options.ssl_mode(PgSslMode::VerifyFull)
-        }
-        _ if local => options,
-        _ => {
-            return Err(StoreError::refused(
-                "coordinator.database.insecure-url",
-                format!(
-                    "`{}` allows a plaintext connection to `{}`, which is not a loopback host",
-                    reference.0,
-                    options.get_host()
-                ),
-                "add `sslmode=require` to the URL (the certificate is then verified)",
-            ))
-        }
-    };
-    Ok(match trusted_root_pem {
-        Some(pem) => options.ssl_root_cert_from_pem(pem),
-        None => options,
-    })
-}
-
 /// Opens a pool of at most `max_connections` (≤ [`MAX_POOL_CONNECTIONS`])
-/// to the URL behind `reference`, resolved through `resolver`, and checks
-/// the server version (PostgreSQL 17 or newer). Each connection starts
-/// with `settings` (name, value) as its session's settings (sent in the
-/// startup packet, so no statement is spent on them).
+/// to the first usable server of the URL behind `reference`, resolved
+/// through `resolver` ([`servers::ServerList`]: one server or libpq's host
+/// list, the TLS rule of SPEC §8), and checks the server version
+/// (PostgreSQL 17 or newer). In `session` pooling mode each connection
+/// starts with `settings` (name, value) as its session's settings (sent in
+/// the startup packet, so no statement is spent on them); in `transaction`
+/// mode nothing is sent (a pooler in that mode refuses `options`), and the
+/// settings are left out.
 ///
 /// # Errors
-/// Secret errors, `database.*` for the URL, `store-unavailable` when the
-/// server cannot be reached, `deployment.database-version` below 17.
+/// Secret errors, `database.*` for the URL, the login or a server that is
+/// read-only, `store-unavailable` when no server can be reached,
+/// `deployment.database-version` below 17.
 pub(crate) async fn connect(
     config: &RuntimeConfig,
     resolver: &SecretResolver,
     reference: &SecretRef,
     max_connections: u32,
     settings: &[(&str, &str)],
-) -> Result<PgPool, StoreError> {
+    access: servers::Access,
+) -> Result<session::Database, StoreError> {
     let url = resolver.resolve_text(reference)?;
     let root = match &config.database.trusted_root_certificate_ref {
         Some(r) => Some(resolver.resolve(r)?.bytes().to_vec()),
         None => None,
     };
-    let mut options =
-        connect_options(&url, reference, root)?.application_name("registry-coordinator");
-    if !settings.is_empty() {
-        options = options.options(settings.iter().copied());
+    let pooling = config.database.pooling_mode;
+    let mut list = servers::ServerList::parse(&url, reference, root.as_deref(), pooling)?;
+    if pooling == PoolingMode::Session && !settings.is_empty() {
+        list = list.map(|o| o.options(settings.iter().copied()));
     }
-    first_connection(&options, reference).await?;
-    let pool = PgPoolOptions::new()
-        .max_connections(max_connections.clamp(1, MAX_POOL_CONNECTIONS))
-        .min_connections(0)
-        .acquire_timeout(Duration::from_secs(10))
-        .connect_with(options)
-        .await
-        .map_err(db_error)?;
-    check_server_version(&pool).await?;
-    Ok(pool)
-}
-
-/// How long the first, direct connection may take before the database is
-/// reported unreachable, in seconds.
-pub const FIRST_CONNECT_TIMEOUT_SECONDS: u64 = 5;
-
-/// Opens (and closes) one connection with `options` before any pool exists,
-/// so a fault is reported with its cause and the server's address instead
-/// of a pool's acquire timeout.
-///
-/// # Errors
-/// `database.login` when the server refuses the role or its password
-/// (SQLSTATE class 28), `database.missing` when the database does not exist
-/// (3D000): both are configuration faults, not outages. Anything else (a
-/// refused or timed-out TCP connection, a TLS failure) is
-/// `store-unavailable`, naming `HOST:PORT` (or the socket) and the cause.
-pub(crate) async fn first_connection(
-    options: &PgConnectOptions,
-    reference: &SecretRef,
-) -> Result<(), StoreError> {
-    use sqlx::{ConnectOptions, Connection};
-    let target = match options.get_socket() {
-        Some(socket) => socket.display().to_string(),
-        None => format!("{}:{}", options.get_host(), options.get_port()),
-    };
-    let attempt = tokio::time::timeout(
-        Duration::from_secs(FIRST_CONNECT_TIMEOUT_SECONDS),
-        options.connect(),
+    let database = session::Database::open(
+        list,
+        pooling,
+        access,
+        max_connections.clamp(1, MAX_POOL_CONNECTIONS),
     )
-    .await;
-    match attempt {
-        Ok(Ok(connection)) => {
-            let _ = connection.close().await;
-            Ok(())
-        }
-        Err(_) => Err(StoreError::unavailable(
-            "coordinator.command.store-unavailable",
-            format!(
-                "PostgreSQL at {target} did not answer within {FIRST_CONNECT_TIMEOUT_SECONDS} s"
-            ),
-            "check that PostgreSQL is running and reachable from this host, then try again",
-        )),
-        Ok(Err(e)) => Err(classify_connect_error(&e, &target, options, reference)),
-    }
-}
-
-/// The [`StoreError`] of a failed first connection (see
-/// [`first_connection`]).
-fn classify_connect_error(
-    e: &sqlx::Error,
-    target: &str,
-    options: &PgConnectOptions,
-    reference: &SecretRef,
-) -> StoreError {
-    let code = match e {
-        sqlx::Error::Database(d) => d.code().map(|c| c.into_owned()),
-        _ => None,
-    };
-    let role = options.get_username();
-    let database = options.get_database().unwrap_or(role);
-    match code.as_deref() {
-        Some(c) if c.starts_with("28") => StoreError::refused(
-            "coordinator.database.login",
-            format!("PostgreSQL at {target} refused the login of role `{role}` ({c})"),
-            format!(
-                "check the role name and password in `{}`, and that pg_hba.conf lets the role connect from this host",
-                reference.0
-            ),
-        ),
-        Some("3D000") => StoreError::refused(
-            "coordinator.database.missing",
-            format!("PostgreSQL at {target} has no database `{database}`"),
-            format!(
-                "create the database, or correct the database name in `{}`",
-                reference.0
-            ),
-        ),
-        _ => StoreError::unavailable(
-            "coordinator.command.store-unavailable",
-            format!("cannot connect to PostgreSQL at {target}: {e}"),
-            "check that PostgreSQL is running and reachable from this host, then try again",
-        ),
-    }
+    .await?;
+    check_server_version(&database).await?;
+    Ok(database)
 }
 
 /// Refuses a server below PostgreSQL 17 (`SHOW server_version_num`).
 ///
 /// # Errors
 /// `deployment.database-version`, or `store-unavailable`.
-pub async fn check_server_version(pool: &PgPool) -> Result<i32, StoreError> {
+pub async fn check_server_version(database: &session::Database) -> Result<i32, StoreError> {
     let row = sqlx::query("SHOW server_version_num")
-        .fetch_one(pool)
+        .fetch_one(database)
         .await
         .map_err(db_error)?;
     let text: String = row.try_get(0).map_err(db_error)?;
@@ -473,14 +352,14 @@ pub async fn check_server_version(pool: &PgPool) -> Result<i32, StoreError> {
 /// would no longer match, so a repeated start would create a second run),
 /// `store-unavailable`.
 pub(crate) async fn check_admission_custody(
-    conn: &mut sqlx::PgConnection,
+    conn: &mut Transaction,
     ns: &str,
     admission: &coordinator_runtime::keys::AdmissionKey,
 ) -> Result<bool, StoreError> {
     let recorded: Option<String> = sqlx::query(&format!(
         "SELECT admission_key_fingerprint FROM {ns}.deployment"
     ))
-    .fetch_one(&mut *conn)
+    .fetch_one(conn.on())
     .await
     .map_err(db_error)?
     .try_get(0)
@@ -501,14 +380,14 @@ pub(crate) async fn check_admission_custody(
 /// recorded version that is not configured while rows still use it makes
 /// those rows unreadable. Both are `state-key-custody`.
 pub(crate) async fn check_custody(
-    conn: &mut sqlx::PgConnection,
+    conn: &mut Transaction,
     ns: &str,
     keyring: &StateKeyring,
 ) -> Result<Vec<(u32, String)>, StoreError> {
     let rows = sqlx::query(&format!(
         "SELECT version, fingerprint FROM {ns}.state_key_custody ORDER BY version"
     ))
-    .fetch_all(&mut *conn)
+    .fetch_all(conn.on())
     .await
     .map_err(db_error)?;
     let mut recorded = Vec::new();
@@ -533,7 +412,7 @@ pub(crate) async fn check_custody(
                          OR EXISTS (SELECT 1 FROM {ns}.jobs WHERE key_version = $1)"
                 ))
                 .bind(version as i32)
-                .fetch_one(&mut *conn)
+                .fetch_one(conn.on())
                 .await
                 .map_err(db_error)?
                 .try_get(0)
@@ -555,41 +434,6 @@ pub(crate) async fn check_custody(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn r() -> SecretRef {
-        SecretRef("secret:file/runtime-database-url".into())
-    }
-
-    #[test]
-    fn tls_rule_of_spec_8() {
-        let remote = connect_options(
-            "postgres://u:p@db.example.org/x?sslmode=require",
-            &r(),
-            None,
-        )
-        .expect("require");
-        assert!(matches!(remote.get_ssl_mode(), PgSslMode::VerifyFull));
-        for plain in [
-            "postgres://u:p@db.example.org/x",
-            "postgres://u:p@db.example.org/x?sslmode=prefer",
-            "postgres://u:p@10.0.0.1/x?sslmode=disable",
-        ] {
-            let e = connect_options(plain, &r(), None).expect_err(plain);
-            assert_eq!(e.code, "database.insecure-url");
-            assert!(!e.message.contains(":p@"), "{}", e.message);
-        }
-        for local in [
-            "postgres://u:p@127.0.0.1:5432/x",
-            "postgres://u:p@localhost/x?sslmode=disable",
-            "postgres://u:p@[::1]:5432/x",
-            "postgres://u:p@%2Frun%2Fpostgresql/x",
-        ] {
-            connect_options(local, &r(), None).expect(local);
-        }
-        let e = connect_options("not a url: hunter2", &r(), None).expect_err("bad");
-        assert_eq!(e.code, "database.url");
-        assert!(!e.message.contains("hunter2"));
-    }
 
     #[test]
     fn cli_codes() {

@@ -38,10 +38,12 @@ use coordinator_ir::Definition;
 use coordinator_vm::{EffectState, RunState, RunStatus};
 use serde_json::Value;
 use sqlx::postgres::PgRow;
-use sqlx::{Connection, PgPool, Row};
+use sqlx::{PgPool, Row};
 use time::OffsetDateTime;
 
 use super::deploy::{check_activation, live_bindings, verify_runtime, WorkflowStatus};
+use super::servers::Access;
+use super::session::{Database, Transaction};
 use super::{connect, db_error, namespace_of, StoreError, MAX_POOL_CONNECTIONS};
 use coordinator_ports::clock::rfc3339_to_unix;
 use coordinator_ports::store::{
@@ -63,7 +65,7 @@ pub const PING_TIMEOUT: Duration = Duration::from_secs(2);
 /// references).
 #[derive(Clone, Debug)]
 pub struct Store {
-    pool: PgPool,
+    db: Database,
     ns: String,
     database_id: String,
     keyring: StateKeyring,
@@ -255,16 +257,17 @@ impl Store {
                 "complete the deployment section",
             )
         })?;
-        let pool = connect(
+        let db = connect(
             config,
             resolver,
             &config.database.runtime_url_ref,
             max_connections.min(MAX_POOL_CONNECTIONS),
             SERVICE_SESSION_SETTINGS,
+            Access::Write,
         )
         .await?;
         let activation_generation = {
-            let mut conn = pool.acquire().await.map_err(db_error)?;
+            let mut conn = db.begin().await?;
             verify_runtime(&mut conn, &ns, deployment, &keys.state, &keys.admission).await?;
             // Read before the check: an apply in between leaves this
             // process with the older generation, so it refuses admissions
@@ -272,16 +275,17 @@ impl Store {
             let generation: i64 = sqlx::query(&format!(
                 "SELECT activation_generation FROM {ns}.deployment"
             ))
-            .fetch_one(&mut *conn)
+            .fetch_one(conn.on())
             .await
             .map_err(db_error)?
             .try_get(0)
             .map_err(db_error)?;
             check_activation(&mut conn, &ns, packages).await?;
+            conn.commit().await?;
             generation
         };
         Ok(Store {
-            pool,
+            db,
             ns,
             database_id: deployment.database_id.clone(),
             keyring: keys.state.clone(),
@@ -300,7 +304,7 @@ impl Store {
         let done = sqlx::query(&super::schema::in_namespace(sql, &self.ns))
             .bind(i64::try_from(job_id).unwrap_or(-1))
             .bind(owner)
-            .execute(&self.pool)
+            .execute(&self.db)
             .await
             .map_err(pdb)?;
         if done.rows_affected() == 1 {
@@ -310,14 +314,19 @@ impl Store {
         }
     }
 
-    /// The connection pool (for health probes).
+    /// The connection pool (for health probes and tests).
     pub fn pool(&self) -> &PgPool {
-        &self.pool
+        self.db.pool()
+    }
+
+    /// The store's connections ([`Database`]).
+    pub fn database(&self) -> &Database {
+        &self.db
     }
 
     /// Closes the pool, waiting for connections in use.
     pub async fn close(&self) {
-        self.pool.close().await;
+        self.db.close().await;
     }
 
     fn bind<'a>(&'a self, run_id: &'a str, purpose: &'a str, step: &'a str) -> Binding<'a> {
@@ -372,7 +381,7 @@ impl Store {
             "SELECT workflow, package_digest, revision FROM {}.active_workflows ORDER BY workflow",
             self.ns
         ))
-        .fetch_all(&self.pool)
+        .fetch_all(&self.db)
         .await
         .map_err(db_error)?;
         rows.iter()
@@ -397,7 +406,7 @@ impl Store {
             self.ns
         ))
         .bind(revision)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.db)
         .await
         .map_err(db_error)?;
         let Some(row) = row else { return Ok(None) };
@@ -421,7 +430,7 @@ impl Store {
             "SELECT activation_generation FROM {}.deployment",
             self.ns
         ))
-        .fetch_one(&self.pool)
+        .fetch_one(&self.db)
         .await
         .map_err(db_error)?
         .try_get(0)
@@ -439,7 +448,7 @@ impl Store {
             self.ns
         ))
         .bind(run_id)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.db)
         .await
         .map_err(db_error)?;
         let Some(row) = row else { return Ok(None) };
@@ -579,7 +588,7 @@ impl Store {
 
     async fn existing(
         &self,
-        conn: &mut sqlx::PgConnection,
+        conn: &mut Transaction,
         start_identity: &str,
         fingerprint: &str,
     ) -> Result<Option<Admitted>, PortError> {
@@ -592,7 +601,7 @@ impl Store {
             "SELECT EXISTS (SELECT 1 FROM {ns}.spent_keys WHERE kind = 'start' AND identity = $1)"
         ))
         .bind(start_identity)
-        .fetch_one(&mut *conn)
+        .fetch_one(conn.on())
         .await
         .map_err(pdb)?
         .try_get(0)
@@ -604,7 +613,7 @@ impl Store {
             "SELECT {RUN_COLUMNS} FROM {ns}.runs WHERE start_identity = $1"
         ))
         .bind(start_identity)
-        .fetch_optional(&mut *conn)
+        .fetch_optional(conn.on())
         .await
         .map_err(pdb)?;
         Ok(Some(match row {
@@ -679,6 +688,15 @@ fn effect_unknown(state: &RunState) -> bool {
     state.effects.values().any(|e| *e == EffectState::Unknown)
 }
 
+/// The `wait` column of a run in `state`: the VM's wait kind, `None`
+/// outside a wait and once the run has ended.
+fn wait_column(state: &RunState) -> Option<&'static str> {
+    if state.status.is_terminal() {
+        return None;
+    }
+    coordinator_vm::wait_kind(state).map(coordinator_vm::WaitKind::as_str)
+}
+
 fn erased(run_id: &str) -> StoreError {
     StoreError::refused(
         "run.payload-erased",
@@ -713,7 +731,7 @@ impl RunStore for Store {
             self.ns
         ))
         .bind(run_id)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.db)
         .await
         .map_err(pdb)?;
         row.map(|r| self.record(&r)).transpose()
@@ -742,7 +760,7 @@ impl RunStore for Store {
         .bind(filter.attention)
         .bind(before)
         .bind(i64::from(limit) + 1)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.db)
         .await
         .map_err(pdb)?;
         let more = rows.len() > limit as usize;
@@ -766,7 +784,7 @@ impl RunStore for Store {
             self.ns
         ))
         .bind(run_id)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.db)
         .await
         .map_err(pdb)?;
         rows.iter().map(|r| self.job(r)).collect()
@@ -835,7 +853,7 @@ impl RunStore for Store {
         .bind(request.epoch.map(epoch_column))
         .bind(request.run_id)
         .bind(request.receipt_lookups_only)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.db)
         .await
         .map_err(pdb)?;
         let Some(first) = rows.first() else {
@@ -895,7 +913,7 @@ impl RunStore for Store {
         .bind(owner)
         .bind(at(lease_until))
         .bind(limit)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.db)
         .await
         .map_err(pdb)?;
         let mut jobs = rows
@@ -915,14 +933,13 @@ impl RunStore for Store {
     ) -> Result<(), PortError> {
         let ns = &self.ns;
         let job_id = i64::try_from(job_id).unwrap_or(-1);
-        let mut conn = self.pool.acquire().await.map_err(pdb)?;
-        let mut tx = conn.begin().await.map_err(pdb)?;
+        let mut tx = self.db.begin().await.map_err(port)?;
         let run_id: Option<String> = sqlx::query(&format!(
             "SELECT run_id FROM {ns}.jobs WHERE job_id = $1 AND lease_owner = $2 FOR UPDATE"
         ))
         .bind(job_id)
         .bind(owner)
-        .fetch_optional(&mut *tx)
+        .fetch_optional(tx.on())
         .await
         .map_err(pdb)?
         .map(|r| r.try_get(0))
@@ -937,7 +954,7 @@ impl RunStore for Store {
         ))
         .bind(job_id)
         .bind(at(due_unix))
-        .execute(&mut *tx)
+        .execute(tx.on())
         .await
         .map_err(pdb)?;
         if let Some(kind) = kind {
@@ -963,11 +980,11 @@ impl RunStore for Store {
             .bind(&row.idempotency_key)
             .bind(key_version)
             .bind(sealed)
-            .execute(&mut *tx)
+            .execute(tx.on())
             .await
             .map_err(pdb)?;
         }
-        tx.commit().await.map_err(pdb)
+        tx.commit().await.map_err(port)
     }
 
     async fn discard(&self, job_id: u64, owner: &str) -> Result<(), PortError> {
@@ -1016,7 +1033,7 @@ impl RunStore for Store {
         .bind(review_request_id)
         .bind(at(now))
         .bind(floor_seconds)
-        .execute(&self.pool)
+        .execute(&self.db)
         .await
         .map_err(pdb)?;
         Ok(usize::try_from(done.rows_affected()).unwrap_or(0))
@@ -1032,7 +1049,7 @@ impl RunStore for Store {
                FROM {}.deployment",
             self.ns
         ))
-        .fetch_one(&self.pool)
+        .fetch_one(&self.db)
         .await
         .map_err(pdb)?;
         Ok(EngineHolds {
@@ -1064,14 +1081,14 @@ impl RunStore for Store {
         .bind(next.execution_recovery_completed)
         .bind(epoch_column(expected.restore_epoch))
         .bind(epoch_column(next.restore_epoch))
-        .execute(&self.pool)
+        .execute(&self.db)
         .await
         .map_err(pdb)?;
         Ok(done.rows_affected() == 1)
     }
 
     async fn live_bindings(&self) -> Result<Vec<LiveBinding>, PortError> {
-        let mut conn = self.pool.acquire().await.map_err(pdb)?;
+        let mut conn = self.db.begin().await.map_err(port)?;
         live_bindings(&mut conn, &self.ns).await.map_err(port)
     }
 
@@ -1089,15 +1106,14 @@ impl RunStore for Store {
              AND NOT EXISTS (SELECT 1 FROM {ns}.jobs j WHERE j.run_id = r.run_id)"
         );
         let limit = i64::from(limit.clamp(1, MAX_ERASE_LIMIT));
-        let mut conn = self.pool.acquire().await.map_err(pdb)?;
-        let mut tx = conn.begin().await.map_err(pdb)?;
+        let mut tx = self.db.begin().await.map_err(port)?;
         let rows = sqlx::query(&format!(
             "SELECT r.run_id, r.sealed_owner FROM {ns}.runs r WHERE {qualifies}
               ORDER BY r.ended_at, r.seq LIMIT $2 FOR UPDATE SKIP LOCKED"
         ))
         .bind(at(before_unix))
         .bind(limit)
-        .fetch_all(&mut *tx)
+        .fetch_all(tx.on())
         .await
         .map_err(pdb)?;
         let active = self.keyring.active_version() as i32;
@@ -1119,7 +1135,7 @@ impl RunStore for Store {
             .bind(self.seal_json(&id, "owner", "", &owner))
             .bind(active)
             .bind(at(now_unix))
-            .execute(&mut *tx)
+            .execute(tx.on())
             .await
             .map_err(pdb)?;
         }
@@ -1127,12 +1143,12 @@ impl RunStore for Store {
             "SELECT EXISTS (SELECT 1 FROM {ns}.runs r WHERE {qualifies})"
         ))
         .bind(at(before_unix))
-        .fetch_one(&mut *tx)
+        .fetch_one(tx.on())
         .await
         .map_err(pdb)?
         .try_get(0)
         .map_err(pdb)?;
-        tx.commit().await.map_err(pdb)?;
+        tx.commit().await.map_err(port)?;
         Ok(Erasure {
             erased: u32::try_from(rows.len()).unwrap_or(u32::MAX),
             more,
@@ -1140,24 +1156,12 @@ impl RunStore for Store {
     }
 
     async fn review_survey(&self) -> Result<ReviewSurvey, PortError> {
-        let row = sqlx::query(&format!(
-            "SELECT count(*) FILTER (WHERE NOT ended AND review = 'required'),
-                    count(*) FILTER (WHERE NOT ended AND effect_unknown),
-                    count(*) FILTER (WHERE ended AND effect_unknown)
-               FROM {}.runs WHERE NOT ended OR effect_unknown",
-            self.ns
-        ))
-        .fetch_one(&self.pool)
-        .await
-        .map_err(pdb)?;
-        let count = |i: usize| -> Result<u64, PortError> {
-            let n: i64 = row.try_get(i).map_err(pdb)?;
-            Ok(u64::try_from(n).unwrap_or(0))
-        };
+        use coordinator_ports::counts::RunCounts;
+        let counts = self.live_counts().await?;
         Ok(ReviewSurvey {
-            review_required: count(0)?,
-            unknown_effects: count(1)?,
-            ended_unknown_effects: count(2)?,
+            review_required: counts.review_required,
+            unknown_effects: counts.unknown_effects,
+            ended_unknown_effects: counts.ended_unknown_effects,
         })
     }
 
@@ -1166,7 +1170,7 @@ impl RunStore for Store {
             "UPDATE {}.runs SET review = 'attested' WHERE review = 'required'",
             self.ns
         ))
-        .execute(&self.pool)
+        .execute(&self.db)
         .await
         .map_err(pdb)?;
         Ok(done.rows_affected())
@@ -1177,7 +1181,7 @@ impl RunStore for Store {
         start_identity: &str,
         request_digest: &str,
     ) -> Result<Option<Admitted>, PortError> {
-        let mut conn = self.pool.acquire().await.map_err(pdb)?;
+        let mut conn = self.db.begin().await.map_err(port)?;
         self.existing(&mut conn, start_identity, request_digest)
             .await
     }
@@ -1198,20 +1202,73 @@ impl RunStore for Store {
                  ORDER BY deadline_at LIMIT 1))",
             ns = self.ns
         ))
-        .fetch_one(&self.pool)
+        .fetch_one(&self.db)
         .await
         .map_err(pdb)?;
         Ok(due.map(OffsetDateTime::unix_timestamp))
     }
 
+    /// Asks one pooled connection's server whether it may be written to:
+    /// a server in recovery or read-only is refused as `database.read-only`
+    /// (and, with several servers in the URL, the list is walked again).
     async fn ping(&self) -> Result<(), PortError> {
-        let probe = sqlx::query("SELECT 1").execute(&self.pool);
+        let probe = self.db.check_usable();
         match tokio::time::timeout(PING_TIMEOUT, probe).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(pdb(e)),
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) if e.code == "database.read-only" => Err(PortError::Refused {
+                code: e.code,
+                message: e.message,
+            }),
+            Ok(Err(e)) => Err(port(e)),
             Err(_) => Err(PortError::Unavailable(
                 "store-unavailable: the database did not answer in time".into(),
             )),
         }
+    }
+}
+
+/// The counts of [`RunCounts`]: the sums of `run_counts` (kept by the
+/// statements that change runs, `schema::count_routines`) and the dispatch
+/// jobs counted through their own index (`jobs_dispatch`); one statement,
+/// whose cost depends on neither the number of runs nor of other jobs.
+#[async_trait::async_trait]
+impl coordinator_ports::counts::RunCounts for Store {
+    async fn live_counts(&self) -> Result<coordinator_ports::counts::LiveCounts, PortError> {
+        let ns = &self.ns;
+        let sums: Vec<String> = super::schema::COUNTED
+            .iter()
+            .map(|(name, _)| format!("coalesce(sum({name}), 0)::bigint AS {name}"))
+            .collect();
+        let row = sqlx::query(&format!(
+            "SELECT {sums},
+                    (SELECT count(*) FROM {ns}.jobs
+                      WHERE kind = 'dispatch' AND state = 'ready' AND lease_owner IS NULL) AS ready,
+                    (SELECT count(*) FROM {ns}.jobs
+                      WHERE kind = 'dispatch' AND state = 'ready' AND lease_owner IS NOT NULL) AS leased,
+                    (SELECT count(*) FROM {ns}.jobs
+                      WHERE kind = 'dispatch' AND state = 'sending') AS sending
+               FROM {ns}.run_counts",
+            sums = sums.join(", ")
+        ))
+        .fetch_one(&self.db)
+        .await
+        .map_err(pdb)?;
+        let count = |name: &str| -> Result<u64, PortError> {
+            let n: i64 = row.try_get(name).map_err(pdb)?;
+            Ok(u64::try_from(n).unwrap_or(0))
+        };
+        Ok(coordinator_ports::counts::LiveCounts {
+            running: count("running")?,
+            attention: count("attention")?,
+            cancel_requested: count("cancel_requested")?,
+            unknown_effects: count("unknown_effects")?,
+            ended_unknown_effects: count("ended_unknown_effects")?,
+            review_required: count("review_required")?,
+            wait_until: count("wait_until")?,
+            wait_for: count("wait_for")?,
+            dispatch_ready: count("ready")?,
+            dispatch_leased: count("leased")?,
+            dispatch_sending: count("sending")?,
+        })
     }
 }

@@ -24,7 +24,7 @@ pub const MIN_SERVER_VERSION_NUM: i32 = 170_000;
 
 /// Tables of the namespace, in creation order (the no-plaintext test reads
 /// every one of them).
-pub const TABLES: [&str; 7] = [
+pub const TABLES: [&str; 8] = [
     "deployment",
     "definitions",
     "active_workflows",
@@ -32,7 +32,14 @@ pub const TABLES: [&str; 7] = [
     "runs",
     "jobs",
     "spent_keys",
+    "run_counts",
 ];
+
+/// Rows of `run_counts`: each statement that changes runs adds its changes
+/// to the row of its server session (`pg_backend_pid() % COUNT_SLOTS`), so
+/// concurrent writers rarely wait for one another on a counter, and a
+/// reader sums this many rows whatever the number of runs.
+pub const COUNT_SLOTS: i32 = 64;
 
 /// Migrations by the version they produce. Version 4 is the first layout
 /// this implementation writes: it creates the whole schema in one step. A
@@ -141,6 +148,9 @@ CREATE TABLE {ns}.runs (
     -- and the run has not ended, a lease statement creates its timer job
     -- and sets this (once per run).
     deadline_job_created boolean NOT NULL DEFAULT false,
+    -- The kind of wait the run is in (the VM's wait kind), for the counts
+    -- operators read (`run_counts`), NULL outside a wait.
+    wait text CHECK (wait IN ('wait-until', 'wait-for')),
     CHECK (payload_erased_at IS NULL OR (ended AND sealed_input IS NULL
         AND sealed_state IS NULL AND sealed_output IS NULL))
 );
@@ -191,6 +201,10 @@ CREATE INDEX jobs_due ON {ns}.jobs (due_at, job_id);
 CREATE INDEX jobs_run ON {ns}.jobs (run_id);
 CREATE INDEX jobs_review_request ON {ns}.jobs (review_request_id) WHERE review_request_id IS NOT NULL;
 CREATE INDEX jobs_key_version ON {ns}.jobs (key_version) WHERE key_version IS NOT NULL;
+-- The dispatch jobs, whatever else waits (doctor and /metrics count them
+-- by state: O(dispatch jobs), not O(jobs)). On `job_id`, which a lease
+-- never changes, so leasing stays a heap-only update.
+CREATE INDEX jobs_dispatch ON {ns}.jobs (job_id) WHERE kind = 'dispatch';
 
 -- Spent start identities and command idempotency keys: they outlive the
 -- payloads retention erases, so a spent key is never admitted again.
@@ -201,7 +215,143 @@ CREATE TABLE {ns}.spent_keys (
     spent_at timestamptz NOT NULL,
     PRIMARY KEY (kind, identity)
 );
+
+-- What doctor and /metrics read about runs, kept by the statements that
+-- change runs (the triggers of `count_routines`), so reading it costs the
+-- same with a million runs as with none. One row per slot (COUNT_SLOTS):
+-- a statement adds its changes to its server session's row, the counts
+-- are the sums over the rows. Each row is rewritten by every statement
+-- that moves a run, in place (heap-only: no index column changes), so
+-- autovacuum is asked to come often whatever the table's size.
+CREATE TABLE {ns}.run_counts (
+    slot smallint PRIMARY KEY CHECK (slot >= 0 AND slot < 64),
+    -- Runs that have not ended, by state.
+    running bigint NOT NULL DEFAULT 0,
+    attention bigint NOT NULL DEFAULT 0,
+    cancel_requested bigint NOT NULL DEFAULT 0,
+    -- Runs holding an unknown effect, that have not ended and that have.
+    unknown_effects bigint NOT NULL DEFAULT 0,
+    ended_unknown_effects bigint NOT NULL DEFAULT 0,
+    -- Runs that have not ended whose restore review is required.
+    review_required bigint NOT NULL DEFAULT 0,
+    -- Runs that have not ended, in a wait, by kind.
+    wait_until bigint NOT NULL DEFAULT 0,
+    wait_for bigint NOT NULL DEFAULT 0
+) WITH (fillfactor = 50, autovacuum_vacuum_threshold = 1000,
+        autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_cost_delay = 0);
+INSERT INTO {ns}.run_counts (slot) SELECT s FROM generate_series(0, 63) s;
 "#;
+
+/// The counted measures of `run_counts`, each with the condition (over a
+/// row of `runs`) under which a run counts in it.
+pub const COUNTED: [(&str, &str); 8] = [
+    ("running", "x.state = 'running'"),
+    ("attention", "x.state = 'attention'"),
+    ("cancel_requested", "x.state = 'cancel-requested'"),
+    ("unknown_effects", "NOT x.ended AND x.effect_unknown"),
+    ("ended_unknown_effects", "x.ended AND x.effect_unknown"),
+    ("review_required", "NOT x.ended AND x.review = 'required'"),
+    ("wait_until", "NOT x.ended AND x.wait = 'wait-until'"),
+    ("wait_for", "NOT x.ended AND x.wait = 'wait-for'"),
+];
+
+/// The trigger functions and statement triggers that keep `run_counts`
+/// (each string one statement, run whole: the bodies hold `;`). After each
+/// INSERT, UPDATE or DELETE statement on `runs`, one UPDATE adds the
+/// statement's net change of every measure ([`COUNTED`]: the rows after
+/// count +1, the rows before −1) to the row of the statement's session,
+/// and only when something changed; in the statement's transaction, so a
+/// rolled-back statement counts nothing.
+pub fn count_routines(ns: &str) -> Vec<String> {
+    let sums: Vec<String> = COUNTED
+        .iter()
+        .map(|(name, when)| format!("coalesce(sum(x.sign) FILTER (WHERE {when}), 0) AS {name}"))
+        .collect();
+    let sets: Vec<String> = COUNTED
+        .iter()
+        .map(|(name, _)| format!("{name} = c.{name} + d.{name}"))
+        .collect();
+    let changed: Vec<String> = COUNTED
+        .iter()
+        .map(|(name, _)| format!("d.{name} <> 0"))
+        .collect();
+    let columns = "state, ended, effect_unknown, review, wait";
+    let mut out = Vec::new();
+    for (event, rows) in [
+        (
+            "INSERT",
+            format!("SELECT 1 AS sign, {columns} FROM new_rows"),
+        ),
+        (
+            "UPDATE",
+            format!(
+                "SELECT 1 AS sign, {columns} FROM new_rows
+                 UNION ALL SELECT -1, {columns} FROM old_rows"
+            ),
+        ),
+        (
+            "DELETE",
+            format!("SELECT -1 AS sign, {columns} FROM old_rows"),
+        ),
+    ] {
+        let function = format!("{ns}.count_runs_{}", event.to_ascii_lowercase());
+        out.push(format!(
+            "CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $body$
+             BEGIN
+               UPDATE {ns}.run_counts c SET {sets}
+                 FROM (SELECT {sums} FROM ({rows}) x) d
+                WHERE c.slot = pg_backend_pid() % {slots} AND ({changed});
+               RETURN NULL;
+             END $body$",
+            sets = sets.join(", "),
+            sums = sums.join(", "),
+            changed = changed.join(" OR "),
+            slots = COUNT_SLOTS,
+        ));
+        let referencing = match event {
+            "INSERT" => "NEW TABLE AS new_rows",
+            "UPDATE" => "OLD TABLE AS old_rows NEW TABLE AS new_rows",
+            _ => "OLD TABLE AS old_rows",
+        };
+        out.push(format!(
+            "CREATE TRIGGER count_runs_{lower} AFTER {event} ON {ns}.runs
+               REFERENCING {referencing} FOR EACH STATEMENT EXECUTE FUNCTION {function}()",
+            lower = event.to_ascii_lowercase(),
+        ));
+    }
+    out
+}
+
+/// What brings a namespace laid out by an earlier build of version 4
+/// (without `run_counts`) to this build's layout, run by `apply` when
+/// `run_counts` is missing: the `wait` column, the dispatch index, the
+/// counts table and its triggers ([`count_routines`], whose creation locks
+/// `runs` against writers until `apply` commits), then one count of the
+/// runs as they are into slot 0. Runs waiting since before have no `wait`
+/// yet, so they count in no wait until their next step.
+pub fn amend_v4(ns: &str) -> Vec<String> {
+    let mut out: Vec<String> = vec![
+        format!(
+            "ALTER TABLE {ns}.runs ADD COLUMN IF NOT EXISTS wait text
+               CHECK (wait IN ('wait-until', 'wait-for'))"
+        ),
+        format!(
+            "CREATE INDEX IF NOT EXISTS jobs_dispatch ON {ns}.jobs (job_id) WHERE kind = 'dispatch'"
+        ),
+    ];
+    let start = V4.find("CREATE TABLE {ns}.run_counts").unwrap_or(V4.len());
+    out.extend(statements(&V4[start..]).map(|s| in_namespace(s, ns)));
+    out.extend(count_routines(ns));
+    let counts: Vec<String> = COUNTED
+        .iter()
+        .map(|(name, when)| format!("{name} = (SELECT count(*) FROM {ns}.runs x WHERE {when})"))
+        .collect();
+    out.push(format!(
+        "UPDATE {ns}.run_counts SET {} WHERE slot = 0",
+        counts.join(", ")
+    ));
+    out
+}
 
 /// Storage parameters `apply` sets on every run (`ALTER TABLE … SET`).
 /// `runs` leaves 40% of each page free: a run's row is rewritten at every
@@ -213,7 +363,7 @@ pub const STORAGE_PARAMETERS: [(&str, &str); 1] = [("runs", "fillfactor = 60")];
 
 /// What the runtime role may do on each table: exactly what serving needs.
 /// `apply` revokes everything else on every run, so drift is repaired.
-pub const RUNTIME_GRANTS: [(&str, &str); 7] = [
+pub const RUNTIME_GRANTS: [(&str, &str); 8] = [
     ("deployment", "SELECT, UPDATE"),
     ("definitions", "SELECT"),
     ("active_workflows", "SELECT"),
@@ -221,6 +371,7 @@ pub const RUNTIME_GRANTS: [(&str, &str); 7] = [
     ("runs", "SELECT, INSERT, UPDATE, DELETE"),
     ("jobs", "SELECT, INSERT, UPDATE, DELETE"),
     ("spent_keys", "SELECT, INSERT"),
+    ("run_counts", "SELECT, UPDATE"),
 ];
 
 /// `sql` with `{ns}` replaced by the (validated) namespace.
@@ -251,6 +402,14 @@ mod tests {
             assert!(V4.contains(&format!("CREATE TABLE {{ns}}.{table} (")));
             assert!(RUNTIME_GRANTS.iter().any(|(t, _)| *t == table));
         }
-        assert_eq!(statements(V4).count(), 21);
+        assert_eq!(statements(V4).count(), 24);
+        // The counted measures are exactly the counts table's columns.
+        for (name, _) in COUNTED {
+            assert!(
+                V4.contains(&format!("    {name} bigint NOT NULL DEFAULT 0")),
+                "{name}"
+            );
+        }
+        assert_eq!(count_routines("coordinator_x").len(), 6);
     }
 }

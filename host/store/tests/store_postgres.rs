@@ -1170,6 +1170,16 @@ async fn earlier_layouts_unknown_layouts_and_another_database_id_are_refused() {
 }
 
 #[tokio::test]
+async fn run_store_counts_follow_every_change() {
+    let Some((fx, s, fixture)) = fresh("run_store_counts").await else {
+        return;
+    };
+    conformance::counts_follow_every_change(&s, &s, &fixture).await;
+    s.close().await;
+    fx.cleanup(&[]).await;
+}
+
+#[tokio::test]
 async fn run_store_holds_are_persisted_for_every_process() {
     let Some((fx, a, fixture)) = fresh("run_store_holds_persisted").await else {
         return;

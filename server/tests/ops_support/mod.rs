@@ -223,7 +223,7 @@ pub async fn start_journaled(
     };
     let engine = Engine::new(
         config,
-        store as Arc<dyn RunStore>,
+        store.clone() as Arc<dyn RunStore>,
         Arc::new(ManualClock::at("2026-03-02T09:00:00Z")),
         Arc::new(HttpAdapter::new(Arc::new(secrets)).unwrap()),
         AdmissionKey::new(&[7u8; 32]).unwrap(),
@@ -241,6 +241,7 @@ pub async fn start_journaled(
     };
     let state = AppState {
         engine: engine.clone(),
+        counts: store.clone(),
         verifier: Arc::new(Verifier::new(&authentication, KeySource::Discovery)),
         completions: Arc::new(Completions::default()),
         events: Arc::default(),

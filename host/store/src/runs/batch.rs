@@ -32,7 +32,9 @@ use serde_json::Value;
 use sqlx::Row;
 use time::OffsetDateTime;
 
-use super::{at_text, effect_unknown, epoch_column, erased, leased_job, pdb, port, JobValues};
+use super::{
+    at_text, effect_unknown, epoch_column, erased, leased_job, pdb, port, wait_column, JobValues,
+};
 use super::{AdmissionChecks, Admitted, NewRun, Review, RunRecord, Store};
 
 /// One commit of a batch as bound: its values and, for its new jobs, what
@@ -85,6 +87,7 @@ impl Store {
         let mut sealed_outputs: Vec<Option<Vec<u8>>> = Vec::new();
         let mut ledgers = Vec::new();
         let mut unknown = Vec::new();
+        let mut waits: Vec<Option<&str>> = Vec::new();
         let mut reviews: Vec<Option<&str>> = Vec::new();
         let mut complete_jobs: Vec<Option<i64>> = Vec::new();
         let mut complete_owners: Vec<Option<&str>> = Vec::new();
@@ -109,6 +112,7 @@ impl Store {
             );
             ledgers.push(serde_json::to_string(&c.ledger).unwrap_or_else(|_| "{}".into()));
             unknown.push(effect_unknown(&c.state));
+            waits.push(wait_column(&c.state));
             reviews.push(c.review.map(Review::as_str));
             complete_jobs.push(
                 c.complete
@@ -136,10 +140,11 @@ impl Store {
             "WITH c AS (
                SELECT * FROM unnest((SELECT $1::text[]), $2::bigint[], $3::text[], $4::boolean[],
                    $5::boolean[], $6::timestamptz[], $7::timestamptz[], $8::bytea[], $9::bytea[],
-                   $10::text[], $11::boolean[], $12::text[], $13::bigint[], $14::text[])
+                   $10::text[], $11::boolean[], $12::text[], $13::bigint[], $14::text[],
+                   $28::text[])
                  WITH ORDINALITY AS c(run_id, expected_version, state, attention, ended,
                    updated_at, ended_at, sealed_state, sealed_output, ledger, effect_unknown,
-                   review, complete_job, complete_owner, k)),
+                   review, complete_job, complete_owner, wait, k)),
              lease AS (
                SELECT j.job_id FROM {ns}.jobs j JOIN c
                    ON j.job_id = c.complete_job AND j.lease_owner = c.complete_owner
@@ -151,7 +156,7 @@ impl Store {
                    ended_at = CASE WHEN c.ended THEN COALESCE(r.ended_at, c.ended_at, c.updated_at) END,
                    key_version = $15, sealed_state = c.sealed_state,
                    sealed_output = c.sealed_output, ledger = c.ledger::jsonb,
-                   effect_unknown = c.effect_unknown,
+                   effect_unknown = c.effect_unknown, wait = c.wait,
                    review = CASE WHEN c.review = 'required' THEN c.review
                                  WHEN r.review = 'required' AND c.review IS NOT NULL THEN c.review
                                  ELSE r.review END
@@ -192,7 +197,12 @@ impl Store {
             .bind(&complete_jobs)
             .bind(&complete_owners)
             .bind(self.keyring.active_version() as i32);
-        let rows = new_jobs.bind(query).fetch_all(&self.pool).await?;
+        // `$28`, after the new jobs' twelve arrays (`$16`..`$27`).
+        let rows = new_jobs
+            .bind(query)
+            .bind(&waits)
+            .fetch_all(&self.db)
+            .await?;
         // The updated runs (by k) and the jobs leased on insert (by run).
         let mut updated: BTreeMap<usize, i64> = BTreeMap::new();
         let mut leased_rows = LeasedRows::default();
@@ -218,11 +228,7 @@ impl Store {
                 "SELECT run_id, version, payload_erased_at IS NOT NULL AS erased
                    FROM {ns}.runs WHERE run_id = ANY($1)"
             );
-            for row in sqlx::query(&sql)
-                .bind(&refused)
-                .fetch_all(&self.pool)
-                .await?
-            {
+            for row in sqlx::query(&sql).bind(&refused).fetch_all(&self.db).await? {
                 found.insert(
                     row.try_get("run_id")?,
                     (row.try_get("version")?, row.try_get("erased")?),
@@ -297,6 +303,7 @@ impl Store {
         let mut owners = Vec::new();
         let mut bindings = Vec::new();
         let mut unknown = Vec::new();
+        let mut waits: Vec<Option<&str>> = Vec::new();
         let mut new_jobs = JobArrays::default();
         for (i, ((run, _), values)) in runs.iter().zip(&values).enumerate() {
             let id = run.id.as_str();
@@ -333,6 +340,7 @@ impl Store {
             owners.push(self.seal_json(id, "owner", "", &run.owner));
             bindings.push(serde_json::to_string(&run.bindings).unwrap_or_else(|_| "{}".into()));
             unknown.push(effect_unknown(&run.state));
+            waits.push(wait_column(&run.state));
             new_jobs.push(i, values);
         }
         // The admission statement of `admit_leasing`, over arrays: the
@@ -348,11 +356,12 @@ impl Store {
                SELECT * FROM unnest((SELECT $1::text[]), $2::text[], $3::text[], $4::text[],
                    $5::text[], $6::text[], $7::text[], $8::boolean[], $9::boolean[], $10::timestamptz[],
                    $11::timestamptz[], $12::timestamptz[], $13::timestamptz[], $14::bytea[],
-                   $15::bytea[], $16::bytea[], $17::bytea[], $18::text[], $19::boolean[])
+                   $15::bytea[], $16::bytea[], $17::bytea[], $18::text[], $19::boolean[],
+                   $34::text[])
                  WITH ORDINALITY AS a(run_id, workflow, revision, owner_ref, start_identity,
                    request_fingerprint, state, attention, ended, deadline_at, created_at,
                    updated_at, ended_at, sealed_input, sealed_state, sealed_output, sealed_owner,
-                   bindings, effect_unknown, k)),
+                   bindings, effect_unknown, wait, k)),
              already AS (
                SELECT identity FROM {ns}.spent_keys
                 WHERE kind = 'start' AND identity = ANY($5::text[])),
@@ -378,12 +387,12 @@ impl Store {
                INSERT INTO {ns}.runs (run_id, workflow, revision, owner_ref, start_identity,
                    request_fingerprint, state, attention, ended, deadline_at, created_at, updated_at,
                    ended_at, key_version, input_key_version, sealed_input, sealed_state, sealed_output,
-                   sealed_owner, bindings, effect_unknown)
+                   sealed_owner, bindings, effect_unknown, wait)
                SELECT a.run_id, a.workflow, a.revision, a.owner_ref, a.start_identity,
                       a.request_fingerprint, a.state, a.attention, a.ended, a.deadline_at,
                       a.created_at, a.updated_at, a.ended_at, $21, $21, a.sealed_input,
                       a.sealed_state, a.sealed_output, a.sealed_owner, a.bindings::jsonb,
-                      a.effect_unknown
+                      a.effect_unknown, a.wait
                  FROM a WHERE a.run_id IN (SELECT run_id FROM spent)
                 ORDER BY a.k
                RETURNING run_id, seq),
@@ -417,7 +426,12 @@ impl Store {
             .bind(&unknown)
             .bind(self.activation_generation)
             .bind(self.keyring.active_version() as i32);
-        let rows = new_jobs.bind(query).fetch_all(&self.pool).await?;
+        // `$34`, after the new jobs' twelve arrays (`$22`..`$33`).
+        let rows = new_jobs
+            .bind(query)
+            .bind(&waits)
+            .fetch_all(&self.db)
+            .await?;
         let mut checked: BTreeMap<usize, (Option<i64>, AdmissionChecks)> = BTreeMap::new();
         let mut leased_rows = LeasedRows::default();
         for row in &rows {
@@ -454,12 +468,12 @@ impl Store {
                 // The identity was spent already, or another admission of
                 // it (in this batch or a concurrent one) won: its run is
                 // the answer.
-                let found = match self.pool.acquire().await {
+                let found = match self.db.begin().await {
                     Ok(mut conn) => self
                         .existing(&mut conn, &run.start_identity, &run.request_digest)
                         .await
                         .map(|found| (found.unwrap_or(Admitted::Conflict), Vec::new())),
-                    Err(e) => Err(pdb(e)),
+                    Err(e) => Err(port(e)),
                 };
                 answers.push(found);
                 continue;
@@ -510,7 +524,7 @@ impl Store {
             .bind(&ids)
             .bind(&owners)
             .bind(&epochs)
-            .fetch_all(&self.pool)
+            .fetch_all(&self.db)
             .await;
         match marked {
             Ok(marked) => (1..=ids.len())

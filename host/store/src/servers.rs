@@ -1,0 +1,549 @@
+//! Where the store's connections go: the servers a database URL names, in
+//! order, and which of them may be used.
+//!
+//! A database URL names one server (`postgres://ROLE:PASSWORD@HOST:PORT/DB`)
+//! or, in libpq's multi-host form, several
+//! (`postgres://ROLE:PASSWORD@H1:5432,H2:5432/DB?target_session_attrs=read-write`),
+//! as Patroni and managed services hand out. [`ServerList::parse`] cuts the
+//! host list — the one part of that form RFC 3986 lacks — into one URL per
+//! host and hands each to sqlx's parser (the `url` crate), so every other
+//! part (user, password, database, `sslmode`, `sslrootcert`, ...) is read
+//! by the crate, once per host, and the TLS rule of SPEC §8 is applied to
+//! each host by itself (docs/decisions.md "Multi-host database URLs").
+//!
+//! `target_session_attrs` is `any` (the default) or `read-write`
+//! (`primary` is taken as `read-write`); the others libpq knows
+//! (`read-only`, `standby`, `prefer-standby`) name servers the service
+//! cannot work with and are refused. Whatever the URL says, a connection
+//! that will write (every connection of the service, and `apply`'s) is
+//! used only on a server that is writable: [`writable`] is asked of every
+//! new connection, and a server in recovery or read-only is passed over
+//! ([`ServerList::first_usable`]) and logged with its address and why.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgSslMode};
+use sqlx::{ConnectOptions, Connection, PgConnection, Row};
+
+use coordinator_runtime::config::{PoolingMode, SecretRef};
+use coordinator_runtime::net::is_loopback_host;
+
+use crate::StoreError;
+
+/// How long one server may take to accept a connection before the next one
+/// in the list is tried (and, with one server, before the database is
+/// reported unreachable), in seconds.
+pub const FIRST_CONNECT_TIMEOUT_SECONDS: u64 = 5;
+
+/// libpq's `target_session_attrs`, as far as the service accepts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TargetSessionAttrs {
+    /// The first server that accepts a connection (libpq's default).
+    Any,
+    /// The first server that accepts a connection and is writable
+    /// (`read-write`, or `primary`).
+    ReadWrite,
+}
+
+/// Whether a connection will be used to write. The service's connections
+/// and `apply`'s always write; `plan` and `deployment-status` only read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Reads only: a read-only server is acceptable when the URL says
+    /// `target_session_attrs=any`.
+    Read,
+    /// Writes: a read-only server is never used.
+    Write,
+}
+
+/// The servers of one database URL, in the URL's order, each with its
+/// connection options (TLS rule applied), and the session attributes asked
+/// for. Never holds or prints the URL itself: [`ServerList::address`] is
+/// `HOST:PORT` (or the socket directory).
+#[derive(Clone, Debug)]
+pub struct ServerList {
+    servers: Vec<PgConnectOptions>,
+    target: TargetSessionAttrs,
+    reference: String,
+}
+
+/// Why a server was passed over.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NotUsable {
+    /// In recovery: a standby (`pg_is_in_recovery()`).
+    InRecovery,
+    /// Not in recovery, but read-only (`transaction_read_only`, from
+    /// `default_transaction_read_only`).
+    ReadOnly,
+}
+
+impl std::fmt::Display for NotUsable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NotUsable::InRecovery => "is in recovery (a standby), so it cannot be written to",
+            NotUsable::ReadOnly => "is read-only (transaction_read_only is on)",
+        })
+    }
+}
+
+/// Asks the server of `connection` whether it can be written to: `Ok(None)`
+/// when it can, else why not.
+///
+/// # Errors
+/// The database's (the connection is then unusable too).
+pub async fn writable(connection: &mut PgConnection) -> Result<Option<NotUsable>, sqlx::Error> {
+    let row =
+        sqlx::query("SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'")
+            .persistent(false)
+            .fetch_one(&mut *connection)
+            .await?;
+    let in_recovery: bool = row.try_get(0)?;
+    let read_only: bool = row.try_get(1)?;
+    Ok(if in_recovery {
+        Some(NotUsable::InRecovery)
+    } else if read_only {
+        Some(NotUsable::ReadOnly)
+    } else {
+        None
+    })
+}
+
+/// The refusal of a URL that does not parse; never echoes the URL.
+fn bad_url(reference: &str, why: &str) -> StoreError {
+    StoreError::refused(
+        "coordinator.database.url",
+        format!("`{reference}` does not hold a PostgreSQL URL{why}"),
+        "write `postgres://ROLE:PASSWORD@HOST:PORT/DATABASE?sslmode=require` into the file (several hosts as `HOST1:PORT,HOST2:PORT`)",
+    )
+}
+
+/// One URL per host of libpq's multi-host form: the authority's host list
+/// (after the last `@`, up to the first `/`, `?` or `#`) cut at its commas,
+/// each host put back in place of the list. A URL naming one host is
+/// returned as it is. `None` for an empty host in a list.
+fn one_url_per_host(url: &str) -> Option<Vec<String>> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Some(vec![url.to_owned()]);
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let (userinfo, hosts) = match authority.rfind('@') {
+        Some(at) => authority.split_at(at + 1),
+        None => ("", authority),
+    };
+    if !hosts.contains(',') {
+        return Some(vec![url.to_owned()]);
+    }
+    hosts
+        .split(',')
+        .map(|host| (!host.is_empty()).then(|| format!("{scheme}://{userinfo}{host}{tail}")))
+        .collect()
+}
+
+impl ServerList {
+    /// Reads `url` (from the secret `reference`): one server or libpq's
+    /// host list, `target_session_attrs`, and the TLS rule of SPEC §8 for
+    /// each host — `sslmode=require`/`verify-ca`/`verify-full` →
+    /// `verify-full` (against the system roots, or `trusted_root_pem`);
+    /// any other mode (or none) only to a loopback host or a Unix socket.
+    /// With [`PoolingMode::Transaction`] no statement cache is kept and
+    /// no setting is sent in the startup packet (`extra_float_digits`
+    /// included), as a pooler in transaction mode requires.
+    ///
+    /// # Errors
+    /// `database.url` for a URL that does not parse, an empty host in the
+    /// list or a `target_session_attrs` the service cannot work with (the
+    /// URL is never echoed); `database.insecure-url` for plaintext to a
+    /// host that is not loopback.
+    pub fn parse(
+        url: &str,
+        reference: &SecretRef,
+        trusted_root_pem: Option<&[u8]>,
+        pooling: PoolingMode,
+    ) -> Result<ServerList, StoreError> {
+        let reference = reference.0.as_str();
+        let urls = one_url_per_host(url)
+            .ok_or_else(|| bad_url(reference, ": its host list has an empty entry"))?;
+        let mut target = TargetSessionAttrs::Any;
+        let mut servers = Vec::with_capacity(urls.len());
+        for one in &urls {
+            let (one, attrs) =
+                without_target_session_attrs(one).ok_or_else(|| bad_url(reference, ""))?;
+            target = match attrs.as_deref() {
+                None | Some("any") => TargetSessionAttrs::Any,
+                Some("read-write" | "primary") => TargetSessionAttrs::ReadWrite,
+                Some(other) => {
+                    return Err(bad_url(
+                        reference,
+                        &format!(
+                            " the service can use: target_session_attrs `{other}` (use `read-write` or `any`)"
+                        ),
+                    ))
+                }
+            };
+            let options = PgConnectOptions::from_str(&one).map_err(|_| bad_url(reference, ""))?;
+            let options = tls_rule(options, reference, trusted_root_pem)?
+                .application_name("registry-coordinator");
+            servers.push(match pooling {
+                PoolingMode::Session => options,
+                PoolingMode::Transaction => {
+                    options.statement_cache_capacity(0).extra_float_digits(None)
+                }
+            });
+        }
+        Ok(ServerList {
+            servers,
+            target,
+            reference: reference.to_owned(),
+        })
+    }
+
+    /// How many servers the URL names (at least 1).
+    pub fn len(&self) -> usize {
+        self.servers.len()
+    }
+
+    /// Always false: a list names at least one server.
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+
+    /// The session attributes the URL asked for.
+    pub fn target(&self) -> TargetSessionAttrs {
+        self.target
+    }
+
+    /// The options of server `index` (in the URL's order).
+    pub fn options(&self, index: usize) -> Option<&PgConnectOptions> {
+        self.servers.get(index)
+    }
+
+    /// Server `index` as `HOST:PORT` (or its socket directory), for logs and
+    /// messages.
+    pub fn address(&self, index: usize) -> String {
+        self.servers.get(index).map_or_else(String::new, address_of)
+    }
+
+    /// Every server's settings changed by `change` (a pool's session
+    /// settings, say).
+    pub fn map(mut self, change: impl Fn(PgConnectOptions) -> PgConnectOptions) -> ServerList {
+        self.servers = self.servers.into_iter().map(change).collect();
+        self
+    }
+
+    /// Whether a server answering `found` may be used for `access`: a
+    /// writer never uses a read-only server; a reader does only when the
+    /// URL asked for `any`.
+    pub fn accepts(&self, access: Access, found: &Option<NotUsable>) -> bool {
+        found.is_none() || (access == Access::Read && self.target == TargetSessionAttrs::Any)
+    }
+
+    /// Tries the servers in the URL's order, as libpq does for each new
+    /// connection, and answers the index of the first that accepts a
+    /// connection and may be used for `access` ([`ServerList::accepts`]).
+    /// Each server passed over is logged (warning, with its address and
+    /// why).
+    ///
+    /// # Errors
+    /// `database.login` when a server refuses the role or its password
+    /// (SQLSTATE class 28) and `database.missing` without the database
+    /// (3D000): configuration faults, not outages, returned at once.
+    /// Otherwise, when no server may be used: `database.read-only` when
+    /// every one that answered is read-only, else `store-unavailable`; the
+    /// message names each server and why it was passed over.
+    pub async fn first_usable(&self, access: Access) -> Result<usize, StoreError> {
+        let mut passed = Vec::new();
+        let mut read_only = false;
+        for (index, options) in self.servers.iter().enumerate() {
+            let address = address_of(options);
+            match probe(options, access, self).await {
+                Ok(()) => return Ok(index),
+                Err(Probe::Refused(e)) => return Err(e),
+                Err(Probe::NotUsable(why)) => {
+                    read_only = true;
+                    tracing::warn!(code = "database.read-only", server = %address, "passed over PostgreSQL at {address}: it {why}");
+                    passed.push(format!("{address} {why}"));
+                }
+                Err(Probe::Unreachable(why)) => {
+                    if self.servers.len() > 1 {
+                        tracing::warn!(code = "store-unavailable", server = %address, "passed over PostgreSQL at {address}: {why}");
+                    }
+                    passed.push(format!("{address}: {why}"));
+                }
+            }
+        }
+        let message = if self.servers.len() == 1 {
+            format!("PostgreSQL at {}", passed.join("; "))
+        } else {
+            format!(
+                "no server of `{}` may be used: {}",
+                self.reference,
+                passed.join("; ")
+            )
+        };
+        Err(if read_only {
+            StoreError::unavailable(
+                "coordinator.database.read-only",
+                message,
+                "point the URL at the primary (or list every server with target_session_attrs=read-write); the service waits for a writable server",
+            )
+        } else {
+            StoreError::unavailable(
+                "coordinator.command.store-unavailable",
+                message,
+                "check that PostgreSQL is running and reachable from this host, then try again",
+            )
+        })
+    }
+}
+
+/// What [`probe`] found wrong with one server.
+enum Probe {
+    /// A configuration fault: stop trying.
+    Refused(StoreError),
+    /// It answered, but cannot be used for the access asked.
+    NotUsable(NotUsable),
+    /// It did not answer, or failed otherwise (the cause).
+    Unreachable(String),
+}
+
+/// Opens one connection to `options`, asks whether its server is writable,
+/// and closes it.
+async fn probe(options: &PgConnectOptions, access: Access, list: &ServerList) -> Result<(), Probe> {
+    let attempt = tokio::time::timeout(
+        Duration::from_secs(FIRST_CONNECT_TIMEOUT_SECONDS),
+        options.connect(),
+    )
+    .await;
+    let mut connection = match attempt {
+        Err(_) => {
+            return Err(Probe::Unreachable(format!(
+                "did not answer within {FIRST_CONNECT_TIMEOUT_SECONDS} s"
+            )))
+        }
+        Ok(Err(e)) => return Err(classify_connect_error(&e, options, &list.reference)),
+        Ok(Ok(c)) => c,
+    };
+    let found = tokio::time::timeout(
+        Duration::from_secs(FIRST_CONNECT_TIMEOUT_SECONDS),
+        writable(&mut connection),
+    )
+    .await;
+    let _ = connection.close().await;
+    match found {
+        Err(_) => Err(Probe::Unreachable(format!(
+            "did not answer within {FIRST_CONNECT_TIMEOUT_SECONDS} s"
+        ))),
+        Ok(Err(e)) => Err(Probe::Unreachable(e.to_string())),
+        Ok(Ok(found)) if list.accepts(access, &found) => Ok(()),
+        Ok(Ok(found)) => {
+            Err(found.map_or_else(|| Probe::Unreachable("unusable".into()), Probe::NotUsable))
+        }
+    }
+}
+
+/// `HOST:PORT`, or the socket directory.
+fn address_of(options: &PgConnectOptions) -> String {
+    match options.get_socket() {
+        Some(socket) => socket.display().to_string(),
+        None => format!("{}:{}", options.get_host(), options.get_port()),
+    }
+}
+
+/// A failed connection attempt: a login or database fault refuses; any
+/// other (a refused or timed-out TCP connection, a TLS failure) is an
+/// unreachable server.
+fn classify_connect_error(e: &sqlx::Error, options: &PgConnectOptions, reference: &str) -> Probe {
+    let code = match e {
+        sqlx::Error::Database(d) => d.code().map(|c| c.into_owned()),
+        _ => None,
+    };
+    let target = address_of(options);
+    let role = options.get_username();
+    let database = options.get_database().unwrap_or(role);
+    match code.as_deref() {
+        Some(c) if c.starts_with("28") => Probe::Refused(StoreError::refused(
+            "coordinator.database.login",
+            format!("PostgreSQL at {target} refused the login of role `{role}` ({c})"),
+            format!(
+                "check the role name and password in `{reference}`, and that pg_hba.conf lets the role connect from this host"
+            ),
+        )),
+        Some("3D000") => Probe::Refused(StoreError::refused(
+            "coordinator.database.missing",
+            format!("PostgreSQL at {target} has no database `{database}`"),
+            format!("create the database, or correct the database name in `{reference}`"),
+        )),
+        _ => Probe::Unreachable(format!("cannot connect: {e}")),
+    }
+}
+
+/// `url` without its `target_session_attrs` query parameter, and that
+/// parameter's value; `None` when the `url` crate cannot read it.
+fn without_target_session_attrs(url: &str) -> Option<(String, Option<String>)> {
+    let mut parsed = url::Url::parse(url).ok()?;
+    let mut attrs = None;
+    let kept: Vec<(String, String)> = parsed
+        .query_pairs()
+        .filter_map(|(k, v)| {
+            if k == "target_session_attrs" {
+                attrs = Some(v.into_owned());
+                None
+            } else {
+                Some((k.into_owned(), v.into_owned()))
+            }
+        })
+        .collect();
+    if attrs.is_none() {
+        return Some((url.to_owned(), None));
+    }
+    if kept.is_empty() {
+        parsed.set_query(None);
+    } else {
+        parsed.query_pairs_mut().clear().extend_pairs(kept);
+    }
+    Some((parsed.to_string(), attrs))
+}
+
+/// SPEC §8's TLS rule for one server (see [`ServerList::parse`]).
+fn tls_rule(
+    options: PgConnectOptions,
+    reference: &str,
+    trusted_root_pem: Option<&[u8]>,
+) -> Result<PgConnectOptions, StoreError> {
+    // A Unix socket (a host that is a directory path), or a loopback host
+    // by the one rule (`coordinator_runtime::net::is_loopback_host`).
+    let host = options.get_host();
+    let local = options.get_socket().is_some() || host.starts_with('/') || is_loopback_host(host);
+    let options = match options.get_ssl_mode() {
+        PgSslMode::Require | PgSslMode::VerifyCa | PgSslMode::VerifyFull => {
+            options.ssl_mode(PgSslMode::VerifyFull)
+        }
+        _ if local => options,
+        _ => return Err(StoreError::refused(
+            "coordinator.database.insecure-url",
+            format!(
+                "`{reference}` allows a plaintext connection to `{}`, which is not a loopback host",
+                options.get_host()
+            ),
+            "add `sslmode=require` to the URL (the certificate is then verified)",
+        )),
+    };
+    Ok(match trusted_root_pem {
+        Some(pem) => options.ssl_root_cert_from_pem(pem.to_vec()),
+        None => options,
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+
+    fn r() -> SecretRef {
+        SecretRef("secret:file/runtime-database-url".into())
+    }
+
+    fn parse(url: &str) -> Result<ServerList, StoreError> {
+        ServerList::parse(url, &r(), None, PoolingMode::Session)
+    }
+
+    #[test]
+    fn tls_rule_of_spec_8() {
+        let remote = parse("postgres://u:p@db.example.org/x?sslmode=require").expect("require");
+        assert!(matches!(
+            remote.options(0).map(PgConnectOptions::get_ssl_mode),
+            Some(PgSslMode::VerifyFull)
+        ));
+        for plain in [
+            "postgres://u:p@db.example.org/x",
+            "postgres://u:p@db.example.org/x?sslmode=prefer",
+            "postgres://u:p@10.0.0.1/x?sslmode=disable",
+            // One remote host in a list is enough to refuse it.
+            "postgres://u:p@127.0.0.1:5432,db.example.org:5432/x",
+        ] {
+            let e = parse(plain).expect_err(plain);
+            assert_eq!(e.code, "database.insecure-url");
+            assert!(!e.message.contains(":p@"), "{}", e.message);
+        }
+        for local in [
+            "postgres://u:p@127.0.0.1:5432/x",
+            "postgres://u:p@localhost/x?sslmode=disable",
+            "postgres://u:p@[::1]:5432/x",
+            "postgres://u:p@%2Frun%2Fpostgresql/x",
+        ] {
+            parse(local).expect(local);
+        }
+        let e = parse("not a url: hunter2").expect_err("bad");
+        assert_eq!(e.code, "database.url");
+        assert!(!e.message.contains("hunter2"));
+    }
+
+    #[test]
+    fn libpq_host_lists_give_one_server_each_in_order() {
+        let list = parse(
+            "postgres://u:p%40ss@db1.example.org:5433,db2.example.org,[2001:db8::1]:5434/coord?sslmode=verify-full&target_session_attrs=read-write&application_name=x",
+        )
+        .expect("list");
+        assert_eq!(list.len(), 3);
+        assert_eq!(list.target(), TargetSessionAttrs::ReadWrite);
+        assert_eq!(list.address(0), "db1.example.org:5433");
+        assert_eq!(list.address(1), "db2.example.org:5432");
+        assert_eq!(list.address(2), "[2001:db8::1]:5434");
+        for i in 0..3 {
+            let o = list.options(i).expect("server");
+            assert_eq!(o.get_username(), "u");
+            assert_eq!(o.get_database(), Some("coord"));
+            assert!(matches!(o.get_ssl_mode(), PgSslMode::VerifyFull));
+        }
+        let any = parse("postgres://u:p@127.0.0.1:1,127.0.0.1:2/x?target_session_attrs=any")
+            .expect("any");
+        assert_eq!(any.target(), TargetSessionAttrs::Any);
+        assert_eq!(
+            parse("postgres://u:p@127.0.0.1/x?target_session_attrs=primary")
+                .expect("primary")
+                .target(),
+            TargetSessionAttrs::ReadWrite
+        );
+        assert_eq!(
+            parse("postgres://u:p@127.0.0.1/x").expect("plain").target(),
+            TargetSessionAttrs::Any
+        );
+        for bad in [
+            "postgres://u:hunter2@127.0.0.1:1,,127.0.0.1:2/x",
+            "postgres://u:hunter2@127.0.0.1:1,/x",
+            "postgres://u:hunter2@127.0.0.1/x?target_session_attrs=standby",
+            "postgres://u:hunter2@127.0.0.1:1,127.0.0.1:port/x",
+        ] {
+            let e = parse(bad).expect_err(bad);
+            assert_eq!(e.code, "database.url", "{bad}");
+            assert!(!e.message.contains("hunter2"), "{}", e.message);
+        }
+    }
+
+    #[test]
+    fn a_reader_takes_a_read_only_server_only_when_the_url_says_any() {
+        let any = parse("postgres://u:p@127.0.0.1/x").expect("any");
+        let rw = parse("postgres://u:p@127.0.0.1/x?target_session_attrs=read-write").expect("rw");
+        let standby = Some(NotUsable::InRecovery);
+        assert!(any.accepts(Access::Read, &standby));
+        assert!(!any.accepts(Access::Write, &standby));
+        assert!(!rw.accepts(Access::Read, &standby));
+        assert!(rw.accepts(Access::Write, &None));
+    }
+
+    #[test]
+    fn transaction_pooling_keeps_no_statement_and_sends_no_setting() {
+        let list = ServerList::parse(
+            "postgres://u:p@127.0.0.1/x",
+            &r(),
+            None,
+            PoolingMode::Transaction,
+        )
+        .expect("parse");
+        let debug = format!("{:?}", list.options(0).expect("server"));
+        assert!(debug.contains("statement_cache_capacity: 0"), "{debug}");
+        assert!(debug.contains("extra_float_digits: None"), "{debug}");
+    }
+}
