@@ -3,6 +3,7 @@
 #
 #   scripts/pgbouncer.sh start|stop|status|env --pg-dir P [--port N] [--dir D]
 #                                              [--target-port T]
+#   scripts/pgbouncer.sh install
 #
 # Installs Debian's `pgbouncer` package when /usr/sbin/pgbouncer is missing
 # (root only; Debian's own pgbouncer service is kept from starting) and runs
@@ -67,7 +68,9 @@ die() { printf '%s: error: %s\n' "$PROG" "$*" >&2; exit 1; }
 usage() {
   cat >&2 <<EOF
 usage: $PROG start|stop|status|env --pg-dir P [--port N] [--dir D] [--target-port T]
+       $PROG install
 
+  install  install Debian's PgBouncer (as root) without starting its service
   start    install PgBouncer (first time), write its configuration and start
            it (or reload a running one); print export lines
   stop     stop it (SIGINT, then SIGTERM); D is kept
@@ -89,7 +92,7 @@ CMD="${1:-}"
 [ -n "$CMD" ] || { usage; exit 2; }
 shift
 case "$CMD" in
-  start|stop|status|env) ;;
+  install|start|stop|status|env) ;;
   -h|--help|help) usage; exit 0 ;;
   *) usage; die "unknown command '$CMD'" ;;
 esac
@@ -542,6 +545,7 @@ cmd_env() {
 }
 
 case "$CMD" in
+  install) ensure_pgbouncer; log "ready: $(pgbouncer_version)" ;;
   start) cmd_start ;;
   stop) cmd_stop ;;
   status) cmd_status ;;

@@ -37,6 +37,17 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
 fi
 
+# Debian's PgBouncer for the journey through a pooler in transaction mode
+# (server/tests/production.rs, scripts/pgbouncer.sh), without its service.
+if [ ! -x /usr/sbin/pgbouncer ]; then
+  echo "== installing pgbouncer (Debian package)"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "test.sh: pgbouncer is missing: apt-get install pgbouncer as root" >&2
+    exit 1
+  fi
+  scripts/pgbouncer.sh install
+fi
+
 started17=""
 started15=""
 stop_postgres() {

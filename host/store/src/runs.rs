@@ -1213,16 +1213,30 @@ impl RunStore for Store {
     /// (and, with several servers in the URL, the list is walked again).
     async fn ping(&self) -> Result<(), PortError> {
         let probe = self.db.check_usable();
-        match tokio::time::timeout(PING_TIMEOUT, probe).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) if e.code == "database.read-only" => Err(PortError::Refused {
-                code: e.code,
-                message: e.message,
-            }),
-            Ok(Err(e)) => Err(port(e)),
-            Err(_) => Err(PortError::Unavailable(
-                "store-unavailable: the database did not answer in time".into(),
-            )),
+        let failed = match tokio::time::timeout(PING_TIMEOUT, probe).await {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(e)) if e.code == "database.read-only" => e,
+            // No connection in time: the servers are asked directly why
+            // (gone, or answering but read-only, as when an address moved
+            // to a standby before its promotion).
+            Ok(Err(_)) | Err(_) => {
+                match tokio::time::timeout(PING_TIMEOUT, self.db.diagnose()).await {
+                    Ok(e) => e,
+                    Err(_) => {
+                        return Err(PortError::Unavailable(
+                            "store-unavailable: the database did not answer in time".into(),
+                        ))
+                    }
+                }
+            }
+        };
+        if failed.code == "database.read-only" {
+            Err(PortError::Refused {
+                code: failed.code,
+                message: failed.message,
+            })
+        } else {
+            Err(port(failed))
         }
     }
 }

@@ -253,6 +253,19 @@ impl ServerList {
     /// every one that answered is read-only, else `store-unavailable`; the
     /// message names each server and why it was passed over.
     pub async fn first_usable(&self, access: Access) -> Result<usize, StoreError> {
+        self.walk(access, true).await
+    }
+
+    /// [`ServerList::first_usable`] without its warnings (for a probe that
+    /// may come every second, such as `/ready`'s).
+    ///
+    /// # Errors
+    /// As [`ServerList::first_usable`].
+    pub async fn first_usable_quietly(&self, access: Access) -> Result<usize, StoreError> {
+        self.walk(access, false).await
+    }
+
+    async fn walk(&self, access: Access, log: bool) -> Result<usize, StoreError> {
         let mut passed = Vec::new();
         let mut read_only = false;
         for (index, options) in self.servers.iter().enumerate() {
@@ -262,11 +275,13 @@ impl ServerList {
                 Err(Probe::Refused(e)) => return Err(e),
                 Err(Probe::NotUsable(why)) => {
                     read_only = true;
-                    tracing::warn!(code = "database.read-only", server = %address, "passed over PostgreSQL at {address}: it {why}");
+                    if log {
+                        tracing::warn!(code = "database.read-only", server = %address, "passed over PostgreSQL at {address}: it {why}");
+                    }
                     passed.push(format!("{address} {why}"));
                 }
                 Err(Probe::Unreachable(why)) => {
-                    if self.servers.len() > 1 {
+                    if log && self.servers.len() > 1 {
                         tracing::warn!(code = "store-unavailable", server = %address, "passed over PostgreSQL at {address}: {why}");
                     }
                     passed.push(format!("{address}: {why}"));
@@ -421,14 +436,16 @@ fn tls_rule(
             options.ssl_mode(PgSslMode::VerifyFull)
         }
         _ if local => options,
-        _ => return Err(StoreError::refused(
-            "coordinator.database.insecure-url",
-            format!(
+        _ => {
+            return Err(StoreError::refused(
+                "coordinator.database.insecure-url",
+                format!(
                 "`{reference}` allows a plaintext connection to `{}`, which is not a loopback host",
                 options.get_host()
             ),
-            "add `sslmode=require` to the URL (the certificate is then verified)",
-        )),
+                "add `sslmode=require` to the URL (the certificate is then verified)",
+            ))
+        }
     };
     Ok(match trusted_root_pem {
         Some(pem) => options.ssl_root_cert_from_pem(pem.to_vec()),

@@ -46,6 +46,10 @@ pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The shortest time between two walks of the server list after failures.
 const RESELECT_INTERVAL: Duration = Duration::from_secs(1);
 
+/// How long one background walk goes on finding no usable server before
+/// it gives up (the next failing statement starts another).
+const RESELECT_FOR: Duration = Duration::from_secs(120);
+
 /// A pool of connections to the database a URL names, used as a sqlx
 /// executor (`query.execute(&database)`); see the module documentation.
 /// Clones share the pool.
@@ -179,7 +183,16 @@ impl Database {
             self.access,
         );
         tokio::spawn(async move {
-            if let Ok(found) = servers.first_usable(access).await {
+            // Walked again every RESELECT_INTERVAL until a server may be
+            // used (a standby being promoted), warning on the first walk
+            // only, and for at most RESELECT_FOR.
+            let started = Instant::now();
+            let mut walk = servers.first_usable(access).await;
+            while walk.is_err() && started.elapsed() < RESELECT_FOR {
+                tokio::time::sleep(RESELECT_INTERVAL).await;
+                walk = servers.first_usable_quietly(access).await;
+            }
+            if let Ok(found) = walk {
                 let before = current.swap(found, Ordering::AcqRel);
                 if before != found {
                     if let Some(options) = servers.options(found) {
@@ -196,6 +209,24 @@ impl Database {
             }
             reselecting.store(false, Ordering::Release);
         });
+    }
+
+    /// Why the pool cannot give a usable connection now: the servers of the
+    /// URL tried directly, in order, without a warning per server.
+    /// `database.read-only` when the servers that answer may not be used,
+    /// else `store-unavailable` (naming each server and why).
+    pub async fn diagnose(&self) -> StoreError {
+        match self.servers.first_usable_quietly(self.access).await {
+            Err(e) => e,
+            Ok(index) => StoreError::unavailable(
+                "coordinator.command.store-unavailable",
+                format!(
+                    "PostgreSQL at {} answers, but no pooled connection was had in time",
+                    self.servers.address(index)
+                ),
+                "check the database's load and max_connections",
+            ),
+        }
     }
 
     /// Asks the server of one pooled connection whether it may be used

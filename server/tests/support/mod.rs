@@ -290,6 +290,9 @@ pub struct Deployment {
     pub http: reqwest::Client,
     pub timeout_ms: u64,
     pub example: Example,
+    /// Lines added under `database:` in every runtime file written (e.g.
+    /// `  poolingMode: transaction\n`).
+    pub database_extra: String,
 }
 
 impl Deployment {
@@ -300,6 +303,17 @@ impl Deployment {
 
     /// `example` packaged and applied, its connections bound to the fakes.
     pub async fn of(example: Example, urls: Urls, timeout_ms: u64) -> Deployment {
+        Deployment::of_with_database(example, urls, timeout_ms, "").await
+    }
+
+    /// [`Deployment::of`] with `database_extra` added under `database:` in
+    /// every runtime file (the apply included).
+    pub async fn of_with_database(
+        example: Example,
+        urls: Urls,
+        timeout_ms: u64,
+        database_extra: &str,
+    ) -> Deployment {
         let dir = tempfile::tempdir().unwrap();
         let secrets = dir.path().join("secrets");
         std::fs::create_dir(&secrets).unwrap();
@@ -357,6 +371,7 @@ impl Deployment {
             http: reqwest::Client::new(),
             timeout_ms,
             example,
+            database_extra: database_extra.to_owned(),
         };
         d.set_database(&d.urls.clone());
         d.apply().await;
@@ -407,7 +422,7 @@ secretProviders:
 database:
   runtimeUrlRef: secret:file/runtime-database-url
   migrationUrlRef: secret:file/migration-database-url
-observation:
+{database_extra}observation:
   minimumIntervalSeconds: 30
 {event_sources}connections:
 {connections}deployment:
@@ -445,6 +460,7 @@ observation:
             role = self.runtime_role(),
             issuer = self.issuer.issuer(),
             audit = self.dir.path().join("audit.jsonl").display(),
+            database_extra = self.database_extra,
         );
         let path = self.dir.path().join(format!("runtime-{port}.yaml"));
         std::fs::write(&path, yaml).unwrap();
@@ -885,5 +901,203 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         let _ = self.script("destroy");
+    }
+}
+
+impl Cluster {
+    /// `postgres.sh standby --primary-dir P [--synchronous]`: this cluster
+    /// (its port and directory) made a streaming standby of the running
+    /// `primary` and started; its URLs.
+    pub fn standby_of(&self, primary: &Cluster, synchronous: bool) -> Urls {
+        let primary_dir = primary.dir.display().to_string();
+        let mut args = vec!["--primary-dir", primary_dir.as_str()];
+        if synchronous {
+            args.push("--synchronous");
+        }
+        let out = self.script_with("standby", &args);
+        assert!(
+            out.status.success(),
+            "postgres.sh standby failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Cluster::urls_of(&out)
+    }
+
+    /// `postgres.sh promote`: this standby becomes a primary; its URLs.
+    pub fn promote(&self) -> Urls {
+        let out = self.script("promote");
+        assert!(
+            out.status.success(),
+            "postgres.sh promote failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Cluster::urls_of(&out)
+    }
+
+    /// SIGKILL to the server's postmaster (its children exit with it), as
+    /// when the machine of a primary dies.
+    pub fn kill9(&self) {
+        let pid_file = self.dir.join("data/postmaster.pid");
+        let text = std::fs::read_to_string(&pid_file).unwrap();
+        let pid = text.lines().next().unwrap().trim().to_owned();
+        let killed = Command::new("kill")
+            .arg("-KILL")
+            .arg(&pid)
+            .status()
+            .unwrap();
+        assert!(killed.success(), "kill -9 {pid}");
+        // The children go when they find their postmaster gone.
+        let start = Instant::now();
+        while Command::new("kill")
+            .arg("-0")
+            .arg(&pid)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "postmaster {pid} lives on"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// A TCP hop on 127.0.0.1 standing for an address that moves (a virtual
+/// IP, HAProxy, a Kubernetes `-rw` Service): each connection is forwarded
+/// to the port the hop points at when the connection arrives;
+/// [`Hop::point_at`] moves it and cuts the connections it carried, as a
+/// moved address does.
+pub struct Hop {
+    pub port: u16,
+    target: std::sync::Arc<std::sync::atomic::AtomicU16>,
+    carried: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Hop {
+    /// A hop pointing at 127.0.0.1:`target`.
+    pub async fn start(target: u16) -> Hop {
+        use std::sync::atomic::{AtomicU16, Ordering};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let target = std::sync::Arc::new(AtomicU16::new(target));
+        let carried: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>> =
+            std::sync::Arc::default();
+        let (to, list) = (target.clone(), carried.clone());
+        let accept = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let port = to.load(Ordering::SeqCst);
+                let task = tokio::spawn(async move {
+                    if let Ok(mut outbound) =
+                        tokio::net::TcpStream::connect(("127.0.0.1", port)).await
+                    {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+                let mut list = list.lock().unwrap();
+                list.retain(|t| !t.is_finished());
+                list.push(task.abort_handle());
+            }
+        });
+        Hop {
+            port,
+            target,
+            carried,
+            accept,
+        }
+    }
+
+    /// Points the hop at 127.0.0.1:`target` and cuts every connection it
+    /// carried.
+    pub fn point_at(&self, target: u16) {
+        self.target
+            .store(target, std::sync::atomic::Ordering::SeqCst);
+        for task in self.carried.lock().unwrap().drain(..) {
+            task.abort();
+        }
+    }
+
+    /// `urls` with every `127.0.0.1:PORT` replaced by the hop's address.
+    pub fn urls(&self, urls: &Urls, port: u16) -> Urls {
+        let swap = |u: &str| {
+            u.replace(
+                &format!("127.0.0.1:{port}/"),
+                &format!("127.0.0.1:{}/", self.port),
+            )
+        };
+        Urls {
+            admin: swap(&urls.admin),
+            migration: swap(&urls.migration),
+            runtime: swap(&urls.runtime),
+        }
+    }
+}
+
+impl Drop for Hop {
+    fn drop(&mut self) {
+        self.accept.abort();
+        for task in self.carried.lock().unwrap().drain(..) {
+            task.abort();
+        }
+    }
+}
+
+/// PgBouncer in transaction pooling mode in front of a [`Cluster`]
+/// (scripts/pgbouncer.sh), stopped when dropped.
+pub struct Pooler {
+    pub port: u16,
+    pub dir: PathBuf,
+}
+
+impl Pooler {
+    /// Starts PgBouncer on a free port in front of `cluster`; the pooler
+    /// and its URLs (admin, migration, runtime through the pooler).
+    pub fn start(cluster: &Cluster) -> (Pooler, Urls) {
+        let port = free_port();
+        let pooler = Pooler {
+            port,
+            dir: PathBuf::from(format!("/tmp/coordinator-pgbouncer-journey-{port}")),
+        };
+        let out = pooler.script(&["start", "--pg-dir", &cluster.dir.display().to_string()]);
+        assert!(
+            out.status.success(),
+            "pgbouncer.sh start failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let var = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("export {name}=")))
+                .map(|v| v.trim_matches('\'').trim_matches('"').to_owned())
+                .unwrap_or_else(|| panic!("{name} missing from: {text}"))
+        };
+        let urls = Urls {
+            admin: var("COORDINATOR_POOLER_DATABASE_URL"),
+            migration: var("COORDINATOR_POOLER_MIGRATION_URL"),
+            runtime: var("COORDINATOR_POOLER_RUNTIME_URL"),
+        };
+        (pooler, urls)
+    }
+
+    fn script(&self, args: &[&str]) -> std::process::Output {
+        Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/pgbouncer.sh"))
+            .args(args)
+            .arg("--port")
+            .arg(self.port.to_string())
+            .arg("--dir")
+            .arg(&self.dir)
+            .env_remove("COORDINATOR_POOLER_DATABASE_URL")
+            .output()
+            .unwrap()
+    }
+}
+
+impl Drop for Pooler {
+    fn drop(&mut self) {
+        let _ = self.script(&["stop"]);
+        let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = std::fs::remove_file(self.dir.with_extension("lock"));
     }
 }
