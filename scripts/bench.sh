@@ -6,9 +6,27 @@
 # full_page_writes on) and pg_stat_statements loaded. Not a test: never run
 # by scripts/test.sh or .ci/run.
 #
-#   scripts/bench.sh [--scale] [--runs N] [--concurrency C] [--rounds R]
+#   scripts/bench.sh [--runs N] [--concurrency C] [--rounds R]
 #                    [--warmup-runs N] [--latency-runs N] [--pgbench-seconds S]
-#                    [--scale-runs N] [--port P] [--keep]
+#                    [--port P] [--keep]
+#   scripts/bench.sh --scale N [--port P] [--keep]
+#   scripts/bench.sh --soak DURATION [--soak-rate R] [--port P] [--keep]
+#
+# Without --scale or --soak it measures throughput and latency (below).
+# `--scale N` (1,000 to 1,000,000) measures instead how the service's costs
+# depend on the number of runs it holds: at 1k, 100k and 1M runs (the
+# levels up to N, and N), as many runs waiting on a timer a day ahead and
+# as many ended (cancelled), it prints admission p50/p99, a due run's CPU,
+# `/metrics` and doctor p50/p99, the run list's first page p50/p99, one
+# retention batch, the coordinator's RSS and the database's size, then each
+# figure as a ratio to the first level's. `--soak DURATION` (`90m`, `1h`,
+# `3600s`, `3600`) runs a day's faults in a few hours: two processes at
+# half the throughput a first phase measured (or --soak-rate R runs/s), one
+# of them killed (kill -9) and started again every 5 minutes, PostgreSQL
+# restarted every 15 minutes, `/metrics` of each scraped every 15 s as
+# Prometheus would; every 5 minutes it prints a row of what must not grow
+# (scripts/bench-soak.sh), and at the end it checks that every admitted run
+# finished or is held, and each message was sent once.
 #
 # It prints:
 #  1. completed runs/s for --runs runs (2000) at --concurrency clients (16)
@@ -28,11 +46,7 @@
 #     sandbox and of the load generator;
 #  5. `pgbench -N -c 16 -T 15` tps on the same cluster, as a ratio to our
 #     runs/s;
-#  6. with --scale: --scale-runs runs (100,000) waiting on timers a day
-#     ahead, then 5 due each second: the coordinator's RSS over time and the
-#     CPU per second while waiting, with none waiting, with them all
-#     waiting and with a few due.
-#
+
 # What it starts, it stops at exit (also on failure or Ctrl-C): the
 # coordinator processes, the sandbox, and the PostgreSQL cluster, which it
 # deletes (scripts/postgres.sh destroy; its own port, default 54417, and
@@ -45,7 +59,7 @@
 # Needs: cargo, curl, pgbench (Debian 12 ships it in postgresql-15; any
 # recent version talks to a 17 server), and what
 # scripts/postgres.sh needs to install PostgreSQL 17 the first time (npm).
-# The load generator is server/benches/throughput.rs.
+# The load generator is server/benches/throughput/ (main.rs and its modules).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 PROG="bench.sh"
@@ -64,6 +78,8 @@ usage() {
 
 # ---------------------------------------------------------------- arguments
 scale=0
+soak=""
+soak_rate=0
 runs=2000
 concurrency=16
 latency_runs=200
@@ -79,15 +95,24 @@ warmup_runs=1000
 # setup's figure is the mean of several phases taken in turn.
 rounds=2
 pgbench_seconds=15
-scale_runs=100000
 pg_port="${COORDINATOR_BENCH_PG_PORT:-54417}"
 keep=0
 number() { [[ "$2" =~ ^[1-9][0-9]*$ ]] || die "$1 needs a positive number, got '$2'"; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --scale) scale=1; shift ;;
     --keep) keep=1; shift ;;
-    --runs|--concurrency|--rounds|--warmup-runs|--latency-runs|--pgbench-seconds|--scale-runs|--port)
+    --soak)
+      [ $# -ge 2 ] || die "--soak needs a duration (90m, 1h, 3600s)"
+      [[ "$2" =~ ^([1-9][0-9]{0,5})([hms]?)$ ]] \
+        || die "--soak needs a duration (90m, 1h, 3600s), got '$2'"
+      case "${BASH_REMATCH[2]}" in
+        h) soak=$(( BASH_REMATCH[1] * 3600 )) ;;
+        m) soak=$(( BASH_REMATCH[1] * 60 )) ;;
+        *) soak="${BASH_REMATCH[1]}" ;;
+      esac
+      shift 2
+      ;;
+    --runs|--concurrency|--rounds|--warmup-runs|--latency-runs|--pgbench-seconds|--port|--scale|--soak-rate)
       [ $# -ge 2 ] || die "$1 needs a value"
       number "$1" "$2"
       case "$1" in
@@ -97,7 +122,8 @@ while [ $# -gt 0 ]; do
         --warmup-runs) warmup_runs="$2" ;;
         --latency-runs) latency_runs="$2" ;;
         --pgbench-seconds) pgbench_seconds="$2" ;;
-        --scale-runs) scale_runs="$2" ;;
+        --scale) scale="$2" ;;
+        --soak-rate) soak_rate="$2" ;;
         --port) pg_port="$2" ;;
       esac
       shift 2
@@ -107,6 +133,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ "$pg_port" -ge 1024 ] && [ "$pg_port" -le 65535 ] || die "--port must be 1024..65535"
+[ "$scale" -eq 0 ] || { [ "$scale" -ge 1000 ] && [ "$scale" -le 1000000 ]; } \
+  || die "--scale must be 1000 to 1000000, got '$scale'"
+[ -z "$soak" ] || [ "$scale" -eq 0 ] || die "--scale and --soak are separate runs"
 
 # ------------------------------------------------------------ prerequisites
 for tool in cargo curl getconf; do
@@ -211,7 +240,7 @@ sandbox="$work/bin/coordinator-sandbox"
 gen="$(cargo bench --no-run --quiet --manifest-path "$root/Cargo.toml" -p registry-coordinator \
   --bench throughput --message-format=json-render-diagnostics 2>"$logs/bench-build.log" \
   | sed -n 's/.*"name":"throughput".*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)" \
-  || { cat "$logs/bench-build.log" >&2; die "building server/benches/throughput.rs failed"; }
+  || { cat "$logs/bench-build.log" >&2; die "building server/benches/throughput/ failed"; }
 [ -n "$gen" ] && [ -x "$gen" ] || die "no executable of the throughput bench in cargo's output ($logs/bench-build.log)"
 
 # ---------------------------------------------------------------- postgres
@@ -337,6 +366,18 @@ gen_run preflight preflight "$base1"
 "$pgbench_bin" --version | sed 's/^/client tools: /'
 echo
 
+if [ "$scale" -gt 0 ]; then
+  gen_run scale scale "$base1" -- --up-to "$scale" --concurrency 32 \
+    --metrics-url "http://127.0.0.1:$SANDBOX_METRICS_PORT/metrics"
+  exit 0
+fi
+if [ -n "$soak" ]; then
+  # shellcheck source=scripts/bench-soak.sh
+  . "$root/scripts/bench-soak.sh"
+  soak_phase "$soak" "$soak_rate"
+  exit 0
+fi
+
 log "warm-up: $warmup_runs runs (not counted)"
 gen_run throughput warmup "$base1" -- --runs "$warmup_runs" --concurrency "$concurrency" --top 0 >"$logs/warmup.txt"
 
@@ -410,8 +451,3 @@ awk -v one="$one" -v ones="${one_all#*|}" -v two="$two" -v twos="${two_all#*|}" 
   printf "  pgbench -N tps              %.0f = %.1f x our 1-process runs/s, %.1f x our 2-process runs/s\n", tps, tps / one, tps / two
 }'
 
-if [ "$scale" -eq 1 ]; then
-  echo
-  start_coordinator 1 "$runtime" "$base1"
-  gen_run scale scale "$base1" -- --runs "$scale_runs" --concurrency "$concurrency"
-fi

@@ -184,6 +184,33 @@ fn header_refusals_name_the_supported_version() {
 }
 
 #[test]
+fn the_pooling_mode_is_session_or_transaction() {
+    let f = fixture();
+    let from = "  migrationUrlRef: secret:file/migration-database-url\n";
+    for mode in ["session", "transaction"] {
+        let text = f
+            .text
+            .replacen(from, &format!("{from}  poolingMode: {mode}\n"), 1);
+        let result = check(&text, Mode::Deployment, false);
+        assert!(result.is_valid(), "{mode}: {:#?}", result.diagnostics);
+        let config = result.config.expect("config");
+        assert_eq!(
+            config.database.pooling_mode == coordinator_runtime::config::PoolingMode::Transaction,
+            mode == "transaction"
+        );
+    }
+    refuses(
+        &f.text,
+        from,
+        &format!("{from}  poolingMode: statement\n"),
+        Mode::Deployment,
+        false,
+        "coordinator.yaml.unknown-value",
+        "poolingMode: |statement",
+    );
+}
+
+#[test]
 fn refuses_a_bad_namespace() {
     let f = fixture();
     refuses(

@@ -278,18 +278,23 @@ impl ServerList {
                     if log {
                         tracing::warn!(code = "database.read-only", server = %address, "passed over PostgreSQL at {address}: it {why}");
                     }
-                    passed.push(format!("{address} {why}"));
+                    passed.push(format!("PostgreSQL at {address} {why}"));
                 }
                 Err(Probe::Unreachable(why)) => {
                     if log && self.servers.len() > 1 {
                         tracing::warn!(code = "store-unavailable", server = %address, "passed over PostgreSQL at {address}: {why}");
                     }
-                    passed.push(format!("{address}: {why}"));
+                    passed.push(match why.strip_prefix("cannot connect: ") {
+                        Some(cause) => {
+                            format!("cannot connect to PostgreSQL at {address}: {cause}")
+                        }
+                        None => format!("PostgreSQL at {address} {why}"),
+                    });
                 }
             }
         }
         let message = if self.servers.len() == 1 {
-            format!("PostgreSQL at {}", passed.join("; "))
+            passed.join("; ")
         } else {
             format!(
                 "no server of `{}` may be used: {}",

@@ -847,6 +847,55 @@ conformance_tests! {
     run_store_reviews_are_recorded_and_attested => "run_store_reviews", reviews_are_recorded_surveyed_and_attested;
 }
 
+/// Every store behaviour again with `database.poolingMode: transaction`
+/// (each statement unnamed, in a transaction of its own; those of a
+/// transaction unnamed): the same answers as in session mode, on a plain
+/// PostgreSQL (the journey through PgBouncer is server/tests/production.rs).
+#[tokio::test]
+async fn run_store_behaves_the_same_in_transaction_pooling_mode() {
+    macro_rules! in_transaction_mode {
+        ($($check:ident),+ $(,)?) => {$({
+            let Some(urls) = urls("run_store_transaction_pooling") else {
+                return;
+            };
+            let mut fx = Fx::new(urls);
+            fx.edits.push((
+                "  migrationUrlRef: secret:file/migration-database-url\n".into(),
+                "  migrationUrlRef: secret:file/migration-database-url\n  poolingMode: transaction\n".into(),
+            ));
+            assert!(fx.yaml().contains("poolingMode: transaction"));
+            fx.apply(&[]).await.expect("apply");
+            let s = fx.store().await.expect("store");
+            assert_eq!(
+                s.database().pooling(),
+                coordinator_runtime::config::PoolingMode::Transaction
+            );
+            let active = s.active_workflows().await.expect("active");
+            let first = active.first().expect("one workflow");
+            let fixture = Fixture {
+                workflow: first.workflow.clone(),
+                revision: first.revision.clone(),
+            };
+            conformance::$check(&s, &fixture).await;
+            s.close().await;
+            fx.cleanup(&[]).await;
+        })+};
+    }
+    in_transaction_mode!(
+        admission_is_keyed_by_start_identity,
+        records_round_trip,
+        leases_expire_and_commits_check_versions,
+        commits_lease_new_due_jobs_to_the_committer,
+        group_commits_answer_each_commit_as_alone,
+        group_admissions_answer_each_start_as_alone,
+        deadlines_become_timer_jobs_once_when_due,
+        release_and_discard,
+        bring_forward_respects_the_floor_and_lists_page,
+        retention_erases_only_ended_payloads,
+        reviews_are_recorded_surveyed_and_attested,
+    );
+}
+
 /// Every sealed value of `run` (input, state, output, owner, and its jobs'
 /// prepared commands) as the `\x...` text PostgreSQL renders bytea in.
 async fn sealed_of(admin: &mut PgConnection, ns: &str, run: &str) -> Vec<String> {

@@ -149,6 +149,65 @@ impl Client {
         Err(format!("GET {base}{path} failed 5 times: {last}"))
     }
 
+    /// `POST path` on process 0 as the operator with `body`; the JSON
+    /// answer (transport failures retried, any answer but 200 fails).
+    pub(crate) async fn operate(&self, path: &str, body: Value) -> Result<Value, Failure> {
+        let base = &self.bases[0];
+        let mut last = String::new();
+        for attempt in 0..5u64 {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(100 * attempt)).await;
+            }
+            let r = match self
+                .http
+                .post(format!("{base}{path}"))
+                .bearer_auth(self.operator.get())
+                .header("content-type", "application/json")
+                .body(body.to_string())
+                .send()
+                .await
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    last = e.to_string();
+                    continue;
+                }
+            };
+            let status = r.status().as_u16();
+            let text = r.text().await.unwrap_or_default();
+            if status != 200 {
+                return Err(format!("POST {base}{path} answered {status}: {text}"));
+            }
+            return serde_json::from_str(&text)
+                .map_err(|e| format!("POST {base}{path}: not JSON: {e}"));
+        }
+        Err(format!("POST {base}{path} failed 5 times: {last}"))
+    }
+
+    /// `GET url` as Prometheus scrapes (`Accept` of OpenMetrics, 10 s
+    /// timeout); fails unless 200 with `coordinator_store_ready 1`.
+    pub(crate) async fn scrape(&self, url: &str) -> Result<(), Failure> {
+        let r = self
+            .http
+            .get(url)
+            .header(
+                "accept",
+                "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5",
+            )
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+            .map_err(|e| format!("GET {url}: {e}"))?;
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap_or_default();
+        if status != 200 || !text.contains("coordinator_store_ready 1") {
+            return Err(format!(
+                "GET {url} answered {status} without the store's series"
+            ));
+        }
+        Ok(())
+    }
+
     /// Whether any run of the deployment is still `running`.
     pub(crate) async fn any_running(&self) -> Result<bool, Failure> {
         let page = self.get("/v1/runs?state=running&limit=1").await?;
@@ -200,7 +259,10 @@ impl Client {
 
     /// Reads every run in `runs` back (16 at a time): each must be
     /// `finished` with outcome `message-accepted`. A summary line.
-    pub(crate) async fn verify_finished(self: &Arc<Self>, runs: &[String]) -> Result<String, Failure> {
+    pub(crate) async fn verify_finished(
+        self: &Arc<Self>,
+        runs: &[String],
+    ) -> Result<String, Failure> {
         let runs: Arc<Vec<String>> = Arc::new(runs.to_vec());
         let next = Arc::new(AtomicUsize::new(0));
         let mut tasks = tokio::task::JoinSet::new();
@@ -249,4 +311,3 @@ impl Client {
 }
 
 // ------------------------------------------------------------------- meter
-

@@ -44,6 +44,7 @@ use sqlx::{Connection, PgConnection, Row};
 mod client;
 mod meter;
 mod scale;
+mod soak;
 
 use client::*;
 use meter::*;
@@ -78,8 +79,11 @@ enum Command {
     Throughput(ThroughputArgs),
     /// One client in a closed loop; admission-to-finished latency.
     Latency(LatencyArgs),
-    /// Many runs waiting on far timers, then a few due each second.
+    /// The service's costs at 1k, 100k and 1M runs held (scale.rs).
     Scale(ScaleArgs),
+    /// A steady load for hours with faults injected by bench-soak.sh
+    /// (soak.rs).
+    Soak(soak::SoakArgs),
 }
 
 #[derive(Args, Clone)]
@@ -151,29 +155,6 @@ struct LatencyArgs {
     poll_ms: u64,
 }
 
-#[derive(Args)]
-struct ScaleArgs {
-    #[command(flatten)]
-    target: Target,
-    /// Runs admitted to wait on a timer a day ahead.
-    #[arg(long, default_value_t = 100_000)]
-    runs: usize,
-    #[arg(long, default_value_t = 16)]
-    concurrency: usize,
-    /// Runs due per second in the due window.
-    #[arg(long, default_value_t = 5)]
-    due_per_second: usize,
-    /// Length of the due window.
-    #[arg(long, default_value_t = 60)]
-    due_seconds: u64,
-    /// Length of each idle window (before and after the admissions).
-    #[arg(long, default_value_t = 30)]
-    idle_seconds: u64,
-    /// RSS and CPU are sampled this often.
-    #[arg(long, default_value_t = 10)]
-    sample_seconds: u64,
-}
-
 type Failure = String;
 
 fn main() -> std::process::ExitCode {
@@ -198,6 +179,7 @@ fn main() -> std::process::ExitCode {
             Command::Throughput(a) => throughput(a).await,
             Command::Latency(a) => latency(a).await,
             Command::Scale(a) => scale(a).await,
+            Command::Soak(a) => soak::run(a).await,
         }
     });
     match done {

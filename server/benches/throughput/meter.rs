@@ -218,6 +218,16 @@ impl Meter {
         }
     }
 
+    /// The service's database's size in bytes (`pg_database_size`).
+    pub(crate) async fn database_size(&self) -> Result<i64, Failure> {
+        let mut db = self.db.lock().await;
+        sqlx::query_scalar::<_, i64>("SELECT pg_database_size($1)")
+            .bind(&self.target.database)
+            .fetch_one(&mut *db)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
     pub(crate) async fn setting(&self, name: &str) -> Result<String, Failure> {
         let mut db = self.db.lock().await;
         sqlx::query_scalar::<_, String>("SELECT current_setting($1)")
@@ -400,7 +410,9 @@ pub(crate) async fn settled_counters(m: &Meter) -> Result<Counters, Failure> {
     m.counters().await
 }
 
-pub(crate) async fn measure_start(m: &Meter) -> Result<(Instant, Cpu, HashMap<i64, Statement>), Failure> {
+pub(crate) async fn measure_start(
+    m: &Meter,
+) -> Result<(Instant, Cpu, HashMap<i64, Statement>), Failure> {
     let statements = m.statements().await?;
     Ok((Instant::now(), m.cpu(), statements))
 }
@@ -618,4 +630,3 @@ pub(crate) fn print_costs(c: &Costs, tck: u64, top: usize, r: &mut Report) {
     );
     r.keep("all_cpu_s_per_run", format!("{:.5}", per(secs(ours))));
 }
-

@@ -1,6 +1,434 @@
-//! The `scale` phase.
+//! The `scale` phase (scripts/bench.sh --scale N): how the service's costs
+//! depend on the number of runs it holds. At each level (1k, 100k and 1M
+//! runs, those up to N, and N), the deployment holds as many runs waiting
+//! on a timer a day ahead and as many ended (admitted the same way, then
+//! cancelled: each row is what admission and the cancel action write), and
+//! the phase measures admission, `/metrics`, doctor, the run list's first
+//! page, a due run's CPU, one retention batch, the coordinator's RSS and
+//! the database's size; at the end, each figure as a ratio to the first
+//! level's.
 
 use super::*;
+
+/// Arguments of `scale`.
+#[derive(Args)]
+pub(crate) struct ScaleArgs {
+    #[command(flatten)]
+    pub(crate) target: Target,
+    /// The largest level: runs waiting and runs ended (1,000 to 1,000,000).
+    #[arg(long, default_value_t = 100_000)]
+    pub(crate) up_to: usize,
+    /// Concurrent clients while loading runs.
+    #[arg(long, default_value_t = 32)]
+    pub(crate) concurrency: usize,
+    /// The coordinator's `/metrics` URL.
+    #[arg(long)]
+    pub(crate) metrics_url: String,
+    /// Requests per measured figure (each sequential, one client).
+    #[arg(long, default_value_t = 100)]
+    pub(crate) samples: usize,
+    /// Runs due per second in the due window.
+    #[arg(long, default_value_t = 5)]
+    pub(crate) due_per_second: usize,
+    /// Length of the due window and of the idle window before it.
+    #[arg(long, default_value_t = 30)]
+    pub(crate) window_seconds: u64,
+}
+
+/// Index ranges of the idempotency keys (`<prefix>-<i>`), one per kind of
+/// run, so that no two kinds share a key.
+const WAITING: usize = 0;
+const ENDED: usize = 10_000_000;
+const MEASURED: usize = 20_000_000;
+const DUE: usize = 30_000_000;
+
+/// The levels measured: 1k, 100k and 1M up to `up_to`, and `up_to`.
+fn levels(up_to: usize) -> Vec<usize> {
+    let mut out: Vec<usize> = [1_000, 100_000, 1_000_000]
+        .into_iter()
+        .filter(|l| *l <= up_to)
+        .collect();
+    if out.last() != Some(&up_to) {
+        out.push(up_to);
+    }
+    out
+}
+
+/// What one level measured.
+#[derive(Clone, Debug, Default)]
+struct Level {
+    runs: usize,
+    admission: (Duration, Duration),
+    metrics: (Duration, Duration),
+    doctor: (Duration, Duration),
+    list: (Duration, Duration),
+    due_coordinator_ms: f64,
+    due_postgres_ms: f64,
+    retention: Duration,
+    retention_erased: u64,
+    rss_mib: f64,
+    database_mib: f64,
+}
+
+/// p50 and p99 of `samples`.
+fn p50_p99(mut samples: Vec<Duration>) -> (Duration, Duration) {
+    samples.sort();
+    (percentile(&samples, 0.50), percentile(&samples, 0.99))
+}
+
+/// `n` sequential requests made by `one`, each timed.
+async fn timed<F, Fut>(n: usize, mut one: F) -> Result<Vec<Duration>, Failure>
+where
+    F: FnMut(usize) -> Fut,
+    Fut: std::future::Future<Output = Result<(), Failure>>,
+{
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let t = Instant::now();
+        one(i).await?;
+        out.push(t.elapsed());
+    }
+    Ok(out)
+}
+
+pub(crate) async fn scale(a: ScaleArgs) -> Result<(), Failure> {
+    let t = &a.target;
+    let client = Arc::new(Client::new(t)?);
+    let m = Meter::new(t).await?;
+    let levels = levels(a.up_to.clamp(1_000, 1_000_000));
+    println!(
+        "== scale: levels {levels:?} runs waiting (a timer a day ahead) and as many ended (cancelled); 1 coordinator process; {} samples per figure",
+        a.samples
+    );
+    if client.any_running().await? {
+        return Err("runs of an earlier phase are still running".into());
+    }
+    let mut measured: Vec<Level> = Vec::new();
+    let (mut waiting, mut ended) = (0usize, 0usize);
+    let mut measured_keys = 0usize;
+    let mut due_keys = 0usize;
+    for level in levels {
+        let began = Instant::now();
+        load_waiting(&client, &a, waiting, level).await?;
+        waiting = level;
+        load_ended(&client, &a, ended, level).await?;
+        ended = level;
+        println!(
+            "  level {level}: {level} waiting and {level} ended runs held (loaded in {:.0} s)",
+            began.elapsed().as_secs_f64()
+        );
+        let quiet = m.quiesce().await?;
+        let mut l = Level {
+            runs: level,
+            ..Level::default()
+        };
+        // Admission (each also a waiting run, counted from here on).
+        let far = rfc3339(time::OffsetDateTime::now_utc() + time::Duration::days(1));
+        let from = MEASURED + measured_keys;
+        l.admission = p50_p99(
+            timed(a.samples, |i| {
+                let (client, far) = (client.clone(), far.clone());
+                async move { client.start(from + i, &far).await.map(|_| ()) }
+            })
+            .await?,
+        );
+        measured_keys += a.samples;
+        l.metrics = p50_p99(
+            timed(a.samples, |_| {
+                let (client, url) = (client.clone(), a.metrics_url.clone());
+                async move { client.scrape(&url).await }
+            })
+            .await?,
+        );
+        l.doctor = p50_p99(
+            timed(a.samples, |_| {
+                let client = client.clone();
+                async move { client.get("/v1/doctor").await.map(|_| ()) }
+            })
+            .await?,
+        );
+        l.list = p50_p99(
+            timed(a.samples, |_| {
+                let client = client.clone();
+                async move { client.get("/v1/runs?limit=50").await.map(|_| ()) }
+            })
+            .await?,
+        );
+        let (dc, dp) = due_run_cpu(&client, &m, &a, DUE + due_keys).await?;
+        due_keys += a.due_per_second * a.window_seconds as usize;
+        l.due_coordinator_ms = dc * 1000.0;
+        l.due_postgres_ms = dp * 1000.0;
+        let t0 = Instant::now();
+        let before = rfc3339(time::OffsetDateTime::now_utc());
+        let erased = client
+            .operate(
+                "/v1/retention",
+                json!({"before": before, "limit": coordinator_api::MAX_RETENTION_LIMIT}),
+            )
+            .await?;
+        l.retention = t0.elapsed();
+        l.retention_erased = erased["erased"].as_u64().unwrap_or(0);
+        l.rss_mib = m.rss_kib() as f64 / 1024.0;
+        l.database_mib = m.database_size().await? as f64 / 1_048_576.0;
+        println!(
+            "    admission p50/p99 {}/{} ms, /metrics {}/{} ms, doctor {}/{} ms, list {}/{} ms, due run {:.2} ms coordinator + {:.2} ms postgres CPU, retention batch {} ms ({} erased), RSS {:.1} MiB, database {:.0} MiB (quiesced in {quiet:.0} s)",
+            ms(l.admission.0),
+            ms(l.admission.1),
+            ms(l.metrics.0),
+            ms(l.metrics.1),
+            ms(l.doctor.0),
+            ms(l.doctor.1),
+            ms(l.list.0),
+            ms(l.list.1),
+            l.due_coordinator_ms,
+            l.due_postgres_ms,
+            ms(l.retention),
+            l.retention_erased,
+            l.rss_mib,
+            l.database_mib,
+        );
+        measured.push(l);
+    }
+    print_table(&measured);
+    let mut r = Report::new(t);
+    if let (Some(first), Some(last)) = (measured.first(), measured.last()) {
+        r.keep(
+            "metrics_p99_ratio",
+            format!("{:.2}", ratio(last.metrics.1, first.metrics.1)),
+        );
+        r.keep(
+            "doctor_p99_ratio",
+            format!("{:.2}", ratio(last.doctor.1, first.doctor.1)),
+        );
+        r.keep(
+            "list_p99_ratio",
+            format!("{:.2}", ratio(last.list.1, first.list.1)),
+        );
+        r.keep(
+            "rss_ratio",
+            format!("{:.2}", last.rss_mib / first.rss_mib.max(0.001)),
+        );
+    }
+    r.write()
+}
+
+fn ratio(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64().max(1e-9)
+}
+
+/// The levels as a table, then each figure over the first level's.
+fn print_table(levels: &[Level]) {
+    println!("  runs waiting + ended | admission p50/p99 ms | /metrics p50/p99 ms | doctor p50/p99 ms | list p50/p99 ms | due run CPU ms (coord + pg) | retention batch ms | RSS MiB | database MiB");
+    for l in levels {
+        println!(
+            "  {:>9} + {:<9} | {:>7} / {:<7} | {:>7} / {:<7} | {:>7} / {:<7} | {:>7} / {:<7} | {:>6.2} + {:<6.2} | {:>8} | {:>7.1} | {:>8.0}",
+            l.runs,
+            l.runs,
+            ms(l.admission.0),
+            ms(l.admission.1),
+            ms(l.metrics.0),
+            ms(l.metrics.1),
+            ms(l.doctor.0),
+            ms(l.doctor.1),
+            ms(l.list.0),
+            ms(l.list.1),
+            l.due_coordinator_ms,
+            l.due_postgres_ms,
+            ms(l.retention),
+            l.rss_mib,
+            l.database_mib
+        );
+    }
+    let Some(first) = levels.first() else { return };
+    for l in levels.iter().skip(1) {
+        println!(
+            "  {} over {}: admission p99 {:.2}x, /metrics p99 {:.2}x, doctor p99 {:.2}x, list p99 {:.2}x, due run CPU {:.2}x, retention {:.2}x, RSS {:.2}x",
+            l.runs,
+            first.runs,
+            ratio(l.admission.1, first.admission.1),
+            ratio(l.metrics.1, first.metrics.1),
+            ratio(l.doctor.1, first.doctor.1),
+            ratio(l.list.1, first.list.1),
+            (l.due_coordinator_ms + l.due_postgres_ms)
+                / (first.due_coordinator_ms + first.due_postgres_ms).max(1e-9),
+            ratio(l.retention, first.retention),
+            l.rss_mib / first.rss_mib.max(0.001),
+        );
+    }
+}
+
+/// Admits runs `from..to` waiting a day ahead, printing progress.
+async fn load_waiting(
+    client: &Arc<Client>,
+    a: &ScaleArgs,
+    from: usize,
+    to: usize,
+) -> Result<(), Failure> {
+    if to <= from {
+        return Ok(());
+    }
+    let far = rfc3339(time::OffsetDateTime::now_utc() + time::Duration::days(1));
+    let progress = Arc::new(AtomicUsize::new(0));
+    let ticker = progress_ticker("waiting admitted", progress.clone(), to - from);
+    let done = client
+        .admit_many(
+            WAITING + from,
+            WAITING + to,
+            a.concurrency,
+            move |_| far.clone(),
+            Some(progress),
+        )
+        .await;
+    ticker.abort();
+    done.map(|_| ())
+}
+
+/// Admits runs `from..to` waiting a day ahead and cancels each: ended
+/// runs. In chunks, so that the run ids held stay few.
+async fn load_ended(
+    client: &Arc<Client>,
+    a: &ScaleArgs,
+    from: usize,
+    to: usize,
+) -> Result<(), Failure> {
+    if to <= from {
+        return Ok(());
+    }
+    let far = rfc3339(time::OffsetDateTime::now_utc() + time::Duration::days(1));
+    let progress = Arc::new(AtomicUsize::new(0));
+    let ticker = progress_ticker("ended (admitted, cancelled)", progress.clone(), to - from);
+    let mut at = from;
+    while at < to {
+        let until = (at + 10_000).min(to);
+        let far = far.clone();
+        let runs = client
+            .admit_many(
+                ENDED + at,
+                ENDED + until,
+                a.concurrency,
+                move |_| far.clone(),
+                None,
+            )
+            .await?;
+        let runs: Arc<Vec<String>> = Arc::new(runs.into_iter().map(|(r, _)| r).collect());
+        let next = Arc::new(AtomicUsize::new(0));
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..a.concurrency.max(1) {
+            let (client, runs, next, progress) =
+                (client.clone(), runs.clone(), next.clone(), progress.clone());
+            tasks.spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(run) = runs.get(i) else {
+                        return Ok::<(), Failure>(());
+                    };
+                    let v = client
+                        .operate(
+                            &format!("/v1/runs/{run}/cancel"),
+                            json!({"reason": "bench-scale"}),
+                        )
+                        .await?;
+                    if v["state"] != "cancelled" {
+                        return Err(format!("run {run} cancelled is {}", v["state"]));
+                    }
+                    progress.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+        while let Some(joined) = tasks.join_next().await {
+            joined.map_err(|e| e.to_string())??;
+        }
+        at = until;
+    }
+    ticker.abort();
+    Ok(())
+}
+
+/// Prints `label` progress every 30 s until aborted.
+fn progress_ticker(
+    label: &'static str,
+    progress: Arc<AtomicUsize>,
+    total: usize,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let began = Instant::now();
+        loop {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            let done = progress.load(Ordering::Relaxed);
+            println!(
+                "    {label}: {done} of {total} ({:.0}/s)",
+                done as f64 / began.elapsed().as_secs_f64()
+            );
+        }
+    })
+}
+
+/// CPU of one due run: runs due `due_per_second` each second over a
+/// window, against an idle window just before (the same runs held); the
+/// coordinator's and PostgreSQL's CPU seconds per due run.
+async fn due_run_cpu(
+    client: &Arc<Client>,
+    m: &Meter,
+    a: &ScaleArgs,
+    first: usize,
+) -> Result<(f64, f64), Failure> {
+    let window = Duration::from_secs(a.window_seconds);
+    let per_second = a.due_per_second.max(1);
+    let due = per_second * a.window_seconds as usize;
+    let lead = window + Duration::from_secs(10);
+    let first_due =
+        time::OffsetDateTime::now_utc() + time::Duration::seconds(lead.as_secs() as i64);
+    let due_runs = client
+        .admit_many(
+            first,
+            first + due,
+            a.concurrency,
+            move |i| {
+                let k = (i - first) as i64;
+                rfc3339(first_due + time::Duration::milliseconds(k * 1000 / per_second as i64))
+            },
+            None,
+        )
+        .await?;
+    let (c0, p0, _, _) = idle_window(m, window, "      none due", 0, false).await?;
+    let wait = first_due - time::OffsetDateTime::now_utc();
+    if wait.is_positive() {
+        tokio::time::sleep(Duration::from_millis(wait.whole_milliseconds() as u64)).await;
+    }
+    let (c1, p1, _, _) = idle_window(
+        m,
+        window,
+        &format!("      {per_second} due per second"),
+        0,
+        false,
+    )
+    .await?;
+    // Every due run finishes (read back after the window).
+    let ids: Vec<String> = due_runs.into_iter().map(|(r, _)| r).collect();
+    let mut pending = ids.clone();
+    let began = Instant::now();
+    while !pending.is_empty() {
+        let mut still = Vec::new();
+        for run in pending {
+            let v = client.get(&format!("/v1/runs/{run}")).await?;
+            if v["state"] == "running" {
+                still.push(run);
+            }
+        }
+        pending = still;
+        if began.elapsed() > Duration::from_secs(120) {
+            return Err(format!(
+                "{} due runs still running after 120 s",
+                pending.len()
+            ));
+        }
+        if !pending.is_empty() {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+    client.verify_finished(&ids).await?;
+    Ok(((c1 - c0) / per_second as f64, (p1 - p0) / per_second as f64))
+}
 
 /// CPU seconds per second of the coordinator(s) and PostgreSQL, and
 /// statements per second, over `window` (and the `top` statements by calls
@@ -46,163 +474,3 @@ pub(crate) async fn idle_window(
     }
     Ok((coord, pg, stmts, rss))
 }
-
-pub(crate) async fn scale(a: ScaleArgs) -> Result<(), Failure> {
-    let t = &a.target;
-    let client = Arc::new(Client::new(t)?);
-    let m = Arc::new(Meter::new(t).await?);
-    println!(
-        "== scale: {} runs waiting on a timer a day ahead, then {} due per second for {} s; 1 coordinator process",
-        a.runs, a.due_per_second, a.due_seconds
-    );
-    if client.any_running().await? {
-        return Err("runs of an earlier phase are still running".into());
-    }
-    let window = Duration::from_secs(a.idle_seconds);
-    println!(
-        "  CPU per second while waiting (windows of {} s, each after VACUUM (ANALYZE), CHECKPOINT and no autovacuum worker running):",
-        a.idle_seconds
-    );
-    let (c0, p0, s0, _) = idle_window(&m, window, "no run waiting", 0, true).await?;
-
-    // Admissions, with RSS and CPU sampled as they go.
-    let admitted = Arc::new(AtomicUsize::new(0));
-    let stop = Arc::new(tokio::sync::Notify::new());
-    let sampler = {
-        let (m, admitted, stop) = (m.clone(), admitted.clone(), stop.clone());
-        let every = Duration::from_secs(a.sample_seconds);
-        tokio::spawn(async move {
-            let start = Instant::now();
-            let mut last = (start, m.cpu());
-            println!("  while admitting: elapsed s, runs admitted, coordinator RSS MiB, coordinator CPU s/s, postgres CPU s/s");
-            loop {
-                tokio::select! {
-                    _ = stop.notified() => return,
-                    _ = tokio::time::sleep(every) => {}
-                }
-                let now = (Instant::now(), m.cpu());
-                let secs = now.0.duration_since(last.0).as_secs_f64();
-                let tck = m.target.clk_tck as f64;
-                println!(
-                    "    {:>6.0}  {:>7}  {:>7.1}  {:>6.3}  {:>6.3}",
-                    start.elapsed().as_secs_f64(),
-                    admitted.load(Ordering::Relaxed),
-                    m.rss_kib() as f64 / 1024.0,
-                    (now.1.coordinator - last.1.coordinator) as f64 / tck / secs,
-                    (now.1.postgres - last.1.postgres) as f64 / tck / secs,
-                );
-                last = now;
-            }
-        })
-    };
-    let far = rfc3339(time::OffsetDateTime::now_utc() + time::Duration::days(1));
-    let began = Instant::now();
-    let waiting = client
-        .admit_many(
-            0,
-            a.runs,
-            a.concurrency,
-            move |_| far.clone(),
-            Some(admitted.clone()),
-        )
-        .await?;
-    let took = began.elapsed().as_secs_f64();
-    stop.notify_one();
-    let _ = sampler.await;
-    println!(
-        "  admitted {} waiting runs in {took:.0} s ({:.0} admissions/s at {} concurrent clients)",
-        waiting.len(),
-        waiting.len() as f64 / took,
-        a.concurrency
-    );
-    drop(waiting);
-
-    let (c1, p1, s1, _) = idle_window(
-        &m,
-        window,
-        &format!("{} runs waiting, none due", a.runs),
-        6,
-        true,
-    )
-    .await?;
-
-    // A few due each second: admitted first (due from 5 s on), measured
-    // over the due window.
-    let due = a.due_per_second * a.due_seconds as usize;
-    let per_second = a.due_per_second.max(1);
-    let first = a.runs;
-    let messages_before = m.messages()?;
-    let quiet = m.quiesce().await?;
-    let first_due = time::OffsetDateTime::now_utc() + time::Duration::seconds(5);
-    let due_runs = client
-        .admit_many(
-            a.runs,
-            a.runs + due,
-            a.concurrency,
-            move |i| {
-                let k = (i - first) as i64;
-                rfc3339(first_due + time::Duration::milliseconds(k * 1000 / per_second as i64))
-            },
-            None,
-        )
-        .await?;
-    let wait_for_first = first_due - time::OffsetDateTime::now_utc();
-    if wait_for_first.is_positive() {
-        tokio::time::sleep(Duration::from_millis(
-            wait_for_first.whole_milliseconds() as u64
-        ))
-        .await;
-    }
-    let (c2, p2, s2, _) = idle_window(
-        &m,
-        Duration::from_secs(a.due_seconds),
-        &format!(
-            "{} runs waiting, {} due per second",
-            a.runs, a.due_per_second
-        ),
-        10,
-        false,
-    )
-    .await?;
-    let due_ids: Vec<String> = due_runs.into_iter().map(|(r, _)| r).collect();
-    // The last due runs finish just after the window; then all are checked.
-    let mut pending: Vec<String> = due_ids.clone();
-    while !pending.is_empty() {
-        let mut still = Vec::new();
-        for run in pending {
-            let v = client.get(&format!("/v1/runs/{run}")).await?;
-            if v["state"] == "running" {
-                still.push(run);
-            }
-        }
-        pending = still;
-        if !pending.is_empty() {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    }
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let verified = client.verify_finished(&due_ids).await?;
-    let messages = check_messages(&m, &messages_before, due)?;
-    println!(
-        "  due runs: {verified}; {messages} (quiesced in {quiet:.0} s before they were admitted)"
-    );
-    let extra_c = (c2 - c1) / a.due_per_second as f64;
-    let extra_p = (p2 - p1) / a.due_per_second as f64;
-    println!(
-        "  waiting itself: coordinator {:+.3} CPU s/s, postgres {:+.3} CPU s/s, {:+.1} statements/s with {} runs waiting than with none",
-        c1 - c0,
-        p1 - p0,
-        s1 - s0,
-        a.runs
-    );
-    println!(
-        "  each due run: coordinator {extra_c:.4} CPU s, postgres {extra_p:.4} CPU s, {:.1} statements (the due window over the waiting one, per run due)",
-        (s2 - s1) / a.due_per_second as f64
-    );
-    let mut r = Report::new(t);
-    r.keep("idle_coordinator_cpu", format!("{c0:.4}"));
-    r.keep("waiting_coordinator_cpu", format!("{c1:.4}"));
-    r.keep("due_coordinator_cpu", format!("{c2:.4}"));
-    r.write()
-}
-
