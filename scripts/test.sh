@@ -77,4 +77,9 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 
 echo "== cargo test"
 mkdir -p target
+rm -f target/tmp/production-figures.txt
 cargo test --workspace --quiet 2>&1 | tee target/test-output.txt
+if [ -s target/tmp/production-figures.txt ]; then
+  echo "== figures of the production journeys (server/tests/production.rs)"
+  cat target/tmp/production-figures.txt
+fi

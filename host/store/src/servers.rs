@@ -24,7 +24,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgSslMode};
-use sqlx::{ConnectOptions, Connection, PgConnection, Row};
+use sqlx::{ConnectOptions, Connection, Executor, PgConnection, Row};
 
 use coordinator_runtime::config::{PoolingMode, SecretRef};
 use coordinator_runtime::net::is_loopback_host;
@@ -93,11 +93,12 @@ impl std::fmt::Display for NotUsable {
 /// # Errors
 /// The database's (the connection is then unusable too).
 pub async fn writable(connection: &mut PgConnection) -> Result<Option<NotUsable>, sqlx::Error> {
-    let row =
-        sqlx::query("SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'")
-            .persistent(false)
-            .fetch_one(&mut *connection)
-            .await?;
+    // The simple query protocol: one message, one round trip, nothing
+    // prepared, so a pooler in transaction mode cannot split it between
+    // server sessions.
+    let row = connection
+        .fetch_one("SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'")
+        .await?;
     let in_recovery: bool = row.try_get(0)?;
     let read_only: bool = row.try_get(1)?;
     Ok(if in_recovery {

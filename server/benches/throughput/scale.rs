@@ -103,6 +103,8 @@ pub(crate) async fn scale(a: ScaleArgs) -> Result<(), Failure> {
     if client.any_running().await? {
         return Err("runs of an earlier phase are still running".into());
     }
+    let idle_rss = m.rss_kib() as f64 / 1024.0;
+    println!("  coordinator RSS before any run is loaded: {idle_rss:.1} MiB");
     let mut measured: Vec<Level> = Vec::new();
     let (mut waiting, mut ended) = (0usize, 0usize);
     let mut measured_keys = 0usize;
@@ -190,6 +192,14 @@ pub(crate) async fn scale(a: ScaleArgs) -> Result<(), Failure> {
         measured.push(l);
     }
     print_table(&measured);
+    for l in &measured {
+        println!(
+            "  RSS at {} + {}: {:.2}x the idle process's {idle_rss:.1} MiB",
+            l.runs,
+            l.runs,
+            l.rss_mib / idle_rss.max(0.001)
+        );
+    }
     let mut r = Report::new(t);
     if let (Some(first), Some(last)) = (measured.first(), measured.last()) {
         r.keep(
