@@ -170,12 +170,19 @@ impl Problem {
 /// `GET /ready` answer.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Ready {
-    /// The store answered and can be written to.
+    /// This process would accept a start now (a `--recovery-only` one:
+    /// its store answers and can be written to).
     pub ready: bool,
-    /// Why not, when `ready` is false: `store-unavailable` (the database
-    /// cannot be reached, or has not passed the startup checks yet) or
+    /// Why not, when `ready` is false: the code of the refusal a start
+    /// would get, `store-unavailable` (the database cannot be reached, or
+    /// the process has not passed its startup checks yet),
     /// `database.read-only` (every server the URL names that answers is a
-    /// standby or read-only). Absent when ready.
+    /// standby or read-only), `audit.response-unavailable` (the audit
+    /// journal failed its last append or is gone), `admission.held` (the
+    /// admission hold is in place), `deployment.activation-changed` (an
+    /// `apply` changed the active packages since the process started) or
+    /// `restore.lease-incompatible` (a restore hold placed after it
+    /// started fenced it). Absent when ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }

@@ -224,31 +224,33 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/ready", get(ready))
         .route("/health", get(health))
-        .route("/v1/runs", post(start).get(list))
+        .route("/v1/runs", json_post(start).get(list))
         .route("/v1/runs/{run}", get(status))
         .route("/v1/runs/{run}/inspect", get(inspect))
-        .route("/v1/runs/{run}/{action}", post(recover))
-        .route("/v1/events/{workflow}/{trigger}", post(event_start))
-        .route("/v1/review-completions", post(review_completion))
+        .route("/v1/runs/{run}/{action}", json_post(recover))
+        .route("/v1/events/{workflow}/{trigger}", json_post(event_start))
+        .route("/v1/review-completions", json_post(review_completion))
         .route("/v1/doctor", get(ops::doctor))
-        .route("/v1/restore-hold", post(ops::restore_hold))
-        .route("/v1/release-restore-hold", post(ops::release_restore_hold))
+        .route("/v1/restore-hold", json_post(ops::restore_hold))
+        .route(
+            "/v1/release-restore-hold",
+            json_post(ops::release_restore_hold),
+        )
         .route(
             "/v1/complete-execution-recovery",
-            post(ops::complete_execution_recovery),
+            json_post(ops::complete_execution_recovery),
         )
         .route(
             "/v1/release-admission-hold",
-            post(ops::release_admission_hold),
+            json_post(ops::release_admission_hold),
         )
-        .route("/v1/retention", post(ops::retention))
+        .route("/v1/retention", json_post(ops::retention))
         .fallback(|| async { ApiError::of(&problems::ROUTE_NOT_FOUND) })
         .method_not_allowed_fallback(|| async {
             ApiError::of(&problems::METHOD_NOT_ALLOWED)
                 .detail("see docs/openapi.json for each route's method")
         })
         .layer(DefaultBodyLimit::max(api::MAX_BODY_BYTES))
-        .layer(axum::middleware::from_fn(json_bodies_only))
         .layer(axum::middleware::from_fn(single_valued_headers))
         .layer(axum::middleware::map_response(no_store))
         .with_state(state)
@@ -278,6 +280,17 @@ async fn single_valued_headers(
             .into_response();
     }
     next.run(request).await
+}
+
+/// A `POST` route whose body is JSON ([`json_bodies_only`]): the media type
+/// is checked only once the method matched, so a method the path lacks is
+/// 405 `method.not-allowed` with `Allow`, whatever its body.
+fn json_post<H, T>(handler: H) -> axum::routing::MethodRouter<AppState>
+where
+    H: axum::handler::Handler<T, AppState>,
+    T: 'static,
+{
+    post(handler).route_layer(axum::middleware::from_fn(json_bodies_only))
 }
 
 /// Every `POST` of the API carries a JSON body: one whose `Content-Type` is
@@ -506,23 +519,57 @@ async fn lane(
     }
 }
 
+/// `GET /ready`: 200 when this process would accept a start now, else 503
+/// with the reason ([`not_ready_reason`]).
 async fn ready(State(s): State<AppState>) -> Response {
-    match s.engine.store().ping().await {
-        Ok(()) => json(
+    match not_ready_reason(&s.engine).await {
+        None => json(
             StatusCode::OK,
             &api::Ready {
                 ready: true,
                 reason: None,
             },
         ),
-        Err(e) => {
-            let reason = match &e {
-                StoreError::Refused { code, .. } => *code,
-                _ => "store-unavailable",
-            };
-            tracing::warn!(code = reason, error = %e, "not ready");
-            not_ready(reason)
-        }
+        Some(reason) => not_ready(reason),
+    }
+}
+
+/// Why this process would refuse a start now for a reason of its own or
+/// its deployment's, as the code of that refusal (`None`: it would not):
+/// fenced by a restore hold placed after it started
+/// (`restore.lease-incompatible`), the store unreachable
+/// (`store-unavailable`) or read-only (`database.read-only`), the audit
+/// journal failing (`audit.response-unavailable`), the admission hold in
+/// place (`admission.held`), or the active packages changed by an `apply`
+/// since it started (`deployment.activation-changed`). A `--recovery-only`
+/// instance admits nothing by design and is ready while its store is.
+pub async fn not_ready_reason(engine: &Engine) -> Option<&'static str> {
+    if engine.fenced() {
+        return Some("restore.lease-incompatible");
+    }
+    if let Err(e) = engine.store().ping().await {
+        let reason = match &e {
+            StoreError::Refused { code, .. } => *code,
+            _ => "store-unavailable",
+        };
+        tracing::warn!(code = reason, error = %e, "not ready");
+        return Some(reason);
+    }
+    if engine.recovery_only() {
+        return None;
+    }
+    if !engine.audit_ready() {
+        return Some("audit.response-unavailable");
+    }
+    match engine.holds().await {
+        Ok(holds) if holds.admission => return Some("admission.held"),
+        Ok(_) => {}
+        Err(_) => return Some("store-unavailable"),
+    }
+    match engine.activation_current().await {
+        Ok(true) => None,
+        Ok(false) => Some("deployment.activation-changed"),
+        Err(_) => Some("store-unavailable"),
     }
 }
 

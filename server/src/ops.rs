@@ -189,7 +189,7 @@ pub(crate) async fn doctor(
         activation_ready: !s.engine.active_revisions().is_empty() && activation_current,
         recovery_only: s.engine.recovery_only(),
         state: api::DoctorState {
-            audit_ready: s.engine.audit_ready(),
+            audit_ready: s.engine.audit_probe().await,
             store_ready: store_ready && survey.is_some(),
             // Also runs that ended still holding an unknown effect (a run
             // cancelled during an uncertain call): someone must find out.

@@ -1597,6 +1597,18 @@ async fn an_apply_under_a_running_service_refuses_new_starts_until_restart() {
     assert_eq!((status, again["run"].as_str()), (200, Some(a.as_str())));
     let doctor = d.get(&old, "/v1/doctor").await.unwrap();
     assert_eq!(doctor["activationReady"], false, "{doctor}");
+    // A load balancer stops sending starts to it.
+    let ready = d
+        .http
+        .get(format!("{}/ready", old.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status().as_u16(), 503);
+    assert_eq!(
+        serde_json::from_str::<Value>(&ready.text().await.unwrap()).unwrap(),
+        json!({"ready": false, "reason": "deployment.activation-changed"})
+    );
 
     assert_eq!(
         old.terminate(Duration::from_secs(15))
@@ -1607,6 +1619,16 @@ async fn an_apply_under_a_running_service_refuses_new_starts_until_restart() {
     let new = d.spawn().await;
     let doctor = d.get(&new, "/v1/doctor").await.unwrap();
     assert_eq!(doctor["activationReady"], true, "{doctor}");
+    let ready = d
+        .http
+        .get(format!("{}/ready", new.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        (ready.status().as_u16(), ready.text().await.unwrap()),
+        (200, r#"{"ready":true}"#.to_owned())
+    );
     let (status, b) = d
         .try_start(&new, "app-b", &next.revision, &rfc3339(unix_now() - 1))
         .await;

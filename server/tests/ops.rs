@@ -407,11 +407,12 @@ async fn restore_sequence_holds_execution_and_admissions() {
     let (s, _) = ordinary.start("k-3").await;
     assert_eq!(s, 201);
 
-    // Each process journals what it answered.
+    // Each process journals what it answered (and doctor's probes).
     let actions = |e: &Env| -> Vec<String> {
         e.journal()
             .iter()
             .map(|l| l["action"].as_str().unwrap().to_owned())
+            .filter(|a| a != "audit.probe")
             .collect()
     };
     assert_eq!(actions(&env), ["run.admit", "run.admit"]);
@@ -1248,4 +1249,44 @@ async fn recovery_refusals_and_an_unwritable_journal_answer_their_codes() {
         .call(Some(OPERATOR), &format!("/v1/runs/{id}"), None)
         .await;
     assert_eq!(st["state"], "cancel-requested", "{st}");
+    // What the process says of itself is true: doctor's probe finds the
+    // journal unwritable, and /ready sends load balancers elsewhere.
+    let (s, d) = full.call(Some(OPERATOR), "/v1/doctor", None).await;
+    assert_eq!((s, &d["state"]["auditReady"]), (200, &json!(false)), "{d}");
+    assert_eq!(
+        full.call(None, "/ready", None).await,
+        (
+            503,
+            json!({"ready": false, "reason": "audit.response-unavailable"})
+        )
+    );
+    assert_eq!(
+        env.call(None, "/ready", None).await,
+        (200, json!({"ready": true}))
+    );
+}
+
+/// `/ready` is 503 with the reason while the admission hold is in place
+/// (every start would be `admission.held`).
+#[tokio::test]
+async fn ready_answers_503_admission_held_under_the_admission_hold() {
+    let env = Env::new(false).await;
+    assert_eq!(
+        env.call(None, "/ready", None).await,
+        (200, json!({"ready": true}))
+    );
+    let (s, p) = env
+        .call(
+            Some(OPERATOR),
+            "/v1/restore-hold",
+            Some(json!({"reason": "r-1"})),
+        )
+        .await;
+    assert_eq!(s, 200, "{p}");
+    // The restore hold places the admission hold: every start would be
+    // refused (this instance runs no worker, so nothing fenced it yet).
+    assert_eq!(
+        env.call(None, "/ready", None).await,
+        (503, json!({"ready": false, "reason": "admission.held"}))
+    );
 }

@@ -1532,3 +1532,54 @@ async fn an_expired_receipt_and_a_raced_reconcile_answer_their_codes() {
         "nothing was sent again"
     );
 }
+
+/// A method a path lacks is 405 `method.not-allowed` with `Allow` naming
+/// the path's methods, before any check of its body: a `POST` with a
+/// non-JSON body to a `GET` route is not 415. A `POST` route still
+/// refuses a non-JSON body with 415.
+#[tokio::test]
+async fn a_method_a_path_lacks_is_405_with_allow_before_any_body_check() {
+    let env = Env::new().await;
+    let client = reqwest::Client::new();
+    for (method, path, allow) in [
+        (reqwest::Method::POST, "/v1/runs/some-run", "GET"),
+        (reqwest::Method::POST, "/v1/runs/some-run/inspect", "GET"),
+        (reqwest::Method::POST, "/v1/doctor", "GET"),
+        (reqwest::Method::POST, "/ready", "GET"),
+        (reqwest::Method::POST, "/health", "GET"),
+        (reqwest::Method::GET, "/v1/restore-hold", "POST"),
+        (reqwest::Method::DELETE, "/v1/runs", "GET,POST"),
+    ] {
+        let r = client
+            .request(method.clone(), format!("{}{path}", env.base))
+            .header("content-type", "text/plain")
+            .body("not json")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 405, "{method} {path}");
+        let mut allowed: Vec<String> = r
+            .headers()
+            .get("allow")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_else(|| panic!("{method} {path}: no Allow header"))
+            .split(',')
+            .map(|m| m.trim().to_owned())
+            .filter(|m| m != "HEAD")
+            .collect();
+        allowed.sort();
+        let mut want: Vec<String> = allow.split(',').map(str::to_owned).collect();
+        want.sort();
+        assert_eq!(allowed, want, "{method} {path}");
+        let body: serde_json::Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+        assert_eq!(body["code"], "method.not-allowed", "{method} {path}");
+    }
+    let r = client
+        .post(format!("{}/v1/runs", env.base))
+        .header("content-type", "text/plain")
+        .body("not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 415);
+}

@@ -494,9 +494,27 @@ impl Engine {
         self.seen(e)
     }
 
-    /// Whether an audit journal is attached.
+    /// Whether an audited answer would be released now, without writing
+    /// anything: no journal is attached (nothing is audited), or the one
+    /// attached did not fail its last append and its file is there
+    /// ([`AuditJournal::healthy`]). `/ready` asks this.
     pub fn audit_ready(&self) -> bool {
-        self.audit.is_some()
+        self.audit
+            .as_ref()
+            .is_none_or(|(journal, _)| journal.healthy())
+    }
+
+    /// Whether the audit journal takes an append now: a probe line
+    /// appended and synced ([`AuditJournal::probe`]); false without a
+    /// journal. Doctor asks this.
+    pub async fn audit_probe(&self) -> bool {
+        let Some((journal, _)) = &self.audit else {
+            return false;
+        };
+        let journal = journal.clone();
+        tokio::task::spawn_blocking(move || journal.probe().is_ok())
+            .await
+            .unwrap_or(false)
     }
 
     /// Appends the record `build` makes with the audit key, `fsync`ed before

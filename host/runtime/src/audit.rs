@@ -96,6 +96,8 @@ pub struct AuditJournal {
     /// Set (under `file`'s lock) when [`AuditJournal::discard_if_empty`]
     /// removed the file: every later append fails.
     discarded: AtomicBool,
+    /// Whether the last append failed (cleared by one that succeeds).
+    failing: AtomicBool,
 }
 
 impl AuditJournal {
@@ -128,6 +130,7 @@ impl AuditJournal {
             file: Mutex::new((file, 0)),
             synced: Mutex::new((sync, 0)),
             discarded: AtomicBool::new(false),
+            failing: AtomicBool::new(false),
         })
     }
 
@@ -144,6 +147,7 @@ impl AuditJournal {
             file: Mutex::new((file, 0)),
             synced: Mutex::new((sync, 0)),
             discarded: AtomicBool::new(false),
+            failing: AtomicBool::new(false),
         })
     }
 
@@ -181,6 +185,31 @@ impl AuditJournal {
     /// The I/O error of the write or the sync; the caller must then not
     /// release the audited answer (`audit.response-unavailable`).
     pub fn append(&self, record: &AuditRecord) -> std::io::Result<()> {
+        let appended = self.append_durably(record);
+        self.failing.store(appended.is_err(), Ordering::SeqCst);
+        appended
+    }
+
+    /// Whether the journal can be expected to take the next append without
+    /// writing one: its last append did not fail, it was not closed, and its
+    /// file is still there, a regular file (`/ready` asks this; doctor
+    /// appends a real probe, [`AuditJournal::probe`]).
+    pub fn healthy(&self) -> bool {
+        !self.failing.load(Ordering::SeqCst)
+            && !self.discarded.load(Ordering::SeqCst)
+            && std::fs::metadata(&self.path).is_ok_and(|m| !m.is_dir())
+    }
+
+    /// Appends a probe line (`audit.probe`, outcome `accepted`, no
+    /// reference) and syncs it: whether the journal takes an append now.
+    ///
+    /// # Errors
+    /// The append's I/O error.
+    pub fn probe(&self) -> std::io::Result<()> {
+        self.append(&AuditRecord::new("audit.probe", "accepted"))
+    }
+
+    fn append_durably(&self, record: &AuditRecord) -> std::io::Result<()> {
         let poisoned = || std::io::Error::other("the audit journal lock is poisoned");
         let seq = {
             let mut written = self.file.lock().map_err(|_| poisoned())?;

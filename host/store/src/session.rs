@@ -46,6 +46,21 @@ pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The shortest time between two walks of the server list after failures.
 const RESELECT_INTERVAL: Duration = Duration::from_secs(1);
 
+/// How long a statement may go unanswered before the server list is walked
+/// again (URLs with several servers only).
+const SLOW_STATEMENT: Duration = Duration::from_secs(1);
+
+/// Aborts its walk timer when the watched statement completes.
+struct SlowStatementWatch(Option<tokio::task::AbortHandle>);
+
+impl Drop for SlowStatementWatch {
+    fn drop(&mut self) {
+        if let Some(task) = self.0.take() {
+            task.abort();
+        }
+    }
+}
+
 /// How long one background walk goes on finding no usable server before
 /// it gives up (the next failing statement starts another).
 const RESELECT_FOR: Duration = Duration::from_secs(120);
@@ -140,6 +155,24 @@ impl Database {
     /// Closes the pool, waiting for connections in use.
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+
+    /// With several servers in the URL: a guard that, if the statement it
+    /// watches has not completed within [`SLOW_STATEMENT`], walks the list
+    /// ([`Database::reselect`]). A connection to a dead server is retried
+    /// by the pool until its acquire timeout (10 s) before the statement
+    /// fails; the walk finds the promoted standby meanwhile. Dropped when
+    /// the statement completes; nothing with one server.
+    fn watch(&self) -> SlowStatementWatch {
+        if self.servers.len() < 2 {
+            return SlowStatementWatch(None);
+        }
+        let db = self.clone();
+        let task = tokio::spawn(async move {
+            tokio::time::sleep(SLOW_STATEMENT).await;
+            db.reselect();
+        });
+        SlowStatementWatch(Some(task.abort_handle()))
     }
 
     /// Notes the outcome of a statement: when it found the server gone or
@@ -333,13 +366,18 @@ impl<'c> Executor<'c> for &'c Database {
         E: 'q + Execute<'q, Postgres>,
     {
         match self.pooling {
-            PoolingMode::Session => Box::pin(self.pool.fetch_many(query).inspect(move |r| {
-                if let Err(e) = r {
-                    self.note(e);
-                }
-            })),
+            PoolingMode::Session => {
+                let watch = self.watch();
+                Box::pin(self.pool.fetch_many(query).inspect(move |r| {
+                    let _watching = &watch;
+                    if let Err(e) = r {
+                        self.note(e);
+                    }
+                }))
+            }
             PoolingMode::Transaction => {
                 let all = async move {
+                    let _watch = self.watch();
                     let result = async {
                         let mut tx = self.pool.begin().await?;
                         let all: Collected =
@@ -372,6 +410,7 @@ impl<'c> Executor<'c> for &'c Database {
         E: 'q + Execute<'q, Postgres>,
     {
         Box::pin(async move {
+            let _watch = self.watch();
             let result = match self.pooling {
                 PoolingMode::Session => self.pool.fetch_optional(query).await,
                 PoolingMode::Transaction => {

@@ -604,13 +604,15 @@ database:
         }
     }
 
-    /// [`Deployment::launch`], then waits until `/ready` answers 200.
+    /// [`Deployment::launch`], then waits until it serves: `/ready` answers
+    /// 200, or 503 `admission.held` (it serves everything but starts while
+    /// the admission hold is in place).
     pub async fn spawn_with(&self, file: &Path, port: u16, args: &[&str]) -> Coordinator {
         let mut c = self.launch(file, port, args);
         let start = Instant::now();
         loop {
             assert!(c.alive(), "coordinator exited:\n{}", c.log_text());
-            if self.ready(&c).await == Some(200) {
+            if self.serving(&c).await {
                 return c;
             }
             assert!(
@@ -620,6 +622,23 @@ database:
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// Whether `/ready` says the process serves: 200, or 503 with the
+    /// reason `admission.held`.
+    pub async fn serving(&self, c: &Coordinator) -> bool {
+        let Ok(r) = self
+            .http
+            .get(format!("{}/ready", c.base))
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await
+        else {
+            return false;
+        };
+        let status = r.status().as_u16();
+        let body = r.text().await.unwrap_or_default();
+        status == 200 || (status == 503 && body.contains("\"admission.held\""))
     }
 
     pub async fn ready(&self, c: &Coordinator) -> Option<u16> {
