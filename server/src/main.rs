@@ -225,7 +225,7 @@ async fn serve(args: Args, worker_threads: NonZeroUsize) -> ExitCode {
     for (name, c) in &config.connections {
         if let Connection::CaseworkReviewProducer(cw) = c {
             if let Some(done) = &cw.completion {
-                match resolver.resolve(&done.bearer_token_ref) {
+                match resolver.resolve_completion_token(&done.bearer_token_ref) {
                     Ok(t) => completions.add(&done.recipient_binding, t.bytes().to_vec()),
                     Err(e) => {
                         return refuse_secret_of(

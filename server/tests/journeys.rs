@@ -828,6 +828,23 @@ async fn startup_refuses_unsafe_connection_keys_and_completion_tokens_by_the_sec
             support::write_secret(&d.secrets, file, &value);
         }
     }
+    // A completion token over 4096 bytes (or empty) is refused by its
+    // length, never echoed.
+    let path = d.secrets.join("review-completion-token");
+    let value = std::fs::read(&path).unwrap();
+    for (long, why) in [(vec![b'x'; 4097], "4097 bytes"), (Vec::new(), "is empty")] {
+        std::fs::remove_file(&path).unwrap();
+        support::write_secret(&d.secrets, "review-completion-token", &long);
+        let (exit, log) = d.spawn_refused();
+        assert_eq!(exit, Some(1), "{log}");
+        let line: Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
+        assert_eq!(line["fields"]["code"], "deployment.refused", "{log}");
+        assert_eq!(line["fields"]["reason"], "secret.content", "{log}");
+        assert!(line["fields"]["message"].as_str().unwrap().contains(why), "{log}");
+        assert!(!log.contains("xxxxxxxx"), "the log holds the token");
+    }
+    std::fs::remove_file(&path).unwrap();
+    support::write_secret(&d.secrets, "review-completion-token", &value);
     d.cleanup().await;
 }
 

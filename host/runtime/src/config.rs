@@ -340,7 +340,9 @@ pub struct ReviewCompletion {
     /// connections.
     #[schemars(extend("pattern" = "^[!-~]{1,256}$"))]
     pub recipient_binding: String,
-    /// The bearer token Casework presents (at most 4096 bytes).
+    /// The bearer token Casework presents: 1 to 4096 bytes
+    /// (`secrets::MAX_COMPLETION_TOKEN_BYTES`; a longer or empty one
+    /// refuses startup with `secret.content`).
     pub bearer_token_ref: SecretRef,
 }
 

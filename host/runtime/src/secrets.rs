@@ -239,6 +239,31 @@ impl SecretResolver {
         }
     }
 
+    /// Resolves a bearer token Casework presents (a connection's
+    /// `completion.bearerTokenRef`): its bytes as they are, 1 to
+    /// [`MAX_COMPLETION_TOKEN_BYTES`].
+    ///
+    /// # Errors
+    /// As [`SecretResolver::resolve`], and [`SecretError::Content`] when the
+    /// value is empty or longer (never echoed).
+    pub fn resolve_completion_token(&self, reference: &SecretRef) -> Result<Secret, SecretError> {
+        let secret = self.resolve(reference)?;
+        let reason = if secret.bytes().is_empty() {
+            "is empty".to_owned()
+        } else if secret.bytes().len() > MAX_COMPLETION_TOKEN_BYTES {
+            format!(
+                "is {} bytes; a completion token holds at most {MAX_COMPLETION_TOKEN_BYTES}",
+                secret.bytes().len()
+            )
+        } else {
+            return Ok(secret);
+        };
+        Err(SecretError::Content {
+            reference: reference.0.clone(),
+            reason,
+        })
+    }
+
     /// Resolves a text secret (a database URL, a token): UTF-8, with one
     /// trailing `\n` or `\r\n` removed.
     ///
@@ -264,6 +289,10 @@ impl SecretResolver {
         Ok(text.to_owned())
     }
 }
+
+/// The most bytes a review-completion bearer token may hold
+/// (`completion.bearerTokenRef`, docs/runtime.md).
+pub const MAX_COMPLETION_TOKEN_BYTES: usize = 4096;
 
 fn read_secret_file(reference: &str, path: &std::path::Path) -> Result<Secret, SecretError> {
     let unavailable = |e: std::io::Error| SecretError::Unavailable {

@@ -473,16 +473,7 @@ pub async fn plan(
     let ns = namespace_of(config)?;
     let deployment = deployment_of(config)?;
     let packages = load_pinned_packages(deployment)?;
-    let pool = connect(
-        config,
-        resolver,
-        &config.database.runtime_url_ref,
-        1,
-        &[],
-        Access::Read,
-    )
-    .await?;
-    let mut conn = pool.begin().await?;
+    let (pool, mut conn) = read_with_runtime_role(config, resolver).await?;
     let found = layout(&mut conn, ns).await?;
     check_layout(found, ns)?;
     let active = if let Layout::Versioned(_) = found {
@@ -499,6 +490,29 @@ pub async fn plan(
     drop(conn);
     pool.close().await;
     Ok(plan)
+}
+
+/// One connection of the runtime role for reading (`plan`,
+/// `deployment-status`: a standby will do when the URL says
+/// `target_session_attrs=any`), and a transaction on it.
+///
+/// # Errors
+/// [`connect`]'s.
+async fn read_with_runtime_role(
+    config: &RuntimeConfig,
+    resolver: &SecretResolver,
+) -> Result<(super::session::Database, Transaction), StoreError> {
+    let pool = connect(
+        config,
+        resolver,
+        &config.database.runtime_url_ref,
+        1,
+        &[],
+        Access::Read,
+    )
+    .await?;
+    let conn = pool.begin().await?;
+    Ok((pool, conn))
 }
 
 /// `apply`: the only use of the migration URL. In one transaction (under an
@@ -989,16 +1003,7 @@ pub async fn deployment_status(
     let packages = load_pinned_packages(deployment)?;
     let keyring = load_state_keyring(resolver, deployment)?;
     let admission = load_admission_key(resolver, deployment)?;
-    let pool = connect(
-        config,
-        resolver,
-        &config.database.runtime_url_ref,
-        1,
-        &[],
-        Access::Read,
-    )
-    .await?;
-    let mut conn = pool.begin().await?;
+    let (pool, mut conn) = read_with_runtime_role(config, resolver).await?;
     let (d, versions) = verify_runtime(&mut conn, ns, deployment, &keyring, &admission).await?;
     let workflows = check_activation(&mut conn, ns, &packages).await?;
     check_live_bindings(&mut conn, ns, config).await?;
