@@ -633,7 +633,12 @@ fn run_status(r: &RunRecord) -> api::RunStatus {
         state: st.status.as_str().to_owned(),
         admitted_at: st.admitted_at.clone(),
         deadline_at: st.deadline_at.clone(),
-        ended_at: st.ended_at.clone(),
+        // The engine's clock when the run ended (the VM's `ended_at` is
+        // the instant of the event that ended it, which may be long before).
+        ended_at: r
+            .ended_unix
+            .map(coordinator_ports::clock::unix_to_rfc3339)
+            .or_else(|| st.ended_at.clone()),
         outcome: st.outcome.clone(),
         output: if st.status == RunStatus::Finished || st.outcome.is_some() {
             st.output.clone()
@@ -1099,8 +1104,10 @@ mod tests {
             bindings: new.bindings,
             payload_erased: false,
             review: None,
+            ended_unix: Some(1_800_000_000),
         };
         let status = super::run_status(&record);
+        assert_eq!(status.ended_at.as_deref(), Some("2027-01-15T08:00:00Z"));
         assert_eq!(status.failure.as_deref(), Some("invalid-command"));
         assert_eq!(status.failure_path.as_deref(), Some("/to/email"));
         assert_eq!(status.refusal_code.as_deref(), Some("template.unknown"));

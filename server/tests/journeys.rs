@@ -840,7 +840,10 @@ async fn startup_refuses_unsafe_connection_keys_and_completion_tokens_by_the_sec
         let line: Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
         assert_eq!(line["fields"]["code"], "deployment.refused", "{log}");
         assert_eq!(line["fields"]["reason"], "secret.content", "{log}");
-        assert!(line["fields"]["message"].as_str().unwrap().contains(why), "{log}");
+        assert!(
+            line["fields"]["message"].as_str().unwrap().contains(why),
+            "{log}"
+        );
         assert!(!log.contains("xxxxxxxx"), "the log holds the token");
     }
     std::fs::remove_file(&path).unwrap();

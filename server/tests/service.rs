@@ -683,6 +683,55 @@ async fn a_job_found_after_the_deadline_sends_nothing_and_the_run_expires() {
     assert_eq!(env.store.jobs(&id).await.unwrap(), vec![]);
 }
 
+/// `endedAt` is when the run really ended by the coordinator's clock, not
+/// the VM's instant of the event that ended it: a run whose deadline was
+/// a day before the service found it (down meanwhile) ended when found,
+/// and retention compares that end.
+#[tokio::test]
+async fn ended_at_is_the_real_end_not_the_instant_of_the_last_timed_event() {
+    let env = Env::new().await;
+    let (s, run) = env
+        .start(
+            PRODUCER,
+            "k-found-a-day-late",
+            "follow-up",
+            json!({"applicationId": "app-day-late", "sendAfter": "2026-09-01T09:00:00Z"}),
+        )
+        .await;
+    assert_eq!(s, 201, "{run}");
+    let id = run["run"].as_str().unwrap().to_owned();
+    env.idle().await;
+    let (_, status) = env.get(PRODUCER, &format!("/v1/runs/{id}")).await;
+    let deadline = status["deadlineAt"].as_str().unwrap().to_owned();
+    let deadline_unix = coordinator_ports::clock::rfc3339_to_unix(&deadline).unwrap();
+    // Down from before the deadline until a day after it.
+    env.clock
+        .advance(deadline_unix + 86_400 - env.clock.now_unix());
+    env.idle().await;
+    let (_, status) = env.get(PRODUCER, &format!("/v1/runs/{id}")).await;
+    assert_eq!(status["state"], "expired", "{status}");
+    let ended =
+        coordinator_ports::clock::rfc3339_to_unix(status["endedAt"].as_str().unwrap()).unwrap();
+    assert!(
+        (ended - env.clock.now_unix()).abs() <= 1,
+        "endedAt {} is not the real end (now {}, deadline {deadline})",
+        status["endedAt"],
+        env.clock.now_unix()
+    );
+    // Retention compares the real end: a cutoff between the deadline and
+    // the end leaves the run's payloads.
+    use coordinator_ports::RunStore;
+    let erased = env
+        .store
+        .erase_payloads(deadline_unix + 3_600, 100, env.clock.now_unix())
+        .await
+        .unwrap();
+    assert_eq!(
+        erased.erased, 0,
+        "erased by the VM's instant, not the real end"
+    );
+}
+
 #[tokio::test]
 async fn interrupted_mutation_is_unknown_and_never_resent() {
     let env = Env::new().await;

@@ -475,6 +475,7 @@ impl Engine {
                     .commit(Commit {
                         run_id: run.id.clone(),
                         expected_version: run.version,
+                        at_unix: now,
                         state: run.state.clone(),
                         ledger,
                         complete: Some((job.id, owner)),
@@ -561,6 +562,7 @@ impl Engine {
             let commit = Commit {
                 run_id: run.id.clone(),
                 expected_version: run.version,
+                at_unix: self.clock.now_unix(),
                 state: resumed.state.clone(),
                 ledger: ledger.clone(),
                 complete: complete.map(|j| (j, owner.clone())),

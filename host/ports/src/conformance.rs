@@ -50,6 +50,12 @@ pub fn state(marker: &str) -> RunState {
     .expect("a valid run state")
 }
 
+/// When a commit of `state` happens, as the engine would give it: the
+/// state's end, else its `now` (Unix seconds).
+pub fn committed_at(state: &RunState) -> i64 {
+    rfc3339_to_unix(state.ended_at.as_deref().unwrap_or(&state.now)).unwrap_or(0)
+}
+
 fn ended(marker: &str, status: RunStatus) -> RunState {
     let mut s = state(marker);
     s.status = status;
@@ -210,6 +216,7 @@ pub async fn records_round_trip(s: &dyn RunStore, fx: &Fixture) {
             review: None,
             run_id: "run-a".into(),
             expected_version: 1,
+            at_unix: committed_at(&next),
             state: next.clone(),
             ledger: ledger.clone(),
             complete: None,
@@ -301,6 +308,7 @@ pub async fn leases_expire_and_commits_check_versions(s: &dyn RunStore, fx: &Fix
         review: None,
         run_id: "run-a".into(),
         expected_version: v,
+        at_unix: 300,
         state: if status == RunStatus::Running {
             state("run-a")
         } else {
@@ -528,6 +536,7 @@ pub async fn bring_forward_respects_the_floor_and_lists_page(s: &dyn RunStore, f
         review: None,
         run_id: "run-c".into(),
         expected_version: 1,
+        at_unix: committed_at(&held),
         state: held,
         ledger: BTreeMap::new(),
         complete: None,
@@ -616,6 +625,7 @@ pub async fn commits_lease_new_due_jobs_to_the_committer(s: &dyn RunStore, fx: &
         review: None,
         run_id: "run-l".into(),
         expected_version: version,
+        at_unix: committed_at(&state("run-l")),
         state: state("run-l"),
         ledger: BTreeMap::new(),
         complete: None,
@@ -755,6 +765,7 @@ pub async fn group_commits_answer_each_commit_as_alone(s: &dyn RunStore, fx: &Fi
         review: None,
         run_id: run.into(),
         expected_version: version,
+        at_unix: committed_at(&state),
         state,
         ledger: BTreeMap::new(),
         complete: complete.map(|(job, owner)| (job, owner.to_owned())),
@@ -1023,6 +1034,7 @@ pub async fn live_bindings_count_runs_that_have_not_ended(s: &dyn RunStore, fx: 
             review: None,
             run_id: "run-c".into(),
             expected_version: 1,
+            at_unix: committed_at(&ended("run-c", RunStatus::Cancelled)),
             state: ended("run-c", RunStatus::Cancelled),
             ledger: BTreeMap::new(),
             complete: None,
@@ -1043,6 +1055,7 @@ async fn settle(s: &dyn RunStore, id: &str, state: RunState) {
         review: None,
         run_id: id.into(),
         expected_version: 1,
+        at_unix: committed_at(&state),
         state,
         ledger: BTreeMap::new(),
         complete: None,
@@ -1203,6 +1216,7 @@ pub async fn retention_erases_only_ended_payloads(s: &dyn RunStore, fx: &Fixture
             review: None,
             run_id: "run-b".into(),
             expected_version: b.version,
+            at_unix: committed_at(&state("run-b")),
             state: state("run-b"),
             ledger: BTreeMap::new(),
             complete: None,
@@ -1399,6 +1413,7 @@ pub async fn reviews_are_recorded_surveyed_and_attested(s: &dyn RunStore, fx: &F
             review,
             run_id: run.into(),
             expected_version: version,
+            at_unix: committed_at(&st),
             state: st,
             ledger: BTreeMap::new(),
             complete: None,
@@ -1462,6 +1477,7 @@ pub async fn reviews_are_recorded_surveyed_and_attested(s: &dyn RunStore, fx: &F
     ended.ended_at = Some("2026-01-01T00:05:00Z".into());
     ended.effects.insert("send".into(), EffectState::Unknown);
     s.commit(Commit {
+        at_unix: committed_at(&ended),
         state: ended,
         ..commit("run-y", 2, None, true)
     })
@@ -1533,6 +1549,7 @@ pub async fn counts_follow_every_change(s: &dyn RunStore, counts: &dyn RunCounts
     let commit = |id: &str, version, state, jobs, review| Commit {
         run_id: id.into(),
         expected_version: version,
+        at_unix: committed_at(&state),
         state,
         ledger: BTreeMap::new(),
         complete: None,

@@ -459,6 +459,9 @@ impl RunStore for MemoryRunStore {
         }
         let ended = commit.state.status.is_terminal();
         if let Some(r) = m.runs.get_mut(&commit.run_id) {
+            if ended && r.ended_unix.is_none() {
+                r.ended_unix = Some(commit.at_unix);
+            }
             r.state = commit.state;
             r.ledger = commit.ledger;
             r.version = version;
@@ -522,7 +525,7 @@ impl RunStore for MemoryRunStore {
             .filter(|r| !r.payload_erased && erasable(&r.state))
             .filter(|r| !m.jobs.values().any(|j| j.run_id == r.id))
             .filter_map(|r| {
-                let ended = r.state.ended_at.as_deref().and_then(rfc3339_to_unix)?;
+                let ended = r.ended_unix?;
                 (ended < before_unix).then(|| (ended, r.sequence, r.id.clone()))
             })
             .collect();
@@ -537,7 +540,7 @@ impl RunStore for MemoryRunStore {
                     unix(&r.state.admitted_at),
                     unix(&r.state.deadline_at),
                     unix(&r.state.now),
-                    r.state.ended_at.as_deref().map(unix),
+                    r.ended_unix,
                 );
                 r.payload_erased = true;
                 r.version += 1;

@@ -163,6 +163,12 @@ pub struct RunRecord {
     /// its prepared commands back ([`Review`]).
     #[serde(default)]
     pub review: Option<Review>,
+    /// When the run ended, Unix seconds of the engine's clock at the commit
+    /// that ended it ([`Commit::at_unix`]; at admission, its admission
+    /// instant); `None` while it has not ended. What the API shows as
+    /// `endedAt` and what retention compares.
+    #[serde(default)]
+    pub ended_unix: Option<i64>,
 }
 
 impl RunRecord {
@@ -170,7 +176,13 @@ impl RunRecord {
     /// an empty ledger, nothing erased or reviewed (every store's
     /// [`Admitted::Created`]).
     pub fn admitted(run: NewRun, sequence: u64) -> RunRecord {
+        let ended_unix = if run.state.status.is_terminal() {
+            crate::clock::rfc3339_to_unix(&run.state.admitted_at)
+        } else {
+            None
+        };
         RunRecord {
+            ended_unix,
             id: run.id,
             sequence,
             workflow: run.workflow,
@@ -369,6 +381,11 @@ pub enum Admitted {
 pub struct Commit {
     /// The run.
     pub run_id: String,
+    /// When the engine commits, Unix seconds of its clock: a commit that
+    /// ends the run records it as the run's end ([`RunRecord::ended_unix`];
+    /// the VM's `state.ended_at` is its logical time, the instant of the
+    /// event that ended it, which may be long before).
+    pub at_unix: i64,
     /// The version read; the commit fails with [`StoreError::Conflict`] if
     /// the stored version differs.
     pub expected_version: u64,

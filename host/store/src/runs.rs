@@ -499,6 +499,10 @@ impl Store {
             bindings,
             payload_erased: erased_at.is_some(),
             review,
+            ended_unix: row
+                .try_get::<Option<OffsetDateTime>, _>("ended_at")
+                .map_err(pdb)?
+                .map(OffsetDateTime::unix_timestamp),
             id,
         })
     }

@@ -13,7 +13,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use coordinator_ir::{Definition, Program};
-use coordinator_ports::conformance::{self, Fixture};
+use coordinator_ports::conformance::{self, committed_at, Fixture};
 use coordinator_ports::{
     Admitted, Commit, Erasure, Holds, Job, JobKind, LeaseRequest, NewJob, NewRun, Owner, RunStore,
     StoreError as PortError,
@@ -498,6 +498,7 @@ async fn plan_apply_status_unchanged_replace_unlisted_and_remove() {
             review: None,
             run_id: run.id.clone(),
             expected_version: loaded.version,
+            at_unix: committed_at(&ended),
             state: ended,
             ledger: Default::default(),
             complete: None,
@@ -986,6 +987,7 @@ async fn retention_leaves_no_byte_of_an_erased_payload_in_any_table() {
             review: None,
             run_id: run.id.clone(),
             expected_version: 1,
+            at_unix: committed_at(&ended),
             state: ended,
             ledger: Default::default(),
             complete: None,
@@ -1361,6 +1363,7 @@ async fn a_changed_binding_is_refused_while_a_run_is_live() {
             review: None,
             run_id: run.id.clone(),
             expected_version: run.version,
+            at_unix: now.unix_timestamp(),
             state: {
                 let mut s = state(json!({}), now, RunStatus::Cancelled);
                 s.ended_at = Some(s.now.clone());

@@ -102,7 +102,9 @@ impl Store {
             attention.push(status == coordinator_vm::RunStatus::Attention);
             ended.push(status.is_terminal());
             updated_at.push(at_text(&c.state.now));
-            ended_at.push(c.state.ended_at.as_deref().map(at_text));
+            // The run's end is the engine's clock at this commit, not the
+            // VM's logical instant of the event that ended it.
+            ended_at.push(status.is_terminal().then(|| super::at(c.at_unix)));
             sealed_states.push(self.seal_json(id, "state", "", &c.state));
             sealed_outputs.push(
                 c.state
@@ -153,7 +155,7 @@ impl Store {
              upd AS (
                UPDATE {ns}.runs r SET state = c.state, attention = c.attention, ended = c.ended,
                    version = r.version + 1, updated_at = c.updated_at,
-                   ended_at = CASE WHEN c.ended THEN COALESCE(r.ended_at, c.ended_at, c.updated_at) END,
+                   ended_at = CASE WHEN c.ended THEN COALESCE(r.ended_at, c.ended_at) END,
                    key_version = $15, sealed_state = c.sealed_state,
                    sealed_output = c.sealed_output, ledger = c.ledger::jsonb,
                    effect_unknown = c.effect_unknown, wait = c.wait,
