@@ -15,8 +15,11 @@ pub mod events;
 pub mod gate;
 pub mod metrics;
 pub mod ops;
+pub mod readiness;
 pub mod startup;
 pub mod strict;
+
+pub use readiness::{not_ready_reason, waiting_router, WaitingReason};
 
 use std::future::Future;
 use std::sync::Arc;
@@ -222,7 +225,7 @@ fn json<T: serde::Serialize>(status: StatusCode, body: &T) -> Response {
 /// The router of SPEC §8's implemented routes.
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .route("/ready", get(ready))
+        .route("/ready", get(readiness::ready))
         .route("/health", get(health))
         .route("/v1/runs", json_post(start).get(list))
         .route("/v1/runs/{run}", get(status))
@@ -323,53 +326,6 @@ fn json_content_type(headers: &HeaderMap) -> bool {
         .to_ascii_lowercase();
     essence == "application/json"
         || (essence.starts_with("application/") && essence.ends_with("+json"))
-}
-
-/// Why a process waiting for its store is not ready yet: the code of the
-/// last failed attempt (`store-unavailable` until one failed otherwise, or
-/// `database.read-only`). Clones share the value.
-#[derive(Clone, Debug)]
-pub struct WaitingReason(Arc<std::sync::Mutex<&'static str>>);
-
-impl Default for WaitingReason {
-    fn default() -> Self {
-        WaitingReason(Arc::new(std::sync::Mutex::new("store-unavailable")))
-    }
-}
-
-impl WaitingReason {
-    /// Records the code of the last failed attempt.
-    pub fn set(&self, code: &'static str) {
-        if let Ok(mut reason) = self.0.lock() {
-            *reason = code;
-        }
-    }
-
-    /// The code recorded last.
-    pub fn get(&self) -> &'static str {
-        self.0.lock().map_or("store-unavailable", |r| *r)
-    }
-}
-
-/// The router served while `coordinator` waits for the database (before
-/// the store is open and checked; no engine exists yet): `GET /ready` is
-/// 503 `{"ready":false,"reason":CODE}` with the code `reason` holds,
-/// `GET /health` is 200 `{"live":true}`, and any other request is 503 with
-/// the problem `service.unavailable`. Every answer carries
-/// `Cache-Control: no-store`. Nothing is logged per request: the wait
-/// itself logs its code.
-pub fn waiting_router(reason: WaitingReason) -> Router {
-    Router::new()
-        .route(
-            "/ready",
-            get(move || {
-                let reason = reason.get();
-                async move { not_ready(reason) }
-            }),
-        )
-        .route("/health", get(health))
-        .fallback(|| async { ApiError::starting() })
-        .layer(axum::middleware::map_response(no_store))
 }
 
 async fn no_store(mut response: Response) -> Response {
@@ -517,71 +473,6 @@ async fn lane(
             _ = shutdown.changed() => {}
         }
     }
-}
-
-/// `GET /ready`: 200 when this process would accept a start now, else 503
-/// with the reason ([`not_ready_reason`]).
-async fn ready(State(s): State<AppState>) -> Response {
-    match not_ready_reason(&s.engine).await {
-        None => json(
-            StatusCode::OK,
-            &api::Ready {
-                ready: true,
-                reason: None,
-            },
-        ),
-        Some(reason) => not_ready(reason),
-    }
-}
-
-/// Why this process would refuse a start now for a reason of its own or
-/// its deployment's, as the code of that refusal (`None`: it would not):
-/// fenced by a restore hold placed after it started
-/// (`restore.lease-incompatible`), the store unreachable
-/// (`store-unavailable`) or read-only (`database.read-only`), the audit
-/// journal failing (`audit.response-unavailable`), the admission hold in
-/// place (`admission.held`), or the active packages changed by an `apply`
-/// since it started (`deployment.activation-changed`). A `--recovery-only`
-/// instance admits nothing by design and is ready while its store is.
-pub async fn not_ready_reason(engine: &Engine) -> Option<&'static str> {
-    if engine.fenced() {
-        return Some("restore.lease-incompatible");
-    }
-    if let Err(e) = engine.store().ping().await {
-        let reason = match &e {
-            StoreError::Refused { code, .. } => *code,
-            _ => "store-unavailable",
-        };
-        tracing::warn!(code = reason, error = %e, "not ready");
-        return Some(reason);
-    }
-    if engine.recovery_only() {
-        return None;
-    }
-    if !engine.audit_ready() {
-        return Some("audit.response-unavailable");
-    }
-    match engine.holds().await {
-        Ok(holds) if holds.admission => return Some("admission.held"),
-        Ok(_) => {}
-        Err(_) => return Some("store-unavailable"),
-    }
-    match engine.activation_current().await {
-        Ok(true) => None,
-        Ok(false) => Some("deployment.activation-changed"),
-        Err(_) => Some("store-unavailable"),
-    }
-}
-
-/// `/ready`'s 503 answer with its reason code.
-fn not_ready(reason: &str) -> Response {
-    json(
-        StatusCode::SERVICE_UNAVAILABLE,
-        &api::Ready {
-            ready: false,
-            reason: Some(reason.to_owned()),
-        },
-    )
 }
 
 async fn health() -> Response {

@@ -29,6 +29,7 @@
 //! starter's `iss`/`sub`) and `command` (step = the job's step).
 
 mod batch;
+mod counts;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -1242,51 +1243,5 @@ impl RunStore for Store {
         } else {
             Err(port(failed))
         }
-    }
-}
-
-/// The counts of [`RunCounts`]: the sums of `run_counts` (kept by the
-/// statements that change runs, `schema::count_routines`) and the dispatch
-/// jobs counted through their own index (`jobs_dispatch`); one statement,
-/// whose cost depends on neither the number of runs nor of other jobs.
-#[async_trait::async_trait]
-impl coordinator_ports::counts::RunCounts for Store {
-    async fn live_counts(&self) -> Result<coordinator_ports::counts::LiveCounts, PortError> {
-        let ns = &self.ns;
-        let sums: Vec<String> = super::schema::COUNTED
-            .iter()
-            .map(|(name, _)| format!("coalesce(sum({name}), 0)::bigint AS {name}"))
-            .collect();
-        let row = sqlx::query(&format!(
-            "SELECT {sums},
-                    (SELECT count(*) FROM {ns}.jobs
-                      WHERE kind = 'dispatch' AND state = 'ready' AND lease_owner IS NULL) AS ready,
-                    (SELECT count(*) FROM {ns}.jobs
-                      WHERE kind = 'dispatch' AND state = 'ready' AND lease_owner IS NOT NULL) AS leased,
-                    (SELECT count(*) FROM {ns}.jobs
-                      WHERE kind = 'dispatch' AND state = 'sending') AS sending
-               FROM {ns}.run_counts",
-            sums = sums.join(", ")
-        ))
-        .fetch_one(&self.db)
-        .await
-        .map_err(pdb)?;
-        let count = |name: &str| -> Result<u64, PortError> {
-            let n: i64 = row.try_get(name).map_err(pdb)?;
-            Ok(u64::try_from(n).unwrap_or(0))
-        };
-        Ok(coordinator_ports::counts::LiveCounts {
-            running: count("running")?,
-            attention: count("attention")?,
-            cancel_requested: count("cancel_requested")?,
-            unknown_effects: count("unknown_effects")?,
-            ended_unknown_effects: count("ended_unknown_effects")?,
-            review_required: count("review_required")?,
-            wait_until: count("wait_until")?,
-            wait_for: count("wait_for")?,
-            dispatch_ready: count("ready")?,
-            dispatch_leased: count("leased")?,
-            dispatch_sending: count("sending")?,
-        })
     }
 }
