@@ -2,7 +2,12 @@
 //! "Change the workflows"), and the runtime-role safety check used by
 //! `apply` and at service startup.
 //!
-//! - [`plan`] reads with the runtime credential and writes nothing.
+//! - [`plan`] reads with the runtime credential and writes nothing; it
+//!   previews `apply`: it reads the keys as `apply` does, logs in with the
+//!   migration URL too, and on an applied namespace refuses what `apply`
+//!   refuses before writing ([`check_applied_namespace`]: runtime role
+//!   safety, key custody). `apply` logs in with the runtime URL before it
+//!   changes anything.
 //! - [`apply`] is the only user of `database.migrationUrlRef`: one
 //!   transaction migrates, checks the database id, records the key custody
 //!   fingerprints, records every pinned package's definition (kept forever)
@@ -473,12 +478,15 @@ pub async fn plan(
     let ns = namespace_of(config)?;
     let deployment = deployment_of(config)?;
     let packages = load_pinned_packages(deployment)?;
+    let keys = DeploymentKeysRead::load(resolver, deployment)?;
     let (pool, mut conn) = read_with_runtime_role(config, resolver).await?;
+    log_in_once(config, resolver, &config.database.migration_url_ref).await?;
     let found = layout(&mut conn, ns).await?;
     check_layout(found, ns)?;
     let active = if let Layout::Versioned(_) = found {
         let d = deployment_row(&mut conn, ns).await?;
         check_database_id(&d.database_id, &deployment.database_id)?;
+        check_applied_namespace(&mut conn, ns, deployment, &keys).await?;
         active_workflows(&mut conn, ns).await?
     } else {
         BTreeMap::new()
@@ -490,6 +498,61 @@ pub async fn plan(
     drop(conn);
     pool.close().await;
     Ok(plan)
+}
+
+/// The deployment's keys as `apply` reads them (state keyring, admission
+/// key, audit key): `plan` reads them the same way, so a key file `apply`
+/// would refuse (group-readable, missing, not 32 bytes) refuses `plan`.
+struct DeploymentKeysRead {
+    state: coordinator_runtime::keys::StateKeyring,
+    admission: coordinator_runtime::keys::AdmissionKey,
+    audit: coordinator_runtime::keys::AuditKey,
+}
+
+impl DeploymentKeysRead {
+    fn load(resolver: &SecretResolver, deployment: &Deployment) -> Result<Self, StoreError> {
+        Ok(DeploymentKeysRead {
+            state: load_state_keyring(resolver, deployment)?,
+            admission: load_admission_key(resolver, deployment)?,
+            audit: load_audit_key(resolver, deployment)?,
+        })
+    }
+}
+
+/// What `plan` and `apply` both refuse on a namespace already applied,
+/// before anything is written (one home, so `plan` previews `apply`): an
+/// unsafe runtime role as found ([`verify_runtime_role`]), a state key or
+/// admission key that is not the one recorded ([`check_custody`],
+/// [`check_admission_custody`]). Reads only.
+///
+/// # Errors
+/// `deployment.runtime-role-*`, `state-key-custody`, `store-unavailable`.
+async fn check_applied_namespace(
+    conn: &mut Transaction,
+    ns: &str,
+    deployment: &Deployment,
+    keys: &DeploymentKeysRead,
+) -> Result<(), StoreError> {
+    verify_runtime_role(conn, ns, &deployment.runtime_role).await?;
+    check_custody(conn, ns, &keys.state).await?;
+    check_admission_custody(conn, ns, &keys.admission).await?;
+    Ok(())
+}
+
+/// Logs in once with the URL behind `reference` and closes the connection:
+/// `plan` and `apply` log in with every database URL the deployment names,
+/// so a wrong password is refused before anything changes.
+///
+/// # Errors
+/// [`connect`]'s (`database.login` for a refused login).
+async fn log_in_once(
+    config: &RuntimeConfig,
+    resolver: &SecretResolver,
+    reference: &coordinator_runtime::config::SecretRef,
+) -> Result<(), StoreError> {
+    let pool = connect(config, resolver, reference, 1, &[], Access::Read).await?;
+    pool.close().await;
+    Ok(())
 }
 
 /// One connection of the runtime role for reading (`plan`,
@@ -543,9 +606,12 @@ pub async fn apply(
     let ns = namespace_of(config)?;
     let deployment = deployment_of(config)?;
     let packages = load_pinned_packages(deployment)?;
-    let keyring = load_state_keyring(resolver, deployment)?;
-    let admission = load_admission_key(resolver, deployment)?;
-    let audit_key = load_audit_key(resolver, deployment)?;
+    let keys = DeploymentKeysRead::load(resolver, deployment)?;
+    let (keyring, admission, audit_key) = (&keys.state, &keys.admission, &keys.audit);
+    // The runtime role must be able to log in before anything changes:
+    // apply alone would change the deployment for a service that then
+    // cannot start.
+    log_in_once(config, resolver, &config.database.runtime_url_ref).await?;
     let pool = connect(
         config,
         resolver,
@@ -607,13 +673,14 @@ pub async fn apply(
     }
     if !migrated {
         // Refuse an unsafe role as found, before the grants below would
-        // silently repair part of it (a CREATE granted by hand).
-        verify_runtime_role(&mut tx, ns, &deployment.runtime_role).await?;
+        // silently repair part of it (a CREATE granted by hand), and keys
+        // that are not the recorded ones: what plan checks too.
+        check_applied_namespace(&mut tx, ns, deployment, &keys).await?;
     }
 
     // Key custody: recorded versions must match; configured ones get a record.
-    let recorded = check_custody(&mut tx, ns, &keyring).await?;
-    if !check_admission_custody(&mut tx, ns, &admission).await? {
+    let recorded = check_custody(&mut tx, ns, keyring).await?;
+    if !check_admission_custody(&mut tx, ns, admission).await? {
         sqlx::query(&format!(
             "UPDATE {ns}.deployment SET admission_key_fingerprint = $1"
         ))
@@ -715,7 +782,7 @@ pub async fn apply(
     pool.close().await;
 
     let mut record = AuditRecord::new("deployment.apply", "accepted")
-        .reference(&audit_key, "database", &deployment.database_id)
+        .reference(audit_key, "database", &deployment.database_id)
         .fact("schemaVersion", SCHEMA_VERSION)
         .fact("migrated", migrated);
     for e in &plan.entries {

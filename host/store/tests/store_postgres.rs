@@ -515,6 +515,95 @@ async fn plan_apply_status_unchanged_replace_unlisted_and_remove() {
     fx.cleanup(&[]).await;
 }
 
+/// `plan` previews `apply`: each fault `apply` refuses on an applied
+/// namespace (a group-readable state key, a superuser runtime role, a state
+/// key that is not the recorded one, a wrong migration password, a wrong
+/// runtime password) is refused by `plan` with the same code, and `apply`
+/// logs in with the runtime URL before it changes anything.
+#[tokio::test]
+async fn plan_refuses_each_fault_apply_refuses_and_both_log_in_with_every_url() {
+    let Some(urls) = urls("plan_previews_apply") else {
+        return;
+    };
+    // A wrong runtime password: apply changes nothing (no namespace made).
+    let fresh = Fx::new(urls.clone());
+    let runtime_url = fresh.urls.runtime.clone();
+    let wrong = |url: &str| {
+        let (head, rest) = url.split_once("://").expect("url");
+        let (user, after) = rest.split_once(':').expect("user");
+        let (_, host) = after.split_once('@').expect("host");
+        format!("{head}://{user}:wrong-password@{host}")
+    };
+    write_secret(
+        &fresh.secrets,
+        "runtime-database-url",
+        wrong(&runtime_url).as_bytes(),
+    );
+    assert_eq!(code(fresh.plan(&[]).await), "database.login");
+    assert_eq!(code(fresh.apply(&[]).await), "database.login");
+    let mut admin = fresh.admin().await;
+    let exists: bool = sqlx::query("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)")
+        .bind(&fresh.ns)
+        .fetch_one(&mut admin)
+        .await
+        .expect("q")
+        .get(0);
+    assert!(
+        !exists,
+        "an apply refused for the runtime login changed the database"
+    );
+    write_secret(
+        &fresh.secrets,
+        "runtime-database-url",
+        runtime_url.as_bytes(),
+    );
+    fresh.cleanup(&[]).await;
+
+    let mut fx = Fx::new(urls);
+    fx.apply(&[]).await.expect("apply");
+    fx.plan(&[]).await.expect("plan");
+    // A wrong migration password: plan logs in with it too.
+    let migration_url = fx.urls.migration.clone();
+    write_secret(
+        &fx.secrets,
+        "migration-database-url",
+        wrong(&migration_url).as_bytes(),
+    );
+    assert_eq!(code(fx.plan(&[]).await), "database.login");
+    assert_eq!(code(fx.apply(&[]).await), "database.login");
+    write_secret(
+        &fx.secrets,
+        "migration-database-url",
+        migration_url.as_bytes(),
+    );
+    // A group-readable state key.
+    let key = fx.secrets.join("state-key-1");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    assert_eq!(code(fx.plan(&[]).await), "secret.permissions");
+    assert_eq!(code(fx.apply(&[]).await), "secret.permissions");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    // Another key under a recorded version: custody.
+    write_secret(&fx.secrets, "state-key-1", &[9; 32]);
+    assert_eq!(code(fx.plan(&[]).await), "state-key-custody");
+    assert_eq!(code(fx.apply(&[]).await), "state-key-custody");
+    write_secret(&fx.secrets, "state-key-1", &[1; 32]);
+    // A superuser runtime role.
+    let (name, url) = fx.role("SUPERUSER").await;
+    let (kept_role, kept_url) = (fx.runtime_role.clone(), runtime_url.clone());
+    fx.use_runtime_role(&name, &url);
+    assert_eq!(
+        code(fx.plan(&[]).await),
+        "deployment.runtime-role-superuser"
+    );
+    assert_eq!(
+        code(fx.apply(&[]).await),
+        "deployment.runtime-role-superuser"
+    );
+    fx.use_runtime_role(&kept_role, &kept_url);
+    fx.plan(&[]).await.expect("plan again");
+    fx.cleanup(&[&name]).await;
+}
+
 #[tokio::test]
 async fn each_unsafe_runtime_role_shape_is_refused_with_its_own_code() {
     let Some(urls) = urls("unsafe_runtime_roles") else {
