@@ -608,10 +608,6 @@ pub async fn apply(
     let packages = load_pinned_packages(deployment)?;
     let keys = DeploymentKeysRead::load(resolver, deployment)?;
     let (keyring, admission, audit_key) = (&keys.state, &keys.admission, &keys.audit);
-    // The runtime role must be able to log in before anything changes:
-    // apply alone would change the deployment for a service that then
-    // cannot start.
-    log_in_once(config, resolver, &config.database.runtime_url_ref).await?;
     let pool = connect(
         config,
         resolver,
@@ -621,6 +617,10 @@ pub async fn apply(
         Access::Write,
     )
     .await?;
+    // The runtime role must be able to log in too before anything
+    // changes: apply alone would change the deployment for a service that
+    // then cannot start. (The migration URL first: it is apply's own.)
+    log_in_once(config, resolver, &config.database.runtime_url_ref).await?;
     let mut tx = pool.begin().await?;
     sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
         .bind(format!("registry-coordinator:{ns}"))
