@@ -203,6 +203,12 @@ impl FakeMessaging {
     pub fn messages(&self) -> Vec<Value> {
         locked(&self.messages).clone()
     }
+
+    /// The messages accepted since the last call (or the start), in
+    /// order, forgotten here (the sandbox counts them and keeps none).
+    pub fn take_messages(&self) -> Vec<Value> {
+        std::mem::take(&mut *locked(&self.messages))
+    }
 }
 
 async fn submit_message(

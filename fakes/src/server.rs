@@ -136,14 +136,13 @@ impl Fake {
         self.lock().requests.clone()
     }
 
-    /// The requests received after the first `start` ones, in arrival
-    /// order, and how many were received in all (the next `start`): a
-    /// watcher reads each request once instead of copying the whole record
-    /// every time.
-    pub fn requests_since(&self, start: usize) -> (Vec<Recorded>, usize) {
-        let st = self.lock();
-        let all = st.requests.len();
-        (st.requests.get(start..).unwrap_or_default().to_vec(), all)
+    /// The requests received since the last call (or the start), in
+    /// arrival order, forgotten here: a long-running watcher (the
+    /// sandbox) reads each request once and the fake keeps no history
+    /// that grows with every request. The idempotency records (replays,
+    /// key and effect counts) are kept.
+    pub fn take_requests(&self) -> Vec<Recorded> {
+        std::mem::take(&mut self.lock().requests)
     }
 
     /// The requests whose path is `path`.
@@ -449,18 +448,14 @@ mod tests {
     }
 
     #[test]
-    fn requests_since_gives_each_request_once() {
+    fn take_requests_gives_each_request_once_and_keeps_the_idempotency_records() {
         let fake = Fake::default();
         record(&fake, "/a");
         record(&fake, "/b");
-        let (first, seen) = fake.requests_since(0);
-        assert_eq!((paths(&first), seen), (vec!["/a", "/b"], 2));
-        let (none, seen) = fake.requests_since(seen);
-        assert_eq!((none.len(), seen), (0, 2));
+        assert_eq!(paths(&fake.take_requests()), vec!["/a", "/b"]);
+        assert!(fake.take_requests().is_empty());
+        assert!(fake.requests().is_empty());
         record(&fake, "/c");
-        let (next, seen) = fake.requests_since(seen);
-        assert_eq!((paths(&next), seen), (vec!["/c"], 3));
-        let (beyond, seen) = fake.requests_since(10);
-        assert_eq!((beyond.len(), seen), (0, 3));
+        assert_eq!(paths(&fake.take_requests()), vec!["/c"]);
     }
 }

@@ -190,7 +190,7 @@ async fn run(dir: &Path) -> Result<(), String> {
     let mut remint = tokio::time::interval(REMINT_EVERY);
     remint.tick().await;
     let mut watch = tokio::time::interval(Duration::from_millis(500));
-    let mut shown = 0;
+    let mut accepted = 0usize;
     loop {
         tokio::select! {
             _ = terminate.recv() => break,
@@ -206,9 +206,13 @@ async fn run(dir: &Path) -> Result<(), String> {
                 // replay of a known key is answered from its record), so a
                 // restore rehearsal can check one key per run, each
                 // performed once.
+                // The sandbox may run for hours: what was printed is
+                // forgotten (BReg's requests are never printed), so its
+                // memory holds the idempotency records only.
                 let fake = messaging.fake();
-                let (requests, received) = fake.requests_since(shown);
-                for r in requests.iter().filter(|r| r.path == "/v1/messages") {
+                breg.fake().take_requests();
+                accepted += messaging.take_messages().len();
+                for r in fake.take_requests().iter().filter(|r| r.path == "/v1/messages") {
                     let key = r.header("idempotency-key").unwrap_or("-");
                     println!(
                         "messaging: message request, Idempotency-Key {key} (performed {} time(s) for this key): {}",
@@ -216,13 +220,12 @@ async fn run(dir: &Path) -> Result<(), String> {
                         r.json()
                     );
                 }
-                shown = received;
             }
         }
     }
     println!(
         "coordinator-sandbox: stopping ({} message(s) accepted, {} token(s) issued to connections)",
-        messaging.messages().len(),
+        accepted + messaging.take_messages().len(),
         issuer
             .token_requests()
             .iter()
