@@ -201,6 +201,13 @@ impl FakeIssuer {
         lock(&self.shared).requests.clone()
     }
 
+    /// The token requests since the last call (or the start), forgotten
+    /// here: the sandbox, which runs for hours and requests no list,
+    /// counts them and keeps none. The tokens issued stay valid.
+    pub fn take_token_requests(&self) -> Vec<TokenRequest> {
+        std::mem::take(&mut lock(&self.shared).requests)
+    }
+
     /// Whether `token` is an access token this issuer's token endpoint
     /// issued.
     pub fn issued(&self, token: &str) -> bool {

@@ -190,7 +190,7 @@ async fn run(dir: &Path) -> Result<(), String> {
     let mut remint = tokio::time::interval(REMINT_EVERY);
     remint.tick().await;
     let mut watch = tokio::time::interval(Duration::from_millis(500));
-    let mut accepted = 0usize;
+    let mut counts = Counts::default();
     loop {
         tokio::select! {
             _ = terminate.recv() => break,
@@ -200,39 +200,61 @@ async fn run(dir: &Path) -> Result<(), String> {
                     eprintln!("coordinator-sandbox: warning: {e}");
                 }
             }
-            _ = watch.tick() => {
-                // Every submission with its idempotency key and how many
-                // times Messaging performed that key's work so far (a
-                // replay of a known key is answered from its record), so a
-                // restore rehearsal can check one key per run, each
-                // performed once.
-                // The sandbox may run for hours: what was printed is
-                // forgotten (BReg's requests are never printed), so its
-                // memory holds the idempotency records only.
-                let fake = messaging.fake();
-                breg.fake().take_requests();
-                accepted += messaging.take_messages().len();
-                for r in fake.take_requests().iter().filter(|r| r.path == "/v1/messages") {
-                    let key = r.header("idempotency-key").unwrap_or("-");
-                    println!(
-                        "messaging: message request, Idempotency-Key {key} (performed {} time(s) for this key): {}",
-                        fake.effect_count(key),
-                        r.json()
-                    );
-                }
-            }
+            _ = watch.tick() => print_the_messages_and_forget(&issuer, &breg, &messaging, &mut counts),
         }
     }
+    print_the_messages_and_forget(&issuer, &breg, &messaging, &mut counts);
     println!(
         "coordinator-sandbox: stopping ({} message(s) accepted, {} token(s) issued to connections)",
-        accepted + messaging.take_messages().len(),
-        issuer
-            .token_requests()
-            .iter()
-            .filter(|r| r.outcome.is_ok())
-            .count()
+        counts.messages_accepted, counts.tokens_issued
     );
     Ok(())
+}
+
+/// What the sandbox counted of what it forgot.
+#[derive(Default)]
+struct Counts {
+    /// Messages Messaging accepted (replays not counted).
+    messages_accepted: usize,
+    /// Access tokens the issuer's token endpoint issued.
+    tokens_issued: usize,
+}
+
+/// Prints every Messaging submission received since the last call, with
+/// its idempotency key and how many times Messaging performed that key's
+/// work so far (a replay of a known key is answered from its record), so a
+/// restore rehearsal or a soak can check one key per run, each performed
+/// once. The sandbox may run for hours: what was printed is then
+/// forgotten, and what is never printed (BReg's and the issuer's requests)
+/// too, so its memory holds the idempotency records and the tokens issued
+/// (a token per call, SPEC §6) only; `counts` keeps how many.
+fn print_the_messages_and_forget(
+    issuer: &FakeIssuer,
+    breg: &FakeBreg,
+    messaging: &FakeMessaging,
+    counts: &mut Counts,
+) {
+    breg.fake().take_requests();
+    issuer.fake().take_requests();
+    counts.tokens_issued += issuer
+        .take_token_requests()
+        .iter()
+        .filter(|r| r.outcome.is_ok())
+        .count();
+    counts.messages_accepted += messaging.take_messages().len();
+    let fake = messaging.fake();
+    for r in fake
+        .take_requests()
+        .iter()
+        .filter(|r| r.path == "/v1/messages")
+    {
+        let key = r.header("idempotency-key").unwrap_or("-");
+        println!(
+            "messaging: message request, Idempotency-Key {key} (performed {} time(s) for this key): {}",
+            fake.effect_count(key),
+            r.json()
+        );
+    }
 }
 
 /// Creates DIR (0700) or accepts an existing empty directory; its absolute
