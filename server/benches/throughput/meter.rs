@@ -247,22 +247,29 @@ impl Meter {
             .map_err(|e| format!("cannot read the sandbox log {}: {e}", file.display()))?;
         let mut out: Messages = HashMap::new();
         for line in text.lines() {
-            let Some(rest) = line.strip_prefix("messaging: message request, Idempotency-Key ")
-            else {
-                continue;
-            };
-            let (key, rest) = rest.split_once(' ').unwrap_or((rest, ""));
-            let performed = rest
-                .strip_prefix("(performed ")
-                .and_then(|r| r.split_once(' '))
-                .and_then(|(n, _)| n.parse().ok())
-                .unwrap_or(0);
-            let e = out.entry(key.to_owned()).or_insert((0, 0));
-            e.0 += 1;
-            e.1 = e.1.max(performed);
+            count_message_line(&mut out, line);
         }
         Ok(Some(out))
     }
+}
+
+/// Counts one line of the sandbox's log into `out` if it is a Messaging
+/// request (`messaging: message request, Idempotency-Key K (performed N
+/// time(s) ...`): one more request for key K, and the highest N printed.
+/// Other lines are ignored.
+pub(crate) fn count_message_line(out: &mut Messages, line: &str) {
+    let Some(rest) = line.strip_prefix("messaging: message request, Idempotency-Key ") else {
+        return;
+    };
+    let (key, rest) = rest.split_once(' ').unwrap_or((rest.trim_end(), ""));
+    let performed = rest
+        .strip_prefix("(performed ")
+        .and_then(|r| r.split_once(' '))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or(0);
+    let e = out.entry(key.to_owned()).or_insert((0, 0));
+    e.0 += 1;
+    e.1 = e.1.max(performed);
 }
 
 /// What the samples saw: how many samples, backends per wait, and for

@@ -321,18 +321,7 @@ fn message_keys(file: &PathBuf, from: u64, to: Option<u64>) -> Result<Messages, 
             break;
         }
         at += n as u64;
-        let Some(rest) = line.strip_prefix("messaging: message request, Idempotency-Key ") else {
-            continue;
-        };
-        let (key, rest) = rest.split_once(' ').unwrap_or((rest.trim_end(), ""));
-        let performed = rest
-            .strip_prefix("(performed ")
-            .and_then(|r| r.split_once(' '))
-            .and_then(|(n, _)| n.parse().ok())
-            .unwrap_or(0);
-        let e = out.entry(key.to_owned()).or_insert((0, 0));
-        e.0 += 1;
-        e.1 = e.1.max(performed);
+        super::super::meter::count_message_line(&mut out, &line);
     }
     Ok(out)
 }
