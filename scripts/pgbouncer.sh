@@ -473,8 +473,15 @@ cmd_start() {
     fi
     sleep 0.2
   done
-  pid="$(running_pid)" \
-    || fail_start "port $PORT answers but the pgbouncer of $BASE does not run"
+  # PgBouncer listens before it writes its pid file (and a daemon's pid
+  # file can lag its fork): give the file the same start-up time.
+  local pid_waited=0
+  until pid="$(running_pid)"; do
+    pid_waited=$((pid_waited + 1))
+    [ "$pid_waited" -le $((START_TIMEOUT * 5)) ] \
+      || fail_start "port $PORT answers but the pgbouncer of $BASE does not run"
+    sleep 0.2
+  done
   log "ready: $(pgbouncer_version) (pid $pid) on 127.0.0.1:$PORT, transaction pooling, database $DB_NAME -> 127.0.0.1:$target"
   print_env
 }
