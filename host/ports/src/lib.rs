@@ -7,8 +7,8 @@
 //!   same trait.
 //! - [`counts`]: the [`RunCounts`] port (doctor's and `/metrics`' counts,
 //!   read in time independent of the number of runs).
-//! - [`conformance`]: the store behaviours every implementation is tested
-//!   against (the same functions, in-memory and on PostgreSQL).
+//! The store behaviours every implementation is tested against live in
+//! `coordinator-testkit` (`conformance`), outside this production crate.
 //! - [`clock`]: the [`Clock`] port ([`SystemClock`], [`ManualClock`]).
 //! - [`adapter`]: the [`ProductAdapter`] port through which the service
 //!   calls products, and what it answers.
@@ -21,7 +21,6 @@
 
 pub mod adapter;
 pub mod clock;
-pub mod conformance;
 pub mod counts;
 pub mod memory;
 pub mod store;

@@ -1,7 +1,7 @@
 //! [`MemoryRunStore`]: the in-memory implementation of the [`RunStore`]
 //! port, for tests and for a service started without PostgreSQL (nothing
 //! survives the process). It keeps every rule the port states, as the
-//! conformance checks ([`crate::conformance`]) prove on both stores.
+//! conformance checks (`coordinator_testkit::conformance`) prove on both stores.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -624,48 +624,5 @@ impl crate::counts::RunCounts for MemoryRunStore {
             }
         }
         Ok(c)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::MemoryRunStore;
-    use crate::conformance::{self, Fixture};
-
-    /// One `#[tokio::test]` per conformance check, each on a new store.
-    macro_rules! conformance_tests {
-        ($($check:ident),+ $(,)?) => {$(
-            #[tokio::test]
-            async fn $check() {
-                conformance::$check(&MemoryRunStore::new(), &Fixture::any()).await;
-            }
-        )+};
-    }
-
-    conformance_tests!(
-        admission_is_keyed_by_start_identity,
-        records_round_trip,
-        leases_expire_and_commits_check_versions,
-        deadlines_become_timer_jobs_once_when_due,
-        commits_lease_new_due_jobs_to_the_committer,
-        group_commits_answer_each_commit_as_alone,
-        group_admissions_answer_each_start_as_alone,
-        release_and_discard,
-        live_bindings_count_runs_that_have_not_ended,
-        retention_erases_only_ended_payloads,
-        bring_forward_respects_the_floor_and_lists_page,
-        restore_hold_leases_lookups_only_and_fences_old_epochs,
-        reviews_are_recorded_surveyed_and_attested,
-    );
-
-    #[tokio::test]
-    async fn holds_are_swapped_only_from_what_was_read() {
-        conformance::holds_are_swapped_only_from_what_was_read(&MemoryRunStore::new()).await;
-    }
-
-    #[tokio::test]
-    async fn counts_follow_every_change() {
-        let store = MemoryRunStore::new();
-        conformance::counts_follow_every_change(&store, &store, &Fixture::any()).await;
     }
 }

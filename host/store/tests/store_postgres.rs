@@ -13,7 +13,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use coordinator_ir::{Definition, Program};
-use coordinator_ports::conformance::{self, committed_at, Fixture};
+use coordinator_testkit::conformance::{self, committed_at, Fixture};
 use coordinator_ports::{
     Admitted, Commit, Erasure, Holds, Job, JobKind, LeaseRequest, NewJob, NewRun, Owner, RunStore,
     StoreError as PortError,

@@ -1,5 +1,10 @@
 //! `coordinator-testkit`: test support for the hosts (a dev-dependency
-//! only): a hand-built Program and a complete deployment file.
+//! only): a hand-built Program, a complete deployment file, and
+//! [`conformance`], the run store behaviours every store implementation is
+//! tested against (the in-memory store in `host/ports/tests`, the
+//! PostgreSQL store in `host/store/tests`).
+
+pub mod conformance;
 
 use coordinator_ir::catalogue::lookup;
 use coordinator_ir::*;

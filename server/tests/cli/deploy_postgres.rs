@@ -200,7 +200,7 @@ fn plan_apply_status_unchanged_and_unlisted_through_the_cli() {
 /// Admits one run (as the engine would, with the binding digests of the
 /// runtime file at `path`) through the library store.
 fn admit_live_run(path: &Path) {
-    use coordinator_ports::conformance::{new_run, Fixture};
+    use coordinator_testkit::conformance::{new_run, Fixture};
     use coordinator_ports::{Admitted, RunStore};
     use coordinator_runtime::binding::binding_digests;
     use coordinator_runtime::secrets::{load_keys, SecretResolver};

@@ -1,0 +1,42 @@
+//! The in-memory store passes every store conformance check
+//! (`coordinator_testkit::conformance`), each on a new store.
+
+use coordinator_ports::MemoryRunStore;
+use coordinator_testkit::conformance::{self, Fixture};
+
+/// One `#[tokio::test]` per conformance check, each on a new store.
+macro_rules! conformance_tests {
+    ($($check:ident),+ $(,)?) => {$(
+        #[tokio::test]
+        async fn $check() {
+            conformance::$check(&MemoryRunStore::new(), &Fixture::any()).await;
+        }
+    )+};
+}
+
+conformance_tests!(
+    admission_is_keyed_by_start_identity,
+    records_round_trip,
+    leases_expire_and_commits_check_versions,
+    deadlines_become_timer_jobs_once_when_due,
+    commits_lease_new_due_jobs_to_the_committer,
+    group_commits_answer_each_commit_as_alone,
+    group_admissions_answer_each_start_as_alone,
+    release_and_discard,
+    live_bindings_count_runs_that_have_not_ended,
+    retention_erases_only_ended_payloads,
+    bring_forward_respects_the_floor_and_lists_page,
+    restore_hold_leases_lookups_only_and_fences_old_epochs,
+    reviews_are_recorded_surveyed_and_attested,
+);
+
+#[tokio::test]
+async fn holds_are_swapped_only_from_what_was_read() {
+    conformance::holds_are_swapped_only_from_what_was_read(&MemoryRunStore::new()).await;
+}
+
+#[tokio::test]
+async fn counts_follow_every_change() {
+    let store = MemoryRunStore::new();
+    conformance::counts_follow_every_change(&store, &store, &Fixture::any()).await;
+}

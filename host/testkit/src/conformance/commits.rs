@@ -1,0 +1,285 @@
+//! Commits: new due jobs leased to the committer, group commits answered as alone.
+
+use super::*;
+
+/// A commit leases the new jobs due by then to the committing process
+/// (and returns them) only under its restore epoch and without a restore
+/// hold; another process cannot lease them; a job due later stays
+/// unleased.
+pub async fn commits_lease_new_due_jobs_to_the_committer(s: &dyn RunStore, fx: &Fixture) {
+    use coordinator_ports::store::{Holds, LeaseOnInsert};
+    s.admit(new_run(fx, "run-l", "alice", "id-l", "d"))
+        .await
+        .expect("admit");
+    let step = |version: u64, jobs: Vec<NewJob>| Commit {
+        review: None,
+        run_id: "run-l".into(),
+        expected_version: version,
+        at_unix: committed_at(&state("run-l")),
+        state: state("run-l"),
+        ledger: BTreeMap::new(),
+        complete: None,
+        jobs,
+    };
+    let due_now = |name: &str| {
+        vec![NewJob {
+            kind: dispatch(name, 1),
+            due_unix: 100,
+        }]
+    };
+    let on_insert = LeaseOnInsert {
+        owner: "w1".into(),
+        now: 100,
+        lease_until: 200,
+        epoch: 0,
+    };
+    let committed = s
+        .commit_leasing(
+            step(
+                1,
+                vec![
+                    NewJob {
+                        kind: dispatch("now", 1),
+                        due_unix: 100,
+                    },
+                    NewJob {
+                        kind: dispatch("later", 1),
+                        due_unix: 150,
+                    },
+                ],
+            ),
+            Some(&on_insert),
+        )
+        .await
+        .expect("commit");
+    assert_eq!(committed.version, 2);
+    let leased: Vec<(i64, Option<(String, i64)>)> = committed
+        .leased
+        .iter()
+        .map(|j| {
+            (
+                j.due_unix,
+                j.lease.as_ref().map(|l| (l.owner.clone(), l.expires_unix)),
+            )
+        })
+        .collect();
+    assert_eq!(leased, vec![(100, Some(("w1".to_owned(), 200)))]);
+    let taken: Vec<i64> = lease(s, "w2", 120, 300, 10)
+        .await
+        .expect("lease")
+        .iter()
+        .map(|j| j.due_unix)
+        .collect();
+    assert_eq!(
+        taken,
+        vec![60],
+        "only the admission's job: the handed-off one is w1's, the later one not due"
+    );
+    let handed = committed.leased.first().expect("one leased job").id;
+    s.mark_sending(handed, "w1", 0)
+        .await
+        .expect("w1 holds the lease it was given");
+    // Under a restore hold, or another epoch, nothing is leased on insert.
+    let placed = Holds {
+        restore: true,
+        admission: true,
+        execution_recovery_completed: false,
+        restore_epoch: 1,
+    };
+    assert_eq!(s.swap_holds(&Holds::default(), &placed).await, Ok(true));
+    let held = s
+        .commit_leasing(
+            step(2, due_now("held")),
+            Some(&LeaseOnInsert {
+                epoch: 1,
+                ..on_insert.clone()
+            }),
+        )
+        .await
+        .expect("commit");
+    assert!(held.leased.is_empty(), "a restore hold leases nothing");
+    let released = Holds {
+        restore: false,
+        admission: false,
+        ..placed.clone()
+    };
+    assert_eq!(s.swap_holds(&placed, &released).await, Ok(true));
+    let stale = s
+        .commit_leasing(step(3, due_now("stale")), Some(&on_insert))
+        .await
+        .expect("commit");
+    assert!(stale.leased.is_empty(), "a stale epoch leases nothing");
+    let jobs = s.jobs("run-l").await.expect("jobs");
+    assert_eq!(
+        jobs.iter().filter(|j| j.lease.is_some()).count(),
+        2,
+        "w2's lease and the one job leased on insert: {jobs:?}"
+    );
+}
+
+/// A group commit ([`RunStore::commit_batch`]) answers each commit as
+/// [`RunStore::commit_leasing`] alone would, in order, one refusal never
+/// failing another: a commit that completes its job and leases its due
+/// new job on insert, a stale version (conflict), a lease another owner
+/// holds (lease lost), a run that ends (every job gone), a run that does
+/// not exist. [`RunStore::mark_sending_batch`] likewise fences each job on
+/// its own.
+pub async fn group_commits_answer_each_commit_as_alone(s: &dyn RunStore, fx: &Fixture) {
+    use coordinator_ports::store::LeaseOnInsert;
+    for name in ["a", "b", "c", "d"] {
+        s.admit(new_run(
+            fx,
+            &format!("run-g{name}"),
+            "alice",
+            &format!("id-g{name}"),
+            "d",
+        ))
+        .await
+        .expect("admit");
+    }
+    let leased = lease(s, "w1", 100, 300, 10).await.expect("lease");
+    let job_of = |run: &str| {
+        leased
+            .iter()
+            .find(|j| j.run_id == run)
+            .map(|j| j.id)
+            .expect("each run's timer leased")
+    };
+    let on_insert = LeaseOnInsert {
+        owner: "w1".into(),
+        now: 100,
+        lease_until: 200,
+        epoch: 0,
+    };
+    let commit = |run: &str, version: u64, state: RunState, complete: Option<(u64, &str)>| Commit {
+        review: None,
+        run_id: run.into(),
+        expected_version: version,
+        at_unix: committed_at(&state),
+        state,
+        ledger: BTreeMap::new(),
+        complete: complete.map(|(job, owner)| (job, owner.to_owned())),
+        jobs: vec![
+            NewJob {
+                kind: dispatch(&format!("{run}-now"), 1),
+                due_unix: 100,
+            },
+            NewJob {
+                kind: JobKind::Timer {
+                    at: "1970-01-01T00:02:30Z".into(),
+                    wake: WakeKind::Wake,
+                },
+                due_unix: 150,
+            },
+        ],
+    };
+    let answers = s
+        .commit_batch(vec![
+            (
+                commit("run-ga", 1, state("run-ga"), Some((job_of("run-ga"), "w1"))),
+                Some(on_insert.clone()),
+            ),
+            (
+                commit("run-gb", 5, state("run-gb"), Some((job_of("run-gb"), "w1"))),
+                Some(on_insert.clone()),
+            ),
+            (
+                commit("run-gc", 1, state("run-gc"), Some((job_of("run-gc"), "w2"))),
+                Some(on_insert.clone()),
+            ),
+            (
+                commit(
+                    "run-gd",
+                    1,
+                    ended("run-gd", RunStatus::Finished),
+                    Some((job_of("run-gd"), "w1")),
+                ),
+                Some(on_insert.clone()),
+            ),
+            (commit("run-none", 1, state("run-none"), None), None),
+        ])
+        .await;
+    assert_eq!(answers.len(), 5);
+    let mut answers = answers.into_iter();
+    let first = answers.next().expect("five").expect("run-ga commits");
+    assert_eq!(first.version, 2);
+    let handed: Vec<(String, i64, Option<String>)> = first
+        .leased
+        .iter()
+        .map(|j| {
+            (
+                j.run_id.clone(),
+                j.due_unix,
+                j.lease.as_ref().map(|l| l.owner.clone()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        handed,
+        vec![("run-ga".to_owned(), 100, Some("w1".to_owned()))],
+        "only the job due now is leased on insert"
+    );
+    assert_eq!(
+        first.leased.first().map(|j| &j.kind),
+        Some(&dispatch("run-ga-now", 1)),
+        "the leased job is the one committed, with its command"
+    );
+    assert_eq!(answers.next(), Some(Err(StoreError::Conflict)));
+    assert_eq!(answers.next(), Some(Err(StoreError::LeaseLost)));
+    let ended_run = answers.next().expect("five").expect("run-gd commits");
+    assert_eq!(ended_run.version, 2);
+    assert!(ended_run.leased.is_empty(), "an ended run gets no job");
+    assert_eq!(answers.next(), Some(Err(StoreError::NotFound)));
+    // What each commit left.
+    let kinds = |jobs: Vec<Job>| -> Vec<(i64, bool)> {
+        jobs.iter()
+            .map(|j| (j.due_unix, j.lease.is_some()))
+            .collect()
+    };
+    assert_eq!(
+        kinds(s.jobs("run-ga").await.expect("jobs")),
+        vec![(100, true), (150, false)],
+        "the timer completed, the two new jobs inserted"
+    );
+    assert_eq!(
+        kinds(s.jobs("run-gb").await.expect("jobs")),
+        vec![(60, true)],
+        "a refused commit changes nothing"
+    );
+    assert_eq!(
+        kinds(s.jobs("run-gc").await.expect("jobs")),
+        vec![(60, true)]
+    );
+    assert!(s.jobs("run-gd").await.expect("jobs").is_empty());
+    for (run, version) in [("run-ga", 2), ("run-gb", 1), ("run-gc", 1), ("run-gd", 2)] {
+        let record = s.get(run).await.expect("get").expect("the run");
+        assert_eq!(record.version, version, "{run}");
+    }
+    assert!(s
+        .get("run-gd")
+        .await
+        .expect("get")
+        .expect("the run")
+        .status()
+        .is_terminal());
+    // Mark sending, grouped: each job under its own lease.
+    let dispatch_job = first.leased.first().expect("one").id;
+    let marked = s
+        .mark_sending_batch(vec![
+            (dispatch_job, "w1".into(), 0),
+            (dispatch_job, "w2".into(), 0),
+            (job_of("run-gb"), "w1".into(), 1),
+            (u64::MAX / 2, "w1".into(), 0),
+        ])
+        .await;
+    assert_eq!(
+        marked,
+        vec![
+            Ok(()),
+            Err(StoreError::LeaseLost),
+            Err(StoreError::LeaseLost),
+            Err(StoreError::LeaseLost)
+        ],
+        "another owner, another epoch and no such job are refused"
+    );
+}

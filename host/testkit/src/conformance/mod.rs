@@ -1,0 +1,167 @@
+//! The `RunStore` behaviours every implementation keeps, as reusable
+//! checks: the in-memory store's unit tests and the PostgreSQL store's
+//! tests (host/store/tests/store_postgres.rs) run the same functions, each on a
+//! fresh, empty store. A failed check panics (they are test assertions).
+//!
+//! Times are small Unix seconds chosen by the checks (the engine's clock
+//! drives a store, never the store's own).
+
+mod admission;
+mod commits;
+mod job_queue;
+mod operations;
+mod retention;
+
+pub use admission::*;
+pub use commits::*;
+pub use job_queue::*;
+pub use operations::*;
+pub use retention::*;
+
+use std::collections::BTreeMap;
+
+use coordinator_vm::{EffectState, RunState, RunStatus, WakeKind};
+use serde_json::json;
+
+use coordinator_ports::clock::rfc3339_to_unix;
+use coordinator_ports::counts::{LiveCounts, RunCounts};
+use coordinator_ports::store::{
+    Admitted, Commit, Erasure, Job, JobKind, JobState, LeaseRequest, NewJob, NewRun, Owner,
+    RunFilter, RunStore, StepLedger, StoreError,
+};
+
+/// What a store needs to admit runs: a workflow and a revision it knows
+/// (the PostgreSQL store refuses a revision that was never applied).
+#[derive(Clone, Debug)]
+pub struct Fixture {
+    /// The workflow name.
+    pub workflow: String,
+    /// Its active revision.
+    pub revision: String,
+}
+
+impl Fixture {
+    /// For stores that accept any revision (the in-memory store).
+    pub fn any() -> Fixture {
+        Fixture {
+            workflow: "w".into(),
+            revision: format!("sha256:{}", "a".repeat(64)),
+        }
+    }
+}
+
+/// A running state with `marker` as its input.
+pub fn state(marker: &str) -> RunState {
+    serde_json::from_value(json!({
+        "status": "running", "input": {"applicationId": marker}, "admittedAt": "2026-01-01T00:00:00Z",
+        "deadlineAt": "2026-02-01T00:00:00Z", "now": "2026-01-01T00:00:00Z",
+        "elapsedSeconds": 0, "path": ["due"], "outputs": {}, "effects": {},
+        "pending": null, "cancel": null, "outcome": null, "output": null,
+        "failure": null, "endedAt": null
+    }))
+    .expect("a valid run state")
+}
+
+/// When a commit of `state` happens, as the engine would give it: the
+/// state's end, else its `now` (Unix seconds).
+pub fn committed_at(state: &RunState) -> i64 {
+    rfc3339_to_unix(state.ended_at.as_deref().unwrap_or(&state.now)).unwrap_or(0)
+}
+
+fn ended(marker: &str, status: RunStatus) -> RunState {
+    let mut s = state(marker);
+    s.status = status;
+    s.output = Some(json!({"done": marker}));
+    s.ended_at = Some("2026-01-01T00:05:00Z".into());
+    s
+}
+
+/// The owner `sub` (issuer `https://login.example.org`).
+pub fn owner(sub: &str) -> Owner {
+    Owner {
+        iss: "https://login.example.org".into(),
+        sub: sub.into(),
+    }
+}
+
+/// The binding digest every [`new_run`] records for connection `notices`.
+pub const NOTICES_BINDING: &str =
+    "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+
+/// A run `id` of `sub` with one timer job due at 60, recording
+/// [`NOTICES_BINDING`] for `notices`.
+pub fn new_run(fx: &Fixture, id: &str, sub: &str, identity: &str, digest: &str) -> NewRun {
+    NewRun {
+        id: id.into(),
+        workflow: fx.workflow.clone(),
+        revision: fx.revision.clone(),
+        owner: owner(sub),
+        start_identity: identity.into(),
+        request_digest: digest.into(),
+        state: state(id),
+        jobs: vec![NewJob {
+            kind: JobKind::Timer {
+                at: "1970-01-01T00:01:00Z".into(),
+                wake: WakeKind::Wake,
+            },
+            due_unix: 60,
+        }],
+        bindings: [("notices".to_owned(), NOTICES_BINDING.to_owned())].into(),
+    }
+}
+
+fn dispatch(step: &str, attempt: u32) -> JobKind {
+    JobKind::Dispatch {
+        step: step.into(),
+        operation_id: "messaging.send-message".into(),
+        connection: "notices".into(),
+        action: None,
+        command: json!({"message": {"to": "applicant", "body": "hello"}}),
+        idempotency_key: Some(format!("key-{step}")),
+        attempt,
+        resend_safe: false,
+    }
+}
+
+/// Leases as an ordinary process under restore epoch 0 would.
+async fn lease(
+    s: &dyn RunStore,
+    owner: &str,
+    now: i64,
+    lease_until: i64,
+    limit: usize,
+) -> Result<Vec<Job>, StoreError> {
+    s.lease(&LeaseRequest {
+        owner,
+        now,
+        lease_until,
+        limit,
+        epoch: Some(0),
+        run_id: None,
+        receipt_lookups_only: false,
+    })
+    .await
+}
+
+fn id(admitted: &Admitted) -> String {
+    match admitted {
+        Admitted::Created(r) | Admitted::Existing(r) => r.id.clone(),
+        other => panic!("not admitted: {other:?}"),
+    }
+}
+
+/// Moves run `id` (version 1, as admitted) to `state` with one commit.
+async fn settle(s: &dyn RunStore, id: &str, state: RunState) {
+    s.commit(Commit {
+        review: None,
+        run_id: id.into(),
+        expected_version: 1,
+        at_unix: committed_at(&state),
+        state,
+        ledger: BTreeMap::new(),
+        complete: None,
+        jobs: vec![],
+    })
+    .await
+    .expect("commit");
+}
