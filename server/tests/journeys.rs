@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use coordinator::events::sign;
 use coordinator_fakes::{FakeCasework, Reply};
-use coordinator_ports::RunStore;
+use coordinator_ports::Maintenance;
 use serde_json::{json, Value};
 use sqlx::{Connection, PgConnection, Row};
 use support::{

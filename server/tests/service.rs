@@ -17,7 +17,7 @@ use coordinator_fakes::{
     FakeBreg, FakeCasework, FakeIssuer, FakeMessaging, Flaw, KeyKind, Mint, Reply, TestKey,
 };
 use coordinator_ir::Definition;
-use coordinator_ports::{Clock, ManualClock, MemoryRunStore, RunStore};
+use coordinator_ports::{Clock, ManualClock, MemoryRunStore, RunReads, RunStore};
 use coordinator_runtime::config::{
     Authentication, Authorization, BregConnection, CaseworkConnection, Connection, PlainConnection,
     Policy, ReviewCompletion, SecretRef,
@@ -720,7 +720,7 @@ async fn ended_at_is_the_real_end_not_the_instant_of_the_last_timed_event() {
     );
     // Retention compares the real end: a cutoff between the deadline and
     // the end leaves the run's payloads.
-    use coordinator_ports::RunStore;
+    use coordinator_ports::Maintenance;
     let erased = env
         .store
         .erase_payloads(deadline_unix + 3_600, 100, env.clock.now_unix())

@@ -331,7 +331,7 @@ impl Engine {
     /// Retention (seed 000 "Erase ended payloads"): erases the payloads of
     /// at most `limit` runs (1..=100) that ended before `before_unix`,
     /// oldest ended first, never live or uncertain work
-    /// ([`RunStore::erase_payloads`]); stamped with this engine's clock.
+    /// ([`Maintenance::erase_payloads`]); stamped with this engine's clock.
     ///
     /// # Errors
     /// The store's.

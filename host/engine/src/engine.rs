@@ -131,13 +131,13 @@ pub struct Engine {
     /// leasing them or reading the run again.
     pub(crate) handed: std::sync::Mutex<std::collections::VecDeque<HandedOff>>,
     /// Commits of this process written together ([`crate::group`],
-    /// [`RunStore::commit_batch`]).
+    /// [`JobQueue::commit_batch`]).
     pub(crate) commits: Group<(Commit, Option<LeaseOnInsert>), Result<Committed, StoreError>>,
     /// Admissions of this process written together
-    /// ([`RunStore::admit_batch`]).
+    /// ([`RunAdmission::admit_batch`]).
     pub(crate) admissions: Group<(NewRun, Option<LeaseOnInsert>), AdmittedOrError>,
     /// "Mark sending" fences of this process written together
-    /// ([`RunStore::mark_sending_batch`]): job id, lease owner, epoch.
+    /// ([`JobQueue::mark_sending_batch`]): job id, lease owner, epoch.
     pub(crate) sendings: Group<(u64, String, u64), Result<(), StoreError>>,
 }
 
@@ -332,7 +332,7 @@ impl Engine {
     /// wakes a lane for each.
     /// Commits through the group commit ([`crate::group`]): written with
     /// the commits of other runs that arrive meanwhile, answered as
-    /// [`RunStore::commit_leasing`] answers.
+    /// [`JobQueue::commit_leasing`] answers.
     pub(crate) async fn commit_grouped(
         &self,
         commit: Commit,
@@ -356,7 +356,7 @@ impl Engine {
     }
 
     /// Admits through the group commit ([`crate::group`]), answered as
-    /// [`RunStore::admit_leasing`] answers.
+    /// [`RunAdmission::admit_leasing`] answers.
     pub(crate) async fn admit_grouped(
         &self,
         run: NewRun,
@@ -380,7 +380,7 @@ impl Engine {
     }
 
     /// Marks a leased job `sending` through the group commit
-    /// ([`RunStore::mark_sending_batch`]).
+    /// ([`JobQueue::mark_sending_batch`]).
     pub(crate) async fn mark_sending_grouped(
         &self,
         job: u64,
@@ -469,7 +469,7 @@ impl Engine {
     }
 
     /// The earliest due instant (Unix seconds) of a job no lease holds
-    /// ([`RunStore::next_due`]): the worker's timer sleeps until then.
+    /// ([`JobQueue::next_due`]): the worker's timer sleeps until then.
     ///
     /// # Errors
     /// The store's.

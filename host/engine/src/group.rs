@@ -1,7 +1,7 @@
 //! Group commit in the engine: commits (and "mark sending" fences) that
 //! arrive while earlier ones are being written are written together, in
-//! one store call ([`RunStore::commit_batch`],
-//! [`RunStore::mark_sending_batch`]), so runs finishing at the same time
+//! one store call ([`JobQueue::commit_batch`],
+//! [`JobQueue::mark_sending_batch`]), so runs finishing at the same time
 //! share one round trip, one transaction and one WAL flush.
 //!
 //! There is no timer and no batching task: a caller queues its item and,
@@ -12,8 +12,8 @@
 //! in a task of its own, so a caller that gives up (an HTTP client gone)
 //! never strands the answers of the others in its batch.
 //!
-//! [`RunStore::commit_batch`]: coordinator_ports::store::RunStore::commit_batch
-//! [`RunStore::mark_sending_batch`]: coordinator_ports::store::RunStore::mark_sending_batch
+//! [`JobQueue::commit_batch`]: coordinator_ports::store::JobQueue::commit_batch
+//! [`JobQueue::mark_sending_batch`]: coordinator_ports::store::JobQueue::mark_sending_batch
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};

@@ -635,7 +635,7 @@ impl Engine {
 }
 
 /// Marks dispatch job `job` `sending` under this process's lease and
-/// restore epoch ([`MarkSending`]; `RunStore::mark_sending`).
+/// restore epoch ([`MarkSending`]; `JobQueue::mark_sending`).
 struct JobSending<'a> {
     engine: &'a Engine,
     job: u64,

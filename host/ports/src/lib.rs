@@ -1,17 +1,20 @@
 //! `coordinator-ports`: the service host's ports (STYLE.md "host/": small
 //! traits, each with an in-memory implementation beside it).
 //!
-//! - [`store`]: the [`RunStore`] port and its data ([`RunRecord`], [`Job`],
+//! - [`store`]: the run store port, narrow traits by what they serve
+//!   ([`RunAdmission`], [`JobQueue`], [`RunReads`], [`HoldsAndReviews`],
+//!   [`Definitions`], [`Maintenance`]; [`RunStore`] is all of them) and its data ([`RunRecord`], [`Job`],
 //!   [`Holds`], ...); [`memory`]: [`MemoryRunStore`], the in-memory store
 //!   for tests; the PostgreSQL store (`coordinator-store`) implements the
 //!   same trait.
 //! - [`counts`]: the [`RunCounts`] port (doctor's and `/metrics`' counts,
 //!   read in time independent of the number of runs).
-//! The store behaviours every implementation is tested against live in
-//! `coordinator-testkit` (`conformance`), outside this production crate.
 //! - [`clock`]: the [`Clock`] port ([`SystemClock`], [`ManualClock`]).
 //! - [`adapter`]: the [`ProductAdapter`] port through which the service
 //!   calls products, and what it answers.
+//!
+//! The store behaviours every implementation is tested against live in
+//! `coordinator-testkit` (`conformance`), outside this production crate.
 //!
 //! The engine (`coordinator-engine`) drives the VM over these ports; the
 //! store and the adapters implement them without knowing the engine.
@@ -37,3 +40,4 @@ pub use store::{
     LeaseRequest, NewJob, NewRun, Owner, Review, ReviewSurvey, RunFilter, RunPage, RunRecord,
     RunStore, StepLedger, StoreError,
 };
+pub use store::{Definitions, HoldsAndReviews, JobQueue, Maintenance, RunAdmission, RunReads};

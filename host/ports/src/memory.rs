@@ -12,9 +12,10 @@ use coordinator_runtime::binding::LiveBinding;
 use coordinator_vm::RunStatus;
 
 use crate::store::{
-    erasable, erased_state, Admitted, Commit, Committed, Erasure, Holds, Job, JobKind, JobState,
-    Lease, LeaseOnInsert, LeaseRequest, NewJob, NewRun, Review, ReviewSurvey, RunFilter, RunPage,
-    RunRecord, RunStore, StoreError, MAX_ERASE_LIMIT,
+    erasable, erased_state, Admitted, Commit, Committed, Definitions, Erasure, Holds,
+    HoldsAndReviews, Job, JobKind, JobQueue, JobState, Lease, LeaseOnInsert, LeaseRequest,
+    Maintenance, NewJob, NewRun, Review, ReviewSurvey, RunAdmission, RunFilter, RunPage, RunReads,
+    RunRecord, StoreError, MAX_ERASE_LIMIT,
 };
 
 /// Whether the run's state holds an `unknown` effect.
@@ -92,8 +93,8 @@ impl Memory {
     }
 
     /// The deadlines not yet timer jobs, as (due Unix seconds, run id): of
-    /// the runs that have not ended ([`RunStore::lease`] makes them jobs,
-    /// [`RunStore::next_due`] waits for them).
+    /// the runs that have not ended ([`JobQueue::lease`] makes them jobs,
+    /// [`JobQueue::next_due`] waits for them).
     fn deadlines_not_yet_jobs(&self) -> impl Iterator<Item = (i64, &str)> {
         self.runs
             .values()
@@ -134,7 +135,7 @@ impl MemoryRunStore {
 
     /// Acts as if an `apply` changed the active packages since the store
     /// was opened: admissions answer [`Admitted::ActivationChanged`] and
-    /// [`RunStore::activation_current`] `false` (tests).
+    /// [`Definitions::activation_current`] `false` (tests).
     pub fn change_activation(&self) {
         if let Ok(mut m) = self.inner.lock() {
             m.activation_changed = true;
@@ -176,9 +177,9 @@ fn parse_cursor(cursor: &str) -> Result<u64, StoreError> {
         .ok_or(StoreError::BadCursor)
 }
 
-#[async_trait]
-impl RunStore for MemoryRunStore {
-    async fn admit_leasing(
+impl MemoryRunStore {
+    /// One start of [`RunAdmission::admit_batch`].
+    fn admit_one(
         &self,
         run: NewRun,
         lease: Option<&LeaseOnInsert>,
@@ -208,67 +209,85 @@ impl RunStore for MemoryRunStore {
         Ok((Admitted::Created(record), leased))
     }
 
-    async fn get(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
-        Ok(self.lock()?.runs.get(run_id).cloned())
+    /// One job of [`JobQueue::mark_sending_batch`].
+    fn mark_one_sending(&self, job_id: u64, owner: &str, epoch: u64) -> Result<(), StoreError> {
+        let mut m = self.lock()?;
+        if m.holds.restore || m.holds.restore_epoch != epoch {
+            return Err(StoreError::LeaseLost);
+        }
+        m.leased(job_id, owner)?.state = JobState::Sending;
+        Ok(())
     }
 
-    async fn list(&self, filter: &RunFilter) -> Result<RunPage, StoreError> {
-        let m = self.lock()?;
-        let limit = filter.limit.clamp(1, 100) as usize;
-        let before = filter.cursor.as_deref().map(parse_cursor).transpose()?;
-        let mut runs: Vec<&RunRecord> = m
-            .runs
-            .values()
-            .filter(|r| before.is_none_or(|b| r.sequence < b))
-            .filter(|r| filter.owner.as_ref().is_none_or(|o| *o == r.owner))
-            .filter(|r| {
-                filter
-                    .workflows
-                    .as_ref()
-                    .is_none_or(|w| w.contains(&r.workflow))
-            })
-            .filter(|r| filter.state.is_none_or(|s| s == r.status()))
-            .filter(|r| {
-                filter
-                    .attention
-                    .is_none_or(|a| a == (r.status() == RunStatus::Attention))
-            })
-            .collect();
-        runs.sort_by_key(|r| std::cmp::Reverse(r.sequence));
-        let more = runs.len() > limit;
-        runs.truncate(limit);
-        let next_cursor = if more {
-            runs.last().map(|r| cursor_of(r.sequence))
-        } else {
-            None
+    /// One commit of [`JobQueue::commit_batch`].
+    fn commit_one(
+        &self,
+        commit: Commit,
+        lease: Option<&LeaseOnInsert>,
+    ) -> Result<Committed, StoreError> {
+        let mut m = self.lock()?;
+        if std::mem::take(&mut m.conflict_next_commit) {
+            return Err(StoreError::Conflict);
+        }
+        let version = match m.runs.get(&commit.run_id) {
+            None => return Err(StoreError::NotFound),
+            Some(r) if r.payload_erased => {
+                return Err(StoreError::Refused {
+                    code: "run.payload-erased",
+                    message: format!("retention erased the payloads of run {}", r.id),
+                })
+            }
+            Some(r) if r.version != commit.expected_version => return Err(StoreError::Conflict),
+            Some(r) => r.version + 1,
         };
-        Ok(RunPage {
-            runs: runs.into_iter().cloned().collect(),
-            next_cursor,
-        })
+        if let Some((job, owner)) = &commit.complete {
+            m.leased(*job, owner)?;
+            m.jobs.remove(job);
+        }
+        let ended = commit.state.status.is_terminal();
+        if let Some(r) = m.runs.get_mut(&commit.run_id) {
+            if ended && r.ended_unix.is_none() {
+                r.ended_unix = Some(commit.at_unix);
+            }
+            r.state = commit.state;
+            r.ledger = commit.ledger;
+            r.version = version;
+            r.review = Review::after(r.review, commit.review);
+        }
+        let leased = if ended {
+            m.jobs.retain(|_, j| j.run_id != commit.run_id);
+            Vec::new()
+        } else {
+            m.add_jobs(&commit.run_id, commit.jobs, lease)
+        };
+        Ok(Committed { version, leased })
+    }
+}
+
+#[async_trait]
+impl RunAdmission for MemoryRunStore {
+    async fn admit_batch(
+        &self,
+        runs: Vec<(NewRun, Option<LeaseOnInsert>)>,
+    ) -> Vec<Result<(Admitted, Vec<Job>), StoreError>> {
+        let mut answers = Vec::with_capacity(runs.len());
+        for (run, lease) in runs {
+            answers.push(self.admit_one(run, lease.as_ref()));
+        }
+        answers
     }
 
-    async fn jobs(&self, run_id: &str) -> Result<Vec<Job>, StoreError> {
-        Ok(self
-            .lock()?
-            .jobs
-            .values()
-            .filter(|j| j.run_id == run_id)
-            .cloned()
-            .collect())
+    async fn find_start(
+        &self,
+        start_identity: &str,
+        request_digest: &str,
+    ) -> Result<Option<Admitted>, StoreError> {
+        self.lock()?.find_start(start_identity, request_digest)
     }
+}
 
-    async fn next_due(&self) -> Result<Option<i64>, StoreError> {
-        let m = self.lock()?;
-        let jobs = m
-            .jobs
-            .values()
-            .filter(|j| j.lease.is_none())
-            .map(|j| j.due_unix);
-        let deadlines = m.deadlines_not_yet_jobs().map(|(due, _)| due);
-        Ok(jobs.chain(deadlines).min())
-    }
-
+#[async_trait]
+impl JobQueue for MemoryRunStore {
     async fn lease(&self, request: &LeaseRequest<'_>) -> Result<Vec<Job>, StoreError> {
         let mut m = self.lock()?;
         if let Some(process) = request.epoch {
@@ -336,76 +355,35 @@ impl RunStore for MemoryRunStore {
         Ok(out)
     }
 
-    async fn mark_sending(&self, job_id: u64, owner: &str, epoch: u64) -> Result<(), StoreError> {
-        let mut m = self.lock()?;
-        if m.holds.restore || m.holds.restore_epoch != epoch {
-            return Err(StoreError::LeaseLost);
-        }
-        m.leased(job_id, owner)?.state = JobState::Sending;
-        Ok(())
-    }
-
-    async fn claim_restored_commands(
-        &self,
-        owner: &str,
-        lease_until: i64,
-        limit: usize,
-    ) -> Result<Vec<Job>, StoreError> {
-        let mut m = self.lock()?;
-        let mut out = Vec::new();
-        for j in m.jobs.values_mut() {
-            if out.len() >= limit {
-                break;
-            }
-            if let JobKind::Dispatch {
-                resend_safe: false, ..
-            } = j.kind
-            {
-                j.lease = Some(Lease {
-                    owner: owner.to_owned(),
-                    expires_unix: lease_until,
-                });
-                out.push(j.clone());
-            }
-        }
-        Ok(out)
-    }
-
-    async fn review_survey(&self) -> Result<ReviewSurvey, StoreError> {
+    async fn next_due(&self) -> Result<Option<i64>, StoreError> {
         let m = self.lock()?;
-        let count =
-            |f: &dyn Fn(&RunRecord) -> bool| m.runs.values().filter(|r| f(r)).count() as u64;
-        Ok(ReviewSurvey {
-            review_required: count(&|r| {
-                !r.status().is_terminal() && r.review == Some(Review::Required)
-            }),
-            unknown_effects: count(&|r| !r.status().is_terminal() && holds_unknown(r)),
-            ended_unknown_effects: count(&|r| r.status().is_terminal() && holds_unknown(r)),
-        })
+        let jobs = m
+            .jobs
+            .values()
+            .filter(|j| j.lease.is_none())
+            .map(|j| j.due_unix);
+        let deadlines = m.deadlines_not_yet_jobs().map(|(due, _)| due);
+        Ok(jobs.chain(deadlines).min())
     }
 
-    async fn attest_reviews(&self) -> Result<u64, StoreError> {
-        let mut m = self.lock()?;
-        let mut n = 0;
-        for r in m.runs.values_mut() {
-            if r.review == Some(Review::Required) {
-                r.review = Some(Review::Attested);
-                n += 1;
-            }
-        }
-        Ok(n)
-    }
-
-    async fn find_start(
+    async fn mark_sending_batch(
         &self,
-        start_identity: &str,
-        request_digest: &str,
-    ) -> Result<Option<Admitted>, StoreError> {
-        self.lock()?.find_start(start_identity, request_digest)
+        jobs: Vec<(u64, String, u64)>,
+    ) -> Vec<Result<(), StoreError>> {
+        jobs.into_iter()
+            .map(|(job_id, owner, epoch)| self.mark_one_sending(job_id, &owner, epoch))
+            .collect()
     }
 
-    async fn activation_current(&self) -> Result<bool, StoreError> {
-        Ok(!self.lock()?.activation_changed)
+    async fn commit_batch(
+        &self,
+        commits: Vec<(Commit, Option<LeaseOnInsert>)>,
+    ) -> Vec<Result<Committed, StoreError>> {
+        let mut answers = Vec::with_capacity(commits.len());
+        for (commit, lease) in commits {
+            answers.push(self.commit_one(commit, lease.as_ref()));
+        }
+        answers
     }
 
     async fn release(
@@ -433,47 +411,30 @@ impl RunStore for MemoryRunStore {
         Ok(())
     }
 
-    async fn commit_leasing(
+    async fn claim_restored_commands(
         &self,
-        commit: Commit,
-        lease: Option<&LeaseOnInsert>,
-    ) -> Result<Committed, StoreError> {
+        owner: &str,
+        lease_until: i64,
+        limit: usize,
+    ) -> Result<Vec<Job>, StoreError> {
         let mut m = self.lock()?;
-        if std::mem::take(&mut m.conflict_next_commit) {
-            return Err(StoreError::Conflict);
-        }
-        let version = match m.runs.get(&commit.run_id) {
-            None => return Err(StoreError::NotFound),
-            Some(r) if r.payload_erased => {
-                return Err(StoreError::Refused {
-                    code: "run.payload-erased",
-                    message: format!("retention erased the payloads of run {}", r.id),
-                })
+        let mut out = Vec::new();
+        for j in m.jobs.values_mut() {
+            if out.len() >= limit {
+                break;
             }
-            Some(r) if r.version != commit.expected_version => return Err(StoreError::Conflict),
-            Some(r) => r.version + 1,
-        };
-        if let Some((job, owner)) = &commit.complete {
-            m.leased(*job, owner)?;
-            m.jobs.remove(job);
-        }
-        let ended = commit.state.status.is_terminal();
-        if let Some(r) = m.runs.get_mut(&commit.run_id) {
-            if ended && r.ended_unix.is_none() {
-                r.ended_unix = Some(commit.at_unix);
+            if let JobKind::Dispatch {
+                resend_safe: false, ..
+            } = j.kind
+            {
+                j.lease = Some(Lease {
+                    owner: owner.to_owned(),
+                    expires_unix: lease_until,
+                });
+                out.push(j.clone());
             }
-            r.state = commit.state;
-            r.ledger = commit.ledger;
-            r.version = version;
-            r.review = Review::after(r.review, commit.review);
         }
-        let leased = if ended {
-            m.jobs.retain(|_, j| j.run_id != commit.run_id);
-            Vec::new()
-        } else {
-            m.add_jobs(&commit.run_id, commit.jobs, lease)
-        };
-        Ok(Committed { version, leased })
+        Ok(out)
     }
 
     async fn bring_forward(
@@ -505,11 +466,133 @@ impl RunStore for MemoryRunStore {
         }
         Ok(moved)
     }
+}
 
+#[async_trait]
+impl RunReads for MemoryRunStore {
+    async fn get(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        Ok(self.lock()?.runs.get(run_id).cloned())
+    }
+
+    async fn list(&self, filter: &RunFilter) -> Result<RunPage, StoreError> {
+        let m = self.lock()?;
+        let limit = filter.limit.clamp(1, 100) as usize;
+        let before = filter.cursor.as_deref().map(parse_cursor).transpose()?;
+        let mut runs: Vec<&RunRecord> = m
+            .runs
+            .values()
+            .filter(|r| before.is_none_or(|b| r.sequence < b))
+            .filter(|r| filter.owner.as_ref().is_none_or(|o| *o == r.owner))
+            .filter(|r| {
+                filter
+                    .workflows
+                    .as_ref()
+                    .is_none_or(|w| w.contains(&r.workflow))
+            })
+            .filter(|r| filter.state.is_none_or(|s| s == r.status()))
+            .filter(|r| {
+                filter
+                    .attention
+                    .is_none_or(|a| a == (r.status() == RunStatus::Attention))
+            })
+            .collect();
+        runs.sort_by_key(|r| std::cmp::Reverse(r.sequence));
+        let more = runs.len() > limit;
+        runs.truncate(limit);
+        let next_cursor = if more {
+            runs.last().map(|r| cursor_of(r.sequence))
+        } else {
+            None
+        };
+        Ok(RunPage {
+            runs: runs.into_iter().cloned().collect(),
+            next_cursor,
+        })
+    }
+
+    async fn jobs(&self, run_id: &str) -> Result<Vec<Job>, StoreError> {
+        Ok(self
+            .lock()?
+            .jobs
+            .values()
+            .filter(|j| j.run_id == run_id)
+            .cloned()
+            .collect())
+    }
+
+    async fn live_bindings(&self) -> Result<Vec<LiveBinding>, StoreError> {
+        let m = self.lock()?;
+        let mut counts: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+        for r in m.runs.values().filter(|r| !r.status().is_terminal()) {
+            for (connection, digest) in &r.bindings {
+                *counts.entry((connection, digest)).or_default() += 1;
+            }
+        }
+        Ok(counts
+            .into_iter()
+            .map(|((connection, digest), runs)| LiveBinding {
+                connection: connection.to_owned(),
+                digest: digest.to_owned(),
+                runs,
+            })
+            .collect())
+    }
+}
+
+#[async_trait]
+impl HoldsAndReviews for MemoryRunStore {
+    async fn holds(&self) -> Result<Holds, StoreError> {
+        Ok(self.lock()?.holds.clone())
+    }
+
+    async fn swap_holds(&self, expected: &Holds, next: &Holds) -> Result<bool, StoreError> {
+        let mut m = self.lock()?;
+        if m.holds != *expected {
+            return Ok(false);
+        }
+        m.holds = next.clone();
+        Ok(true)
+    }
+
+    async fn review_survey(&self) -> Result<ReviewSurvey, StoreError> {
+        let m = self.lock()?;
+        let count =
+            |f: &dyn Fn(&RunRecord) -> bool| m.runs.values().filter(|r| f(r)).count() as u64;
+        Ok(ReviewSurvey {
+            review_required: count(&|r| {
+                !r.status().is_terminal() && r.review == Some(Review::Required)
+            }),
+            unknown_effects: count(&|r| !r.status().is_terminal() && holds_unknown(r)),
+            ended_unknown_effects: count(&|r| r.status().is_terminal() && holds_unknown(r)),
+        })
+    }
+
+    async fn attest_reviews(&self) -> Result<u64, StoreError> {
+        let mut m = self.lock()?;
+        let mut n = 0;
+        for r in m.runs.values_mut() {
+            if r.review == Some(Review::Required) {
+                r.review = Some(Review::Attested);
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+}
+
+#[async_trait]
+impl Definitions for MemoryRunStore {
     async fn definition(&self, revision: &str) -> Result<Option<Definition>, StoreError> {
         Ok(self.lock()?.definitions.get(revision).cloned())
     }
 
+    async fn activation_current(&self) -> Result<bool, StoreError> {
+        Ok(!self.lock()?.activation_changed)
+    }
+}
+
+#[async_trait]
+impl Maintenance for MemoryRunStore {
     async fn erase_payloads(
         &self,
         before_unix: i64,
@@ -554,37 +637,6 @@ impl RunStore for MemoryRunStore {
 
     async fn ping(&self) -> Result<(), StoreError> {
         self.lock().map(|_| ())
-    }
-
-    async fn holds(&self) -> Result<Holds, StoreError> {
-        Ok(self.lock()?.holds.clone())
-    }
-
-    async fn swap_holds(&self, expected: &Holds, next: &Holds) -> Result<bool, StoreError> {
-        let mut m = self.lock()?;
-        if m.holds != *expected {
-            return Ok(false);
-        }
-        m.holds = next.clone();
-        Ok(true)
-    }
-
-    async fn live_bindings(&self) -> Result<Vec<LiveBinding>, StoreError> {
-        let m = self.lock()?;
-        let mut counts: BTreeMap<(&str, &str), u64> = BTreeMap::new();
-        for r in m.runs.values().filter(|r| !r.status().is_terminal()) {
-            for (connection, digest) in &r.bindings {
-                *counts.entry((connection, digest)).or_default() += 1;
-            }
-        }
-        Ok(counts
-            .into_iter()
-            .map(|((connection, digest), runs)| LiveBinding {
-                connection: connection.to_owned(),
-                digest: digest.to_owned(),
-                runs,
-            })
-            .collect())
     }
 }
 

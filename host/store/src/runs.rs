@@ -48,9 +48,10 @@ use super::session::{Database, Transaction};
 use super::{connect, db_error, namespace_of, StoreError, MAX_POOL_CONNECTIONS};
 use coordinator_ports::clock::rfc3339_to_unix;
 use coordinator_ports::store::{
-    erased_state, Admitted, Commit, Committed, Erasure, Holds as EngineHolds, Job, JobKind,
-    JobState, Lease, LeaseOnInsert, LeaseRequest, NewJob, NewRun, Owner, Review, ReviewSurvey,
-    RunFilter, RunPage, RunRecord, RunStore, StepLedger, StoreError as PortError, MAX_ERASE_LIMIT,
+    erased_state, Admitted, Commit, Committed, Definitions, Erasure, Holds as EngineHolds,
+    HoldsAndReviews, Job, JobKind, JobQueue, JobState, Lease, LeaseOnInsert, LeaseRequest,
+    Maintenance, NewJob, NewRun, Owner, Review, ReviewSurvey, RunAdmission, RunFilter, RunPage,
+    RunReads, RunRecord, StepLedger, StoreError as PortError, MAX_ERASE_LIMIT,
 };
 use coordinator_runtime::binding::LiveBinding;
 use coordinator_runtime::config::RuntimeConfig;
@@ -711,18 +712,7 @@ fn erased(run_id: &str) -> StoreError {
 }
 
 #[async_trait]
-impl RunStore for Store {
-    async fn admit_leasing(
-        &self,
-        run: NewRun,
-        lease: Option<&LeaseOnInsert>,
-    ) -> Result<(Admitted, Vec<Job>), PortError> {
-        // A group admission of one (`runs/batch.rs`): one statement, one
-        // home for the admission's checks and inserts.
-        let one = [(run, lease.cloned())];
-        batch::only_answer(batch::in_one_statement(&one, |one| self.try_admit_batch(one)).await)
-    }
-
+impl RunAdmission for Store {
     async fn admit_batch(
         &self,
         runs: Vec<(NewRun, Option<LeaseOnInsert>)>,
@@ -730,71 +720,19 @@ impl RunStore for Store {
         batch::in_one_statement(&runs, |group| self.try_admit_batch(group)).await
     }
 
-    async fn get(&self, run_id: &str) -> Result<Option<RunRecord>, PortError> {
-        let row = sqlx::query(&format!(
-            "SELECT {RUN_COLUMNS} FROM {}.runs WHERE run_id = $1",
-            self.ns
-        ))
-        .bind(run_id)
-        .fetch_optional(&self.db)
-        .await
-        .map_err(pdb)?;
-        row.map(|r| self.record(&r)).transpose()
+    async fn find_start(
+        &self,
+        start_identity: &str,
+        request_digest: &str,
+    ) -> Result<Option<Admitted>, PortError> {
+        let mut conn = self.db.begin().await.map_err(port)?;
+        self.existing(&mut conn, start_identity, request_digest)
+            .await
     }
+}
 
-    async fn list(&self, filter: &RunFilter) -> Result<RunPage, PortError> {
-        let limit = filter.limit.clamp(1, 100);
-        let before = filter.cursor.as_deref().map(decode_cursor).transpose()?;
-        let owner_ref = filter
-            .owner
-            .as_ref()
-            .map(|o| self.admission.owner_reference(&o.iss, &o.sub));
-        let rows = sqlx::query(&format!(
-            "SELECT {RUN_COLUMNS} FROM {}.runs
-              WHERE ($1::text IS NULL OR owner_ref = $1)
-                AND ($2::text[] IS NULL OR workflow = ANY($2))
-                AND ($3::text IS NULL OR state = $3)
-                AND ($4::boolean IS NULL OR attention = $4)
-                AND ($5::bigint IS NULL OR seq < $5)
-              ORDER BY seq DESC LIMIT $6",
-            self.ns
-        ))
-        .bind(owner_ref)
-        .bind(filter.workflows.clone())
-        .bind(filter.state.map(RunStatus::as_str))
-        .bind(filter.attention)
-        .bind(before)
-        .bind(i64::from(limit) + 1)
-        .fetch_all(&self.db)
-        .await
-        .map_err(pdb)?;
-        let more = rows.len() > limit as usize;
-        let runs = rows
-            .iter()
-            .take(limit as usize)
-            .map(|r| self.record(r))
-            .collect::<Result<Vec<_>, _>>()?;
-        let next_cursor = if more {
-            runs.last()
-                .map(|r| encode_cursor(i64::try_from(r.sequence).unwrap_or(i64::MAX)))
-        } else {
-            None
-        };
-        Ok(RunPage { runs, next_cursor })
-    }
-
-    async fn jobs(&self, run_id: &str) -> Result<Vec<Job>, PortError> {
-        let rows = sqlx::query(&format!(
-            "SELECT {JOB_COLUMNS} FROM {}.jobs WHERE run_id = $1 ORDER BY job_id",
-            self.ns
-        ))
-        .bind(run_id)
-        .fetch_all(&self.db)
-        .await
-        .map_err(pdb)?;
-        rows.iter().map(|r| self.job(r)).collect()
-    }
-
+#[async_trait]
+impl JobQueue for Store {
     async fn lease(&self, request: &LeaseRequest<'_>) -> Result<Vec<Job>, PortError> {
         let ns = &self.ns;
         let limit = i64::try_from(request.limit.clamp(1, 1000)).unwrap_or(1000);
@@ -881,12 +819,21 @@ impl RunStore for Store {
         Ok(jobs)
     }
 
-    async fn mark_sending(&self, job_id: u64, owner: &str, epoch: u64) -> Result<(), PortError> {
-        // A group mark of one (`runs/batch.rs`): one home for the fence.
-        self.mark_sending_in_one_statement(vec![(job_id, owner.to_owned(), epoch)])
-            .await
-            .pop()
-            .unwrap_or(Err(PortError::LeaseLost))
+    async fn next_due(&self) -> Result<Option<i64>, PortError> {
+        // The due-time index in order, skipping the (few) leased jobs, and
+        // the earliest deadline not yet a job (`runs_deadline_due`).
+        let due: Option<OffsetDateTime> = sqlx::query_scalar(&format!(
+            "SELECT least(
+               (SELECT due_at FROM {ns}.jobs WHERE lease_expires_at IS NULL
+                 ORDER BY due_at, job_id LIMIT 1),
+               (SELECT deadline_at FROM {ns}.runs WHERE NOT ended AND NOT deadline_job_created
+                 ORDER BY deadline_at LIMIT 1))",
+            ns = self.ns
+        ))
+        .fetch_one(&self.db)
+        .await
+        .map_err(pdb)?;
+        Ok(due.map(OffsetDateTime::unix_timestamp))
     }
 
     async fn mark_sending_batch(
@@ -896,37 +843,11 @@ impl RunStore for Store {
         self.mark_sending_in_one_statement(jobs).await
     }
 
-    async fn claim_restored_commands(
+    async fn commit_batch(
         &self,
-        owner: &str,
-        lease_until: i64,
-        limit: usize,
-    ) -> Result<Vec<Job>, PortError> {
-        let ns = &self.ns;
-        let limit = i64::try_from(limit.clamp(1, 1000)).unwrap_or(1000);
-        // Waits for a worker that is marking one `sending` (no SKIP
-        // LOCKED): every such job is taken, whoever leased it.
-        let rows = sqlx::query(&format!(
-            "UPDATE {ns}.jobs j SET lease_owner = $1, lease_expires_at = $2
-               FROM (SELECT job_id FROM {ns}.jobs
-                      WHERE kind = 'dispatch' AND NOT (detail->>'resendSafe')::boolean
-                      ORDER BY job_id LIMIT $3 FOR UPDATE) s
-              WHERE j.job_id = s.job_id
-          RETURNING j.job_id, j.run_id, j.kind, j.step, j.state, j.due_at, j.lease_owner,
-                    j.lease_expires_at, j.detail::text AS detail, j.sealed_command"
-        ))
-        .bind(owner)
-        .bind(at(lease_until))
-        .bind(limit)
-        .fetch_all(&self.db)
-        .await
-        .map_err(pdb)?;
-        let mut jobs = rows
-            .iter()
-            .map(|r| self.job(r))
-            .collect::<Result<Vec<_>, _>>()?;
-        jobs.sort_by_key(|j| j.id);
-        Ok(jobs)
+        commits: Vec<(Commit, Option<LeaseOnInsert>)>,
+    ) -> Vec<Result<Committed, PortError>> {
+        batch::in_one_statement(&commits, |group| self.try_commit_batch(group)).await
     }
 
     async fn release(
@@ -1001,22 +922,37 @@ impl RunStore for Store {
         .await
     }
 
-    async fn commit_leasing(
+    async fn claim_restored_commands(
         &self,
-        c: Commit,
-        lease: Option<&LeaseOnInsert>,
-    ) -> Result<Committed, PortError> {
-        // A group commit of one (`runs/batch.rs`): one statement, one home
-        // for the commit's fences, deletes and inserts.
-        let one = [(c, lease.cloned())];
-        batch::only_answer(batch::in_one_statement(&one, |one| self.try_commit_batch(one)).await)
-    }
-
-    async fn commit_batch(
-        &self,
-        commits: Vec<(Commit, Option<LeaseOnInsert>)>,
-    ) -> Vec<Result<Committed, PortError>> {
-        batch::in_one_statement(&commits, |group| self.try_commit_batch(group)).await
+        owner: &str,
+        lease_until: i64,
+        limit: usize,
+    ) -> Result<Vec<Job>, PortError> {
+        let ns = &self.ns;
+        let limit = i64::try_from(limit.clamp(1, 1000)).unwrap_or(1000);
+        // Waits for a worker that is marking one `sending` (no SKIP
+        // LOCKED): every such job is taken, whoever leased it.
+        let rows = sqlx::query(&format!(
+            "UPDATE {ns}.jobs j SET lease_owner = $1, lease_expires_at = $2
+               FROM (SELECT job_id FROM {ns}.jobs
+                      WHERE kind = 'dispatch' AND NOT (detail->>'resendSafe')::boolean
+                      ORDER BY job_id LIMIT $3 FOR UPDATE) s
+              WHERE j.job_id = s.job_id
+          RETURNING j.job_id, j.run_id, j.kind, j.step, j.state, j.due_at, j.lease_owner,
+                    j.lease_expires_at, j.detail::text AS detail, j.sealed_command"
+        ))
+        .bind(owner)
+        .bind(at(lease_until))
+        .bind(limit)
+        .fetch_all(&self.db)
+        .await
+        .map_err(pdb)?;
+        let mut jobs = rows
+            .iter()
+            .map(|r| self.job(r))
+            .collect::<Result<Vec<_>, _>>()?;
+        jobs.sort_by_key(|j| j.id);
+        Ok(jobs)
     }
 
     async fn bring_forward(
@@ -1043,11 +979,83 @@ impl RunStore for Store {
         .map_err(pdb)?;
         Ok(usize::try_from(done.rows_affected()).unwrap_or(0))
     }
+}
 
-    async fn definition(&self, revision: &str) -> Result<Option<Definition>, PortError> {
-        Store::definition(self, revision).await.map_err(port)
+#[async_trait]
+impl RunReads for Store {
+    async fn get(&self, run_id: &str) -> Result<Option<RunRecord>, PortError> {
+        let row = sqlx::query(&format!(
+            "SELECT {RUN_COLUMNS} FROM {}.runs WHERE run_id = $1",
+            self.ns
+        ))
+        .bind(run_id)
+        .fetch_optional(&self.db)
+        .await
+        .map_err(pdb)?;
+        row.map(|r| self.record(&r)).transpose()
     }
 
+    async fn list(&self, filter: &RunFilter) -> Result<RunPage, PortError> {
+        let limit = filter.limit.clamp(1, 100);
+        let before = filter.cursor.as_deref().map(decode_cursor).transpose()?;
+        let owner_ref = filter
+            .owner
+            .as_ref()
+            .map(|o| self.admission.owner_reference(&o.iss, &o.sub));
+        let rows = sqlx::query(&format!(
+            "SELECT {RUN_COLUMNS} FROM {}.runs
+              WHERE ($1::text IS NULL OR owner_ref = $1)
+                AND ($2::text[] IS NULL OR workflow = ANY($2))
+                AND ($3::text IS NULL OR state = $3)
+                AND ($4::boolean IS NULL OR attention = $4)
+                AND ($5::bigint IS NULL OR seq < $5)
+              ORDER BY seq DESC LIMIT $6",
+            self.ns
+        ))
+        .bind(owner_ref)
+        .bind(filter.workflows.clone())
+        .bind(filter.state.map(RunStatus::as_str))
+        .bind(filter.attention)
+        .bind(before)
+        .bind(i64::from(limit) + 1)
+        .fetch_all(&self.db)
+        .await
+        .map_err(pdb)?;
+        let more = rows.len() > limit as usize;
+        let runs = rows
+            .iter()
+            .take(limit as usize)
+            .map(|r| self.record(r))
+            .collect::<Result<Vec<_>, _>>()?;
+        let next_cursor = if more {
+            runs.last()
+                .map(|r| encode_cursor(i64::try_from(r.sequence).unwrap_or(i64::MAX)))
+        } else {
+            None
+        };
+        Ok(RunPage { runs, next_cursor })
+    }
+
+    async fn jobs(&self, run_id: &str) -> Result<Vec<Job>, PortError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM {}.jobs WHERE run_id = $1 ORDER BY job_id",
+            self.ns
+        ))
+        .bind(run_id)
+        .fetch_all(&self.db)
+        .await
+        .map_err(pdb)?;
+        rows.iter().map(|r| self.job(r)).collect()
+    }
+
+    async fn live_bindings(&self) -> Result<Vec<LiveBinding>, PortError> {
+        let mut conn = self.db.begin().await.map_err(port)?;
+        live_bindings(&mut conn, &self.ns).await.map_err(port)
+    }
+}
+
+#[async_trait]
+impl HoldsAndReviews for Store {
     async fn holds(&self) -> Result<EngineHolds, PortError> {
         let row = sqlx::query(&format!(
             "SELECT restore_hold, admission_hold, execution_recovery_completed, restore_epoch
@@ -1092,11 +1100,42 @@ impl RunStore for Store {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn live_bindings(&self) -> Result<Vec<LiveBinding>, PortError> {
-        let mut conn = self.db.begin().await.map_err(port)?;
-        live_bindings(&mut conn, &self.ns).await.map_err(port)
+    async fn review_survey(&self) -> Result<ReviewSurvey, PortError> {
+        use coordinator_ports::counts::RunCounts;
+        let counts = self.live_counts().await?;
+        Ok(ReviewSurvey {
+            review_required: counts.review_required,
+            unknown_effects: counts.unknown_effects,
+            ended_unknown_effects: counts.ended_unknown_effects,
+        })
     }
 
+    async fn attest_reviews(&self) -> Result<u64, PortError> {
+        let done = sqlx::query(&format!(
+            "UPDATE {}.runs SET review = 'attested' WHERE review = 'required'",
+            self.ns
+        ))
+        .execute(&self.db)
+        .await
+        .map_err(pdb)?;
+        Ok(done.rows_affected())
+    }
+}
+
+#[async_trait]
+impl Definitions for Store {
+    async fn definition(&self, revision: &str) -> Result<Option<Definition>, PortError> {
+        Store::definition(self, revision).await.map_err(port)
+    }
+
+    async fn activation_current(&self) -> Result<bool, PortError> {
+        let generation = self.activation_generation().await.map_err(port)?;
+        Ok(generation == self.activation_generation)
+    }
+}
+
+#[async_trait]
+impl Maintenance for Store {
     async fn erase_payloads(
         &self,
         before_unix: i64,
@@ -1158,59 +1197,6 @@ impl RunStore for Store {
             erased: u32::try_from(rows.len()).unwrap_or(u32::MAX),
             more,
         })
-    }
-
-    async fn review_survey(&self) -> Result<ReviewSurvey, PortError> {
-        use coordinator_ports::counts::RunCounts;
-        let counts = self.live_counts().await?;
-        Ok(ReviewSurvey {
-            review_required: counts.review_required,
-            unknown_effects: counts.unknown_effects,
-            ended_unknown_effects: counts.ended_unknown_effects,
-        })
-    }
-
-    async fn attest_reviews(&self) -> Result<u64, PortError> {
-        let done = sqlx::query(&format!(
-            "UPDATE {}.runs SET review = 'attested' WHERE review = 'required'",
-            self.ns
-        ))
-        .execute(&self.db)
-        .await
-        .map_err(pdb)?;
-        Ok(done.rows_affected())
-    }
-
-    async fn find_start(
-        &self,
-        start_identity: &str,
-        request_digest: &str,
-    ) -> Result<Option<Admitted>, PortError> {
-        let mut conn = self.db.begin().await.map_err(port)?;
-        self.existing(&mut conn, start_identity, request_digest)
-            .await
-    }
-
-    async fn activation_current(&self) -> Result<bool, PortError> {
-        let generation = self.activation_generation().await.map_err(port)?;
-        Ok(generation == self.activation_generation)
-    }
-
-    async fn next_due(&self) -> Result<Option<i64>, PortError> {
-        // The due-time index in order, skipping the (few) leased jobs, and
-        // the earliest deadline not yet a job (`runs_deadline_due`).
-        let due: Option<OffsetDateTime> = sqlx::query_scalar(&format!(
-            "SELECT least(
-               (SELECT due_at FROM {ns}.jobs WHERE lease_expires_at IS NULL
-                 ORDER BY due_at, job_id LIMIT 1),
-               (SELECT deadline_at FROM {ns}.runs WHERE NOT ended AND NOT deadline_job_created
-                 ORDER BY deadline_at LIMIT 1))",
-            ns = self.ns
-        ))
-        .fetch_one(&self.db)
-        .await
-        .map_err(pdb)?;
-        Ok(due.map(OffsetDateTime::unix_timestamp))
     }
 
     /// Asks one pooled connection's server whether it may be written to:

@@ -13,10 +13,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use coordinator_ir::{Definition, Program};
-use coordinator_testkit::conformance::{self, committed_at, Fixture};
 use coordinator_ports::{
-    Admitted, Commit, Erasure, Holds, Job, JobKind, LeaseRequest, NewJob, NewRun, Owner, RunStore,
-    StoreError as PortError,
+    Admitted, Commit, Erasure, Holds, HoldsAndReviews, Job, JobKind, JobQueue, LeaseRequest,
+    Maintenance, NewJob, NewRun, Owner, RunAdmission, RunReads, StoreError as PortError,
 };
 use coordinator_runtime::audit::{journal_files, AuditJournal, AuditRecord};
 use coordinator_runtime::binding::binding_digests;
@@ -25,6 +24,7 @@ use coordinator_runtime::package::write_package;
 use coordinator_runtime::secrets::{load_keys, SecretResolver};
 use coordinator_runtime::{check_runtime_file, Mode, RuntimeConfig};
 use coordinator_store::{self as store, PlanAction, Store, StoreError};
+use coordinator_testkit::conformance::{self, committed_at, Fixture};
 use coordinator_vm::{RunState, RunStatus};
 use serde_json::{json, Value};
 use sqlx::{Connection, Executor, PgConnection, Row};
@@ -1328,7 +1328,7 @@ async fn run_store_holds_are_persisted_for_every_process() {
     // Another process on the same database (its own pool) reads the holds
     // the first one placed, and obeys them: no lease, no admission.
     let b = fx.store().await.expect("second store");
-    let held = RunStore::holds(&b).await.expect("holds");
+    let held = HoldsAndReviews::holds(&b).await.expect("holds");
     assert!(held.restore && held.admission && held.execution_recovery_completed);
     let now = OffsetDateTime::now_utc();
     let t = now.unix_timestamp();
@@ -1351,7 +1351,7 @@ async fn run_store_holds_are_persisted_for_every_process() {
     );
     // Released by the second process: the first sees it, and admits again.
     assert_eq!(b.swap_holds(&held, &Holds::default()).await, Ok(true));
-    assert_eq!(RunStore::holds(&a).await, Ok(Holds::default()));
+    assert_eq!(HoldsAndReviews::holds(&a).await, Ok(Holds::default()));
     created(admit(&a, &fx, &fixture.revision, "dave", "k-free", json!({}), now).await);
     a.close().await;
     b.close().await;
@@ -1468,7 +1468,7 @@ async fn a_changed_binding_is_refused_while_a_run_is_live() {
         NOTICES_URL.into(),
         "baseUrl: https://messaging-2.example.org\n".into(),
     )];
-    assert_eq!(RunStore::live_bindings(&store).await, Ok(vec![]));
+    assert_eq!(RunReads::live_bindings(&store).await, Ok(vec![]));
     fx.status().await.expect("no live run: status accepts");
     fx.apply(&[]).await.expect("no live run: apply accepts");
     store.close().await;

@@ -201,7 +201,7 @@ fn plan_apply_status_unchanged_and_unlisted_through_the_cli() {
 /// runtime file at `path`) through the library store.
 fn admit_live_run(path: &Path) {
     use coordinator_testkit::conformance::{new_run, Fixture};
-    use coordinator_ports::{Admitted, RunStore};
+    use coordinator_ports::{Admitted, RunAdmission};
     use coordinator_runtime::binding::binding_digests;
     use coordinator_runtime::secrets::{load_keys, SecretResolver};
     use coordinator_runtime::{check_runtime_file, Mode};

@@ -1,7 +1,7 @@
 //! Group commit on PostgreSQL: the admissions, commits and "mark sending"
 //! fences of several runs, each kind in one statement over arrays
-//! ([`RunStore::admit_batch`], [`RunStore::commit_batch`],
-//! [`RunStore::mark_sending_batch`]), so runs moving together share one
+//! ([`RunAdmission::admit_batch`], [`JobQueue::commit_batch`],
+//! [`JobQueue::mark_sending_batch`]), so runs moving together share one
 //! round trip, one transaction and one WAL flush. Every row keeps its own
 //! fence (the run's version, the completed job's lease, the restore epoch,
 //! the admission checks), and one item's refusal never fails another's. A
@@ -19,9 +19,9 @@
 //! One plan fits every size because every table is reached by key
 //! (`= ANY(array)`), never by a join whose method depends on the estimate.
 //!
-//! [`RunStore::admit_batch`]: coordinator_ports::store::RunStore::admit_batch
-//! [`RunStore::commit_batch`]: coordinator_ports::store::RunStore::commit_batch
-//! [`RunStore::mark_sending_batch`]: coordinator_ports::store::RunStore::mark_sending_batch
+//! [`RunAdmission::admit_batch`]: coordinator_ports::store::RunAdmission::admit_batch
+//! [`JobQueue::commit_batch`]: coordinator_ports::store::JobQueue::commit_batch
+//! [`JobQueue::mark_sending_batch`]: coordinator_ports::store::JobQueue::mark_sending_batch
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -48,9 +48,9 @@ struct Prepared<'a> {
 impl Store {
     /// One statement for every commit of the batch (arrays unnested, each
     /// row fenced by its run's version and its completed job's lease),
-    /// answered in order as [`RunStore::commit_batch`] says.
+    /// answered in order as [`JobQueue::commit_batch`] says.
     ///
-    /// [`RunStore::commit_batch`]: coordinator_ports::store::RunStore::commit_batch
+    /// [`JobQueue::commit_batch`]: coordinator_ports::store::JobQueue::commit_batch
     pub(super) async fn try_commit_batch(
         &self,
         commits: &[(Commit, Option<LeaseOnInsert>)],
@@ -264,10 +264,10 @@ impl Store {
     /// One statement for every admission of the batch, each with the
     /// admission checks (the admission hold, a binding the last apply
     /// recorded otherwise, the activation generation, the active revision,
-    /// the start identity), answered in order as [`RunStore::admit_batch`]
+    /// the start identity), answered in order as [`RunAdmission::admit_batch`]
     /// says.
     ///
-    /// [`RunStore::admit_batch`]: coordinator_ports::store::RunStore::admit_batch
+    /// [`RunAdmission::admit_batch`]: coordinator_ports::store::RunAdmission::admit_batch
     pub(super) async fn try_admit_batch(
         &self,
         runs: &[(NewRun, Option<LeaseOnInsert>)],
@@ -323,7 +323,7 @@ impl Store {
             attention.push(status == coordinator_vm::RunStatus::Attention);
             ended.push(status.is_terminal());
             // Whole seconds rounded up: `runs.deadline_at` is when the
-            // deadline's timer job is due (`RunStore::lease`).
+            // deadline's timer job is due (`JobQueue::lease`).
             deadlines.push(super::at(
                 coordinator_ports::clock::due_unix(&run.state.deadline_at)
                     .expect("the VM writes its state's instants in RFC 3339"),
@@ -497,7 +497,7 @@ impl Store {
         Ok(answers)
     }
 
-    /// [`RunStore::mark_sending_batch`] on PostgreSQL: one statement; each
+    /// [`JobQueue::mark_sending_batch`] on PostgreSQL: one statement; each
     /// job is marked only under its owner's lease, its epoch and no
     /// restore hold. A lost connection answers every job unavailable; a
     /// job not marked answers [`PortError::LeaseLost`].

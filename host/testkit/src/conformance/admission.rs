@@ -109,8 +109,8 @@ pub async fn records_round_trip(s: &dyn RunStore, fx: &Fixture) {
     assert_eq!(s.jobs("nope").await, Ok(vec![]));
 }
 
-/// A group admission ([`RunStore::admit_batch`]) answers each start as
-/// [`RunStore::admit_leasing`] alone would, in order: a new run (its due
+/// A group admission ([`RunAdmission::admit_batch`]) answers each start as
+/// [`RunAdmission::admit_leasing`] alone would, in order: a new run (its due
 /// job leased on insert), a repeat of a spent identity (its run), the same
 /// identity with another digest (conflict), and two starts of one new
 /// identity in the batch (one run, the other start answered with it).

@@ -117,12 +117,12 @@ pub async fn commits_lease_new_due_jobs_to_the_committer(s: &dyn RunStore, fx: &
     );
 }
 
-/// A group commit ([`RunStore::commit_batch`]) answers each commit as
-/// [`RunStore::commit_leasing`] alone would, in order, one refusal never
+/// A group commit ([`JobQueue::commit_batch`]) answers each commit as
+/// [`JobQueue::commit_leasing`] alone would, in order, one refusal never
 /// failing another: a commit that completes its job and leases its due
 /// new job on insert, a stale version (conflict), a lease another owner
 /// holds (lease lost), a run that ends (every job gone), a run that does
-/// not exist. [`RunStore::mark_sending_batch`] likewise fences each job on
+/// not exist. [`JobQueue::mark_sending_batch`] likewise fences each job on
 /// its own.
 pub async fn group_commits_answer_each_commit_as_alone(s: &dyn RunStore, fx: &Fixture) {
     use coordinator_ports::store::LeaseOnInsert;

@@ -1,9 +1,12 @@
-//! The run store port ([`RunStore`]) and its in-memory implementation
-//! ([`MemoryRunStore`]).
+//! The run store port: its data (this file) and its narrow traits
+//! ([`ports`]: [`RunAdmission`], [`JobQueue`], [`RunReads`],
+//! [`HoldsAndReviews`], [`Definitions`], [`Maintenance`]; [`RunStore`] is
+//! all of them, what a store implements).
 //!
 //! The port is the whole contract between the engine and durable storage:
 //! a PostgreSQL implementation (the only production store, DESIGN.md "The
-//! service") implements exactly these methods. Each method is one atomic
+//! service") and the in-memory one ([`crate::MemoryRunStore`]) implement
+//! exactly these methods. Each method is one atomic
 //! step (one transaction). The port carries plain data; a PostgreSQL store
 //! seals `RunRecord::state` and every job's prepared command with
 //! [`coordinator_runtime::keys::StateKeyring`] (binding: database id, run id, purpose
@@ -14,17 +17,21 @@
 
 use std::collections::BTreeMap;
 
-use async_trait::async_trait;
-use coordinator_ir::Definition;
 use coordinator_vm::{RunState, RunStatus, WakeKind};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use coordinator_runtime::binding::LiveBinding;
+pub use coordinator_runtime::binding::LiveBinding;
+
+mod ports;
+
+pub use ports::{
+    Definitions, HoldsAndReviews, JobQueue, Maintenance, RunAdmission, RunReads, RunStore,
+};
 
 /// The deployment-wide holds of seed 000 "Restore from a backup", as every
 /// process on the store sees them (the PostgreSQL store keeps them in the
-/// deployment row). Changed only by [`RunStore::swap_holds`].
+/// deployment row). Changed only by [`HoldsAndReviews::swap_holds`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Holds {
     /// The restore hold: nothing is dispatched (only receipt lookups are
@@ -153,7 +160,7 @@ pub struct RunRecord {
     /// runtime file had them at admission. Never changes afterwards.
     #[serde(default)]
     pub bindings: BTreeMap<String, String>,
-    /// Retention erased the run's payloads ([`RunStore::erase_payloads`]):
+    /// Retention erased the run's payloads ([`Maintenance::erase_payloads`]):
     /// `state` is then [`erased_state`]'s skeleton (state name and
     /// timestamps only), and the run can no longer be retried or reconciled
     /// (seed 000 `run.payload-erased`).
@@ -343,7 +350,7 @@ pub struct NewRun {
     pub bindings: BTreeMap<String, String>,
 }
 
-/// The result of [`RunStore::admit`].
+/// The result of [`RunAdmission::admit`].
 #[derive(Clone, Debug, PartialEq)]
 pub enum Admitted {
     /// A new run was stored with its jobs.
@@ -403,7 +410,7 @@ pub struct Commit {
 }
 
 /// Leases the jobs a commit creates to the process that commits, as they
-/// are inserted ([`RunStore::commit_leasing`]), so that it carries them out
+/// are inserted ([`JobQueue::commit_leasing`]), so that it carries them out
 /// at once without leasing them again.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LeaseOnInsert {
@@ -419,7 +426,7 @@ pub struct LeaseOnInsert {
     pub epoch: u64,
 }
 
-/// What [`RunStore::commit_leasing`] did.
+/// What [`JobQueue::commit_leasing`] did.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Committed {
     /// The run's new version.
@@ -429,7 +436,7 @@ pub struct Committed {
     pub leased: Vec<Job>,
 }
 
-/// What a worker asks [`RunStore::lease`] for.
+/// What a worker asks [`JobQueue::lease`] for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LeaseRequest<'a> {
     /// The lease owner (this process's worker id).
@@ -467,7 +474,7 @@ pub struct ReviewSurvey {
     pub ended_unknown_effects: u64,
 }
 
-/// What one [`RunStore::erase_payloads`] call did.
+/// What one [`Maintenance::erase_payloads`] call did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Erasure {
     /// Runs whose payloads were erased by this call.
@@ -521,7 +528,7 @@ pub fn erased_state(
     }
 }
 
-/// Largest `limit` of one [`RunStore::erase_payloads`] call (seed 000: at
+/// Largest `limit` of one [`Maintenance::erase_payloads`] call (seed 000: at
 /// most 100 runs per call).
 pub const MAX_ERASE_LIMIT: u32 = 100;
 
@@ -603,249 +610,3 @@ impl std::fmt::Display for StoreError {
 }
 
 impl std::error::Error for StoreError {}
-
-/// The durable run store (STYLE.md "host/": a small port).
-///
-/// Every method is atomic. Unix seconds come from the engine's clock, never
-/// from the store's, so a manual clock drives leases and due times too.
-#[async_trait]
-pub trait RunStore: Send + Sync {
-    /// Admits a run and its first jobs in one step, unless its start
-    /// identity exists: then [`Admitted::Existing`] when the request digest
-    /// matches, else [`Admitted::Conflict`] (SPEC §8 `idempotency.key-reused`).
-    async fn admit(&self, run: NewRun) -> Result<Admitted, StoreError> {
-        self.admit_leasing(run, None)
-            .await
-            .map(|(admitted, _)| admitted)
-    }
-
-    /// [`RunStore::admit`], inserting the first jobs due by `lease.now`
-    /// leased to `lease.owner` (see [`LeaseOnInsert`]) and returning them
-    /// beside a [`Admitted::Created`] (none otherwise).
-    async fn admit_leasing(
-        &self,
-        run: NewRun,
-        lease: Option<&LeaseOnInsert>,
-    ) -> Result<(Admitted, Vec<Job>), StoreError>;
-
-    /// [`RunStore::admit_leasing`] for several starts at once (group
-    /// commit): each answered in the same order exactly as
-    /// `admit_leasing` would answer it, one start's refusal never failing
-    /// another; of two starts of one identity in a batch, one is admitted
-    /// and the other answered as a repeat. The default admits them one
-    /// after another; the PostgreSQL store admits them in one statement.
-    async fn admit_batch(
-        &self,
-        runs: Vec<(NewRun, Option<LeaseOnInsert>)>,
-    ) -> Vec<Result<(Admitted, Vec<Job>), StoreError>> {
-        let mut answers = Vec::with_capacity(runs.len());
-        for (run, lease) in runs {
-            answers.push(self.admit_leasing(run, lease.as_ref()).await);
-        }
-        answers
-    }
-
-    /// The run with this id.
-    async fn get(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError>;
-
-    /// Runs matching `filter`, newest first (by `sequence`), at most
-    /// `filter.limit` (clamped to 1..=100), continuing after `cursor`.
-    async fn list(&self, filter: &RunFilter) -> Result<RunPage, StoreError>;
-
-    /// The run's jobs (for inspection), in id order.
-    async fn jobs(&self, run_id: &str) -> Result<Vec<Job>, StoreError>;
-
-    /// Leases up to `request.limit` jobs with `due_unix <= now` that have
-    /// no lease or an expired one (`expires_unix <= now`), oldest due
-    /// first, for `request.owner` until `request.lease_until`. A job is
-    /// never leased by two workers at once (PostgreSQL: `FOR UPDATE SKIP
-    /// LOCKED`). While the restore hold is in place, and for a request
-    /// without an epoch (`--recovery-only`), only `LookupReceipt` jobs are
-    /// leased: a receipt lookup is a read, never a dispatch.
-    ///
-    /// The run deadline is kept on the run, not as a job: first, for each
-    /// run that has not ended whose deadline
-    /// ([`crate::clock::due_unix`]) is due
-    /// by `now` and has no timer job yet (of `request.run_id` only, when
-    /// given), the store inserts its timer job (`Timer { at, wake:
-    /// Deadline }`, `at` in whole seconds), once per run; it is leased in
-    /// the same call when timers may be leased (counted in
-    /// `request.limit`) and inserted unleased otherwise.
-    ///
-    /// # Errors
-    /// [`StoreError::LeaseIncompatible`] when `request.epoch` is not the
-    /// store's restore epoch (nothing is leased or inserted).
-    async fn lease(&self, request: &LeaseRequest<'_>) -> Result<Vec<Job>, StoreError>;
-
-    /// Marks a leased job `sending` (committed before the request leaves),
-    /// only while the restore hold is not in place and the store's restore
-    /// epoch is `epoch`. [`StoreError::LeaseLost`] otherwise, or unless
-    /// `owner` holds its lease: the request must not leave.
-    async fn mark_sending(&self, job_id: u64, owner: &str, epoch: u64) -> Result<(), StoreError>;
-
-    /// [`RunStore::mark_sending`] for several jobs at once (group commit):
-    /// each `(job_id, owner, epoch)` is fenced on its own and answered in
-    /// the same order, one job's refusal never failing another's. The
-    /// default marks them one after another; the PostgreSQL store marks
-    /// them in one statement (one commit).
-    async fn mark_sending_batch(
-        &self,
-        jobs: Vec<(u64, String, u64)>,
-    ) -> Vec<Result<(), StoreError>> {
-        let mut answers = Vec::with_capacity(jobs.len());
-        for (job_id, owner, epoch) in jobs {
-            answers.push(self.mark_sending(job_id, &owner, epoch).await);
-        }
-        answers
-    }
-
-    /// Takes over, for `owner` until `lease_until`, up to `limit` dispatch
-    /// jobs whose prepared command is not safe to resend (mutations and
-    /// evaluations: [`JobKind::Dispatch`] with `resend_safe == false`),
-    /// whatever their state or lease: the restore hold's sweep
-    /// (docs/operations.md "Restore from a backup"), which answers each as
-    /// `uncertain` and commits with it as the completed job. Only called
-    /// while the restore hold is in place.
-    async fn claim_restored_commands(
-        &self,
-        owner: &str,
-        lease_until: i64,
-        limit: usize,
-    ) -> Result<Vec<Job>, StoreError>;
-
-    /// How many runs need review and how many live runs hold an `unknown`
-    /// effect ([`ReviewSurvey`]).
-    async fn review_survey(&self) -> Result<ReviewSurvey, StoreError>;
-
-    /// Records [`Review::Attested`] on every run whose review is
-    /// [`Review::Required`] (`release-restore-hold` after
-    /// `complete-execution-recovery`). Returns how many.
-    async fn attest_reviews(&self) -> Result<u64, StoreError>;
-
-    /// The run a start identity already names, without admitting anything:
-    /// [`Admitted::Existing`] when its request digest is `request_digest`,
-    /// [`Admitted::Conflict`] when not, `None` when the identity is new.
-    /// The engine asks it before it refuses a start, so a repeated start
-    /// finds its run whatever refuses new ones (an upgrade, a hold,
-    /// `--recovery-only`).
-    async fn find_start(
-        &self,
-        start_identity: &str,
-        request_digest: &str,
-    ) -> Result<Option<Admitted>, StoreError>;
-
-    /// Whether the active packages are still the ones this store was
-    /// opened with (no `apply` changed them since); the doctor's
-    /// `activationReady`. A store without activations answers `true`.
-    async fn activation_current(&self) -> Result<bool, StoreError>;
-
-    /// Gives a leased job back: ready again, due at `due_unix`, lease
-    /// cleared (a host fault, a conflict to retry, a pending observation).
-    /// `kind`, when given, replaces the job's kind.
-    async fn release(
-        &self,
-        job_id: u64,
-        owner: &str,
-        due_unix: i64,
-        kind: Option<JobKind>,
-    ) -> Result<(), StoreError>;
-
-    /// Deletes a leased job that no longer applies (a stale timer, an
-    /// answer for a step that moved on).
-    async fn discard(&self, job_id: u64, owner: &str) -> Result<(), StoreError>;
-
-    /// Saves a run's new state and ledger, completes the leased job and adds
-    /// new jobs, atomically, if the version still equals
-    /// `expected_version` ([`StoreError::Conflict`] otherwise; nothing
-    /// changes). When the new state has ended, every other job of the run is
-    /// deleted too. Returns the new version.
-    async fn commit(&self, commit: Commit) -> Result<u64, StoreError> {
-        self.commit_leasing(commit, None).await.map(|c| c.version)
-    }
-
-    /// [`RunStore::commit`], inserting the new jobs due by `lease.now`
-    /// leased to `lease.owner` (see [`LeaseOnInsert`]) and returning them.
-    async fn commit_leasing(
-        &self,
-        commit: Commit,
-        lease: Option<&LeaseOnInsert>,
-    ) -> Result<Committed, StoreError>;
-
-    /// [`RunStore::commit_leasing`] for the commits of several runs at once
-    /// (group commit): each commit is fenced by its own version and lease
-    /// and answered in the same order, exactly as `commit_leasing` would
-    /// answer it; one commit's refusal ([`StoreError::Conflict`],
-    /// [`StoreError::LeaseLost`], ...) never fails another. Two commits of
-    /// one run in a batch are taken as if one came after the other (the
-    /// second then sees a moved version). The default commits them one
-    /// after another; the PostgreSQL store commits them in one statement.
-    async fn commit_batch(
-        &self,
-        commits: Vec<(Commit, Option<LeaseOnInsert>)>,
-    ) -> Vec<Result<Committed, StoreError>> {
-        let mut answers = Vec::with_capacity(commits.len());
-        for (commit, lease) in commits {
-            answers.push(self.commit_leasing(commit, lease.as_ref()).await);
-        }
-        answers
-    }
-
-    /// Brings the next observation of review request `review_request_id`
-    /// forward: every `Observe` job for it gets
-    /// `due = min(due, max(now, last_observed + floor_seconds))`. Returns
-    /// how many jobs it moved.
-    async fn bring_forward(
-        &self,
-        review_request_id: &str,
-        now: i64,
-        floor_seconds: i64,
-    ) -> Result<usize, StoreError>;
-
-    /// The definition (Program) of `revision`, if this store keeps it. The
-    /// PostgreSQL store keeps every revision ever applied, so a run finds
-    /// its Program after its workflow moved on.
-    async fn definition(&self, revision: &str) -> Result<Option<Definition>, StoreError>;
-
-    /// Retention (seed 000 "Erase ended payloads"), one atomic step:
-    /// erases the payloads (sealed input, state, output; a job's prepared
-    /// command cannot remain, as an erasable run has no job) of at most
-    /// `limit` (clamped to 1..=[`MAX_ERASE_LIMIT`]) runs that ended before
-    /// `before_unix` and are [`erasable`], oldest ended first (then by
-    /// admission order), stamping them erased at `now_unix`. Keeps the run
-    /// row (id, workflow, revision, owner, state name, timestamps, start
-    /// identity, request digest) and every spent start and command
-    /// identity, so a repeated start key still finds its run. Returns how
-    /// many were erased and whether more qualify. An erased run is never
-    /// erased again.
-    async fn erase_payloads(
-        &self,
-        before_unix: i64,
-        limit: u32,
-        now_unix: i64,
-    ) -> Result<Erasure, StoreError>;
-
-    /// Whether the store answers and can be written to (for `/ready`):
-    /// `Unavailable` when it cannot be reached, `Refused` with the code
-    /// `database.read-only` when it answers but cannot be written (its
-    /// server is a standby or read-only). Callers wait both out.
-    async fn ping(&self) -> Result<(), StoreError>;
-
-    /// The earliest due instant (Unix seconds) of a job no lease holds
-    /// or of a run deadline not yet a job ([`RunStore::lease`]), or `None`
-    /// when there is none: an idle worker sleeps until then rather than
-    /// polling. (A job whose lease ran out is found by the
-    /// worker's safety poll, which leases it.)
-    async fn next_due(&self) -> Result<Option<i64>, StoreError>;
-
-    /// The deployment-wide holds, as every process on the store sees them.
-    async fn holds(&self) -> Result<Holds, StoreError>;
-
-    /// Sets the holds to `next` if they are still `expected`, in one
-    /// statement; whether they were (a concurrent change makes it false).
-    async fn swap_holds(&self, expected: &Holds, next: &Holds) -> Result<bool, StoreError>;
-
-    /// The binding digests recorded by runs that have not ended: one entry
-    /// per (connection, digest) with its run count, sorted by connection
-    /// and digest (startup's `live-binding-conflict` check).
-    async fn live_bindings(&self) -> Result<Vec<LiveBinding>, StoreError>;
-}
