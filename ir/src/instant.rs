@@ -279,6 +279,25 @@ impl Instant {
         }
     }
 
+    /// The instant `seconds` and `nanos` (0..1e9, larger values carried
+    /// into seconds) after 1970-01-01T00:00:00Z, written with nine fraction
+    /// digits when `nanos` is not zero (a clock's reading).
+    pub fn from_unix_seconds_and_nanos(seconds: i64, nanos: u32) -> Instant {
+        let carried = i64::from(nanos / 1_000_000_000);
+        let nanos = nanos % 1_000_000_000;
+        Instant {
+            seconds: seconds.saturating_add(carried),
+            nanos,
+            fraction_digits: if nanos == 0 { 0 } else { 9 },
+        }
+    }
+
+    /// Nanoseconds since 1970-01-01T00:00:00Z (Unix time, UTC; negative
+    /// before it).
+    pub fn unix_nanos(&self) -> i128 {
+        i128::from(self.seconds) * NANOS_PER_SECOND + i128::from(self.nanos)
+    }
+
     /// Whole seconds since 1970-01-01T00:00:00Z (Unix time, UTC),
     /// truncated toward zero like [`Instant::seconds_until`]: a leap second
     /// counts as the first second of the next minute.

@@ -20,7 +20,9 @@
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
+
+use coordinator_ports::clock::{Clock, SystemClock};
 
 use coordinator_engine::Principal;
 use coordinator_runtime::config::{Authentication, Jwks, Policy};
@@ -174,10 +176,9 @@ impl Verifier {
         let data = decode::<Claims>(token, &key, &validation)
             .map_err(|e| refused(format!("claims: {e}")))?;
         let c = data.claims;
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or_default();
+        // The same operating-system clock jsonwebtoken checks `exp` and
+        // `nbf` against, read through the clock port.
+        let now = u64::try_from(SystemClock.now_unix()).unwrap_or_default();
         if c.iat > now.saturating_add(IAT_LEEWAY_SECONDS) {
             return Err(refused("iat in the future"));
         }

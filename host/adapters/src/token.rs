@@ -14,13 +14,14 @@
 //! logged, formatted by `Debug`, or put into an error.
 
 use std::collections::HashMap;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use jsonwebtoken::Header;
 use ring::rand::{SecureRandom, SystemRandom};
 use serde::{Deserialize, Serialize};
 
 use super::jwk::{signing_key, JwkError};
+use coordinator_runtime::clock::{Clock, SystemClock};
 use coordinator_runtime::config::{Authorization, SecretRef};
 use coordinator_runtime::secrets::{Secret, SecretError, SecretResolver};
 
@@ -175,6 +176,8 @@ pub struct TokenClient {
     http: reqwest::Client,
     secrets: std::sync::Arc<dyn SecretSource>,
     random: SystemRandom,
+    /// Stamps `iat` and `exp` of each assertion.
+    clock: std::sync::Arc<dyn Clock>,
 }
 
 /// Reads `auth`'s signing key from `secrets` and checks that it is a usable
@@ -206,7 +209,15 @@ impl TokenClient {
             http,
             secrets,
             random: SystemRandom::new(),
+            clock: std::sync::Arc::new(SystemClock),
         }
+    }
+
+    /// This client, stamping assertions with `clock` instead of the
+    /// operating system's.
+    pub fn with_clock(mut self, clock: std::sync::Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// Signs a fresh client assertion for `auth` (RFC 7523: iss = sub =
@@ -222,10 +233,8 @@ impl TokenClient {
         self.random
             .fill(&mut jti)
             .map_err(|_| TokenError::Unavailable("no randomness for `jti`".to_owned()))?;
-        let iat = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or_default();
+        // Before 1970 only on a broken clock: stamped 0 then.
+        let iat = u64::try_from(self.clock.now_unix()).unwrap_or_default();
         let claims = AssertionClaims {
             iss: auth.client_id.clone(),
             sub: auth.client_id.clone(),

@@ -1,73 +1,10 @@
-//! The clock port: every instant the service host uses comes from a
-//! [`Clock`], so in-process tests drive days of waiting with a
-//! [`ManualClock`] and no real time passes.
-
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+//! The clock port ([`Clock`], [`SystemClock`], [`ManualClock`]; defined in
+//! `coordinator_runtime::clock`, re-exported here) and the engine's
+//! conversions between RFC 3339 instants and its whole-second Unix time.
 
 use coordinator_ir::instant::{format_unix_seconds, Instant};
 
-/// A source of the current instant, in whole seconds.
-pub trait Clock: Send + Sync {
-    /// Seconds since 1970-01-01T00:00:00Z (Unix time, UTC).
-    fn now_unix(&self) -> i64;
-
-    /// The current instant as RFC 3339 UTC with `Z` (no fraction).
-    fn now_rfc3339(&self) -> String {
-        unix_to_rfc3339(self.now_unix())
-    }
-}
-
-/// The operating system's clock.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now_unix(&self) -> i64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-            .unwrap_or_default()
-    }
-}
-
-/// A clock that moves only when a test moves it. Clones share one time.
-#[derive(Clone, Debug)]
-pub struct ManualClock(Arc<AtomicI64>);
-
-impl ManualClock {
-    /// A clock standing at `unix` seconds.
-    pub fn at_unix(unix: i64) -> Self {
-        ManualClock(Arc::new(AtomicI64::new(unix)))
-    }
-
-    /// A clock standing at the RFC 3339 instant `text` (tests write it).
-    ///
-    /// # Panics
-    /// When `text` is not an RFC 3339 instant: a test's mistake, never a
-    /// time to guess.
-    #[allow(clippy::expect_used)]
-    pub fn at(text: &str) -> Self {
-        Self::at_unix(rfc3339_to_unix(text).expect("ManualClock::at takes an RFC 3339 instant"))
-    }
-
-    /// Moves the clock `seconds` forward (backward when negative).
-    pub fn advance(&self, seconds: i64) {
-        self.0.fetch_add(seconds, Ordering::SeqCst);
-    }
-
-    /// Sets the clock to `unix` seconds.
-    pub fn set_unix(&self, unix: i64) {
-        self.0.store(unix, Ordering::SeqCst);
-    }
-}
-
-impl Clock for ManualClock {
-    fn now_unix(&self) -> i64 {
-        self.0.load(Ordering::SeqCst)
-    }
-}
+pub use coordinator_runtime::clock::{Clock, ManualClock, SystemClock};
 
 /// Unix seconds as RFC 3339 UTC with `Z`, capped to years 0001–9999
 /// ([`format_unix_seconds`]).

@@ -20,13 +20,14 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 use serde_json::Value;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
+use crate::clock::{Clock, SystemClock};
 use crate::keys::AuditKey;
 
 /// One audited action, built with [`AuditRecord::new`] and its chainable
@@ -85,9 +86,10 @@ struct Line<'a> {
 /// arrive while one is syncing are made durable by the next single sync
 /// (group commit), and each append still returns only once its own line is
 /// durable.
-#[derive(Debug)]
 pub struct AuditJournal {
     path: PathBuf,
+    /// Stamps each line (`at`) and names the file.
+    clock: Arc<dyn Clock>,
     /// The file and the sequence number of the last line written.
     file: Mutex<(File, u64)>,
     /// A second handle on the same file for `fsync`, and the sequence
@@ -100,15 +102,33 @@ pub struct AuditJournal {
     failing: AtomicBool,
 }
 
+impl std::fmt::Debug for AuditJournal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuditJournal")
+            .field("path", &self.path)
+            .field("discarded", &self.discarded)
+            .field("failing", &self.failing)
+            .finish_non_exhaustive()
+    }
+}
+
 impl AuditJournal {
+    /// [`AuditJournal::open_with_clock`] with the operating system's clock.
+    ///
+    /// # Errors
+    /// As [`AuditJournal::open_with_clock`].
+    pub fn open(base: &Path) -> std::io::Result<Self> {
+        Self::open_with_clock(base, Arc::new(SystemClock))
+    }
+
     /// Creates this process's journal file next to `base`
     /// (`<base>.<host>-<pid>-<start>`, start in Unix nanoseconds), owner-only,
     /// append-only. Creates no directory: the audit storage must exist.
     ///
     /// # Errors
     /// The I/O error when the file cannot be created (it must not exist).
-    pub fn open(base: &Path) -> std::io::Result<Self> {
-        let start = OffsetDateTime::now_utc().unix_timestamp_nanos();
+    pub fn open_with_clock(base: &Path, clock: Arc<dyn Clock>) -> std::io::Result<Self> {
+        let start = clock.now().unix_nanos();
         let name = format!(
             "{}.{}-{}-{}",
             base.file_name()
@@ -127,6 +147,7 @@ impl AuditJournal {
         let sync = file.try_clone()?;
         Ok(AuditJournal {
             path,
+            clock,
             file: Mutex::new((file, 0)),
             synced: Mutex::new((sync, 0)),
             discarded: AtomicBool::new(false),
@@ -144,6 +165,7 @@ impl AuditJournal {
         let sync = file.try_clone()?;
         Ok(AuditJournal {
             path: path.to_owned(),
+            clock: Arc::new(SystemClock),
             file: Mutex::new((file, 0)),
             synced: Mutex::new((sync, 0)),
             discarded: AtomicBool::new(false),
@@ -219,7 +241,8 @@ impl AuditJournal {
                 ));
             }
             let seq = written.1 + 1;
-            let at = OffsetDateTime::now_utc()
+            let at = OffsetDateTime::from_unix_timestamp_nanos(self.clock.now().unix_nanos())
+                .map_err(std::io::Error::other)?
                 .format(&Rfc3339)
                 .map_err(std::io::Error::other)?;
             let mut line = serde_json::to_vec(&Line { at, seq, record })?;

@@ -11,6 +11,8 @@
 //! - [`net`]: the runtime file's `http(s)` URLs parsed (the `url` crate) and
 //!   the one loopback rule.
 //! - [`audit`]: the audit journal (JSON Lines, one file per process).
+//! - [`clock`]: the clock port ([`clock::Clock`], [`clock::SystemClock`],
+//!   [`clock::ManualClock`]): the host's one wall-clock read.
 //!
 //! Invariant: the check, the config types and the bindings read no secret
 //! and open no connection; a secret reference is only ever checked for its
@@ -22,6 +24,7 @@
 pub mod audit;
 pub mod binding;
 pub mod check;
+pub mod clock;
 pub mod config;
 pub mod keys;
 pub mod net;
