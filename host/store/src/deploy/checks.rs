@@ -1,0 +1,325 @@
+//! The checks the deployment commands share, each in one place so that
+//! `plan` previews `apply` and `deployment-status` verifies what the service
+//! verifies: the runtime file's deployment section and pinned packages, the
+//! deployment keys as `apply` reads them, the logins with the migration and
+//! the runtime URL, the namespace's schema version and databaseId, what an
+//! applied namespace refuses (runtime role, key custody), the connection
+//! bindings of runs that have not ended, and the active packages.
+
+use std::path::Path;
+
+use sqlx::Row;
+
+use super::namespace::{
+    active_workflows, deployment_row, has_run_counts, layout, live_bindings, not_applied,
+    DeploymentRow, Layout,
+};
+use super::runtime_role::verify_runtime_role;
+use super::status::WorkflowStatus;
+use crate::schema::SCHEMA_VERSION;
+use crate::servers::Access;
+use crate::session::{Database, Transaction};
+use crate::{check_admission_custody, check_custody, connect, db_error, StoreError};
+use coordinator_runtime::binding::{self, BindingConflict};
+use coordinator_runtime::config::{Deployment, RuntimeConfig};
+use coordinator_runtime::package::{load_package, LoadedPackage, PackageError};
+use coordinator_runtime::secrets::{
+    load_admission_key, load_audit_key, load_state_keyring, SecretResolver,
+};
+
+/// The runtime file's `deployment` section.
+///
+/// # Errors
+/// `deployment.not-applied` when the file has none.
+pub(super) fn deployment_of(config: &RuntimeConfig) -> Result<&Deployment, StoreError> {
+    config.deployment.as_ref().ok_or_else(|| {
+        StoreError::refused(
+            "coordinator.deployment.not-applied",
+            "the runtime file has no `deployment` section",
+            "complete the deployment section, then run `check`",
+        )
+    })
+}
+
+/// Loads and verifies every pinned package against its `expectedDigest`.
+///
+/// # Errors
+/// `deployment.package` (refused, or unavailable when a file cannot be read).
+pub fn load_pinned_packages(deployment: &Deployment) -> Result<Vec<LoadedPackage>, StoreError> {
+    let mut out = Vec::new();
+    for pin in &deployment.packages {
+        let loaded =
+            load_package(Path::new(&pin.root), Some(&pin.expected_digest)).map_err(|e| {
+                let message = format!("package {}: {e}", pin.root);
+                let next =
+                    "rebuild or restore the package the author handed over, or pin its digest";
+                match e {
+                    PackageError::Unavailable { .. } => {
+                        StoreError::unavailable("coordinator.deployment.package", message, next)
+                    }
+                    _ => StoreError::refused("coordinator.deployment.package", message, next),
+                }
+            })?;
+        out.push(loaded);
+    }
+    Ok(out)
+}
+
+/// The deployment's keys as `apply` reads them (state keyring, admission
+/// key, audit key): `plan` reads them the same way, so a key file `apply`
+/// would refuse (group-readable, missing, not 32 bytes) refuses `plan`.
+pub(super) struct DeploymentKeysRead {
+    pub(super) state: coordinator_runtime::keys::StateKeyring,
+    pub(super) admission: coordinator_runtime::keys::AdmissionKey,
+    pub(super) audit: coordinator_runtime::keys::AuditKey,
+}
+
+impl DeploymentKeysRead {
+    /// Reads the three keys through `resolver`.
+    ///
+    /// # Errors
+    /// The `secret.*` and key refusals of `coordinator_runtime::secrets`.
+    pub(super) fn load(
+        resolver: &SecretResolver,
+        deployment: &Deployment,
+    ) -> Result<Self, StoreError> {
+        Ok(DeploymentKeysRead {
+            state: load_state_keyring(resolver, deployment)?,
+            admission: load_admission_key(resolver, deployment)?,
+            audit: load_audit_key(resolver, deployment)?,
+        })
+    }
+}
+
+/// Logs in once with the URL behind `reference` and closes the connection:
+/// `plan` and `apply` log in with every database URL the deployment names,
+/// so a wrong password is refused before anything changes.
+///
+/// # Errors
+/// [`connect`]'s (`database.login` for a refused login).
+pub(super) async fn log_in_once(
+    config: &RuntimeConfig,
+    resolver: &SecretResolver,
+    reference: &coordinator_runtime::config::SecretRef,
+) -> Result<(), StoreError> {
+    let pool = connect(config, resolver, reference, 1, &[], Access::Read).await?;
+    pool.close().await;
+    Ok(())
+}
+
+/// One connection of the runtime role for reading (`plan`,
+/// `deployment-status`: a standby will do when the URL says
+/// `target_session_attrs=any`), and a transaction on it.
+///
+/// # Errors
+/// [`connect`]'s.
+pub(super) async fn read_with_runtime_role(
+    config: &RuntimeConfig,
+    resolver: &SecretResolver,
+) -> Result<(Database, Transaction), StoreError> {
+    let pool = connect(
+        config,
+        resolver,
+        &config.database.runtime_url_ref,
+        1,
+        &[],
+        Access::Read,
+    )
+    .await?;
+    let conn = pool.begin().await?;
+    Ok((pool, conn))
+}
+
+/// Refuses (`deployment.schema-version`) a namespace laid out by another
+/// state schema version, or holding objects but no version record; an
+/// absent or empty namespace passes.
+pub(super) fn check_layout(layout: Layout, ns: &str) -> Result<(), StoreError> {
+    match layout {
+        Layout::Versioned(SCHEMA_VERSION) | Layout::Absent | Layout::Empty => Ok(()),
+        Layout::Versioned(v) => Err(StoreError::refused(
+            "coordinator.deployment.schema-version",
+            format!(
+                "namespace `{ns}` records state schema version {v}; this binary requires version {SCHEMA_VERSION}"
+            ),
+            "settle that work with its matching binary, then use a fresh namespace and databaseId",
+        )),
+        Layout::Unknown => Err(StoreError::refused(
+            "coordinator.deployment.schema-version",
+            format!("namespace `{ns}` holds objects but no state schema version {SCHEMA_VERSION} record"),
+            "use a fresh namespace, or settle the earlier layout with its matching binary",
+        )),
+    }
+}
+
+/// Refuses (`deployment.database-id`) a database that records another
+/// databaseId than the runtime file's.
+pub(super) fn check_database_id(recorded: &str, configured: &str) -> Result<(), StoreError> {
+    if recorded == configured {
+        Ok(())
+    } else {
+        Err(StoreError::refused(
+            "coordinator.deployment.database-id",
+            format!(
+                "the database records databaseId `{recorded}`, the runtime file says `{configured}`"
+            ),
+            "point the runtime file at its own database, or restore the original databaseId",
+        ))
+    }
+}
+
+/// What `plan` and `apply` both refuse on a namespace already applied,
+/// before anything is written (one home, so `plan` previews `apply`): an
+/// unsafe runtime role as found ([`verify_runtime_role`]), a state key or
+/// admission key that is not the one recorded ([`check_custody`],
+/// [`check_admission_custody`]). Reads only.
+///
+/// # Errors
+/// `deployment.runtime-role-*`, `state-key-custody`, `store-unavailable`.
+pub(super) async fn check_applied_namespace(
+    conn: &mut Transaction,
+    ns: &str,
+    deployment: &Deployment,
+    keys: &DeploymentKeysRead,
+) -> Result<(), StoreError> {
+    verify_runtime_role(conn, ns, &deployment.runtime_role).await?;
+    check_custody(conn, ns, &keys.state).await?;
+    check_admission_custody(conn, ns, &keys.admission).await?;
+    Ok(())
+}
+
+/// `coordinator.command.live-binding-conflict`: the runtime file changed the
+/// binding of connections that runs which have not ended use (seed 000
+/// "Apply and start"). `conflicts` must not be empty.
+pub fn live_binding_refusal(conflicts: &[BindingConflict]) -> StoreError {
+    StoreError::refused(
+        "coordinator.command.live-binding-conflict",
+        format!(
+            "the runtime file changes the binding of connections runs that have not ended use: {}",
+            binding::describe(conflicts)
+        ),
+        "restore the connection settings those runs were admitted with (endpoint, identity, scopes, \
+         task authority), or let the runs end; investigate with `coordinator --recovery-only`",
+    )
+}
+
+/// Refuses (`live-binding-conflict`) when the runtime file's connections
+/// change a binding that runs which have not ended recorded.
+pub(super) async fn check_live_bindings(
+    conn: &mut Transaction,
+    ns: &str,
+    config: &RuntimeConfig,
+) -> Result<(), StoreError> {
+    let live = live_bindings(conn, ns).await?;
+    let found = binding::conflicts(&live, &config.connections);
+    if found.is_empty() {
+        Ok(())
+    } else {
+        Err(live_binding_refusal(&found))
+    }
+}
+
+/// Verifies, with the runtime credential, everything the service verifies
+/// before serving except the active packages: server version, layout and
+/// schema version, database id, the URL's role is `runtimeRole`, role
+/// safety, key custody (and that the active key version was applied).
+pub(crate) async fn verify_runtime(
+    conn: &mut Transaction,
+    ns: &str,
+    deployment: &Deployment,
+    keyring: &coordinator_runtime::keys::StateKeyring,
+    admission: &coordinator_runtime::keys::AdmissionKey,
+) -> Result<(DeploymentRow, Vec<u32>), StoreError> {
+    let found = layout(conn, ns).await?;
+    check_layout(found, ns)?;
+    if !matches!(found, Layout::Versioned(_)) {
+        return Err(not_applied(ns));
+    }
+    if !has_run_counts(conn, ns).await? {
+        return Err(StoreError::refused(
+            "coordinator.deployment.schema-version",
+            format!("namespace `{ns}` was laid out by an earlier build of state schema version {SCHEMA_VERSION} (it has no run_counts table)"),
+            "run `coordinatorctl --runtime-config FILE apply`, which brings it to this build's layout",
+        ));
+    }
+    let d = deployment_row(conn, ns).await?;
+    check_database_id(&d.database_id, &deployment.database_id)?;
+    let user: String = sqlx::query("SELECT current_user::text")
+        .fetch_one(conn.on())
+        .await
+        .map_err(db_error)?
+        .try_get(0)
+        .map_err(db_error)?;
+    if user != deployment.runtime_role {
+        return Err(StoreError::refused(
+            "coordinator.deployment.runtime-role-mismatch",
+            format!(
+                "the runtime database URL logs in as `{user}`, but deployment.runtimeRole is `{}`",
+                deployment.runtime_role
+            ),
+            "make the runtime URL's role and deployment.runtimeRole the same",
+        ));
+    }
+    verify_runtime_role(conn, ns, &deployment.runtime_role).await?;
+    let recorded = check_custody(conn, ns, keyring).await?;
+    if !check_admission_custody(conn, ns, admission).await? {
+        return Err(StoreError::refused(
+            "coordinator.command.state-key-custody",
+            "the admission key has no custody record",
+            "run `apply` (it records the admission key's fingerprint)",
+        ));
+    }
+    let active = keyring.active_version();
+    if !recorded.iter().any(|(v, _)| *v == active) {
+        return Err(StoreError::refused(
+            "coordinator.command.state-key-custody",
+            format!("the active state key version {active} has no custody record"),
+            "run `apply` after adding a state key version",
+        ));
+    }
+    Ok((d, recorded.into_iter().map(|(v, _)| v).collect()))
+}
+
+/// Refuses when the runtime file's packages are not what apply recorded as
+/// active (a pinned digest not applied, or an active workflow not listed).
+pub(crate) async fn check_activation(
+    conn: &mut Transaction,
+    ns: &str,
+    packages: &[LoadedPackage],
+) -> Result<Vec<WorkflowStatus>, StoreError> {
+    let active = active_workflows(conn, ns).await?;
+    for p in packages {
+        let workflow = &p.definition.program.workflow;
+        match active.get(workflow) {
+            Some(a) if a.package_digest == p.digest => {}
+            Some(a) => {
+                return Err(StoreError::refused(
+                    "coordinator.deployment.packages-not-applied",
+                    format!(
+                        "workflow `{workflow}` pins {} but {} is active",
+                        p.digest, a.package_digest
+                    ),
+                    "run `plan` and `apply` with this runtime file",
+                ))
+            }
+            None => {
+                return Err(StoreError::refused(
+                    "coordinator.deployment.packages-not-applied",
+                    format!("workflow `{workflow}` is pinned but not active"),
+                    "run `plan` and `apply` with this runtime file",
+                ))
+            }
+        }
+    }
+    if let Some(w) = active.keys().find(|w| {
+        !packages
+            .iter()
+            .any(|p| &p.definition.program.workflow == *w)
+    }) {
+        return Err(StoreError::refused(
+            "coordinator.deployment.workflow-unlisted",
+            format!("workflow `{w}` is active but the runtime file no longer lists its package"),
+            format!("list its package again, or `apply --remove-workflow {w}`"),
+        ));
+    }
+    Ok(active.into_values().collect())
+}

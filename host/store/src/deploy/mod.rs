@@ -1,0 +1,40 @@
+//! `plan`, `apply` and `deployment_status` (seed 000 "Apply and start",
+//! "Change the workflows"), and the runtime-role safety check used by
+//! `apply` and at service startup.
+//!
+//! - [`plan()`] reads with the runtime credential and writes nothing; it
+//!   previews `apply`: it reads the keys as `apply` does, logs in with the
+//!   migration URL too, and on an applied namespace refuses what `apply`
+//!   refuses before writing ([`checks::check_applied_namespace`]: runtime role
+//!   safety, key custody). `apply` logs in with the runtime URL before it
+//!   changes anything.
+//! - [`apply()`] is the only user of `database.migrationUrlRef`: one
+//!   transaction migrates, checks the database id, records the key custody
+//!   fingerprints, records every pinned package's definition (kept forever)
+//!   and the active package per workflow, grants the runtime role exactly
+//!   [`super::schema::RUNTIME_GRANTS`], then checks the runtime role; any
+//!   refusal rolls everything back.
+//! - [`deployment_status`] reads with the runtime credential and verifies
+//!   what the service verifies before it serves.
+//!
+//! One file per concern: [`plan`](mod@plan), [`apply`](mod@apply),
+//! [`status`] (`deployment_status`); [`checks`], every check these share
+//! (and the service's startup), each in one place; [`namespace`], the reads
+//! of what a namespace records; [`runtime_role`], the runtime role's grants
+//! and safety check.
+
+mod apply;
+mod checks;
+mod namespace;
+mod plan;
+mod runtime_role;
+mod status;
+
+pub use apply::{apply, ApplyReport};
+pub use checks::{live_binding_refusal, load_pinned_packages};
+pub use plan::{plan, Plan, PlanAction, PlanEntry};
+pub use runtime_role::verify_runtime_role;
+pub use status::{deployment_status, DeploymentStatus, WorkflowStatus};
+
+pub(crate) use checks::{check_activation, verify_runtime};
+pub(crate) use namespace::live_bindings;
