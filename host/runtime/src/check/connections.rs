@@ -1,0 +1,142 @@
+//! The `connections` section: what every type shares, then each type's own
+//! settings.
+
+use std::collections::BTreeMap;
+
+use super::{ptr, Checker};
+use crate::config::{CaseworkConnection, Connection, ExternalHttpConnection, RuntimeConfig};
+
+impl Checker<'_> {
+    /// Each connection: what every type shares
+    /// ([`Self::connection_shared_settings`]), then its type's own settings;
+    /// no two Casework connections share a `recipientBinding`.
+    pub(super) fn connections(&mut self, cfg: &RuntimeConfig) {
+        let mut bindings: BTreeMap<&str, &str> = BTreeMap::new();
+        for (name, conn) in &cfg.connections {
+            let base = ptr(&["connections", name]);
+            self.connection_shared_settings(&base, name, conn);
+            match conn {
+                Connection::Breg(b) => self.non_empty(&format!("{base}/profile"), &b.profile),
+                Connection::Messaging(_) | Connection::Scheduling(_) => {}
+                Connection::CaseworkReviewProducer(cw) => {
+                    self.casework_connection(&base, name, cw, &mut bindings);
+                }
+                Connection::ExternalHttp(x) => self.external_http_connection(&base, x),
+                Connection::Decision(d) => self.non_empty(&format!("{base}/model"), &d.model),
+            }
+        }
+    }
+
+    /// What every connection type shares: its name, `baseUrl`, the
+    /// `authorization` endpoints and client id, `requestTimeoutMilliseconds`.
+    fn connection_shared_settings(&mut self, base: &str, name: &str, conn: &Connection) {
+        self.name(base, name, "connection");
+        self.url(&format!("{base}/baseUrl"), conn.base_url(), true);
+        if let Some(auth) = conn.authorization() {
+            let a = format!("{base}/authorization");
+            self.url(&format!("{a}/tokenEndpoint"), &auth.token_endpoint, true);
+            if let Some(r) = &auth.resource {
+                self.url(&format!("{a}/resource"), r, false);
+            }
+            self.non_empty(&format!("{a}/clientId"), &auth.client_id);
+        }
+        if let Some(ms) = conn.request_timeout_milliseconds() {
+            if !(1..=300_000).contains(&ms) {
+                self.err(
+                    "coordinator.runtime.request-timeout",
+                    self.doc
+                        .locate(&format!("{base}/requestTimeoutMilliseconds")),
+                    format!("requestTimeoutMilliseconds is {ms}; it must be between 1 and 300000"),
+                    "Use a timeout of at most five minutes, or omit the key for the default.",
+                );
+            }
+        }
+    }
+
+    /// A `casework-review-producer` connection: producer, profile,
+    /// `resultCheckSeconds`, and a `recipientBinding` not yet in `bindings`
+    /// (recipient binding → connection name), which it joins.
+    fn casework_connection<'c>(
+        &mut self,
+        base: &str,
+        name: &'c str,
+        cw: &'c CaseworkConnection,
+        bindings: &mut BTreeMap<&'c str, &'c str>,
+    ) {
+        self.non_empty(&format!("{base}/producer"), &cw.producer);
+        if let Some(p) = &cw.profile {
+            self.non_empty(&format!("{base}/profile"), p);
+        }
+        let s = cw.result_check_seconds;
+        if !(60..=86_400).contains(&s) {
+            self.err(
+                "coordinator.runtime.result-check-seconds",
+                self.doc.locate(&format!("{base}/resultCheckSeconds")),
+                format!("resultCheckSeconds is {s}; it must be between 60 and 86400"),
+                "Use a value from 60 to 86400 seconds; 900 is the default.",
+            );
+        }
+        if let Some(comp) = &cw.completion {
+            let at = format!("{base}/completion/recipientBinding");
+            let b = comp.recipient_binding.as_str();
+            if b.is_empty() || b.len() > 256 || !b.bytes().all(|c| (0x21..=0x7e).contains(&c)) {
+                self.err(
+                    "coordinator.runtime.recipient-binding",
+                    self.doc.locate(&at),
+                    "recipientBinding must be 1 to 256 visible ASCII characters without spaces",
+                    "Write a binding such as `coordinator-v1`, repeated in the Casework project's trustedProducers entry.",
+                );
+            } else if let Some(first) = bindings.get(b) {
+                self.err(
+                    "coordinator.runtime.recipient-binding-duplicate",
+                    self.doc.locate(&at),
+                    format!("recipientBinding `{b}` is already used by connection `{first}`"),
+                    "Give each Casework connection its own recipientBinding.",
+                );
+            } else {
+                bindings.insert(b, name);
+            }
+        }
+    }
+
+    /// An `external-http` connection: at least one permitted path, each
+    /// without query, fragment or spaces, and bare query parameter names.
+    fn external_http_connection(&mut self, base: &str, x: &ExternalHttpConnection) {
+        for (i, p) in x.paths.iter().enumerate() {
+            if !p.starts_with('/')
+                || p.contains(['?', '#'])
+                || p.chars().any(|c| c.is_whitespace() || c.is_control())
+            {
+                self.err(
+                    "coordinator.runtime.external-path",
+                    self.doc.locate(&format!("{base}/paths/{i}")),
+                    format!("path `{p}` must start with `/` and hold no query, fragment or spaces"),
+                    "Write each permitted path, e.g. `/offices`; list query names under queryParameters.",
+                );
+            }
+        }
+        if x.paths.is_empty() {
+            self.err(
+                "coordinator.runtime.external-path",
+                self.doc.locate(&format!("{base}/paths")),
+                "an external-http connection permits no path",
+                "List at least one permitted path under `paths`.",
+            );
+        }
+        for (i, q) in x.query_parameters.iter().enumerate() {
+            if q.is_empty()
+                || q.chars()
+                    .any(|c| "&=#?".contains(c) || c.is_whitespace() || c.is_control())
+            {
+                self.err(
+                    "coordinator.runtime.query-parameter",
+                    self.doc.locate(&format!("{base}/queryParameters/{i}")),
+                    format!(
+                        "query parameter name `{q}` is empty or holds `&`, `=`, `#`, `?` or spaces"
+                    ),
+                    "Write the bare parameter name, e.g. `district`.",
+                );
+            }
+        }
+    }
+}
