@@ -19,6 +19,7 @@ mod output;
 mod commands;
 mod report;
 mod rich;
+mod service_client;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

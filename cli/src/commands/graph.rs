@@ -524,7 +524,7 @@ fn run_colours(
     url: &str,
     token_file: &Path,
 ) -> Result<Vec<(String, Standing)>, u8> {
-    let inspection = super::ops::inspection("graph", run, url, token_file)?;
+    let inspection = crate::service_client::fetch_inspection("graph", run, url, token_file)?;
     if inspection.status.workflow != data.workflow {
         errln!(
             "error[coordinator.graph.run-workflow] run {run}\n  the run is of workflow {}, and the project is {}\n  next: Pass the project of the run's workflow, or a run of this workflow.",

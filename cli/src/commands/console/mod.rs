@@ -40,8 +40,8 @@ use serde::Deserialize;
 use subtle::ConstantTimeEq;
 use tower::Layer as _;
 
-use super::ops::{self, Body, Method, RawAnswer, SendFailure};
 use crate::report::{self, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE};
+use crate::service_client::{self, Body, Method, RawAnswer, SendFailure};
 
 /// The header a state-changing request carries the secret in.
 const SECRET_HEADER: &str = "x-console-secret";
@@ -77,7 +77,7 @@ pub struct ConsoleArgs {
 
 /// The console's state, shared by every request.
 pub(crate) struct Console {
-    /// `--url` as given (checked by [`ops::service_url`]).
+    /// `--url` as given (checked by [`service_client::service_url`]).
     service: String,
     token_file: PathBuf,
     client: reqwest::Client,
@@ -124,7 +124,7 @@ fn new_secret() -> Result<String, getrandom::Error> {
 }
 
 async fn serve(args: ConsoleArgs) -> u8 {
-    if let Err(message) = ops::service_url("console", &args.url, &[]) {
+    if let Err(message) = service_client::service_url("console", &args.url, &[]) {
         errln!("{message}");
         return EXIT_USAGE;
     }
@@ -135,7 +135,7 @@ async fn serve(args: ConsoleArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    if let Err((exit, code, title, next)) = ops::read_token(&args.token_file) {
+    if let Err((exit, code, title, next)) = service_client::read_token(&args.token_file) {
         errln!("error[{code}] {}", args.token_file.display());
         errln!("  {title}");
         errln!("  next: {next}");
@@ -152,7 +152,7 @@ async fn serve(args: ConsoleArgs) -> u8 {
         }
         projects.extend(compiled.explain_data);
     }
-    let client = match ops::http_client() {
+    let client = match service_client::http_client() {
         Ok(c) => c,
         Err(e) => {
             errln!("coordinatorctl: cannot build the HTTP client: {e}");
@@ -361,18 +361,18 @@ impl Console {
         segments: &[&str],
         query: &[(&'static str, String)],
     ) -> Fetched<T> {
-        let segments: Vec<String> = segments.iter().map(|s| (*s).to_owned()).collect();
-        let url = match ops::service_url("console", &self.service, &segments) {
+        let segments = service_client::request_path(segments);
+        let url = match service_client::service_url("console", &self.service, &segments) {
             Ok(u) => u.to_string(),
             Err(message) => return Fetched::Failed(message),
         };
-        let token = match ops::read_token(&self.token_file) {
+        let token = match service_client::read_token(&self.token_file) {
             Ok(t) => t,
             Err((_, code, title, next)) => {
                 return Fetched::Failed(format!("{code}: {title} (next: {next})"))
             }
         };
-        match ops::send(&self.client, &url, &token, &method, query).await {
+        match service_client::send(&self.client, &url, &token, &method, query).await {
             Err(SendFailure::Encode(e)) => Fetched::Failed(format!("cannot encode: {e}")),
             Err(SendFailure::Unreachable { title, chain, .. }) => {
                 Fetched::Failed(format!("{title}: {chain}"))

@@ -81,7 +81,7 @@ fn failure<T>(what: &str, fetched: &Fetched<T>) -> Option<Markup> {
                 h3 { (what) ": " (p.status) " " (p.title) }
                 p { code { "coordinator." (p.code) } }
                 @if let Some(d) = &p.detail { p { (d) } }
-                p.next { "next: " (super::ops::next_step(&p.code)) }
+                p.next { "next: " (crate::service_client::next_step(&p.code)) }
             }
         }),
         Fetched::Failed(why) => Some(html! {
