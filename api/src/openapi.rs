@@ -135,64 +135,26 @@ fn codes(
 }
 
 /// Every operation the service routes, in the order of SPEC §8's table.
-/// `generator` collects the component schemas.
+/// `generator` collects the component schemas (in the order the operations
+/// first name them, which is the order of the document's components).
 pub fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
-    fn of<T: JsonSchema>(g: &mut SchemaGenerator) -> Value {
-        g.subschema_for::<T>().to_value()
-    }
-    let status = of::<RunStatus>(generator);
-    let holds = of::<Holds>(generator);
-    let ready = of::<Ready>(generator);
-    let run = path_param("run", "The run id.");
-    let recovery = |action: &'static str,
-                    id: &'static str,
-                    summary: &'static str,
-                    g: &mut SchemaGenerator| Operation {
-        method: "post",
-        path: action,
-        id,
-        summary,
-        security: Security::Caller,
-        request: Some(of::<Recovery>(g)),
-        success: vec![(200, "The run after the action.", status.clone())],
-        problems: codes(
-            &[&STORE, &BODY, &CALLER],
-            &[
-                &p::RUN_NOT_FOUND,
-                &p::RUN_PAYLOAD_ERASED,
-                &p::EXECUTION_HELD,
-                &p::BINDING_LIVE_CONFLICT,
-                &p::RECEIPT_EXPIRED,
-                &p::RECONCILE_RACED,
-                &p::RECONCILE_REFUSED,
-                &p::RECONCILE_UNSUPPORTED,
-                &p::RETRY_REFUSED,
-                &p::RESTORE_LEASE_INCOMPATIBLE,
-                &p::AUDIT_RESPONSE_UNAVAILABLE,
-            ],
-        ),
-        parameters: vec![run.clone()],
-    };
-    let hold =
-        |path: &'static str, id: &'static str, summary: &'static str, request: Value| Operation {
-            method: "post",
-            path,
-            id,
-            summary,
-            security: Security::Caller,
-            request: Some(request),
-            success: vec![(200, "The holds after the action.", holds.clone())],
-            problems: codes(
-                &[&STORE, &BODY, &CALLER],
-                &[
-                    &p::RESTORE_HOLD_REQUIRED,
-                    &p::RESTORE_REVIEW_REQUIRED,
-                    &p::RESTORE_UNRESOLVED,
-                    &p::AUDIT_RESPONSE_UNAVAILABLE,
-                ],
-            ),
-            parameters: vec![],
-        };
+    let status = schema_of::<RunStatus>(generator);
+    let holds = schema_of::<Holds>(generator);
+    let ready = schema_of::<Ready>(generator);
+    let mut all = probe_operations(ready);
+    all.extend(run_operations(generator, &status));
+    all.extend(inbound_operations(generator, &status));
+    all.extend(operator_operations(generator, &holds));
+    all
+}
+
+/// The schema of `T`, as a reference into the generator's components.
+fn schema_of<T: JsonSchema>(generator: &mut SchemaGenerator) -> Value {
+    generator.subschema_for::<T>().to_value()
+}
+
+/// `/ready` and `/health`, which need no credentials.
+fn probe_operations(ready: Value) -> Vec<Operation> {
     vec![
         Operation {
             method: "get",
@@ -223,13 +185,21 @@ pub fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
             problems: vec![],
             parameters: vec![],
         },
+    ]
+}
+
+/// A caller's routes under `/v1/runs`: start, list, status, inspect and the
+/// three recovery actions. `status` is the `RunStatus` schema.
+fn run_operations(generator: &mut SchemaGenerator, status: &Value) -> Vec<Operation> {
+    let run = path_param("run", "The run id.");
+    vec![
         Operation {
             method: "post",
             path: "/v1/runs",
             id: "startRun",
             summary: "Start a run of a workflow's active revision (action `start`).",
             security: Security::Caller,
-            request: Some(of::<StartRun>(generator)),
+            request: Some(schema_of::<StartRun>(generator)),
             success: vec![
                 (201, "A new run.", status.clone()),
                 (200, "The run this key, revision and input already started.", status.clone()),
@@ -251,7 +221,7 @@ pub fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
             summary: "List runs, newest first (action `status`; non-operators see their own).",
             security: Security::Caller,
             request: None,
-            success: vec![(200, "A page of runs.", of::<RunList>(generator))],
+            success: vec![(200, "A page of runs.", schema_of::<RunList>(generator))],
             problems: codes(&[&STORE, &CALLER], &[&p::REQUEST_INVALID]),
             parameters: vec![
                 query_param("workflow", "Only this workflow.", json!({"type": "string"})),
@@ -279,13 +249,74 @@ pub fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
             summary: "A run's steps, effects and waits; never inputs, responses or commands (action `inspect`).",
             security: Security::Caller,
             request: None,
-            success: vec![(200, "The inspection.", of::<Inspection>(generator))],
+            success: vec![(200, "The inspection.", schema_of::<Inspection>(generator))],
             problems: codes(&[&STORE, &CALLER], &[&p::RUN_NOT_FOUND]),
-            parameters: vec![run.clone()],
+            parameters: vec![run],
         },
-        recovery("/v1/runs/{run}/cancel", "cancelRun", "Cancel a run (action `cancel`); never undoes an accepted effect.", generator),
-        recovery("/v1/runs/{run}/retry-same", "retrySame", "Send an uncertain call again with the same bytes and key (action `retry-same`).", generator),
-        recovery("/v1/runs/{run}/reconcile", "reconcile", "Settle an uncertain call from the product's receipt (action `reconcile`).", generator),
+        recovery_operation("/v1/runs/{run}/cancel", "cancelRun", "Cancel a run (action `cancel`); never undoes an accepted effect.", generator, status),
+        recovery_operation("/v1/runs/{run}/retry-same", "retrySame", "Send an uncertain call again with the same bytes and key (action `retry-same`).", generator, status),
+        recovery_operation("/v1/runs/{run}/reconcile", "reconcile", "Settle an uncertain call from the product's receipt (action `reconcile`).", generator, status),
+    ]
+}
+
+/// A recovery action on one run at `path` (`cancel`, `retry-same`,
+/// `reconcile`): a `Recovery` body, the run's `status` after it.
+fn recovery_operation(
+    path: &'static str,
+    id: &'static str,
+    summary: &'static str,
+    generator: &mut SchemaGenerator,
+    status: &Value,
+) -> Operation {
+    caller_action(
+        (path, id, summary),
+        schema_of::<Recovery>(generator),
+        ("The run after the action.", status.clone()),
+        &[
+            &p::RUN_NOT_FOUND,
+            &p::RUN_PAYLOAD_ERASED,
+            &p::EXECUTION_HELD,
+            &p::BINDING_LIVE_CONFLICT,
+            &p::RECEIPT_EXPIRED,
+            &p::RECONCILE_RACED,
+            &p::RECONCILE_REFUSED,
+            &p::RECONCILE_UNSUPPORTED,
+            &p::RETRY_REFUSED,
+            &p::RESTORE_LEASE_INCOMPATIBLE,
+            &p::AUDIT_RESPONSE_UNAVAILABLE,
+        ],
+        vec![path_param("run", "The run id.")],
+    )
+}
+
+/// A `post` that a caller's access token opens, named by its `path`, `id`
+/// and `summary`: it reads `request` and answers 200 with `answer` (a
+/// description and a schema); it can answer the codes of the store, of a
+/// body and of a caller, and `more`.
+fn caller_action(
+    (path, id, summary): (&'static str, &'static str, &'static str),
+    request: Value,
+    answer: (&'static str, Value),
+    more: &[&'static ProblemType],
+    parameters: Vec<Value>,
+) -> Operation {
+    Operation {
+        method: "post",
+        path,
+        id,
+        summary,
+        security: Security::Caller,
+        request: Some(request),
+        success: vec![(200, answer.0, answer.1)],
+        problems: codes(&[&STORE, &BODY, &CALLER], more),
+        parameters,
+    }
+}
+
+/// What products send in: a signed event that starts a run, and Casework's
+/// review wake-up. `status` is the `RunStatus` schema.
+fn inbound_operations(generator: &mut SchemaGenerator, status: &Value) -> Vec<Operation> {
+    vec![
         Operation {
             method: "post",
             path: "/v1/events/{workflow}/{trigger}",
@@ -310,7 +341,11 @@ pub fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
             parameters: vec![
                 path_param("workflow", "The workflow name."),
                 path_param("trigger", "The trigger name."),
-                header_param("registry-signature", "`t=<unix seconds>,v1=<hex HMAC-SHA256>`.", true),
+                header_param(
+                    "registry-signature",
+                    "`t=<unix seconds>,v1=<hex HMAC-SHA256>`.",
+                    true,
+                ),
             ],
         },
         Operation {
@@ -319,7 +354,7 @@ pub fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
             id: "reviewCompletion",
             summary: "Casework wake-up: brings the next read of a waiting review forward.",
             security: Security::Completion,
-            request: Some(of::<ReviewCompletion>(generator)),
+            request: Some(schema_of::<ReviewCompletion>(generator)),
             success: vec![(202, "Accepted.", json!({"type": "object"}))],
             problems: codes(&[&STORE, &BODY], &[&p::AUTHENTICATION_REFUSED]),
             parameters: vec![header_param(
@@ -328,6 +363,13 @@ pub fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
                 true,
             )],
         },
+    ]
+}
+
+/// The operator's routes: doctor, the restore and admission holds, and
+/// retention. `holds` is the `Holds` schema.
+fn operator_operations(generator: &mut SchemaGenerator, holds: &Value) -> Vec<Operation> {
+    vec![
         Operation {
             method: "get",
             path: "/v1/doctor",
@@ -335,26 +377,49 @@ pub fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
             summary: "Activation, audit, store, holds and uncertain work (operator).",
             security: Security::Caller,
             request: None,
-            success: vec![(200, "The report.", of::<Doctor>(generator))],
+            success: vec![(200, "The report.", schema_of::<Doctor>(generator))],
             problems: codes(&[&STORE, &CALLER], &[]),
             parameters: vec![],
         },
-        hold("/v1/restore-hold", "restoreHold", "Place the restore hold (and the admission hold) (operator).", of::<HoldReason>(generator)),
-        hold("/v1/release-restore-hold", "releaseRestoreHold", "Release the restore hold once held work is resolved or attested (operator).", of::<HoldReason>(generator)),
-        hold("/v1/complete-execution-recovery", "completeExecutionRecovery", "Attest the execution history under the restore hold (operator).", of::<ExecutionRecovery>(generator)),
-        hold("/v1/release-admission-hold", "releaseAdmissionHold", "Release the admission hold with attestations (operator).", of::<AdmissionRecovery>(generator)),
+        hold_operation("/v1/restore-hold", "restoreHold", "Place the restore hold (and the admission hold) (operator).", schema_of::<HoldReason>(generator), holds),
+        hold_operation("/v1/release-restore-hold", "releaseRestoreHold", "Release the restore hold once held work is resolved or attested (operator).", schema_of::<HoldReason>(generator), holds),
+        hold_operation("/v1/complete-execution-recovery", "completeExecutionRecovery", "Attest the execution history under the restore hold (operator).", schema_of::<ExecutionRecovery>(generator), holds),
+        hold_operation("/v1/release-admission-hold", "releaseAdmissionHold", "Release the admission hold with attestations (operator).", schema_of::<AdmissionRecovery>(generator), holds),
         Operation {
             method: "post",
             path: "/v1/retention",
             id: "retain",
             summary: "Erase the payloads of runs that ended before a cutoff, at most 100 per call (operator).",
             security: Security::Caller,
-            request: Some(of::<Retention>(generator)),
-            success: vec![(200, "What was erased.", of::<Retained>(generator))],
+            request: Some(schema_of::<Retention>(generator)),
+            success: vec![(200, "What was erased.", schema_of::<Retained>(generator))],
             problems: codes(&[&STORE, &BODY, &CALLER], &[]),
             parameters: vec![],
         },
     ]
+}
+
+/// A hold action at `path` taking a `request` body and answering the
+/// `holds` after it.
+fn hold_operation(
+    path: &'static str,
+    id: &'static str,
+    summary: &'static str,
+    request: Value,
+    holds: &Value,
+) -> Operation {
+    caller_action(
+        (path, id, summary),
+        request,
+        ("The holds after the action.", holds.clone()),
+        &[
+            &p::RESTORE_HOLD_REQUIRED,
+            &p::RESTORE_REVIEW_REQUIRED,
+            &p::RESTORE_UNRESOLVED,
+            &p::AUDIT_RESPONSE_UNAVAILABLE,
+        ],
+        vec![],
+    )
 }
 
 /// The OpenAPI 3.1 document of the API.
