@@ -42,80 +42,14 @@ pub fn disassemble(p: &Program) -> String {
         let _ = writeln!(out, "connections {}", p.connections.join(", "));
     }
     for (i, step) in p.steps.iter().enumerate() {
-        let body = match &step.op {
-            StepOp::Call {
-                operation,
-                input,
-                next,
-                on_declared_refusal,
-            } => format!(
-                "{} {operation} with {input} next {next}{}",
-                step.op.kind(),
-                opt_step("on-declared-refusal", on_declared_refusal)
-            ),
-            StepOp::Choose { selector, cases } => {
-                let cases: Vec<String> = cases
-                    .iter()
-                    .map(|c| format!("{} -> {}", c.label, c.step))
-                    .collect();
-                format!("{} {selector}: {}", step.op.kind(), cases.join(", "))
-            }
-            StepOp::WaitUntil { until, next } => {
-                format!("{} {until} next {next}", step.op.kind())
-            }
-            StepOp::WaitFor {
-                call,
-                completion,
-                timeout_seconds,
-                next,
-                on_timeout,
-                on_cancel,
-            } => format!(
-                "{} {call}.{completion} timeout {timeout_seconds}s next {next}{}{}",
-                step.op.kind(),
-                opt_step("on-timeout", on_timeout),
-                opt_step("on-cancel", on_cancel)
-            ),
-            StepOp::Finish { outcome, output } => format!(
-                "{} {outcome}{}",
-                step.op.kind(),
-                output.map(|e| format!(" with {e}")).unwrap_or_default()
-            ),
-        };
-        let _ = writeln!(out, "step s{i} {}: {body}", step.name);
+        let _ = writeln!(out, "step s{i} {}: {}", step.name, step_body(&step.op));
     }
     for (i, e) in p.exprs.iter().enumerate() {
         let code: Vec<String> = e.code.iter().map(instr).collect();
         let _ = writeln!(out, "expr e{i}: {}", code.join("; "));
     }
     for (i, op) in p.operations.iter().enumerate() {
-        let d = &op.descriptor;
-        let _ = writeln!(
-            out,
-            "operation op{i} {} = {}{} on {} ({} {}, recovery {}, key {}, receipt {}{}) in {} out {}{}",
-            op.alias,
-            d.id,
-            op.action
-                .as_deref()
-                .map(|a| format!(" action {a}"))
-                .unwrap_or_default(),
-            op.connection,
-            d.product.as_str(),
-            d.effect.as_str(),
-            d.recovery.as_str(),
-            if d.idempotency_key { "yes" } else { "no" },
-            if d.receipt { "yes" } else { "no" },
-            if d.completions.is_empty() {
-                String::new()
-            } else {
-                format!(", completions {}", d.completions.join(" "))
-            },
-            op.input,
-            op.output,
-            op.completion
-                .map(|c| format!(" completion {c}"))
-                .unwrap_or_default()
-        );
+        let _ = writeln!(out, "operation op{i} {}", operation_body(op));
     }
     for (i, f) in p.functions.iter().enumerate() {
         let inputs: Vec<String> = f
@@ -157,6 +91,82 @@ pub fn disassemble(p: &Program) -> String {
         );
     }
     out
+}
+
+/// A step's line after `step sN name: `: its kind, what it reads and
+/// where it goes.
+fn step_body(op: &StepOp) -> String {
+    match op {
+        StepOp::Call {
+            operation,
+            input,
+            next,
+            on_declared_refusal,
+        } => format!(
+            "{} {operation} with {input} next {next}{}",
+            op.kind(),
+            opt_step("on-declared-refusal", on_declared_refusal)
+        ),
+        StepOp::Choose { selector, cases } => {
+            let cases: Vec<String> = cases
+                .iter()
+                .map(|c| format!("{} -> {}", c.label, c.step))
+                .collect();
+            format!("{} {selector}: {}", op.kind(), cases.join(", "))
+        }
+        StepOp::WaitUntil { until, next } => {
+            format!("{} {until} next {next}", op.kind())
+        }
+        StepOp::WaitFor {
+            call,
+            completion,
+            timeout_seconds,
+            next,
+            on_timeout,
+            on_cancel,
+        } => format!(
+            "{} {call}.{completion} timeout {timeout_seconds}s next {next}{}{}",
+            op.kind(),
+            opt_step("on-timeout", on_timeout),
+            opt_step("on-cancel", on_cancel)
+        ),
+        StepOp::Finish { outcome, output } => format!(
+            "{} {outcome}{}",
+            op.kind(),
+            output.map(|e| format!(" with {e}")).unwrap_or_default()
+        ),
+    }
+}
+
+/// An operation's line after `operation opN `: alias, pinned descriptor,
+/// connection, semantics and schemas.
+fn operation_body(op: &OperationBinding) -> String {
+    let d = &op.descriptor;
+    format!(
+        "{} = {}{} on {} ({} {}, recovery {}, key {}, receipt {}{}) in {} out {}{}",
+        op.alias,
+        d.id,
+        op.action
+            .as_deref()
+            .map(|a| format!(" action {a}"))
+            .unwrap_or_default(),
+        op.connection,
+        d.product.as_str(),
+        d.effect.as_str(),
+        d.recovery.as_str(),
+        if d.idempotency_key { "yes" } else { "no" },
+        if d.receipt { "yes" } else { "no" },
+        if d.completions.is_empty() {
+            String::new()
+        } else {
+            format!(", completions {}", d.completions.join(" "))
+        },
+        op.input,
+        op.output,
+        op.completion
+            .map(|c| format!(" completion {c}"))
+            .unwrap_or_default()
+    )
 }
 
 fn instr(i: &Instr) -> String {
