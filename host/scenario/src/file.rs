@@ -1,6 +1,8 @@
 //! `scenarios.yaml` (CoordinatorScenarios, SPEC §7): types, strict reading,
 //! and the checks that need the compiled Program (step names and kinds).
 
+mod checks;
+
 use std::collections::BTreeMap;
 
 use coordinator_ir::Program;
@@ -8,6 +10,8 @@ use coordinator_source::{Diagnostic, YamlDocument};
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
+
+use checks::ScenarioChecks;
 
 /// `apiVersion` of the scenarios format (SPEC §1).
 pub const SCENARIOS_API_VERSION: &str =
@@ -227,200 +231,12 @@ pub fn scenarios_schema() -> Value {
 /// timestamp, a duplicate case id, an unknown outcome or step in `expect`.
 pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<Diagnostic>> {
     let file: ScenarioFile = doc.deserialize().map_err(|d| vec![d])?;
-    let mut diags = Vec::new();
-    let err = |diags: &mut Vec<Diagnostic>, code: &str, ptr: String, msg: String, next: &str| {
-        diags.push(Diagnostic::error(code, doc.locate(&ptr), msg, next));
-    };
-    // A finding about a member's name (a step named under `replies` or
-    // `completions`) is located at its key, not at its value.
-    let err_at_key =
-        |diags: &mut Vec<Diagnostic>, code: &str, ptr: String, msg: String, next: &str| {
-            diags.push(Diagnostic::error(code, doc.locate_key(&ptr), msg, next));
-        };
-    if file.api_version != SCENARIOS_API_VERSION {
-        err(
-            &mut diags,
-            "coordinator.scenario.api-version",
-            "/apiVersion".into(),
-            format!(
-                "`{}` is not a supported scenarios apiVersion",
-                file.api_version
-            ),
-            &format!("Use apiVersion: {SCENARIOS_API_VERSION}."),
-        );
-    }
-    if file.kind != SCENARIOS_KIND {
-        err(
-            &mut diags,
-            "coordinator.scenario.kind",
-            "/kind".into(),
-            format!("`{}` is not the scenarios kind", file.kind),
-            &format!("Use kind: {SCENARIOS_KIND}."),
-        );
-    }
-    let mut seen = std::collections::BTreeSet::new();
-    for (i, case) in file.cases.iter().enumerate() {
-        let base = format!("/cases/{i}");
-        if !seen.insert(case.id.as_str()) {
-            err(
-                &mut diags,
-                "coordinator.scenario.duplicate-case",
-                format!("{base}/id"),
-                format!("case id `{}` is used twice", case.id),
-                "Give every case its own id.",
-            );
-        }
-        if coordinator_ir::instant::Instant::parse(&case.admitted_at).is_err() {
-            err(
-                &mut diags,
-                "coordinator.scenario.timestamp",
-                format!("{base}/admittedAt"),
-                format!("`{}` is not an RFC 3339 instant", case.admitted_at),
-                "Write an instant such as '2026-10-09T09:00:00Z'.",
-            );
-        }
-        // A step named under `section`: its pointer and operation, or an
-        // `unknown-step` finding (with `hint`) and `None`.
-        let scripted = |diags: &mut Vec<Diagnostic>, section: &str, name: &str, hint: &str| {
-            let ptr = format!(
-                "{base}/{section}/{}",
-                coordinator_ir::pointer::escape_token(name)
-            );
-            match program.step_id(name).and_then(|id| program.step(id)) {
-                Some(step) => Some((ptr, step.op.kind())),
-                None => {
-                    err_at_key(
-                        diags,
-                        "coordinator.scenario.unknown-step",
-                        ptr,
-                        format!("the workflow has no step `{name}`"),
-                        hint,
-                    );
-                    None
-                }
-            }
-        };
-        for (name, replies) in &case.replies {
-            let Some((ptr, op)) = scripted(
-                &mut diags,
-                "replies",
-                name,
-                "Name a call step of the workflow.",
-            ) else {
-                continue;
-            };
-            match op {
-                "call" => {
-                    if replies.is_empty() || replies.len() > MAX_REPLIES {
-                        err(
-                            &mut diags,
-                            "coordinator.scenario.reply-count",
-                            ptr,
-                            format!(
-                                "{} replies are scripted for `{name}`; 1 to {MAX_REPLIES} are accepted",
-                                replies.len()
-                            ),
-                            "Script between one and eight replies.",
-                        );
-                    }
-                }
-                _ => err_at_key(
-                    &mut diags,
-                    "coordinator.scenario.not-a-call",
-                    ptr,
-                    format!("`{name}` is not a call step; only call steps receive replies"),
-                    "Move these replies to a call step, or script a completion for a wait-for step.",
-                ),
-            }
-        }
-        for name in case.completions.keys() {
-            let Some((ptr, op)) = scripted(
-                &mut diags,
-                "completions",
-                name,
-                "Name a wait-for step of the workflow.",
-            ) else {
-                continue;
-            };
-            if op != "wait-for" {
-                err_at_key(
-                    &mut diags,
-                    "coordinator.scenario.not-a-wait-for",
-                    ptr,
-                    format!(
-                        "`{name}` is not a wait-for step; only wait-for steps have completions"
-                    ),
-                    "Script completions for wait-for steps only.",
-                );
-            }
-        }
-        for (name, action) in &case.recovery {
-            let Some((ptr, _)) = scripted(
-                &mut diags,
-                "recovery",
-                name,
-                "Name a call step of the workflow.",
-            ) else {
-                continue;
-            };
-            match coordinator_vm::recovery_support(program, name) {
-                Some(support) => {
-                    let evaluation = !support.retry_same;
-                    let receipt = support.reconcile;
-                    if evaluation {
-                        err(
-                            &mut diags,
-                            "coordinator.scenario.recovery-unsupported",
-                            ptr,
-                            format!("`{name}` is an evaluation: one that may have been sent is never sent again or looked up, so no recovery applies"),
-                            "Remove this recovery entry; an unknown evaluation answer leaves the run uncertain.",
-                        );
-                    } else if *action == RecoveryAction::Reconcile && !receipt {
-                        err(
-                            &mut diags,
-                            "coordinator.scenario.reconcile-unsupported",
-                            ptr,
-                            format!("`{name}` calls an operation without receipts; reconcile cannot settle it"),
-                            "Use retry-same, or leave the call uncertain.",
-                        );
-                    }
-                }
-                _ => err_at_key(
-                    &mut diags,
-                    "coordinator.scenario.not-a-call",
-                    ptr,
-                    format!("`{name}` is not a call step; recovery applies to calls"),
-                    "Name a call step.",
-                ),
-            }
-        }
-        for (j, name) in case.expect.path.iter().enumerate() {
-            if program.step_id(name).is_none() {
-                err(
-                    &mut diags,
-                    "coordinator.scenario.unknown-step",
-                    format!("{base}/expect/path/{j}"),
-                    format!("the workflow has no step `{name}`"),
-                    "List step names of the workflow.",
-                );
-            }
-        }
-        if let ExpectedOutcome::Named { value } = &case.expect.outcome {
-            if !program.outcomes.iter().any(|o| &o.name == value) {
-                err(
-                    &mut diags,
-                    "coordinator.scenario.unknown-outcome",
-                    format!("{base}/expect/outcome/value"),
-                    format!("the workflow declares no outcome `{value}`"),
-                    "Name a declared outcome.",
-                );
-            }
-        }
-    }
-    if diags.is_empty() {
+    let mut checks = ScenarioChecks::new(doc, program);
+    checks.file(&file);
+    if checks.diags.is_empty() {
         Ok(file)
     } else {
-        Err(diags)
+        Err(checks.diags)
     }
 }
 
