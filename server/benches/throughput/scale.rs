@@ -91,6 +91,14 @@ where
     Ok(out)
 }
 
+/// How many idempotency keys of the measured and the due ranges the
+/// levels so far have used (each level takes fresh ones).
+#[derive(Default)]
+struct KeysUsed {
+    measured: usize,
+    due: usize,
+}
+
 pub(crate) async fn scale(a: ScaleArgs) -> Result<(), Failure> {
     let t = &a.target;
     let client = Arc::new(Client::new(t)?);
@@ -107,8 +115,7 @@ pub(crate) async fn scale(a: ScaleArgs) -> Result<(), Failure> {
     println!("  coordinator RSS before any run is loaded: {idle_rss:.1} MiB");
     let mut measured: Vec<Level> = Vec::new();
     let (mut waiting, mut ended) = (0usize, 0usize);
-    let mut measured_keys = 0usize;
-    let mut due_keys = 0usize;
+    let mut keys = KeysUsed::default();
     for level in levels {
         let began = Instant::now();
         load_waiting(&client, &a, waiting, level).await?;
@@ -120,75 +127,8 @@ pub(crate) async fn scale(a: ScaleArgs) -> Result<(), Failure> {
             began.elapsed().as_secs_f64()
         );
         let quiet = m.quiesce().await?;
-        let mut l = Level {
-            runs: level,
-            ..Level::default()
-        };
-        // Admission (each also a waiting run, counted from here on).
-        let far = rfc3339(time::OffsetDateTime::now_utc() + time::Duration::days(1));
-        let from = MEASURED + measured_keys;
-        l.admission = p50_p99(
-            timed(a.samples, |i| {
-                let (client, far) = (client.clone(), far.clone());
-                async move { client.start(from + i, &far).await.map(|_| ()) }
-            })
-            .await?,
-        );
-        measured_keys += a.samples;
-        l.metrics = p50_p99(
-            timed(a.samples, |_| {
-                let (client, url) = (client.clone(), a.metrics_url.clone());
-                async move { client.scrape(&url).await }
-            })
-            .await?,
-        );
-        l.doctor = p50_p99(
-            timed(a.samples, |_| {
-                let client = client.clone();
-                async move { client.get("/v1/doctor").await.map(|_| ()) }
-            })
-            .await?,
-        );
-        l.list = p50_p99(
-            timed(a.samples, |_| {
-                let client = client.clone();
-                async move { client.get("/v1/runs?limit=50").await.map(|_| ()) }
-            })
-            .await?,
-        );
-        let (dc, dp) = due_run_cpu(&client, &m, &a, DUE + due_keys).await?;
-        due_keys += a.due_per_second * a.window_seconds as usize;
-        l.due_coordinator_ms = dc * 1000.0;
-        l.due_postgres_ms = dp * 1000.0;
-        let t0 = Instant::now();
-        let before = rfc3339(time::OffsetDateTime::now_utc());
-        let erased = client
-            .operate(
-                "/v1/retention",
-                json!({"before": before, "limit": coordinator_api::MAX_RETENTION_LIMIT}),
-            )
-            .await?;
-        l.retention = t0.elapsed();
-        l.retention_erased = erased["erased"].as_u64().unwrap_or(0);
-        l.rss_mib = m.rss_kib() as f64 / 1024.0;
-        l.database_mib = m.database_size().await? as f64 / 1_048_576.0;
-        println!(
-            "    admission p50/p99 {}/{} ms, /metrics {}/{} ms, doctor {}/{} ms, list {}/{} ms, due run {:.2} ms coordinator + {:.2} ms postgres CPU, retention batch {} ms ({} erased), RSS {:.1} MiB, database {:.0} MiB (quiesced in {quiet:.0} s)",
-            ms(l.admission.0),
-            ms(l.admission.1),
-            ms(l.metrics.0),
-            ms(l.metrics.1),
-            ms(l.doctor.0),
-            ms(l.doctor.1),
-            ms(l.list.0),
-            ms(l.list.1),
-            l.due_coordinator_ms,
-            l.due_postgres_ms,
-            ms(l.retention),
-            l.retention_erased,
-            l.rss_mib,
-            l.database_mib,
-        );
+        let l = measure_level(&client, &m, &a, level, &mut keys).await?;
+        print_level(&l, quiet);
         measured.push(l);
     }
     print_table(&measured);
@@ -200,6 +140,93 @@ pub(crate) async fn scale(a: ScaleArgs) -> Result<(), Failure> {
             l.rss_mib / idle_rss.max(0.001)
         );
     }
+    write_ratios(t, &measured)
+}
+
+/// Measures one level of `runs` waiting and ended runs, already loaded and
+/// quiesced: admission, `/metrics`, doctor and the list (`a.samples`
+/// sequential requests each), a due run's CPU, one retention batch, RSS
+/// and the database's size.
+async fn measure_level(
+    client: &Arc<Client>,
+    m: &Meter,
+    a: &ScaleArgs,
+    runs: usize,
+    keys: &mut KeysUsed,
+) -> Result<Level, Failure> {
+    let mut l = Level {
+        runs,
+        ..Level::default()
+    };
+    // Admission (each also a waiting run, counted from here on).
+    let far = rfc3339(time::OffsetDateTime::now_utc() + time::Duration::days(1));
+    let from = MEASURED + keys.measured;
+    l.admission = p50_p99(
+        timed(a.samples, |i| {
+            let (client, far) = (client.clone(), far.clone());
+            async move { client.start(from + i, &far).await.map(|_| ()) }
+        })
+        .await?,
+    );
+    keys.measured += a.samples;
+    l.metrics = p50_p99(
+        timed(a.samples, |_| {
+            let (client, url) = (client.clone(), a.metrics_url.clone());
+            async move { client.scrape(&url).await }
+        })
+        .await?,
+    );
+    l.doctor = p50_p99(
+        timed(a.samples, |_| {
+            let client = client.clone();
+            async move { client.get("/v1/doctor").await.map(|_| ()) }
+        })
+        .await?,
+    );
+    l.list = p50_p99(
+        timed(a.samples, |_| {
+            let client = client.clone();
+            async move { client.get("/v1/runs?limit=50").await.map(|_| ()) }
+        })
+        .await?,
+    );
+    let (dc, dp) = due_run_cpu(client, m, a, DUE + keys.due).await?;
+    keys.due += a.due_per_second * a.window_seconds as usize;
+    l.due_coordinator_ms = dc * 1000.0;
+    l.due_postgres_ms = dp * 1000.0;
+    let t0 = Instant::now();
+    let before = rfc3339(time::OffsetDateTime::now_utc());
+    let erased = client
+        .operate(
+            "/v1/retention",
+            json!({"before": before, "limit": coordinator_api::MAX_RETENTION_LIMIT}),
+        )
+        .await?;
+    l.retention = t0.elapsed();
+    l.retention_erased = erased["erased"].as_u64().unwrap_or(0);
+    l.rss_mib = m.rss_kib() as f64 / 1024.0;
+    l.database_mib = m.database_size().await? as f64 / 1_048_576.0;
+    Ok(l)
+}
+
+/// One level's figures on one line (`quiet`: seconds it took to quiesce).
+fn print_level(l: &Level, quiet: f64) {
+    let [admission, metrics, doctor, list] = [l.admission, l.metrics, l.doctor, l.list]
+        .map(|(p50, p99)| format!("{}/{}", ms(p50), ms(p99)));
+    println!(
+        "    admission p50/p99 {admission} ms, /metrics {metrics} ms, doctor {doctor} ms, list {list} ms, due run {:.2} ms coordinator + {:.2} ms postgres CPU, retention batch {} ms ({} erased), RSS {:.1} MiB, database {:.0} MiB (quiesced in {quiet:.0} s)",
+        l.due_coordinator_ms,
+        l.due_postgres_ms,
+        ms(l.retention),
+        l.retention_erased,
+        l.rss_mib,
+        l.database_mib,
+    );
+}
+
+/// Writes the report: the last level's p99 of `/metrics`, doctor and the
+/// list, and its RSS, each over the first level's.
+fn write_ratios(t: &Target, measured: &[Level]) -> Result<(), Failure> {
     let mut r = Report::new(t);
     if let (Some(first), Some(last)) = (measured.first(), measured.last()) {
         r.keep(
