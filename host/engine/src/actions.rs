@@ -282,7 +282,7 @@ impl Engine {
             }
         };
         let now = self.clock.now_unix();
-        let lease_until = now.saturating_add(self.config.lease_seconds);
+        let lease_until = self.lease_until(now);
         let leased = self
             .store
             .lease(&LeaseRequest {

@@ -315,6 +315,12 @@ impl Engine {
     /// The lease new jobs are inserted under ([`LeaseOnInsert`]): this
     /// process's worker id and adopted restore epoch; none on a
     /// `--recovery-only` instance or before an epoch is adopted.
+    /// When a lease taken at `now` (engine clock, Unix seconds) runs out:
+    /// the one lease rule ([`EngineConfig::lease_seconds`] later).
+    pub(crate) fn lease_until(&self, now: i64) -> i64 {
+        now.saturating_add(self.config.lease_seconds)
+    }
+
     pub(crate) fn lease_on_insert(&self, now: i64) -> Option<LeaseOnInsert> {
         if self.config.recovery_only {
             return None;
@@ -323,7 +329,7 @@ impl Engine {
         Some(LeaseOnInsert {
             owner: self.config.worker_id.clone(),
             now,
-            lease_until: now.saturating_add(self.config.lease_seconds),
+            lease_until: self.lease_until(now),
             epoch,
         })
     }

@@ -69,10 +69,10 @@ pub fn backoff(attempt: u32) -> i64 {
 
 impl Engine {
     pub(crate) fn observe_interval(&self, connection: &str) -> i64 {
-        let check = match self.connections.get(connection) {
-            Some(Connection::CaseworkReviewProducer(c)) => c.result_check_seconds,
-            _ => DEFAULT_RESULT_CHECK_SECONDS,
-        };
+        let check = self.connections.get(connection).map_or(
+            DEFAULT_RESULT_CHECK_SECONDS,
+            Connection::result_check_seconds,
+        );
         i64::try_from(check.max(self.config.observation_floor_seconds)).unwrap_or(i64::MAX)
     }
 

@@ -236,10 +236,7 @@ impl Engine {
         let owner = self.config.worker_id.clone();
         let mut held_back = 0;
         loop {
-            let lease_until = self
-                .clock
-                .now_unix()
-                .saturating_add(self.config.lease_seconds);
+            let lease_until = self.lease_until(self.clock.now_unix());
             let jobs = self
                 .store
                 .claim_restored_commands(&owner, lease_until, HOLD_BACK_BATCH)

@@ -128,7 +128,7 @@ impl Engine {
             .lease(&LeaseRequest {
                 owner: &self.config.worker_id,
                 now,
-                lease_until: now.saturating_add(self.config.lease_seconds),
+                lease_until: self.lease_until(now),
                 limit: self.config.batch,
                 epoch,
                 run_id: None,
@@ -137,7 +137,7 @@ impl Engine {
             .await
             .map_err(|e| self.noted(e))?;
         let n = jobs.len();
-        let lease_until = now.saturating_add(self.config.lease_seconds);
+        let lease_until = self.lease_until(now);
         // Jobs of one run are carried out in lease order, one after
         // another (each sees the state its predecessor committed); jobs of
         // different runs go concurrently, so one slow product call does
@@ -252,6 +252,10 @@ impl Engine {
         Ok(total)
     }
 
+    /// Carries out one leased job of `carried` (or of its run, read): a
+    /// job of an ended or missing run is discarded, one of a run whose
+    /// Program is missing is held, one found after the run's deadline
+    /// expires the run instead; otherwise each kind has its function.
     pub(crate) async fn run_job(
         &self,
         job: Job,
@@ -309,80 +313,28 @@ impl Engine {
                 attempt,
                 resend_safe,
             } => {
-                let expected = Expected::CallAnswer {
-                    step: &step,
-                    attempt,
-                };
-                if !vm.expects(&run.state, &expected) {
+                if !vm.expects(
+                    &run.state,
+                    &Expected::CallAnswer {
+                        step: &step,
+                        attempt,
+                    },
+                ) {
                     return self.store.discard(job.id, &owner).await;
                 }
-                // An attempt found `sending` (a crash or a lost lease while
-                // its request may have been out) is never sent again here:
-                // it is reported to the VM as uncertain, and the VM decides
-                // (a read goes again as a new attempt; a mutation or an
-                // evaluation is held for an operator).
-                let answer = if job.state == JobState::Sending {
-                    tracing::warn!(run = %run.id, step = %step, attempt, "interrupted dispatch found; reported to the VM as uncertain");
-                    self.counters.add("dispatch_attempts", "interrupted");
-                    Answer::Uncertain {
-                        code: INTERRUPTED.to_owned(),
-                    }
-                } else {
-                    let Some(conn) = self.connections.get(&connection) else {
-                        return self.hold_job(&job, "unknown connection").await;
-                    };
-                    let Some(epoch) = self.restore_epoch.get().copied() else {
-                        return self.hold_job(&job, "no restore epoch adopted").await;
-                    };
-                    let request = DispatchRequest {
+                let call = Call {
+                    step,
+                    attempt,
+                    connection,
+                    resend_safe,
+                    request: DispatchRequest {
                         operation_id,
                         action,
                         command,
                         idempotency_key,
-                    };
-                    // The job is marked `sending` by the adapter just before
-                    // the request is written (after the token and the
-                    // request's bytes), so a crash before that point leaves
-                    // it `ready` and it is sent once later. A read that is
-                    // safe to resend is not marked at all: a crash sends it
-                    // again.
-                    let marker = JobSending {
-                        engine: self,
-                        job: job.id,
-                        owner: &owner,
-                        epoch,
-                    };
-                    let mark: &dyn MarkSending = if resend_safe { &NoMark } else { &marker };
-                    match self.adapter.dispatch_marking(conn, &request, mark).await {
-                        Ok(outcome) => {
-                            tracing::info!(run = %run.id, step = %step, attempt, result = %outcome.label(), "dispatched");
-                            self.counters.add("dispatch_attempts", outcome.kind());
-                            outcome.into_answer()
-                        }
-                        Err(AdapterError::NotSent(e)) => return Err(e),
-                        Err(e) => {
-                            self.counters.add("dispatch_attempts", "host-fault");
-                            return self.hold_job(&job, &e.to_string()).await;
-                        }
-                    }
-                };
-                let event = Event::CallAnswered {
-                    step: step.clone(),
-                    answer,
-                };
-                let count = |l: &mut BTreeMap<String, StepLedger>| {
-                    l.entry(step.clone()).or_default().attempts = attempt;
-                };
-                self.feed(
-                    run,
-                    &event,
-                    Feeding {
-                        ledger: Some(&count),
-                        ..Feeding::completing(job.id)
                     },
-                )
-                .await?;
-                Ok(())
+                };
+                self.dispatch_job(run, &job, call).await
             }
             JobKind::LookupReceipt {
                 step,
@@ -394,25 +346,12 @@ impl Engine {
                 if !vm.expects(&run.state, &Expected::ReceiptAnswer { step: &step }) {
                     return self.store.discard(job.id, &owner).await;
                 }
-                let Some(conn) = self.connections.get(&connection) else {
-                    return self.hold_job(&job, "unknown connection").await;
-                };
                 let request = ReceiptRequest {
                     operation_id,
                     idempotency_key,
                 };
-                let answer = match self.adapter.lookup_receipt(conn, &request).await {
-                    Ok(o) => {
-                        // What reconcile found (never a body): the operator's
-                        // only trace when the lookup settles nothing.
-                        tracing::info!(run = %run.id, step = %step, answer = %o.label(), "receipt lookup answered");
-                        o.into_answer()
-                    }
-                    Err(e) => return self.hold_job(&job, &e.to_string()).await,
-                };
-                let event = Event::CallAnswered { step, answer };
-                self.feed(run, &event, Feeding::completing(job.id)).await?;
-                Ok(())
+                self.lookup_receipt_job(run, &job, step, &connection, request)
+                    .await
             }
             JobKind::Observe {
                 step,
@@ -424,68 +363,181 @@ impl Engine {
                 if !vm.expects(&run.state, &Expected::Completion { step: &step }) {
                     return self.store.discard(job.id, &owner).await;
                 }
-                let Some(conn) = self.connections.get(&connection) else {
-                    return self.hold_job(&job, "unknown connection").await;
+                let observation = Observing {
+                    step,
+                    connection,
+                    completion,
+                    review_request_id,
                 };
-                let read = self
-                    .adapter
-                    .observe(conn, &completion, &review_request_id)
-                    .await;
-                let count = |l: &mut BTreeMap<String, StepLedger>| {
-                    l.entry(step.clone()).or_default().observations += 1;
-                };
-                if let Ok(Observation::Completed { value }) = read {
-                    let event = Event::CompletionObserved {
-                        step: step.clone(),
-                        value,
-                        at: unix_to_rfc3339(now),
-                    };
-                    self.feed(
-                        run,
-                        &event,
-                        Feeding {
-                            ledger: Some(&count),
-                            ..Feeding::completing(job.id)
-                        },
-                    )
-                    .await?;
-                    return Ok(());
-                }
-                match &read {
-                    Ok(_) => {}
-                    Err(e) => {
-                        tracing::info!(run = %run.id, step = %step, error = %e, "observation unanswered")
-                    }
-                }
-                // Still pending (or unanswered): record the observation and
-                // schedule the next one, in one step.
-                let mut ledger = run.ledger.clone();
-                count(&mut ledger);
-                let next = NewJob {
-                    kind: JobKind::Observe {
-                        step: step.clone(),
-                        connection: connection.clone(),
-                        completion,
-                        review_request_id,
-                        last_observed_unix: Some(now),
-                    },
-                    due_unix: now.saturating_add(self.observe_interval(&connection)),
-                };
-                self.store
-                    .commit(Commit {
-                        run_id: run.id.clone(),
-                        expected_version: run.version,
-                        at_unix: now,
-                        state: run.state.clone(),
-                        ledger,
-                        complete: Some((job.id, owner)),
-                        jobs: vec![next],
-                        review: None,
-                    })
-                    .await
-                    .map(|_| ())
+                self.observe_job(run, &job, observation, now).await
             }
         }
+    }
+
+    /// A dispatch job the VM still expects: sends the call (marking the
+    /// job `sending` first unless it is safe to resend) and feeds the VM
+    /// the answer. An attempt found `sending` (a crash or a lost lease
+    /// while its request may have been out) is never sent again here: it
+    /// is reported to the VM as uncertain, and the VM decides (a read goes
+    /// again as a new attempt; a mutation or an evaluation is held for an
+    /// operator).
+    async fn dispatch_job(&self, run: RunRecord, job: &Job, call: Call) -> Result<(), StoreError> {
+        let Call {
+            step,
+            attempt,
+            connection,
+            resend_safe,
+            request,
+        } = call;
+        let answer = if job.state == JobState::Sending {
+            tracing::warn!(run = %run.id, step = %step, attempt, "interrupted dispatch found; reported to the VM as uncertain");
+            self.counters.add("dispatch_attempts", "interrupted");
+            Answer::Uncertain {
+                code: INTERRUPTED.to_owned(),
+            }
+        } else {
+            let Some(conn) = self.connections.get(&connection) else {
+                return self.hold_job(job, "unknown connection").await;
+            };
+            let Some(epoch) = self.restore_epoch.get().copied() else {
+                return self.hold_job(job, "no restore epoch adopted").await;
+            };
+            // The job is marked `sending` by the adapter just before the
+            // request is written (after the token and the request's bytes),
+            // so a crash before that point leaves it `ready` and it is sent
+            // once later. A read that is safe to resend is not marked at
+            // all: a crash sends it again.
+            let marker = JobSending {
+                engine: self,
+                job: job.id,
+                owner: &self.config.worker_id,
+                epoch,
+            };
+            let mark: &dyn MarkSending = if resend_safe { &NoMark } else { &marker };
+            match self.adapter.dispatch_marking(conn, &request, mark).await {
+                Ok(outcome) => {
+                    tracing::info!(run = %run.id, step = %step, attempt, result = %outcome.label(), "dispatched");
+                    self.counters.add("dispatch_attempts", outcome.kind());
+                    outcome.into_answer()
+                }
+                Err(AdapterError::NotSent(e)) => return Err(e),
+                Err(e) => {
+                    self.counters.add("dispatch_attempts", "host-fault");
+                    return self.hold_job(job, &e.to_string()).await;
+                }
+            }
+        };
+        let event = Event::CallAnswered {
+            step: step.clone(),
+            answer,
+        };
+        let count = |l: &mut BTreeMap<String, StepLedger>| {
+            l.entry(step.clone()).or_default().attempts = attempt;
+        };
+        let feeding = Feeding {
+            ledger: Some(&count),
+            ..Feeding::completing(job.id)
+        };
+        self.feed(run, &event, feeding).await?;
+        Ok(())
+    }
+
+    /// A receipt lookup the VM still expects (an operator's reconcile):
+    /// asks the product and feeds the VM what it found.
+    async fn lookup_receipt_job(
+        &self,
+        run: RunRecord,
+        job: &Job,
+        step: String,
+        connection: &str,
+        request: ReceiptRequest,
+    ) -> Result<(), StoreError> {
+        let Some(conn) = self.connections.get(connection) else {
+            return self.hold_job(job, "unknown connection").await;
+        };
+        let answer = match self.adapter.lookup_receipt(conn, &request).await {
+            Ok(o) => {
+                // What reconcile found (never a body): the operator's only
+                // trace when the lookup settles nothing.
+                tracing::info!(run = %run.id, step = %step, answer = %o.label(), "receipt lookup answered");
+                o.into_answer()
+            }
+            Err(e) => return self.hold_job(job, &e.to_string()).await,
+        };
+        let event = Event::CallAnswered { step, answer };
+        self.feed(run, &event, Feeding::completing(job.id)).await?;
+        Ok(())
+    }
+
+    /// An observation the VM still expects: reads the completion once. A
+    /// completed one is fed to the VM; a pending (or unanswered) one is
+    /// counted and the next observation scheduled, in one commit through
+    /// the group commit like every other.
+    async fn observe_job(
+        &self,
+        run: RunRecord,
+        job: &Job,
+        observation: Observing,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let Observing {
+            step,
+            connection,
+            completion,
+            review_request_id,
+        } = observation;
+        let Some(conn) = self.connections.get(&connection) else {
+            return self.hold_job(job, "unknown connection").await;
+        };
+        let read = self
+            .adapter
+            .observe(conn, &completion, &review_request_id)
+            .await;
+        let count = |l: &mut BTreeMap<String, StepLedger>| {
+            l.entry(step.clone()).or_default().observations += 1;
+        };
+        match read {
+            Ok(Observation::Completed { value }) => {
+                let event = Event::CompletionObserved {
+                    step: step.clone(),
+                    value,
+                    at: unix_to_rfc3339(now),
+                };
+                let feeding = Feeding {
+                    ledger: Some(&count),
+                    ..Feeding::completing(job.id)
+                };
+                self.feed(run, &event, feeding).await?;
+                return Ok(());
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::info!(run = %run.id, step = %step, error = %e, "observation unanswered")
+            }
+        }
+        let mut ledger = run.ledger.clone();
+        count(&mut ledger);
+        let next = NewJob {
+            kind: JobKind::Observe {
+                step: step.clone(),
+                connection: connection.clone(),
+                completion,
+                review_request_id,
+                last_observed_unix: Some(now),
+            },
+            due_unix: now.saturating_add(self.observe_interval(&connection)),
+        };
+        let commit = Commit {
+            run_id: run.id.clone(),
+            expected_version: run.version,
+            at_unix: now,
+            state: run.state.clone(),
+            ledger,
+            complete: Some((job.id, self.config.worker_id.clone())),
+            jobs: vec![next],
+            review: None,
+        };
+        self.commit_grouped(commit, None).await.map(|_| ())
     }
 
     /// A host fault (nothing was sent): log and try the job again later.
@@ -632,6 +684,23 @@ impl Engine {
             }
         }
     }
+}
+
+/// A dispatch job's call, as [`Engine::dispatch_job`] sends it.
+struct Call {
+    step: String,
+    attempt: u32,
+    connection: String,
+    resend_safe: bool,
+    request: DispatchRequest,
+}
+
+/// An observe job's completion read, as [`Engine::observe_job`] makes it.
+struct Observing {
+    step: String,
+    connection: String,
+    completion: String,
+    review_request_id: String,
 }
 
 /// Marks dispatch job `job` `sending` under this process's lease and

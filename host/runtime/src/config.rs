@@ -221,6 +221,21 @@ impl Connection {
         }
     }
 
+    /// How often, in seconds, a completion on this connection is observed
+    /// (`resultCheckSeconds` of a Casework review producer; the default,
+    /// [`DEFAULT_RESULT_CHECK_SECONDS`], for every other kind): the
+    /// product's knowledge, so the engine stays generic.
+    pub fn result_check_seconds(&self) -> u64 {
+        match self {
+            Connection::CaseworkReviewProducer(c) => c.result_check_seconds,
+            Connection::Breg(_)
+            | Connection::Messaging(_)
+            | Connection::Scheduling(_)
+            | Connection::ExternalHttp(_)
+            | Connection::Decision(_) => DEFAULT_RESULT_CHECK_SECONDS,
+        }
+    }
+
     /// The connection's `baseUrl`.
     pub fn base_url(&self) -> &str {
         match self {
