@@ -1,0 +1,71 @@
+//! The router of SPEC §8's implemented routes and its layers, in the
+//! order they apply.
+
+use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::Router;
+use coordinator_api as api;
+use coordinator_api::problems;
+
+use super::event_starts::event_start;
+use super::middleware::{json_bodies_only, no_store, single_valued_headers};
+use super::recovery::recover;
+use super::response::json;
+use super::review_completions::review_completion;
+use super::runs::{inspect, list, start, status};
+use super::{ApiError, AppState};
+use crate::{ops, readiness};
+
+/// The router of SPEC §8's implemented routes.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/ready", get(readiness::ready))
+        .route("/health", get(health))
+        .route("/v1/runs", json_post(start).get(list))
+        .route("/v1/runs/{run}", get(status))
+        .route("/v1/runs/{run}/inspect", get(inspect))
+        .route("/v1/runs/{run}/{action}", json_post(recover))
+        .route("/v1/events/{workflow}/{trigger}", json_post(event_start))
+        .route("/v1/review-completions", json_post(review_completion))
+        .route("/v1/doctor", get(ops::doctor))
+        .route("/v1/restore-hold", json_post(ops::restore_hold))
+        .route(
+            "/v1/release-restore-hold",
+            json_post(ops::release_restore_hold),
+        )
+        .route(
+            "/v1/complete-execution-recovery",
+            json_post(ops::complete_execution_recovery),
+        )
+        .route(
+            "/v1/release-admission-hold",
+            json_post(ops::release_admission_hold),
+        )
+        .route("/v1/retention", json_post(ops::retention))
+        .fallback(|| async { ApiError::of(&problems::ROUTE_NOT_FOUND) })
+        .method_not_allowed_fallback(|| async {
+            ApiError::of(&problems::METHOD_NOT_ALLOWED)
+                .detail("see docs/openapi.json for each route's method")
+        })
+        .layer(DefaultBodyLimit::max(api::MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn(single_valued_headers))
+        .layer(axum::middleware::map_response(no_store))
+        .with_state(state)
+}
+
+/// A `POST` route whose body is JSON ([`json_bodies_only`]): the media type
+/// is checked only once the method matched, so a method the path lacks is
+/// 405 `method.not-allowed` with `Allow`, whatever its body.
+pub(crate) fn json_post<H, T>(handler: H) -> axum::routing::MethodRouter<AppState>
+where
+    H: axum::handler::Handler<T, AppState>,
+    T: 'static,
+{
+    post(handler).route_layer(axum::middleware::from_fn(json_bodies_only))
+}
+
+pub(crate) async fn health() -> Response {
+    json(StatusCode::OK, &serde_json::json!({"live": true}))
+}

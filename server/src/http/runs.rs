@@ -1,0 +1,273 @@
+//! The run routes: `POST /v1/runs` (start), `GET /v1/runs` (list),
+//! `GET /v1/runs/{run}` (status) and `GET /v1/runs/{run}/inspect`, with
+//! the admission answer event starts share ([`admitted`]) and the
+//! visibility rule every run route applies ([`visible_run`]).
+
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use coordinator_api as api;
+use coordinator_api::problems;
+use coordinator_engine::{AdmitError, EffectState, Principal, RunStatus, StartRequest};
+use coordinator_ports::{RunFilter, RunRecord};
+use coordinator_runtime::audit::AuditRecord;
+use serde::Deserialize;
+
+use super::request::{body, path_segments, principal};
+use super::response::{json, run_status};
+use super::{ApiError, AppState};
+use crate::auth::Grant;
+use crate::{ops, strict};
+
+/// Longest accepted `Idempotency-Key`, in bytes.
+pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 255;
+
+pub(crate) async fn start(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let who = principal(&s, &headers).await?;
+    let bytes = body(bytes)?;
+    let request: api::StartRun = strict::from_slice(&bytes).map_err(ApiError::bad_request)?;
+    if s.verifier.grant(&who, "start", Some(&request.workflow)) == Grant::Denied {
+        return Err(ApiError::forbidden("start"));
+    }
+    let key = headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .filter(|k| {
+            !k.is_empty()
+                && k.len() <= MAX_IDEMPOTENCY_KEY_BYTES
+                && k.bytes().all(|b| b.is_ascii_graphic())
+        })
+        .ok_or_else(|| {
+            ApiError::of(&problems::IDEMPOTENCY_KEY_REQUIRED)
+                .detail("1 to 255 visible ASCII characters")
+        })?
+        .to_owned();
+    let start = StartRequest {
+        workflow: request.workflow,
+        revision: request.revision,
+        input: request.input,
+    };
+    let result = s.engine.admit(&who, start, &key).await;
+    admitted(&s, result, ops::principal_value(&who), None).await
+}
+
+/// Answers an admission: 201 for a new run, 200 for a repeat (each audited
+/// as `run.admit` first), or the refusal's problem.
+pub(crate) async fn admitted(
+    s: &AppState,
+    result: Result<(bool, RunRecord), AdmitError>,
+    principal: String,
+    trigger: Option<String>,
+) -> Result<Response, ApiError> {
+    match result {
+        Ok((created, run)) => {
+            let (id, start_identity, workflow, revision) = (
+                run.id.clone(),
+                run.start_identity.clone(),
+                run.workflow.clone(),
+                run.revision.clone(),
+            );
+            ops::audited(&s.engine, move |k| {
+                let record =
+                    AuditRecord::new("run.admit", if created { "created" } else { "existing" })
+                        .reference(k, "run", &id)
+                        .reference(k, "principal", &principal)
+                        .reference(k, "start-identity", &start_identity)
+                        .fact("workflow", workflow)
+                        .fact("revision", revision);
+                match trigger {
+                    Some(t) => record.fact("trigger", t),
+                    None => record,
+                }
+            })
+            .await?;
+            Ok(json(
+                if created {
+                    StatusCode::CREATED
+                } else {
+                    StatusCode::OK
+                },
+                &run_status(&run),
+            ))
+        }
+        Err(AdmitError::UnknownWorkflow) => Err(ApiError::of(&problems::WORKFLOW_NOT_FOUND)),
+        Err(AdmitError::UnknownTrigger) => Err(ApiError::of(&problems::TRIGGER_NOT_FOUND)),
+        Err(AdmitError::EventSourceMismatch) => Err(ApiError::of(&problems::EVENT_SOURCE_MISMATCH)),
+        Err(AdmitError::EventTypeMismatch) => Err(ApiError::of(&problems::EVENT_TYPE_MISMATCH)),
+        Err(AdmitError::EventRefused(m)) => Err(ApiError::of(&problems::EVENT_DATA_INVALID)
+        .detail(m)),
+        Err(AdmitError::RevisionNotActive { active }) => Err(ApiError::of(&problems::REVISION_NOT_ACTIVE)
+        .detail(format!("the active revision is {active}"))),
+        Err(AdmitError::InputRefused(m)) => {
+            Err(ApiError::of(&problems::INPUT_INVALID).detail(m))
+        }
+        Err(AdmitError::KeyReused) => Err(ApiError::of(&problems::IDEMPOTENCY_KEY_REUSED)),
+        Err(AdmitError::RecoveryOnly) => Err(ApiError::of(&problems::ADMISSION_RECOVERY_ONLY)),
+        Err(AdmitError::ActivationChanged) => Err(ApiError::of(&problems::DEPLOYMENT_ACTIVATION_CHANGED)
+        .detail("restart the service with the runtime file apply used")),
+        Err(AdmitError::BindingConflict { connection }) => Err(ApiError::of(
+            &problems::BINDING_CONFLICT,
+        )
+        .detail(format!(
+            "connection `{connection}` is bound differently here than in the runtime file the last apply used: restart this service with that file"
+        ))),
+        Err(AdmitError::AdmissionHeld) => {
+            Err(
+                ApiError::of(&problems::ADMISSION_HELD)
+                    .detail("release-admission-hold reopens admissions after a restore"),
+            )
+        }
+        Err(AdmitError::Store(e)) => Err(ApiError::store(&e)),
+    }
+}
+
+/// The query of `GET /v1/runs`; an unknown parameter is 400.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListQuery {
+    workflow: Option<String>,
+    state: Option<String>,
+    attention: Option<bool>,
+    limit: Option<u32>,
+    cursor: Option<String>,
+}
+
+fn parse_state(s: &str) -> Option<RunStatus> {
+    serde_json::from_value(serde_json::Value::String(s.to_owned())).ok()
+}
+
+pub(crate) async fn list(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    let who = principal(&s, &headers).await?;
+    let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let Grant::Allowed { operator } = s.verifier.grant(&who, "status", None) else {
+        return Err(ApiError::forbidden("status"));
+    };
+    let limit = q.limit.unwrap_or(api::DEFAULT_LIST_LIMIT);
+    if limit == 0 || limit > api::MAX_LIST_LIMIT {
+        return Err(ApiError::bad_request("limit must be 1..=100"));
+    }
+    let state = match q.state.as_deref() {
+        None => None,
+        Some(t) => Some(parse_state(t).ok_or_else(|| ApiError::bad_request("unknown state; one of running, attention, cancel-requested, finished, failed, cancelled, cancelled-after-effect, expired"))?),
+    };
+    let mut workflows = s.verifier.scope(&who);
+    if let Some(w) = q.workflow {
+        workflows = match workflows {
+            Some(ws) if !ws.contains(&w) => Some(Vec::new()),
+            _ => Some(vec![w]),
+        };
+    }
+    let filter = RunFilter {
+        owner: (!operator).then(|| who.owner()),
+        workflows,
+        state,
+        attention: q.attention,
+        limit,
+        cursor: q.cursor,
+    };
+    let page = s
+        .engine
+        .list(&filter)
+        .await
+        .map_err(|e| ApiError::store(&e))?;
+    Ok(json(
+        StatusCode::OK,
+        &api::RunList {
+            runs: page.runs.iter().map(run_status).collect(),
+            next_cursor: page.next_cursor,
+        },
+    ))
+}
+
+/// Loads a run the principal may act on with `action`: 403 when the policy
+/// lacks the action entirely, 404 when the run does not exist or is not
+/// theirs (non-operators) or outside the policy's workflows.
+pub(crate) async fn visible_run(
+    s: &AppState,
+    who: &Principal,
+    run_id: &str,
+    action: &str,
+) -> Result<RunRecord, ApiError> {
+    if s.verifier.grant(who, action, None) == Grant::Denied {
+        return Err(ApiError::forbidden(action));
+    }
+    let run = s
+        .engine
+        .get(run_id)
+        .await
+        .map_err(|e| ApiError::store(&e))?
+        .ok_or_else(ApiError::not_found)?;
+    match s.verifier.grant(who, action, Some(&run.workflow)) {
+        Grant::Allowed { operator: true } => Ok(run),
+        Grant::Allowed { operator: false } if run.owner == who.owner() => Ok(run),
+        _ => Err(ApiError::not_found()),
+    }
+}
+
+/// The run `GET /v1/runs/{run}...` names, once the caller is
+/// authenticated ([`principal`]), the path decodes and the run is visible
+/// to the caller for `action` ([`visible_run`]), refused in that order.
+async fn requested_run(
+    s: &AppState,
+    headers: &HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+    action: &str,
+) -> Result<RunRecord, ApiError> {
+    let who = principal(s, headers).await?;
+    let run = path_segments(path)?;
+    visible_run(s, &who, &run, action).await
+}
+
+pub(crate) async fn status(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let run = requested_run(&s, &headers, path, "status").await?;
+    Ok(json(StatusCode::OK, &run_status(&run)))
+}
+
+pub(crate) async fn inspect(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let run = requested_run(&s, &headers, path, "inspect").await?;
+    let steps = s
+        .engine
+        .inspect(&run)
+        .await
+        .map_err(|e| ApiError::store(&e))?;
+    let body = api::Inspection {
+        status: run_status(&run),
+        steps: steps
+            .into_iter()
+            .map(|st| api::InspectedStep {
+                name: st.name,
+                kind: st.kind.to_owned(),
+                effect: st.effect.map(|e| {
+                    match e {
+                        EffectState::Accepted => "accepted",
+                        EffectState::Unknown => "unknown",
+                    }
+                    .to_owned()
+                }),
+                attempts: st.attempts,
+                due_at: st.due_at,
+                observations: st.observations,
+                restored: st.restored,
+            })
+            .collect(),
+    };
+    Ok(json(StatusCode::OK, &body))
+}
