@@ -39,7 +39,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use coordinator::auth::Verifier;
+use coordinator::auth::{KeySource, Verifier};
 use coordinator::events::EventSources;
 use coordinator::gate::Gate;
 use coordinator::startup::{self, StoreStart, StoreStartup, StoreWait};
@@ -49,10 +49,10 @@ use coordinator_adapters::HttpAdapter;
 use coordinator_engine::{Engine, EngineConfig};
 use coordinator_ports::SystemClock;
 use coordinator_runtime::audit::AuditJournal;
-use coordinator_runtime::config::Connection;
-use coordinator_runtime::secrets::{load_keys, SecretError, SecretResolver};
-use coordinator_runtime::{check_runtime_file, Mode};
-use coordinator_store::StoreError;
+use coordinator_runtime::config::{Connection, Deployment};
+use coordinator_runtime::secrets::{load_keys, DeploymentKeys, SecretError, SecretResolver};
+use coordinator_runtime::{check_runtime_file, Mode, RuntimeCheck, RuntimeConfig};
+use coordinator_store::{Store, StoreError};
 
 /// The process's allocator: mimalloc. Under load glibc's malloc spent about
 /// a third of the coordinator's CPU in its free lists (`malloc_consolidate`,
@@ -155,6 +155,15 @@ fn main() -> ExitCode {
 /// The service, from the runtime file to a stop (the steps in the module
 /// documentation), on a runtime of `worker_threads` threads.
 async fn serve(args: Args, worker_threads: NonZeroUsize) -> ExitCode {
+    init_json_logging();
+    serve_checked(args, worker_threads)
+        .await
+        .unwrap_or_else(|refused| refused)
+}
+
+/// Logs one JSON line per event on stderr, at the level `RUST_LOG` sets
+/// (`info` when unset or unreadable).
+fn init_json_logging() {
     tracing_subscriber::fmt()
         .json()
         .with_writer(std::io::stderr)
@@ -163,8 +172,84 @@ async fn serve(args: Args, worker_threads: NonZeroUsize) -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
-    let display = args.runtime_config.display().to_string();
-    let checked = check_runtime_file(&args.runtime_config, &display, None, Mode::Deployment);
+}
+
+/// [`serve`]'s steps, in order: `Err` is a refusal (logged, exit 1) before
+/// serving, `Ok` the exit code of a service that served and stopped.
+async fn serve_checked(args: Args, worker_threads: NonZeroUsize) -> Result<ExitCode, ExitCode> {
+    let runtime = read_runtime_file(&args.runtime_config)?;
+    let secrets = read_deployment_secrets(&runtime.config, &runtime.deployment)?;
+    let listeners = bind_listeners(&runtime.deployment).await?;
+    let servers = serve_gates_while_store_awaited(listeners);
+    tracing::info!(bind = %runtime.deployment.listener.bind, worker_threads, "listening; not ready until the store is open and checked");
+    let signal = wait_for_signal();
+    tokio::pin!(signal);
+    let start = StoreStart {
+        config: &runtime.config,
+        resolver: &secrets.resolver,
+        keys: &secrets.keys,
+        packages: &runtime.check.packages,
+        max_connections: 16,
+        recovery_only: args.recovery_only,
+        waiting_reason: Some(&servers.waiting_reason),
+    };
+    let store = match startup::open_store(start, StoreWait::default(), &mut signal).await {
+        StoreStartup::Serve(s) => Arc::new(s),
+        StoreStartup::Refused => return Err(ExitCode::from(1)),
+        StoreStartup::Stopped => return Ok(stop_before_store_open(servers).await),
+    };
+    tracing::info!(namespace = %runtime.config.namespace, "run store: PostgreSQL");
+    let engine = build_engine(
+        &runtime,
+        args.recovery_only,
+        &secrets.keys,
+        secrets.adapter,
+        store.clone(),
+    )?;
+    let journal = open_audit_journal(&runtime.deployment)?;
+    let engine = Arc::new(engine.with_audit(journal.clone(), secrets.keys.audit.clone()));
+    adopt_restore_epoch(&engine, args.recovery_only).await;
+    let state = AppState {
+        engine: engine.clone(),
+        counts: store.clone(),
+        verifier: Arc::new(Verifier::new(
+            &runtime.deployment.authentication,
+            secrets.key_source,
+        )),
+        completions: Arc::new(secrets.completions),
+        events: Arc::new(secrets.event_sources),
+    };
+    servers.api.open(coordinator::router(state));
+    servers
+        .metrics_gate
+        .open(coordinator::metrics::router(engine.clone(), store.clone()));
+    // A `--recovery-only` instance runs the worker too: its leases are
+    // receipt lookups only (reads, for `reconcile`), never dispatches.
+    let mut worker = tokio::spawn(coordinator::work(
+        engine,
+        WORKER_SAFETY_POLL,
+        servers.stop_rx.clone(),
+    ));
+    tracing::info!(bind = %runtime.deployment.listener.bind, recovery_only = args.recovery_only, "serving");
+    let exit = serve_until_stop_or_fence(&mut signal, &mut worker).await;
+    shut_down(servers, worker, &journal).await;
+    Ok(exit)
+}
+
+/// The runtime file once checked: the check (with its verified pinned
+/// packages), the configuration and its `deployment` section.
+struct CheckedRuntimeFile {
+    check: RuntimeCheck,
+    config: RuntimeConfig,
+    deployment: Deployment,
+}
+
+/// Checks the runtime file and its pinned packages (deployment mode). Any
+/// error finding refuses as `deployment.refused`, naming every finding and
+/// the first one's code as `reason`; so does a file without `deployment`.
+fn read_runtime_file(path: &std::path::Path) -> Result<CheckedRuntimeFile, ExitCode> {
+    let display = path.display().to_string();
+    let checked = check_runtime_file(path, &display, None, Mode::Deployment);
     let refused: Vec<String> = checked
         .diagnostics
         .iter()
@@ -188,39 +273,101 @@ async fn serve(args: Args, worker_threads: NonZeroUsize) -> ExitCode {
             "{}",
             refused.join("; ")
         );
-        return ExitCode::from(1);
+        return Err(ExitCode::from(1));
     };
     let Some(deployment) = config.deployment.clone() else {
-        return refuse("deployment.refused", "the runtime file has no deployment");
+        return Err(refuse(
+            "deployment.refused",
+            "the runtime file has no deployment",
+        ));
     };
+    Ok(CheckedRuntimeFile {
+        check: checked,
+        config,
+        deployment,
+    })
+}
+
+/// Everything read through the runtime file's secret providers before a
+/// listener is bound, so a missing or unusable key refuses at once.
+struct DeploymentSecrets {
+    /// The one reader of secrets (`coordinator_runtime::secrets`).
+    resolver: SecretResolver,
+    /// The state keyring, admission and audit keys.
+    keys: DeploymentKeys,
+    /// Each event source's signing key.
+    event_sources: EventSources,
+    /// The review-completion (binding, token) pairs.
+    completions: Completions,
+    /// Where the token issuer's keys come from.
+    key_source: KeySource,
+    /// The product adapter, with the connections' signing keys checked.
+    adapter: HttpAdapter,
+}
+
+/// Reads every secret the service needs, in this order: the deployment's
+/// keys, the event sources' signing keys, the completion tokens, the
+/// issuer's key source, the connections' signing keys (each checked
+/// usable now, not at the first dispatch), then the product adapter.
+fn read_deployment_secrets(
+    config: &RuntimeConfig,
+    deployment: &Deployment,
+) -> Result<DeploymentSecrets, ExitCode> {
     // The one reader of secrets (`coordinator_runtime::secrets`): keys,
     // event source keys, completion tokens and connection signing keys
     // alike.
     let resolver = SecretResolver::new(&config.secret_providers);
-    let keys = match load_keys(&resolver, &deployment) {
-        Ok(k) => k,
-        Err(e) => return refuse_secret(e),
-    };
-    // Each event source's signing key, read once (SPEC §2.4). A missing,
-    // unsafe or short key refuses startup like every key file; an event
-    // source whose URI is the token issuer would let a token caller own
-    // the runs its events start, so it is refused too.
+    let keys = load_keys(&resolver, deployment).map_err(refuse_secret)?;
+    let event_sources = read_event_source_keys(config, deployment, &resolver)?;
+    let completions = read_completion_tokens(config, &resolver)?;
+    let key_source = Verifier::source_for(&deployment.authentication)
+        .map_err(|e| refuse("deployment.refused", &e))?;
+    check_connection_signing_keys(config, &resolver)?;
+    let adapter = HttpAdapter::new(Arc::new(resolver.clone()))
+        .map_err(|e| refuse("deployment.refused", &e.to_string()))?;
+    Ok(DeploymentSecrets {
+        resolver,
+        keys,
+        event_sources,
+        completions,
+        key_source,
+        adapter,
+    })
+}
+
+/// Each event source's signing key, read once (SPEC §2.4). A missing,
+/// unsafe or short key refuses startup like every key file; an event
+/// source whose URI is the token issuer would let a token caller own the
+/// runs its events start, so it is refused too.
+fn read_event_source_keys(
+    config: &RuntimeConfig,
+    deployment: &Deployment,
+    resolver: &SecretResolver,
+) -> Result<EventSources, ExitCode> {
     let mut event_sources = EventSources::default();
     for (name, es) in &config.event_sources {
         if es.source == deployment.authentication.issuer {
-            return refuse(
+            return Err(refuse(
                 "deployment.refused",
                 &format!("event source `{name}`: its source URI is the token issuer's; runs it starts would belong to a token caller"),
-            );
+            ));
         }
-        let key = match resolver.resolve(&es.signing_key_ref) {
-            Ok(k) => k,
-            Err(e) => return refuse_secret(e),
-        };
+        let key = resolver
+            .resolve(&es.signing_key_ref)
+            .map_err(refuse_secret)?;
         if let Err(e) = event_sources.add(name, &es.source, key.bytes().to_vec()) {
-            return refuse("deployment.refused", &e.to_string());
+            return Err(refuse("deployment.refused", &e.to_string()));
         }
     }
+    Ok(event_sources)
+}
+
+/// The review-completion credentials: the recipient binding and bearer
+/// token of each Casework connection with a `completion` block.
+fn read_completion_tokens(
+    config: &RuntimeConfig,
+    resolver: &SecretResolver,
+) -> Result<Completions, ExitCode> {
     let mut completions = Completions::default();
     for (name, c) in &config.connections {
         if let Connection::CaseworkReviewProducer(cw) = c {
@@ -228,86 +375,120 @@ async fn serve(args: Args, worker_threads: NonZeroUsize) -> ExitCode {
                 match resolver.resolve_completion_token(&done.bearer_token_ref) {
                     Ok(t) => completions.add(&done.recipient_binding, t.bytes().to_vec()),
                     Err(e) => {
-                        return refuse_secret_of(
+                        return Err(refuse_secret_of(
                             &format!("connection `{name}` completion token: "),
                             e,
-                        )
+                        ))
                     }
                 }
             }
         }
     }
-    let source = match Verifier::source_for(&deployment.authentication) {
-        Ok(s) => s,
-        Err(e) => return refuse("deployment.refused", &e),
-    };
-    // Every connection's signing key must be readable and usable now, not
-    // at the first dispatch.
+    Ok(completions)
+}
+
+/// Every connection's signing key must be readable and usable now, not at
+/// the first dispatch.
+fn check_connection_signing_keys(
+    config: &RuntimeConfig,
+    resolver: &SecretResolver,
+) -> Result<(), ExitCode> {
     for (name, c) in &config.connections {
         if let Some(auth) = c.authorization() {
-            match check_signing_key(&resolver, auth) {
+            match check_signing_key(resolver, auth) {
                 Ok(()) => {}
                 Err(TokenError::Secret(e)) => {
-                    return refuse_secret_of(&format!("connection `{name}` signing key: "), e)
+                    return Err(refuse_secret_of(
+                        &format!("connection `{name}` signing key: "),
+                        e,
+                    ))
                 }
                 Err(e) => {
-                    return refuse(
+                    return Err(refuse(
                         "deployment.refused",
                         &format!("connection `{name}` ({}): {e}", auth.signing_key_ref.0),
-                    )
+                    ))
                 }
             }
         }
     }
-    let adapter = match HttpAdapter::new(Arc::new(resolver.clone())) {
-        Ok(a) => a,
-        Err(e) => return refuse("deployment.refused", &e.to_string()),
-    };
+    Ok(())
+}
+
+/// The API listener and, when `deployment.metricsListener` is set, the
+/// metrics listener with its address.
+struct BoundListeners {
+    api: tokio::net::TcpListener,
+    metrics: Option<(tokio::net::TcpListener, String)>,
+}
+
+/// Binds the API listener and the metrics listener, if any; a port that
+/// cannot be listened on refuses as `deployment.refused`.
+async fn bind_listeners(deployment: &Deployment) -> Result<BoundListeners, ExitCode> {
     // Listeners before the store (a taken port refuses at once, and
     // `/ready` answers while the database is awaited), the journal last: a
     // refused start leaves no empty journal file behind.
-    let listener = match tokio::net::TcpListener::bind(&deployment.listener.bind).await {
+    let api = match tokio::net::TcpListener::bind(&deployment.listener.bind).await {
         Ok(l) => l,
         Err(e) => {
-            return refuse(
+            return Err(refuse(
                 "deployment.refused",
                 &format!(
                     "deployment.listener.bind: cannot listen on {}: {e}",
                     deployment.listener.bind
                 ),
-            )
+            ))
         }
     };
-    let metrics_listener = match &deployment.metrics_listener {
+    let metrics = match &deployment.metrics_listener {
         Some(m) => match tokio::net::TcpListener::bind(&m.bind).await {
             Ok(l) => Some((l, m.bind.clone())),
             Err(e) => {
-                return refuse(
+                return Err(refuse(
                     "deployment.refused",
                     &format!(
                         "deployment.metricsListener.bind: cannot listen on {}: {e}",
                         m.bind
                     ),
-                )
+                ))
             }
         },
         None => None,
     };
-    // Serve at once; the gates hand requests to the real routers once the
-    // store is open and checked.
+    Ok(BoundListeners { api, metrics })
+}
+
+/// The API and metrics servers, serving through their gates, and the
+/// channel that stops them (and the worker).
+struct GatedServers {
+    stop_tx: tokio::sync::watch::Sender<bool>,
+    stop_rx: tokio::sync::watch::Receiver<bool>,
+    /// The code `/ready` answers while the store is awaited.
+    waiting_reason: coordinator::WaitingReason,
+    /// The API's gate: the waiting router until the store is open.
+    api: Gate,
+    /// The metrics listener's gate (served only when it is configured).
+    metrics_gate: Gate,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    metrics: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+/// Serves at once; the gates hand requests to the real routers once the
+/// store is open and checked.
+fn serve_gates_while_store_awaited(listeners: BoundListeners) -> GatedServers {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let waiting_reason = coordinator::WaitingReason::default();
     let api = Gate::new(coordinator::waiting_router(waiting_reason.clone()));
     let mut server_stop = stop_rx.clone();
     let server = tokio::spawn(coordinator::gate::serve(
-        listener,
+        listeners.api,
         api.clone(),
         async move {
             let _ = server_stop.wait_for(|s| *s).await;
         },
     ));
     let metrics_gate = Gate::new(coordinator::metrics::waiting_router());
-    let metrics = metrics_listener.map(|(listener, bind)| {
+    let metrics = listeners.metrics.map(|(listener, bind)| {
         let mut metrics_stop = stop_rx.clone();
         tracing::info!(bind = %bind, "serving metrics");
         tokio::spawn(coordinator::gate::serve(
@@ -318,45 +499,53 @@ async fn serve(args: Args, worker_threads: NonZeroUsize) -> ExitCode {
             },
         ))
     });
-    tracing::info!(bind = %deployment.listener.bind, worker_threads, "listening; not ready until the store is open and checked");
-    let signal = wait_for_signal();
-    tokio::pin!(signal);
-    let start = StoreStart {
-        config: &config,
-        resolver: &resolver,
-        keys: &keys,
-        packages: &checked.packages,
-        max_connections: 16,
-        recovery_only: args.recovery_only,
-        waiting_reason: Some(&waiting_reason),
-    };
-    let store = match startup::open_store(start, StoreWait::default(), &mut signal).await {
-        StoreStartup::Serve(s) => Arc::new(s),
-        StoreStartup::Refused => return ExitCode::from(1),
-        StoreStartup::Stopped => {
-            tracing::info!("stopping before the store was open");
-            let _ = stop_tx.send(true);
-            let _ = tokio::time::timeout(SHUTDOWN_GRACE - Duration::from_secs(1), server).await;
-            return ExitCode::SUCCESS;
-        }
-    };
-    tracing::info!(namespace = %config.namespace, "run store: PostgreSQL");
-    let definitions: Vec<_> = checked
+    GatedServers {
+        stop_tx,
+        stop_rx,
+        waiting_reason,
+        api,
+        metrics_gate,
+        server,
+        metrics,
+    }
+}
+
+/// A stop signal while the store was awaited: the API server drains
+/// (within the grace) and the process exits 0.
+async fn stop_before_store_open(servers: GatedServers) -> ExitCode {
+    tracing::info!("stopping before the store was open");
+    let _ = servers.stop_tx.send(true);
+    let _ = tokio::time::timeout(SHUTDOWN_GRACE - Duration::from_secs(1), servers.server).await;
+    ExitCode::SUCCESS
+}
+
+/// The engine over the open store: the runtime file's workflows and
+/// connections, this process's worker id, and the worker's settings.
+fn build_engine(
+    runtime: &CheckedRuntimeFile,
+    recovery_only: bool,
+    keys: &DeploymentKeys,
+    adapter: HttpAdapter,
+    store: Arc<Store>,
+) -> Result<Engine, ExitCode> {
+    let config = &runtime.config;
+    let definitions: Vec<_> = runtime
+        .check
         .packages
         .iter()
         .map(|p| p.definition.clone())
         .collect();
     let worker_id = format!("{}-{}", std::process::id(), uuid_like());
-    let mut engine_config = EngineConfig::new(&deployment.database_id, &worker_id)
+    let mut engine_config = EngineConfig::new(&runtime.deployment.database_id, &worker_id)
         .with_request_timeout(longest_timeout_seconds(config.connections.values()));
     engine_config.observation_floor_seconds = config.observation.minimum_interval_seconds;
-    engine_config.recovery_only = args.recovery_only;
+    engine_config.recovery_only = recovery_only;
     // Each of the worker's lanes leases a few jobs per tick, so the lanes
     // share the due work instead of the first taking it all.
     engine_config.batch = JOBS_PER_TICK;
-    let engine = match Engine::new(
+    Engine::new(
         engine_config,
-        store.clone(),
+        store,
         Arc::new(SystemClock),
         Arc::new(adapter),
         keys.admission.clone(),
@@ -366,27 +555,28 @@ async fn serve(args: Args, worker_threads: NonZeroUsize) -> ExitCode {
             .into_iter()
             .collect::<BTreeMap<_, _>>(),
         &definitions,
-    ) {
-        Ok(e) => e,
-        Err(e) => return refuse("deployment.refused", &e.to_string()),
-    };
-    // The audit journal: one file per process beside `deployment.auditFile`
-    // (docs/runtime.md); a service that cannot audit does not serve.
-    let journal = match AuditJournal::open(std::path::Path::new(&deployment.audit_file)) {
-        Ok(j) => Arc::new(j),
-        Err(e) => {
-            return refuse(
-                "deployment.refused",
-                &format!("the audit journal cannot be opened: {e}"),
-            )
-        }
-    };
-    let engine = Arc::new(engine.with_audit(journal.clone(), keys.audit.clone()));
-    // The restore epoch this process works under: a restore hold placed
-    // from now on fences it (`restore.lease-incompatible`).
+    )
+    .map_err(|e| refuse("deployment.refused", &e.to_string()))
+}
+
+/// The audit journal: one file per process beside `deployment.auditFile`
+/// (docs/runtime.md); a service that cannot audit does not serve.
+fn open_audit_journal(deployment: &Deployment) -> Result<Arc<AuditJournal>, ExitCode> {
+    match AuditJournal::open(std::path::Path::new(&deployment.audit_file)) {
+        Ok(j) => Ok(Arc::new(j)),
+        Err(e) => Err(refuse(
+            "deployment.refused",
+            &format!("the audit journal cannot be opened: {e}"),
+        )),
+    }
+}
+
+/// The restore epoch this process works under: a restore hold placed from
+/// now on fences it (`restore.lease-incompatible`).
+async fn adopt_restore_epoch(engine: &Engine, recovery_only: bool) {
     // (Should the store drop away just now, the first lease adopts it.)
     // (A `--recovery-only` instance states no epoch: it never dispatches.)
-    if !args.recovery_only {
+    if !recovery_only {
         match engine.adopt_restore_epoch().await {
             Ok(epoch) => tracing::info!(restore_epoch = epoch, "restore epoch adopted"),
             Err(e) => tracing::warn!(
@@ -395,27 +585,21 @@ async fn serve(args: Args, worker_threads: NonZeroUsize) -> ExitCode {
             ),
         }
     }
-    let state = AppState {
-        engine: engine.clone(),
-        counts: store.clone(),
-        verifier: Arc::new(Verifier::new(&deployment.authentication, source)),
-        completions: Arc::new(completions),
-        events: Arc::new(event_sources),
-    };
-    api.open(coordinator::router(state));
-    metrics_gate.open(coordinator::metrics::router(engine.clone(), store.clone()));
-    // A `--recovery-only` instance runs the worker too: its leases are
-    // receipt lookups only (reads, for `reconcile`), never dispatches.
-    let mut worker = tokio::spawn(coordinator::work(
-        engine,
-        WORKER_SAFETY_POLL,
-        stop_rx.clone(),
-    ));
-    tracing::info!(bind = %deployment.listener.bind, recovery_only = args.recovery_only, "serving");
+}
+
+/// Serves until `signal` (exit 0) or until the worker stops early, which
+/// it does only when the engine is fenced (exit 1).
+async fn serve_until_stop_or_fence<S>(
+    signal: &mut S,
+    worker: &mut tokio::task::JoinHandle<()>,
+) -> ExitCode
+where
+    S: std::future::Future<Output = ()> + Unpin,
+{
     let mut exit = ExitCode::SUCCESS;
     tokio::select! {
-        () = &mut signal => {}
-        _ = &mut worker => {
+        () = signal => {}
+        _ = worker => {
             // The worker stops early only when the engine is fenced: a
             // restore hold was placed after this process started. It must
             // not serve on (the engine logged `restore.lease-incompatible`).
@@ -423,16 +607,27 @@ async fn serve(args: Args, worker_threads: NonZeroUsize) -> ExitCode {
             exit = ExitCode::from(1);
         }
     }
+    exit
+}
+
+/// Stops the servers and the worker and waits for them within the grace;
+/// after a full drain, removes this process's audit journal if it holds
+/// nothing.
+async fn shut_down(
+    servers: GatedServers,
+    mut worker: tokio::task::JoinHandle<()>,
+    journal: &AuditJournal,
+) {
     tracing::info!("stopping");
-    let _ = stop_tx.send(true);
+    let _ = servers.stop_tx.send(true);
     let drained = tokio::time::timeout(SHUTDOWN_GRACE - Duration::from_secs(1), async {
         if !worker.is_finished() {
             let _ = (&mut worker).await;
         }
-        if let Some(m) = metrics {
+        if let Some(m) = servers.metrics {
             let _ = m.await;
         }
-        let _ = server.await;
+        let _ = servers.server.await;
     })
     .await;
     if drained.is_err() {
@@ -450,7 +645,6 @@ async fn serve(args: Args, worker_threads: NonZeroUsize) -> ExitCode {
             }
         }
     }
-    exit
 }
 
 fn uuid_like() -> String {
