@@ -404,20 +404,27 @@ async fn a_coordinator_pointed_at_a_standby_waits_and_never_works_against_it() {
     let standby = cluster();
     let standby_urls = standby.standby_of(&primary, false);
     let d = Deployment::new(primary_urls, 2_000).await;
-    // A run waiting on the primary, due in a second: a coordinator that
-    // worked against the standby would have to lease it there.
+    // A run waiting on the primary, due in a few seconds: a coordinator
+    // that worked against the standby would have to lease it there. (Due
+    // later than the process that admitted it lives: on a loaded machine a
+    // run due at once was leased, marked sending and cut by the kill, and
+    // rightly held for reconcile.)
     let on_primary = d.spawn().await;
-    let run = d
-        .start(&on_primary, "app-standby", &rfc3339(unix_now() + 1))
-        .await;
+    let due = unix_now() + 6;
+    let run = d.start(&on_primary, "app-standby", &rfc3339(due)).await;
     drop(on_primary);
+    assert!(
+        unix_now() < due,
+        "the admitting process outlived the due time; the test's premise does not hold"
+    );
     d.set_database(&standby_urls);
     let port = free_port();
     let file = d.runtime_file(port);
     let mut c = d.launch(&file, port, &[]);
     wait_not_ready_for(&d, &mut c, "database.read-only", Duration::from_secs(30)).await;
     // Still waiting after the run fell due: nothing leased, nothing sent.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    let past_due = (due + 3 - unix_now()).max(3);
+    tokio::time::sleep(Duration::from_secs(past_due as u64)).await;
     assert!(c.alive(), "{}", c.log_text());
     assert_eq!(
         ready(&d, &c).await.map(|(s, b)| (s, b["reason"].clone())),
