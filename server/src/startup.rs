@@ -47,7 +47,7 @@ pub enum BindingStartup {
 }
 
 /// Compares the binding digests recorded by runs that have not ended
-/// ([`RunStore::live_bindings`]) with the runtime file's `connections`.
+/// ([`RunReads::live_bindings`]) with the runtime file's `connections`.
 ///
 /// # Errors
 /// The store's (at startup, [`open_store`] waits out `store-unavailable`
