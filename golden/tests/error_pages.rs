@@ -30,8 +30,8 @@ fn workspace() -> PathBuf {
 /// those codes are the registry's (`coordinator_api::problems::ALL`), added
 /// below.
 const ASSEMBLED: &[(&str, &str)] = &[
-    ("cli/src/commands/ops.rs", "coordinator.{code}"),
-    ("cli/src/commands/ops.rs", "coordinator.{}"),
+    ("cli/src/service_client/refusal.rs", "coordinator.{code}"),
+    ("cli/src/service_client/refusal.rs", "coordinator.{}"),
     ("host/store/src/lib.rs", "coordinator.{}"),
     ("host/store/src/lib.rs", "coordinator.command.{}"),
 ];

@@ -66,7 +66,17 @@ fn allowed() -> BTreeMap<&'static str, Vec<&'static str>> {
                 "coordinator-ports",
             ],
         ),
-        ("coordinator-testkit", vec!["coordinator-ir"]),
+        // Test support: a Program by hand, and the run store conformance
+        // checks every store implementation runs (so it names the port).
+        (
+            "coordinator-testkit",
+            vec![
+                "coordinator-ir",
+                "coordinator-vm",
+                "coordinator-runtime",
+                "coordinator-ports",
+            ],
+        ),
         ("coordinator-fakes", vec![]),
         ("coordinator-golden", vec![]),
         (
