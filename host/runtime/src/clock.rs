@@ -109,7 +109,10 @@ mod tests {
         let c = SystemClock;
         let now = c.now();
         assert!(now.unix_seconds() > 1_700_000_000, "{now:?}");
-        assert_eq!(now.unix_nanos() / 1_000_000_000, i128::from(now.unix_seconds()));
+        assert_eq!(
+            now.unix_nanos() / 1_000_000_000,
+            i128::from(now.unix_seconds())
+        );
         assert!(c.now_unix() >= now.unix_seconds());
         assert!(!c.now_rfc3339().contains('.'));
     }
