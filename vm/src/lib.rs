@@ -23,9 +23,16 @@ mod testkit;
 #[cfg(test)]
 mod tests;
 
+// What is exported here is the contract hosts may use; the rest (the
+// record of pending work `Pending`, `CallPhase`, the cancel record, the
+// interpreter's internals) is the VM's own. Hosts learn what they need from
+// the commands, the rejections and the queries of `view.rs`.
 pub use functions::{FunctionError, Limits, LIMITS};
 pub use machine::{LoadError, TriggerStart, Vm};
-pub use model::*;
+pub use model::{
+    Answer, Command, EffectState, Event, Failure, FailureCode, RejectCode, Rejected, Resumed,
+    RunState, RunStatus, WakeKind,
+};
 pub use view::{
     recovery_support, wait_kind, Expected, RecoverySupport, TimedEvent, Wait, WaitKind,
     SAME_INSTANT_ORDER,

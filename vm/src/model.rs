@@ -279,10 +279,11 @@ pub struct Failure {
     pub path: Option<String>,
 }
 
-/// Where a call step stands.
+/// Where a call step stands. The VM's own: hosts ask [`crate::Vm::expects`],
+/// [`crate::Vm::held_call`] and [`crate::Vm::current_call`] instead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum CallPhase {
+pub(crate) enum CallPhase {
     /// A dispatch is out; waiting for its answer.
     Dispatched,
     /// Effect unknown; waiting for an operator (`attention`).
@@ -291,10 +292,12 @@ pub enum CallPhase {
     LookingUpReceipt,
 }
 
-/// What the run waits for.
+/// What the run waits for. The VM's own record of pending work: hosts ask
+/// [`crate::Vm::current_wait`], [`crate::wait_kind`] and the other queries
+/// of `view.rs` instead.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
-pub enum Pending {
+pub(crate) enum Pending {
     /// A call step in progress.
     #[serde(rename_all = "camelCase")]
     Call {
@@ -321,10 +324,10 @@ pub enum Pending {
     Completion { step: StepId, timeout_at: String },
 }
 
-/// How a cancel request is being honoured.
+/// How a cancel request is being honoured (the VM's own).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum CancelMode {
+pub(crate) enum CancelMode {
     /// Arrived while a call was in flight: the answer ends the run.
     InFlight,
     /// Arrived during a wait-for with `onCancel`: the run follows that
@@ -332,16 +335,20 @@ pub enum CancelMode {
     Route,
 }
 
-/// A recorded cancel request.
+/// A recorded cancel request (the VM's own).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CancelRecord {
-    pub at: String,
-    pub mode: CancelMode,
+pub(crate) struct CancelRecord {
+    pub(crate) at: String,
+    pub(crate) mode: CancelMode,
 }
 
 /// A run's whole state: plain data, serializable to JSON, bound to the
-/// Program it was admitted under and to nothing else.
+/// Program it was admitted under and to nothing else. Hosts store it whole
+/// (serde) and read its public fields; what the run waits for and how a
+/// cancel is honoured are the VM's own (ask [`crate::Vm::current_wait`],
+/// [`crate::Vm::held_call`], [`crate::Vm::expects`], ...). A host that must
+/// build a state by hand starts from [`RunState::new`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RunState {
@@ -362,8 +369,9 @@ pub struct RunState {
     /// Effects of mutation and evaluation calls, by step name.
     pub effects: BTreeMap<String, EffectState>,
     /// What the run waits for; `None` once it has ended.
-    pub pending: Option<Pending>,
-    pub cancel: Option<CancelRecord>,
+    pub(crate) pending: Option<Pending>,
+    /// The cancel request, once one arrived.
+    pub(crate) cancel: Option<CancelRecord>,
     /// The outcome name once a `finish` was reached.
     pub outcome: Option<String>,
     /// The outcome's output once a `finish` was reached.
@@ -371,6 +379,40 @@ pub struct RunState {
     pub failure: Option<Failure>,
     /// When the run ended.
     pub ended_at: Option<String>,
+}
+
+impl RunState {
+    /// A state in `status` that has recorded nothing yet: run input
+    /// `input`, admitted at `admitted_at` (RFC 3339) with deadline
+    /// `deadline_at`, at `now`, 0 elapsed seconds; no path, step outputs,
+    /// effects, wait, cancel, outcome, output, failure or end. The other
+    /// public fields may be set after (e.g. a store's erased run sets
+    /// `elapsed_seconds` and `ended_at`).
+    pub fn new(
+        status: RunStatus,
+        input: Value,
+        admitted_at: String,
+        deadline_at: String,
+        now: String,
+    ) -> RunState {
+        RunState {
+            status,
+            input,
+            admitted_at,
+            deadline_at,
+            now,
+            elapsed_seconds: 0,
+            path: Vec::new(),
+            outputs: BTreeMap::new(),
+            effects: BTreeMap::new(),
+            pending: None,
+            cancel: None,
+            outcome: None,
+            output: None,
+            failure: None,
+            ended_at: None,
+        }
+    }
 }
 
 /// The result of one admission or event: the new state, the commands to

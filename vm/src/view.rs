@@ -1,6 +1,6 @@
 //! What a host may ask of a run, by step name, so that no host reads the
-//! VM's own record of pending work ([`Pending`], [`CallPhase`]): whether a
-//! job still applies ([`Vm::expects`]), the wait a run is in
+//! VM's own record of pending work (`Pending`, `CallPhase`: crate-private):
+//! whether a job still applies ([`Vm::expects`]), the wait a run is in
 //! ([`Vm::current_wait`], [`wait_kind`]), the call held for an operator
 //! ([`Vm::held_call`]), a step's kind ([`Vm::step_kind`]), and the order of
 //! events due at one instant ([`SAME_INSTANT_ORDER`]).

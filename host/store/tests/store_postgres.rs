@@ -304,23 +304,9 @@ fn state(input: Value, now: OffsetDateTime, status: RunStatus) -> RunState {
     let deadline = (now + time::Duration::days(30))
         .format(&time::format_description::well_known::Rfc3339)
         .expect("format");
-    RunState {
-        status,
-        input,
-        admitted_at: t.clone(),
-        deadline_at: deadline,
-        now: t,
-        elapsed_seconds: 0,
-        path: vec!["due".into()],
-        outputs: Default::default(),
-        effects: Default::default(),
-        pending: None,
-        cancel: None,
-        outcome: None,
-        output: None,
-        failure: None,
-        ended_at: None,
-    }
+    let mut state = RunState::new(status, input, t.clone(), deadline, t);
+    state.path = vec!["due".into()];
+    state
 }
 
 async fn admit(

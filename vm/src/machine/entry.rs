@@ -29,23 +29,13 @@ impl Vm {
             .ok_or_else(|| reject(RejectCode::InstantInvalid, "deadline out of range"))?;
         let admitted_text = format(&admitted)?;
         let deadline_text = format(&deadline)?;
-        let state = RunState {
-            status: RunStatus::Running,
+        let state = RunState::new(
+            RunStatus::Running,
             input,
-            admitted_at: admitted_text.clone(),
-            deadline_at: deadline_text.clone(),
-            now: admitted_text,
-            elapsed_seconds: 0,
-            path: Vec::new(),
-            outputs: Default::default(),
-            effects: Default::default(),
-            pending: None,
-            cancel: None,
-            outcome: None,
-            output: None,
-            failure: None,
-            ended_at: None,
-        };
+            admitted_text.clone(),
+            deadline_text.clone(),
+            admitted_text,
+        );
         let mut run = Run::new(self, state)?;
         run.commands.push(Command::ScheduleWake {
             at: deadline_text,
@@ -133,23 +123,13 @@ impl Vm {
             .iter()
             .find(|t| t.name == trigger)
             .ok_or_else(|| reject(RejectCode::Unexpected, format!("no trigger `{trigger}`")))?;
-        let empty = RunState {
-            status: RunStatus::Running,
-            input: Value::Null,
-            admitted_at: String::new(),
-            deadline_at: String::new(),
-            now: String::new(),
-            elapsed_seconds: 0,
-            path: Vec::new(),
-            outputs: Default::default(),
-            effects: Default::default(),
-            pending: None,
-            cancel: None,
-            outcome: None,
-            output: None,
-            failure: None,
-            ended_at: None,
-        };
+        let empty = RunState::new(
+            RunStatus::Running,
+            Value::Null,
+            String::new(),
+            String::new(),
+            String::new(),
+        );
         let idempotency = match self
             .eval(t.idempotency, &empty, Some(event))
             .map_err(trigger_rejection)?

@@ -509,23 +509,16 @@ pub fn erased_state(
     ended_unix: Option<i64>,
 ) -> RunState {
     use super::clock::unix_to_rfc3339;
-    RunState {
+    let mut state = RunState::new(
         status,
-        input: Value::Null,
-        admitted_at: unix_to_rfc3339(admitted_unix),
-        deadline_at: unix_to_rfc3339(deadline_unix),
-        now: unix_to_rfc3339(now_unix),
-        elapsed_seconds: u64::try_from(now_unix.saturating_sub(admitted_unix)).unwrap_or(0),
-        path: Vec::new(),
-        outputs: BTreeMap::new(),
-        effects: BTreeMap::new(),
-        pending: None,
-        cancel: None,
-        outcome: None,
-        output: None,
-        failure: None,
-        ended_at: ended_unix.map(unix_to_rfc3339),
-    }
+        Value::Null,
+        unix_to_rfc3339(admitted_unix),
+        unix_to_rfc3339(deadline_unix),
+        unix_to_rfc3339(now_unix),
+    );
+    state.elapsed_seconds = u64::try_from(now_unix.saturating_sub(admitted_unix)).unwrap_or(0);
+    state.ended_at = ended_unix.map(unix_to_rfc3339);
+    state
 }
 
 /// Largest `limit` of one [`Maintenance::erase_payloads`] call (seed 000: at
