@@ -2,6 +2,8 @@
 
 use super::*;
 
+use coordinator_ports::store::Committed;
+
 /// A commit leases the new jobs due by then to the committing process
 /// (and returns them) only under its restore epoch and without a restore
 /// hold; another process cannot lease them; a job due later stays
@@ -125,7 +127,16 @@ pub async fn commits_lease_new_due_jobs_to_the_committer(s: &dyn RunStore, fx: &
 /// not exist. [`JobQueue::mark_sending_batch`] likewise fences each job on
 /// its own.
 pub async fn group_commits_answer_each_commit_as_alone(s: &dyn RunStore, fx: &Fixture) {
-    use coordinator_ports::store::LeaseOnInsert;
+    let leased = admit_group_runs_and_lease_their_timers(s, fx).await;
+    let answers = commit_the_group_one_outcome_each(s, &leased).await;
+    let first = answers_are_each_commit_alone_in_order(answers);
+    group_commits_left_each_run_as_alone(s).await;
+    mark_sending_grouped_each_job_under_its_own_lease(s, &first, &leased).await;
+}
+
+/// Admits `run-ga` to `run-gd` (each with its timer job due at 60) and
+/// leases their timers to `w1` (lease until 300).
+async fn admit_group_runs_and_lease_their_timers(s: &dyn RunStore, fx: &Fixture) -> Vec<Job> {
     for name in ["a", "b", "c", "d"] {
         s.admit(new_run(
             fx,
@@ -137,21 +148,23 @@ pub async fn group_commits_answer_each_commit_as_alone(s: &dyn RunStore, fx: &Fi
         .await
         .expect("admit");
     }
-    let leased = lease(s, "w1", 100, 300, 10).await.expect("lease");
-    let job_of = |run: &str| {
-        leased
-            .iter()
-            .find(|j| j.run_id == run)
-            .map(|j| j.id)
-            .expect("each run's timer leased")
-    };
-    let on_insert = LeaseOnInsert {
-        owner: "w1".into(),
-        now: 100,
-        lease_until: 200,
-        epoch: 0,
-    };
-    let commit = |run: &str, version: u64, state: RunState, complete: Option<(u64, &str)>| Commit {
+    lease(s, "w1", 100, 300, 10).await.expect("lease")
+}
+
+/// The id of `run`'s leased timer job among `leased`.
+fn leased_timer_of(leased: &[Job], run: &str) -> u64 {
+    leased
+        .iter()
+        .find(|j| j.run_id == run)
+        .map(|j| j.id)
+        .expect("each run's timer leased")
+}
+
+/// A commit of `run` from `version` to `state`, completing `complete`
+/// (job id, owner) and inserting a dispatch due at 100 and a timer due at
+/// 150.
+fn group_commit(run: &str, version: u64, state: RunState, complete: Option<(u64, &str)>) -> Commit {
+    Commit {
         review: None,
         run_id: run.into(),
         expected_version: version,
@@ -172,33 +185,58 @@ pub async fn group_commits_answer_each_commit_as_alone(s: &dyn RunStore, fx: &Fi
                 due_unix: 150,
             },
         ],
+    }
+}
+
+/// One group of five commits, leasing on insert to `w1` (now 100, until
+/// 200): `run-ga` completes its timer; `run-gb` has a stale version;
+/// `run-gc` completes a timer `w2` does not hold; `run-gd` ends; `run-none`
+/// does not exist.
+async fn commit_the_group_one_outcome_each(
+    s: &dyn RunStore,
+    leased: &[Job],
+) -> Vec<Result<Committed, StoreError>> {
+    use coordinator_ports::store::LeaseOnInsert;
+    let job_of = |run: &str| leased_timer_of(leased, run);
+    let on_insert = LeaseOnInsert {
+        owner: "w1".into(),
+        now: 100,
+        lease_until: 200,
+        epoch: 0,
     };
-    let answers = s
-        .commit_batch(vec![
-            (
-                commit("run-ga", 1, state("run-ga"), Some((job_of("run-ga"), "w1"))),
-                Some(on_insert.clone()),
+    s.commit_batch(vec![
+        (
+            group_commit("run-ga", 1, state("run-ga"), Some((job_of("run-ga"), "w1"))),
+            Some(on_insert.clone()),
+        ),
+        (
+            group_commit("run-gb", 5, state("run-gb"), Some((job_of("run-gb"), "w1"))),
+            Some(on_insert.clone()),
+        ),
+        (
+            group_commit("run-gc", 1, state("run-gc"), Some((job_of("run-gc"), "w2"))),
+            Some(on_insert.clone()),
+        ),
+        (
+            group_commit(
+                "run-gd",
+                1,
+                ended("run-gd", RunStatus::Finished),
+                Some((job_of("run-gd"), "w1")),
             ),
-            (
-                commit("run-gb", 5, state("run-gb"), Some((job_of("run-gb"), "w1"))),
-                Some(on_insert.clone()),
-            ),
-            (
-                commit("run-gc", 1, state("run-gc"), Some((job_of("run-gc"), "w2"))),
-                Some(on_insert.clone()),
-            ),
-            (
-                commit(
-                    "run-gd",
-                    1,
-                    ended("run-gd", RunStatus::Finished),
-                    Some((job_of("run-gd"), "w1")),
-                ),
-                Some(on_insert.clone()),
-            ),
-            (commit("run-none", 1, state("run-none"), None), None),
-        ])
-        .await;
+            Some(on_insert.clone()),
+        ),
+        (group_commit("run-none", 1, state("run-none"), None), None),
+    ])
+    .await
+}
+
+/// The five answers, in order: `run-ga` commits and is handed only its
+/// dispatch due now; a conflict; a lost lease; `run-gd` commits with no
+/// job; not found. Returns `run-ga`'s answer.
+fn answers_are_each_commit_alone_in_order(
+    answers: Vec<Result<Committed, StoreError>>,
+) -> Committed {
     assert_eq!(answers.len(), 5);
     let mut answers = answers.into_iter();
     let first = answers.next().expect("five").expect("run-ga commits");
@@ -230,7 +268,13 @@ pub async fn group_commits_answer_each_commit_as_alone(s: &dyn RunStore, fx: &Fi
     assert_eq!(ended_run.version, 2);
     assert!(ended_run.leased.is_empty(), "an ended run gets no job");
     assert_eq!(answers.next(), Some(Err(StoreError::NotFound)));
-    // What each commit left.
+    first
+}
+
+/// What each commit of the group left: `run-ga`'s new jobs, `run-gb`'s
+/// and `run-gc`'s timers untouched, `run-gd` ended with no job, and each
+/// run's version.
+async fn group_commits_left_each_run_as_alone(s: &dyn RunStore) {
     let kinds = |jobs: Vec<Job>| -> Vec<(i64, bool)> {
         jobs.iter()
             .map(|j| (j.due_unix, j.lease.is_some()))
@@ -262,13 +306,22 @@ pub async fn group_commits_answer_each_commit_as_alone(s: &dyn RunStore, fx: &Fi
         .expect("the run")
         .status()
         .is_terminal());
-    // Mark sending, grouped: each job under its own lease.
+}
+
+/// Mark sending, grouped: `run-ga`'s dispatch (from its answer `first`)
+/// is marked for `w1` only; another owner, another epoch (`run-gb`'s timer
+/// among `leased`) and no such job are refused.
+async fn mark_sending_grouped_each_job_under_its_own_lease(
+    s: &dyn RunStore,
+    first: &Committed,
+    leased: &[Job],
+) {
     let dispatch_job = first.leased.first().expect("one").id;
     let marked = s
         .mark_sending_batch(vec![
             (dispatch_job, "w1".into(), 0),
             (dispatch_job, "w2".into(), 0),
-            (job_of("run-gb"), "w1".into(), 1),
+            (leased_timer_of(leased, "run-gb"), "w1".into(), 1),
             (u64::MAX / 2, "w1".into(), 0),
         ])
         .await;

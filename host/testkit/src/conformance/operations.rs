@@ -216,8 +216,51 @@ fn waiting(marker: &str, pending: serde_json::Value) -> RunState {
 /// and kept after the end, reviews, dispatch jobs leased and marked
 /// `sending`; a refused commit changes nothing.
 pub async fn counts_follow_every_change(s: &dyn RunStore, counts: &dyn RunCounts, fx: &Fixture) {
-    let now = || async { counts.live_counts().await.expect("counts") };
-    assert_eq!(now().await, LiveCounts::default(), "an empty store");
+    admit_runs_waiting_and_held_then_count(s, counts, fx).await;
+    commit_counted_runs_to_other_states_then_count(s, counts).await;
+    let send = lease_and_mark_sending_the_counted_dispatch(s, counts).await;
+    finish_the_counted_run_with_its_dispatch(s, counts, send).await;
+}
+
+/// The live counts as `counts` reads them now.
+async fn live_counts_now(counts: &dyn RunCounts) -> LiveCounts {
+    counts.live_counts().await.expect("counts")
+}
+
+/// A commit of run `id` from `version` to `state` with new `jobs` and
+/// `review`, completing no job.
+fn counted_commit(
+    id: &str,
+    version: u64,
+    state: RunState,
+    jobs: Vec<NewJob>,
+    review: Option<coordinator_ports::store::Review>,
+) -> Commit {
+    Commit {
+        run_id: id.into(),
+        expected_version: version,
+        at_unix: committed_at(&state),
+        state,
+        ledger: BTreeMap::new(),
+        complete: None,
+        jobs,
+        review,
+    }
+}
+
+/// From an empty store: `count-a` waits on a wake, `count-b` on a
+/// completion (both admitted in one batch), `count-c` is held with an
+/// unknown effect; a repeated start changes nothing.
+async fn admit_runs_waiting_and_held_then_count(
+    s: &dyn RunStore,
+    counts: &dyn RunCounts,
+    fx: &Fixture,
+) {
+    assert_eq!(
+        live_counts_now(counts).await,
+        LiveCounts::default(),
+        "an empty store"
+    );
     let wake = json!({"kind": "wake", "step": 0, "at": "2026-01-01T00:01:00Z"});
     let completion = json!({"kind": "completion", "step": 0, "timeoutAt": "2026-01-02T00:00:00Z"});
     let mut a = new_run(fx, "count-a", "alice", "count-id-a", "d");
@@ -238,7 +281,7 @@ pub async fn counts_follow_every_change(s: &dyn RunStore, counts: &dyn RunCounts
     assert!(answers.iter().all(|r| matches!(r, Admitted::Created(_))));
     s.admit(c).await.expect("admit");
     assert_eq!(
-        now().await,
+        live_counts_now(counts).await,
         LiveCounts {
             running: 2,
             attention: 1,
@@ -252,19 +295,13 @@ pub async fn counts_follow_every_change(s: &dyn RunStore, counts: &dyn RunCounts
     s.admit(new_run(fx, "count-a2", "alice", "count-id-a", "d"))
         .await
         .expect("repeat");
-    // `a` leaves its wait for a dispatch; `c` ends still holding its
-    // unknown effect; `b` is asked to cancel and its review is required.
-    let commit = |id: &str, version, state, jobs, review| Commit {
-        run_id: id.into(),
-        expected_version: version,
-        at_unix: committed_at(&state),
-        state,
-        ledger: BTreeMap::new(),
-        complete: None,
-        jobs,
-        review,
-    };
-    s.commit(commit(
+}
+
+/// `a` leaves its wait for a dispatch; `c` ends still holding its
+/// unknown effect; `b` is asked to cancel and its review is required; a
+/// refused commit (a stale version) moves nothing.
+async fn commit_counted_runs_to_other_states_then_count(s: &dyn RunStore, counts: &dyn RunCounts) {
+    s.commit(counted_commit(
         "count-a",
         1,
         state("count-a"),
@@ -278,12 +315,12 @@ pub async fn counts_follow_every_change(s: &dyn RunStore, counts: &dyn RunCounts
     .expect("commit a");
     let mut failed = ended("count-c", RunStatus::Failed);
     failed.effects.insert("notify".into(), EffectState::Unknown);
-    s.commit(commit("count-c", 1, failed, Vec::new(), None))
+    s.commit(counted_commit("count-c", 1, failed, Vec::new(), None))
         .await
         .expect("commit c");
     let mut cancelling = state("count-b");
     cancelling.status = RunStatus::CancelRequested;
-    s.commit(commit(
+    s.commit(counted_commit(
         "count-b",
         1,
         cancelling,
@@ -294,13 +331,19 @@ pub async fn counts_follow_every_change(s: &dyn RunStore, counts: &dyn RunCounts
     .expect("commit b");
     // Refused (a stale version): nothing moves.
     assert_eq!(
-        s.commit(commit("count-b", 1, state("count-b"), Vec::new(), None))
-            .await
-            .map(|_| ()),
+        s.commit(counted_commit(
+            "count-b",
+            1,
+            state("count-b"),
+            Vec::new(),
+            None
+        ))
+        .await
+        .map(|_| ()),
         Err(StoreError::Conflict)
     );
     assert_eq!(
-        now().await,
+        live_counts_now(counts).await,
         LiveCounts {
             running: 1,
             cancel_requested: 1,
@@ -310,21 +353,37 @@ pub async fn counts_follow_every_change(s: &dyn RunStore, counts: &dyn RunCounts
             ..LiveCounts::default()
         }
     );
+}
+
+/// `a`'s dispatch counts as leased once leased, then as sending once
+/// marked; returns its job id.
+async fn lease_and_mark_sending_the_counted_dispatch(
+    s: &dyn RunStore,
+    counts: &dyn RunCounts,
+) -> u64 {
     let leased = lease(s, "w1", 20, 100, 10).await.expect("lease");
     let send = leased
         .iter()
         .find(|j| matches!(j.kind, JobKind::Dispatch { .. }))
         .expect("the dispatch")
         .id;
-    let counted = now().await;
+    let counted = live_counts_now(counts).await;
     assert_eq!((counted.dispatch_ready, counted.dispatch_leased), (0, 1));
     s.mark_sending(send, "w1", 0).await.expect("sending");
-    let counted = now().await;
+    let counted = live_counts_now(counts).await;
     assert_eq!((counted.dispatch_leased, counted.dispatch_sending), (0, 1));
-    // `a` finishes with its dispatch: no live run is left running.
+    send
+}
+
+/// `a` finishes with its dispatch `send`: no live run is left running.
+async fn finish_the_counted_run_with_its_dispatch(
+    s: &dyn RunStore,
+    counts: &dyn RunCounts,
+    send: u64,
+) {
     s.commit(Commit {
         complete: Some((send, "w1".into())),
-        ..commit(
+        ..counted_commit(
             "count-a",
             2,
             ended("count-a", RunStatus::Finished),
@@ -335,7 +394,7 @@ pub async fn counts_follow_every_change(s: &dyn RunStore, counts: &dyn RunCounts
     .await
     .expect("finish a");
     assert_eq!(
-        now().await,
+        live_counts_now(counts).await,
         LiveCounts {
             cancel_requested: 1,
             ended_unknown_effects: 1,

@@ -2,6 +2,8 @@
 
 use super::*;
 
+use coordinator_ports::store::RunRecord;
+
 /// An ended state of run `marker` that ended at `ended_at` (RFC 3339).
 pub fn ended_at(marker: &str, status: RunStatus, ended_at: &str) -> RunState {
     let mut s = ended(marker, status);
@@ -19,6 +21,20 @@ pub fn ended_at(marker: &str, status: RunStatus, ended_at: &str) -> RunState {
 /// conflict); a commit on it is refused `run.payload-erased`.
 pub async fn retention_erases_only_ended_payloads(s: &dyn RunStore, fx: &Fixture) {
     let cutoff = rfc3339_to_unix("2026-02-01T00:00:00Z").expect("an instant");
+    let before = admit_and_settle_runs_around_the_cutoff(s, fx).await;
+    let b = erase_ended_payloads_oldest_first_in_batches(s, cutoff).await;
+    erased_runs_keep_their_record_and_lose_their_payload(s, &before, &b).await;
+    erased_run_answers_its_start_key_and_refuses_commits(s, fx, &b).await;
+    erased_runs_still_answer_list(s).await;
+}
+
+/// Admits runs `run-a` to `run-f` and settles them: `a` ended after `b`;
+/// `c` ended earliest holding an unknown effect; `d` is live; `e` is held;
+/// `f` ended after the cutoff. Returns each run as it was before erasure.
+async fn admit_and_settle_runs_around_the_cutoff(
+    s: &dyn RunStore,
+    fx: &Fixture,
+) -> BTreeMap<&'static str, RunRecord> {
     for (id, sub) in [
         ("run-a", "alice"),
         ("run-b", "alice"),
@@ -74,7 +90,13 @@ pub async fn retention_erases_only_ended_payloads(s: &dyn RunStore, fx: &Fixture
     for id in ["run-a", "run-b", "run-c", "run-d", "run-e", "run-f"] {
         before.insert(id, s.get(id).await.expect("get").expect("the run"));
     }
+    before
+}
 
+/// Erases before `cutoff` (Unix seconds): one at a time with `more` while
+/// others qualify, `run-b` (the oldest ended) first, then `run-a`, then
+/// nothing again. Returns `run-b` as erased.
+async fn erase_ended_payloads_oldest_first_in_batches(s: &dyn RunStore, cutoff: i64) -> RunRecord {
     assert_eq!(
         s.erase_payloads(cutoff, 1, 5_000_000_000).await,
         Ok(Erasure {
@@ -104,8 +126,17 @@ pub async fn retention_erases_only_ended_payloads(s: &dyn RunStore, fx: &Fixture
         Ok(Erasure::default()),
         "an erased run is never erased again"
     );
+    b
+}
 
-    // What an erased run keeps, and what it lost.
+/// What the erased `b` kept of its record as it was `before`, and what it
+/// lost; `run-a` is erased too; the other runs and `run-d`'s job are
+/// untouched.
+async fn erased_runs_keep_their_record_and_lose_their_payload(
+    s: &dyn RunStore,
+    before: &BTreeMap<&'static str, RunRecord>,
+    b: &RunRecord,
+) {
     let was = before.get("run-b").expect("kept");
     assert_eq!(
         (&b.id, &b.workflow, &b.revision, &b.owner),
@@ -131,8 +162,16 @@ pub async fn retention_erases_only_ended_payloads(s: &dyn RunStore, fx: &Fixture
         assert_eq!(Some(&now), before.get(id), "{id} is untouched");
     }
     assert_eq!(s.jobs("run-d").await.map(|j| j.len()), Ok(1));
+}
 
-    // The spent start identity outlives the payload.
+/// The spent start identity of the erased `b` outlives its payload (a
+/// repeat finds it, another digest conflicts, never a second run), and a
+/// commit on it is refused `run.payload-erased`.
+async fn erased_run_answers_its_start_key_and_refuses_commits(
+    s: &dyn RunStore,
+    fx: &Fixture,
+    b: &RunRecord,
+) {
     match s
         .admit(new_run(fx, "run-b2", "alice", "id-run-b", "d-run-b"))
         .await
@@ -170,8 +209,11 @@ pub async fn retention_erases_only_ended_payloads(s: &dyn RunStore, fx: &Fixture
         ),
         "{refused:?}"
     );
+}
 
-    // Status and list still answer.
+/// Status and list still answer: all six runs, `a` and `b` erased, and
+/// alice's failed run is `b`.
+async fn erased_runs_still_answer_list(s: &dyn RunStore) {
     let all = s
         .list(&RunFilter {
             limit: 100,
