@@ -17,7 +17,9 @@ use super::{
     AdapterError, DispatchRequest, MarkSending, NoMark, Observation, ObserveError, Outcome,
     ProductAdapter, ReceiptRequest, SecretSource, DEFAULT_REQUEST_TIMEOUT_MILLISECONDS,
 };
-use coordinator_runtime::config::Connection;
+use coordinator_runtime::config::{
+    BregConnection, CaseworkConnection, Connection, DecisionConnection, ExternalHttpConnection,
+};
 
 /// The header that carries a mutation's idempotency key (SPEC §6).
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -232,133 +234,194 @@ fn plan(
     request: &DispatchRequest,
 ) -> Result<Result<Plan, Outcome>, AdapterError> {
     let descriptor = checked_operation(connection, &request.operation_id)?;
-    let c = &request.command;
-    let idempotent = descriptor.idempotency_key;
-    let post = |url: Url, body: &Value| -> Result<Plan, AdapterError> {
+    let planner = RequestPlanner {
+        connection,
+        command: &request.command,
+        idempotent: descriptor.idempotency_key,
+    };
+    let c = planner.command;
+    let plan = match (request.operation_id.as_str(), connection) {
+        ("breg.read-record/v1", Connection::Breg(b)) => planner.breg_read_record(b)?,
+        ("breg.invoke-action/v1", _) => planner.breg_invoke_action(request.action.as_deref())?,
+        ("messaging.submit-message/v1", _) => planner.post(planner.url(&["v1", "messages"])?, c)?,
+        ("scheduling.read-availability/v1", _) => planner.scheduling_read_availability()?,
+        ("scheduling.create-appointment/v1", _) => {
+            planner.post(planner.url(&["v1", "appointments"])?, c)?
+        }
+        ("casework.submit-review-request/v1", Connection::CaseworkReviewProducer(cw)) => {
+            planner.casework_submit_review_request(cw)?
+        }
+        ("casework.read-review-request/v1", _) => {
+            planner.get(planner.url(&["v1", "review-requests", text(c, "id")?])?)
+        }
+        ("casework.withdraw-review-request/v1", _) => planner.casework_withdraw_review_request()?,
+        ("external.get/v1", Connection::ExternalHttp(x)) => match planner.external_get(x)? {
+            Ok(plan) => plan,
+            Err(refusal) => return Ok(Err(refusal)),
+        },
+        ("evaluation.evaluate/v1", Connection::Decision(d)) => planner.evaluation_evaluate(d)?,
+        (op, _) => return Err(AdapterError::UnknownOperation(op.to_owned())),
+    };
+    Ok(Ok(plan))
+}
+
+/// What every request of one dispatch is planned from: the connection
+/// (its base URL and product settings), the operation's command (JSON) and
+/// whether the operation carries `Idempotency-Key`.
+struct RequestPlanner<'a> {
+    connection: &'a Connection,
+    command: &'a Value,
+    idempotent: bool,
+}
+
+impl RequestPlanner<'_> {
+    /// The connection's base URL + `segments` (see [`url_with`]).
+    fn url(&self, segments: &[&str]) -> Result<Url, AdapterError> {
+        url_with(self.connection, segments)
+    }
+
+    /// A `POST` of `body` as JSON to `url`.
+    fn post(&self, url: Url, body: &Value) -> Result<Plan, AdapterError> {
         Ok(Plan {
             method: Method::POST,
             url,
             body: Some(json(body)?),
             profile: None,
-            idempotent,
+            idempotent: self.idempotent,
         })
-    };
-    let get = |url: Url| Plan {
-        method: Method::GET,
-        url,
-        body: None,
-        profile: None,
-        idempotent,
-    };
-    let plan = match (request.operation_id.as_str(), connection) {
-        ("breg.read-record/v1", Connection::Breg(b)) => {
-            let url = url_with(
-                connection,
-                &[
-                    "v1",
-                    "collections",
-                    text(c, "collection")?,
-                    "records",
-                    text(c, "recordId")?,
-                ],
-            )?;
-            Plan {
-                profile: Some(b.profile.clone()),
-                ..get(url)
-            }
+    }
+
+    /// A `GET` of `url`, with no body.
+    fn get(&self, url: Url) -> Plan {
+        Plan {
+            method: Method::GET,
+            url,
+            body: None,
+            profile: None,
+            idempotent: self.idempotent,
         }
-        ("breg.invoke-action/v1", _) => {
-            let action = request.action.as_deref().ok_or_else(|| {
-                AdapterError::BadRequest("`breg.invoke-action/v1` needs an action".into())
+    }
+
+    /// `GET /v1/collections/{collection}/records/{recordId}` with the
+    /// connection's access profile.
+    fn breg_read_record(&self, breg: &BregConnection) -> Result<Plan, AdapterError> {
+        let c = self.command;
+        let url = self.url(&[
+            "v1",
+            "collections",
+            text(c, "collection")?,
+            "records",
+            text(c, "recordId")?,
+        ])?;
+        Ok(Plan {
+            profile: Some(breg.profile.clone()),
+            ..self.get(url)
+        })
+    }
+
+    /// `POST /v1/actions/{action}` with the command as the body; the
+    /// dispatch must name its action.
+    fn breg_invoke_action(&self, action: Option<&str>) -> Result<Plan, AdapterError> {
+        let action = action.ok_or_else(|| {
+            AdapterError::BadRequest("`breg.invoke-action/v1` needs an action".into())
+        })?;
+        self.post(self.url(&["v1", "actions", action])?, self.command)
+    }
+
+    /// `GET /v1/availability?offering=&start=&end=&limit=` from the
+    /// command's strings and its integer `limit`.
+    fn scheduling_read_availability(&self) -> Result<Plan, AdapterError> {
+        let c = self.command;
+        let mut url = self.url(&["v1", "availability"])?;
+        {
+            let mut q = url.query_pairs_mut();
+            for name in ["offering", "start", "end"] {
+                q.append_pair(name, text(c, name)?);
+            }
+            let limit = c.get("limit").and_then(Value::as_u64).ok_or_else(|| {
+                AdapterError::BadRequest("the command has no integer `limit`".into())
             })?;
-            post(url_with(connection, &["v1", "actions", action])?, c)?
+            q.append_pair("limit", &limit.to_string());
         }
-        ("messaging.submit-message/v1", _) => post(url_with(connection, &["v1", "messages"])?, c)?,
-        ("scheduling.read-availability/v1", _) => {
-            let mut url = url_with(connection, &["v1", "availability"])?;
-            {
-                let mut q = url.query_pairs_mut();
-                for name in ["offering", "start", "end"] {
-                    q.append_pair(name, text(c, name)?);
-                }
-                let limit = c.get("limit").and_then(Value::as_u64).ok_or_else(|| {
-                    AdapterError::BadRequest("the command has no integer `limit`".into())
-                })?;
-                q.append_pair("limit", &limit.to_string());
+        Ok(self.get(url))
+    }
+
+    /// `POST /v1/review-requests` with the connection's `producer` first,
+    /// then the command's members.
+    fn casework_submit_review_request(
+        &self,
+        casework: &CaseworkConnection,
+    ) -> Result<Plan, AdapterError> {
+        let mut body = Map::new();
+        body.insert("producer".into(), Value::String(casework.producer.clone()));
+        if let Some(members) = self.command.as_object() {
+            for (k, v) in members {
+                body.insert(k.clone(), v.clone());
             }
-            get(url)
         }
-        ("scheduling.create-appointment/v1", _) => {
-            post(url_with(connection, &["v1", "appointments"])?, c)?
+        self.post(self.url(&["v1", "review-requests"])?, &Value::Object(body))
+    }
+
+    /// `POST /v1/review-requests/{id}/withdraw` with `{"reason": ...}`
+    /// (`null` when the command has none).
+    fn casework_withdraw_review_request(&self) -> Result<Plan, AdapterError> {
+        let c = self.command;
+        let body = serde_json::json!({ "reason": c.get("reason").cloned().unwrap_or(Value::Null) });
+        self.post(
+            self.url(&["v1", "review-requests", text(c, "id")?, "withdraw"])?,
+            &body,
+        )
+    }
+
+    /// `GET` of the command's `path` with its string `query`, or
+    /// invalid-command when the connection does not permit the path
+    /// (`external.path-not-permitted`) or a query name
+    /// (`external.query-not-permitted`).
+    fn external_get(
+        &self,
+        external: &ExternalHttpConnection,
+    ) -> Result<Result<Plan, Outcome>, AdapterError> {
+        let c = self.command;
+        let path = text(c, "path")?;
+        if !external.paths.iter().any(|p| p == path) {
+            return Ok(Err(Outcome::InvalidCommand {
+                status: None,
+                code: Some("external.path-not-permitted".into()),
+            }));
         }
-        ("casework.submit-review-request/v1", Connection::CaseworkReviewProducer(cw)) => {
-            let mut body = Map::new();
-            body.insert("producer".into(), Value::String(cw.producer.clone()));
-            if let Some(members) = c.as_object() {
-                for (k, v) in members {
-                    body.insert(k.clone(), v.clone());
-                }
-            }
-            post(
-                url_with(connection, &["v1", "review-requests"])?,
-                &Value::Object(body),
-            )?
-        }
-        ("casework.read-review-request/v1", _) => get(url_with(
-            connection,
-            &["v1", "review-requests", text(c, "id")?],
-        )?),
-        ("casework.withdraw-review-request/v1", _) => {
-            let body =
-                serde_json::json!({ "reason": c.get("reason").cloned().unwrap_or(Value::Null) });
-            post(
-                url_with(
-                    connection,
-                    &["v1", "review-requests", text(c, "id")?, "withdraw"],
-                )?,
-                &body,
-            )?
-        }
-        ("external.get/v1", Connection::ExternalHttp(x)) => {
-            let path = text(c, "path")?;
-            if !x.paths.iter().any(|p| p == path) {
+        let segments: Vec<&str> = path.split('/').skip(1).collect();
+        let mut url = self.url(&segments)?;
+        if let Some(query) = c.get("query").and_then(Value::as_object) {
+            if query.keys().any(|k| !external.query_parameters.contains(k)) {
                 return Ok(Err(Outcome::InvalidCommand {
                     status: None,
-                    code: Some("external.path-not-permitted".into()),
+                    code: Some("external.query-not-permitted".into()),
                 }));
             }
-            let segments: Vec<&str> = path.split('/').skip(1).collect();
-            let mut url = url_with(connection, &segments)?;
-            if let Some(query) = c.get("query").and_then(Value::as_object) {
-                if query.keys().any(|k| !x.query_parameters.contains(k)) {
-                    return Ok(Err(Outcome::InvalidCommand {
-                        status: None,
-                        code: Some("external.query-not-permitted".into()),
-                    }));
-                }
-                if !query.is_empty() {
-                    let mut q = url.query_pairs_mut();
-                    for (k, v) in query {
-                        let v = v.as_str().ok_or_else(|| {
-                            AdapterError::BadRequest(format!("query `{k}` is not a string"))
-                        })?;
-                        q.append_pair(k, v);
-                    }
+            if !query.is_empty() {
+                let mut q = url.query_pairs_mut();
+                for (k, v) in query {
+                    let v = v.as_str().ok_or_else(|| {
+                        AdapterError::BadRequest(format!("query `{k}` is not a string"))
+                    })?;
+                    q.append_pair(k, v);
                 }
             }
-            get(url)
         }
-        ("evaluation.evaluate/v1", Connection::Decision(d)) => {
-            let body = serde_json::json!({
-                "model": d.model,
-                "state": c.get("state").cloned().unwrap_or(Value::Null),
-                "questions": c.get("questions").cloned().unwrap_or(Value::Null),
-            });
-            post(url_with(connection, &["v1", "evaluations"])?, &body)?
-        }
-        (op, _) => return Err(AdapterError::UnknownOperation(op.to_owned())),
-    };
-    Ok(Ok(plan))
+        Ok(Ok(self.get(url)))
+    }
+
+    /// `POST /v1/evaluations` with the connection's `model` and the
+    /// command's `state` and `questions` (`null` when absent).
+    fn evaluation_evaluate(&self, decision: &DecisionConnection) -> Result<Plan, AdapterError> {
+        let c = self.command;
+        let body = serde_json::json!({
+            "model": decision.model,
+            "state": c.get("state").cloned().unwrap_or(Value::Null),
+            "questions": c.get("questions").cloned().unwrap_or(Value::Null),
+        });
+        self.post(self.url(&["v1", "evaluations"])?, &body)
+    }
 }
 
 #[async_trait]
