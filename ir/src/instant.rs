@@ -13,9 +13,18 @@
 //! digits, at most nine; longer fractions are cut to nanoseconds).
 //! Formatting refuses years outside 0001–9999 ([`MIN_YEAR`]–[`MAX_YEAR`]):
 //! an instant may be computed past them, but never written.
+//!
+//! An [`Instant`] is serde data as its RFC 3339 text: it serializes as
+//! [`Instant::format`] writes it (so a state, a command or a job kind that
+//! holds one serializes to the same string as when it held the text) and
+//! deserializes with [`Instant::parse`], refusing malformed text with the
+//! parser's sentence.
 
 use std::cmp::Ordering;
 use std::fmt;
+
+use serde::de::{self, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 const NANOS_PER_SECOND: i128 = 1_000_000_000;
 
@@ -33,11 +42,11 @@ pub const MAX_UNIX_SECONDS: i64 = 253_402_300_799;
 /// [`MIN_UNIX_SECONDS`]..=[`MAX_UNIX_SECONDS`] (so it is always written:
 /// a clock past year 9999 reads as 9999-12-31T23:59:59Z).
 pub fn format_unix_seconds(seconds: i64) -> String {
-    let capped = seconds.clamp(MIN_UNIX_SECONDS, MAX_UNIX_SECONDS);
-    match Instant::from_unix_seconds(capped).format() {
+    let capped = Instant::from_unix_seconds_capped(seconds);
+    match capped.format() {
         Ok(text) => text,
         // Every second in the capped range falls in years 0001-9999.
-        Err(e) => unreachable!("{capped} s is inside 0001-9999: {e}"),
+        Err(e) => unreachable!("{capped:?} is inside 0001-9999: {e}"),
     }
 }
 
@@ -246,27 +255,18 @@ impl Instant {
     /// # Errors
     /// When the year is outside 0001–9999.
     pub fn format(&self) -> Result<String, InstantError> {
-        let days = self.seconds.div_euclid(86_400);
-        let secs = self.seconds.rem_euclid(86_400);
-        let (year, month, day) = civil_from_days(days);
+        let year = self.civil_year();
         if !(MIN_YEAR..=MAX_YEAR).contains(&year) {
             return Err(InstantError(format!(
                 "the instant falls in year {year}, outside 0001-9999"
             )));
         }
-        let mut out = format!(
-            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}",
-            secs / 3600,
-            secs % 3600 / 60,
-            secs % 60
-        );
-        if self.fraction_digits > 0 {
-            let all = format!("{:09}", self.nanos);
-            out.push('.');
-            out.push_str(all.get(..usize::from(self.fraction_digits)).unwrap_or(&all));
-        }
-        out.push('Z');
-        Ok(out)
+        Ok(self.to_string())
+    }
+
+    /// The proleptic Gregorian year (UTC) the instant falls in.
+    fn civil_year(&self) -> i64 {
+        civil_from_days(self.seconds.div_euclid(86_400)).0
     }
 
     /// The instant `seconds` whole seconds after 1970-01-01T00:00:00Z
@@ -277,6 +277,14 @@ impl Instant {
             nanos: 0,
             fraction_digits: 0,
         }
+    }
+
+    /// [`Instant::from_unix_seconds`] with `seconds` capped to
+    /// [`MIN_UNIX_SECONDS`]..=[`MAX_UNIX_SECONDS`], so it is always written
+    /// ([`Instant::format`] succeeds): the engine's whole-second clock as
+    /// an instant.
+    pub fn from_unix_seconds_capped(seconds: i64) -> Instant {
+        Instant::from_unix_seconds(seconds.clamp(MIN_UNIX_SECONDS, MAX_UNIX_SECONDS))
     }
 
     /// The instant `seconds` and `nanos` (0..1e9, larger values carried
@@ -320,6 +328,73 @@ impl Instant {
         let b = i128::from(later.seconds) * NANOS_PER_SECOND + i128::from(later.nanos);
         let d = (b - a) / NANOS_PER_SECOND;
         i64::try_from(d).unwrap_or(if d < 0 { i64::MIN } else { i64::MAX })
+    }
+}
+
+impl fmt::Display for Instant {
+    /// Writes the instant as UTC with `Z`, the fraction only when the parsed
+    /// text had one: for years 0001–9999 exactly what [`Instant::format`]
+    /// writes. Outside them (never in a state the VM wrote) the year is
+    /// written with all its digits and its sign, which is not RFC 3339.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let days = self.seconds.div_euclid(86_400);
+        let secs = self.seconds.rem_euclid(86_400);
+        let (year, month, day) = civil_from_days(days);
+        if year < 0 {
+            write!(f, "-{:04}", year.unsigned_abs())?;
+        } else {
+            write!(f, "{year:04}")?;
+        }
+        write!(
+            f,
+            "-{month:02}-{day:02}T{:02}:{:02}:{:02}",
+            secs / 3600,
+            secs % 3600 / 60,
+            secs % 60
+        )?;
+        if self.fraction_digits > 0 {
+            let all = format!("{:09}", self.nanos);
+            f.write_str(".")?;
+            f.write_str(all.get(..usize::from(self.fraction_digits)).unwrap_or(&all))?;
+        }
+        f.write_str("Z")
+    }
+}
+
+impl Serialize for Instant {
+    /// The RFC 3339 text [`Instant::format`] writes.
+    ///
+    /// # Errors
+    /// A serializer error when the year is outside 0001–9999.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let text = self.format().map_err(serde::ser::Error::custom)?;
+        serializer.serialize_str(&text)
+    }
+}
+
+impl<'de> Deserialize<'de> for Instant {
+    /// An RFC 3339 text, read by [`Instant::parse`].
+    ///
+    /// # Errors
+    /// A deserializer error with the parser's sentence when the text is
+    /// malformed, or when the value is not a string.
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Instant, D::Error> {
+        deserializer.deserialize_str(InstantText)
+    }
+}
+
+/// Reads an [`Instant`] from its RFC 3339 text.
+struct InstantText;
+
+impl Visitor<'_> for InstantText {
+    type Value = Instant;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an RFC 3339 instant such as \"2026-10-09T09:00:00Z\"")
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<Instant, E> {
+        Instant::parse(text).map_err(E::custom)
     }
 }
 
@@ -479,7 +554,56 @@ mod tests {
     }
 
     #[test]
+    fn serde_form_is_the_rfc3339_text() {
+        for text in [
+            "2026-10-09T09:00:00Z",
+            "2026-10-09T09:00:00.250Z",
+            "2026-10-09T09:00:00.000000001Z",
+            "0001-01-01T00:00:00Z",
+        ] {
+            let instant: Instant =
+                serde_json::from_value(serde_json::json!(text)).expect("an instant");
+            assert_eq!(instant.to_string(), text);
+            assert_eq!(
+                serde_json::to_string(&instant).expect("written"),
+                format!("\"{text}\"")
+            );
+        }
+        let utc: Instant =
+            serde_json::from_str("\"2026-10-09t11:00:00+02:00\"").expect("an instant");
+        assert_eq!(
+            serde_json::to_string(&utc).expect("written"),
+            "\"2026-10-09T09:00:00Z\""
+        );
+        let refused = serde_json::from_str::<Instant>("\"tomorrow\"").expect_err("refused");
+        assert!(
+            refused
+                .to_string()
+                .starts_with("`tomorrow` is not an RFC 3339 instant: "),
+            "{refused}"
+        );
+        let refused = serde_json::from_str::<Instant>("12").expect_err("refused");
+        assert!(
+            refused.to_string().contains("an RFC 3339 instant"),
+            "{refused}"
+        );
+        let beyond = Instant::from_unix_seconds(MAX_UNIX_SECONDS + 1);
+        assert!(serde_json::to_string(&beyond).is_err());
+        assert_eq!(beyond.to_string(), "10000-01-01T00:00:00Z");
+        assert_eq!(
+            Instant::from_unix_seconds(MIN_UNIX_SECONDS - 86_400 * (366 + 365)).to_string(),
+            "-0001-01-01T00:00:00Z"
+        );
+    }
+
+    #[test]
     fn unix_seconds_are_written_within_years_0001_to_9999() {
+        assert_eq!(
+            Instant::from_unix_seconds_capped(i64::MAX)
+                .format()
+                .as_deref(),
+            Ok("9999-12-31T23:59:59Z")
+        );
         assert_eq!(format_unix_seconds(0), "1970-01-01T00:00:00Z");
         assert_eq!(
             format_unix_seconds(MIN_UNIX_SECONDS),

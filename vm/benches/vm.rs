@@ -178,7 +178,7 @@ fn function_program() -> Program {
 }
 
 fn main() {
-    let t0 = "2026-10-09T09:00:00Z";
+    let t0 = coordinator_ir::instant::Instant::parse("2026-10-09T09:00:00Z").expect("an instant");
     let vm = Vm::new(&straight_line()).expect("loads");
     let record =
         json!({"collection": "applications", "recordId": "r1", "revision": "1", "data": {}});

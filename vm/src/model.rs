@@ -1,9 +1,12 @@
 //! The data the VM consumes and produces: [`Event`]s in, [`Command`]s out,
 //! and the [`RunState`] carried between them. All plain serde data; instants
-//! are RFC 3339 strings (the VM writes them in UTC with `Z`).
+//! are [`Instant`]s, whose serde form is their RFC 3339 text (the VM writes
+//! them in UTC with `Z`, within years 0001–9999), so hosts never convert
+//! time by hand and stored JSON reads as it always did.
 
 use std::collections::BTreeMap;
 
+use coordinator_ir::instant::Instant;
 use coordinator_ir::StepId;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -20,22 +23,22 @@ pub enum Event {
     /// A timer the host scheduled is due at `at`: a wait-until wake, a
     /// wait-for timeout or the deadline. The VM decides what it means; a
     /// timer that is not (or no longer) due changes nothing.
-    TimerFired { at: String },
+    TimerFired { at: Instant },
     /// The completion awaited by wait-for step `step` (its name) arrived at
     /// `at` with `value`.
     CompletionObserved {
         step: String,
         value: Value,
-        at: String,
+        at: Instant,
     },
     /// A cancel request at `at`.
-    CancelRequested { at: String },
+    CancelRequested { at: Instant },
     /// Operator recovery of a run held with an unknown effect: resend the
     /// same frozen command.
-    RetrySame { at: String },
+    RetrySame { at: Instant },
     /// Operator recovery of a run held with an unknown effect: look up the
     /// receipt (receipt-capable operations only).
-    Reconcile { at: String },
+    Reconcile { at: Instant },
 }
 
 /// A product's answer to a dispatch or receipt lookup (SPEC §6, §7).
@@ -132,7 +135,7 @@ pub enum Command {
         lookup: u32,
     },
     /// Deliver [`Event::TimerFired`] at `at` (or later).
-    ScheduleWake { at: String, kind: WakeKind },
+    ScheduleWake { at: Instant, kind: WakeKind },
     /// Observe completion `completion` of the accepted call `call` (whose
     /// output is `call_output`) for wait-for step `step`; deliver
     /// [`Event::CompletionObserved`], and [`Event::TimerFired`] at
@@ -149,7 +152,7 @@ pub enum Command {
         /// Casework review request id); `None` when the output has none (the
         /// wait then runs to its timeout).
         handle: Option<String>,
-        timeout_at: String,
+        timeout_at: Instant,
     },
     /// The run ended with `status` (details in the state).
     Ended { status: RunStatus },
@@ -318,10 +321,10 @@ pub(crate) enum Pending {
         last_answer: Option<String>,
     },
     /// A wait-until (or a wait for the deadline).
-    Wake { step: StepId, at: String },
+    Wake { step: StepId, at: Instant },
     /// A wait-for.
     #[serde(rename_all = "camelCase")]
-    Completion { step: StepId, timeout_at: String },
+    Completion { step: StepId, timeout_at: Instant },
 }
 
 /// How a cancel request is being honoured (the VM's own).
@@ -339,7 +342,7 @@ pub(crate) enum CancelMode {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CancelRecord {
-    pub(crate) at: String,
+    pub(crate) at: Instant,
     pub(crate) mode: CancelMode,
 }
 
@@ -355,11 +358,12 @@ pub struct RunState {
     pub status: RunStatus,
     /// The run input, as admitted.
     pub input: Value,
-    pub admitted_at: String,
+    /// When the run was admitted.
+    pub admitted_at: Instant,
     /// `admitted_at` + the Program's `deadline_seconds`.
-    pub deadline_at: String,
+    pub deadline_at: Instant,
     /// The latest instant the run has seen (never past the deadline).
-    pub now: String,
+    pub now: Instant,
     /// Whole seconds from `admitted_at` to `now`.
     pub elapsed_seconds: u64,
     /// Names of the steps visited, in order.
@@ -377,13 +381,13 @@ pub struct RunState {
     /// The outcome's output once a `finish` was reached.
     pub output: Option<Value>,
     pub failure: Option<Failure>,
-    /// When the run ended.
-    pub ended_at: Option<String>,
+    /// When the run ended (the run's `now` then).
+    pub ended_at: Option<Instant>,
 }
 
 impl RunState {
     /// A state in `status` that has recorded nothing yet: run input
-    /// `input`, admitted at `admitted_at` (RFC 3339) with deadline
+    /// `input`, admitted at `admitted_at` with deadline
     /// `deadline_at`, at `now`, 0 elapsed seconds; no path, step outputs,
     /// effects, wait, cancel, outcome, output, failure or end. The other
     /// public fields may be set after (e.g. a store's erased run sets
@@ -391,9 +395,9 @@ impl RunState {
     pub fn new(
         status: RunStatus,
         input: Value,
-        admitted_at: String,
-        deadline_at: String,
-        now: String,
+        admitted_at: Instant,
+        deadline_at: Instant,
+        now: Instant,
     ) -> RunState {
         RunState {
             status,

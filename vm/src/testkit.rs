@@ -1,6 +1,7 @@
 //! Hand-built Programs and a tiny driver for the unit tests.
 
 use coordinator_ir::catalogue;
+use coordinator_ir::instant::Instant;
 use coordinator_ir::{
     Argument, Case, ConstId, Expr, ExprId, Function, FunctionId, FunctionInput, Instr,
     OperationBinding, OperationId, Outcome, OutcomeId, Program, SchemaId, Step, StepId, StepOp,
@@ -194,6 +195,16 @@ pub fn choose(selector: ExprId, cases: &[(&str, u32)]) -> StepOp {
 
 pub const T0: &str = "2026-10-09T09:00:00Z";
 
+/// The RFC 3339 instant `text` (a test writes it).
+pub fn instant(text: &str) -> Instant {
+    Instant::parse(text).expect("an RFC 3339 instant")
+}
+
+/// [`T0`] as an instant: when every test run is admitted.
+pub fn t0() -> Instant {
+    instant(T0)
+}
+
 /// Drives one run and keeps every intermediate result.
 pub struct Driver {
     pub vm: Vm,
@@ -204,7 +215,7 @@ pub struct Driver {
 impl Driver {
     pub fn admit(program: &Program, input: Value) -> Driver {
         let vm = Vm::new(program).expect("program loads");
-        let last = vm.admit(input, T0).expect("admitted");
+        let last = vm.admit(input, t0()).expect("admitted");
         Driver {
             commands: last.commands.clone(),
             vm,
@@ -233,6 +244,7 @@ impl Driver {
     }
 }
 
-pub fn at(seconds: i64) -> String {
-    coordinator_ir::instant::add_seconds(T0, seconds).expect("instant")
+/// `seconds` after [`T0`].
+pub fn at(seconds: i64) -> Instant {
+    t0().plus_seconds(seconds).expect("an instant")
 }

@@ -117,7 +117,7 @@ fn admission_schedules_the_deadline_and_dispatches_the_first_call() {
         d.last.commands,
         vec![
             Command::ScheduleWake {
-                at: "2026-10-10T09:00:00Z".into(),
+                at: instant("2026-10-10T09:00:00Z"),
                 kind: WakeKind::Deadline
             },
             Command::Dispatch {
@@ -138,20 +138,20 @@ fn admission_schedules_the_deadline_and_dispatches_the_first_call() {
 #[test]
 fn input_outside_the_schema_is_rejected() {
     let vm = Vm::new(&read_program()).expect("loads");
-    let err = vm.admit(json!({"x": 1}), T0).expect_err("rejected");
+    let err = vm.admit(json!({"x": 1}), t0()).expect_err("rejected");
     assert_eq!(err.code, RejectCode::InputInvalid);
     // The refusal names the pointer and the rule, never the value.
     let secret = "john.smith@example.org-personal";
-    let err = vm.admit(json!({"x": secret}), T0).expect_err("rejected");
+    let err = vm.admit(json!({"x": secret}), t0()).expect_err("rejected");
     assert!(!err.message.contains(secret), "{}", err.message);
-    let err = vm.admit(json!({}), T0).expect_err("rejected");
+    let err = vm.admit(json!({}), t0()).expect_err("rejected");
     assert!(
         err.message.contains("\"recordId\" is required"),
         "{}",
         err.message
     );
     assert_eq!(
-        vm.admit(json!({"recordId": "r"}), "yesterday")
+        vm.admit(json!({"recordId": "r"}), instant("0000-06-01T00:00:00Z"))
             .expect_err("bad")
             .code,
         RejectCode::InstantInvalid
@@ -569,7 +569,7 @@ fn wait_for_timeout_takes_on_timeout_or_expires() {
     let mut d = submitted(false, false);
     d.feed(Event::TimerFired { at: at(3600) });
     assert_eq!(d.last.status, RunStatus::Expired);
-    assert_eq!(d.last.state.ended_at.as_deref(), Some(at(3600).as_str()));
+    assert_eq!(d.last.state.ended_at, Some(at(3600)));
     assert_eq!(d.path(), ["submit", "await"]);
 }
 
@@ -665,7 +665,7 @@ fn wait_until_at_or_past_the_deadline_expires_at_the_deadline() {
     assert_eq!(d.last.status, RunStatus::Expired);
     assert_eq!(d.last.state.elapsed_seconds, 86_400);
     assert_eq!(
-        d.last.state.ended_at.as_deref(),
+        d.last.state.ended_at.map(|t| t.to_string()).as_deref(),
         Some("2026-10-10T09:00:00Z")
     );
 }
@@ -1124,7 +1124,7 @@ fn a_host_asks_what_the_run_expects() {
         Some(Wait {
             step: "await",
             kind: WaitKind::For,
-            due_at: &at(3600),
+            due_at: at(3600),
         })
     );
     assert!(w.vm.expects(st, &Expected::Completion { step: "await" }));

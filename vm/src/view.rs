@@ -6,6 +6,7 @@
 //! events due at one instant ([`SAME_INSTANT_ORDER`]).
 
 use coordinator_ir::catalogue::{Effect, OperationDescriptor};
+use coordinator_ir::instant::Instant;
 use coordinator_ir::{Program, StepOp};
 
 use crate::machine::Vm;
@@ -59,9 +60,8 @@ pub struct Wait<'a> {
     pub step: &'a str,
     /// Which kind of wait.
     pub kind: WaitKind,
-    /// When it is due (a wait-until's instant, a wait-for's timeout), RFC
-    /// 3339.
-    pub due_at: &'a str,
+    /// When it is due (a wait-until's instant, a wait-for's timeout).
+    pub due_at: Instant,
 }
 
 /// Events that fall due at the same instant are delivered in this order
@@ -147,10 +147,8 @@ impl Vm {
     /// The wait the run is in, if any.
     pub fn current_wait<'s>(&'s self, state: &'s RunState) -> Option<Wait<'s>> {
         let (step, kind, due_at) = match &state.pending {
-            Some(Pending::Wake { step, at }) => (*step, WaitKind::Until, at.as_str()),
-            Some(Pending::Completion { step, timeout_at }) => {
-                (*step, WaitKind::For, timeout_at.as_str())
-            }
+            Some(Pending::Wake { step, at }) => (*step, WaitKind::Until, *at),
+            Some(Pending::Completion { step, timeout_at }) => (*step, WaitKind::For, *timeout_at),
             _ => return None,
         };
         Some(Wait {

@@ -149,8 +149,10 @@ impl<'a> CaseHost<'a> {
         })
     }
 
-    fn format(&self, at: Instant) -> Result<String, Vec<Diagnostic>> {
-        at.format().map_err(|e| {
+    /// `at` when it can be written (years 0001–9999): the instant of an
+    /// event the case delivers.
+    fn writable(&self, at: Instant) -> Result<Instant, Vec<Diagnostic>> {
+        at.format().map(|_| at).map_err(|e| {
             self.fault(
                 "coordinator.scenario.timestamp",
                 "",

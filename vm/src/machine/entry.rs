@@ -1,10 +1,11 @@
 //! The public entry points: admitting a run, applying one event, and a
 //! trigger's start.
 
+use coordinator_ir::instant::Instant;
 use serde_json::Value;
 
 use super::eval::EvalError;
-use super::{format, parse, reject, Run, TriggerStart, Vm};
+use super::{reject, writable, Run, TriggerStart, Vm};
 use crate::model::{Command, Event, RejectCode, Rejected, Resumed, RunState, RunStatus, WakeKind};
 
 impl Vm {
@@ -15,30 +16,24 @@ impl Vm {
     ///
     /// # Errors
     /// [`RejectCode::InputInvalid`] (the message names the JSON Pointer) or
-    /// [`RejectCode::InstantInvalid`].
-    pub fn admit(&self, input: Value, admitted_at: &str) -> Result<Resumed, Rejected> {
+    /// [`RejectCode::InstantInvalid`] (the admission or the deadline falls
+    /// outside years 0001–9999).
+    pub fn admit(&self, input: Value, admitted_at: Instant) -> Result<Resumed, Rejected> {
         if let Err((pointer, message)) = self.check_schema(self.program.input, &input) {
             return Err(reject(
                 RejectCode::InputInvalid,
                 format!("input at `{pointer}`: {message}"),
             ));
         }
-        let admitted = parse(admitted_at)?;
+        let admitted = writable(admitted_at)?;
         let deadline = admitted
             .plus_seconds(i64::try_from(self.program.deadline_seconds).unwrap_or(i64::MAX))
             .ok_or_else(|| reject(RejectCode::InstantInvalid, "deadline out of range"))?;
-        let admitted_text = format(&admitted)?;
-        let deadline_text = format(&deadline)?;
-        let state = RunState::new(
-            RunStatus::Running,
-            input,
-            admitted_text.clone(),
-            deadline_text.clone(),
-            admitted_text,
-        );
-        let mut run = Run::new(self, state)?;
+        let deadline = writable(deadline)?;
+        let state = RunState::new(RunStatus::Running, input, admitted, deadline, admitted);
+        let mut run = Run::new(self, state);
         run.commands.push(Command::ScheduleWake {
-            at: deadline_text,
+            at: deadline,
             kind: WakeKind::Deadline,
         });
         run.advance(self.program.start)?;
@@ -61,7 +56,7 @@ impl Vm {
     /// the run has ended, an answer for a step that is not in flight, a
     /// receipt answer without a lookup, a completion for another step,
     /// retry-same or reconcile on a run that is not held or cannot be
-    /// recovered that way, a malformed instant.
+    /// recovered that way, an instant that falls outside years 0001–9999.
     pub fn resume(&self, state: &RunState, event: &Event) -> Result<Resumed, Rejected> {
         if state.status.is_terminal() {
             return Err(reject(
@@ -69,11 +64,11 @@ impl Vm {
                 format!("the run has ended ({})", state.status.as_str()),
             ));
         }
-        let mut run = Run::new(self, state.clone())?;
+        let mut run = Run::new(self, state.clone());
         match event {
             Event::CallAnswered { step, answer } => run.on_answer(step, answer)?,
             Event::TimerFired { at } => {
-                run.tick(at, true)?;
+                run.tick(*at, true)?;
             }
             Event::CompletionObserved { step, value, at } => {
                 let wanted = run.waiting_completion();
@@ -83,26 +78,26 @@ impl Vm {
                         format!("the run is not waiting for a completion at step `{step}`"),
                     ));
                 }
-                if !run.tick(at, false)? && run.waiting_completion() == wanted {
+                if !run.tick(*at, false)? && run.waiting_completion() == wanted {
                     if let Some(id) = wanted {
                         run.on_completion(id, value)?;
                     }
                 }
             }
             Event::CancelRequested { at } => {
-                if !run.tick(at, false)? {
-                    run.on_cancel(at)?;
+                if !run.tick(*at, false)? {
+                    run.on_cancel(*at)?;
                 }
             }
             Event::RetrySame { at } => {
                 run.check_recovery(false)?;
-                if !run.tick(at, false)? {
+                if !run.tick(*at, false)? {
                     run.retry_same()?;
                 }
             }
             Event::Reconcile { at } => {
                 run.check_recovery(true)?;
-                if !run.tick(at, false)? {
+                if !run.tick(*at, false)? {
                     run.reconcile()?;
                 }
             }
@@ -123,13 +118,9 @@ impl Vm {
             .iter()
             .find(|t| t.name == trigger)
             .ok_or_else(|| reject(RejectCode::Unexpected, format!("no trigger `{trigger}`")))?;
-        let empty = RunState::new(
-            RunStatus::Running,
-            Value::Null,
-            String::new(),
-            String::new(),
-            String::new(),
-        );
+        // Mappings read no instant of the state; the epoch stands in.
+        let epoch = Instant::from_unix_seconds(0);
+        let empty = RunState::new(RunStatus::Running, Value::Null, epoch, epoch, epoch);
         let idempotency = match self
             .eval(t.idempotency, &empty, Some(event))
             .map_err(trigger_rejection)?

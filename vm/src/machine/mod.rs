@@ -61,8 +61,6 @@ struct Run<'v> {
     vm: &'v Vm,
     st: RunState,
     commands: Vec<Command>,
-    admitted: Instant,
-    deadline: Instant,
 }
 
 fn reject(code: RejectCode, message: impl Into<String>) -> Rejected {
@@ -72,14 +70,14 @@ fn reject(code: RejectCode, message: impl Into<String>) -> Rejected {
     }
 }
 
-fn parse(text: &str) -> Result<Instant, Rejected> {
-    Instant::parse(text).map_err(|e| reject(RejectCode::InstantInvalid, e.0))
-}
-
-fn format(instant: &Instant) -> Result<String, Rejected> {
-    instant
-        .format()
-        .map_err(|e| reject(RejectCode::InstantInvalid, e.0))
+/// `instant` when it can be written (years 0001–9999), else a
+/// [`RejectCode::InstantInvalid`] rejection: every instant the VM records
+/// in a state or puts in a command passes here, so both always serialize.
+fn writable(instant: Instant) -> Result<Instant, Rejected> {
+    match instant.format() {
+        Ok(_) => Ok(instant),
+        Err(e) => Err(reject(RejectCode::InstantInvalid, e.0)),
+    }
 }
 
 impl Vm {

@@ -1,19 +1,20 @@
 //! An operator's actions on a run: a cancel request, and the recoveries of
 //! a call held with an unknown effect (retry-same, reconcile).
 
+use coordinator_ir::instant::Instant;
 use coordinator_ir::StepOp;
 
-use super::{format, parse, reject, Run};
+use super::{reject, writable, Run};
 use crate::model::{CallPhase, CancelMode, CancelRecord, Pending, RejectCode, Rejected, RunStatus};
 
 impl Run<'_> {
     /// A cancel request at `at`: follows a wait-for's `onCancel` route,
     /// waits for the answer of a call in flight, or ends the run cancelled.
-    pub(super) fn on_cancel(&mut self, at: &str) -> Result<(), Rejected> {
+    pub(super) fn on_cancel(&mut self, at: Instant) -> Result<(), Rejected> {
         if self.st.cancel.is_some() {
             return Ok(());
         }
-        let at = format(&parse(at)?.max(self.now()?))?;
+        let at = writable(at.max(self.now()))?;
         match self.st.pending.clone() {
             Some(Pending::Completion { step, .. }) => {
                 if let Some(StepOp::WaitFor {

@@ -6,7 +6,7 @@ use coordinator_ir::{ExprId, OperationBinding, Program, StepId, StepOp};
 use serde_json::Value;
 
 use super::eval::EvalError;
-use super::{format, parse, reject, Run, Vm};
+use super::{reject, writable, Run, Vm};
 use crate::functions::FunctionError;
 use crate::model::{
     CancelMode, Command, EffectState, Failure, FailureCode, Pending, RejectCode, Rejected, Resumed,
@@ -16,14 +16,12 @@ use coordinator_ir::instant::Instant;
 
 impl<'v> Run<'v> {
     /// Starts applying an event to `st`.
-    pub(super) fn new(vm: &'v Vm, st: RunState) -> Result<Self, Rejected> {
-        Ok(Run {
+    pub(super) fn new(vm: &'v Vm, st: RunState) -> Self {
+        Run {
             vm,
-            admitted: parse(&st.admitted_at)?,
-            deadline: parse(&st.deadline_at)?,
             st,
             commands: Vec::new(),
-        })
+        }
     }
 
     /// The new state and the commands, once the event is applied.
@@ -40,14 +38,19 @@ impl<'v> Run<'v> {
     }
 
     /// The latest instant the run has seen.
-    pub(super) fn now(&self) -> Result<Instant, Rejected> {
-        parse(&self.st.now)
+    pub(super) fn now(&self) -> Instant {
+        self.st.now
+    }
+
+    /// The run's deadline.
+    pub(super) fn deadline(&self) -> Instant {
+        self.st.deadline_at
     }
 
     /// Moves the run's clock to `t` (and its elapsed seconds with it).
-    pub(super) fn set_now(&mut self, t: &Instant) -> Result<(), Rejected> {
-        self.st.now = format(t)?;
-        self.st.elapsed_seconds = u64::try_from(self.admitted.seconds_until(t)).unwrap_or(0);
+    pub(super) fn set_now(&mut self, t: Instant) -> Result<(), Rejected> {
+        self.st.now = writable(t)?;
+        self.st.elapsed_seconds = u64::try_from(self.st.admitted_at.seconds_until(&t)).unwrap_or(0);
         Ok(())
     }
 
@@ -88,7 +91,7 @@ impl<'v> Run<'v> {
     pub(super) fn end(&mut self, status: RunStatus) {
         self.st.status = status;
         self.st.pending = None;
-        self.st.ended_at = Some(self.st.now.clone());
+        self.st.ended_at = Some(self.st.now);
         self.commands.push(Command::Ended { status });
     }
 

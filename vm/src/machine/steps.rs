@@ -5,7 +5,7 @@ use coordinator_ir::instant::Instant;
 use coordinator_ir::{Case, ExprId, OperationId, OutcomeId, StepId, StepOp};
 use serde_json::Value;
 
-use super::{format, reject, Run};
+use super::{reject, writable, Run};
 use crate::model::{
     CallPhase, CancelMode, Command, FailureCode, Pending, RejectCode, Rejected, RunStatus, WakeKind,
 };
@@ -145,22 +145,19 @@ impl Run<'_> {
                 return Ok(Entered::Stopped);
             }
         };
-        if at >= self.deadline {
+        if at >= self.deadline() {
             // Ends `expired` when the deadline timer fires.
             self.st.pending = Some(Pending::Wake {
                 step: id,
-                at: self.st.deadline_at.clone(),
+                at: self.deadline(),
             });
             return Ok(Entered::Stopped);
         }
-        if at <= self.now()? {
+        if at <= self.now() {
             return Ok(Entered::Next(next));
         }
-        let at = format(&at)?;
-        self.st.pending = Some(Pending::Wake {
-            step: id,
-            at: at.clone(),
-        });
+        let at = writable(at)?;
+        self.st.pending = Some(Pending::Wake { step: id, at });
         self.commands.push(Command::ScheduleWake {
             at,
             kind: WakeKind::Wake,
@@ -179,12 +176,12 @@ impl Run<'_> {
         completion: &str,
         timeout_seconds: u64,
     ) -> Result<Entered, Rejected> {
+        let deadline = self.deadline();
         let timeout_at = self
-            .now()?
+            .now()
             .plus_seconds(i64::try_from(timeout_seconds).unwrap_or(i64::MAX))
-            .map(|t| t.min(self.deadline))
-            .unwrap_or(self.deadline);
-        let timeout_at = format(&timeout_at)?;
+            .map_or(deadline, |t| t.min(deadline));
+        let timeout_at = writable(timeout_at)?;
         let call_name = self.vm.step_name(call).to_owned();
         let (binding, _, _) = self.binding(call)?;
         let connection = binding.connection.clone();
@@ -197,7 +194,7 @@ impl Run<'_> {
             .map(str::to_owned);
         self.st.pending = Some(Pending::Completion {
             step: id,
-            timeout_at: timeout_at.clone(),
+            timeout_at,
         });
         self.commands.push(Command::ObserveCompletion {
             step: name.to_owned(),

@@ -6,7 +6,7 @@ use coordinator_ir::catalogue::Effect;
 use coordinator_ir::{StepId, StepOp};
 use serde_json::Value;
 
-use super::{parse, reject, Run};
+use super::{reject, Run};
 use crate::model::{CallPhase, EffectState, FailureCode, Pending, RejectCode, Rejected, RunStatus};
 use coordinator_ir::instant::Instant;
 
@@ -14,11 +14,11 @@ impl Run<'_> {
     /// Moves time to `at`, firing timers due before it (or at it, when
     /// `inclusive`), and expiring the run at the deadline. Returns whether
     /// the run has ended.
-    pub(super) fn tick(&mut self, at: &str, inclusive: bool) -> Result<bool, Rejected> {
-        let now = self.now()?;
-        let t = parse(at)?.max(now);
-        let past_deadline = t >= self.deadline;
-        let limit = if past_deadline { self.deadline } else { t };
+    pub(super) fn tick(&mut self, at: Instant, inclusive: bool) -> Result<bool, Rejected> {
+        let t = at.max(self.now());
+        let deadline = self.deadline();
+        let past_deadline = t >= deadline;
+        let limit = if past_deadline { deadline } else { t };
         self.catch_up(&limit, inclusive && !past_deadline)?;
         if self.st.status.is_terminal() {
             return Ok(true);
@@ -27,7 +27,7 @@ impl Run<'_> {
             self.expire()?;
             return Ok(true);
         }
-        self.set_now(&t)?;
+        self.set_now(t)?;
         Ok(false)
     }
 
@@ -40,16 +40,14 @@ impl Run<'_> {
                 return Ok(());
             }
             let (step, at, is_wake) = match &self.st.pending {
-                Some(Pending::Wake { step, at }) => (*step, parse(at)?, true),
-                Some(Pending::Completion { step, timeout_at }) => {
-                    (*step, parse(timeout_at)?, false)
-                }
+                Some(Pending::Wake { step, at }) => (*step, *at, true),
+                Some(Pending::Completion { step, timeout_at }) => (*step, *timeout_at, false),
                 Some(Pending::Call { .. }) | None => return Ok(()),
             };
             if !due(&at) {
                 return Ok(());
             }
-            self.set_now(&at)?;
+            self.set_now(at)?;
             self.st.pending = None;
             if is_wake {
                 self.wake(step)?;
@@ -98,8 +96,8 @@ impl Run<'_> {
                 self.st.effects.insert(name, EffectState::Unknown);
             }
         }
-        let deadline = self.deadline;
-        self.set_now(&deadline)?;
+        let deadline = self.deadline();
+        self.set_now(deadline)?;
         self.end(RunStatus::Expired);
         Ok(())
     }

@@ -34,7 +34,7 @@ impl CaseHost<'_> {
         let admitted = self.instant(&self.case.admitted_at, "/admittedAt")?;
         let resumed = self
             .vm
-            .admit(self.case.input.clone(), &self.case.admitted_at)
+            .admit(self.case.input.clone(), admitted)
             .map_err(|r| self.rejected("/input", &r))?;
         let mut state = resumed.state;
         let mut queue: VecDeque<Command> = resumed.commands.into();
@@ -54,7 +54,7 @@ impl CaseHost<'_> {
             if state.status.is_terminal() {
                 return Ok(End::Settled(state));
             }
-            let now = self.instant(&state.now, "")?;
+            let now = state.now;
             // 2. An operator's recovery after an unknown answer.
             if state.status == RunStatus::Attention {
                 let Some((event, pointer)) = self.operator_action(&state, admitted, now)? else {
@@ -113,16 +113,14 @@ impl CaseHost<'_> {
                 self.answer_receipt_lookup(&step).map(CommandAnswer::Event)
             }
             Command::ScheduleWake { at, kind } => {
-                let t = self.instant(&at, "")?;
                 if kind == WakeKind::Deadline {
-                    self.deadline = Some(t);
+                    self.deadline = Some(at);
                 }
-                timers.push(t);
+                timers.push(at);
                 Ok(CommandAnswer::Nothing)
             }
             Command::ObserveCompletion { timeout_at, .. } => {
-                let t = self.instant(&timeout_at, "")?;
-                timers.push(t);
+                timers.push(timeout_at);
                 self.completion_delivered = false;
                 Ok(CommandAnswer::Nothing)
             }
@@ -231,7 +229,7 @@ impl CaseHost<'_> {
                 if *action == RecoveryAction::RetrySame {
                     self.operator_resend.insert(step.clone());
                 }
-                let at = self.format(now)?;
+                let at = self.writable(now)?;
                 let event = match action {
                     RecoveryAction::RetrySame => Event::RetrySame { at },
                     RecoveryAction::Reconcile => Event::Reconcile { at },
@@ -270,7 +268,7 @@ impl CaseHost<'_> {
             return Ok(None);
         }
         Ok(Some(Event::CancelRequested {
-            at: self.format(t)?,
+            at: self.writable(t)?,
         }))
     }
 
@@ -308,7 +306,7 @@ impl CaseHost<'_> {
                     *t,
                     TimedEvent::Timer,
                     Event::TimerFired {
-                        at: self.format(*t)?,
+                        at: self.writable(*t)?,
                     },
                 ));
             }
@@ -346,7 +344,7 @@ impl CaseHost<'_> {
                     d,
                     TimedEvent::Deadline,
                     Event::TimerFired {
-                        at: self.format(d)?,
+                        at: self.writable(d)?,
                     },
                 ));
             }
@@ -359,7 +357,7 @@ impl CaseHost<'_> {
                 t,
                 TimedEvent::Cancel,
                 Event::CancelRequested {
-                    at: self.format(t)?,
+                    at: self.writable(t)?,
                 },
             ));
         }
@@ -378,7 +376,7 @@ impl CaseHost<'_> {
                     Event::CompletionObserved {
                         step: step.to_owned(),
                         value: value.clone(),
-                        at: self.format(t)?,
+                        at: self.writable(t)?,
                     },
                 ));
             }
