@@ -100,7 +100,7 @@ impl Memory {
             .values()
             .filter(|r| !r.state.status.is_terminal())
             .filter(|r| !self.deadline_jobs_created.contains(&r.id))
-            .filter_map(|r| Some((crate::clock::due_unix(&r.state.deadline_at)?, r.id.as_str())))
+            .map(|r| (crate::clock::due_unix(&r.state.deadline_at), r.id.as_str()))
     }
 
     fn leased(&mut self, job_id: u64, owner: &str) -> Result<&mut Job, StoreError> {
@@ -322,7 +322,7 @@ impl JobQueue for MemoryRunStore {
             m.deadline_jobs_created.insert(run_id.clone());
             let job = NewJob {
                 kind: JobKind::Timer {
-                    at: crate::clock::unix_to_rfc3339(due),
+                    at: coordinator_ir::instant::Instant::from_unix_seconds_capped(due),
                     wake: coordinator_vm::WakeKind::Deadline,
                 },
                 due_unix: due,
@@ -599,7 +599,6 @@ impl Maintenance for MemoryRunStore {
         limit: u32,
         _now_unix: i64,
     ) -> Result<Erasure, StoreError> {
-        use crate::clock::rfc3339_to_unix;
         let mut m = self.lock()?;
         let limit = limit.clamp(1, MAX_ERASE_LIMIT) as usize;
         let mut due: Vec<(i64, u64, String)> = m
@@ -617,12 +616,11 @@ impl Maintenance for MemoryRunStore {
         due.truncate(limit);
         for (_, _, id) in &due {
             if let Some(r) = m.runs.get_mut(id) {
-                let unix = |t: &str| rfc3339_to_unix(t).unwrap_or(0);
                 r.state = erased_state(
                     r.state.status,
-                    unix(&r.state.admitted_at),
-                    unix(&r.state.deadline_at),
-                    unix(&r.state.now),
+                    r.state.admitted_at.unix_seconds(),
+                    r.state.deadline_at.unix_seconds(),
+                    r.state.now.unix_seconds(),
                     r.ended_unix,
                 );
                 r.payload_erased = true;

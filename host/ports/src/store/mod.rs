@@ -17,6 +17,7 @@
 
 use std::collections::BTreeMap;
 
+use coordinator_ir::instant::Instant;
 use coordinator_vm::{RunState, RunStatus, WakeKind};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -183,11 +184,11 @@ impl RunRecord {
     /// an empty ledger, nothing erased or reviewed (every store's
     /// [`Admitted::Created`]).
     pub fn admitted(run: NewRun, sequence: u64) -> RunRecord {
-        let ended_unix = if run.state.status.is_terminal() {
-            crate::clock::rfc3339_to_unix(&run.state.admitted_at)
-        } else {
-            None
-        };
+        let ended_unix = run
+            .state
+            .status
+            .is_terminal()
+            .then(|| run.state.admitted_at.unix_seconds());
         RunRecord {
             ended_unix,
             id: run.id,
@@ -254,8 +255,8 @@ pub enum JobKind {
     /// Deliver `TimerFired { at }` (a wake, a wait-for timeout or the
     /// deadline).
     Timer {
-        /// The instant (RFC 3339).
-        at: String,
+        /// The instant (serialized as its RFC 3339 text).
+        at: Instant,
         /// Why the timer exists.
         wake: WakeKind,
     },
@@ -508,16 +509,16 @@ pub fn erased_state(
     now_unix: i64,
     ended_unix: Option<i64>,
 ) -> RunState {
-    use super::clock::unix_to_rfc3339;
+    let instant = Instant::from_unix_seconds_capped;
     let mut state = RunState::new(
         status,
         Value::Null,
-        unix_to_rfc3339(admitted_unix),
-        unix_to_rfc3339(deadline_unix),
-        unix_to_rfc3339(now_unix),
+        instant(admitted_unix),
+        instant(deadline_unix),
+        instant(now_unix),
     );
     state.elapsed_seconds = u64::try_from(now_unix.saturating_sub(admitted_unix)).unwrap_or(0);
-    state.ended_at = ended_unix.map(unix_to_rfc3339);
+    state.ended_at = ended_unix.map(instant);
     state
 }
 

@@ -179,7 +179,7 @@ fn group_commit(run: &str, version: u64, state: RunState, complete: Option<(u64,
             },
             NewJob {
                 kind: JobKind::Timer {
-                    at: "1970-01-01T00:02:30Z".into(),
+                    at: instant("1970-01-01T00:02:30Z"),
                     wake: WakeKind::Wake,
                 },
                 due_unix: 150,

@@ -13,7 +13,7 @@ pub async fn leases_expire_and_commits_check_versions(s: &dyn RunStore, fx: &Fix
     });
     run.jobs.push(NewJob {
         kind: JobKind::Timer {
-            at: "1970-01-01T01:00:00Z".into(),
+            at: instant("1970-01-01T01:00:00Z"),
             wake: WakeKind::Deadline,
         },
         due_unix: 3_600,
@@ -114,15 +114,15 @@ pub async fn leases_expire_and_commits_check_versions(s: &dyn RunStore, fx: &Fix
 /// ended never gets one; under a receipt-lookups-only lease the job is
 /// created unleased, for whoever may lease timers.
 pub async fn deadlines_become_timer_jobs_once_when_due(s: &dyn RunStore, fx: &Fixture) {
-    let deadline = rfc3339_to_unix("2026-02-01T00:00:00Z").expect("an instant");
+    let deadline = instant("2026-02-01T00:00:00Z").unix_seconds();
     let deadline_timer = |at: &str| JobKind::Timer {
-        at: at.into(),
+        at: instant(at),
         wake: WakeKind::Deadline,
     };
     let admit = |id: &'static str, identity: &'static str, deadline_at: &'static str| {
         let mut run = new_run(fx, id, "alice", identity, "d");
         run.jobs = vec![];
-        run.state.deadline_at = deadline_at.into();
+        run.state.deadline_at = instant(deadline_at);
         async move { s.admit(run).await.expect("admit") }
     };
     admit("run-a", "id-a", "2026-02-01T00:00:00Z").await;

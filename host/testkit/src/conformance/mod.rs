@@ -20,10 +20,10 @@ pub use retention::*;
 
 use std::collections::BTreeMap;
 
+use coordinator_ir::instant::Instant;
 use coordinator_vm::{EffectState, RunState, RunStatus, WakeKind};
 use serde_json::json;
 
-use coordinator_ports::clock::rfc3339_to_unix;
 use coordinator_ports::counts::{LiveCounts, RunCounts};
 use coordinator_ports::store::{
     Admitted, Commit, Erasure, Job, JobKind, JobState, LeaseRequest, NewJob, NewRun, Owner,
@@ -50,6 +50,14 @@ impl Fixture {
     }
 }
 
+/// The RFC 3339 instant `text` (a test writes it).
+///
+/// # Panics
+/// When `text` is not an RFC 3339 instant: a test's mistake.
+pub fn instant(text: &str) -> Instant {
+    Instant::parse(text).expect("an RFC 3339 instant")
+}
+
 /// A running state with `marker` as its input.
 pub fn state(marker: &str) -> RunState {
     serde_json::from_value(json!({
@@ -65,14 +73,14 @@ pub fn state(marker: &str) -> RunState {
 /// When a commit of `state` happens, as the engine would give it: the
 /// state's end, else its `now` (Unix seconds).
 pub fn committed_at(state: &RunState) -> i64 {
-    rfc3339_to_unix(state.ended_at.as_deref().unwrap_or(&state.now)).unwrap_or(0)
+    state.ended_at.unwrap_or(state.now).unix_seconds()
 }
 
 fn ended(marker: &str, status: RunStatus) -> RunState {
     let mut s = state(marker);
     s.status = status;
     s.output = Some(json!({"done": marker}));
-    s.ended_at = Some("2026-01-01T00:05:00Z".into());
+    s.ended_at = Some(instant("2026-01-01T00:05:00Z"));
     s
 }
 
@@ -101,7 +109,7 @@ pub fn new_run(fx: &Fixture, id: &str, sub: &str, identity: &str, digest: &str) 
         state: state(id),
         jobs: vec![NewJob {
             kind: JobKind::Timer {
-                at: "1970-01-01T00:01:00Z".into(),
+                at: instant("1970-01-01T00:01:00Z"),
                 wake: WakeKind::Wake,
             },
             due_unix: 60,

@@ -182,7 +182,7 @@ pub async fn reviews_are_recorded_surveyed_and_attested(s: &dyn RunStore, fx: &F
     // A run that ends still holding an unknown effect is counted apart.
     let mut ended = state("run-y");
     ended.status = RunStatus::Cancelled;
-    ended.ended_at = Some("2026-01-01T00:05:00Z".into());
+    ended.ended_at = Some(instant("2026-01-01T00:05:00Z"));
     ended.effects.insert("send".into(), EffectState::Unknown);
     s.commit(Commit {
         at_unix: committed_at(&ended),

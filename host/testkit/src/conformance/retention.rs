@@ -7,8 +7,8 @@ use coordinator_ports::store::RunRecord;
 /// An ended state of run `marker` that ended at `ended_at` (RFC 3339).
 pub fn ended_at(marker: &str, status: RunStatus, ended_at: &str) -> RunState {
     let mut s = ended(marker, status);
-    s.now = ended_at.into();
-    s.ended_at = Some(ended_at.into());
+    s.now = instant(ended_at);
+    s.ended_at = Some(s.now);
     s
 }
 
@@ -20,7 +20,7 @@ pub fn ended_at(marker: &str, status: RunStatus, ended_at: &str) -> RunState {
 /// gone; a repeat of its start key still finds it (another digest is a
 /// conflict); a commit on it is refused `run.payload-erased`.
 pub async fn retention_erases_only_ended_payloads(s: &dyn RunStore, fx: &Fixture) {
-    let cutoff = rfc3339_to_unix("2026-02-01T00:00:00Z").expect("an instant");
+    let cutoff = instant("2026-02-01T00:00:00Z").unix_seconds();
     let before = admit_and_settle_runs_around_the_cutoff(s, fx).await;
     let b = erase_ended_payloads_oldest_first_in_batches(s, cutoff).await;
     erased_runs_keep_their_record_and_lose_their_payload(s, &before, &b).await;
@@ -149,14 +149,20 @@ async fn erased_runs_keep_their_record_and_lose_their_payload(
     assert_eq!(b.status(), RunStatus::Failed);
     assert_eq!(b.state.admitted_at, was.state.admitted_at);
     assert_eq!(b.state.deadline_at, was.state.deadline_at);
-    assert_eq!(b.state.ended_at.as_deref(), Some("2026-01-01T00:03:00Z"));
+    assert_eq!(
+        b.state.ended_at.map(|t| t.to_string()).as_deref(),
+        Some("2026-01-01T00:03:00Z")
+    );
     assert_eq!(b.state.input, serde_json::Value::Null);
     assert!(b.state.output.is_none() && b.state.outcome.is_none());
     assert!(b.state.path.is_empty() && b.state.outputs.is_empty());
     assert!(b.version > was.version, "erasure moves the version");
     let a = s.get("run-a").await.expect("get").expect("run-a");
     assert!(a.payload_erased);
-    assert_eq!(a.state.ended_at.as_deref(), Some("2026-01-01T00:05:00Z"));
+    assert_eq!(
+        a.state.ended_at.map(|t| t.to_string()).as_deref(),
+        Some("2026-01-01T00:05:00Z")
+    );
     for id in ["run-c", "run-d", "run-e", "run-f"] {
         let now = s.get(id).await.expect("get").expect("the run");
         assert_eq!(Some(&now), before.get(id), "{id} is untouched");
