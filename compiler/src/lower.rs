@@ -40,38 +40,18 @@ fn index<T: Copy>(map: &BTreeMap<&str, T>, name: &str) -> Option<T> {
 
 /// Lowers a project that passed every check. `None` only if a resolution
 /// that checking guarantees is missing (a compiler bug, never a user error).
+///
+/// Schemas and constants are interned in the order this walks: the input,
+/// the operations, the Functions, the outcomes, the steps, the triggers.
 pub(crate) fn lower(p: &ProjectFile, c: &Checked, function_source: &str) -> Option<Program> {
-    let mut names: Vec<&str> = p.workflow.steps.iter().map(|(k, _)| k.as_str()).collect();
-    names.sort_unstable();
-    let steps = names
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (*n, StepId(i as u32)))
-        .collect();
-    let mut onames: Vec<&str> = p
-        .workflow
-        .outcomes
-        .iter()
-        .map(|(k, _)| k.as_str())
-        .collect();
-    onames.sort_unstable();
-    let outcomes = onames
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (*n, OutcomeId(i as u32)))
-        .collect();
-    let functions = c
-        .functions
-        .keys()
-        .enumerate()
-        .map(|(i, n)| (n.as_str(), FunctionId(i as u32)))
-        .collect();
+    let step_names = sorted_names(p.workflow.steps.iter().map(|(k, _)| k.as_str()));
+    let outcome_names = sorted_names(p.workflow.outcomes.iter().map(|(k, _)| k.as_str()));
     let mut l = Lower {
         p,
         c,
-        steps,
-        outcomes,
-        functions,
+        steps: numbered(step_names.iter().copied(), StepId),
+        outcomes: numbered(outcome_names.iter().copied(), OutcomeId),
+        functions: numbered(c.functions.keys().map(String::as_str), FunctionId),
         schemas: Vec::new(),
         schema_ids: BTreeMap::new(),
         constants: Vec::new(),
@@ -79,134 +59,15 @@ pub(crate) fn lower(p: &ProjectFile, c: &Checked, function_source: &str) -> Opti
         exprs: Vec::new(),
     };
     let input = l.schema(c.input.as_ref()?);
-    let mut operations = Vec::new();
-    let alias_ids: BTreeMap<&str, OperationId> = c
-        .aliases
-        .keys()
-        .enumerate()
-        .map(|(i, n)| (n.as_str(), OperationId(i as u32)))
-        .collect();
-    for (name, a) in &c.aliases {
-        let decl = p.operations.get(name)?;
-        operations.push(OperationBinding {
-            alias: name.clone(),
-            descriptor: a.desc.clone(),
-            connection: decl.connection.clone(),
-            action: a.action.clone(),
-            input: l.schema(&a.input),
-            output: l.schema(&a.output),
-            completion: a.completion.as_ref().map(|(_, s)| l.schema(s)),
-        });
-    }
-    let mut funcs = Vec::new();
-    for (name, f) in &c.functions {
-        let params = f.params.as_ref()?;
-        let mut inputs = Vec::new();
-        for param in params {
-            let (_, _, s) = f.inputs.iter().find(|(n, _, _)| n == param)?;
-            inputs.push(FunctionInput {
-                name: param.clone(),
-                schema: l.schema(s.as_ref()?),
-            });
-        }
-        funcs.push(Function {
-            name: name.clone(),
-            entrypoint: f.entrypoint.clone(),
-            inputs,
-            output: l.schema(f.output.as_ref()?),
-        });
-    }
-    let mut outs = Vec::new();
-    for n in &onames {
-        outs.push(Outcome {
-            name: (*n).to_owned(),
-            schema: l.schema(c.outcomes.get(*n)?),
-        });
-    }
-    let mut psteps = Vec::new();
-    for n in &names {
-        let step = p.workflow.steps.get(n)?;
-        let sp = format!("/workflow/steps/{}", escape_token(n));
-        let step_ids = l.steps.clone();
-        let s = |name: &str| index(&step_ids, name);
-        // An optional route: `Some(None)` when absent, `None` when named but
-        // unresolved (a compiler bug).
-        let route = |name: Option<&str>| match name {
-            None => Some(None),
-            Some(n) => index(&step_ids, n).map(Some),
-        };
-        let op = match step {
-            ast::Step::Call(call) => StepOp::Call {
-                operation: *alias_ids.get(call.operation.as_str())?,
-                input: l.expr(&call.input, &format!("{sp}/input"))?,
-                next: s(&call.next)?,
-                on_declared_refusal: route(call.on_declared_refusal.as_deref())?,
-            },
-            ast::Step::Choose(ch) => {
-                let mut cases: Vec<Case> = ch
-                    .cases
-                    .iter()
-                    .map(|(label, to)| {
-                        Some(Case {
-                            label: label.clone(),
-                            step: s(to)?,
-                        })
-                    })
-                    .collect::<Option<_>>()?;
-                cases.sort_by(|a, b| a.label.cmp(&b.label));
-                let mut code = Vec::new();
-                l.call(&ch.function, ch.arguments.as_deref(), &sp, &mut code)?;
-                StepOp::Choose {
-                    selector: l.push_expr(code),
-                    cases,
-                }
-            }
-            ast::Step::WaitUntil(w) => StepOp::WaitUntil {
-                until: l.expr(&w.until, &format!("{sp}/until"))?,
-                next: s(&w.next)?,
-            },
-            ast::Step::WaitFor(w) => StepOp::WaitFor {
-                call: s(&w.completion.step)?,
-                completion: w.completion.name.clone(),
-                timeout_seconds: w.timeout_seconds,
-                next: s(&w.next)?,
-                on_timeout: route(w.on_timeout.as_deref())?,
-                on_cancel: route(w.on_cancel.as_deref())?,
-            },
-            ast::Step::Finish(f) => StepOp::Finish {
-                outcome: index(&l.outcomes, &f.outcome)?,
-                output: match &f.output {
-                    Some(m) => Some(l.expr(m, &format!("{sp}/output"))?),
-                    None => None,
-                },
-            },
-        };
-        psteps.push(Step {
-            name: (*n).to_owned(),
-            op,
-        });
-    }
-    let mut tnames: Vec<&String> = p.triggers.iter().map(|(k, _)| k).collect();
-    tnames.sort();
-    let mut triggers = Vec::new();
-    for n in tnames {
-        let t = p.triggers.get(n)?;
-        let tp = format!("/triggers/{}", escape_token(n));
-        let idempotency = match &t.idempotency {
-            Some(m) => l.expr(m, &format!("{tp}/idempotency"))?,
-            None => l.push_expr(vec![Instr::Event {
-                path: Some("/id".into()),
-            }]),
-        };
-        let input = l.expr(&t.input, &format!("{tp}/input"))?;
-        triggers.push(Trigger {
-            name: n.clone(),
-            source: t.source.clone(),
-            event_type: t.event_type.clone(),
-            idempotency,
-            input,
-        });
-    }
+    let operations = l.operation_bindings()?;
+    let functions = l.function_signatures()?;
+    let outcomes = l.outcome_schemas(&outcome_names)?;
+    let alias_ids = numbered(c.aliases.keys().map(String::as_str), OperationId);
+    let steps = step_names
+        .iter()
+        .map(|name| l.step(name, &alias_ids))
+        .collect::<Option<Vec<_>>>()?;
+    let triggers = l.triggers()?;
     let mut connections: Vec<String> = operations.iter().map(|o| o.connection.clone()).collect();
     connections.sort();
     connections.dedup();
@@ -216,10 +77,10 @@ pub(crate) fn lower(p: &ProjectFile, c: &Checked, function_source: &str) -> Opti
         input,
         deadline_seconds: p.workflow.deadline_seconds,
         start: index(&l.steps, &p.workflow.start)?,
-        steps: psteps,
-        outcomes: outs,
+        steps,
+        outcomes,
         operations,
-        functions: funcs,
+        functions,
         function_source: if p.functions.is_empty() {
             String::new()
         } else {
@@ -231,6 +92,174 @@ pub(crate) fn lower(p: &ProjectFile, c: &Checked, function_source: &str) -> Opti
         schemas: l.schemas,
         constants: l.constants,
     })
+}
+
+/// The names, sorted: the canonical numbering order.
+fn sorted_names<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut names: Vec<&str> = names.collect();
+    names.sort_unstable();
+    names
+}
+
+/// Numbers `names` in the order given: the `i`th name gets `id(i)`.
+fn numbered<'a, T>(names: impl Iterator<Item = &'a str>, id: fn(u32) -> T) -> BTreeMap<&'a str, T> {
+    names.enumerate().map(|(i, n)| (n, id(i as u32))).collect()
+}
+
+impl Lower<'_> {
+    /// One binding per alias, in alias order, with its schemas interned.
+    fn operation_bindings(&mut self) -> Option<Vec<OperationBinding>> {
+        let (p, c) = (self.p, self.c);
+        let mut operations = Vec::new();
+        for (name, a) in &c.aliases {
+            let decl = p.operations.get(name)?;
+            operations.push(OperationBinding {
+                alias: name.clone(),
+                descriptor: a.desc.clone(),
+                connection: decl.connection.clone(),
+                action: a.action.clone(),
+                input: self.schema(&a.input),
+                output: self.schema(&a.output),
+                completion: a.completion.as_ref().map(|(_, s)| self.schema(s)),
+            });
+        }
+        Some(operations)
+    }
+
+    /// One signature per Function, in name order: its inputs in parameter
+    /// order, then its output.
+    fn function_signatures(&mut self) -> Option<Vec<Function>> {
+        let c = self.c;
+        let mut funcs = Vec::new();
+        for (name, f) in &c.functions {
+            let params = f.params.as_ref()?;
+            let mut inputs = Vec::new();
+            for param in params {
+                let (_, _, s) = f.inputs.iter().find(|(n, _, _)| n == param)?;
+                inputs.push(FunctionInput {
+                    name: param.clone(),
+                    schema: self.schema(s.as_ref()?),
+                });
+            }
+            funcs.push(Function {
+                name: name.clone(),
+                entrypoint: f.entrypoint.clone(),
+                inputs,
+                output: self.schema(f.output.as_ref()?),
+            });
+        }
+        Some(funcs)
+    }
+
+    /// One outcome per name, in the order given (sorted by the caller).
+    fn outcome_schemas(&mut self, outcome_names: &[&str]) -> Option<Vec<Outcome>> {
+        let c = self.c;
+        let mut outs = Vec::new();
+        for n in outcome_names {
+            outs.push(Outcome {
+                name: (*n).to_owned(),
+                schema: self.schema(c.outcomes.get(*n)?),
+            });
+        }
+        Some(outs)
+    }
+
+    /// The step `name` with its routes numbered and its mappings emitted.
+    fn step(&mut self, name: &str, alias_ids: &BTreeMap<&str, OperationId>) -> Option<Step> {
+        let p = self.p;
+        let step = p.workflow.steps.get(name)?;
+        let sp = format!("/workflow/steps/{}", escape_token(name));
+        let step_ids = self.steps.clone();
+        let s = |name: &str| index(&step_ids, name);
+        // An optional route: `Some(None)` when absent, `None` when named but
+        // unresolved (a compiler bug).
+        let route = |name: Option<&str>| match name {
+            None => Some(None),
+            Some(n) => index(&step_ids, n).map(Some),
+        };
+        let op = match step {
+            ast::Step::Call(call) => StepOp::Call {
+                operation: *alias_ids.get(call.operation.as_str())?,
+                input: self.expr(&call.input, &format!("{sp}/input"))?,
+                next: s(&call.next)?,
+                on_declared_refusal: route(call.on_declared_refusal.as_deref())?,
+            },
+            ast::Step::Choose(ch) => self.choose(ch, &sp)?,
+            ast::Step::WaitUntil(w) => StepOp::WaitUntil {
+                until: self.expr(&w.until, &format!("{sp}/until"))?,
+                next: s(&w.next)?,
+            },
+            ast::Step::WaitFor(w) => StepOp::WaitFor {
+                call: s(&w.completion.step)?,
+                completion: w.completion.name.clone(),
+                timeout_seconds: w.timeout_seconds,
+                next: s(&w.next)?,
+                on_timeout: route(w.on_timeout.as_deref())?,
+                on_cancel: route(w.on_cancel.as_deref())?,
+            },
+            ast::Step::Finish(f) => StepOp::Finish {
+                outcome: index(&self.outcomes, &f.outcome)?,
+                output: match &f.output {
+                    Some(m) => Some(self.expr(m, &format!("{sp}/output"))?),
+                    None => None,
+                },
+            },
+        };
+        Some(Step {
+            name: name.to_owned(),
+            op,
+        })
+    }
+
+    /// A `choose` step at pointer `sp`: its cases sorted by label, its
+    /// selector the Function call.
+    fn choose(&mut self, ch: &ast::ChooseStep, sp: &str) -> Option<StepOp> {
+        let mut cases: Vec<Case> = ch
+            .cases
+            .iter()
+            .map(|(label, to)| {
+                Some(Case {
+                    label: label.clone(),
+                    step: index(&self.steps, to)?,
+                })
+            })
+            .collect::<Option<_>>()?;
+        cases.sort_by(|a, b| a.label.cmp(&b.label));
+        let mut code = Vec::new();
+        self.call(&ch.function, ch.arguments.as_deref(), sp, &mut code)?;
+        Some(StepOp::Choose {
+            selector: self.push_expr(code),
+            cases,
+        })
+    }
+
+    /// The triggers in name order; a trigger without `idempotency` keys on
+    /// the event's `/id`.
+    fn triggers(&mut self) -> Option<Vec<Trigger>> {
+        let p = self.p;
+        let mut tnames: Vec<&String> = p.triggers.iter().map(|(k, _)| k).collect();
+        tnames.sort();
+        let mut triggers = Vec::new();
+        for n in tnames {
+            let t = p.triggers.get(n)?;
+            let tp = format!("/triggers/{}", escape_token(n));
+            let idempotency = match &t.idempotency {
+                Some(m) => self.expr(m, &format!("{tp}/idempotency"))?,
+                None => self.push_expr(vec![Instr::Event {
+                    path: Some("/id".into()),
+                }]),
+            };
+            let input = self.expr(&t.input, &format!("{tp}/input"))?;
+            triggers.push(Trigger {
+                name: n.clone(),
+                source: t.source.clone(),
+                event_type: t.event_type.clone(),
+                idempotency,
+                input,
+            });
+        }
+        Some(triggers)
+    }
 }
 
 impl Lower<'_> {
