@@ -7,7 +7,7 @@
 //! run's validator (`literal.rs`).
 
 use coordinator_ir::pointer::escape_token;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::literal::fit_literal;
 use super::{show, types_of, value_type, Sch};
@@ -382,79 +382,123 @@ fn src_types(src: &Sch) -> Option<Vec<String>> {
     None
 }
 
+/// Schema-to-schema fit at one node, combinators aside: the declared
+/// types, then `enum`/`const`, then the bounds and members of each type the
+/// source may have, then the keywords only the run can check.
 fn fit_own(src: &Sch, tgt: &Sch, at: &str, member: &str, depth: usize) -> Fit {
     let Some(t) = tgt.obj() else { return Fit::Ok };
-    let mismatch = |msg: String| Fit::Mismatch(at.to_owned(), member.to_owned(), msg);
     let s = src.obj().cloned().unwrap_or_default();
     let sts = src_types(src);
-    let mut result = Fit::Ok;
-    if let Some(tts) = types_of(tgt.node()) {
-        match &sts {
-            None => {
-                return Fit::Unchecked(
-                    at.to_owned(),
-                    format!(
-                        "the source declares no type; {} expects {}",
-                        show(member),
-                        describe_types(&tts)
-                    ),
-                )
-            }
-            Some(sts) => {
-                let bad: Vec<String> = sts
-                    .iter()
-                    .filter(|st| !type_allowed(st, &tts))
-                    .cloned()
-                    .collect();
-                if !bad.is_empty() {
-                    return mismatch(format!(
-                        "expected {} at {}, found {}",
-                        describe_types(&tts),
-                        show(member),
-                        describe_types(&bad)
-                    ));
-                }
-            }
-        }
+    let node = NodeFit {
+        src,
+        tgt,
+        s: &s,
+        t,
+        at,
+        member,
+        depth,
+    };
+    if let Some(decided) = node.declared_types(sts.as_deref()) {
+        return decided;
     }
-    // enum / const: the source's values must be among the target's.
-    let tvals: Option<Vec<Value>> = t
-        .get("const")
-        .map(|c| vec![c.clone()])
-        .or_else(|| t.get("enum").and_then(Value::as_array).cloned());
-    if let Some(tv) = tvals {
-        let svals: Option<Vec<Value>> = s
-            .get("const")
-            .map(|c| vec![c.clone()])
-            .or_else(|| s.get("enum").and_then(Value::as_array).cloned());
-        match svals {
-            Some(sv) => {
-                if let Some(x) = sv.iter().find(|x| !tv.contains(x)) {
-                    return mismatch(format!(
-                        "expected one of {} at {}, found a possible {x}",
-                        list_values(&tv),
-                        show(member)
-                    ));
-                }
-                return Fit::Ok;
-            }
-            None => {
-                return mismatch(format!(
-                    "expected one of {} at {}, found any {}",
-                    list_values(&tv),
-                    show(member),
-                    sts.map(|t| describe_types(&t))
-                        .unwrap_or_else(|| "value".into())
-                ))
-            }
-        }
+    if let Some(decided) = node.enumerated_values(sts.as_deref()) {
+        return decided;
     }
     let sts = sts.unwrap_or_default();
     let is = |t: &str| sts.iter().any(|x| x == t);
+    let mut result = Fit::Ok;
     if is("string") {
+        result = worst(result, node.string_bounds());
+    }
+    if is("integer") || is("number") {
+        result = worst(result, node.number_bounds());
+    }
+    if is("object") {
+        result = worst(result, node.object_members());
+    }
+    if is("array") {
+        result = worst(result, node.array_items());
+    }
+    worst(result, keywords_checked_at_run_time(&s, t, at))
+}
+
+/// One node of a schema-to-schema fit: the source and target schemas and
+/// their keyword maps, the mapping pointer `at`, the target `member`
+/// pointer for messages, and the nesting depth so far.
+struct NodeFit<'a> {
+    src: &'a Sch,
+    tgt: &'a Sch,
+    s: &'a Map<String, Value>,
+    t: &'a Map<String, Value>,
+    at: &'a str,
+    member: &'a str,
+    depth: usize,
+}
+
+impl NodeFit<'_> {
+    fn mismatch(&self, msg: String) -> Fit {
+        Fit::Mismatch(self.at.to_owned(), self.member.to_owned(), msg)
+    }
+
+    fn unchecked(&self, reason: String) -> Fit {
+        Fit::Unchecked(self.at.to_owned(), reason)
+    }
+
+    /// The target's `type` against the source's types (`sts`): decided
+    /// when the source declares none (unchecked) or one the target refuses.
+    fn declared_types(&self, sts: Option<&[String]>) -> Option<Fit> {
+        let tts = types_of(self.tgt.node())?;
+        let Some(sts) = sts else {
+            return Some(self.unchecked(format!(
+                "the source declares no type; {} expects {}",
+                show(self.member),
+                describe_types(&tts)
+            )));
+        };
+        let bad: Vec<String> = sts
+            .iter()
+            .filter(|st| !type_allowed(st, &tts))
+            .cloned()
+            .collect();
+        if bad.is_empty() {
+            return None;
+        }
+        Some(self.mismatch(format!(
+            "expected {} at {}, found {}",
+            describe_types(&tts),
+            show(self.member),
+            describe_types(&bad)
+        )))
+    }
+
+    /// The target's `enum`/`const`: when it has one, the source's values
+    /// must be among the target's, and that decides the node.
+    fn enumerated_values(&self, sts: Option<&[String]>) -> Option<Fit> {
+        let tv = enumerated(self.t)?;
+        let Some(sv) = enumerated(self.s) else {
+            return Some(self.mismatch(format!(
+                "expected one of {} at {}, found any {}",
+                list_values(&tv),
+                show(self.member),
+                sts.map(describe_types).unwrap_or_else(|| "value".into())
+            )));
+        };
+        if let Some(x) = sv.iter().find(|x| !tv.contains(x)) {
+            return Some(self.mismatch(format!(
+                "expected one of {} at {}, found a possible {x}",
+                list_values(&tv),
+                show(self.member)
+            )));
+        }
+        Some(Fit::Ok)
+    }
+
+    /// `format`, `minLength`, `maxLength` and `pattern` of a string source.
+    fn string_bounds(&self) -> Fit {
+        let (s, t, member) = (self.s, self.t, self.member);
         if let Some(f) = t.get("format").and_then(Value::as_str) {
             if s.get("format").and_then(Value::as_str) != Some(f) {
-                return mismatch(format!(
+                return self.mismatch(format!(
                     "expected a {f} string at {}, found a string with no such format",
                     show(member)
                 ));
@@ -464,24 +508,26 @@ fn fit_own(src: &Sch, tgt: &Sch, at: &str, member: &str, depth: usize) -> Fit {
         let smax = s.get("maxLength").and_then(Value::as_u64);
         if let Some(tmin) = t.get("minLength").and_then(Value::as_u64) {
             if smin < tmin {
-                return mismatch(format!("expected a string of at least {tmin} characters at {}, found one that may be shorter", show(member)));
+                return self.mismatch(format!("expected a string of at least {tmin} characters at {}, found one that may be shorter", show(member)));
             }
         }
         if let Some(tmax) = t.get("maxLength").and_then(Value::as_u64) {
             if smax.is_none_or(|m| m > tmax) {
-                return mismatch(format!("expected a string of at most {tmax} characters at {}, found one that may be longer", show(member)));
+                return self.mismatch(format!("expected a string of at most {tmax} characters at {}, found one that may be longer", show(member)));
             }
         }
-        if let Some(tp) = t.get("pattern") {
-            if s.get("pattern") != Some(tp) {
-                result = worst(
-                    result,
-                    Fit::Unchecked(at.to_owned(), "`pattern` is checked at run time".into()),
-                );
+        match t.get("pattern") {
+            Some(tp) if s.get("pattern") != Some(tp) => {
+                self.unchecked("`pattern` is checked at run time".into())
             }
+            _ => Fit::Ok,
         }
     }
-    if is("integer") || is("number") {
+
+    /// The target's inclusive and exclusive bounds and `multipleOf` for a
+    /// number source: each bound must be met by one the source sets.
+    fn number_bounds(&self) -> Fit {
+        let (s, t) = (self.s, self.t);
         for (k, lower) in [
             ("minimum", true),
             ("exclusiveMinimum", true),
@@ -512,18 +558,21 @@ fn fit_own(src: &Sch, tgt: &Sch, at: &str, member: &str, depth: usize) -> Fit {
                     None => false,
                 };
                 if !ok {
-                    return mismatch(format!("expected a number within the bounds the schema sets at {} ({k} {tb}), found one that may fall outside", show(member)));
+                    return self.mismatch(format!("expected a number within the bounds the schema sets at {} ({k} {tb}), found one that may fall outside", show(self.member)));
                 }
             }
         }
         if t.contains_key("multipleOf") && s.get("multipleOf") != t.get("multipleOf") {
-            result = worst(
-                result,
-                Fit::Unchecked(at.to_owned(), "`multipleOf` is checked at run time".into()),
-            );
+            return self.unchecked("`multipleOf` is checked at run time".into());
         }
+        Fit::Ok
     }
-    if is("object") {
+
+    /// An object source: the target's `required` members, each member the
+    /// source declares, the target's members the source leaves open, and a
+    /// closed target against an open source.
+    fn object_members(&self) -> Fit {
+        let (s, t, member) = (self.s, self.t, self.member);
         let sreq: Vec<&str> = s
             .get("required")
             .and_then(Value::as_array)
@@ -532,7 +581,7 @@ fn fit_own(src: &Sch, tgt: &Sch, at: &str, member: &str, depth: usize) -> Fit {
         if let Some(Value::Array(req)) = t.get("required") {
             for r in req.iter().filter_map(Value::as_str) {
                 if !sreq.contains(&r) {
-                    return mismatch(format!("expected member `{r}` at {}, which the schema requires; the source may lack it", show(member)));
+                    return self.mismatch(format!("expected member `{r}` at {}, which the schema requires; the source may lack it", show(member)));
                 }
             }
         }
@@ -541,42 +590,9 @@ fn fit_own(src: &Sch, tgt: &Sch, at: &str, member: &str, depth: usize) -> Fit {
             .and_then(Value::as_object)
             .cloned()
             .unwrap_or_default();
+        let mut result = Fit::Ok;
         for name in sprops.keys() {
-            let mp = format!("{member}/{}", escape_token(name));
-            let ssub = src.at(&format!("/properties/{}", escape_token(name)));
-            let f = match t.get("properties").and_then(|p| p.get(name)) {
-                Some(_) => fit_d(
-                    &Ty::Schema(vec![ssub]),
-                    &tgt.at(&format!("/properties/{}", escape_token(name))),
-                    at,
-                    &mp,
-                    depth + 1,
-                ),
-                None => match t.get("additionalProperties") {
-                    Some(Value::Bool(false)) if !t.contains_key("patternProperties") => {
-                        if sreq.contains(&name.as_str()) {
-                            mismatch(format!("expected only members the schema declares at {}; the source has `{name}`", show(member)))
-                        } else {
-                            Fit::Unchecked(
-                                at.to_owned(),
-                                format!(
-                                    "the source may carry `{name}`, which {} does not declare",
-                                    show(member)
-                                ),
-                            )
-                        }
-                    }
-                    Some(Value::Object(_)) => fit_d(
-                        &Ty::Schema(vec![ssub]),
-                        &tgt.at("/additionalProperties"),
-                        at,
-                        &mp,
-                        depth + 1,
-                    ),
-                    _ => Fit::Ok,
-                },
-            };
-            result = worst(result, f);
+            result = worst(result, self.source_member(name, &sreq));
         }
         // Target members the source leaves open.
         if let Some(Value::Object(tprops)) = t.get("properties") {
@@ -586,13 +602,10 @@ fn fit_own(src: &Sch, tgt: &Sch, at: &str, member: &str, depth: usize) -> Fit {
                 {
                     result = worst(
                         result,
-                        Fit::Unchecked(
-                            at.to_owned(),
-                            format!(
-                                "the source leaves `{name}` open; {} constrains it",
-                                show(member)
-                            ),
-                        ),
+                        self.unchecked(format!(
+                            "the source leaves `{name}` open; {} constrains it",
+                            show(member)
+                        )),
                     );
                 }
             }
@@ -602,32 +615,77 @@ fn fit_own(src: &Sch, tgt: &Sch, at: &str, member: &str, depth: usize) -> Fit {
         {
             result = worst(
                 result,
-                Fit::Unchecked(
-                    at.to_owned(),
-                    format!("the source is an open object; {} is closed", show(member)),
-                ),
+                self.unchecked(format!(
+                    "the source is an open object; {} is closed",
+                    show(member)
+                )),
             );
         }
+        result
     }
-    if is("array") {
-        if let Some(ti) = t.get("items") {
-            if ti.is_object() || ti == &Value::Bool(false) {
-                let f = match s.get("items") {
-                    Some(_) => fit_d(
-                        &Ty::Schema(vec![src.at("/items")]),
-                        &tgt.at("/items"),
-                        at,
-                        &format!("{member}/0"),
-                        depth + 1,
-                    ),
-                    None => {
-                        Fit::Unchecked(at.to_owned(), "the source's items are not typed".into())
+
+    /// The source's member `name` (required when in `sreq`) against the
+    /// target's declaration of it, or its `additionalProperties`.
+    fn source_member(&self, name: &str, sreq: &[&str]) -> Fit {
+        let (t, member) = (self.t, self.member);
+        let mp = format!("{member}/{}", escape_token(name));
+        let ssub = self.src.at(&format!("/properties/{}", escape_token(name)));
+        match t.get("properties").and_then(|p| p.get(name)) {
+            Some(_) => fit_d(
+                &Ty::Schema(vec![ssub]),
+                &self.tgt.at(&format!("/properties/{}", escape_token(name))),
+                self.at,
+                &mp,
+                self.depth + 1,
+            ),
+            None => match t.get("additionalProperties") {
+                Some(Value::Bool(false)) if !t.contains_key("patternProperties") => {
+                    if sreq.contains(&name) {
+                        self.mismatch(format!("expected only members the schema declares at {}; the source has `{name}`", show(member)))
+                    } else {
+                        self.unchecked(format!(
+                            "the source may carry `{name}`, which {} does not declare",
+                            show(member)
+                        ))
                     }
-                };
-                result = worst(result, f);
-            }
+                }
+                Some(Value::Object(_)) => fit_d(
+                    &Ty::Schema(vec![ssub]),
+                    &self.tgt.at("/additionalProperties"),
+                    self.at,
+                    &mp,
+                    self.depth + 1,
+                ),
+                _ => Fit::Ok,
+            },
         }
     }
+
+    /// An array source: its `items` against the target's.
+    fn array_items(&self) -> Fit {
+        let Some(ti) = self.t.get("items") else {
+            return Fit::Ok;
+        };
+        if !(ti.is_object() || ti == &Value::Bool(false)) {
+            return Fit::Ok;
+        }
+        match self.s.get("items") {
+            Some(_) => fit_d(
+                &Ty::Schema(vec![self.src.at("/items")]),
+                &self.tgt.at("/items"),
+                self.at,
+                &format!("{}/0", self.member),
+                self.depth + 1,
+            ),
+            None => self.unchecked("the source's items are not typed".into()),
+        }
+    }
+}
+
+/// The keywords of target `t` this fit does not decide, unless source `s`
+/// sets the same: unchecked at `at`, the first such keyword's reason kept.
+fn keywords_checked_at_run_time(s: &Map<String, Value>, t: &Map<String, Value>, at: &str) -> Fit {
+    let mut result = Fit::Ok;
     for kw in [
         "patternProperties",
         "propertyNames",
@@ -651,4 +709,12 @@ fn fit_own(src: &Sch, tgt: &Sch, at: &str, member: &str, depth: usize) -> Fit {
         }
     }
     result
+}
+
+/// The values a schema's `const` (first) or `enum` allows, if it sets one.
+fn enumerated(keywords: &Map<String, Value>) -> Option<Vec<Value>> {
+    keywords
+        .get("const")
+        .map(|c| vec![c.clone()])
+        .or_else(|| keywords.get("enum").and_then(Value::as_array).cloned())
 }

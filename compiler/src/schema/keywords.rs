@@ -117,6 +117,8 @@ pub fn validate_authored(root: &Value) -> Vec<SchemaFault> {
     out
 }
 
+/// Checks the schema node at `ptr` (its keywords in order, then their
+/// subschemas); nesting past 64 is not followed.
 fn validate_node(root: &Value, node: &Value, ptr: &str, depth: usize, out: &mut Vec<SchemaFault>) {
     if depth > 64 {
         return;
@@ -140,136 +142,155 @@ fn validate_node(root: &Value, node: &Value, ptr: &str, depth: usize, out: &mut 
     for (k, v) in map {
         let here = format!("{ptr}/{}", escape_token(k));
         if !KNOWN_KEYWORDS.contains(&k.as_str()) {
-            let (message, next) = if k == "$id" || k == "$anchor" || k.starts_with("$dynamic") {
-                (
-                    format!("`{k}` is not accepted: schemas are local and refer to their own parts only"),
-                    format!("Remove `{k}`; use a local `$ref` such as `#/$defs/NAME`."),
-                )
-            } else {
-                (
-                    format!("`{k}` is not a JSON Schema keyword this format accepts"),
-                    "Correct the keyword's spelling or remove it; unknown keywords are refused."
-                        .into(),
-                )
-            };
-            out.push(SchemaFault {
-                code: "coordinator.schema.unknown-keyword",
-                pointer: here,
-                message,
-                next,
-            });
+            out.push(unknown_keyword(k, here));
             continue;
         }
-        match k.as_str() {
-            "type" => {
-                let ok = match v {
-                    Value::String(s) => TYPE_NAMES.contains(&s.as_str()),
-                    Value::Array(a) => {
-                        !a.is_empty()
-                            && a.iter()
-                                .all(|t| t.as_str().is_some_and(|s| TYPE_NAMES.contains(&s)))
-                    }
-                    _ => false,
-                };
-                if !ok {
-                    out.push(SchemaFault {
-                        code: "coordinator.schema.invalid",
-                        pointer: here,
-                        message: format!("`type` must be one of {} or a list of them", TYPE_NAMES.join(", ")),
-                        next: "Use a JSON Schema type name.".into(),
-                    });
+        out.extend(keyword_value_fault(root, k, v, &here));
+        validate_subschemas(root, k, v, &here, depth + 1, out);
+    }
+}
+
+/// The fault for `k`, which is not in [`KNOWN_KEYWORDS`], at `here`; the
+/// identifier keywords have their own repair.
+fn unknown_keyword(k: &str, here: String) -> SchemaFault {
+    let (message, next) = if k == "$id" || k == "$anchor" || k.starts_with("$dynamic") {
+        (
+            format!("`{k}` is not accepted: schemas are local and refer to their own parts only"),
+            format!("Remove `{k}`; use a local `$ref` such as `#/$defs/NAME`."),
+        )
+    } else {
+        (
+            format!("`{k}` is not a JSON Schema keyword this format accepts"),
+            "Correct the keyword's spelling or remove it; unknown keywords are refused.".into(),
+        )
+    };
+    SchemaFault {
+        code: "coordinator.schema.unknown-keyword",
+        pointer: here,
+        message,
+        next,
+    }
+}
+
+/// A fault in the value of keyword `k` (at `here`) of the kinds checked
+/// here: `type`, `required`, `enum`, `format`, `$ref` and `$schema`.
+/// `$ref` must resolve inside `root`.
+fn keyword_value_fault(root: &Value, k: &str, v: &Value, here: &str) -> Option<SchemaFault> {
+    let fault = |code: &'static str, message: String, next: &str| SchemaFault {
+        code,
+        pointer: here.to_owned(),
+        message,
+        next: next.to_owned(),
+    };
+    match k {
+        "type" if !well_formed_type(v) => Some(fault(
+            "coordinator.schema.invalid",
+            format!(
+                "`type` must be one of {} or a list of them",
+                TYPE_NAMES.join(", ")
+            ),
+            "Use a JSON Schema type name.",
+        )),
+        "required" if !v.as_array().is_some_and(|a| a.iter().all(Value::is_string)) => Some(fault(
+            "coordinator.schema.invalid",
+            "`required` must be a list of member names".into(),
+            "List the required member names as strings.",
+        )),
+        "enum" if v.as_array().is_none_or(|a| a.is_empty()) => Some(fault(
+            "coordinator.schema.invalid",
+            "`enum` must be a non-empty list of values".into(),
+            "List the accepted values.",
+        )),
+        "format" => match v.as_str() {
+            Some(f) if FORMATS.contains(&f) => None,
+            _ => Some(fault(
+                "coordinator.schema.format",
+                format!(
+                    "format {} is not asserted; the accepted formats are date-time, uuid and email",
+                    v
+                ),
+                "Use format date-time, uuid or email, or remove `format` and use `pattern`.",
+            )),
+        },
+        "$ref" => match v.as_str() {
+            Some(r) if r.starts_with('#') => root.pointer(&r[1..]).is_none().then(|| {
+                fault(
+                    "coordinator.schema.ref",
+                    format!("`$ref` {r} names nothing in this schema"),
+                    "Point `$ref` at a member of this schema's `$defs`.",
+                )
+            }),
+            _ => Some(fault(
+                "coordinator.schema.ref",
+                format!("`$ref` {v} is not local; only `#...` references are accepted"),
+                "Copy the schema into `$defs` and refer to it as `#/$defs/NAME`, or use `typeRef`.",
+            )),
+        },
+        "$schema" if v.as_str() != Some("https://json-schema.org/draft/2020-12/schema") => {
+            Some(fault(
+                "coordinator.schema.invalid",
+                "only draft 2020-12 schemas are accepted".into(),
+                "Remove `$schema` or set it to https://json-schema.org/draft/2020-12/schema.",
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// A `type` that is a type name or a non-empty list of them.
+fn well_formed_type(v: &Value) -> bool {
+    match v {
+        Value::String(s) => TYPE_NAMES.contains(&s.as_str()),
+        Value::Array(a) => {
+            !a.is_empty()
+                && a.iter()
+                    .all(|t| t.as_str().is_some_and(|s| TYPE_NAMES.contains(&s)))
+        }
+        _ => false,
+    }
+}
+
+/// Validates the subschemas under keyword `kw` (at `here`, at nesting
+/// `depth`): one ([`SUB_ONE`]), a mapping ([`SUB_MAP`]) or a list
+/// ([`SUB_ARRAY`]) of them. Other keywords hold no subschema.
+fn validate_subschemas(
+    root: &Value,
+    kw: &str,
+    v: &Value,
+    here: &str,
+    depth: usize,
+    out: &mut Vec<SchemaFault>,
+) {
+    if SUB_ONE.contains(&kw) {
+        validate_node(root, v, here, depth, out);
+    } else if SUB_MAP.contains(&kw) {
+        match v.as_object() {
+            Some(m) => {
+                for (name, sub) in m {
+                    let at = format!("{here}/{}", escape_token(name));
+                    validate_node(root, sub, &at, depth, out);
                 }
             }
-            "required" => {
-                let ok = v.as_array().is_some_and(|a| a.iter().all(Value::is_string));
-                if !ok {
-                    out.push(SchemaFault {
-                        code: "coordinator.schema.invalid",
-                        pointer: here,
-                        message: "`required` must be a list of member names".into(),
-                        next: "List the required member names as strings.".into(),
-                    });
+            None => out.push(SchemaFault {
+                code: "coordinator.schema.invalid",
+                pointer: here.to_owned(),
+                message: format!("`{kw}` must be a mapping of schemas"),
+                next: "Write a mapping from names to schemas.".into(),
+            }),
+        }
+    } else if SUB_ARRAY.contains(&kw) {
+        match v.as_array() {
+            Some(a) => {
+                for (i, sub) in a.iter().enumerate() {
+                    validate_node(root, sub, &format!("{here}/{i}"), depth, out);
                 }
             }
-            "enum" if v.as_array().is_none_or(|a| a.is_empty()) => {
-                {
-                    out.push(SchemaFault {
-                        code: "coordinator.schema.invalid",
-                        pointer: here,
-                        message: "`enum` must be a non-empty list of values".into(),
-                        next: "List the accepted values.".into(),
-                    });
-                }
-            }
-            "format" => match v.as_str() {
-                Some(f) if FORMATS.contains(&f) => {}
-                _ => out.push(SchemaFault {
-                    code: "coordinator.schema.format",
-                    pointer: here,
-                    message: format!(
-                        "format {} is not asserted; the accepted formats are date-time, uuid and email",
-                        v
-                    ),
-                    next: "Use format date-time, uuid or email, or remove `format` and use `pattern`.".into(),
-                }),
-            },
-            "$ref" => match v.as_str() {
-                Some(r) if r.starts_with('#') => {
-                    if root.pointer(&r[1..]).is_none() {
-                        out.push(SchemaFault {
-                            code: "coordinator.schema.ref",
-                            pointer: here,
-                            message: format!("`$ref` {r} names nothing in this schema"),
-                            next: "Point `$ref` at a member of this schema's `$defs`.".into(),
-                        });
-                    }
-                }
-                _ => out.push(SchemaFault {
-                    code: "coordinator.schema.ref",
-                    pointer: here,
-                    message: format!("`$ref` {v} is not local; only `#...` references are accepted"),
-                    next: "Copy the schema into `$defs` and refer to it as `#/$defs/NAME`, or use `typeRef`.".into(),
-                }),
-            },
-            "$schema" if v.as_str() != Some("https://json-schema.org/draft/2020-12/schema") => {
-                {
-                    out.push(SchemaFault {
-                        code: "coordinator.schema.invalid",
-                        pointer: here,
-                        message: "only draft 2020-12 schemas are accepted".into(),
-                        next: "Remove `$schema` or set it to https://json-schema.org/draft/2020-12/schema."
-                            .into(),
-                    });
-                }
-            }
-            kw if SUB_ONE.contains(&kw) => validate_node(root, v, &here, depth + 1, out),
-            kw if SUB_MAP.contains(&kw) => match v.as_object() {
-                Some(m) => {
-                    for (name, sub) in m {
-                        validate_node(root, sub, &format!("{here}/{}", escape_token(name)), depth + 1, out);
-                    }
-                }
-                None => out.push(SchemaFault {
-                    code: "coordinator.schema.invalid",
-                    pointer: here,
-                    message: format!("`{kw}` must be a mapping of schemas"),
-                    next: "Write a mapping from names to schemas.".into(),
-                }),
-            },
-            kw if SUB_ARRAY.contains(&kw) => match v.as_array() {
-                Some(a) => {
-                    for (i, sub) in a.iter().enumerate() {
-                        validate_node(root, sub, &format!("{here}/{i}"), depth + 1, out);
-                    }
-                }
-                None => out.push(SchemaFault {
-                    code: "coordinator.schema.invalid",
-                    pointer: here,
-                    message: format!("`{kw}` must be a list of schemas"),
-                    next: "Write a list of schemas.".into(),
-                }),
-            },
-            _ => {}
+            None => out.push(SchemaFault {
+                code: "coordinator.schema.invalid",
+                pointer: here.to_owned(),
+                message: format!("`{kw}` must be a list of schemas"),
+                next: "Write a list of schemas.".into(),
+            }),
         }
     }
 }
