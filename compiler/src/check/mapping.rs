@@ -4,6 +4,8 @@
 //! Function call with its arguments bound by name or by type — and the
 //! fit of that type to the schema it feeds.
 
+use std::collections::BTreeSet;
+
 use coordinator_ir::catalogue;
 use coordinator_ir::pointer::escape_token;
 use serde_json::{json, Value};
@@ -110,193 +112,220 @@ impl Checker<'_> {
         Ty::Schema(found)
     }
 
+    /// The static type of mapping `m` at `ptr`, evaluated in `env`; reports
+    /// what is wrong with it and keeps what it reads and binds.
     pub(super) fn mapping(&mut self, m: &Mapping, ptr: &str, env: Env) -> Ty {
         match m {
-            Mapping::Input(p) => {
-                if matches!(env, Env::Trigger) {
-                    self.err(
-                        "coordinator.mapping.context",
-                        &format!("{ptr}/type"),
-                        "a trigger builds the run input, so it cannot read it",
-                        "Read the event with `type: event` instead.",
-                    );
-                    return Ty::Error;
-                }
-                match self.out.input.clone() {
-                    Some(s) => {
-                        let ty = self.typed_path(
-                            vec![s],
-                            p.path.as_ref(),
-                            ptr,
-                            "the workflow input schema",
-                        );
-                        self.note_read(ptr, vec![(None, ty.clone())]);
-                        ty
-                    }
-                    None => Ty::Error,
-                }
-            }
-            Mapping::Event(p) => {
-                if !matches!(env, Env::Trigger) {
-                    self.err(
-                        "coordinator.mapping.context",
-                        &format!("{ptr}/type"),
-                        "`type: event` is available only inside a trigger",
-                        "Read the run input with `type: input` instead.",
-                    );
-                    return Ty::Error;
-                }
-                let ev = Sch::new(json!({
-                    "type": "object",
-                    "properties": {
-                        "id": {"type": "string", "minLength": 1},
-                        "source": {"type": "string"},
-                        "type": {"type": "string"},
-                        "time": {"type": "string", "format": "date-time"},
-                        "data": {}
-                    },
-                    "required": ["id", "source", "type"],
-                    "additionalProperties": false
-                }));
-                let ty = self.typed_path(vec![ev], p.path.as_ref(), ptr, "the event");
-                self.note_read(ptr, vec![(None, ty.clone())]);
-                ty
-            }
+            Mapping::Input(p) => self.input_mapping(p, ptr, env),
+            Mapping::Event(p) => self.event_mapping(p, ptr, env),
             Mapping::Literal(l) => Ty::Literal(l.value.clone()),
-            Mapping::Fields(f) => {
-                if f.fields.len() > MAX_FIELDS {
-                    self.err(
-                        "coordinator.limit.fields",
-                        &format!("{ptr}/fields"),
-                        format!(
-                            "the mapping builds {} members; at most {MAX_FIELDS} are accepted",
-                            f.fields.len()
-                        ),
-                        "Group members into nested `fields` mappings.",
-                    );
-                }
-                let mut members = Vec::new();
-                for (k, sub) in f.fields.iter() {
-                    let sp = format!("{ptr}/fields/{}", escape_token(k));
-                    let ty = self.mapping(sub, &sp, env);
-                    members.push((k.clone(), ty, sp));
-                }
-                Ty::Object(members)
-            }
-            Mapping::Step(s) => {
-                let Env::Step(here, facts) = env else {
-                    self.err(
-                        "coordinator.mapping.context",
-                        &format!("{ptr}/type"),
-                        "a trigger runs before any step, so it cannot read a step's output",
-                        "Read the event with `type: event` instead.",
-                    );
-                    return Ty::Error;
-                };
-                let sptr = format!("{ptr}/step");
-                let Some(target) = self.p.workflow.steps.get(&s.step) else {
-                    self.err(
-                        "coordinator.mapping.unknown-step",
-                        &sptr,
-                        format!("`{}` is not a step of this workflow", s.step),
-                        "Name an earlier call or wait-for step.",
-                    );
-                    return Ty::Error;
-                };
-                if !matches!(target, Step::Call(_) | Step::WaitFor(_)) {
-                    self.err(
-                        "coordinator.mapping.step-kind",
-                        &sptr,
-                        format!(
-                            "step `{}` has no output; only call and wait-for steps do",
-                            s.step
-                        ),
-                        "Read the output of a call or wait-for step.",
-                    );
-                    return Ty::Error;
-                }
-                let Some(facts) = facts else { return Ty::Error };
-                let Some(variants) = facts.get(&s.step).cloned() else {
-                    let route = self
-                        .graph
-                        .route_without(&self.p.workflow.start, here, &s.step);
-                    self.err(
-                        "coordinator.mapping.step-not-completed",
-                        &sptr,
-                        format!("expected step `{}` to have completed on every route that reaches this mapping; it has not on the route {route}", s.step),
-                        format!("Read `{}` only on routes that pass through it, or compute the value with a Function that takes it as an input.", s.step),
-                    );
-                    return Ty::Error;
-                };
-                let mut alts = Vec::new();
-                let mut reads = Vec::new();
-                for v in variants {
-                    let (sch, desc) =
-                        match (target, v) {
-                            (Step::Call(c), Variant::Success) => (
-                                self.out.aliases.get(&c.operation).map(|a| a.output.clone()),
-                                format!("the output of step `{}`", s.step),
-                            ),
-                            (Step::Call(_), Variant::Refusal) => (
-                                Some(Sch::new(catalogue::declared_refusal_schema())),
-                                format!(
-                                    "the output of step `{}` on its declared-refusal route",
-                                    s.step
-                                ),
-                            ),
-                            (Step::WaitFor(w), _) => (
-                                self.p.workflow.steps.get(&w.completion.step).and_then(
-                                    |c| match c {
-                                        Step::Call(c) => {
-                                            self.out.aliases.get(&c.operation).and_then(|a| {
-                                                a.completion.as_ref().map(|x| x.1.clone())
-                                            })
-                                        }
-                                        Step::Choose(_)
-                                        | Step::WaitUntil(_)
-                                        | Step::WaitFor(_)
-                                        | Step::Finish(_) => None,
-                                    },
-                                ),
-                                format!("the completion that step `{}` waits for", s.step),
-                            ),
-                            (Step::Call(_), Variant::Completion)
-                            | (Step::Choose(_) | Step::WaitUntil(_) | Step::Finish(_), _) => {
-                                (None, String::new())
-                            }
-                        };
-                    let Some(sch) = sch else { return Ty::Error };
-                    match self.typed_path(vec![sch], s.path.as_ref(), ptr, &desc) {
-                        Ty::Error => return Ty::Error,
-                        t @ (Ty::Any
-                        | Ty::Schema(_)
-                        | Ty::Union(_)
-                        | Ty::Literal(_)
-                        | Ty::Object(_)) => {
-                            let route = match v {
-                                Variant::Success => ReadRoute::Success,
-                                Variant::Refusal => ReadRoute::DeclaredRefusal,
-                                Variant::Completion => ReadRoute::Completion,
-                            };
-                            reads.push((Some(route), t.clone()));
-                            alts.push(t);
-                        }
-                    }
-                }
-                self.note_read(ptr, reads);
-                if alts.len() == 1 {
-                    alts.pop().unwrap_or(Ty::Error)
-                } else {
-                    Ty::Union(alts)
-                }
-            }
+            Mapping::Fields(f) => self.fields_mapping(f, ptr, env),
+            Mapping::Step(s) => self.step_mapping(s, ptr, env),
             Mapping::Function(f) => {
                 self.function_call(&f.function, f.arguments.as_deref(), ptr, env)
             }
         }
     }
 
+    /// `type: input`: the workflow input at `path`, in a step only.
+    fn input_mapping(&mut self, p: &PathMapping, ptr: &str, env: Env) -> Ty {
+        if matches!(env, Env::Trigger) {
+            self.err(
+                "coordinator.mapping.context",
+                &format!("{ptr}/type"),
+                "a trigger builds the run input, so it cannot read it",
+                "Read the event with `type: event` instead.",
+            );
+            return Ty::Error;
+        }
+        match self.out.input.clone() {
+            Some(s) => {
+                let ty =
+                    self.typed_path(vec![s], p.path.as_ref(), ptr, "the workflow input schema");
+                self.note_read(ptr, vec![(None, ty.clone())]);
+                ty
+            }
+            None => Ty::Error,
+        }
+    }
+
+    /// `type: event`: the triggering event at `path`, in a trigger only.
+    fn event_mapping(&mut self, p: &PathMapping, ptr: &str, env: Env) -> Ty {
+        if !matches!(env, Env::Trigger) {
+            self.err(
+                "coordinator.mapping.context",
+                &format!("{ptr}/type"),
+                "`type: event` is available only inside a trigger",
+                "Read the run input with `type: input` instead.",
+            );
+            return Ty::Error;
+        }
+        let ev = Sch::new(json!({
+            "type": "object",
+            "properties": {
+                "id": {"type": "string", "minLength": 1},
+                "source": {"type": "string"},
+                "type": {"type": "string"},
+                "time": {"type": "string", "format": "date-time"},
+                "data": {}
+            },
+            "required": ["id", "source", "type"],
+            "additionalProperties": false
+        }));
+        let ty = self.typed_path(vec![ev], p.path.as_ref(), ptr, "the event");
+        self.note_read(ptr, vec![(None, ty.clone())]);
+        ty
+    }
+
+    /// `fields`: an object of the members' types, at most [`MAX_FIELDS`].
+    fn fields_mapping(&mut self, f: &FieldsMapping, ptr: &str, env: Env) -> Ty {
+        if f.fields.len() > MAX_FIELDS {
+            self.err(
+                "coordinator.limit.fields",
+                &format!("{ptr}/fields"),
+                format!(
+                    "the mapping builds {} members; at most {MAX_FIELDS} are accepted",
+                    f.fields.len()
+                ),
+                "Group members into nested `fields` mappings.",
+            );
+        }
+        let mut members = Vec::new();
+        for (k, sub) in f.fields.iter() {
+            let sp = format!("{ptr}/fields/{}", escape_token(k));
+            let ty = self.mapping(sub, &sp, env);
+            members.push((k.clone(), ty, sp));
+        }
+        Ty::Object(members)
+    }
+
+    /// `type: step`, in a step only: the output of a call or wait-for step
+    /// that completed on every route reaching here, one alternative per
+    /// output it may have (see [`Self::step_output_reads`]).
+    fn step_mapping(&mut self, s: &StepMapping, ptr: &str, env: Env) -> Ty {
+        let Env::Step(here, facts) = env else {
+            self.err(
+                "coordinator.mapping.context",
+                &format!("{ptr}/type"),
+                "a trigger runs before any step, so it cannot read a step's output",
+                "Read the event with `type: event` instead.",
+            );
+            return Ty::Error;
+        };
+        let sptr = format!("{ptr}/step");
+        let p = self.p;
+        let Some(target) = p.workflow.steps.get(&s.step) else {
+            self.err(
+                "coordinator.mapping.unknown-step",
+                &sptr,
+                format!("`{}` is not a step of this workflow", s.step),
+                "Name an earlier call or wait-for step.",
+            );
+            return Ty::Error;
+        };
+        if !matches!(target, Step::Call(_) | Step::WaitFor(_)) {
+            self.err(
+                "coordinator.mapping.step-kind",
+                &sptr,
+                format!(
+                    "step `{}` has no output; only call and wait-for steps do",
+                    s.step
+                ),
+                "Read the output of a call or wait-for step.",
+            );
+            return Ty::Error;
+        }
+        let Some(facts) = facts else { return Ty::Error };
+        let Some(variants) = facts.get(&s.step).cloned() else {
+            let route = self
+                .graph
+                .route_without(&self.p.workflow.start, here, &s.step);
+            self.err(
+                "coordinator.mapping.step-not-completed",
+                &sptr,
+                format!("expected step `{}` to have completed on every route that reaches this mapping; it has not on the route {route}", s.step),
+                format!("Read `{}` only on routes that pass through it, or compute the value with a Function that takes it as an input.", s.step),
+            );
+            return Ty::Error;
+        };
+        self.step_output_reads(s, target, variants, ptr)
+    }
+
+    /// The type of mapping `s` (at `ptr`) over each output `variants` of
+    /// its `target` step: one alternative each, a union when several, and
+    /// the reads kept for explain; an error when any has one.
+    fn step_output_reads(
+        &mut self,
+        s: &StepMapping,
+        target: &Step,
+        variants: BTreeSet<Variant>,
+        ptr: &str,
+    ) -> Ty {
+        let mut alts = Vec::new();
+        let mut reads = Vec::new();
+        for v in variants {
+            let (sch, desc) = self.step_output_schema(target, v, &s.step);
+            let Some(sch) = sch else { return Ty::Error };
+            match self.typed_path(vec![sch], s.path.as_ref(), ptr, &desc) {
+                Ty::Error => return Ty::Error,
+                t @ (Ty::Any | Ty::Schema(_) | Ty::Union(_) | Ty::Literal(_) | Ty::Object(_)) => {
+                    let route = match v {
+                        Variant::Success => ReadRoute::Success,
+                        Variant::Refusal => ReadRoute::DeclaredRefusal,
+                        Variant::Completion => ReadRoute::Completion,
+                    };
+                    reads.push((Some(route), t.clone()));
+                    alts.push(t);
+                }
+            }
+        }
+        self.note_read(ptr, reads);
+        if alts.len() == 1 {
+            alts.pop().unwrap_or(Ty::Error)
+        } else {
+            Ty::Union(alts)
+        }
+    }
+
+    /// The schema of `target`'s (step `step`'s) output `v`, if resolved,
+    /// and how messages describe it: a call's operation output or the
+    /// declared refusal, a wait-for's awaited completion.
+    fn step_output_schema(&self, target: &Step, v: Variant, step: &str) -> (Option<Sch>, String) {
+        match (target, v) {
+            (Step::Call(c), Variant::Success) => (
+                self.out.aliases.get(&c.operation).map(|a| a.output.clone()),
+                format!("the output of step `{step}`"),
+            ),
+            (Step::Call(_), Variant::Refusal) => (
+                Some(Sch::new(catalogue::declared_refusal_schema())),
+                format!("the output of step `{step}` on its declared-refusal route"),
+            ),
+            (Step::WaitFor(w), _) => (
+                self.p
+                    .workflow
+                    .steps
+                    .get(&w.completion.step)
+                    .and_then(|c| match c {
+                        Step::Call(c) => self
+                            .out
+                            .aliases
+                            .get(&c.operation)
+                            .and_then(|a| a.completion.as_ref().map(|x| x.1.clone())),
+                        Step::Choose(_)
+                        | Step::WaitUntil(_)
+                        | Step::WaitFor(_)
+                        | Step::Finish(_) => None,
+                    }),
+                format!("the completion that step `{step}` waits for"),
+            ),
+            (Step::Call(_), Variant::Completion)
+            | (Step::Choose(_) | Step::WaitUntil(_) | Step::Finish(_), _) => (None, String::new()),
+        }
+    }
+
     /// Checks a Function call (mapping or choose) at `ptr`; returns its type.
+    /// Each input is passed under `arguments` or bound by its type
+    /// ([`Self::implicit_binding`]); the bindings are kept for lowering.
     pub(super) fn function_call(
         &mut self,
         fname: &str,
@@ -318,7 +347,6 @@ impl Checker<'_> {
         };
         let inputs = func.inputs.clone();
         let output = func.output.clone();
-        let workflow_input = self.p.workflow.input.clone();
         let mut bindings = Vec::new();
         let mut unbound: Vec<(String, String)> = Vec::new();
         // A Function whose entrypoint or parameters are refused, or a call to
@@ -328,23 +356,7 @@ impl Checker<'_> {
                 |(_, s)| matches!(s, Step::Call(c) if !self.out.aliases.contains_key(&c.operation)),
             );
         if let Some(args) = args {
-            for (aname, _) in args.iter() {
-                if !inputs.iter().any(|(n, _, _)| n == aname) {
-                    self.err_key(
-                        "coordinator.function.unknown-argument",
-                        &format!("{ptr}/arguments/{}", escape_token(aname)),
-                        format!("Function `{fname}` declares no input `{aname}`"),
-                        format!(
-                            "Pass only declared inputs: {}.",
-                            inputs
-                                .iter()
-                                .map(|(n, _, _)| n.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    );
-                }
-            }
+            self.report_unknown_arguments(fname, args, &inputs, ptr);
         }
         for (iname, tref, sch) in &inputs {
             let explicit = args.and_then(|a| a.get(iname));
@@ -352,67 +364,30 @@ impl Checker<'_> {
                 Some(m) => {
                     self.mapping(m, &format!("{ptr}/arguments/{}", escape_token(iname)), env)
                 }
-                None => {
-                    let bound = match (tref.reference(), env) {
-                        (Some(("typeRef", _)), Env::Step(..)) if *tref == workflow_input => {
-                            Some(Binding::Input)
-                        }
-                        (Some(("operationOutput", Value::String(alias))), Env::Step(_, facts)) => {
-                            let calls: Vec<String> = match facts {
-                                Some(facts) => self
-                                    .p
-                                    .workflow
-                                    .steps
-                                    .iter()
-                                    .filter(|(n, s)| {
-                                        matches!(s, Step::Call(c) if c.operation == *alias)
-                                            && facts.get(*n).is_some_and(|v| {
-                                                v.iter().all(|x| *x == Variant::Success)
-                                            })
-                                    })
-                                    .map(|(n, _)| n.clone())
-                                    .collect(),
-                                None => vec![String::new()],
-                            };
-                            match calls.len() {
-                                1 => calls.into_iter().next().map(Binding::Step),
-                                _ => None,
-                            }
-                        }
-                        _ => None,
-                    };
-                    match bound {
-                        Some(b) => {
-                            let ty = match &b {
-                                Binding::Input => self
-                                    .out
-                                    .input
-                                    .clone()
-                                    .map(|s| Ty::Schema(vec![s]))
-                                    .unwrap_or(Ty::Error),
-                                Binding::Step(_) => sch
-                                    .clone()
-                                    .map(|s| Ty::Schema(vec![s]))
-                                    .unwrap_or(Ty::Error),
-                            };
-                            bindings.push((iname.clone(), b));
-                            ty
-                        }
-                        None => {
-                            if !matches!(env, Env::Step(_, None)) && !quiet {
-                                let why = match tref.reference() {
-                                    Some(("operationOutput", a)) => format!(
-                                        "`{iname}` is declared `operationOutput: {}`, and not exactly one call using that alias completed on every route reaching here",
-                                        a.as_str().unwrap_or("?"),
-                                    ),
-                                    _ => format!("`{iname}` is declared neither as the workflow input's type nor as an operationOutput"),
-                                };
-                                unbound.push((iname.clone(), why));
-                            }
-                            Ty::Error
-                        }
+                None => match self.implicit_binding(tref, env) {
+                    Some(b) => {
+                        let ty = match &b {
+                            Binding::Input => self
+                                .out
+                                .input
+                                .clone()
+                                .map(|s| Ty::Schema(vec![s]))
+                                .unwrap_or(Ty::Error),
+                            Binding::Step(_) => sch
+                                .clone()
+                                .map(|s| Ty::Schema(vec![s]))
+                                .unwrap_or(Ty::Error),
+                        };
+                        bindings.push((iname.clone(), b));
+                        ty
                     }
-                }
+                    None => {
+                        if !matches!(env, Env::Step(_, None)) && !quiet {
+                            unbound.push((iname.clone(), why_unbound(iname, tref)));
+                        }
+                        Ty::Error
+                    }
+                },
             };
             if let Some(s) = sch {
                 let at = if explicit.is_some() {
@@ -430,24 +405,103 @@ impl Checker<'_> {
             }
         }
         if !unbound.is_empty() {
-            let names: Vec<&str> = unbound.iter().map(|(n, _)| n.as_str()).collect();
-            let whys: Vec<&str> = unbound.iter().map(|(_, w)| w.as_str()).collect();
-            self.err(
-                "coordinator.function.argument-required",
-                ptr,
-                format!(
-                    "Function `{fname}` needs {} that cannot be bound by type: {}",
-                    quote_list(&names),
-                    whys.join("; ")
-                ),
-                format!(
-                    "Pass {} explicitly under `arguments`, e.g. `arguments: {{{}: MAPPING}}`.",
-                    quote_list(&names),
-                    names.first().copied().unwrap_or_default()
-                ),
-            );
+            self.report_unbound_inputs(fname, &unbound, ptr);
         }
         self.out.bindings.insert(ptr.to_owned(), bindings);
         output.map(|s| Ty::Schema(vec![s])).unwrap_or(Ty::Error)
+    }
+
+    /// Each of `args` that names none of Function `fname`'s `inputs`.
+    fn report_unknown_arguments(
+        &mut self,
+        fname: &str,
+        args: &Named<Mapping>,
+        inputs: &[(String, TypeRef, Option<Sch>)],
+        ptr: &str,
+    ) {
+        for (aname, _) in args.iter() {
+            if !inputs.iter().any(|(n, _, _)| n == aname) {
+                self.err_key(
+                    "coordinator.function.unknown-argument",
+                    &format!("{ptr}/arguments/{}", escape_token(aname)),
+                    format!("Function `{fname}` declares no input `{aname}`"),
+                    format!(
+                        "Pass only declared inputs: {}.",
+                        inputs
+                            .iter()
+                            .map(|(n, _, _)| n.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                );
+            }
+        }
+    }
+
+    /// What an input declared as `tref` is bound to when no argument passes
+    /// it, in a step only: the run input for the workflow input's type, or
+    /// the one call of an `operationOutput` alias that completed on every
+    /// route reaching here (on an unreachable step, none).
+    fn implicit_binding(&self, tref: &TypeRef, env: Env) -> Option<Binding> {
+        match (tref.reference(), env) {
+            (Some(("typeRef", _)), Env::Step(..)) if *tref == self.p.workflow.input => {
+                Some(Binding::Input)
+            }
+            (Some(("operationOutput", Value::String(alias))), Env::Step(_, facts)) => {
+                let calls: Vec<String> = match facts {
+                    Some(facts) => self
+                        .p
+                        .workflow
+                        .steps
+                        .iter()
+                        .filter(|(n, s)| {
+                            matches!(s, Step::Call(c) if c.operation == *alias)
+                                && facts
+                                    .get(*n)
+                                    .is_some_and(|v| v.iter().all(|x| *x == Variant::Success))
+                        })
+                        .map(|(n, _)| n.clone())
+                        .collect(),
+                    None => vec![String::new()],
+                };
+                match calls.len() {
+                    1 => calls.into_iter().next().map(Binding::Step),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// One error for the `unbound` inputs (name, reason) of Function
+    /// `fname` called at `ptr`.
+    fn report_unbound_inputs(&mut self, fname: &str, unbound: &[(String, String)], ptr: &str) {
+        let names: Vec<&str> = unbound.iter().map(|(n, _)| n.as_str()).collect();
+        let whys: Vec<&str> = unbound.iter().map(|(_, w)| w.as_str()).collect();
+        self.err(
+            "coordinator.function.argument-required",
+            ptr,
+            format!(
+                "Function `{fname}` needs {} that cannot be bound by type: {}",
+                quote_list(&names),
+                whys.join("; ")
+            ),
+            format!(
+                "Pass {} explicitly under `arguments`, e.g. `arguments: {{{}: MAPPING}}`.",
+                quote_list(&names),
+                names.first().copied().unwrap_or_default()
+            ),
+        );
+    }
+}
+
+/// Why input `iname`, declared as `tref`, could not be bound by its type.
+fn why_unbound(iname: &str, tref: &TypeRef) -> String {
+    match tref.reference() {
+        Some(("operationOutput", a)) => format!(
+            "`{iname}` is declared `operationOutput: {}`, and not exactly one call using that alias completed on every route reaching here",
+            a.as_str().unwrap_or("?"),
+        ),
+        _ => format!("`{iname}` is declared neither as the workflow input's type nor as an operationOutput"),
     }
 }

@@ -274,121 +274,14 @@ impl Checker<'_> {
             .collect();
         for (name, f) in fns {
             let ptr = format!("/functions/{}", escape_token(&name));
-            if f.source != crate::FUNCTIONS_FILE {
-                self.err(
-                    "coordinator.function.source",
-                    &format!("{ptr}/source"),
-                    format!(
-                        "Function source `{}` is not accepted; every Function lives in {}",
-                        f.source,
-                        crate::FUNCTIONS_FILE
-                    ),
-                    format!(
-                        "Move the entrypoint into {} and set `source: {}`.",
-                        crate::FUNCTIONS_FILE,
-                        crate::FUNCTIONS_FILE
-                    ),
-                );
-            }
-            if f.inputs.len() > MAX_FUNCTION_INPUTS {
-                self.err(
-                    "coordinator.limit.function-inputs",
-                    &format!("{ptr}/inputs"),
-                    format!("Function `{name}` declares {} inputs; at most {MAX_FUNCTION_INPUTS} are accepted", f.inputs.len()),
-                    "Pass fewer, larger inputs (an object) instead.",
-                );
-            }
+            self.check_function_declaration(&name, &f, &ptr);
             let mut inputs = Vec::new();
             for (iname, t) in f.inputs.iter() {
                 let s = self.resolve(t, &format!("{ptr}/inputs/{}", escape_token(iname)), 0);
                 inputs.push((iname.clone(), t.clone(), s));
             }
             let output = self.resolve(&f.output, &format!("{ptr}/output"), 0);
-            let params = match &self.script {
-                None => None, // the source did not parse: reported already
-                Some(fns) => {
-                    let candidates: Vec<&ScriptFn> =
-                        fns.iter().filter(|s| s.name == f.entrypoint).collect();
-                    let declared: BTreeSet<&str> =
-                        f.inputs.iter().map(|(k, _)| k.as_str()).collect();
-                    if candidates.is_empty() {
-                        let known: Vec<&str> = fns.iter().map(|s| s.name.as_str()).collect();
-                        self.err(
-                            "coordinator.function.entrypoint",
-                            &format!("{ptr}/entrypoint"),
-                            format!(
-                                "{} defines no function `{}`",
-                                crate::FUNCTIONS_FILE,
-                                f.entrypoint
-                            ),
-                            if known.is_empty() {
-                                format!(
-                                    "Define `fn {}(...)` in {}.",
-                                    f.entrypoint,
-                                    crate::FUNCTIONS_FILE
-                                )
-                            } else {
-                                format!(
-                                    "Define `fn {}(...)` in {}, or name one of: {}.",
-                                    f.entrypoint,
-                                    crate::FUNCTIONS_FILE,
-                                    known.join(", ")
-                                )
-                            },
-                        );
-                        None
-                    } else if let Some(c) = candidates.iter().find(|c| {
-                        c.params.iter().map(String::as_str).collect::<BTreeSet<_>>() == declared
-                            && c.params.len() == declared.len()
-                    }) {
-                        Some(c.params.clone())
-                    } else {
-                        let params = candidates
-                            .first()
-                            .map(|c| c.params.clone())
-                            .unwrap_or_default();
-                        let extra: Vec<&str> = declared
-                            .iter()
-                            .filter(|d| !params.iter().any(|p| p == *d))
-                            .copied()
-                            .collect();
-                        let missing: Vec<&str> = params
-                            .iter()
-                            .map(String::as_str)
-                            .filter(|p| !declared.contains(p))
-                            .collect();
-                        let mut parts = Vec::new();
-                        if !extra.is_empty() {
-                            parts.push(format!(
-                                "declared input {} is not a parameter of `{}`",
-                                quote_list(&extra),
-                                f.entrypoint
-                            ));
-                        }
-                        if !missing.is_empty() {
-                            parts.push(format!(
-                                "parameter {} of `{}` is not a declared input",
-                                quote_list(&missing),
-                                f.entrypoint
-                            ));
-                        }
-                        if parts.is_empty() {
-                            parts.push(format!("`{}` repeats a parameter name", f.entrypoint));
-                        }
-                        let at = extra
-                            .first()
-                            .map(|e| format!("{ptr}/inputs/{}", escape_token(e)))
-                            .unwrap_or_else(|| format!("{ptr}/inputs"));
-                        self.err_key(
-                            "coordinator.function.parameters",
-                            &at,
-                            format!("{}; arguments are passed by name, so the names must match (`fn {}({})`)", parts.join("; "), f.entrypoint, params.join(", ")),
-                            "Rename the declared inputs or the Rhai parameters so the two sets are equal.",
-                        );
-                        None
-                    }
-                }
-            };
+            let params = self.entrypoint_params(&f, &ptr);
             self.out.functions.insert(
                 name,
                 Func {
@@ -400,4 +293,140 @@ impl Checker<'_> {
             );
         }
     }
+
+    /// The declaration of Function `name` at `ptr`: its `source` is
+    /// [`crate::FUNCTIONS_FILE`] and it declares at most
+    /// [`MAX_FUNCTION_INPUTS`] inputs.
+    fn check_function_declaration(&mut self, name: &str, f: &FunctionDecl, ptr: &str) {
+        if f.source != crate::FUNCTIONS_FILE {
+            self.err(
+                "coordinator.function.source",
+                &format!("{ptr}/source"),
+                format!(
+                    "Function source `{}` is not accepted; every Function lives in {}",
+                    f.source,
+                    crate::FUNCTIONS_FILE
+                ),
+                format!(
+                    "Move the entrypoint into {} and set `source: {}`.",
+                    crate::FUNCTIONS_FILE,
+                    crate::FUNCTIONS_FILE
+                ),
+            );
+        }
+        if f.inputs.len() > MAX_FUNCTION_INPUTS {
+            self.err(
+                "coordinator.limit.function-inputs",
+                &format!("{ptr}/inputs"),
+                format!("Function `{name}` declares {} inputs; at most {MAX_FUNCTION_INPUTS} are accepted", f.inputs.len()),
+                "Pass fewer, larger inputs (an object) instead.",
+            );
+        }
+    }
+
+    /// The parameters of the script function that `f.entrypoint` names, in
+    /// their script order, when their names are exactly its declared inputs.
+    /// `None` when the script did not parse (reported already), or after
+    /// reporting a missing entrypoint or parameters that do not match.
+    fn entrypoint_params(&mut self, f: &FunctionDecl, ptr: &str) -> Option<Vec<String>> {
+        let fns = self.script.as_ref()?;
+        let candidates: Vec<&ScriptFn> = fns.iter().filter(|s| s.name == f.entrypoint).collect();
+        let declared: BTreeSet<&str> = f.inputs.iter().map(|(k, _)| k.as_str()).collect();
+        if candidates.is_empty() {
+            let known: Vec<&str> = fns.iter().map(|s| s.name.as_str()).collect();
+            let next = if known.is_empty() {
+                format!(
+                    "Define `fn {}(...)` in {}.",
+                    f.entrypoint,
+                    crate::FUNCTIONS_FILE
+                )
+            } else {
+                format!(
+                    "Define `fn {}(...)` in {}, or name one of: {}.",
+                    f.entrypoint,
+                    crate::FUNCTIONS_FILE,
+                    known.join(", ")
+                )
+            };
+            self.err(
+                "coordinator.function.entrypoint",
+                &format!("{ptr}/entrypoint"),
+                format!(
+                    "{} defines no function `{}`",
+                    crate::FUNCTIONS_FILE,
+                    f.entrypoint
+                ),
+                next,
+            );
+            return None;
+        }
+        if let Some(c) = candidates.iter().find(|c| {
+            c.params.iter().map(String::as_str).collect::<BTreeSet<_>>() == declared
+                && c.params.len() == declared.len()
+        }) {
+            return Some(c.params.clone());
+        }
+        let (at, message) = parameter_mismatch(f, ptr, &candidates, &declared);
+        self.err_key(
+            "coordinator.function.parameters",
+            &at,
+            message,
+            "Rename the declared inputs or the Rhai parameters so the two sets are equal.",
+        );
+        None
+    }
+}
+
+/// Where and how the first of the entrypoint `candidates` of `f` (at `ptr`)
+/// differs from its `declared` inputs: the pointer of the first declared
+/// input that is no parameter (else `inputs`), and the message.
+fn parameter_mismatch(
+    f: &FunctionDecl,
+    ptr: &str,
+    candidates: &[&ScriptFn],
+    declared: &BTreeSet<&str>,
+) -> (String, String) {
+    let params = candidates
+        .first()
+        .map(|c| c.params.clone())
+        .unwrap_or_default();
+    let extra: Vec<&str> = declared
+        .iter()
+        .filter(|d| !params.iter().any(|p| p == *d))
+        .copied()
+        .collect();
+    let missing: Vec<&str> = params
+        .iter()
+        .map(String::as_str)
+        .filter(|p| !declared.contains(p))
+        .collect();
+    let mut parts = Vec::new();
+    if !extra.is_empty() {
+        parts.push(format!(
+            "declared input {} is not a parameter of `{}`",
+            quote_list(&extra),
+            f.entrypoint
+        ));
+    }
+    if !missing.is_empty() {
+        parts.push(format!(
+            "parameter {} of `{}` is not a declared input",
+            quote_list(&missing),
+            f.entrypoint
+        ));
+    }
+    if parts.is_empty() {
+        parts.push(format!("`{}` repeats a parameter name", f.entrypoint));
+    }
+    let at = extra
+        .first()
+        .map(|e| format!("{ptr}/inputs/{}", escape_token(e)))
+        .unwrap_or_else(|| format!("{ptr}/inputs"));
+    let message = format!(
+        "{}; arguments are passed by name, so the names must match (`fn {}({})`)",
+        parts.join("; "),
+        f.entrypoint,
+        params.join(", ")
+    );
+    (at, message)
 }

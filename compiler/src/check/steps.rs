@@ -25,250 +25,291 @@ impl Checker<'_> {
         let sp = step_ptr(name);
         let env = Env::Step(name, facts);
         match step {
-            Step::Call(c) => {
-                let alias = self
-                    .out
-                    .aliases
-                    .get(&c.operation)
-                    .map(|a| (a.input.clone(), a.desc.id.clone(), a.desc.needs_action));
-                let ty = self.mapping(&c.input, &format!("{sp}/input"), env);
-                match alias {
-                    Some((input, id, invoke)) => {
-                        self.fit_report(
-                            &ty,
-                            &input,
-                            &format!("{sp}/input"),
-                            &format!("the input of operation alias `{}` ({id})", c.operation),
-                            "coordinator.mapping.type",
-                        );
-                        if c.on_declared_refusal.is_some() && !invoke {
-                            self.err(
-                                "coordinator.call.declared-refusal",
-                                &format!("{sp}/onDeclaredRefusal"),
-                                format!("{id} has no declared refusals; onDeclaredRefusal applies to breg.invoke-action/v1 immediate actions only"),
-                                "Remove onDeclaredRefusal from this step.",
-                            );
-                        }
-                    }
-                    None => {
-                        if !self.p.operations.contains(&c.operation) {
-                            self.err(
-                                "coordinator.operation.unknown-alias",
-                                &format!("{sp}/operation"),
-                                format!(
-                                    "`{}` is not an operation alias of this project",
-                                    c.operation
-                                ),
-                                format!(
-                                    "Declare it under `operations`, or use one of: {}.",
-                                    names(self.p.operations.iter().map(|(k, _)| k))
-                                ),
-                            );
-                        }
-                    }
-                }
-            }
-            Step::Choose(c) => {
-                if c.cases.is_empty() {
+            Step::Call(c) => self.check_call_step(c, &sp, env),
+            Step::Choose(c) => self.check_choose_step(c, &sp, env),
+            Step::WaitUntil(w) => self.check_wait_until_step(w, &sp, env),
+            Step::WaitFor(w) => self.check_wait_for_step(name, w, &sp, facts),
+            Step::Finish(f) => self.check_finish_step(f, &sp, env),
+        }
+    }
+
+    /// A call step at `sp`: its alias is declared, its input fits the
+    /// operation's input, and `onDeclaredRefusal` only on an action.
+    fn check_call_step(&mut self, c: &CallStep, sp: &str, env: Env) {
+        let alias = self
+            .out
+            .aliases
+            .get(&c.operation)
+            .map(|a| (a.input.clone(), a.desc.id.clone(), a.desc.needs_action));
+        let ty = self.mapping(&c.input, &format!("{sp}/input"), env);
+        match alias {
+            Some((input, id, invoke)) => {
+                self.fit_report(
+                    &ty,
+                    &input,
+                    &format!("{sp}/input"),
+                    &format!("the input of operation alias `{}` ({id})", c.operation),
+                    "coordinator.mapping.type",
+                );
+                if c.on_declared_refusal.is_some() && !invoke {
                     self.err(
-                        "coordinator.choose.labels",
-                        &format!("{sp}/cases"),
-                        "a choose step needs at least one case",
-                        "Add the cases the Function returns.",
+                        "coordinator.call.declared-refusal",
+                        &format!("{sp}/onDeclaredRefusal"),
+                        format!("{id} has no declared refusals; onDeclaredRefusal applies to breg.invoke-action/v1 immediate actions only"),
+                        "Remove onDeclaredRefusal from this step.",
                     );
                 }
-                if c.cases.len() > MAX_CASES {
+            }
+            None => {
+                if !self.p.operations.contains(&c.operation) {
                     self.err(
-                        "coordinator.limit.cases",
-                        &format!("{sp}/cases"),
+                        "coordinator.operation.unknown-alias",
+                        &format!("{sp}/operation"),
                         format!(
-                            "the step has {} cases; at most {MAX_CASES} are accepted",
-                            c.cases.len()
+                            "`{}` is not an operation alias of this project",
+                            c.operation
                         ),
-                        "Split the decision into several choose steps.",
+                        format!(
+                            "Declare it under `operations`, or use one of: {}.",
+                            names(self.p.operations.iter().map(|(k, _)| k))
+                        ),
                     );
                 }
-                for (label, _) in c.cases.iter() {
-                    if !is_name(label) {
-                        self.err_key(
-                            "coordinator.name.invalid",
-                            &format!("{sp}/cases/{}", escape_token(label)),
-                            format!(
-                                "`{label}` is not a valid case label; names match {NAME_PATTERN}"
-                            ),
-                            "Use lowercase letters, digits and hyphens, starting with a letter.",
-                        );
-                    }
-                }
-                let _ = self.function_call(&c.function, c.arguments.as_deref(), &sp, env);
-                if let Some(out) = self
-                    .out
-                    .functions
-                    .get(&c.function)
-                    .and_then(|f| f.output.clone())
-                {
-                    let node = out.deref();
-                    let n = node.node();
-                    let labels: BTreeSet<&str> = c.cases.iter().map(|(k, _)| k.as_str()).collect();
-                    let is_string = n.get("type").and_then(Value::as_str) == Some("string");
-                    let en: Option<BTreeSet<&str>> =
-                        n.get("enum").and_then(Value::as_array).and_then(|a| {
-                            a.iter()
-                                .map(Value::as_str)
-                                .collect::<Option<BTreeSet<&str>>>()
-                        });
-                    let ok = is_string && en.as_ref() == Some(&labels);
-                    if !ok {
-                        let found = match (&en, is_string) {
-                            (Some(e), true) => format!(
-                                "its output is the string enum [{}]",
-                                e.iter().copied().collect::<Vec<_>>().join(", ")
-                            ),
-                            _ => "its output is not a string enum".to_owned(),
-                        };
-                        self.err(
-                            "coordinator.choose.labels",
-                            &format!("{sp}/cases"),
-                            format!(
-                                "expected Function `{}` to return exactly the case labels [{}]; {found}",
-                                c.function,
-                                labels.iter().copied().collect::<Vec<_>>().join(", ")
-                            ),
-                            "Declare the Function's output as `{type: string, enum: [...]}` listing exactly the case labels.",
-                        );
-                    }
-                }
             }
-            Step::WaitUntil(w) => {
-                let up = format!("{sp}/until");
-                let ty = self.mapping(&w.until, &up, env);
-                let desc = "an RFC 3339 instant (a string with format date-time)";
-                // The VM reads `until` with `Instant::parse`, not with a
-                // schema: a literal is checked the same way, so check and run
-                // agree on it (`noon:60` included).
-                if let Ty::Literal(Value::String(text)) = &ty {
-                    if Instant::parse(text).is_err() {
-                        self.err(
-                            "coordinator.wait-until.instant",
-                            &up,
-                            format!("this mapping does not fit {desc}: expected a date-time string at the top level, found {}", Value::String(text.clone())),
-                            MISMATCH_NEXT,
-                        );
-                    }
+        }
+    }
+
+    /// A choose step at `sp`: between one and [`MAX_CASES`] well-named
+    /// cases, a well-typed Function call, and case labels that are exactly
+    /// the Function's output enum.
+    fn check_choose_step(&mut self, c: &ChooseStep, sp: &str, env: Env) {
+        if c.cases.is_empty() {
+            self.err(
+                "coordinator.choose.labels",
+                &format!("{sp}/cases"),
+                "a choose step needs at least one case",
+                "Add the cases the Function returns.",
+            );
+        }
+        if c.cases.len() > MAX_CASES {
+            self.err(
+                "coordinator.limit.cases",
+                &format!("{sp}/cases"),
+                format!(
+                    "the step has {} cases; at most {MAX_CASES} are accepted",
+                    c.cases.len()
+                ),
+                "Split the decision into several choose steps.",
+            );
+        }
+        for (label, _) in c.cases.iter() {
+            if !is_name(label) {
+                self.err_key(
+                    "coordinator.name.invalid",
+                    &format!("{sp}/cases/{}", escape_token(label)),
+                    format!("`{label}` is not a valid case label; names match {NAME_PATTERN}"),
+                    "Use lowercase letters, digits and hyphens, starting with a letter.",
+                );
+            }
+        }
+        let _ = self.function_call(&c.function, c.arguments.as_deref(), sp, env);
+        if let Some(out) = self
+            .out
+            .functions
+            .get(&c.function)
+            .and_then(|f| f.output.clone())
+        {
+            self.check_case_labels_against_output(c, &out, sp);
+        }
+    }
+
+    /// The case labels of choose step `c` (at `sp`) against the output
+    /// schema `out` of its Function: a string enum of exactly the labels.
+    fn check_case_labels_against_output(&mut self, c: &ChooseStep, out: &Sch, sp: &str) {
+        let node = out.deref();
+        let n = node.node();
+        let labels: BTreeSet<&str> = c.cases.iter().map(|(k, _)| k.as_str()).collect();
+        let is_string = n.get("type").and_then(Value::as_str) == Some("string");
+        let en: Option<BTreeSet<&str>> = n.get("enum").and_then(Value::as_array).and_then(|a| {
+            a.iter()
+                .map(Value::as_str)
+                .collect::<Option<BTreeSet<&str>>>()
+        });
+        if is_string && en.as_ref() == Some(&labels) {
+            return;
+        }
+        let found = match (&en, is_string) {
+            (Some(e), true) => format!(
+                "its output is the string enum [{}]",
+                e.iter().copied().collect::<Vec<_>>().join(", ")
+            ),
+            _ => "its output is not a string enum".to_owned(),
+        };
+        self.err(
+            "coordinator.choose.labels",
+            &format!("{sp}/cases"),
+            format!(
+                "expected Function `{}` to return exactly the case labels [{}]; {found}",
+                c.function,
+                labels.iter().copied().collect::<Vec<_>>().join(", ")
+            ),
+            "Declare the Function's output as `{type: string, enum: [...]}` listing exactly the case labels.",
+        );
+    }
+
+    /// A wait-until step at `sp`: `until` is an RFC 3339 instant.
+    fn check_wait_until_step(&mut self, w: &WaitUntilStep, sp: &str, env: Env) {
+        let up = format!("{sp}/until");
+        let ty = self.mapping(&w.until, &up, env);
+        let desc = "an RFC 3339 instant (a string with format date-time)";
+        // The VM reads `until` with `Instant::parse`, not with a
+        // schema: a literal is checked the same way, so check and run
+        // agree on it (`noon:60` included).
+        if let Ty::Literal(Value::String(text)) = &ty {
+            if Instant::parse(text).is_err() {
+                self.err(
+                    "coordinator.wait-until.instant",
+                    &up,
+                    format!("this mapping does not fit {desc}: expected a date-time string at the top level, found {}", Value::String(text.clone())),
+                    MISMATCH_NEXT,
+                );
+            }
+        } else {
+            let instant = Sch::new(json!({"type": "string", "format": "date-time"}));
+            self.fit_report(&ty, &instant, &up, desc, "coordinator.wait-until.instant");
+        }
+    }
+
+    /// Wait-for step `name` at `sp`: it waits for a call step (see
+    /// [`Self::check_awaited_call`]), with a timeout of at least one second
+    /// and shorter than the run deadline.
+    fn check_wait_for_step(
+        &mut self,
+        name: &str,
+        w: &WaitForStep,
+        sp: &str,
+        facts: Option<&Facts>,
+    ) {
+        let cp = format!("{sp}/completion");
+        match self.p.workflow.steps.get(&w.completion.step) {
+            None => self.err(
+                "coordinator.step.unknown",
+                &format!("{cp}/step"),
+                format!("`{}` is not a step of this workflow", w.completion.step),
+                "Name the call step whose completion this step waits for.",
+            ),
+            Some(Step::Call(call)) => self.check_awaited_call(name, w, call, &cp, facts),
+            Some(_) => self.err(
+                "coordinator.wait-for.step",
+                &format!("{cp}/step"),
+                format!(
+                    "step `{}` is not a call; a wait-for waits for a completion of a call",
+                    w.completion.step
+                ),
+                "Name a call step whose operation exposes the completion.",
+            ),
+        }
+        let d = self.p.workflow.deadline_seconds;
+        if w.timeout_seconds == 0 || w.timeout_seconds >= d {
+            self.err(
+                "coordinator.wait-for.timeout",
+                &format!("{sp}/timeoutSeconds"),
+                format!("timeoutSeconds is {}; it must be at least 1 and shorter than the run deadline ({d} seconds)", w.timeout_seconds),
+                format!("Set timeoutSeconds below {d}, or raise workflow.deadlineSeconds."),
+            );
+        }
+    }
+
+    /// The call step `call` that wait-for step `name` waits for (its
+    /// completion at `cp`): the call's operation exposes the completion, and
+    /// the call was accepted on every route to the wait (when reachable).
+    fn check_awaited_call(
+        &mut self,
+        name: &str,
+        w: &WaitForStep,
+        call: &CallStep,
+        cp: &str,
+        facts: Option<&Facts>,
+    ) {
+        if let Some(a) = self.out.aliases.get(&call.operation) {
+            if !a.desc.completions.contains(&w.completion.name) {
+                let id = a.desc.id.clone();
+                let msg = if a.desc.completions.is_empty() {
+                    format!(
+                        "step `{}` calls {id}, which exposes no completion",
+                        w.completion.step
+                    )
                 } else {
-                    let instant = Sch::new(json!({"type": "string", "format": "date-time"}));
-                    self.fit_report(&ty, &instant, &up, desc, "coordinator.wait-until.instant");
-                }
+                    format!(
+                        "step `{}` calls {id}, which exposes no completion `{}` (it exposes {})",
+                        w.completion.step,
+                        w.completion.name,
+                        a.desc.completions.join(", ")
+                    )
+                };
+                self.err(
+                    "coordinator.wait-for.completion",
+                    &format!("{cp}/name"),
+                    msg,
+                    "Wait for a completion the call's operation exposes, such as `result` of casework.submit-review-request/v1.",
+                );
             }
-            Step::WaitFor(w) => {
-                let cp = format!("{sp}/completion");
-                match self.p.workflow.steps.get(&w.completion.step) {
-                    None => self.err(
-                        "coordinator.step.unknown",
-                        &format!("{cp}/step"),
-                        format!("`{}` is not a step of this workflow", w.completion.step),
-                        "Name the call step whose completion this step waits for.",
-                    ),
-                    Some(Step::Call(call)) => {
-                        if let Some(a) = self.out.aliases.get(&call.operation) {
-                            if !a.desc.completions.contains(&w.completion.name) {
-                                let id = a.desc.id.clone();
-                                let msg = if a.desc.completions.is_empty() {
-                                    format!(
-                                        "step `{}` calls {id}, which exposes no completion",
-                                        w.completion.step
-                                    )
-                                } else {
-                                    format!("step `{}` calls {id}, which exposes no completion `{}` (it exposes {})", w.completion.step, w.completion.name, a.desc.completions.join(", "))
-                                };
-                                self.err(
-                                    "coordinator.wait-for.completion",
-                                    &format!("{cp}/name"),
-                                    msg,
-                                    "Wait for a completion the call's operation exposes, such as `result` of casework.submit-review-request/v1.",
-                                );
-                            }
-                        }
-                        if let Some(f) = facts {
-                            let ok = f
-                                .get(&w.completion.step)
-                                .is_some_and(|v| v.iter().all(|x| *x == Variant::Success));
-                            if !ok {
-                                let route = self.graph.route_without(
-                                    &self.p.workflow.start,
-                                    name,
-                                    &w.completion.step,
-                                );
-                                self.err(
-                                    "coordinator.wait-for.dominance",
-                                    &format!("{cp}/step"),
-                                    format!("expected call `{}` to have been accepted on every route that reaches this wait; it was not on the route {route}", w.completion.step),
-                                    "Wait only after the call on every route, or move the wait after it.",
-                                );
-                            }
-                        }
-                    }
-                    Some(_) => self.err(
-                        "coordinator.wait-for.step",
-                        &format!("{cp}/step"),
-                        format!(
-                            "step `{}` is not a call; a wait-for waits for a completion of a call",
-                            w.completion.step
-                        ),
-                        "Name a call step whose operation exposes the completion.",
-                    ),
-                }
-                let d = self.p.workflow.deadline_seconds;
-                if w.timeout_seconds == 0 || w.timeout_seconds >= d {
-                    self.err(
-                        "coordinator.wait-for.timeout",
-                        &format!("{sp}/timeoutSeconds"),
-                        format!("timeoutSeconds is {}; it must be at least 1 and shorter than the run deadline ({d} seconds)", w.timeout_seconds),
-                        format!("Set timeoutSeconds below {d}, or raise workflow.deadlineSeconds."),
+        }
+        let Some(f) = facts else { return };
+        let ok = f
+            .get(&w.completion.step)
+            .is_some_and(|v| v.iter().all(|x| *x == Variant::Success));
+        if !ok {
+            let route = self
+                .graph
+                .route_without(&self.p.workflow.start, name, &w.completion.step);
+            self.err(
+                "coordinator.wait-for.dominance",
+                &format!("{cp}/step"),
+                format!("expected call `{}` to have been accepted on every route that reaches this wait; it was not on the route {route}", w.completion.step),
+                "Wait only after the call on every route, or move the wait after it.",
+            );
+        }
+    }
+
+    /// A finish step at `sp`: a declared outcome, and an output (null when
+    /// absent) that fits its schema.
+    fn check_finish_step(&mut self, f: &FinishStep, sp: &str, env: Env) {
+        let schema = self.out.outcomes.get(&f.outcome).cloned();
+        if !self.p.workflow.outcomes.contains(&f.outcome) {
+            self.err(
+                "coordinator.outcome.unknown",
+                &format!("{sp}/outcome"),
+                format!("`{}` is not a declared outcome", f.outcome),
+                format!(
+                    "Declare it under workflow.outcomes, or use one of: {}.",
+                    names(self.p.workflow.outcomes.iter().map(|(k, _)| k))
+                ),
+            );
+        }
+        let desc = format!("the schema of outcome `{}`", f.outcome);
+        match &f.output {
+            Some(m) => {
+                let ty = self.mapping(m, &format!("{sp}/output"), env);
+                if let Some(s) = schema {
+                    self.fit_report(
+                        &ty,
+                        &s,
+                        &format!("{sp}/output"),
+                        &desc,
+                        "coordinator.mapping.type",
                     );
                 }
             }
-            Step::Finish(f) => {
-                let schema = self.out.outcomes.get(&f.outcome).cloned();
-                if !self.p.workflow.outcomes.contains(&f.outcome) {
+            None => {
+                let Some(s) = schema else { return };
+                if let Fit::Mismatch(..) = schema::fit(&Ty::Literal(Value::Null), &s, sp, "") {
                     self.err(
-                        "coordinator.outcome.unknown",
-                        &format!("{sp}/outcome"),
-                        format!("`{}` is not a declared outcome", f.outcome),
-                        format!(
-                            "Declare it under workflow.outcomes, or use one of: {}.",
-                            names(self.p.workflow.outcomes.iter().map(|(k, _)| k))
-                        ),
+                        "coordinator.outcome.null-output",
+                        sp,
+                        format!("this finish has no output, so its output is null, which {desc} does not accept"),
+                        "Add an `output` mapping, or declare the outcome as `{type: \"null\"}`.",
                     );
-                }
-                let desc = format!("the schema of outcome `{}`", f.outcome);
-                match &f.output {
-                    Some(m) => {
-                        let ty = self.mapping(m, &format!("{sp}/output"), env);
-                        if let Some(s) = schema {
-                            self.fit_report(
-                                &ty,
-                                &s,
-                                &format!("{sp}/output"),
-                                &desc,
-                                "coordinator.mapping.type",
-                            );
-                        }
-                    }
-                    None => {
-                        if let Some(s) = schema {
-                            if let Fit::Mismatch(..) =
-                                schema::fit(&Ty::Literal(Value::Null), &s, &sp, "")
-                            {
-                                self.err(
-                                    "coordinator.outcome.null-output",
-                                    &sp,
-                                    format!("this finish has no output, so its output is null, which {desc} does not accept"),
-                                    "Add an `output` mapping, or declare the outcome as `{type: \"null\"}`.",
-                                );
-                            }
-                        }
-                    }
                 }
             }
         }
