@@ -11,7 +11,10 @@ use coordinator_runtime::binding;
 use coordinator_vm::{RejectCode, Vm};
 use serde_json::Value;
 
-use crate::engine::Engine;
+use coordinator_ports::store::LeaseOnInsert;
+
+use crate::core::Core;
+use crate::group::{Group, GROUP_MAX, GROUP_SLOTS};
 
 /// A verified caller (from an RFC 9068 access token).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -130,15 +133,34 @@ impl From<StoreError> for AdmitError {
     }
 }
 
-impl Engine {
-    /// Admits a run (SPEC §8 `POST /v1/runs`): the revision must be the
-    /// active one, the VM checks the input, and the run and its first jobs
-    /// are stored in one step. Returns `(created, run)`: `false` for a
-    /// repeat of the same key, revision and input.
-    ///
-    /// # Errors
-    /// See [`AdmitError`].
-    pub async fn admit(
+/// What an admission answers: the store's answer and the jobs leased on
+/// insert, or the store's error.
+pub(crate) type AdmittedOrError =
+    Result<(Admitted, Vec<coordinator_ports::store::Job>), StoreError>;
+
+/// One role of the engine: admission. Starts by token and by event become
+/// runs through the group admission; its own state is the admissions in
+/// flight.
+pub(crate) struct Admission {
+    core: Arc<Core>,
+    /// Admissions of this process written together
+    /// ([`RunAdmission::admit_batch`]).
+    admissions: Group<(NewRun, Option<LeaseOnInsert>), AdmittedOrError>,
+}
+
+impl Admission {
+    /// Admission over `core`.
+    pub(crate) fn new(core: Arc<Core>) -> Self {
+        Admission {
+            core,
+            admissions: Group::new(GROUP_SLOTS, GROUP_MAX),
+        }
+    }
+}
+
+impl Admission {
+    /// The work of [`Engine::admit`].
+    pub(crate) async fn admit(
         &self,
         principal: &Principal,
         request: StartRequest,
@@ -164,7 +186,7 @@ impl Engine {
             Err(AdmitError::Store(_)) => "store-error",
             Err(_) => "refused",
         };
-        self.counters.add("admissions", outcome);
+        self.core.counters.add("admissions", outcome);
     }
 
     pub(crate) async fn admit_run(
@@ -173,7 +195,7 @@ impl Engine {
         request: StartRequest,
         idempotency_key: &str,
     ) -> Result<(bool, RunRecord), AdmitError> {
-        let start_identity = self.admission_key.start_identity(
+        let start_identity = self.core.admission_key.start_identity(
             &principal.iss,
             &principal.sub,
             &request.workflow,
@@ -204,7 +226,8 @@ impl Engine {
     /// input): a repeat of a start identity with another one is
     /// `idempotency.key-reused`.
     pub(crate) fn request_digest(&self, revision: &str, input: &Value) -> String {
-        self.admission_key
+        self.core
+            .admission_key
             .request_fingerprint(revision, &coordinator_ir::canonical::to_vec(input))
     }
 
@@ -216,10 +239,11 @@ impl Engine {
         workflow: &str,
         revision: &str,
     ) -> Result<Arc<Vm>, AdmitError> {
-        if self.config.recovery_only {
+        if self.core.config.recovery_only {
             return Err(AdmitError::RecoveryOnly);
         }
         let active = self
+            .core
             .active
             .get(workflow)
             .ok_or(AdmitError::UnknownWorkflow)?;
@@ -228,7 +252,7 @@ impl Engine {
                 active: active.clone(),
             });
         }
-        self.cached(active).ok_or(AdmitError::UnknownWorkflow)
+        self.core.cached(active).ok_or(AdmitError::UnknownWorkflow)
     }
 
     /// Refuses a start only if it is new: a start identity the store
@@ -245,10 +269,11 @@ impl Engine {
         refusal: AdmitError,
     ) -> Result<(bool, RunRecord), AdmitError> {
         match self
+            .core
             .store
             .find_start(start_identity, request_digest)
             .await
-            .map_err(|e| self.seen(e))?
+            .map_err(|e| self.core.seen(e))?
         {
             Some(Admitted::Existing(run)) => return Ok((false, run)),
             Some(_) => return Err(AdmitError::KeyReused),
@@ -258,10 +283,11 @@ impl Engine {
             refusal,
             AdmitError::UnknownWorkflow | AdmitError::RevisionNotActive { .. }
         ) && !self
+            .core
             .store
             .activation_current()
             .await
-            .map_err(|e| self.seen(e))?
+            .map_err(|e| self.core.seen(e))?
         {
             return Err(AdmitError::ActivationChanged);
         }
@@ -282,7 +308,7 @@ impl Engine {
         revision: String,
         input: Value,
     ) -> Result<(bool, RunRecord), AdmitError> {
-        let now = self.clock.now_unix();
+        let now = self.core.clock.now_unix();
         let resumed = match vm.admit(input, &unix_to_rfc3339(now)) {
             Ok(r) => r,
             Err(r) => {
@@ -296,8 +322,10 @@ impl Engine {
             }
         };
         let resumed = crate::jobs::take_due_waits(vm, resumed, now, true);
-        let jobs = self.jobs_for(&start_identity, &resumed.commands, now, false);
-        let bindings = binding::binding_digests(&self.connections, &vm.program().connections);
+        let jobs = self
+            .core
+            .jobs_for(&start_identity, &resumed.commands, now, false);
+        let bindings = binding::binding_digests(&self.core.connections, &vm.program().connections);
         let run = NewRun {
             id: uuid::Uuid::new_v4().to_string(),
             workflow,
@@ -310,22 +338,22 @@ impl Engine {
             bindings,
         };
         let due_now = {
-            let now = self.clock.now_unix();
+            let now = self.core.clock.now_unix();
             run.jobs.iter().any(|j| j.due_unix <= now)
         };
-        let lease = self.lease_on_insert(now);
+        let lease = self.core.lease_on_insert(now);
         let (admitted, leased) = self
             .admit_grouped(run, lease.clone())
             .await
-            .map_err(|e| self.seen(e))?;
+            .map_err(|e| self.core.seen(e))?;
         match admitted {
             Admitted::Created(r) => {
                 tracing::info!(run = %r.id, workflow = %r.workflow, "admitted");
                 match lease.filter(|_| !leased.is_empty()) {
                     // Handed to a lane of this process: no lease statement,
                     // no re-read of the run.
-                    Some(lease) => self.hand_off(leased, &r, lease.lease_until),
-                    None if due_now => self.wake_one(),
+                    Some(lease) => self.core.hand_off(leased, &r, lease.lease_until),
+                    None if due_now => self.core.wake_one(),
                     None => {}
                 }
                 Ok((true, r))
@@ -342,10 +370,9 @@ impl Engine {
         }
     }
 
-    /// The trigger `trigger` of `workflow`'s active Program, or `None` when
-    /// no package serves the workflow or its Program has no such trigger.
-    pub fn trigger(&self, workflow: &str, trigger: &str) -> Option<TriggerInfo> {
-        let vm = self.cached(self.active.get(workflow)?)?;
+    /// The work of [`Engine::trigger`].
+    pub(crate) fn trigger(&self, workflow: &str, trigger: &str) -> Option<TriggerInfo> {
+        let vm = self.core.cached(self.core.active.get(workflow)?)?;
         vm.program()
             .triggers
             .iter()
@@ -356,19 +383,8 @@ impl Engine {
             })
     }
 
-    /// Admits a run from a verified event (SPEC §2.4 `POST
-    /// /v1/events/{workflow}/{trigger}`): the event's `source` must be
-    /// `origin`'s URI and its `type` the trigger's `eventType`; the
-    /// trigger's mappings give the idempotency value and the input; the run
-    /// is admitted under the active revision with `origin` as its owner and
-    /// the start identity [`AdmissionKey::event_start_identity`]. Returns
-    /// `(created, run)`: `false` for a repeat with the same idempotency
-    /// value and the same input. Counted as an admission.
-    ///
-    /// # Errors
-    /// See [`AdmitError`] (the `Event*` and `UnknownTrigger` variants are
-    /// this route's).
-    pub async fn admit_event(
+    /// The work of [`Engine::admit_event`].
+    pub(crate) async fn admit_event(
         &self,
         origin: &EventOrigin,
         workflow: &str,
@@ -387,19 +403,23 @@ impl Engine {
         trigger: &str,
         event: &Value,
     ) -> Result<(bool, RunRecord), AdmitError> {
-        let Some(revision) = self.active.get(workflow) else {
+        let Some(revision) = self.core.active.get(workflow) else {
             let changed = !self
+                .core
                 .store
                 .activation_current()
                 .await
-                .map_err(|e| self.seen(e))?;
+                .map_err(|e| self.core.seen(e))?;
             return Err(if changed {
                 AdmitError::ActivationChanged
             } else {
                 AdmitError::UnknownWorkflow
             });
         };
-        let vm = self.cached(revision).ok_or(AdmitError::UnknownWorkflow)?;
+        let vm = self
+            .core
+            .cached(revision)
+            .ok_or(AdmitError::UnknownWorkflow)?;
         let t = vm
             .program()
             .triggers
@@ -428,7 +448,7 @@ impl Engine {
                 "the trigger's idempotency value is empty".into(),
             ));
         }
-        let start_identity = self.admission_key.event_start_identity(
+        let start_identity = self.core.admission_key.event_start_identity(
             &origin.source,
             &origin.name,
             workflow,
@@ -436,7 +456,7 @@ impl Engine {
             &start.idempotency,
         );
         let request_digest = self.request_digest(revision, &start.input);
-        if self.config.recovery_only {
+        if self.core.config.recovery_only {
             return self
                 .refuse_new_start(&start_identity, &request_digest, AdmitError::RecoveryOnly)
                 .await;
@@ -457,5 +477,29 @@ impl Engine {
             }
             other => other,
         })
+    }
+
+    /// Admits through the group commit ([`crate::group`]), answered as
+    /// [`RunAdmission::admit_leasing`] answers.
+    pub(crate) async fn admit_grouped(
+        &self,
+        run: NewRun,
+        lease: Option<LeaseOnInsert>,
+    ) -> AdmittedOrError {
+        let store = self.core.store.clone();
+        self.admissions
+            .submit(
+                (run, lease),
+                move |batch| {
+                    let store = store.clone();
+                    async move { store.admit_batch(batch).await }
+                },
+                || {
+                    Err(StoreError::Unavailable(
+                        "the group commit ended without an answer".into(),
+                    ))
+                },
+            )
+            .await
     }
 }

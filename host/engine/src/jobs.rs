@@ -7,7 +7,8 @@ use coordinator_ports::store::{JobKind, NewJob};
 use coordinator_runtime::config::{Connection, DEFAULT_RESULT_CHECK_SECONDS};
 use coordinator_vm::{Command, Event, Resumed, Vm, WakeKind};
 
-use crate::engine::{Engine, MAX_BACKOFF_SECONDS};
+use crate::config::MAX_BACKOFF_SECONDS;
+use crate::core::Core;
 
 /// When an instant the VM commanded (a wake, a timeout) is due: its Unix
 /// seconds rounded up ([`due_unix`]), so a timer with a fraction of a
@@ -67,7 +68,7 @@ pub fn backoff(attempt: u32) -> i64 {
     (1i64 << exp).min(MAX_BACKOFF_SECONDS)
 }
 
-impl Engine {
+impl Core {
     pub(crate) fn observe_interval(&self, connection: &str) -> i64 {
         let check = self.connections.get(connection).map_or(
             DEFAULT_RESULT_CHECK_SECONDS,

@@ -3,16 +3,15 @@
 //! adapter). It feeds the VM events and turns the VM's commands into jobs;
 //! it never decides what a step does (ARCHITECTURE.md).
 //!
-//! - [`engine`]: the [`Engine`], its settings, construction and shared
-//!   state.
-//! - [`admission`]: starts by token and by event.
-//! - [`worker`]: the worker step ([`Engine::tick`]) and how an event is fed
-//!   to the VM and committed.
-//! - [`jobs`]: the VM's commands turned into jobs.
-//! - [`actions`]: operator actions (`cancel`, `retry-same`, `reconcile`),
-//!   inspection, listing, retention.
-//! - [`restore`]: the restore sequence (holds, the restore epoch, review of
-//!   restored prepared commands, attestations).
+//! - [`engine`]: the [`Engine`], its settings and construction: three
+//!   roles over one shared core, each with its own state: admission
+//!   ([`admission`]: starts by token and by event), the worker
+//!   ([`worker`]: [`Engine::tick`] over leased jobs, one function per job
+//!   kind) and operator actions ([`operator`]: `cancel`, `retry-same`,
+//!   `reconcile`, inspection, listing, retention, and the restore
+//!   sequence). The core (`core.rs`) holds the ports, the Program cache,
+//!   the restore epoch and the group commits; `feed.rs` is the one commit
+//!   path every role takes; [`jobs`] turns the VM's commands into jobs.
 //! - [`metrics`]: the process's counters.
 //!
 //! No HTTP server here: `server/` translates HTTP to these calls. See
@@ -21,19 +20,22 @@
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 #![warn(missing_docs)]
 
-pub mod actions;
 pub mod admission;
+pub(crate) mod config;
+pub(crate) mod core;
 pub mod engine;
+pub(crate) mod feed;
 pub(crate) mod group;
 pub mod jobs;
 pub mod metrics;
-pub mod restore;
+pub mod operator;
 pub mod worker;
 
-pub use actions::{Action, ActionError, InspectedStep};
 pub use admission::{AdmitError, EventOrigin, Principal, StartRequest, TriggerInfo};
-pub use engine::{Engine, EngineConfig, EngineError};
-pub use restore::HoldError;
+pub use config::{EngineConfig, INTERRUPTED, MAX_BACKOFF_SECONDS, RESTORED};
+pub use engine::{Engine, EngineError};
+pub use operator::actions::{Action, ActionError, InspectedStep};
+pub use operator::restore::HoldError;
 
 /// The VM's run state names and effect states, re-exported for `server/`
 /// (which depends on the hosts and `api/` only).

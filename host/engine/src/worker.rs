@@ -11,99 +11,52 @@ use coordinator_ports::adapter::{
 };
 use coordinator_ports::clock::{due_unix, unix_to_rfc3339};
 use coordinator_ports::store::{
-    Commit, Committed, Job, JobKind, JobState, LeaseRequest, NewJob, Review, RunRecord, StepLedger,
-    StoreError,
+    Commit, Job, JobKind, JobState, LeaseRequest, NewJob, RunRecord, StepLedger, StoreError,
 };
-use coordinator_vm::{Answer, Command, Event, Expected, RejectCode};
+use coordinator_vm::{Answer, Event, Expected};
 
-use crate::engine::{Engine, Fed, HandedOff, InFlight, INTERRUPTED, MAX_BACKOFF_SECONDS};
+use std::sync::Arc;
 
-/// A change to a run's ledger, made in the commit of an event.
-pub(crate) type LedgerUpdate<'a> = dyn Fn(&mut BTreeMap<String, StepLedger>) + Sync + 'a;
+use crate::config::{INTERRUPTED, MAX_BACKOFF_SECONDS};
+use crate::core::{Core, HandedOff, InFlight};
+use crate::feed::Feeding;
 
-/// How [`Engine::feed`] commits an event.
-pub(crate) struct Feeding<'a> {
-    /// The leased job the event answers: completed (deleted) by the commit,
-    /// discarded when the VM refuses the event; an outage is waited out
-    /// (an answer in hand is never dropped).
-    pub(crate) complete: Option<u64>,
-    /// Changes the run's ledger in the same commit.
-    pub(crate) ledger: Option<&'a LedgerUpdate<'a>>,
-    /// The restore review to record ([`Review::after`]).
-    pub(crate) review: Option<Review>,
-    /// Commit nothing (answer [`Fed::Held`]) if the VM's commands would
-    /// dispatch (the restore hold is in place).
-    pub(crate) refuse_dispatch: bool,
-    /// On a version conflict, read the run again and apply the event anew
-    /// (a worker's answer is never dropped); `false` answers the conflict.
-    pub(crate) retry_conflicts: bool,
+/// One role of the engine: the worker. It leases due jobs and carries
+/// each out (a dispatch, a receipt lookup, a timer, an observation),
+/// feeding the VM the answer through the core's one commit path
+/// ([`Core::feed`]). Its own state is the set of jobs its lanes are
+/// carrying out. Cheap to clone (operator actions hold one to run a
+/// receipt lookup at once).
+#[derive(Clone)]
+pub(crate) struct Worker {
+    core: Arc<Core>,
+    /// Jobs a worker lane of this process is carrying out. The lanes share
+    /// one lease owner, so a job whose lease ran out while its lane waited
+    /// for the store (holding a product answer) can be leased again by
+    /// another lane; that lane must leave it to the holder instead of
+    /// taking it for an interrupted attempt.
+    in_flight: Arc<std::sync::Mutex<std::collections::BTreeSet<u64>>>,
 }
 
-impl Default for Feeding<'_> {
-    fn default() -> Self {
-        Feeding {
-            complete: None,
-            ledger: None,
-            review: None,
-            refuse_dispatch: false,
-            retry_conflicts: true,
+impl Worker {
+    /// The worker over `core`, carrying out nothing yet.
+    pub(crate) fn new(core: Arc<Core>) -> Self {
+        Worker {
+            core,
+            in_flight: Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new())),
         }
     }
 }
 
-impl Feeding<'_> {
-    /// Completing leased job `job`, nothing else.
-    pub(crate) fn completing(job: u64) -> Self {
-        Feeding {
-            complete: Some(job),
-            ..Feeding::default()
-        }
-    }
-}
-
-/// Real-time backoff while the store is unavailable: 250 ms doubling to
-/// 2 s; logs `store-unavailable` on the first wait and every 10th.
-pub(crate) struct StoreWait {
-    waits: u32,
-}
-
-impl StoreWait {
-    fn new() -> Self {
-        StoreWait { waits: 0 }
-    }
-
-    async fn wait(&mut self, run: &str, error: &str) {
-        if self.waits.is_multiple_of(10) {
-            tracing::error!(
-                code = "store-unavailable",
-                run,
-                error,
-                "store unavailable; waiting for it"
-            );
-        }
-        let ms = 250u64 << self.waits.min(3);
-        self.waits = self.waits.saturating_add(1);
-        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
-    }
-}
-
-impl Engine {
-    /// One worker step: leases the due jobs and carries each out. Returns
-    /// how many jobs it leased. Under the restore hold, and on a
-    /// `--recovery-only` instance, only receipt lookups are leased (reads,
-    /// never dispatches). A fenced engine ([`Engine::fenced`]) leases
-    /// nothing.
-    ///
-    /// # Errors
-    /// The store's; [`StoreError::LeaseIncompatible`] when a restore hold
-    /// was placed after this process started (it is fenced from then on).
-    pub async fn tick(&self) -> Result<usize, StoreError> {
-        if self.fenced() {
+impl Worker {
+    /// The work of [`Engine::tick`].
+    pub(crate) async fn tick(&self) -> Result<usize, StoreError> {
+        if self.core.fenced() {
             return Ok(0);
         }
         // Jobs this process's own commits leased to it come first: no lease
         // statement and no re-read of the run.
-        let handed = self.take_handed(self.config.batch);
+        let handed = self.core.take_handed(self.core.config.batch);
         if !handed.is_empty() {
             let n = handed.len();
             let mut by_run: Vec<(String, Vec<HandedOff>)> = Vec::new();
@@ -121,23 +74,24 @@ impl Engine {
             .await;
             return Ok(n);
         }
-        let epoch = self.lease_epoch().await?;
-        let now = self.clock.now_unix();
+        let epoch = self.core.lease_epoch().await?;
+        let now = self.core.clock.now_unix();
         let jobs = self
+            .core
             .store
             .lease(&LeaseRequest {
-                owner: &self.config.worker_id,
+                owner: &self.core.config.worker_id,
                 now,
-                lease_until: self.lease_until(now),
-                limit: self.config.batch,
+                lease_until: self.core.lease_until(now),
+                limit: self.core.config.batch,
                 epoch,
                 run_id: None,
                 receipt_lookups_only: false,
             })
             .await
-            .map_err(|e| self.noted(e))?;
+            .map_err(|e| self.core.noted(e))?;
         let n = jobs.len();
-        let lease_until = self.lease_until(now);
+        let lease_until = self.core.lease_until(now);
         // Jobs of one run are carried out in lease order, one after
         // another (each sees the state its predecessor committed); jobs of
         // different runs go concurrently, so one slow product call does
@@ -193,33 +147,35 @@ impl Engine {
             return;
         };
         if self
+            .core
             .clock
             .now_unix()
-            .saturating_add(self.config.request_budget_seconds)
+            .saturating_add(self.core.config.request_budget_seconds)
             > lease_until
         {
             let _ = self
+                .core
                 .store
-                .release(id, &self.config.worker_id, job.due_unix, None)
+                .release(id, &self.core.config.worker_id, job.due_unix, None)
                 .await;
             return;
         }
         let mut result = self
             .run_job(job.clone(), carried)
             .await
-            .map_err(|e| self.seen(e));
+            .map_err(|e| self.core.seen(e));
         // The store went away before the job's request left (an answer in
         // hand is held by `feed`): wait for it, then carry the job out
         // again while the lease holds.
         while let Err(StoreError::Unavailable(e)) = &result {
             tracing::error!(code = "store-unavailable", job = id, error = %e, "store unavailable; the job waits for it");
-            if !self.wait_for_store(lease_until).await {
+            if !self.core.wait_for_store(lease_until).await {
                 break;
             }
             result = self
                 .run_job(job.clone(), None)
                 .await
-                .map_err(|e| self.seen(e));
+                .map_err(|e| self.core.seen(e));
         }
         match result {
             Ok(()) => {}
@@ -235,12 +191,8 @@ impl Engine {
         }
     }
 
-    /// Ticks until a tick leases nothing (at most `max_ticks` times);
-    /// returns the jobs leased in all. For tests and for draining.
-    ///
-    /// # Errors
-    /// The store's.
-    pub async fn run_until_idle(&self, max_ticks: usize) -> Result<usize, StoreError> {
+    /// The work of [`Engine::run_until_idle`].
+    pub(crate) async fn run_until_idle(&self, max_ticks: usize) -> Result<usize, StoreError> {
         let mut total = 0;
         for _ in 0..max_ticks {
             let n = self.tick().await?;
@@ -261,23 +213,27 @@ impl Engine {
         job: Job,
         carried: Option<RunRecord>,
     ) -> Result<(), StoreError> {
-        let owner = self.config.worker_id.clone();
+        let owner = self.core.config.worker_id.clone();
         let run = match carried {
             Some(run) => run,
-            None => match self.store.get(&job.run_id).await? {
+            None => match self.core.store.get(&job.run_id).await? {
                 Some(run) => run,
-                None => return self.store.discard(job.id, &owner).await,
+                None => return self.core.store.discard(job.id, &owner).await,
             },
         };
         if run.status().is_terminal() {
-            return self.store.discard(job.id, &owner).await;
+            return self.core.store.discard(job.id, &owner).await;
         }
-        let Some(vm) = self.vm(&run.revision).await? else {
+        let Some(vm) = self.core.vm(&run.revision).await? else {
             tracing::error!(run = %run.id, revision = %run.revision, "no Program for the run's revision; job held");
-            let later = self.clock.now_unix().saturating_add(MAX_BACKOFF_SECONDS);
-            return self.store.release(job.id, &owner, later, None).await;
+            let later = self
+                .core
+                .clock
+                .now_unix()
+                .saturating_add(MAX_BACKOFF_SECONDS);
+            return self.core.store.release(job.id, &owner, later, None).await;
         };
-        let now = self.clock.now_unix();
+        let now = self.core.clock.now_unix();
         // The run's deadline comes first. A job found once the deadline has
         // passed (after an outage or a restart: a wake, a timeout, a call
         // not yet sent, an observation) is not carried out: the run is fed
@@ -294,13 +250,17 @@ impl Engine {
             let event = Event::TimerFired {
                 at: run.state.deadline_at.clone(),
             };
-            self.feed(run, &event, Feeding::completing(job.id)).await?;
+            self.core
+                .feed(run, &event, Feeding::completing(job.id))
+                .await?;
             return Ok(());
         }
         match job.kind.clone() {
             JobKind::Timer { at, .. } => {
                 let event = Event::TimerFired { at };
-                self.feed(run, &event, Feeding::completing(job.id)).await?;
+                self.core
+                    .feed(run, &event, Feeding::completing(job.id))
+                    .await?;
                 Ok(())
             }
             JobKind::Dispatch {
@@ -320,7 +280,7 @@ impl Engine {
                         attempt,
                     },
                 ) {
-                    return self.store.discard(job.id, &owner).await;
+                    return self.core.store.discard(job.id, &owner).await;
                 }
                 let call = Call {
                     step,
@@ -344,7 +304,7 @@ impl Engine {
                 ..
             } => {
                 if !vm.expects(&run.state, &Expected::ReceiptAnswer { step: &step }) {
-                    return self.store.discard(job.id, &owner).await;
+                    return self.core.store.discard(job.id, &owner).await;
                 }
                 let request = ReceiptRequest {
                     operation_id,
@@ -361,7 +321,7 @@ impl Engine {
                 ..
             } => {
                 if !vm.expects(&run.state, &Expected::Completion { step: &step }) {
-                    return self.store.discard(job.id, &owner).await;
+                    return self.core.store.discard(job.id, &owner).await;
                 }
                 let observation = Observing {
                     step,
@@ -391,15 +351,15 @@ impl Engine {
         } = call;
         let answer = if job.state == JobState::Sending {
             tracing::warn!(run = %run.id, step = %step, attempt, "interrupted dispatch found; reported to the VM as uncertain");
-            self.counters.add("dispatch_attempts", "interrupted");
+            self.core.counters.add("dispatch_attempts", "interrupted");
             Answer::Uncertain {
                 code: INTERRUPTED.to_owned(),
             }
         } else {
-            let Some(conn) = self.connections.get(&connection) else {
+            let Some(conn) = self.core.connections.get(&connection) else {
                 return self.hold_job(job, "unknown connection").await;
             };
-            let Some(epoch) = self.restore_epoch.get().copied() else {
+            let Some(epoch) = self.core.restore_epoch.get().copied() else {
                 return self.hold_job(job, "no restore epoch adopted").await;
             };
             // The job is marked `sending` by the adapter just before the
@@ -408,21 +368,26 @@ impl Engine {
             // once later. A read that is safe to resend is not marked at
             // all: a crash sends it again.
             let marker = JobSending {
-                engine: self,
+                core: &self.core,
                 job: job.id,
-                owner: &self.config.worker_id,
+                owner: &self.core.config.worker_id,
                 epoch,
             };
             let mark: &dyn MarkSending = if resend_safe { &NoMark } else { &marker };
-            match self.adapter.dispatch_marking(conn, &request, mark).await {
+            match self
+                .core
+                .adapter
+                .dispatch_marking(conn, &request, mark)
+                .await
+            {
                 Ok(outcome) => {
                     tracing::info!(run = %run.id, step = %step, attempt, result = %outcome.label(), "dispatched");
-                    self.counters.add("dispatch_attempts", outcome.kind());
+                    self.core.counters.add("dispatch_attempts", outcome.kind());
                     outcome.into_answer()
                 }
                 Err(AdapterError::NotSent(e)) => return Err(e),
                 Err(e) => {
-                    self.counters.add("dispatch_attempts", "host-fault");
+                    self.core.counters.add("dispatch_attempts", "host-fault");
                     return self.hold_job(job, &e.to_string()).await;
                 }
             }
@@ -438,7 +403,7 @@ impl Engine {
             ledger: Some(&count),
             ..Feeding::completing(job.id)
         };
-        self.feed(run, &event, feeding).await?;
+        self.core.feed(run, &event, feeding).await?;
         Ok(())
     }
 
@@ -452,10 +417,10 @@ impl Engine {
         connection: &str,
         request: ReceiptRequest,
     ) -> Result<(), StoreError> {
-        let Some(conn) = self.connections.get(connection) else {
+        let Some(conn) = self.core.connections.get(connection) else {
             return self.hold_job(job, "unknown connection").await;
         };
-        let answer = match self.adapter.lookup_receipt(conn, &request).await {
+        let answer = match self.core.adapter.lookup_receipt(conn, &request).await {
             Ok(o) => {
                 // What reconcile found (never a body): the operator's only
                 // trace when the lookup settles nothing.
@@ -465,7 +430,9 @@ impl Engine {
             Err(e) => return self.hold_job(job, &e.to_string()).await,
         };
         let event = Event::CallAnswered { step, answer };
-        self.feed(run, &event, Feeding::completing(job.id)).await?;
+        self.core
+            .feed(run, &event, Feeding::completing(job.id))
+            .await?;
         Ok(())
     }
 
@@ -486,10 +453,11 @@ impl Engine {
             completion,
             review_request_id,
         } = observation;
-        let Some(conn) = self.connections.get(&connection) else {
+        let Some(conn) = self.core.connections.get(&connection) else {
             return self.hold_job(job, "unknown connection").await;
         };
         let read = self
+            .core
             .adapter
             .observe(conn, &completion, &review_request_id)
             .await;
@@ -507,7 +475,7 @@ impl Engine {
                     ledger: Some(&count),
                     ..Feeding::completing(job.id)
                 };
-                self.feed(run, &event, feeding).await?;
+                self.core.feed(run, &event, feeding).await?;
                 return Ok(());
             }
             Ok(_) => {}
@@ -525,7 +493,7 @@ impl Engine {
                 review_request_id,
                 last_observed_unix: Some(now),
             },
-            due_unix: now.saturating_add(self.observe_interval(&connection)),
+            due_unix: now.saturating_add(self.core.observe_interval(&connection)),
         };
         let commit = Commit {
             run_id: run.id.clone(),
@@ -533,156 +501,25 @@ impl Engine {
             at_unix: now,
             state: run.state.clone(),
             ledger,
-            complete: Some((job.id, self.config.worker_id.clone())),
+            complete: Some((job.id, self.core.config.worker_id.clone())),
             jobs: vec![next],
             review: None,
         };
-        self.commit_grouped(commit, None).await.map(|_| ())
+        self.core.commit_grouped(commit, None).await.map(|_| ())
     }
 
     /// A host fault (nothing was sent): log and try the job again later.
     pub(crate) async fn hold_job(&self, job: &Job, why: &str) -> Result<(), StoreError> {
         tracing::error!(job = job.id, run = %job.run_id, reason = why, "host fault; job retried later");
-        let later = self.clock.now_unix().saturating_add(MAX_BACKOFF_SECONDS);
-        self.store
-            .release(job.id, &self.config.worker_id, later, None)
+        let later = self
+            .core
+            .clock
+            .now_unix()
+            .saturating_add(MAX_BACKOFF_SECONDS);
+        self.core
+            .store
+            .release(job.id, &self.core.config.worker_id, later, None)
             .await
-    }
-
-    /// Feeds `event` to the run, commits the new state, the completed job
-    /// and the new jobs; on a version conflict re-reads the run and applies
-    /// the event again (an answer is never dropped because an operator
-    /// acted meanwhile). See [`Feeding`] for the options.
-    pub(crate) async fn feed(
-        &self,
-        mut run: RunRecord,
-        event: &Event,
-        feeding: Feeding<'_>,
-    ) -> Result<Fed, StoreError> {
-        let Feeding {
-            complete,
-            ledger: ledger_update,
-            review,
-            refuse_dispatch,
-            retry_conflicts,
-        } = feeding;
-        let owner = self.config.worker_id.clone();
-        let Some(vm) = self.vm(&run.revision).await? else {
-            return Err(StoreError::NotFound);
-        };
-        let answered = matches!(event, Event::CallAnswered { .. });
-        let mut conflicts = 0;
-        let mut outage = StoreWait::new();
-        loop {
-            let resumed = match vm.resume(&run.state, event) {
-                Ok(r) => r,
-                Err(rejected) => {
-                    if let Some(job) = complete {
-                        // A run that ended meanwhile (its deadline and a wake
-                        // taken by two lanes) is the common, harmless case.
-                        if rejected.code == RejectCode::RunEnded {
-                            tracing::info!(run = %run.id, "the run has ended meanwhile; job discarded");
-                        } else {
-                            tracing::warn!(run = %run.id, error = %rejected, "event refused by the VM; job discarded");
-                        }
-                        self.store.discard(job, &owner).await?;
-                    }
-                    return Ok(Fed::Rejected(rejected));
-                }
-            };
-            let now = self.clock.now_unix();
-            let resumed = crate::jobs::take_due_waits(&vm, resumed, now, false);
-            if refuse_dispatch
-                && resumed
-                    .commands
-                    .iter()
-                    .any(|c| matches!(c, Command::Dispatch { .. }))
-            {
-                return Ok(Fed::Held);
-            }
-            // An ended run keeps no job: the commands that led to its end
-            // (a call reached on the way to the deadline) make none.
-            let jobs = if resumed.status.is_terminal() {
-                Vec::new()
-            } else {
-                self.jobs_for(&run.start_identity, &resumed.commands, now, answered)
-            };
-            let mut ledger = run.ledger.clone();
-            if let Some(update) = ledger_update {
-                update(&mut ledger);
-            }
-            let commit = Commit {
-                run_id: run.id.clone(),
-                expected_version: run.version,
-                at_unix: self.clock.now_unix(),
-                state: resumed.state.clone(),
-                ledger: ledger.clone(),
-                complete: complete.map(|j| (j, owner.clone())),
-                jobs,
-                review,
-            };
-            let now = self.clock.now_unix();
-            let scheduled_due_now = commit.jobs.iter().any(|j| j.due_unix <= now);
-            let lease = self.lease_on_insert(now);
-            let failed = match self.commit_grouped(commit, lease.clone()).await {
-                Ok(Committed { version, leased }) => {
-                    if scheduled_due_now && leased.is_empty() {
-                        self.wake_one();
-                    }
-                    if resumed.status.is_terminal() {
-                        tracing::info!(run = %run.id, state = resumed.status.as_str(), "run ended");
-                        self.counters.add("runs_ended", resumed.status.as_str());
-                    }
-                    run.state = resumed.state;
-                    run.ledger = ledger;
-                    run.version = version;
-                    run.review = Review::after(run.review, review);
-                    if let Some(lease) = lease.filter(|_| !leased.is_empty()) {
-                        self.hand_off(leased, &run, lease.lease_until);
-                    }
-                    return Ok(Fed::Applied(Box::new(run)));
-                }
-                Err(e) => e,
-            };
-            match failed {
-                StoreError::Conflict if retry_conflicts && conflicts < 8 => conflicts += 1,
-                // A worker holds an answer (a request may have left): it is
-                // never dropped for an outage; the commit is tried again
-                // until the store is back. An operator action fails fast.
-                StoreError::Unavailable(e) if complete.is_some() => {
-                    outage.wait(&run.id, &e).await;
-                    continue;
-                }
-                e => return Err(e),
-            }
-            run = loop {
-                match self.store.get(&run.id).await {
-                    Ok(Some(r)) => break r,
-                    Ok(None) => return Err(StoreError::NotFound),
-                    Err(StoreError::Unavailable(e)) if complete.is_some() => {
-                        outage.wait(&run.id, &e).await;
-                    }
-                    Err(e) => return Err(e),
-                }
-            };
-        }
-    }
-
-    /// Waits (real time, polling `ping`) until the store answers again, or
-    /// until `deadline` (engine clock) passes. Returns whether it answers.
-    pub(crate) async fn wait_for_store(&self, deadline: i64) -> bool {
-        let mut outage = StoreWait::new();
-        loop {
-            match self.store.ping().await {
-                Ok(()) => return true,
-                Err(e) => {
-                    if self.clock.now_unix() >= deadline {
-                        return false;
-                    }
-                    outage.wait("-", &e.to_string()).await;
-                }
-            }
-        }
     }
 }
 
@@ -706,7 +543,7 @@ struct Observing {
 /// Marks dispatch job `job` `sending` under this process's lease and
 /// restore epoch ([`MarkSending`]; `JobQueue::mark_sending`).
 struct JobSending<'a> {
-    engine: &'a Engine,
+    core: &'a Core,
     job: u64,
     owner: &'a str,
     epoch: u64,
@@ -715,7 +552,7 @@ struct JobSending<'a> {
 #[async_trait::async_trait]
 impl MarkSending for JobSending<'_> {
     async fn mark_sending(&self) -> Result<(), StoreError> {
-        self.engine
+        self.core
             .mark_sending_grouped(self.job, self.owner, self.epoch)
             .await
     }

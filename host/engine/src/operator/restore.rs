@@ -20,8 +20,9 @@
 
 use coordinator_vm::{Answer, Event};
 
-use crate::engine::{Engine, Fed, RESTORED};
-use crate::worker::Feeding;
+use super::actions::OperatorActions;
+use crate::config::RESTORED;
+use crate::feed::{Fed, Feeding};
 use coordinator_ports::store::{
     Holds, JobKind, JobState, Review, ReviewSurvey, StepLedger, StoreError,
 };
@@ -79,18 +80,11 @@ impl HoldError {
     }
 }
 
-impl Engine {
-    /// `restore-hold`: places the restore hold and the admission hold. A
-    /// new placement moves the restore epoch and clears the attestation.
-    /// Then holds back every restored prepared command (also when the hold
-    /// was in place already, so a placement that stopped half way is
-    /// finished by placing it again). Returns the holds after and how many
-    /// prepared commands this call held back.
-    ///
-    /// # Errors
-    /// The store's.
-    pub async fn place_restore_hold(&self) -> Result<(Holds, u64), HoldError> {
+impl OperatorActions {
+    /// The work of [`Engine::place_restore_hold`].
+    pub(crate) async fn place_restore_hold(&self) -> Result<(Holds, u64), HoldError> {
         let holds = self
+            .core
             .update_holds(|h: &mut Holds| {
                 if !h.restore {
                     h.execution_recovery_completed = false;
@@ -111,43 +105,34 @@ impl Engine {
         Ok((holds, held_back))
     }
 
-    /// `complete-execution-recovery`: the operator attests the execution
-    /// history; only under the restore hold.
-    ///
-    /// # Errors
-    /// [`HoldError::HoldRequired`] without the restore hold; the store's.
-    pub async fn complete_execution_recovery(&self) -> Result<Holds, HoldError> {
-        self.update_holds(|h: &mut Holds| {
-            if !h.restore {
-                return Err(HoldError::HoldRequired(
-                    "place the restore hold first (restore-hold)",
-                ));
-            }
-            h.execution_recovery_completed = true;
-            Ok(())
-        })
-        .await
+    /// The work of [`Engine::complete_execution_recovery`].
+    pub(crate) async fn complete_execution_recovery(&self) -> Result<Holds, HoldError> {
+        self.core
+            .update_holds(|h: &mut Holds| {
+                if !h.restore {
+                    return Err(HoldError::HoldRequired(
+                        "place the restore hold first (restore-hold)",
+                    ));
+                }
+                h.execution_recovery_completed = true;
+                Ok(())
+            })
+            .await
     }
 
-    /// `release-restore-hold`: refused while a live run needs review or
-    /// holds an unknown effect, unless execution recovery was attested (then
-    /// every run needing review is recorded [`Review::Attested`]). Holds
-    /// back any restored prepared command a placement left first.
-    ///
-    /// # Errors
-    /// [`HoldError::HoldRequired`], [`HoldError::ReviewRequired`],
-    /// [`HoldError::Unresolved`]; the store's.
-    pub async fn release_restore_hold(&self) -> Result<Holds, HoldError> {
-        let current = self.store.holds().await?;
+    /// The work of [`Engine::release_restore_hold`].
+    pub(crate) async fn release_restore_hold(&self) -> Result<Holds, HoldError> {
+        let current = self.core.store.holds().await?;
         if !current.restore {
             return Err(HoldError::HoldRequired("the restore hold is not in place"));
         }
         self.hold_back_restored_commands().await?;
-        let survey = self.store.review_survey().await?;
+        let survey = self.core.store.review_survey().await?;
         if current.execution_recovery_completed {
-            self.store.attest_reviews().await?;
+            self.core.store.attest_reviews().await?;
         }
         let holds = self
+            .core
             .update_holds(|h: &mut Holds| {
                 if !h.restore {
                     return Err(HoldError::HoldRequired("the restore hold is not in place"));
@@ -174,14 +159,10 @@ impl Engine {
         Ok(holds)
     }
 
-    /// `release-admission-hold`: only once the restore hold is released.
-    ///
-    /// # Errors
-    /// [`HoldError::HoldRequired`] without the admission hold,
-    /// [`HoldError::Unresolved`] while the restore hold is in place; the
-    /// store's.
-    pub async fn release_admission_hold(&self) -> Result<Holds, HoldError> {
+    /// The work of [`Engine::release_admission_hold`].
+    pub(crate) async fn release_admission_hold(&self) -> Result<Holds, HoldError> {
         let holds = self
+            .core
             .update_holds(|h: &mut Holds| {
                 if !h.admission {
                     return Err(HoldError::HoldRequired(
@@ -201,43 +182,32 @@ impl Engine {
         Ok(holds)
     }
 
-    /// Whether the active packages are still the ones this process started
-    /// with (the doctor's `activationReady`).
-    ///
-    /// # Errors
-    /// The store's.
-    pub async fn activation_current(&self) -> Result<bool, StoreError> {
-        self.store
+    /// The work of [`Engine::activation_current`].
+    pub(crate) async fn activation_current(&self) -> Result<bool, StoreError> {
+        self.core
+            .store
             .activation_current()
             .await
-            .map_err(|e| self.seen(e))
+            .map_err(|e| self.core.seen(e))
     }
 
-    /// The runs needing review and the live runs with an unknown effect
-    /// (doctor).
-    ///
-    /// # Errors
-    /// The store's.
-    pub async fn review_survey(&self) -> Result<ReviewSurvey, StoreError> {
-        self.store.review_survey().await.map_err(|e| self.seen(e))
+    /// The work of [`Engine::review_survey`].
+    pub(crate) async fn review_survey(&self) -> Result<ReviewSurvey, StoreError> {
+        self.core
+            .store
+            .review_survey()
+            .await
+            .map_err(|e| self.core.seen(e))
     }
 
-    /// Holds back every prepared command of a mutation or evaluation that
-    /// is `ready` or `sending` (the restore hold must be in place): each is
-    /// answered `uncertain` with code [`RESTORED`] through the VM, which
-    /// holds the run in `attention` with an `unknown` effect; the run's
-    /// review becomes [`Review::Required`] and the step's ledger says
-    /// `restored`. Commands of reads are left: resending a read is safe.
-    /// Returns how many were held back.
-    ///
-    /// # Errors
-    /// The store's.
-    pub async fn hold_back_restored_commands(&self) -> Result<u64, StoreError> {
-        let owner = self.config.worker_id.clone();
+    /// The work of [`Engine::hold_back_restored_commands`].
+    pub(crate) async fn hold_back_restored_commands(&self) -> Result<u64, StoreError> {
+        let owner = self.core.config.worker_id.clone();
         let mut held_back = 0;
         loop {
-            let lease_until = self.lease_until(self.clock.now_unix());
+            let lease_until = self.core.lease_until(self.core.clock.now_unix());
             let jobs = self
+                .core
                 .store
                 .claim_restored_commands(&owner, lease_until, HOLD_BACK_BATCH)
                 .await?;
@@ -249,10 +219,10 @@ impl Engine {
                 // A `sending` job's attempt was started (its request may
                 // have left): inspection counts it.
                 let started = (job.state == JobState::Sending).then_some(*attempt);
-                let run = match self.store.get(&job.run_id).await? {
+                let run = match self.core.store.get(&job.run_id).await? {
                     Some(r) if !r.status().is_terminal() => r,
                     _ => {
-                        self.store.discard(job.id, &owner).await?;
+                        self.core.store.discard(job.id, &owner).await?;
                         continue;
                     }
                 };
@@ -270,6 +240,7 @@ impl Engine {
                     }
                 };
                 let fed = self
+                    .core
                     .feed(
                         run,
                         &event,

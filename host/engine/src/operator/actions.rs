@@ -7,8 +7,11 @@ use coordinator_ports::store::{
 use coordinator_runtime::binding;
 use coordinator_vm::{EffectState, Event, Rejected};
 
-use crate::engine::{Engine, Fed};
-use crate::worker::Feeding;
+use std::sync::Arc;
+
+use crate::core::Core;
+use crate::feed::{Fed, Feeding};
+use crate::worker::Worker;
 
 /// Why an operator action was refused.
 #[derive(Debug)]
@@ -84,13 +87,25 @@ pub struct InspectedStep {
     pub restored: bool,
 }
 
-impl Engine {
-    /// Every run that has not ended (`running`, `attention`,
-    /// `cancel-requested`), scanning the store page by page.
-    ///
-    /// # Errors
-    /// The store's.
-    pub async fn live_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+/// One role of the engine: operator actions (`cancel`, `retry-same`,
+/// `reconcile`), inspection, listing, retention and the restore sequence
+/// (`restore.rs`). It holds the worker to carry out a reconcile's receipt
+/// lookup at once.
+pub(crate) struct OperatorActions {
+    pub(super) core: Arc<Core>,
+    pub(super) worker: Worker,
+}
+
+impl OperatorActions {
+    /// Operator actions over `core`, with `worker` for lookups run at once.
+    pub(crate) fn new(core: Arc<Core>, worker: Worker) -> Self {
+        OperatorActions { core, worker }
+    }
+}
+
+impl OperatorActions {
+    /// The work of [`Engine::live_runs`].
+    pub(crate) async fn live_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
         let mut out = Vec::new();
         for state in [
             coordinator_vm::RunStatus::Running,
@@ -105,7 +120,12 @@ impl Engine {
                     cursor,
                     ..RunFilter::default()
                 };
-                let page = self.store.list(&filter).await.map_err(|e| self.seen(e))?;
+                let page = self
+                    .core
+                    .store
+                    .list(&filter)
+                    .await
+                    .map_err(|e| self.core.seen(e))?;
                 out.extend(page.runs);
                 match page.next_cursor {
                     Some(c) => cursor = Some(c),
@@ -116,35 +136,33 @@ impl Engine {
         Ok(out)
     }
 
-    /// The run with this id; `None` also for an id that is not a UUID.
-    ///
-    /// # Errors
-    /// The store's.
-    pub async fn get(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+    /// The work of [`Engine::get`].
+    pub(crate) async fn get(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
         // Run ids are UUIDs ([`Engine::admit`] makes them): anything else
         // names no run, and never reaches the store (a NUL byte there is a
         // database error, not an outage).
         if uuid::Uuid::try_parse(run_id).is_err() {
             return Ok(None);
         }
-        self.store.get(run_id).await.map_err(|e| self.seen(e))
+        self.core
+            .store
+            .get(run_id)
+            .await
+            .map_err(|e| self.core.seen(e))
     }
 
-    /// A page of runs.
-    ///
-    /// # Errors
-    /// The store's ([`StoreError::BadCursor`] for a foreign cursor).
-    pub async fn list(&self, filter: &RunFilter) -> Result<RunPage, StoreError> {
-        self.store.list(filter).await.map_err(|e| self.seen(e))
+    /// The work of [`Engine::list`].
+    pub(crate) async fn list(&self, filter: &RunFilter) -> Result<RunPage, StoreError> {
+        self.core
+            .store
+            .list(filter)
+            .await
+            .map_err(|e| self.core.seen(e))
     }
 
-    /// Each visited step with its effect, attempts, and the current wait's
-    /// due time and observation count.
-    ///
-    /// # Errors
-    /// The store's.
-    pub async fn inspect(&self, run: &RunRecord) -> Result<Vec<InspectedStep>, StoreError> {
-        let vm = self.vm(&run.revision).await?;
+    /// The work of [`Engine::inspect`].
+    pub(crate) async fn inspect(&self, run: &RunRecord) -> Result<Vec<InspectedStep>, StoreError> {
+        let vm = self.core.vm(&run.revision).await?;
         let wait = vm.as_ref().and_then(|v| v.current_wait(&run.state));
         let mut out = Vec::new();
         for name in &run.state.path {
@@ -170,15 +188,8 @@ impl Engine {
         Ok(out)
     }
 
-    /// Applies an operator action (SPEC §8 `cancel`, `retry-same`,
-    /// `reconcile`) and returns the run after it. A cancel of an ended run
-    /// changes nothing and returns it.
-    ///
-    /// # Errors
-    /// [`ActionError::Refused`] when the VM refuses the event;
-    /// [`ActionError::BindingChanged`] for a `retry-same` or `reconcile` of
-    /// a run admitted under another binding of one of its connections.
-    pub async fn act(&self, run_id: &str, action: Action) -> Result<RunRecord, ActionError> {
+    /// The work of [`Engine::act`].
+    pub(crate) async fn act(&self, run_id: &str, action: Action) -> Result<RunRecord, ActionError> {
         let run = self.get(run_id).await?.ok_or(ActionError::NotFound)?;
         if action == Action::Cancel && run.status().is_terminal() {
             return Ok(run);
@@ -186,10 +197,15 @@ impl Engine {
         if run.payload_erased {
             return Err(ActionError::PayloadErased);
         }
-        let holds = self.store.holds().await.map_err(|e| self.seen(e))?;
-        if let Some(process) = self.lease_epoch().await? {
+        let holds = self
+            .core
+            .store
+            .holds()
+            .await
+            .map_err(|e| self.core.seen(e))?;
+        if let Some(process) = self.core.lease_epoch().await? {
             if process != holds.restore_epoch {
-                return Err(ActionError::Store(self.noted(
+                return Err(ActionError::Store(self.core.noted(
                     StoreError::LeaseIncompatible {
                         process,
                         store: holds.restore_epoch,
@@ -203,19 +219,20 @@ impl Engine {
         if action != Action::Cancel {
             // Never resend or look up a receipt where, or as whom, the run
             // was not admitted (docs/service.md "Connection bindings").
-            if let Some(c) = binding::changed_connection(&run.bindings, &self.connections) {
+            if let Some(c) = binding::changed_connection(&run.bindings, &self.core.connections) {
                 return Err(ActionError::BindingChanged {
                     connection: c.to_owned(),
                 });
             }
         }
-        let at = self.clock.now_rfc3339();
+        let at = self.core.clock.now_rfc3339();
         let (event, review) = match action {
             Action::Cancel => (Event::CancelRequested { at }, Some(Review::Cancelled)),
             Action::RetrySame => (Event::RetrySame { at }, None),
             Action::Reconcile => (Event::Reconcile { at }, Some(Review::Reconciled)),
         };
         let fed = self
+            .core
             .feed(
                 run,
                 &event,
@@ -244,8 +261,9 @@ impl Engine {
                 // shows what it found (it is a read: also under the restore
                 // hold and on a `--recovery-only` instance).
                 self.look_up_receipts_now(&r.id).await;
-                let after = self.store.get(&r.id).await?.unwrap_or(*r);
+                let after = self.core.store.get(&r.id).await?.unwrap_or(*r);
                 let expired = self
+                    .core
                     .vm(&after.revision)
                     .await?
                     .is_some_and(|vm| vm.receipt_expired(&after.state));
@@ -256,9 +274,12 @@ impl Engine {
             }
             // A cancel the VM does not take (the run ended meanwhile)
             // changes nothing: the run as it stands, as for an ended run.
-            Fed::Rejected(_) if action == Action::Cancel => {
-                self.store.get(run_id).await?.ok_or(ActionError::NotFound)
-            }
+            Fed::Rejected(_) if action == Action::Cancel => self
+                .core
+                .store
+                .get(run_id)
+                .await?
+                .ok_or(ActionError::NotFound),
             Fed::Rejected(r) => Err(ActionError::Refused(r)),
             Fed::Held => Err(ActionError::ExecutionHeld),
         }
@@ -271,22 +292,25 @@ impl Engine {
     pub(crate) async fn look_up_receipts_now(&self, run_id: &str) {
         // The reconcile's own commit may have leased the lookup to this
         // process already (handed off to the lanes): carry it out here.
-        for h in self.take_handed_of(run_id) {
-            self.carry_out_with(h.job, h.lease_until, Some(h.run)).await;
+        for h in self.core.take_handed_of(run_id) {
+            self.worker
+                .carry_out_with(h.job, h.lease_until, Some(h.run))
+                .await;
         }
-        let epoch = match self.lease_epoch().await {
+        let epoch = match self.core.lease_epoch().await {
             Ok(e) => e,
             Err(e) => {
                 tracing::warn!(run = %run_id, error = %e, "receipt lookup left to the workers");
                 return;
             }
         };
-        let now = self.clock.now_unix();
-        let lease_until = self.lease_until(now);
+        let now = self.core.clock.now_unix();
+        let lease_until = self.core.lease_until(now);
         let leased = self
+            .core
             .store
             .lease(&LeaseRequest {
-                owner: &self.config.worker_id,
+                owner: &self.core.config.worker_id,
                 now,
                 lease_until,
                 limit: 1,
@@ -298,11 +322,11 @@ impl Engine {
         match leased {
             Ok(jobs) => {
                 for job in jobs {
-                    self.carry_out(job, lease_until).await;
+                    self.worker.carry_out(job, lease_until).await;
                 }
             }
             Err(e) => {
-                let e = self.noted(e);
+                let e = self.core.noted(e);
                 tracing::warn!(run = %run_id, error = %e, "receipt lookup left to the workers");
                 return;
             }
@@ -312,10 +336,10 @@ impl Engine {
         // the receipt said rather than the lookup in progress.
         let waited = std::time::Instant::now();
         let budget = std::time::Duration::from_secs(
-            u64::try_from(self.config.request_budget_seconds).unwrap_or(0),
+            u64::try_from(self.core.config.request_budget_seconds).unwrap_or(0),
         );
         while waited.elapsed() < budget {
-            let in_progress = match self.store.jobs(run_id).await {
+            let in_progress = match self.core.store.jobs(run_id).await {
                 Ok(jobs) => jobs
                     .iter()
                     .any(|j| matches!(j.kind, JobKind::LookupReceipt { .. }) && j.lease.is_some()),
@@ -328,40 +352,31 @@ impl Engine {
         }
     }
 
-    /// Retention (seed 000 "Erase ended payloads"): erases the payloads of
-    /// at most `limit` runs (1..=100) that ended before `before_unix`,
-    /// oldest ended first, never live or uncertain work
-    /// ([`Maintenance::erase_payloads`]); stamped with this engine's clock.
-    ///
-    /// # Errors
-    /// The store's.
-    pub async fn retain(&self, before_unix: i64, limit: u32) -> Result<Erasure, StoreError> {
+    /// The work of [`Engine::retain`].
+    pub(crate) async fn retain(&self, before_unix: i64, limit: u32) -> Result<Erasure, StoreError> {
         let done = self
+            .core
             .store
-            .erase_payloads(before_unix, limit, self.clock.now_unix())
+            .erase_payloads(before_unix, limit, self.core.clock.now_unix())
             .await
-            .map_err(|e| self.seen(e))?;
+            .map_err(|e| self.core.seen(e))?;
         tracing::info!(erased = done.erased, more = done.more, "retention");
         Ok(done)
     }
 
-    /// `POST /v1/review-completions`: brings the next read of this review
-    /// request forward (never sooner than the observation floor after the
-    /// last read). Returns how many waits moved.
-    ///
-    /// # Errors
-    /// The store's.
-    pub async fn bring_forward(&self, review_request_id: &str) -> Result<usize, StoreError> {
+    /// The work of [`Engine::bring_forward`].
+    pub(crate) async fn bring_forward(&self, review_request_id: &str) -> Result<usize, StoreError> {
         let moved = self
+            .core
             .store
             .bring_forward(
                 review_request_id,
-                self.clock.now_unix(),
-                i64::try_from(self.config.observation_floor_seconds).unwrap_or(i64::MAX),
+                self.core.clock.now_unix(),
+                i64::try_from(self.core.config.observation_floor_seconds).unwrap_or(i64::MAX),
             )
             .await?;
         if moved > 0 {
-            self.wake_one();
+            self.core.wake_one();
         }
         Ok(moved)
     }

@@ -1,0 +1,228 @@
+//! The one commit path of the engine: [`Core::feed`] gives the VM an
+//! event, turns its commands into jobs and commits the new state, the
+//! completed job and the new jobs through the group commit; every role
+//! (the worker's answers, an operator's action, the restore sweep) goes
+//! through it. A version conflict re-reads the run and applies the event
+//! anew; a store outage with an answer in hand is waited out.
+
+use std::collections::BTreeMap;
+
+use coordinator_ports::store::{Commit, Committed, Review, RunRecord, StepLedger, StoreError};
+use coordinator_vm::{Command, Event, RejectCode, Rejected};
+
+use crate::core::Core;
+
+/// A change to a run's ledger, made in the commit of an event.
+pub(crate) type LedgerUpdate<'a> = dyn Fn(&mut BTreeMap<String, StepLedger>) + Sync + 'a;
+
+/// How [`Engine::feed`] commits an event.
+pub(crate) struct Feeding<'a> {
+    /// The leased job the event answers: completed (deleted) by the commit,
+    /// discarded when the VM refuses the event; an outage is waited out
+    /// (an answer in hand is never dropped).
+    pub(crate) complete: Option<u64>,
+    /// Changes the run's ledger in the same commit.
+    pub(crate) ledger: Option<&'a LedgerUpdate<'a>>,
+    /// The restore review to record ([`Review::after`]).
+    pub(crate) review: Option<Review>,
+    /// Commit nothing (answer [`Fed::Held`]) if the VM's commands would
+    /// dispatch (the restore hold is in place).
+    pub(crate) refuse_dispatch: bool,
+    /// On a version conflict, read the run again and apply the event anew
+    /// (a worker's answer is never dropped); `false` answers the conflict.
+    pub(crate) retry_conflicts: bool,
+}
+
+impl Default for Feeding<'_> {
+    fn default() -> Self {
+        Feeding {
+            complete: None,
+            ledger: None,
+            review: None,
+            refuse_dispatch: false,
+            retry_conflicts: true,
+        }
+    }
+}
+
+impl Feeding<'_> {
+    /// Completing leased job `job`, nothing else.
+    pub(crate) fn completing(job: u64) -> Self {
+        Feeding {
+            complete: Some(job),
+            ..Feeding::default()
+        }
+    }
+}
+
+/// Real-time backoff while the store is unavailable: 250 ms doubling to
+/// 2 s; logs `store-unavailable` on the first wait and every 10th.
+pub(crate) struct StoreWait {
+    waits: u32,
+}
+
+impl StoreWait {
+    fn new() -> Self {
+        StoreWait { waits: 0 }
+    }
+
+    async fn wait(&mut self, run: &str, error: &str) {
+        if self.waits.is_multiple_of(10) {
+            tracing::error!(
+                code = "store-unavailable",
+                run,
+                error,
+                "store unavailable; waiting for it"
+            );
+        }
+        let ms = 250u64 << self.waits.min(3);
+        self.waits = self.waits.saturating_add(1);
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
+}
+
+pub(crate) enum Fed {
+    Applied(Box<RunRecord>),
+    Rejected(Rejected),
+    /// The event would dispatch while the restore hold is in place; nothing
+    /// was committed.
+    Held,
+}
+
+impl Core {
+    /// Feeds `event` to the run, commits the new state, the completed job
+    /// and the new jobs; on a version conflict re-reads the run and applies
+    /// the event again (an answer is never dropped because an operator
+    /// acted meanwhile). See [`Feeding`] for the options.
+    pub(crate) async fn feed(
+        &self,
+        mut run: RunRecord,
+        event: &Event,
+        feeding: Feeding<'_>,
+    ) -> Result<Fed, StoreError> {
+        let Feeding {
+            complete,
+            ledger: ledger_update,
+            review,
+            refuse_dispatch,
+            retry_conflicts,
+        } = feeding;
+        let owner = self.config.worker_id.clone();
+        let Some(vm) = self.vm(&run.revision).await? else {
+            return Err(StoreError::NotFound);
+        };
+        let answered = matches!(event, Event::CallAnswered { .. });
+        let mut conflicts = 0;
+        let mut outage = StoreWait::new();
+        loop {
+            let resumed = match vm.resume(&run.state, event) {
+                Ok(r) => r,
+                Err(rejected) => {
+                    if let Some(job) = complete {
+                        // A run that ended meanwhile (its deadline and a wake
+                        // taken by two lanes) is the common, harmless case.
+                        if rejected.code == RejectCode::RunEnded {
+                            tracing::info!(run = %run.id, "the run has ended meanwhile; job discarded");
+                        } else {
+                            tracing::warn!(run = %run.id, error = %rejected, "event refused by the VM; job discarded");
+                        }
+                        self.store.discard(job, &owner).await?;
+                    }
+                    return Ok(Fed::Rejected(rejected));
+                }
+            };
+            let now = self.clock.now_unix();
+            let resumed = crate::jobs::take_due_waits(&vm, resumed, now, false);
+            if refuse_dispatch
+                && resumed
+                    .commands
+                    .iter()
+                    .any(|c| matches!(c, Command::Dispatch { .. }))
+            {
+                return Ok(Fed::Held);
+            }
+            // An ended run keeps no job: the commands that led to its end
+            // (a call reached on the way to the deadline) make none.
+            let jobs = if resumed.status.is_terminal() {
+                Vec::new()
+            } else {
+                self.jobs_for(&run.start_identity, &resumed.commands, now, answered)
+            };
+            let mut ledger = run.ledger.clone();
+            if let Some(update) = ledger_update {
+                update(&mut ledger);
+            }
+            let commit = Commit {
+                run_id: run.id.clone(),
+                expected_version: run.version,
+                at_unix: self.clock.now_unix(),
+                state: resumed.state.clone(),
+                ledger: ledger.clone(),
+                complete: complete.map(|j| (j, owner.clone())),
+                jobs,
+                review,
+            };
+            let now = self.clock.now_unix();
+            let scheduled_due_now = commit.jobs.iter().any(|j| j.due_unix <= now);
+            let lease = self.lease_on_insert(now);
+            let failed = match self.commit_grouped(commit, lease.clone()).await {
+                Ok(Committed { version, leased }) => {
+                    if scheduled_due_now && leased.is_empty() {
+                        self.wake_one();
+                    }
+                    if resumed.status.is_terminal() {
+                        tracing::info!(run = %run.id, state = resumed.status.as_str(), "run ended");
+                        self.counters.add("runs_ended", resumed.status.as_str());
+                    }
+                    run.state = resumed.state;
+                    run.ledger = ledger;
+                    run.version = version;
+                    run.review = Review::after(run.review, review);
+                    if let Some(lease) = lease.filter(|_| !leased.is_empty()) {
+                        self.hand_off(leased, &run, lease.lease_until);
+                    }
+                    return Ok(Fed::Applied(Box::new(run)));
+                }
+                Err(e) => e,
+            };
+            match failed {
+                StoreError::Conflict if retry_conflicts && conflicts < 8 => conflicts += 1,
+                // A worker holds an answer (a request may have left): it is
+                // never dropped for an outage; the commit is tried again
+                // until the store is back. An operator action fails fast.
+                StoreError::Unavailable(e) if complete.is_some() => {
+                    outage.wait(&run.id, &e).await;
+                    continue;
+                }
+                e => return Err(e),
+            }
+            run = loop {
+                match self.store.get(&run.id).await {
+                    Ok(Some(r)) => break r,
+                    Ok(None) => return Err(StoreError::NotFound),
+                    Err(StoreError::Unavailable(e)) if complete.is_some() => {
+                        outage.wait(&run.id, &e).await;
+                    }
+                    Err(e) => return Err(e),
+                }
+            };
+        }
+    }
+
+    /// Waits (real time, polling `ping`) until the store answers again, or
+    /// until `deadline` (engine clock) passes. Returns whether it answers.
+    pub(crate) async fn wait_for_store(&self, deadline: i64) -> bool {
+        let mut outage = StoreWait::new();
+        loop {
+            match self.store.ping().await {
+                Ok(()) => return true,
+                Err(e) => {
+                    if self.clock.now_unix() >= deadline {
+                        return false;
+                    }
+                    outage.wait("-", &e.to_string()).await;
+                }
+            }
+        }
+    }
+}
