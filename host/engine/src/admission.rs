@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use coordinator_ports::clock::unix_to_rfc3339;
+use coordinator_ir::instant::Instant;
 use coordinator_ports::store::{Admitted, NewRun, Owner, RunRecord, StoreError};
 use coordinator_runtime::binding;
 use coordinator_vm::{RejectCode, Vm};
@@ -309,7 +309,7 @@ impl Admission {
         input: Value,
     ) -> Result<(bool, RunRecord), AdmitError> {
         let now = self.core.clock.now_unix();
-        let resumed = match vm.admit(input, &unix_to_rfc3339(now)) {
+        let resumed = match vm.admit(input, Instant::from_unix_seconds_capped(now)) {
             Ok(r) => r,
             Err(r) => {
                 return self

@@ -10,17 +10,6 @@ use coordinator_vm::{Command, Event, Resumed, Vm, WakeKind};
 use crate::config::MAX_BACKOFF_SECONDS;
 use crate::core::Core;
 
-/// When an instant the VM commanded (a wake, a timeout) is due: its Unix
-/// seconds rounded up ([`due_unix`]), so a timer with a fraction of a
-/// second (`sendAfter` at `…:15.9Z`) never fires before its instant.
-// The VM writes every instant it commands with `Instant::format`, so it
-// always reads back: a failure is a broken invariant, never a value to
-// guess (a wrong due time would wake a run early or never).
-#[allow(clippy::expect_used)]
-fn due(at: &str) -> i64 {
-    due_unix(at).expect("the VM writes every instant it commands in RFC 3339")
-}
-
 /// How many already-due waits one step takes in a row before it leaves
 /// the rest to timer jobs (a bound on the work of one transaction).
 const MAX_DUE_WAITS_TAKEN: usize = 8;
@@ -40,7 +29,7 @@ pub(crate) fn take_due_waits(
 ) -> Resumed {
     for _ in 0..MAX_DUE_WAITS_TAKEN {
         let Some(i) = resumed.commands.iter().position(
-            |c| matches!(c, Command::ScheduleWake { at, kind: WakeKind::Wake } if due(at) <= now),
+            |c| matches!(c, Command::ScheduleWake { at, kind: WakeKind::Wake } if due_unix(at) <= now),
         ) else {
             break;
         };
@@ -96,10 +85,13 @@ impl Core {
                     kind: WakeKind::Deadline,
                     ..
                 } => {}
+                // Due at the whole second at or after the instant
+                // ([`due_unix`]), so a timer with a fraction of a second
+                // (`sendAfter` at `…:15.9Z`) never fires before it.
                 Command::ScheduleWake { at, kind } => jobs.push(NewJob {
-                    due_unix: due(at),
+                    due_unix: due_unix(at),
                     kind: JobKind::Timer {
-                        at: at.clone(),
+                        at: *at,
                         wake: *kind,
                     },
                 }),
@@ -166,9 +158,9 @@ impl Core {
                     ..
                 } => {
                     jobs.push(NewJob {
-                        due_unix: due(timeout_at),
+                        due_unix: due_unix(timeout_at),
                         kind: JobKind::Timer {
-                            at: timeout_at.clone(),
+                            at: *timeout_at,
                             wake: WakeKind::Timeout,
                         },
                     });

@@ -6,10 +6,11 @@
 
 use std::collections::BTreeMap;
 
+use coordinator_ir::instant::Instant;
 use coordinator_ports::adapter::{
     AdapterError, DispatchRequest, MarkSending, NoMark, Observation, ReceiptRequest,
 };
-use coordinator_ports::clock::{due_unix, unix_to_rfc3339};
+use coordinator_ports::clock::due_unix;
 use coordinator_ports::store::{
     Commit, Job, JobKind, JobState, LeaseRequest, NewJob, RunRecord, StepLedger, StoreError,
 };
@@ -241,14 +242,14 @@ impl Worker {
         // and the run expires there, sending nothing. A call found
         // `sending` is answered below first (its request may be out), and a
         // receipt lookup (an operator's reconcile) is a read that settles.
-        let deadline_passed = due_unix(&run.state.deadline_at).is_some_and(|d| now >= d);
+        let deadline_passed = now >= due_unix(&run.state.deadline_at);
         if deadline_passed
             && job.state == JobState::Ready
             && !matches!(job.kind, JobKind::LookupReceipt { .. })
         {
             tracing::info!(run = %run.id, job = job.id, "the run's deadline has passed: it expires instead");
             let event = Event::TimerFired {
-                at: run.state.deadline_at.clone(),
+                at: run.state.deadline_at,
             };
             self.core
                 .feed(run, &event, Feeding::completing(job.id))
@@ -469,7 +470,7 @@ impl Worker {
                 let event = Event::CompletionObserved {
                     step: step.clone(),
                     value,
-                    at: unix_to_rfc3339(now),
+                    at: Instant::from_unix_seconds_capped(now),
                 };
                 let feeding = Feeding {
                     ledger: Some(&count),

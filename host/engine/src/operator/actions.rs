@@ -1,6 +1,7 @@
 //! Operator actions and inspection (SPEC §8 recovery routes, `GET
 //! /v1/runs`, inspect), retention and review completions.
 
+use coordinator_ir::instant::Instant;
 use coordinator_ports::store::{
     Erasure, JobKind, LeaseRequest, Review, RunFilter, RunPage, RunRecord, StoreError,
 };
@@ -173,7 +174,7 @@ impl OperatorActions {
             let ledger = run.ledger.get(name);
             let pending_here = wait
                 .filter(|w| w.step == name.as_str())
-                .map(|w| w.due_at.to_owned());
+                .map(|w| w.due_at.to_string());
             out.push(InspectedStep {
                 name: name.clone(),
                 kind,
@@ -225,7 +226,7 @@ impl OperatorActions {
                 });
             }
         }
-        let at = self.core.clock.now_rfc3339();
+        let at = Instant::from_unix_seconds_capped(self.core.clock.now_unix());
         let (event, review) = match action {
             Action::Cancel => (Event::CancelRequested { at }, Some(Review::Cancelled)),
             Action::RetrySame => (Event::RetrySame { at }, None),
