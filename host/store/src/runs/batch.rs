@@ -32,10 +32,13 @@ use serde_json::Value;
 use sqlx::Row;
 use time::OffsetDateTime;
 
-use super::{
-    at_text, effect_unknown, epoch_column, erased, leased_job, pdb, port, wait_column, JobValues,
-};
-use super::{AdmissionChecks, Admitted, NewRun, Review, RunRecord, Store};
+use coordinator_ports::store::{Admitted, NewRun, Review, RunRecord};
+
+use super::admission::AdmissionChecks;
+use super::columns::{at, at_text, effect_unknown, epoch_column, wait_column};
+use super::errors::{erased, pdb, port};
+use super::new_jobs::{leased_job, JobValues};
+use super::Store;
 
 /// One commit of a batch as bound: its values and, for its new jobs, what
 /// [`Store::job_values`] made of them.
@@ -104,7 +107,7 @@ impl Store {
             updated_at.push(at_text(&c.state.now));
             // The run's end is the engine's clock at this commit, not the
             // VM's logical instant of the event that ended it.
-            ended_at.push(status.is_terminal().then(|| super::at(c.at_unix)));
+            ended_at.push(status.is_terminal().then(|| at(c.at_unix)));
             sealed_states.push(self.seal_json(id, "state", "", &c.state));
             sealed_outputs.push(
                 c.state
@@ -324,10 +327,10 @@ impl Store {
             ended.push(status.is_terminal());
             // Whole seconds rounded up: `runs.deadline_at` is when the
             // deadline's timer job is due (`JobQueue::lease`).
-            deadlines.push(super::at(
-                coordinator_ports::clock::due_unix(&run.state.deadline_at)
-                    .expect("the VM writes its state's instants in RFC 3339"),
-            ));
+            deadlines.push(at(coordinator_ports::clock::due_unix(
+                &run.state.deadline_at,
+            )
+            .expect("the VM writes its state's instants in RFC 3339")));
             created.push(at_text(&run.state.admitted_at));
             updated.push(at_text(&run.state.now));
             ended_at.push(run.state.ended_at.as_deref().map(at_text));
@@ -648,7 +651,7 @@ impl<'a> JobArrays<'a> {
             self.key_versions.push(v.key_version);
             self.sealed_commands.push(v.sealed.as_deref());
             self.owners.push(v.lease.map(|l| l.owner.as_str()));
-            self.untils.push(v.lease.map(|l| super::at(l.lease_until)));
+            self.untils.push(v.lease.map(|l| at(l.lease_until)));
             self.epochs.push(v.lease.map(|l| epoch_column(l.epoch)));
         }
     }

@@ -6,7 +6,8 @@ use coordinator_ports::counts::{LiveCounts, RunCounts};
 use coordinator_ports::store::StoreError as PortError;
 use sqlx::Row;
 
-use super::{pdb, Store};
+use super::errors::pdb;
+use super::Store;
 
 /// The counts of [`RunCounts`]: the sums of `run_counts` (kept by the
 /// statements that change runs, `schema::count_routines`) and the dispatch

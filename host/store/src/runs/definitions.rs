@@ -1,0 +1,92 @@
+//! What apply recorded and the service reads back: the active workflows,
+//! the definition of every applied revision, and the activation
+//! generation ([`Definitions`]).
+
+use async_trait::async_trait;
+use coordinator_ir::Definition;
+use coordinator_ports::store::{Definitions, StoreError as PortError};
+use sqlx::Row;
+
+use super::errors::port;
+use super::Store;
+use crate::deploy::WorkflowStatus;
+use crate::{db_error, StoreError};
+
+impl Store {
+    /// The active workflows (workflow, package digest, revision).
+    ///
+    /// # Errors
+    /// `store-unavailable`.
+    pub async fn active_workflows(&self) -> Result<Vec<WorkflowStatus>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT workflow, package_digest, revision FROM {}.active_workflows ORDER BY workflow",
+            self.ns
+        ))
+        .fetch_all(&self.db)
+        .await
+        .map_err(db_error)?;
+        rows.iter()
+            .map(|r| {
+                Ok(WorkflowStatus {
+                    workflow: r.try_get(0).map_err(db_error)?,
+                    package_digest: r.try_get(1).map_err(db_error)?,
+                    revision: r.try_get(2).map_err(db_error)?,
+                })
+            })
+            .collect()
+    }
+
+    /// The definition (Program) of `revision`, kept forever by apply.
+    ///
+    /// # Errors
+    /// `store-unavailable`; `state-tampered` when the stored bytes do not
+    /// read back.
+    pub async fn definition(&self, revision: &str) -> Result<Option<Definition>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT definition FROM {}.definitions WHERE revision = $1",
+            self.ns
+        ))
+        .bind(revision)
+        .fetch_optional(&self.db)
+        .await
+        .map_err(db_error)?;
+        let Some(row) = row else { return Ok(None) };
+        let bytes: Vec<u8> = row.try_get(0).map_err(db_error)?;
+        Definition::from_slice(&bytes).map(Some).map_err(|e| {
+            StoreError::refused(
+                "state-tampered",
+                format!("stored definition {revision}: {e}"),
+                "investigate the database",
+            )
+        })
+    }
+
+    /// Apply's activation counter; a service compares it with the value at
+    /// startup (`deployment.activation-changed`).
+    ///
+    /// # Errors
+    /// `store-unavailable`.
+    pub async fn activation_generation(&self) -> Result<i64, StoreError> {
+        sqlx::query(&format!(
+            "SELECT activation_generation FROM {}.deployment",
+            self.ns
+        ))
+        .fetch_one(&self.db)
+        .await
+        .map_err(db_error)?
+        .try_get(0)
+        .map_err(db_error)
+    }
+}
+
+#[async_trait]
+impl Definitions for Store {
+    async fn definition(&self, revision: &str) -> Result<Option<Definition>, PortError> {
+        Store::definition(self, revision).await.map_err(port)
+    }
+
+    async fn activation_current(&self) -> Result<bool, PortError> {
+        let generation = self.activation_generation().await.map_err(port)?;
+        Ok(generation == self.activation_generation)
+    }
+}

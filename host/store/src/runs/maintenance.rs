@@ -1,0 +1,115 @@
+//! Maintenance ([`Maintenance`]): retention's erasure of ended runs'
+//! payloads, and the readiness ping.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use coordinator_ports::store::{
+    Erasure, Maintenance, Owner, StoreError as PortError, MAX_ERASE_LIMIT,
+};
+use sqlx::Row;
+
+use super::columns::at;
+use super::errors::{pdb, port, tampered};
+use super::Store;
+
+/// How long `ping` waits for the database before `/ready` says 503.
+pub const PING_TIMEOUT: Duration = Duration::from_secs(2);
+
+#[async_trait]
+impl Maintenance for Store {
+    async fn erase_payloads(
+        &self,
+        before_unix: i64,
+        limit: u32,
+        now_unix: i64,
+    ) -> Result<Erasure, PortError> {
+        let ns = &self.ns;
+        // Ended, not held, no unknown effect, no job left, not yet erased.
+        let qualifies = format!(
+            "r.ended AND NOT r.attention AND NOT r.effect_unknown AND r.payload_erased_at IS NULL
+             AND r.ended_at IS NOT NULL AND r.ended_at < $1
+             AND NOT EXISTS (SELECT 1 FROM {ns}.jobs j WHERE j.run_id = r.run_id)"
+        );
+        let limit = i64::from(limit.clamp(1, MAX_ERASE_LIMIT));
+        let mut tx = self.db.begin().await.map_err(port)?;
+        let rows = sqlx::query(&format!(
+            "SELECT r.run_id, r.sealed_owner FROM {ns}.runs r WHERE {qualifies}
+              ORDER BY r.ended_at, r.seq LIMIT $2 FOR UPDATE SKIP LOCKED"
+        ))
+        .bind(at(before_unix))
+        .bind(limit)
+        .fetch_all(tx.on())
+        .await
+        .map_err(pdb)?;
+        let active = self.keyring.active_version() as i32;
+        for row in &rows {
+            let id: String = row.try_get(0).map_err(pdb)?;
+            let sealed: Option<Vec<u8>> = row.try_get(1).map_err(pdb)?;
+            let sealed = sealed.ok_or_else(|| tampered(format!("run {id} has no sealed owner")))?;
+            // The owner stays (status and list answer its owner), re-sealed
+            // under the active version, so the version the run was admitted
+            // under holds nothing of it any more.
+            let owner: Owner = self.open_json(&id, "owner", "", &sealed).map_err(port)?;
+            sqlx::query(&format!(
+                "UPDATE {ns}.runs SET sealed_input = NULL, sealed_state = NULL,
+                    sealed_output = NULL, sealed_owner = $2, key_version = $3,
+                    input_key_version = $3, payload_erased_at = $4, version = version + 1
+                  WHERE run_id = $1"
+            ))
+            .bind(&id)
+            .bind(self.seal_json(&id, "owner", "", &owner))
+            .bind(active)
+            .bind(at(now_unix))
+            .execute(tx.on())
+            .await
+            .map_err(pdb)?;
+        }
+        let more: bool = sqlx::query(&format!(
+            "SELECT EXISTS (SELECT 1 FROM {ns}.runs r WHERE {qualifies})"
+        ))
+        .bind(at(before_unix))
+        .fetch_one(tx.on())
+        .await
+        .map_err(pdb)?
+        .try_get(0)
+        .map_err(pdb)?;
+        tx.commit().await.map_err(port)?;
+        Ok(Erasure {
+            erased: u32::try_from(rows.len()).unwrap_or(u32::MAX),
+            more,
+        })
+    }
+
+    /// Asks one pooled connection's server whether it may be written to:
+    /// a server in recovery or read-only is refused as `database.read-only`
+    /// (and, with several servers in the URL, the list is walked again).
+    async fn ping(&self) -> Result<(), PortError> {
+        let probe = self.db.check_usable();
+        let failed = match tokio::time::timeout(PING_TIMEOUT, probe).await {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(e)) if e.code == "database.read-only" => e,
+            // No connection in time: the servers are asked directly why
+            // (gone, or answering but read-only, as when an address moved
+            // to a standby before its promotion).
+            Ok(Err(_)) | Err(_) => {
+                match tokio::time::timeout(PING_TIMEOUT, self.db.diagnose()).await {
+                    Ok(e) => e,
+                    Err(_) => {
+                        return Err(PortError::Unavailable(
+                            "store-unavailable: the database did not answer in time".into(),
+                        ))
+                    }
+                }
+            }
+        };
+        if failed.code == "database.read-only" {
+            Err(PortError::Refused {
+                code: failed.code,
+                message: failed.message,
+            })
+        } else {
+            Err(port(failed))
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! A new job as written: its columns in the clear ([`JobRow`]), its
+//! command sealed, and the values a group statement binds for it
+//! ([`JobValues`]); a job leased on insert as handed back to its lane.
+
+use coordinator_ports::store::{Job, JobKind, JobState, Lease, LeaseOnInsert, NewJob};
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use super::columns::at;
+use super::Store;
+
+/// A job's columns: what is stored in the clear and the sealed command.
+pub(super) struct JobRow {
+    pub(super) kind: &'static str,
+    pub(super) step: String,
+    pub(super) detail: String,
+    pub(super) review_request_id: Option<String>,
+    pub(super) idempotency_key: Option<String>,
+    command: Option<Value>,
+}
+
+/// The columns of a job of `kind`: its kind's name, its step, its detail
+/// (the kind as JSON without the command), the review request it
+/// observes and its idempotency key, and the command to seal apart.
+pub(super) fn job_row(kind: &JobKind) -> JobRow {
+    let mut detail = serde_json::to_value(kind).unwrap_or(Value::Null);
+    let mut command = None;
+    if let Some(o) = detail.as_object_mut() {
+        command = o.remove("command");
+    }
+    let (name, step, review, key) = match kind {
+        JobKind::Dispatch {
+            step,
+            idempotency_key,
+            ..
+        } => ("dispatch", step.clone(), None, idempotency_key.clone()),
+        JobKind::LookupReceipt { step, .. } => ("lookup-receipt", step.clone(), None, None),
+        JobKind::Timer { .. } => ("timer", String::new(), None, None),
+        JobKind::Observe {
+            step,
+            review_request_id,
+            ..
+        } => (
+            "observe",
+            step.clone(),
+            Some(review_request_id.clone()),
+            None,
+        ),
+    };
+    JobRow {
+        kind: name,
+        step,
+        detail: detail.to_string(),
+        review_request_id: review,
+        idempotency_key: key,
+        command,
+    }
+}
+
+/// A job's values as bound (`runs/batch.rs`: a new job's columns in the
+/// group statements' arrays).
+pub(super) struct JobValues<'a> {
+    pub(super) row: JobRow,
+    pub(super) sealed: Option<Vec<u8>>,
+    pub(super) key_version: Option<i32>,
+    pub(super) due_at: OffsetDateTime,
+    pub(super) lease: Option<&'a LeaseOnInsert>,
+}
+
+/// The job `job_id` as leased on insert (`owner` set), for the lane that
+/// inserted it; `None` when it was inserted unleased.
+pub(super) fn leased_job(
+    run_id: &str,
+    job: &NewJob,
+    lease: Option<&LeaseOnInsert>,
+    job_id: i64,
+    owner: Option<String>,
+) -> Option<Job> {
+    owner.zip(lease).map(|(owner, l)| Job {
+        id: u64::try_from(job_id).unwrap_or(0),
+        run_id: run_id.to_owned(),
+        kind: job.kind.clone(),
+        due_unix: job.due_unix,
+        state: JobState::Ready,
+        lease: Some(Lease {
+            owner,
+            expires_unix: l.lease_until,
+        }),
+    })
+}
+
+impl Store {
+    /// The command of `row` (a job of `run_id`) sealed with the active
+    /// state key, and that key's version; `(None, None)` for a job without
+    /// a command.
+    pub(super) fn sealed_command(
+        &self,
+        run_id: &str,
+        row: &JobRow,
+    ) -> (Option<Vec<u8>>, Option<i32>) {
+        let sealed = row
+            .command
+            .as_ref()
+            .map(|c| self.seal_json(run_id, "command", &row.step, c));
+        let key_version = sealed
+            .as_ref()
+            .map(|_| self.keyring.active_version() as i32);
+        (sealed, key_version)
+    }
+
+    /// A job's values as bound: its columns, its command sealed (with the
+    /// active key version), and the lease to take on insert when the job is
+    /// due by `lease.now`.
+    pub(super) fn job_values<'a>(
+        &self,
+        run_id: &str,
+        job: &NewJob,
+        lease: Option<&'a LeaseOnInsert>,
+    ) -> JobValues<'a> {
+        let row = job_row(&job.kind);
+        let (sealed, key_version) = self.sealed_command(run_id, &row);
+        JobValues {
+            row,
+            sealed,
+            key_version,
+            due_at: at(job.due_unix),
+            lease: lease.filter(|l| job.due_unix <= l.now),
+        }
+    }
+}
