@@ -33,7 +33,7 @@
 //! - `open.rs`: [`Store::open`] (startup checks, session settings) and the
 //!   pool's accessors;
 //! - `admission.rs`: [`RunAdmission`] (a start found again, the admission
-//!   checks' refusals); `batch.rs`: the group statements
+//!   checks' refusals); `batch.rs` (with `batch/`): the group statements
 //!   of admissions, commits and `sending` marks;
 //! - `job_queue.rs`: [`JobQueue`] (lease, next due, release, discard,
 //!   claim of restored commands, bring forward);
