@@ -54,7 +54,7 @@ use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::{Postgres, Row};
 use time::OffsetDateTime;
 
-use super::columns::{at_text, effect_unknown, wait_column};
+use super::columns::{at_instant, effect_unknown, wait_column};
 use super::errors::pdb;
 use super::new_jobs::JobValues;
 use super::Store;
@@ -142,7 +142,7 @@ impl<'a> StateColumns<'a> {
         self.states.push(status.as_str());
         self.attention.push(status == RunStatus::Attention);
         self.ended.push(status.is_terminal());
-        self.updated_at.push(at_text(&state.now));
+        self.updated_at.push(at_instant(&state.now));
         self.sealed_states
             .push(store.seal_json(id, "state", "", state));
         self.sealed_outputs.push(

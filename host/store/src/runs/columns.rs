@@ -3,7 +3,7 @@
 //! beside a sealed state (`effect_unknown`, `wait`), and the column lists
 //! the reads decode.
 
-use coordinator_ports::clock::rfc3339_to_unix;
+use coordinator_ir::instant::Instant;
 use coordinator_ports::store::StoreError as PortError;
 use coordinator_vm::{EffectState, RunState};
 use time::OffsetDateTime;
@@ -23,11 +23,10 @@ pub(super) fn at(unix: i64) -> OffsetDateTime {
     }
 }
 
-/// An instant of a run's VM state as a `timestamptz` value. The VM writes
-/// every instant of its state in RFC 3339, so it always reads back.
-#[allow(clippy::expect_used)]
-pub(super) fn at_text(text: &str) -> OffsetDateTime {
-    at(rfc3339_to_unix(text).expect("the VM writes its state's instants in RFC 3339"))
+/// An instant of a run's VM state as a `timestamptz` value: its whole Unix
+/// seconds (fractions truncated toward zero), capped as [`at`] caps.
+pub(super) fn at_instant(instant: &Instant) -> OffsetDateTime {
+    at(instant.unix_seconds())
 }
 
 /// A run's columns as [`Store::record`](super::Store) reads them.

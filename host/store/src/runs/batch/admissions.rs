@@ -15,7 +15,7 @@ use time::OffsetDateTime;
 use super::inserted_jobs::{new_jobs_sql, LEASED_COLUMNS, LEASED_NONE};
 use super::{columns_of, GroupAnswer, GroupQuery, ItemColumns, StateColumns};
 use crate::runs::admission::AdmissionChecks;
-use crate::runs::columns::{at, at_text};
+use crate::runs::columns::{at, at_instant};
 use crate::runs::errors::port;
 use crate::runs::Store;
 
@@ -126,12 +126,11 @@ impl<'a> ItemColumns<'a, NewRun> for AdmissionColumns<'a> {
         self.fingerprints.push(run.request_digest.as_str());
         // Whole seconds rounded up: `runs.deadline_at` is when the
         // deadline's timer job is due (`JobQueue::lease`).
-        let deadline = coordinator_ports::clock::due_unix(&run.state.deadline_at)
-            .expect("the VM writes its state's instants in RFC 3339");
+        let deadline = coordinator_ports::clock::due_unix(&run.state.deadline_at);
         self.deadlines.push(at(deadline));
-        self.created.push(at_text(&run.state.admitted_at));
+        self.created.push(at_instant(&run.state.admitted_at));
         self.ended_at
-            .push(run.state.ended_at.as_deref().map(at_text));
+            .push(run.state.ended_at.as_ref().map(at_instant));
         self.inputs
             .push(store.seal_json(id, "input", "", &run.state.input));
         self.owners
