@@ -14,6 +14,11 @@
 //! `RunState::new`), outside the short allow-list below. The compiler
 //! refuses most of this already (the VM exports none of it); the scan
 //! keeps the intent readable and catches a path that would re-export it.
+//!
+//! Time crosses the boundary typed: no field of `vm/src/model.rs` that
+//! holds an instant (`*_at`, `at`, `now`, `until`, `due`) is a `String` or
+//! an `Option<String>`; it is an `ir::instant::Instant`, whose serde form
+//! is its RFC 3339 text.
 
 use std::path::{Path, PathBuf};
 
@@ -182,5 +187,60 @@ fn the_boundary_scan_sees_an_internal_item() {
             "host/store/tests/literal.rs:5: names `CancelRecord`",
             "host/store/tests/literal.rs:8: writes `pending:`",
         ]
+    );
+}
+
+/// Whether `name` is the name of a field that holds an instant.
+fn names_an_instant(name: &str) -> bool {
+    name.ends_with("_at") || ["at", "now", "until", "due"].contains(&name)
+}
+
+/// Every (line number, field) of `text` (Rust source) where a field that
+/// holds an instant is typed `String` or `Option<String>`.
+fn string_instants(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let code = code(line);
+        for (colon, _) in code.match_indices(':') {
+            let before = &code[..colon];
+            let after = &code[colon + 1..];
+            if before.ends_with(':') || after.starts_with(':') {
+                continue; // a path (`a::b`), not a field
+            }
+            let name_starts = before
+                .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .map_or(0, |i| i + 1);
+            let name = &before[name_starts..];
+            let ty: String = after.chars().filter(|c| !c.is_whitespace()).collect();
+            let is_string = ["String", "Option<String>"].iter().any(|t| {
+                ty.strip_prefix(t)
+                    .is_some_and(|rest| !rest.starts_with(|c: char| c.is_alphanumeric()))
+            });
+            if names_an_instant(name) && is_string {
+                found.push(format!("{}: `{name}`", n + 1));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_instant_of_the_vm_model_is_a_string() {
+    let model = workspace().join("vm/src/model.rs");
+    let text = std::fs::read_to_string(&model).expect("vm/src/model.rs");
+    let found = string_instants(&text);
+    assert!(
+        found.is_empty(),
+        "vm/src/model.rs holds instants as text (use coordinator_ir::instant::Instant):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_instant_scan_sees_a_string_instant() {
+    let text = "pub struct S {\n    pub admitted_at: String,\n    pub ended_at: Option<String>,\n    // at: String in a comment is fine\n    pub now: Instant,\n    pub chat: String,\n    pub at_most: String,\n}\nenum E { TimerFired { at: String }, Wake { step: StepId, until: String } }\nfn f(due: &str, x: std::string::String) {}\n";
+    assert_eq!(
+        string_instants(text),
+        ["2: `admitted_at`", "3: `ended_at`", "9: `at`", "9: `until`",]
     );
 }

@@ -298,13 +298,15 @@ impl Fx {
 }
 
 fn state(input: Value, now: OffsetDateTime, status: RunStatus) -> RunState {
-    let t = now
-        .format(&time::format_description::well_known::Rfc3339)
-        .expect("format");
-    let deadline = (now + time::Duration::days(30))
-        .format(&time::format_description::well_known::Rfc3339)
-        .expect("format");
-    let mut state = RunState::new(status, input, t.clone(), deadline, t);
+    let instant = |t: OffsetDateTime| {
+        let text = t
+            .format(&time::format_description::well_known::Rfc3339)
+            .expect("format");
+        coordinator_ir::instant::Instant::parse(&text).expect("an RFC 3339 instant")
+    };
+    let t = instant(now);
+    let deadline = instant(now + time::Duration::days(30));
+    let mut state = RunState::new(status, input, t, deadline, t);
     state.path = vec!["due".into()];
     state
 }
@@ -1056,7 +1058,7 @@ async fn retention_leaves_no_byte_of_an_erased_payload_in_any_table() {
     ended.status = RunStatus::Finished;
     ended.outcome = Some("sent".into());
     ended.output = Some(json!({"receipt": MARKER}));
-    ended.ended_at = Some(ended.now.clone());
+    ended.ended_at = Some(ended.now);
     store
         .commit(Commit {
             review: None,
@@ -1441,7 +1443,7 @@ async fn a_changed_binding_is_refused_while_a_run_is_live() {
             at_unix: now.unix_timestamp(),
             state: {
                 let mut s = state(json!({}), now, RunStatus::Cancelled);
-                s.ended_at = Some(s.now.clone());
+                s.ended_at = Some(s.now);
                 s
             },
             ledger: Default::default(),
