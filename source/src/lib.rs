@@ -3,6 +3,8 @@
 //! - [`yaml`]: strict YAML 1.2 (core schema) into JSON values with the
 //!   position of every node, and typed reading with located errors.
 //! - [`diagnostic`]: the [`Diagnostic`] type and its text rendering (seed 004).
+//! - [`codes`]: diagnostic codes as data ([`diagnostic_codes!`] declares a
+//!   table; this crate's `file.*` and `yaml.*` codes are one).
 //! - [`read_file`]: reading a file with size and encoding limits.
 //!
 //! This crate knows nothing of workflows; compiler, hosts and CLI share it.
@@ -13,6 +15,7 @@
 // A Diagnostic is the cold path; boxing it would only add noise.
 #![allow(clippy::result_large_err)]
 
+pub mod codes;
 pub mod diagnostic;
 pub mod yaml;
 
@@ -56,7 +59,7 @@ pub fn read_file(path: &Path, display: &str, max_bytes: usize) -> Result<String,
     // `metadata` follows links: a link to a device or pipe is refused below.
     let meta = std::fs::metadata(path).map_err(|e| {
         ReadError::Unavailable(Diagnostic::error(
-            "coordinator.file.unreadable",
+            codes::FILE_UNREADABLE,
             whole_file(display),
             format!("cannot read the file: {e}"),
             "Check that the file exists and is readable.",
@@ -70,7 +73,7 @@ pub fn read_file(path: &Path, display: &str, max_bytes: usize) -> Result<String,
     };
     if !meta.is_file() {
         return Err(ReadError::Refused(Diagnostic::error(
-            "coordinator.file.not-regular",
+            codes::FILE_NOT_REGULAR,
             located(),
             "the path is not a regular file (a directory, device, pipe or socket)",
             "Point at a regular text file.",
@@ -78,7 +81,7 @@ pub fn read_file(path: &Path, display: &str, max_bytes: usize) -> Result<String,
     }
     let too_large = |size: String| {
         ReadError::Refused(Diagnostic::error(
-            "coordinator.file.too-large",
+            codes::FILE_TOO_LARGE,
             located(),
             format!("the file is {size} bytes; at most {max_bytes} bytes are accepted"),
             "Split or shorten the file.",
@@ -89,7 +92,7 @@ pub fn read_file(path: &Path, display: &str, max_bytes: usize) -> Result<String,
     }
     let unreadable = |e: std::io::Error| {
         ReadError::Unavailable(Diagnostic::error(
-            "coordinator.file.unreadable",
+            codes::FILE_UNREADABLE,
             whole_file(display),
             format!("cannot read the file: {e}"),
             "Check that the file exists and is readable.",
@@ -106,7 +109,7 @@ pub fn read_file(path: &Path, display: &str, max_bytes: usize) -> Result<String,
     }
     let text = String::from_utf8(bytes).map_err(|e| {
         ReadError::Refused(Diagnostic::error(
-            "coordinator.file.encoding",
+            codes::FILE_ENCODING,
             located(),
             format!(
                 "the file is not UTF-8 text (invalid byte at offset {})",
@@ -117,7 +120,7 @@ pub fn read_file(path: &Path, display: &str, max_bytes: usize) -> Result<String,
     })?;
     if let Some(offset) = text.find('\0') {
         return Err(ReadError::Refused(Diagnostic::error(
-            "coordinator.file.encoding",
+            codes::FILE_ENCODING,
             located(),
             format!("the file holds a NUL byte at offset {offset}; it is not a text file"),
             "Save the file as UTF-8 text.",

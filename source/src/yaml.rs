@@ -20,6 +20,7 @@ use coordinator_ir::pointer::escape_token;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::codes;
 use crate::diagnostic::{Diagnostic, Located};
 use builder::Builder;
 pub use core_schema::resolve_plain;
@@ -161,7 +162,7 @@ impl YamlDocument {
                 .map(|(_, e)| format!(" (expected {e})"))
                 .unwrap_or_default();
             return Diagnostic::error(
-                "coordinator.yaml.unknown-key",
+                codes::YAML_UNKNOWN_KEY,
                 self.locate_key(&ptr),
                 format!("unknown key `{field}`{expected}"),
                 "Remove the key or correct its spelling; this format refuses keys it does not define.",
@@ -169,7 +170,7 @@ impl YamlDocument {
         }
         if let Some(field) = between(message, "missing field `", "`") {
             return Diagnostic::error(
-                "coordinator.yaml.missing-key",
+                codes::YAML_MISSING_KEY,
                 self.locate(pointer),
                 format!("missing required key `{field}`"),
                 format!("Add `{field}` here."),
@@ -181,7 +182,7 @@ impl YamlDocument {
                 .map(|(_, e)| format!("; expected {e}"))
                 .unwrap_or_default();
             return Diagnostic::error(
-                "coordinator.yaml.unknown-value",
+                codes::YAML_UNKNOWN_VALUE,
                 self.locate(pointer),
                 format!("`{variant}` is not an accepted value{expected}"),
                 "Use one of the accepted values.",
@@ -210,12 +211,7 @@ impl YamlDocument {
         } else {
             readable_serde(message)
         };
-        Diagnostic::error(
-            "coordinator.yaml.wrong-type",
-            self.locate(pointer),
-            message,
-            next,
-        )
+        Diagnostic::error(codes::YAML_WRONG_TYPE, self.locate(pointer), message, next)
     }
 }
 
@@ -276,7 +272,7 @@ pub fn path_to_pointer(path: &serde_path_to_error::Path) -> String {
 pub fn parse(file: &str, text: &str) -> Result<YamlDocument, Diagnostic> {
     if text.len() > MAX_FILE_BYTES {
         return Err(Diagnostic::error(
-            "coordinator.file.too-large",
+            codes::FILE_TOO_LARGE,
             Located {
                 file: file.to_owned(),
                 line: 1,
@@ -292,7 +288,7 @@ pub fn parse(file: &str, text: &str) -> Result<YamlDocument, Diagnostic> {
     }
     if let Some((line, column, c)) = non_printable(text) {
         return Err(Diagnostic::error(
-            "coordinator.yaml.syntax",
+            codes::YAML_SYNTAX,
             Located {
                 file: file.to_owned(),
                 line,

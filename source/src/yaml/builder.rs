@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 
 use super::core_schema::resolve_plain;
 use super::{NodeSpan, Position, YamlDocument, MAX_DEPTH};
+use crate::codes;
 use crate::diagnostic::{Diagnostic, Located};
 
 /// An open sequence or mapping, with the pointer where it stands.
@@ -121,7 +122,7 @@ impl Builder {
     /// `coordinator.yaml.syntax` at the parser's position.
     fn syntax_error(&self, e: &ScanError) -> Diagnostic {
         self.err(
-            "coordinator.yaml.syntax",
+            codes::YAML_SYNTAX,
             pos(e.marker()),
             "",
             format!("invalid YAML: {}", e.info()),
@@ -146,7 +147,7 @@ impl Builder {
             Event::Alias(_) => {
                 let (ptr, _) = self.child_pointer();
                 Err(self.err(
-                    "coordinator.yaml.anchor",
+                    codes::YAML_ANCHOR,
                     at,
                     &ptr,
                     "aliases (`*name`) are not accepted".into(),
@@ -177,7 +178,7 @@ impl Builder {
         self.documents += 1;
         if self.documents > 1 {
             return Err(self.err(
-                "coordinator.yaml.multiple-documents",
+                codes::YAML_MULTIPLE_DOCUMENTS,
                 at,
                 "",
                 "the file holds more than one YAML document".into(),
@@ -230,7 +231,7 @@ impl Builder {
         let at = span.value;
         if self.expecting_key() {
             return Err(self.err(
-                "coordinator.yaml.key-type",
+                codes::YAML_KEY_TYPE,
                 at,
                 &ptr,
                 "a mapping key must be a scalar".into(),
@@ -239,7 +240,7 @@ impl Builder {
         }
         if self.stack.len() >= MAX_DEPTH {
             return Err(self.err(
-                "coordinator.yaml.too-deep",
+                codes::YAML_TOO_DEEP,
                 at,
                 &ptr,
                 format!("nesting deeper than {MAX_DEPTH} levels is not accepted"),
@@ -285,7 +286,7 @@ impl Builder {
     ) -> Result<(), Diagnostic> {
         if anchor != 0 {
             return Err(self.err(
-                "coordinator.yaml.anchor",
+                codes::YAML_ANCHOR,
                 at,
                 ptr,
                 "anchors (`&name`) are not accepted".into(),
@@ -294,7 +295,7 @@ impl Builder {
         }
         if tagged {
             return Err(self.err(
-                "coordinator.yaml.tag",
+                codes::YAML_TAG,
                 at,
                 ptr,
                 "YAML tags (`!name`, `!!type`) are not accepted".into(),
@@ -322,7 +323,7 @@ impl Builder {
         let ptr = format!("{pointer}/{}", escape_token(&key));
         if key == "<<" && style == ScalarStyle::Plain {
             let e = self.err(
-                "coordinator.yaml.merge-key",
+                codes::YAML_MERGE_KEY,
                 at,
                 &ptr,
                 "merge keys (`<<`) are not accepted".into(),
@@ -333,7 +334,7 @@ impl Builder {
         if map.contains_key(&key) {
             let first = self.spans.get(&ptr).and_then(|s| s.key).unwrap_or_default();
             return Err(self.err(
-                "coordinator.yaml.duplicate-key",
+                codes::YAML_DUPLICATE_KEY,
                 at,
                 &ptr,
                 format!(
@@ -360,7 +361,7 @@ impl Builder {
         match resolve_plain(text) {
             Ok(v) => Ok(v),
             Err(message) => Err(self.err(
-                "coordinator.yaml.number",
+                codes::YAML_NUMBER,
                 at,
                 ptr,
                 message,
