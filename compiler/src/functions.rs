@@ -3,6 +3,8 @@
 
 use coordinator_source::{Diagnostic, Located};
 
+use crate::codes;
+
 pub use coordinator_ir::limits::{FunctionLimits, FUNCTION_LIMITS};
 
 /// Largest `functions.rhai` accepted (SPEC §1).
@@ -42,7 +44,7 @@ pub fn list_functions(source: &str, display: &str) -> Result<Vec<ScriptFn>, Diag
         Err(e) => {
             let pos = e.position();
             Err(Diagnostic::error(
-                "coordinator.function.syntax",
+                codes::FUNCTION_SYNTAX,
                 Located {
                     file: display.to_owned(),
                     line: pos.line().and_then(|l| u32::try_from(l).ok()).unwrap_or(1),

@@ -9,7 +9,8 @@
 //! explain (text, and the typed data of [`explain_data`]). The compiler
 //! never stops at the first finding: it returns every independent
 //! diagnostic, sorted by position; only the CLI turns them into an exit
-//! code. Apart from [`compile_project`] and [`compile_project_with`],
+//! code. Every code it raises is a constant of [`codes`] (with the
+//! `file.*` and `yaml.*` codes of `coordinator_source::codes`). Apart from [`compile_project`] and [`compile_project_with`],
 //! nothing here does I/O.
 
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
@@ -19,6 +20,7 @@
 
 pub mod ast;
 pub mod check;
+pub mod codes;
 pub mod explain;
 pub mod explain_data;
 pub mod functions;
@@ -144,7 +146,7 @@ fn without_bom(text: String) -> String {
 fn functions_text(fn_display: &str, t: String) -> Result<String, Diagnostic> {
     if t.len() > functions::MAX_FUNCTION_SOURCE_BYTES {
         Err(Diagnostic::error(
-            "coordinator.file.too-large",
+            coordinator_source::codes::FILE_TOO_LARGE,
             coordinator_source::Located {
                 file: fn_display.to_owned(),
                 line: 1,
@@ -176,7 +178,7 @@ pub fn compile_sources(display_dir: &str, workflow: &str, functions: Option<&str
     compile_with(display_dir, workflow, &mut || match functions {
         Some(t) => functions_text(&fn_display, t.to_owned()),
         None => Err(Diagnostic::error(
-            "coordinator.file.unreadable",
+            coordinator_source::codes::FILE_UNREADABLE,
             coordinator_source::Located {
                 file: fn_display.clone(),
                 ..Default::default()
@@ -191,7 +193,7 @@ fn header(doc: &YamlDocument) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let Value::Object(m) = &doc.value else {
         out.push(Diagnostic::error(
-            "coordinator.project.header",
+            codes::PROJECT_HEADER,
             doc.locate(""),
             format!(
                 "expected a mapping with apiVersion {} and kind {}, found {}",
@@ -210,7 +212,7 @@ fn header(doc: &YamlDocument) -> Vec<Diagnostic> {
     match m.get("apiVersion") {
         Some(Value::String(v)) if v == ast::PROJECT_API_VERSION => {}
         Some(v) => out.push(Diagnostic::error(
-            "coordinator.project.api-version",
+            codes::PROJECT_API_VERSION,
             doc.locate("/apiVersion"),
             format!(
                 "apiVersion {v} is not supported; this coordinatorctl reads {}",
@@ -222,7 +224,7 @@ fn header(doc: &YamlDocument) -> Vec<Diagnostic> {
             ),
         )),
         None => out.push(Diagnostic::error(
-            "coordinator.project.api-version",
+            codes::PROJECT_API_VERSION,
             doc.locate(""),
             "the file has no apiVersion",
             format!(
@@ -234,7 +236,7 @@ fn header(doc: &YamlDocument) -> Vec<Diagnostic> {
     match m.get("kind") {
         Some(Value::String(v)) if v == ast::PROJECT_KIND => {}
         Some(v) => out.push(Diagnostic::error(
-            "coordinator.project.kind",
+            codes::PROJECT_KIND,
             doc.locate("/kind"),
             format!(
                 "kind {v} is not a project; workflow.yaml holds kind {}",
@@ -243,7 +245,7 @@ fn header(doc: &YamlDocument) -> Vec<Diagnostic> {
             format!("Set `kind: {}`.", ast::PROJECT_KIND),
         )),
         None => out.push(Diagnostic::error(
-            "coordinator.project.kind",
+            codes::PROJECT_KIND,
             doc.locate(""),
             "the file has no kind",
             format!("Add `kind: {}`.", ast::PROJECT_KIND),
@@ -323,7 +325,7 @@ fn compile_with(
             .map(|program| explain_data::build(&project, &checked, program));
         if out.program.is_none() {
             out.diagnostics.push(Diagnostic::error(
-                "coordinator.compiler.internal",
+                codes::COMPILER_INTERNAL,
                 doc.locate(""),
                 "the compiler could not lower this project although every check passed",
                 "Report this as a bug, with the project attached.",

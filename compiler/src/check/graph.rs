@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::ast::{Named, ProjectFile, Step};
+use crate::codes;
 use coordinator_ir::pointer::escape_token;
 
 use super::{names, step_ptr, Checker};
@@ -361,7 +362,7 @@ impl<'a> Checker<'a> {
         let all = names(steps.iter().map(|(k, _)| k));
         if !self.graph.has(&wf.start) {
             self.err(
-                "coordinator.step.unknown",
+                codes::STEP_UNKNOWN,
                 "/workflow/start",
                 format!("start names no step: `{}`", wf.start),
                 format!("Set start to one of: {all}."),
@@ -370,7 +371,7 @@ impl<'a> Checker<'a> {
         let dangling: Vec<Edge> = self.graph.dangling().cloned().collect();
         for e in &dangling {
             self.err(
-                "coordinator.step.unknown",
+                codes::STEP_UNKNOWN,
                 &e.pointer,
                 format!("`{}` is not a step of this workflow", e.target),
                 format!("Name one of the declared steps: {all}."),
@@ -382,7 +383,7 @@ impl<'a> Checker<'a> {
             let seen: BTreeSet<&String> = reach.iter().collect();
             for (name, _) in steps.iter().filter(|(n, _)| !seen.contains(n)) {
                 self.err_key(
-                    "coordinator.graph.unreachable",
+                    codes::GRAPH_UNREACHABLE,
                     &step_ptr(name),
                     format!("step `{name}` is not reachable from start `{}`", wf.start),
                     "Route to the step from an earlier step, or remove it.",
@@ -395,7 +396,7 @@ impl<'a> Checker<'a> {
         let facts = graph.must_complete(&wf.start);
         for c in cycles {
             self.err(
-                "coordinator.graph.cycle",
+                codes::GRAPH_CYCLE,
                 &c.pointer,
                 format!(
                     "the route {} returns to `{}`; a workflow must be acyclic",
@@ -408,7 +409,7 @@ impl<'a> Checker<'a> {
         for name in reach.iter().filter(|_| !broken_refs) {
             if !ends.contains(name) {
                 self.err_key(
-                    "coordinator.graph.no-finish",
+                    codes::GRAPH_NO_FINISH,
                     &step_ptr(name),
                     format!("no route from step `{name}` reaches a finish"),
                     "Route every path to a `finish` step.",
@@ -425,7 +426,7 @@ impl<'a> Checker<'a> {
         for (name, _) in wf.outcomes.iter() {
             if !used.contains(name.as_str()) {
                 self.err_key(
-                    "coordinator.outcome.unused",
+                    codes::OUTCOME_UNUSED,
                     &format!("/workflow/outcomes/{}", escape_token(name)),
                     format!("outcome `{name}` is declared but no finish step ends with it"),
                     "Finish with the outcome on some route, or remove it.",

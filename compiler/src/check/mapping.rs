@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use super::graph::{Facts, Variant};
 use super::{names, quote_list, Binding, Checker, Read, ReadRoute, MAX_FIELDS, MISMATCH_NEXT};
 use crate::ast::*;
+use crate::codes;
 use crate::schema::{self, Fit, Sch, Ty, Walk};
 
 /// Where a mapping is evaluated.
@@ -29,7 +30,7 @@ impl Checker<'_> {
         match schema::fit(ty, tgt, at, "") {
             Fit::Ok => {}
             Fit::Unchecked(p, why) => self.warn(
-                "coordinator.mapping.fit-unchecked",
+                codes::MAPPING_FIT_UNCHECKED,
                 &p,
                 format!("check cannot prove that this value fits {desc}: {why}; the host validates it at run time"),
                 "Nothing to do; to have it proven offline, declare a narrower type for the source.",
@@ -62,7 +63,7 @@ impl Checker<'_> {
             Some(t) if !path.is_empty() => Some(t),
             _ => {
                 self.err(
-                    "coordinator.mapping.pointer",
+                    codes::MAPPING_POINTER,
                     ptr,
                     format!("`{path}` is not a JSON Pointer (it must start with `/`; `~` is written `~0` and `/` in a name `~1`)"),
                     "Write the path as a JSON Pointer such as /applicationId, or omit path to use the whole value.",
@@ -87,7 +88,7 @@ impl Checker<'_> {
                 Walk::Found(v) => found.extend(v),
                 Walk::Missing(at) => {
                     self.err(
-                        "coordinator.mapping.path",
+                        codes::MAPPING_PATH,
                         &pptr,
                         format!("expected a path that {desc} declares; it declares nothing at {at}"),
                         format!("Correct the path to a member {desc} declares, or omit path to use the whole value."),
@@ -96,7 +97,7 @@ impl Checker<'_> {
                 }
                 Walk::Unchecked(at) => {
                     self.warn(
-                        "coordinator.mapping.path-unchecked",
+                        codes::MAPPING_PATH_UNCHECKED,
                         &pptr,
                         format!(
                             "{desc} leaves {} open, so check cannot prove that {path} exists; the value is checked at run time",
@@ -131,7 +132,7 @@ impl Checker<'_> {
     fn input_mapping(&mut self, p: &PathMapping, ptr: &str, env: Env) -> Ty {
         if matches!(env, Env::Trigger) {
             self.err(
-                "coordinator.mapping.context",
+                codes::MAPPING_CONTEXT,
                 &format!("{ptr}/type"),
                 "a trigger builds the run input, so it cannot read it",
                 "Read the event with `type: event` instead.",
@@ -153,7 +154,7 @@ impl Checker<'_> {
     fn event_mapping(&mut self, p: &PathMapping, ptr: &str, env: Env) -> Ty {
         if !matches!(env, Env::Trigger) {
             self.err(
-                "coordinator.mapping.context",
+                codes::MAPPING_CONTEXT,
                 &format!("{ptr}/type"),
                 "`type: event` is available only inside a trigger",
                 "Read the run input with `type: input` instead.",
@@ -181,7 +182,7 @@ impl Checker<'_> {
     fn fields_mapping(&mut self, f: &FieldsMapping, ptr: &str, env: Env) -> Ty {
         if f.fields.len() > MAX_FIELDS {
             self.err(
-                "coordinator.limit.fields",
+                codes::LIMIT_FIELDS,
                 &format!("{ptr}/fields"),
                 format!(
                     "the mapping builds {} members; at most {MAX_FIELDS} are accepted",
@@ -205,7 +206,7 @@ impl Checker<'_> {
     fn step_mapping(&mut self, s: &StepMapping, ptr: &str, env: Env) -> Ty {
         let Env::Step(here, facts) = env else {
             self.err(
-                "coordinator.mapping.context",
+                codes::MAPPING_CONTEXT,
                 &format!("{ptr}/type"),
                 "a trigger runs before any step, so it cannot read a step's output",
                 "Read the event with `type: event` instead.",
@@ -216,7 +217,7 @@ impl Checker<'_> {
         let p = self.p;
         let Some(target) = p.workflow.steps.get(&s.step) else {
             self.err(
-                "coordinator.mapping.unknown-step",
+                codes::MAPPING_UNKNOWN_STEP,
                 &sptr,
                 format!("`{}` is not a step of this workflow", s.step),
                 "Name an earlier call or wait-for step.",
@@ -225,7 +226,7 @@ impl Checker<'_> {
         };
         if !matches!(target, Step::Call(_) | Step::WaitFor(_)) {
             self.err(
-                "coordinator.mapping.step-kind",
+                codes::MAPPING_STEP_KIND,
                 &sptr,
                 format!(
                     "step `{}` has no output; only call and wait-for steps do",
@@ -241,7 +242,7 @@ impl Checker<'_> {
                 .graph
                 .route_without(&self.p.workflow.start, here, &s.step);
             self.err(
-                "coordinator.mapping.step-not-completed",
+                codes::MAPPING_STEP_NOT_COMPLETED,
                 &sptr,
                 format!("expected step `{}` to have completed on every route that reaches this mapping; it has not on the route {route}", s.step),
                 format!("Read `{}` only on routes that pass through it, or compute the value with a Function that takes it as an input.", s.step),
@@ -335,7 +336,7 @@ impl Checker<'_> {
     ) -> Ty {
         let Some(func) = self.out.functions.get(fname) else {
             self.err(
-                "coordinator.function.unknown",
+                codes::FUNCTION_UNKNOWN,
                 &format!("{ptr}/function"),
                 format!("`{fname}` is not a declared Function"),
                 format!(
@@ -400,7 +401,7 @@ impl Checker<'_> {
                     s,
                     &at,
                     &format!("input `{iname}` of Function `{fname}`"),
-                    "coordinator.mapping.type",
+                    codes::MAPPING_TYPE,
                 );
             }
         }
@@ -422,7 +423,7 @@ impl Checker<'_> {
         for (aname, _) in args.iter() {
             if !inputs.iter().any(|(n, _, _)| n == aname) {
                 self.err_key(
-                    "coordinator.function.unknown-argument",
+                    codes::FUNCTION_UNKNOWN_ARGUMENT,
                     &format!("{ptr}/arguments/{}", escape_token(aname)),
                     format!("Function `{fname}` declares no input `{aname}`"),
                     format!(
@@ -479,7 +480,7 @@ impl Checker<'_> {
         let names: Vec<&str> = unbound.iter().map(|(n, _)| n.as_str()).collect();
         let whys: Vec<&str> = unbound.iter().map(|(_, w)| w.as_str()).collect();
         self.err(
-            "coordinator.function.argument-required",
+            codes::FUNCTION_ARGUMENT_REQUIRED,
             ptr,
             format!(
                 "Function `{fname}` needs {} that cannot be bound by type: {}",

@@ -21,6 +21,7 @@ use coordinator_ir::pointer::escape_token;
 use coordinator_source::{Diagnostic, Located, YamlDocument};
 
 use crate::ast::*;
+use crate::codes;
 use crate::functions::ScriptFn;
 use crate::schema::{Sch, Ty};
 
@@ -206,7 +207,7 @@ impl<'a> Checker<'a> {
         let p = self.p;
         if !is_name(&p.project.id) {
             self.err(
-                "coordinator.name.invalid",
+                codes::NAME_INVALID,
                 "/project/id",
                 format!("`{}` is not a valid project id; names match {NAME_PATTERN}", p.project.id),
                 "Use lowercase letters, digits and hyphens, starting with a letter (at most 64 characters).",
@@ -230,7 +231,7 @@ impl<'a> Checker<'a> {
             for n in names {
                 if !is_name(n) {
                     self.err_key(
-                        "coordinator.name.invalid",
+                        codes::NAME_INVALID,
                         &format!("{base}/{}", escape_token(n)),
                         format!("`{n}` is not a valid name; names match {NAME_PATTERN}"),
                         "Use lowercase letters, digits and hyphens, starting with a letter (at most 64 characters).",
@@ -240,28 +241,28 @@ impl<'a> Checker<'a> {
         }
         let limits = [
             (
-                "coordinator.limit.steps",
+                codes::LIMIT_STEPS,
                 "/workflow/steps",
                 p.workflow.steps.len(),
                 MAX_STEPS,
                 "steps",
             ),
             (
-                "coordinator.limit.outcomes",
+                codes::LIMIT_OUTCOMES,
                 "/workflow/outcomes",
                 p.workflow.outcomes.len(),
                 MAX_OUTCOMES,
                 "outcomes",
             ),
             (
-                "coordinator.limit.operations",
+                codes::LIMIT_OPERATIONS,
                 "/operations",
                 p.operations.len(),
                 MAX_ALIASES,
                 "operation aliases",
             ),
             (
-                "coordinator.limit.functions",
+                codes::LIMIT_FUNCTIONS,
                 "/functions",
                 p.functions.len(),
                 MAX_FUNCTIONS,
@@ -281,7 +282,7 @@ impl<'a> Checker<'a> {
         let d = p.workflow.deadline_seconds;
         if d == 0 || d > MAX_DEADLINE_SECONDS {
             self.err(
-                "coordinator.workflow.deadline",
+                codes::WORKFLOW_DEADLINE,
                 "/workflow/deadlineSeconds",
                 format!("deadlineSeconds is {d}; it must be between 1 and {MAX_DEADLINE_SECONDS} (365 days)"),
                 "Set deadlineSeconds to a whole number of seconds from 1 to 31536000.",

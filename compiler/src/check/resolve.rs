@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 
 use super::{quote_list, Alias, Checker, Func, MAX_FUNCTION_INPUTS};
 use crate::ast::*;
+use crate::codes;
 use crate::functions::ScriptFn;
 use crate::schema::{self, Sch};
 
@@ -45,7 +46,7 @@ impl Checker<'_> {
         let kptr = format!("{ptr}/{key}");
         let Some(name) = name.as_str() else {
             self.err(
-                "coordinator.type.unknown",
+                codes::TYPE_UNKNOWN,
                 &kptr,
                 format!(
                     "`{key}` must name a declaration, found {}",
@@ -79,7 +80,7 @@ impl Checker<'_> {
                         "entry under `types`",
                         self.p.types.iter().map(|(k, _)| k).collect(),
                     );
-                    self.err("coordinator.type.unknown", &kptr, m, n);
+                    self.err(codes::TYPE_UNKNOWN, &kptr, m, n);
                     None
                 }
             },
@@ -93,7 +94,7 @@ impl Checker<'_> {
                             None => {
                                 let id = a.desc.id.clone();
                                 self.err(
-                                    "coordinator.type.no-completion",
+                                    codes::TYPE_NO_COMPLETION,
                                     &kptr,
                                     format!("operation alias `{name}` uses {id}, which exposes no completion"),
                                     "Name an alias of an operation that exposes a completion, such as casework.submit-review-request/v1.",
@@ -110,7 +111,7 @@ impl Checker<'_> {
                     "operation alias",
                     self.p.operations.iter().map(|(k, _)| k).collect(),
                 );
-                self.err("coordinator.type.unknown", &kptr, m, n);
+                self.err(codes::TYPE_UNKNOWN, &kptr, m, n);
                 None
             }
             "outcome" => {
@@ -132,7 +133,7 @@ impl Checker<'_> {
                             "outcome",
                             self.p.workflow.outcomes.iter().map(|(k, _)| k).collect(),
                         );
-                        self.err("coordinator.type.unknown", &kptr, m, n);
+                        self.err(codes::TYPE_UNKNOWN, &kptr, m, n);
                         None
                     }
                 }
@@ -152,7 +153,7 @@ impl Checker<'_> {
             let ptr = format!("/operations/{}", escape_token(&name));
             if !is_name(&a.connection) {
                 self.err(
-                    "coordinator.name.invalid",
+                    codes::NAME_INVALID,
                     &format!("{ptr}/connection"),
                     format!(
                         "`{}` is not a valid connection name; names match {NAME_PATTERN}",
@@ -163,7 +164,7 @@ impl Checker<'_> {
             }
             let Some(desc) = catalogue::lookup(&a.uses) else {
                 self.err(
-                    "coordinator.operation.unknown",
+                    codes::OPERATION_UNKNOWN,
                     &format!("{ptr}/uses"),
                     format!("`{}` is not a host operation", a.uses),
                     format!("Use one of: {}.", catalogue::OPERATION_IDS.join(", ")),
@@ -174,7 +175,7 @@ impl Checker<'_> {
             let action = match (&a.action, desc.needs_action) {
                 (None, true) => {
                     self.err(
-                        "coordinator.operation.action-required",
+                        codes::OPERATION_ACTION_REQUIRED,
                         &ptr,
                         format!("{} needs the BReg action it invokes", desc.id),
                         "Add `action: {id: ACTION, kind: immediate}` to the alias.",
@@ -184,7 +185,7 @@ impl Checker<'_> {
                 }
                 (Some(_), false) => {
                     self.err(
-                        "coordinator.operation.action-not-allowed",
+                        codes::OPERATION_ACTION_NOT_ALLOWED,
                         &format!("{ptr}/action"),
                         format!(
                             "{} takes no action; only breg.invoke-action/v1 does",
@@ -198,7 +199,7 @@ impl Checker<'_> {
                 (Some(act), true) => {
                     if act.kind == ActionKind::Proposal {
                         self.err(
-                            "coordinator.operation.proposal-action",
+                            codes::OPERATION_PROPOSAL_ACTION,
                             &format!("{ptr}/action/kind"),
                             format!("action `{}` is a BReg Proposal; a workflow may invoke immediate actions only", act.id),
                             "Invoke an immediate action, or submit the proposal for review outside the workflow.",
@@ -215,7 +216,7 @@ impl Checker<'_> {
                 Some(t) => {
                     if t.reference().is_some_and(|(k, _)| k != "typeRef") {
                         self.err(
-                            "coordinator.type.reference-kind",
+                            codes::TYPE_REFERENCE_KIND,
                             &format!("{ptr}/output"),
                             "an alias's output may narrow the operation output with `typeRef` or an inline schema only",
                             "Use `typeRef: NAME` or an inline schema.",
@@ -300,7 +301,7 @@ impl Checker<'_> {
     fn check_function_declaration(&mut self, name: &str, f: &FunctionDecl, ptr: &str) {
         if f.source != crate::FUNCTIONS_FILE {
             self.err(
-                "coordinator.function.source",
+                codes::FUNCTION_SOURCE,
                 &format!("{ptr}/source"),
                 format!(
                     "Function source `{}` is not accepted; every Function lives in {}",
@@ -316,7 +317,7 @@ impl Checker<'_> {
         }
         if f.inputs.len() > MAX_FUNCTION_INPUTS {
             self.err(
-                "coordinator.limit.function-inputs",
+                codes::LIMIT_FUNCTION_INPUTS,
                 &format!("{ptr}/inputs"),
                 format!("Function `{name}` declares {} inputs; at most {MAX_FUNCTION_INPUTS} are accepted", f.inputs.len()),
                 "Pass fewer, larger inputs (an object) instead.",
@@ -349,7 +350,7 @@ impl Checker<'_> {
                 )
             };
             self.err(
-                "coordinator.function.entrypoint",
+                codes::FUNCTION_ENTRYPOINT,
                 &format!("{ptr}/entrypoint"),
                 format!(
                     "{} defines no function `{}`",
@@ -368,7 +369,7 @@ impl Checker<'_> {
         }
         let (at, message) = parameter_mismatch(f, ptr, &candidates, &declared);
         self.err_key(
-            "coordinator.function.parameters",
+            codes::FUNCTION_PARAMETERS,
             &at,
             message,
             "Rename the declared inputs or the Rhai parameters so the two sets are equal.",

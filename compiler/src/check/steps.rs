@@ -16,6 +16,7 @@ use super::graph::{Facts, Variant};
 use super::mapping::Env;
 use super::{names, step_ptr, Checker, MAX_CASES, MISMATCH_NEXT};
 use crate::ast::*;
+use crate::codes;
 use crate::schema::{self, Fit, Sch, Ty};
 
 impl Checker<'_> {
@@ -49,11 +50,11 @@ impl Checker<'_> {
                     &input,
                     &format!("{sp}/input"),
                     &format!("the input of operation alias `{}` ({id})", c.operation),
-                    "coordinator.mapping.type",
+                    codes::MAPPING_TYPE,
                 );
                 if c.on_declared_refusal.is_some() && !invoke {
                     self.err(
-                        "coordinator.call.declared-refusal",
+                        codes::CALL_DECLARED_REFUSAL,
                         &format!("{sp}/onDeclaredRefusal"),
                         format!("{id} has no declared refusals; onDeclaredRefusal applies to breg.invoke-action/v1 immediate actions only"),
                         "Remove onDeclaredRefusal from this step.",
@@ -63,7 +64,7 @@ impl Checker<'_> {
             None => {
                 if !self.p.operations.contains(&c.operation) {
                     self.err(
-                        "coordinator.operation.unknown-alias",
+                        codes::OPERATION_UNKNOWN_ALIAS,
                         &format!("{sp}/operation"),
                         format!(
                             "`{}` is not an operation alias of this project",
@@ -85,7 +86,7 @@ impl Checker<'_> {
     fn check_choose_step(&mut self, c: &ChooseStep, sp: &str, env: Env) {
         if c.cases.is_empty() {
             self.err(
-                "coordinator.choose.labels",
+                codes::CHOOSE_LABELS,
                 &format!("{sp}/cases"),
                 "a choose step needs at least one case",
                 "Add the cases the Function returns.",
@@ -93,7 +94,7 @@ impl Checker<'_> {
         }
         if c.cases.len() > MAX_CASES {
             self.err(
-                "coordinator.limit.cases",
+                codes::LIMIT_CASES,
                 &format!("{sp}/cases"),
                 format!(
                     "the step has {} cases; at most {MAX_CASES} are accepted",
@@ -105,7 +106,7 @@ impl Checker<'_> {
         for (label, _) in c.cases.iter() {
             if !is_name(label) {
                 self.err_key(
-                    "coordinator.name.invalid",
+                    codes::NAME_INVALID,
                     &format!("{sp}/cases/{}", escape_token(label)),
                     format!("`{label}` is not a valid case label; names match {NAME_PATTERN}"),
                     "Use lowercase letters, digits and hyphens, starting with a letter.",
@@ -146,7 +147,7 @@ impl Checker<'_> {
             _ => "its output is not a string enum".to_owned(),
         };
         self.err(
-            "coordinator.choose.labels",
+            codes::CHOOSE_LABELS,
             &format!("{sp}/cases"),
             format!(
                 "expected Function `{}` to return exactly the case labels [{}]; {found}",
@@ -168,7 +169,7 @@ impl Checker<'_> {
         if let Ty::Literal(Value::String(text)) = &ty {
             if Instant::parse(text).is_err() {
                 self.err(
-                    "coordinator.wait-until.instant",
+                    codes::WAIT_UNTIL_INSTANT,
                     &up,
                     format!("this mapping does not fit {desc}: expected a date-time string at the top level, found {}", Value::String(text.clone())),
                     MISMATCH_NEXT,
@@ -176,7 +177,7 @@ impl Checker<'_> {
             }
         } else {
             let instant = Sch::new(json!({"type": "string", "format": "date-time"}));
-            self.fit_report(&ty, &instant, &up, desc, "coordinator.wait-until.instant");
+            self.fit_report(&ty, &instant, &up, desc, codes::WAIT_UNTIL_INSTANT);
         }
     }
 
@@ -193,14 +194,14 @@ impl Checker<'_> {
         let cp = format!("{sp}/completion");
         match self.p.workflow.steps.get(&w.completion.step) {
             None => self.err(
-                "coordinator.step.unknown",
+                codes::STEP_UNKNOWN,
                 &format!("{cp}/step"),
                 format!("`{}` is not a step of this workflow", w.completion.step),
                 "Name the call step whose completion this step waits for.",
             ),
             Some(Step::Call(call)) => self.check_awaited_call(name, w, call, &cp, facts),
             Some(_) => self.err(
-                "coordinator.wait-for.step",
+                codes::WAIT_FOR_STEP,
                 &format!("{cp}/step"),
                 format!(
                     "step `{}` is not a call; a wait-for waits for a completion of a call",
@@ -212,7 +213,7 @@ impl Checker<'_> {
         let d = self.p.workflow.deadline_seconds;
         if w.timeout_seconds == 0 || w.timeout_seconds >= d {
             self.err(
-                "coordinator.wait-for.timeout",
+                codes::WAIT_FOR_TIMEOUT,
                 &format!("{sp}/timeoutSeconds"),
                 format!("timeoutSeconds is {}; it must be at least 1 and shorter than the run deadline ({d} seconds)", w.timeout_seconds),
                 format!("Set timeoutSeconds below {d}, or raise workflow.deadlineSeconds."),
@@ -248,7 +249,7 @@ impl Checker<'_> {
                     )
                 };
                 self.err(
-                    "coordinator.wait-for.completion",
+                    codes::WAIT_FOR_COMPLETION,
                     &format!("{cp}/name"),
                     msg,
                     "Wait for a completion the call's operation exposes, such as `result` of casework.submit-review-request/v1.",
@@ -264,7 +265,7 @@ impl Checker<'_> {
                 .graph
                 .route_without(&self.p.workflow.start, name, &w.completion.step);
             self.err(
-                "coordinator.wait-for.dominance",
+                codes::WAIT_FOR_DOMINANCE,
                 &format!("{cp}/step"),
                 format!("expected call `{}` to have been accepted on every route that reaches this wait; it was not on the route {route}", w.completion.step),
                 "Wait only after the call on every route, or move the wait after it.",
@@ -278,7 +279,7 @@ impl Checker<'_> {
         let schema = self.out.outcomes.get(&f.outcome).cloned();
         if !self.p.workflow.outcomes.contains(&f.outcome) {
             self.err(
-                "coordinator.outcome.unknown",
+                codes::OUTCOME_UNKNOWN,
                 &format!("{sp}/outcome"),
                 format!("`{}` is not a declared outcome", f.outcome),
                 format!(
@@ -292,20 +293,14 @@ impl Checker<'_> {
             Some(m) => {
                 let ty = self.mapping(m, &format!("{sp}/output"), env);
                 if let Some(s) = schema {
-                    self.fit_report(
-                        &ty,
-                        &s,
-                        &format!("{sp}/output"),
-                        &desc,
-                        "coordinator.mapping.type",
-                    );
+                    self.fit_report(&ty, &s, &format!("{sp}/output"), &desc, codes::MAPPING_TYPE);
                 }
             }
             None => {
                 let Some(s) = schema else { return };
                 if let Fit::Mismatch(..) = schema::fit(&Ty::Literal(Value::Null), &s, sp, "") {
                     self.err(
-                        "coordinator.outcome.null-output",
+                        codes::OUTCOME_NULL_OUTPUT,
                         sp,
                         format!("this finish has no output, so its output is null, which {desc} does not accept"),
                         "Add an `output` mapping, or declare the outcome as `{type: \"null\"}`.",
@@ -327,7 +322,7 @@ impl Checker<'_> {
             let tp = format!("/triggers/{}", escape_token(&name));
             if !is_name(&t.source) {
                 self.err(
-                    "coordinator.name.invalid",
+                    codes::NAME_INVALID,
                     &format!("{tp}/source"),
                     format!(
                         "`{}` is not a valid event source name; names match {NAME_PATTERN}",
@@ -338,7 +333,7 @@ impl Checker<'_> {
             }
             if t.event_type.is_empty() {
                 self.err(
-                    "coordinator.trigger.event-type",
+                    codes::TRIGGER_EVENT_TYPE,
                     &format!("{tp}/eventType"),
                     "eventType is empty",
                     "Name the event type, e.g. breg.record.created/v1.",
@@ -352,7 +347,7 @@ impl Checker<'_> {
                     &s,
                     &format!("{tp}/idempotency"),
                     "an idempotency string",
-                    "coordinator.mapping.type",
+                    codes::MAPPING_TYPE,
                 );
             }
             let ty = self.mapping(&t.input, &format!("{tp}/input"), Env::Trigger);
@@ -362,7 +357,7 @@ impl Checker<'_> {
                     &s,
                     &format!("{tp}/input"),
                     "the workflow input schema",
-                    "coordinator.mapping.type",
+                    codes::MAPPING_TYPE,
                 );
             }
         }

@@ -6,6 +6,7 @@ use coordinator_ir::pointer::escape_token;
 use serde_json::{Map, Value};
 
 use super::json_kind;
+use crate::codes;
 
 /// Keywords an authored schema may use (draft 2020-12, no `$id`, no dynamic
 /// references). Anything else is refused (`coordinator.schema.unknown-keyword`).
@@ -128,7 +129,7 @@ fn validate_node(root: &Value, node: &Value, ptr: &str, depth: usize, out: &mut 
         Value::Object(m) => m,
         other => {
             out.push(SchemaFault {
-                code: "coordinator.schema.invalid",
+                code: codes::SCHEMA_INVALID,
                 pointer: ptr.to_owned(),
                 message: format!(
                     "expected a JSON Schema (a mapping or a boolean), found {}",
@@ -165,7 +166,7 @@ fn unknown_keyword(k: &str, here: String) -> SchemaFault {
         )
     };
     SchemaFault {
-        code: "coordinator.schema.unknown-keyword",
+        code: codes::SCHEMA_UNKNOWN_KEYWORD,
         pointer: here,
         message,
         next,
@@ -184,7 +185,7 @@ fn keyword_value_fault(root: &Value, k: &str, v: &Value, here: &str) -> Option<S
     };
     match k {
         "type" if !well_formed_type(v) => Some(fault(
-            "coordinator.schema.invalid",
+            codes::SCHEMA_INVALID,
             format!(
                 "`type` must be one of {} or a list of them",
                 TYPE_NAMES.join(", ")
@@ -192,19 +193,19 @@ fn keyword_value_fault(root: &Value, k: &str, v: &Value, here: &str) -> Option<S
             "Use a JSON Schema type name.",
         )),
         "required" if !v.as_array().is_some_and(|a| a.iter().all(Value::is_string)) => Some(fault(
-            "coordinator.schema.invalid",
+            codes::SCHEMA_INVALID,
             "`required` must be a list of member names".into(),
             "List the required member names as strings.",
         )),
         "enum" if v.as_array().is_none_or(|a| a.is_empty()) => Some(fault(
-            "coordinator.schema.invalid",
+            codes::SCHEMA_INVALID,
             "`enum` must be a non-empty list of values".into(),
             "List the accepted values.",
         )),
         "format" => match v.as_str() {
             Some(f) if FORMATS.contains(&f) => None,
             _ => Some(fault(
-                "coordinator.schema.format",
+                codes::SCHEMA_FORMAT,
                 format!(
                     "format {} is not asserted; the accepted formats are date-time, uuid and email",
                     v
@@ -215,20 +216,20 @@ fn keyword_value_fault(root: &Value, k: &str, v: &Value, here: &str) -> Option<S
         "$ref" => match v.as_str() {
             Some(r) if r.starts_with('#') => root.pointer(&r[1..]).is_none().then(|| {
                 fault(
-                    "coordinator.schema.ref",
+                    codes::SCHEMA_REF,
                     format!("`$ref` {r} names nothing in this schema"),
                     "Point `$ref` at a member of this schema's `$defs`.",
                 )
             }),
             _ => Some(fault(
-                "coordinator.schema.ref",
+                codes::SCHEMA_REF,
                 format!("`$ref` {v} is not local; only `#...` references are accepted"),
                 "Copy the schema into `$defs` and refer to it as `#/$defs/NAME`, or use `typeRef`.",
             )),
         },
         "$schema" if v.as_str() != Some("https://json-schema.org/draft/2020-12/schema") => {
             Some(fault(
-                "coordinator.schema.invalid",
+                codes::SCHEMA_INVALID,
                 "only draft 2020-12 schemas are accepted".into(),
                 "Remove `$schema` or set it to https://json-schema.org/draft/2020-12/schema.",
             ))
@@ -272,7 +273,7 @@ fn validate_subschemas(
                 }
             }
             None => out.push(SchemaFault {
-                code: "coordinator.schema.invalid",
+                code: codes::SCHEMA_INVALID,
                 pointer: here.to_owned(),
                 message: format!("`{kw}` must be a mapping of schemas"),
                 next: "Write a mapping from names to schemas.".into(),
@@ -286,7 +287,7 @@ fn validate_subschemas(
                 }
             }
             None => out.push(SchemaFault {
-                code: "coordinator.schema.invalid",
+                code: codes::SCHEMA_INVALID,
                 pointer: here.to_owned(),
                 message: format!("`{kw}` must be a list of schemas"),
                 next: "Write a list of schemas.".into(),
