@@ -271,7 +271,7 @@ mod tests {
         assert!(e.line > 1, "{e:?}");
         let bad = STARTER.replacen("  expect:\n", "  expcet:\n", 1);
         let e = typed(&bad).expect_err("unknown key");
-        assert_eq!(e.code, "coordinator.yaml.unknown-key");
+        assert_eq!(e.code, coordinator_source::codes::YAML_UNKNOWN_KEY);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! `coordinator-scenario`: the scenario host (SPEC §7). Reads
 //! `scenarios.yaml` ([`file`]) and runs each case on a virtual clock against
 //! fake product replies ([`run`]), driving the VM exactly as the service
-//! does (`coordinatorctl test`).
+//! does (`coordinatorctl test`). Its codes are data: [`codes`].
 //!
 //! Invariant: the scenario host never sends a request, reads a credential
 //! or reaches a store: Cargo keeps it so (it depends on `ir`, `vm` and
@@ -10,5 +10,6 @@
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 #![warn(missing_docs)]
 
+pub mod codes;
 pub mod file;
 pub mod run;

@@ -20,6 +20,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::file::{Case, ExpectedOutcome, Reply};
+use crate::codes;
 
 /// What happened in one case.
 #[derive(Clone, Debug, Serialize)]
@@ -131,7 +132,7 @@ impl<'a> CaseHost<'a> {
 
     fn rejected(&self, pointer: &str, r: &Rejected) -> Vec<Diagnostic> {
         self.fault(
-            "coordinator.scenario.rejected",
+            codes::SCENARIO_REJECTED,
             pointer,
             format!("the run refuses this event: {}", r.message),
             "Script only what the workflow can receive at this point.",
@@ -141,7 +142,7 @@ impl<'a> CaseHost<'a> {
     fn instant(&self, text: &str, pointer: &str) -> Result<Instant, Vec<Diagnostic>> {
         Instant::parse(text).map_err(|e| {
             self.fault(
-                "coordinator.scenario.timestamp",
+                codes::SCENARIO_TIMESTAMP,
                 pointer,
                 format!("`{text}` is not an instant: {}", e.0),
                 "Write an RFC 3339 instant such as '2026-10-09T09:00:00Z'.",
@@ -154,7 +155,7 @@ impl<'a> CaseHost<'a> {
     fn writable(&self, at: Instant) -> Result<Instant, Vec<Diagnostic>> {
         at.format().map(|_| at).map_err(|e| {
             self.fault(
-                "coordinator.scenario.timestamp",
+                codes::SCENARIO_TIMESTAMP,
                 "",
                 format!("an instant is out of range: {}", e.0),
                 "Keep scenario times within years 0001-9999.",
@@ -173,7 +174,7 @@ impl<'a> CaseHost<'a> {
             .and_then(|s| admitted.plus_seconds(s))
             .ok_or_else(|| {
                 self.fault(
-                    "coordinator.scenario.timestamp",
+                    codes::SCENARIO_TIMESTAMP,
                     pointer,
                     format!("{seconds} seconds after admission is out of range"),
                     "Use a smaller afterSeconds.",
@@ -239,7 +240,7 @@ impl<'a> CaseHost<'a> {
             match self.last_reply.get(step) {
                 Some(Reply::ReceiptExpired) => {
                     out.extend(self.fault(
-                        "coordinator.scenario.reply-after-receipt-expired",
+                        codes::SCENARIO_REPLY_AFTER_RECEIPT_EXPIRED,
                         &pointer,
                         format!("nothing may follow `receipt-expired` for `{step}`: an expired receipt never proves either way, and nothing is sent or looked up for the call again"),
                         "Remove the replies after receipt-expired; the case then ends uncertain.",
@@ -248,7 +249,7 @@ impl<'a> CaseHost<'a> {
                 }
                 Some(Reply::Uncertain { .. }) if self.is_evaluation(step) => {
                     out.extend(self.fault(
-                        "coordinator.scenario.reply-after-unknown-evaluation",
+                        codes::SCENARIO_REPLY_AFTER_UNKNOWN_EVALUATION,
                         &pointer,
                         format!("nothing may follow an uncertain answer for evaluation `{step}`: an evaluation that may have been sent is never sent again"),
                         "Remove the replies after the uncertain answer; the case then ends uncertain.",
@@ -258,7 +259,7 @@ impl<'a> CaseHost<'a> {
                 _ => {}
             }
             out.extend(self.fault(
-                "coordinator.scenario.unused-reply",
+                codes::SCENARIO_UNUSED_REPLY,
                 &pointer,
                 format!(
                     "{} scripted {} for `{step}` {} never used",
@@ -380,7 +381,7 @@ fn compare(case: &Case, end: &End) -> CaseReport {
 pub fn load_vm(program: &Program, file: &str) -> Result<Vm, Diagnostic> {
     Vm::new(program).map_err(|e| {
         Diagnostic::error(
-            "coordinator.scenario.program",
+            codes::SCENARIO_PROGRAM,
             coordinator_source::Located {
                 file: file.to_owned(),
                 line: 0,

@@ -13,6 +13,7 @@ use super::{
     Case, ExpectedOutcome, RecoveryAction, ScenarioFile, MAX_REPLIES, SCENARIOS_API_VERSION,
     SCENARIOS_KIND,
 };
+use crate::codes;
 
 /// Collects the findings about one document against one Program.
 pub(super) struct ScenarioChecks<'a> {
@@ -56,7 +57,7 @@ impl<'a> ScenarioChecks<'a> {
             let base = format!("/cases/{i}");
             if !seen.insert(case.id.as_str()) {
                 self.err(
-                    "coordinator.scenario.duplicate-case",
+                    codes::SCENARIO_DUPLICATE_CASE,
                     format!("{base}/id"),
                     format!("case id `{}` is used twice", case.id),
                     "Give every case its own id.",
@@ -70,7 +71,7 @@ impl<'a> ScenarioChecks<'a> {
     fn header(&mut self, file: &ScenarioFile) {
         if file.api_version != SCENARIOS_API_VERSION {
             self.err(
-                "coordinator.scenario.api-version",
+                codes::SCENARIO_API_VERSION,
                 "/apiVersion".into(),
                 format!(
                     "`{}` is not a supported scenarios apiVersion",
@@ -81,7 +82,7 @@ impl<'a> ScenarioChecks<'a> {
         }
         if file.kind != SCENARIOS_KIND {
             self.err(
-                "coordinator.scenario.kind",
+                codes::SCENARIO_KIND,
                 "/kind".into(),
                 format!("`{}` is not the scenarios kind", file.kind),
                 &format!("Use kind: {SCENARIOS_KIND}."),
@@ -93,7 +94,7 @@ impl<'a> ScenarioChecks<'a> {
     fn case(&mut self, case: &Case, base: &str) {
         if coordinator_ir::instant::Instant::parse(&case.admitted_at).is_err() {
             self.err(
-                "coordinator.scenario.timestamp",
+                codes::SCENARIO_TIMESTAMP,
                 format!("{base}/admittedAt"),
                 format!("`{}` is not an RFC 3339 instant", case.admitted_at),
                 "Write an instant such as '2026-10-09T09:00:00Z'.",
@@ -129,7 +130,7 @@ impl<'a> ScenarioChecks<'a> {
             Some(step) => Some((ptr, step.op.kind())),
             None => {
                 self.err_at_key(
-                    "coordinator.scenario.unknown-step",
+                    codes::SCENARIO_UNKNOWN_STEP,
                     ptr,
                     format!("the workflow has no step `{name}`"),
                     hint,
@@ -151,7 +152,7 @@ impl<'a> ScenarioChecks<'a> {
             "call" => {
                 if count == 0 || count > MAX_REPLIES {
                     self.err(
-                        "coordinator.scenario.reply-count",
+                        codes::SCENARIO_REPLY_COUNT,
                         ptr,
                         format!(
                             "{count} replies are scripted for `{name}`; 1 to {MAX_REPLIES} are accepted"
@@ -161,7 +162,7 @@ impl<'a> ScenarioChecks<'a> {
                 }
             }
             _ => self.err_at_key(
-                "coordinator.scenario.not-a-call",
+                codes::SCENARIO_NOT_A_CALL,
                 ptr,
                 format!("`{name}` is not a call step; only call steps receive replies"),
                 "Move these replies to a call step, or script a completion for a wait-for step.",
@@ -181,7 +182,7 @@ impl<'a> ScenarioChecks<'a> {
         };
         if op != "wait-for" {
             self.err_at_key(
-                "coordinator.scenario.not-a-wait-for",
+                codes::SCENARIO_NOT_A_WAIT_FOR,
                 ptr,
                 format!("`{name}` is not a wait-for step; only wait-for steps have completions"),
                 "Script completions for wait-for steps only.",
@@ -203,14 +204,14 @@ impl<'a> ScenarioChecks<'a> {
                 let receipt = support.reconcile;
                 if evaluation {
                     self.err(
-                        "coordinator.scenario.recovery-unsupported",
+                        codes::SCENARIO_RECOVERY_UNSUPPORTED,
                         ptr,
                         format!("`{name}` is an evaluation: one that may have been sent is never sent again or looked up, so no recovery applies"),
                         "Remove this recovery entry; an unknown evaluation answer leaves the run uncertain.",
                     );
                 } else if action == RecoveryAction::Reconcile && !receipt {
                     self.err(
-                        "coordinator.scenario.reconcile-unsupported",
+                        codes::SCENARIO_RECONCILE_UNSUPPORTED,
                         ptr,
                         format!("`{name}` calls an operation without receipts; reconcile cannot settle it"),
                         "Use retry-same, or leave the call uncertain.",
@@ -218,7 +219,7 @@ impl<'a> ScenarioChecks<'a> {
                 }
             }
             _ => self.err_at_key(
-                "coordinator.scenario.not-a-call",
+                codes::SCENARIO_NOT_A_CALL,
                 ptr,
                 format!("`{name}` is not a call step; recovery applies to calls"),
                 "Name a call step.",
@@ -232,7 +233,7 @@ impl<'a> ScenarioChecks<'a> {
         for (j, name) in case.expect.path.iter().enumerate() {
             if self.program.step_id(name).is_none() {
                 self.err(
-                    "coordinator.scenario.unknown-step",
+                    codes::SCENARIO_UNKNOWN_STEP,
                     format!("{base}/expect/path/{j}"),
                     format!("the workflow has no step `{name}`"),
                     "List step names of the workflow.",
@@ -242,7 +243,7 @@ impl<'a> ScenarioChecks<'a> {
         if let ExpectedOutcome::Named { value } = &case.expect.outcome {
             if !self.program.outcomes.iter().any(|o| &o.name == value) {
                 self.err(
-                    "coordinator.scenario.unknown-outcome",
+                    codes::SCENARIO_UNKNOWN_OUTCOME,
                     format!("{base}/expect/outcome/value"),
                     format!("the workflow declares no outcome `{value}`"),
                     "Name a declared outcome.",

@@ -11,6 +11,7 @@ use coordinator_source::Diagnostic;
 use coordinator_vm::{Command, Event, RunState, RunStatus, TimedEvent, WaitKind, WakeKind};
 
 use super::{CaseHost, End};
+use crate::codes;
 use crate::file::{CompletionScript, RecoveryAction, Reply};
 
 /// Most events one case may take before it is reported as not settling.
@@ -70,7 +71,7 @@ impl CaseHost<'_> {
             self.resume(&mut state, &mut queue, &event, "")?;
         }
         Err(self.fault(
-            "coordinator.scenario.no-progress",
+            codes::SCENARIO_NO_PROGRESS,
             "",
             "the case did not settle within 10,000 events".into(),
             "Check the replies and completions for a loop.",
@@ -133,7 +134,7 @@ impl CaseHost<'_> {
     fn hold_command_frozen(&mut self, step: &str, bytes: Vec<u8>) -> Result<(), Vec<Diagnostic>> {
         match self.frozen.get(step) {
             Some(first) if *first != bytes => Err(self.fault(
-                "coordinator.scenario.command-changed",
+                codes::SCENARIO_COMMAND_CHANGED,
                 "",
                 format!("a later attempt of `{step}` sent a different command"),
                 "Report this: every attempt must send the frozen command.",
@@ -156,7 +157,7 @@ impl CaseHost<'_> {
     ) -> Result<CommandAnswer, Vec<Diagnostic>> {
         match self.next_reply(step) {
             Some(Reply::ReceiptExpired | Reply::ReceiptUnresolved) => Err(self.fault(
-                "coordinator.scenario.receipt-without-reconcile",
+                codes::SCENARIO_RECEIPT_WITHOUT_RECONCILE,
                 &format!("/replies/{step}"),
                 format!("`{step}` gets a receipt answer where it sent a command"),
                 "Script receipt answers only after an unknown answer with recovery reconcile.",
@@ -167,7 +168,7 @@ impl CaseHost<'_> {
                     return Ok(CommandAnswer::RepliesRanOut);
                 }
                 Err(self.fault(
-                    "coordinator.scenario.unscripted-call",
+                    codes::SCENARIO_UNSCRIPTED_CALL,
                     "/replies",
                     format!("the run reaches call `{step}` with no reply scripted for it"),
                     &format!("Add replies for `{step}` under replies."),
@@ -189,13 +190,13 @@ impl CaseHost<'_> {
                 | Reply::Uncertain { .. }
                 | Reply::DeclaredRefusal { .. },
             ) => Err(self.fault(
-                "coordinator.scenario.reconcile-reply",
+                codes::SCENARIO_RECONCILE_REPLY,
                 &format!("/replies/{step}"),
                 format!("after reconcile, `{step}` needs a receipt answer (success, receipt-unresolved or receipt-expired)"),
                 "Script the receipt lookup's answer.",
             )),
             None => Err(self.fault(
-                "coordinator.scenario.unscripted-call",
+                codes::SCENARIO_UNSCRIPTED_CALL,
                 "/replies",
                 format!("reconcile of `{step}` has no receipt answer scripted"),
                 &format!("Add the receipt answer for `{step}` under replies."),
@@ -291,7 +292,7 @@ impl CaseHost<'_> {
         if let Some(step) = &waiting_on {
             if !self.case.completions.contains_key(step) {
                 return Err(self.fault(
-                    "coordinator.scenario.unscripted-wait",
+                    codes::SCENARIO_UNSCRIPTED_WAIT,
                     "/completions",
                     format!("the run reaches wait-for `{step}` with no completion scripted for it"),
                     &format!("Add a completion for `{step}` (completed or never)."),
