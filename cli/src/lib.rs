@@ -14,6 +14,7 @@
 //! `cargo build --locked --release -p registry-coordinator --bins` builds
 //! both binaries.
 
+pub mod codes;
 #[macro_use]
 mod output;
 mod commands;

@@ -14,11 +14,10 @@
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::codes;
+
 /// Set once stdout's reader went away: later output is dropped.
 static READER_GONE: AtomicBool = AtomicBool::new(false);
-
-/// The code of a stdout that cannot be written.
-pub const OUTPUT_CLOSED: &str = "coordinator.command.output-closed";
 
 /// Writes `args` to stdout; see the module documentation for a stdout
 /// that cannot take it.
@@ -35,7 +34,8 @@ pub fn stdout(args: std::fmt::Arguments<'_>) {
         Err(e) => {
             let _ = writeln!(
                 std::io::stderr(),
-                "error[{OUTPUT_CLOSED}] standard output cannot be written: {e}"
+                "error[{}] standard output cannot be written: {e}",
+                codes::COMMAND_OUTPUT_CLOSED
             );
             std::process::exit(3);
         }

@@ -70,7 +70,7 @@ pub fn print_diagnostics(diags: &[Diagnostic]) {
 pub fn exit_code(diags: &[Diagnostic]) -> u8 {
     if diags
         .iter()
-        .any(|d| d.code == "coordinator.file.unreadable")
+        .any(|d| d.code == coordinator_source::codes::FILE_UNREADABLE)
     {
         EXIT_UNAVAILABLE
     } else if diags.iter().any(Diagnostic::is_error) {

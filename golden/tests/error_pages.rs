@@ -2,15 +2,17 @@
 //! names a code the project emits, and `docs/errors/README.md` lists them
 //! all (README, SPEC §2.3).
 //!
-//! The codes are found without running anything: a small lexer reads the
-//! string literals of every `.rs` file under `source/`, `compiler/`,
-//! `host/*/src/` and `cli/src/` (comments and `#[cfg(test)]` items skipped)
-//! and takes each `coordinator.<area>.<condition>` in them. A literal that
-//! assembles a code from pieces (`"coordinator.scenario.{code}"`) fails the
-//! test: write the whole code where it is raised. Added to those: the
-//! runtime checker's `CODES`, the store's `CODES` in the form
-//! `coordinatorctl` prints them, and the codes of the diagnostic cases
-//! under `golden/diagnostics/` (`CODE.edit` or `CODE/`).
+//! The codes are read from their tables, through the crates' public API:
+//! the diagnostic codes of `coordinator_source::codes`,
+//! `coordinator_compiler::codes`, `coordinator_runtime::codes`,
+//! `coordinator_scenario::codes` and `coordinatorctl::codes`, the store's
+//! `coordinator_store::codes`, and the service's problems
+//! `coordinator_api::problems` (printed with the `coordinator.` prefix).
+//! Two small text scans keep the tables honest: every table constant is
+//! named outside its table (so every entry is raised somewhere), and no
+//! source writes a whole code outside a table (so each code is written
+//! once, in its table). The cases under `golden/diagnostics/` (`CODE.edit`
+//! or `CODE/`) are named by table codes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -22,303 +24,68 @@ fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
-/// Literals allowed to assemble a code: `StoreError::cli_code` puts the
-/// prefix back on a raw store code. Each such code is written whole at the
-/// call site that raises it (the constructor strips the prefix), and the
-/// store's `CODES` list is checked below in its printed form.
-/// `coordinatorctl` prints a service problem's code with the same prefix;
-/// those codes are the registry's (`coordinator_api::problems::ALL`), added
-/// below.
-const ASSEMBLED: &[(&str, &str)] = &[
-    ("cli/src/service_client/refusal.rs", "coordinator.{code}"),
-    ("cli/src/service_client/refusal.rs", "coordinator.{}"),
-    ("host/store/src/lib.rs", "coordinator.{}"),
-    ("host/store/src/lib.rs", "coordinator.command.{}"),
-];
+/// A table of codes: its source file and its codes, in table order.
+struct Table {
+    file: &'static str,
+    codes: Vec<&'static str>,
+}
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
+fn diagnostic_table(
+    file: &'static str,
+    all: &[coordinator_source::codes::DiagnosticCode],
+) -> Table {
+    Table {
+        file,
+        codes: all.iter().map(|c| c.code).collect(),
     }
 }
 
-fn starts_with(s: &[char], at: usize, text: &str) -> bool {
-    text.chars()
-        .enumerate()
-        .all(|(k, c)| s.get(at + k) == Some(&c))
+/// Every table of codes raised with their constants (not the service's
+/// problems: their registry is checked by its own tests below).
+fn tables() -> Vec<Table> {
+    vec![
+        diagnostic_table("source/src/codes.rs", coordinator_source::codes::ALL),
+        diagnostic_table("compiler/src/codes.rs", coordinator_compiler::codes::ALL),
+        diagnostic_table("host/runtime/src/codes.rs", coordinator_runtime::codes::ALL),
+        diagnostic_table(
+            "host/scenario/src/codes.rs",
+            coordinator_scenario::codes::ALL,
+        ),
+        diagnostic_table("cli/src/codes.rs", coordinatorctl::codes::ALL),
+        Table {
+            file: "host/store/src/codes.rs",
+            codes: coordinator_store::codes::ALL
+                .iter()
+                .map(|c| c.code)
+                .collect(),
+        },
+    ]
 }
 
-fn ident_char(c: Option<&char>) -> bool {
-    c.is_some_and(|c| c.is_alphanumeric() || *c == '_')
-}
-
-/// The number of `#` of a raw string opening at `at` (`r"`, `r#"`, `br"`),
-/// or `None` when no raw string opens there.
-fn raw_string_hashes(s: &[char], at: usize) -> Option<usize> {
-    let start = match s[at] {
-        'r' if !ident_char(at.checked_sub(1).and_then(|p| s.get(p))) => at + 1,
-        'b' if s.get(at + 1) == Some(&'r')
-            && !ident_char(at.checked_sub(1).and_then(|p| s.get(p))) =>
-        {
-            at + 2
-        }
-        _ => return None,
-    };
-    let hashes = s[start..].iter().take_while(|c| **c == '#').count();
-    (s.get(start + hashes) == Some(&'"')).then_some(hashes)
-}
-
-/// The contents of the string literals of a Rust source, outside comments
-/// and outside items marked `#[cfg(test)]`.
-fn literals(src: &str) -> Vec<String> {
-    let s: Vec<char> = src.chars().collect();
-    let mut out = Vec::new();
-    let mut i = 0;
-    let mut depth = 0usize;
-    // After `#[cfg(test)]`, before the item's body opens.
-    let mut test_item = false;
-    // Inside a test item's body: the brace depth it closes back to.
-    let mut skip_to: Option<usize> = None;
-    while i < s.len() {
-        let c = s[i];
-        if starts_with(&s, i, "//") {
-            while i < s.len() && s[i] != '\n' {
-                i += 1;
-            }
-            continue;
-        }
-        if starts_with(&s, i, "/*") {
-            let mut nest = 0usize;
-            while i < s.len() {
-                if starts_with(&s, i, "/*") {
-                    nest += 1;
-                    i += 2;
-                } else if starts_with(&s, i, "*/") {
-                    nest -= 1;
-                    i += 2;
-                    if nest == 0 {
-                        break;
-                    }
-                } else {
-                    i += 1;
-                }
-            }
-            continue;
-        }
-        if let Some(hashes) = raw_string_hashes(&s, i) {
-            let open = s[i..].iter().position(|c| *c == '"').unwrap_or(0) + i + 1;
-            let close: String = std::iter::once('"')
-                .chain(std::iter::repeat_n('#', hashes))
-                .collect();
-            let mut j = open;
-            while j < s.len() && !starts_with(&s, j, &close) {
-                j += 1;
-            }
-            if skip_to.is_none() {
-                out.push(s[open..j.min(s.len())].iter().collect());
-            }
-            i = j + close.chars().count();
-            continue;
-        }
-        if c == '"' {
-            let mut j = i + 1;
-            while j < s.len() && s[j] != '"' {
-                j += if s[j] == '\\' { 2 } else { 1 };
-            }
-            if skip_to.is_none() {
-                out.push(s[i + 1..j.min(s.len())].iter().collect());
-            }
-            i = j + 1;
-            continue;
-        }
-        if c == '\'' {
-            // A char literal ('x', '\n', '\u{7f}') or a lifetime ('a).
-            if s.get(i + 1) == Some(&'\\') {
-                let mut j = i + 3;
-                while j < s.len() && s[j] != '\'' {
-                    j += 1;
-                }
-                i = j + 1;
-            } else if s.get(i + 2) == Some(&'\'') {
-                i += 3;
-            } else {
-                i += 1;
-            }
-            continue;
-        }
-        if starts_with(&s, i, "#[cfg(test)]") {
-            test_item = skip_to.is_none();
-            i += "#[cfg(test)]".len();
-            continue;
-        }
-        match c {
-            '{' => {
-                if test_item {
-                    skip_to = Some(depth);
-                    test_item = false;
-                }
-                depth += 1;
-            }
-            '}' => {
-                depth = depth.saturating_sub(1);
-                if skip_to == Some(depth) {
-                    skip_to = None;
-                }
-            }
-            ';' => test_item = false,
-            _ => {}
-        }
-        i += 1;
-    }
-    out
-}
-
-fn segment(rest: &str) -> &str {
-    let end = rest
-        .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'))
-        .unwrap_or(rest.len());
-    let seg = &rest[..end];
-    if seg.starts_with(|c: char| c.is_ascii_lowercase()) {
-        seg
-    } else {
-        ""
-    }
-}
-
-/// What a literal holds: whole codes, and whether it assembles one.
-#[derive(Default)]
-struct Found {
-    codes: BTreeSet<String>,
-    assembled: bool,
-}
-
-fn codes_in(literal: &str) -> Found {
-    let mut found = Found::default();
-    for (at, _) in literal.match_indices("coordinator.") {
-        let before = literal[..at].chars().next_back();
-        if before.is_some_and(|c| c.is_alphanumeric() || "-_./".contains(c)) {
-            continue;
-        }
-        let rest = &literal[at + "coordinator.".len()..];
-        if rest.starts_with('{') {
-            found.assembled = true;
-            continue;
-        }
-        let area = segment(rest);
-        if area.is_empty() || !rest[area.len()..].starts_with('.') {
-            continue;
-        }
-        let rest = &rest[area.len() + 1..];
-        if rest.starts_with('{') {
-            found.assembled = true;
-            continue;
-        }
-        let condition = segment(rest);
-        if condition.is_empty() {
-            continue;
-        }
-        let after = &rest[condition.len()..];
-        let mut tail = after.chars();
-        match tail.next() {
-            Some('{') => found.assembled = true,
-            Some('_') => {}
-            // `coordinator.a.b.c` is no code; a sentence's full stop is.
-            Some('.') if tail.next().is_some_and(|c| c.is_alphanumeric()) => {}
-            Some(c) if c.is_alphanumeric() => {}
-            _ => {
-                found
-                    .codes
-                    .insert(format!("coordinator.{area}.{condition}"));
-            }
-        }
-    }
-    found
-}
-
-/// Every code the sources emit, with the first file that writes it.
+/// Every code the project emits, with the table that declares it. A code
+/// declared by two of the tables raised with constants fails; a service
+/// problem may share its code (and page) with one of them
+/// (`coordinator.deployment.refused` is the deployment commands' refusal
+/// and the service's problem alike).
 fn emitted_codes() -> BTreeMap<String, String> {
-    let root = workspace();
-    let mut files = Vec::new();
-    let mut dirs = vec![
-        root.join("source"),
-        root.join("compiler"),
-        root.join("cli/src"),
-    ];
-    // Every crate of host/: its src/ only (its tests and benches raise
-    // nothing).
-    for entry in std::fs::read_dir(root.join("host"))
-        .expect("host/")
-        .flatten()
-    {
-        dirs.push(entry.path().join("src"));
-    }
-    for dir in &dirs {
-        rust_files(dir, &mut files);
-    }
-    files.sort();
-    assert!(files.len() > 20, "too few sources found: {files:?}");
     let mut codes = BTreeMap::new();
-    let mut assembled = Vec::new();
-    for path in &files {
-        let rel = path
-            .strip_prefix(&root)
-            .unwrap_or(path)
-            .to_string_lossy()
-            .replace('\\', "/");
-        let text = std::fs::read_to_string(path).expect("read a source");
-        for literal in literals(&text) {
-            let found = codes_in(&literal);
-            if found.assembled && !ASSEMBLED.contains(&(rel.as_str(), literal.as_str())) {
-                assembled.push(format!("{rel}: \"{literal}\""));
-            }
-            for code in found.codes {
-                codes.entry(code).or_insert_with(|| rel.clone());
+    let mut twice = Vec::new();
+    for table in tables() {
+        for code in &table.codes {
+            if let Some(first) = codes.insert((*code).to_owned(), table.file.to_owned()) {
+                twice.push(format!("{code} ({first} and {})", table.file));
             }
         }
     }
     assert!(
-        assembled.is_empty(),
-        "codes assembled from pieces (write each code whole where it is raised):\n  {}",
-        assembled.join("\n  ")
+        twice.is_empty(),
+        "codes declared twice:\n  {}",
+        twice.join("\n  ")
     );
-    for code in coordinator_runtime::CODES {
-        codes
-            .entry((*code).to_owned())
-            .or_insert_with(|| "coordinator_runtime::CODES".into());
-    }
-    for code in coordinator_store::CODES {
-        let printed = coordinator_store::StoreError::refused(code, "", "").cli_code();
-        codes
-            .entry(printed)
-            .or_insert_with(|| "coordinator_store::CODES".into());
-    }
-    // The service's HTTP problems: the registry is their one home.
     for problem in coordinator_api::problems::ALL {
         codes
             .entry(format!("coordinator.{}", problem.code))
-            .or_insert_with(|| "coordinator_api::problems::ALL".into());
-    }
-    // A case is `CODE.edit` (an edit of the starter) or a directory `CODE/`.
-    for case in std::fs::read_dir(root.join("golden/diagnostics"))
-        .expect("golden/diagnostics")
-        .flatten()
-    {
-        let name = case.file_name().to_string_lossy().into_owned();
-        if name == "README.md" {
-            continue;
-        }
-        let code = name.strip_suffix(".edit").unwrap_or(&name).to_owned();
-        codes
-            .entry(code)
-            .or_insert_with(|| "golden/diagnostics".into());
+            .or_insert_with(|| "api/src/problems.rs".to_owned());
     }
     codes
 }
@@ -402,54 +169,237 @@ fn the_index_links_every_page_once() {
 }
 
 #[test]
-fn the_scanner_finds_whole_codes_and_refuses_assembled_ones() {
-    let src = r####"
-        // "coordinator.comment.ignored"
-        /* "coordinator.block.ignored" */
-        fn f<'a>(x: &'a str) -> char { let _ = "error[coordinator.init.write] {shown}"; '"' }
-        const R: &str = r#"a "quoted" coordinator.raw.kept."#;
-        fn g() { format!("coordinator.scenario.{code}"); "coordinator.a.b.c"; "coordinator.yaml.*"; }
-        #[cfg(test)]
-        mod tests { const X: &str = "coordinator.x.y"; }
-        const AFTER: &str = "coordinator.after.kept";
-    "####;
-    let mut codes = BTreeSet::new();
-    let mut assembled = 0;
-    for literal in literals(src) {
-        let found = codes_in(&literal);
-        assembled += usize::from(found.assembled);
-        codes.extend(found.codes);
+fn every_diagnostic_case_is_named_by_a_table_code() {
+    let codes = emitted_codes();
+    let mut unknown = Vec::new();
+    // A case is `CODE.edit` (an edit of the starter) or a directory `CODE/`.
+    for case in std::fs::read_dir(workspace().join("golden/diagnostics"))
+        .expect("golden/diagnostics")
+        .flatten()
+    {
+        let name = case.file_name().to_string_lossy().into_owned();
+        let code = name.strip_suffix(".edit").unwrap_or(&name);
+        if name != "README.md" && !codes.contains_key(code) {
+            unknown.push(name);
+        }
     }
-    let expected: BTreeSet<String> = [
-        "coordinator.after.kept",
-        "coordinator.init.write",
-        "coordinator.raw.kept",
-    ]
-    .into_iter()
-    .map(str::to_owned)
-    .collect();
-    assert_eq!(codes, expected);
-    assert_eq!(assembled, 1);
+    assert!(
+        unknown.is_empty(),
+        "golden/diagnostics cases named by no table's code: {unknown:?}"
+    );
+}
+
+#[test]
+fn every_table_entry_has_a_severity_and_a_meaning() {
+    let tables = [
+        coordinator_source::codes::ALL,
+        coordinator_compiler::codes::ALL,
+        coordinator_runtime::codes::ALL,
+        coordinator_scenario::codes::ALL,
+        coordinatorctl::codes::ALL,
+    ];
+    for code in tables.iter().flat_map(|t| t.iter()) {
+        assert!(
+            code.meaning.ends_with('.') && !code.meaning.contains('\n'),
+            "{}: the meaning is one line ending in a full stop",
+            code.code
+        );
+        assert!(
+            workspace().join(code.page()).is_file(),
+            "{}: no page at {}",
+            code.code,
+            code.page()
+        );
+    }
+    for code in coordinator_store::codes::ALL {
+        assert!(code.meaning.ends_with('.'), "{}: no meaning", code.code);
+        assert!(workspace().join(code.page()).is_file(), "{}", code.code);
+    }
+}
+
+/// The `.rs` files under `dir`, recursively.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The sources that raise codes (`source/`, `compiler/`, every `host/*/src`,
+/// `cli/src`, `server/src`) as (path relative to the workspace, text),
+/// without the code tables themselves.
+fn raising_sources() -> Vec<(String, String)> {
+    let root = workspace();
+    let mut dirs = vec![
+        root.join("source/src"),
+        root.join("compiler/src"),
+        root.join("cli/src"),
+        root.join("server/src"),
+    ];
+    for entry in std::fs::read_dir(root.join("host"))
+        .expect("host/")
+        .flatten()
+    {
+        dirs.push(entry.path().join("src"));
+    }
+    let mut files = Vec::new();
+    for dir in &dirs {
+        rust_files(dir, &mut files);
+    }
+    files.sort();
+    assert!(files.len() > 20, "too few sources found: {files:?}");
+    let tables: BTreeSet<&str> = tables().iter().map(|t| t.file).collect();
+    files
+        .iter()
+        .map(|path| {
+            let rel = path
+                .strip_prefix(&root)
+                .unwrap_or(path)
+                .to_string_lossy()
+                .replace('\\', "/");
+            let text = std::fs::read_to_string(path).expect("read a source");
+            (rel, text)
+        })
+        .filter(|(rel, _)| !tables.contains(rel.as_str()))
+        .collect()
+}
+
+/// Whether `text` names `codes::NAME` (and not a longer name).
+fn names_constant(text: &str, name: &str) -> bool {
+    let needle = format!("codes::{name}");
+    text.match_indices(&needle).any(|(at, _)| {
+        !text[at + needle.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+    })
+}
+
+/// The constant names of a table's source, in table order: the rows
+/// `NAME = ("code", ...`.
+fn table_constants(file: &str) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(workspace().join(file)).expect("read a code table");
+    text.lines()
+        .filter_map(|line| {
+            let (name, rest) = line.trim().split_once(" = (\"")?;
+            let (code, _) = rest.split_once('"')?;
+            name.chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+                .then(|| (name.to_owned(), code.to_owned()))
+        })
+        .collect()
+}
+
+#[test]
+fn every_table_entry_is_raised_outside_its_table() {
+    let sources = raising_sources();
+    let mut names = BTreeSet::new();
+    let mut missing = Vec::new();
+    for table in tables() {
+        let constants = table_constants(table.file);
+        let codes: Vec<&str> = constants.iter().map(|(_, c)| c.as_str()).collect();
+        assert_eq!(
+            codes, table.codes,
+            "{}: the rows read from the source are not the table's ALL",
+            table.file
+        );
+        for (name, code) in &constants {
+            assert!(
+                names.insert(name.clone()),
+                "{name}: a constant of two tables"
+            );
+            if !sources.iter().any(|(_, text)| names_constant(text, name)) {
+                missing.push(format!("{code}: no `codes::{name}` outside {}", table.file));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "table entries never raised:\n  {}",
+        missing.join("\n  ")
+    );
+}
+
+/// The whole codes a line writes as a string (`"coordinator.a.b"`) or in a
+/// rendered diagnostic (`error[coordinator.a.b]`).
+fn written_codes(line: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    for (at, _) in line.match_indices("coordinator.") {
+        let opened = line[..at].chars().next_back();
+        if !matches!(opened, Some('"' | '[')) {
+            continue;
+        }
+        let rest = &line[at..];
+        let end = rest
+            .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '-'))
+            .unwrap_or(rest.len());
+        let closed = rest[end..].chars().next();
+        let code = &rest[..end];
+        if code.split('.').count() == 3
+            && !code.ends_with('.')
+            && closed == opened.map(|o| if o == '[' { ']' } else { '"' })
+        {
+            out.push(code);
+        }
+    }
+    out
+}
+
+#[test]
+fn no_source_writes_a_code_outside_its_table() {
+    let mut written = Vec::new();
+    for (rel, text) in raising_sources() {
+        if rel.ends_with("/tests.rs") {
+            continue;
+        }
+        // Unit tests (a trailing `#[cfg(test)] mod tests { ... }`) may
+        // spell the codes they assert.
+        let body = text
+            .find("#[cfg(test)]\nmod tests {")
+            .map_or(text.as_str(), |at| &text[..at]);
+        for (number, line) in body.lines().enumerate() {
+            if line.trim_start().starts_with("//") {
+                continue;
+            }
+            for code in written_codes(line) {
+                written.push(format!("{rel}:{}: {code}", number + 1));
+            }
+        }
+    }
+    assert!(
+        written.is_empty(),
+        "codes written outside their table (name the table's constant):\n  {}",
+        written.join("\n  ")
+    );
+}
+
+#[test]
+fn the_scan_finds_whole_codes_only() {
+    assert_eq!(
+        written_codes(r#"x("coordinator.a.b", y)"#),
+        ["coordinator.a.b"]
+    );
+    assert_eq!(
+        written_codes(r#""error[coordinator.a-b.c2] {x}""#),
+        ["coordinator.a-b.c2"]
+    );
+    assert!(written_codes(r#""coordinator.{code}""#).is_empty());
+    assert!(written_codes(r#""coordinator.a.b.c""#).is_empty());
+    assert!(written_codes(r#""https://coordinator.example.org/x""#).is_empty());
+    assert!(written_codes(r#""see coordinator.a.b""#).is_empty());
+    assert!(written_codes(r#""coordinator.a.b]""#).is_empty());
+    assert!(names_constant("codes::LIMIT_STEPS,", "LIMIT_STEPS"));
+    assert!(!names_constant("codes::LIMIT_STEPS_X", "LIMIT_STEPS"));
 }
 
 /// The registry's constants with their codes, read from its source:
 /// `NAME = ("code", ...`.
 fn registry_constants() -> Vec<(String, String)> {
-    let text = std::fs::read_to_string(workspace().join("api/src/problems.rs"))
-        .expect("api/src/problems.rs");
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let Some((name, rest)) = line.trim().split_once(" = (\"") else {
-            continue;
-        };
-        let Some((code, _)) = rest.split_once('"') else {
-            continue;
-        };
-        if name.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
-            out.push((name.to_owned(), code.to_owned()));
-        }
-    }
-    out
+    table_constants("api/src/problems.rs")
 }
 
 fn all_text_under(dirs: &[PathBuf]) -> String {

@@ -134,7 +134,7 @@ pub fn run(which: Which, runtime_config: Option<&Path>, remove: &[String], forma
     // remove it with `--remove-workflow`), so `no-packages` does not stop them.
     checked
         .diagnostics
-        .retain(|d| d.code != "coordinator.runtime.no-packages");
+        .retain(|d| d.code != coordinator_runtime::codes::RUNTIME_NO_PACKAGES);
     let config = match (&checked.config, checked.is_valid()) {
         (Some(c), true) => c.clone(),
         _ => {
@@ -187,7 +187,7 @@ async fn run_async(which: Which, config: &RuntimeConfig, remove: &[String], form
                 Ok(j) => j,
                 Err(e) => {
                     let err = StoreError::unavailable(
-                        "coordinator.audit.unavailable",
+                        coordinator_store::codes::AUDIT_UNAVAILABLE,
                         format!(
                             "cannot create this process's audit journal next to {}: {e}",
                             deployment.audit_file

@@ -18,6 +18,7 @@ use clap::{Args, ValueEnum};
 use coordinator_api as api;
 use coordinator_compiler::explain_data::{ExplainData, StepData, StepKind};
 
+use crate::codes;
 use crate::report::{self, EXIT_OK, EXIT_REFUSED, EXIT_UNAVAILABLE};
 
 /// The drawing's format.
@@ -507,8 +508,7 @@ pub fn run(args: GraphArgs) -> u8 {
             Ok(t) => t,
             Err(why) => {
                 errln!(
-                    "error[coordinator.graph.layout] {display}\n  cannot lay out the graph: {why}\n  next: Draw it with --format dot or --format mermaid, and report this with the project attached.\n1 error, 0 warnings in 1 file"
-                );
+                    "error[{code}] {display}\n  cannot lay out the graph: {why}\n  next: Draw it with --format dot or --format mermaid, and report this with the project attached.\n1 error, 0 warnings in 1 file", code = codes::GRAPH_LAYOUT);
                 return EXIT_REFUSED;
             }
         },
@@ -527,18 +527,16 @@ fn run_colours(
     let inspection = crate::service_client::fetch_inspection("graph", run, url, token_file)?;
     if inspection.status.workflow != data.workflow {
         errln!(
-            "error[coordinator.graph.run-workflow] run {run}\n  the run is of workflow {}, and the project is {}\n  next: Pass the project of the run's workflow, or a run of this workflow.",
+            "error[{code}] run {run}\n  the run is of workflow {}, and the project is {}\n  next: Pass the project of the run's workflow, or a run of this workflow.",
             inspection.status.workflow,
-            data.workflow
-        );
+            data.workflow, code = codes::GRAPH_RUN_WORKFLOW);
         return Err(EXIT_REFUSED);
     }
     if inspection.status.revision != data.revision {
         errln!(
-            "warning[coordinator.graph.run-revision] run {run}\n  the run was admitted under {}, and the project compiles to {}; steps may have changed since\n  next: Draw the run with the project as it was at its revision (the package it was deployed from).",
+            "warning[{code}] run {run}\n  the run was admitted under {}, and the project compiles to {}; steps may have changed since\n  next: Draw the run with the project as it was at its revision (the package it was deployed from).",
             inspection.status.revision,
-            data.revision
-        );
+            data.revision, code = codes::GRAPH_RUN_REVISION);
     }
     Ok(standings(&inspection))
 }
@@ -555,9 +553,8 @@ fn write_output(output: &Path, text: &str) -> u8 {
         Ok(()) => EXIT_OK,
         Err(e) => {
             errln!(
-                "error[coordinator.graph.write] {}\n  cannot write the graph: {e}; nothing was written\n  next: Check that the directory exists, is writable and has room, or write to standard output with --output -.\n1 error, 0 warnings in 1 file",
-                output.display()
-            );
+                "error[{code}] {}\n  cannot write the graph: {e}; nothing was written\n  next: Check that the directory exists, is writable and has room, or write to standard output with --output -.\n1 error, 0 warnings in 1 file",
+                output.display(), code = codes::GRAPH_WRITE);
             EXIT_UNAVAILABLE
         }
     }

@@ -11,6 +11,7 @@ use std::path::Path;
 
 use coordinator_ir::name::is_name;
 
+use crate::codes;
 use crate::report::{EXIT_OK, EXIT_REFUSED, EXIT_UNAVAILABLE, EXIT_USAGE};
 
 /// The starter's files, in the order `init` lists them.
@@ -72,30 +73,30 @@ pub fn run(directory: &Path) -> u8 {
         .and_then(|n| n.to_str())
         .map(str::to_owned)
     else {
-        errln!("error[coordinator.init.directory] {shown}\n  the directory has no usable base name\n  next: Name a new directory, such as --directory follow-up.\n1 error, 0 warnings in 1 file");
+        errln!("error[{code}] {shown}\n  the directory has no usable base name\n  next: Name a new directory, such as --directory follow-up.\n1 error, 0 warnings in 1 file", code = codes::INIT_DIRECTORY);
         return EXIT_USAGE;
     };
     if !is_name(&id) {
-        errln!("error[coordinator.init.project-id] {shown}\n  the directory name `{id}` is not a valid project id (lowercase letter, then up to 63 lowercase letters, digits or '-')\n  next: Choose a directory name such as follow-up.\n1 error, 0 warnings in 1 file");
+        errln!("error[{code}] {shown}\n  the directory name `{id}` is not a valid project id (lowercase letter, then up to 63 lowercase letters, digits or '-')\n  next: Choose a directory name such as follow-up.\n1 error, 0 warnings in 1 file", code = codes::INIT_PROJECT_ID);
         return EXIT_USAGE;
     }
     if directory.exists() || directory.is_symlink() {
-        errln!("error[coordinator.init.exists] {shown}\n  the path already exists; init writes only into a new directory\n  next: Choose a new directory name, or remove this path first.\n1 error, 0 warnings in 1 file");
+        errln!("error[{code}] {shown}\n  the path already exists; init writes only into a new directory\n  next: Choose a new directory name, or remove this path first.\n1 error, 0 warnings in 1 file", code = codes::INIT_EXISTS);
         return EXIT_REFUSED;
     }
     // Only a directory this call created is ever removed again.
     if let Err(e) = std::fs::create_dir(directory) {
         let (code, exit) = if e.kind() == std::io::ErrorKind::AlreadyExists {
-            ("coordinator.init.exists", EXIT_REFUSED)
+            (codes::INIT_EXISTS, EXIT_REFUSED)
         } else {
-            ("coordinator.init.write", EXIT_UNAVAILABLE)
+            (codes::INIT_WRITE, EXIT_UNAVAILABLE)
         };
         errln!("error[{code}] {shown}\n  cannot create the directory: {e}\n  next: Check that the parent directory exists and is writable.\n1 error, 0 warnings in 1 file");
         return exit;
     }
     if let Err(e) = write_starter(directory, &id) {
         let _ = std::fs::remove_dir_all(directory);
-        errln!("error[coordinator.init.write] {shown}\n  cannot write the project: {e}; nothing was kept\n  next: Check that the disk has room and the directory is writable.\n1 error, 0 warnings in 1 file");
+        errln!("error[{code}] {shown}\n  cannot write the project: {e}; nothing was kept\n  next: Check that the disk has room and the directory is writable.\n1 error, 0 warnings in 1 file", code = codes::INIT_WRITE);
         return EXIT_UNAVAILABLE;
     }
     outln!("created: {shown}");

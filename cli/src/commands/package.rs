@@ -12,6 +12,7 @@ use clap::Args;
 use coordinator_ir::Definition;
 use serde::Serialize;
 
+use crate::codes;
 use crate::commands::test::compile_and_run;
 use crate::report::{self, EXIT_OK, EXIT_REFUSED, EXIT_UNAVAILABLE};
 use crate::Format;
@@ -44,7 +45,7 @@ pub fn run(args: PackageArgs) -> u8 {
     let output = args.output.display().to_string();
     if args.output.exists() {
         let diag = coordinator_source::Diagnostic::error(
-            "coordinator.package.exists",
+            codes::PACKAGE_EXISTS,
             coordinator_source::Located {
                 file: output.clone(),
                 ..Default::default()
@@ -68,7 +69,7 @@ pub fn run(args: PackageArgs) -> u8 {
         let mut diags = outcome.diagnostics.clone();
         if !failed.is_empty() {
             diags.push(coordinator_source::Diagnostic::error(
-                "coordinator.package.scenarios-failed",
+                codes::PACKAGE_SCENARIOS_FAILED,
                 coordinator_source::Located {
                     file: args.project.join("scenarios.yaml").display().to_string(),
                     ..Default::default()
@@ -104,8 +105,7 @@ pub fn run(args: PackageArgs) -> u8 {
         }
         Err(e) => {
             errln!(
-                "error[coordinator.package.write] {output}\n  cannot write the package: {e}; nothing was written\n  next: Check that the parent directory exists, is writable and has room.\n1 error, 0 warnings in 1 file"
-            );
+                "error[{code}] {output}\n  cannot write the package: {e}; nothing was written\n  next: Check that the parent directory exists, is writable and has room.\n1 error, 0 warnings in 1 file", code = codes::PACKAGE_WRITE);
             EXIT_UNAVAILABLE
         }
     }

@@ -13,6 +13,7 @@ use coordinator_scenario::{file, run};
 use coordinator_source::{Diagnostic, YamlDocument};
 use serde::Serialize;
 
+use crate::codes;
 use crate::report::{self, EXIT_OK, EXIT_REFUSED};
 use crate::Format;
 
@@ -122,7 +123,7 @@ fn run_cases(
     if let Some(id) = only {
         if !scenarios.cases.iter().any(|c| c.id == id) {
             diagnostics.push(Diagnostic::error(
-                "coordinator.scenario.unknown-case",
+                codes::SCENARIO_UNKNOWN_CASE,
                 doc.locate("/cases"),
                 format!("no case has the id `{id}`"),
                 "Name a case id of scenarios.yaml, or omit --case.",

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
+use crate::codes;
 use crate::report::{self, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE};
 use crate::Format;
 
@@ -69,8 +70,7 @@ pub fn run(args: TypesArgs) -> u8 {
     };
     if let Err(e) = write_whole(&args.output, &text) {
         errln!(
-            "error[coordinator.types.write] {output}\n  cannot write the caller: {e}; nothing was written\n  next: Check that the directory exists, is writable and has room.\n1 error, 0 warnings in 1 file"
-        );
+            "error[{code}] {output}\n  cannot write the caller: {e}; nothing was written\n  next: Check that the directory exists, is writable and has room.\n1 error, 0 warnings in 1 file", code = codes::TYPES_WRITE);
         return EXIT_UNAVAILABLE;
     }
     emit(

@@ -11,6 +11,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::call::ServiceCall;
+use crate::codes;
 use crate::report::{self, EXIT_REFUSED, EXIT_UNAVAILABLE};
 use crate::Format;
 
@@ -89,7 +90,7 @@ pub(super) fn report_failure(call: &ServiceCall, exit: u8, failure: Failure) -> 
 /// time, or (with `status`) an answer that could not be read.
 pub(super) fn unreachable(url: &str, status: Option<u16>, title: String, chain: String) -> Failure {
     Failure {
-        code: "coordinator.command.service-unreachable".into(),
+        code: codes::COMMAND_SERVICE_UNREACHABLE.into(),
         status,
         url: url.to_owned(),
         next: if status.is_some() {
@@ -153,7 +154,7 @@ pub(super) fn report_unexpected_answer(call: &ServiceCall, url: &str, status: u1
         call,
         exit,
         Failure {
-            code: "coordinator.command.unexpected-answer".into(),
+            code: codes::COMMAND_UNEXPECTED_ANSWER.into(),
             status: Some(status),
             url: url.to_owned(),
             title: "the answer is not the coordinator API's".into(),

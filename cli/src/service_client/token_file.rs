@@ -4,6 +4,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+use crate::codes;
 use crate::report::{EXIT_REFUSED, EXIT_UNAVAILABLE};
 
 /// Largest token file read, in bytes.
@@ -23,7 +24,7 @@ pub(crate) fn read_token(path: &Path) -> Result<String, TokenFileRefusal> {
     let unreadable = |why: String| {
         (
             EXIT_UNAVAILABLE,
-            "coordinator.command.token-file-unreadable",
+            codes::COMMAND_TOKEN_FILE_UNREADABLE,
             why,
             "write the access token to an owner-only file and pass its path with --token-file"
                 .to_owned(),
@@ -49,7 +50,7 @@ pub(crate) fn read_token(path: &Path) -> Result<String, TokenFileRefusal> {
     if mode & 0o077 != 0 {
         return Err((
             EXIT_REFUSED,
-            "coordinator.command.token-file-permissions",
+            codes::COMMAND_TOKEN_FILE_PERMISSIONS,
             format!("token file {shown} has mode {mode:04o}; it must be owner-only"),
             format!("chmod 0600 {shown}"),
         ));

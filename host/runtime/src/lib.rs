@@ -13,6 +13,7 @@
 //! - [`audit`]: the audit journal (JSON Lines, one file per process).
 //! - [`clock`]: the clock port ([`clock::Clock`], [`clock::SystemClock`],
 //!   [`clock::ManualClock`]): the host's one wall-clock read.
+//! - [`codes`]: the `runtime.*` and `secret.*` codes as data.
 //!
 //! Invariant: the check, the config types and the bindings read no secret
 //! and open no connection; a secret reference is only ever checked for its
@@ -25,13 +26,14 @@ pub mod audit;
 pub mod binding;
 pub mod check;
 pub mod clock;
+pub mod codes;
 pub mod config;
 pub mod keys;
 pub mod net;
 pub mod package;
 pub mod secrets;
 
-pub use check::{check_runtime, check_runtime_file, Mode, RuntimeCheck, CODES};
+pub use check::{check_runtime, check_runtime_file, Mode, RuntimeCheck};
 pub use config::RuntimeConfig;
 
 use serde_json::Value;

@@ -17,6 +17,7 @@ use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
+use crate::codes;
 use crate::config::{Deployment, SecretProviders, SecretRef};
 use crate::keys::{AdmissionKey, AuditKey, KeyError, StateKeyring};
 
@@ -119,14 +120,14 @@ impl SecretError {
     /// `coordinator.secret.key-length`.
     pub fn cli_code(&self) -> &'static str {
         match self {
-            SecretError::Reference => "coordinator.secret.reference",
-            SecretError::ProviderDisabled { .. } => "coordinator.secret.provider-disabled",
-            SecretError::Unavailable { .. } => "coordinator.secret.unavailable",
-            SecretError::NotRegularFile { .. } => "coordinator.secret.not-regular-file",
-            SecretError::Permissions { .. } => "coordinator.secret.permissions",
-            SecretError::Owner { .. } => "coordinator.secret.owner",
-            SecretError::Content { .. } => "coordinator.secret.content",
-            SecretError::Key { .. } => "coordinator.secret.key-length",
+            SecretError::Reference => codes::SECRET_REFERENCE,
+            SecretError::ProviderDisabled { .. } => codes::SECRET_PROVIDER_DISABLED,
+            SecretError::Unavailable { .. } => codes::SECRET_UNAVAILABLE,
+            SecretError::NotRegularFile { .. } => codes::SECRET_NOT_REGULAR_FILE,
+            SecretError::Permissions { .. } => codes::SECRET_PERMISSIONS,
+            SecretError::Owner { .. } => codes::SECRET_OWNER,
+            SecretError::Content { .. } => codes::SECRET_CONTENT,
+            SecretError::Key { .. } => codes::SECRET_KEY_LENGTH,
         }
     }
 

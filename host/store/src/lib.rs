@@ -3,6 +3,8 @@
 //!
 //! - [`schema`]: the state schema (version [`schema::SCHEMA_VERSION`]) as
 //!   versioned SQL text, all in the deployment's namespace.
+//! - [`codes`]: every code a store operation refuses or fails with, as
+//!   data.
 //! - [`deploy`]: `plan`, `apply` (the only user of the migration URL),
 //!   `deployment_status`, and the runtime-role safety check.
 //! - [`runs`]: [`Store`], the PostgreSQL implementation of the service's
@@ -26,6 +28,7 @@
 //! writable server, and every statement reaches PostgreSQL through
 //! [`session::Database`], which also serves a pooler in transaction mode.
 
+pub mod codes;
 pub mod deploy;
 pub mod runs;
 pub mod schema;
@@ -50,39 +53,6 @@ pub use runs::{Store, PING_TIMEOUT};
 
 /// Most connections one pool (one process) opens.
 pub const MAX_POOL_CONNECTIONS: u32 = 32;
-
-/// Every code a store operation refuses with, without the CLI's
-/// `coordinator.` prefix (see [`StoreError::cli_code`]).
-pub const CODES: &[&str] = &[
-    "store-unavailable",
-    "state-key-custody",
-    "state-tampered",
-    "live-binding-conflict",
-    "database.url",
-    "database.insecure-url",
-    "database.login",
-    "database.missing",
-    "database.read-only",
-    "deployment.database-version",
-    "deployment.schema-version",
-    "deployment.database-id",
-    "deployment.not-applied",
-    "deployment.packages-not-applied",
-    "deployment.package",
-    "deployment.workflow-unlisted",
-    "deployment.workflow-live-runs",
-    "deployment.remove-workflow",
-    "deployment.runtime-role-missing",
-    "deployment.runtime-role-mismatch",
-    "deployment.runtime-role-superuser",
-    "deployment.runtime-role-bypassrls",
-    "deployment.runtime-role-member",
-    "deployment.runtime-role-create",
-    "audit.unavailable",
-    "run.payload-erased",
-    "list.cursor",
-    "list.limit",
-];
 
 /// The raw code of a code as `coordinatorctl` prints it: the inverse of
 /// [`StoreError::cli_code`] (`coordinator.command.state-key-custody` →
@@ -110,7 +80,8 @@ pub enum ErrorKind {
 pub struct StoreError {
     /// Refused or unavailable.
     pub kind: ErrorKind,
-    /// The raw code (one of [`CODES`], or a `secret.*` code).
+    /// The raw code (the [`codes::StoreCode::raw`] of one of [`codes::ALL`],
+    /// or a `secret.*` code).
     pub code: &'static str,
     /// What happened.
     pub message: String,
@@ -172,18 +143,17 @@ impl StoreError {
     /// keeps its own code and has no reason.
     pub fn deployment_command_code(&self) -> (String, Option<String>) {
         const SEED_NAMED: [&str; 4] = [
-            "deployment.workflow-unlisted",
-            "deployment.workflow-live-runs",
-            "state-key-custody",
-            "live-binding-conflict",
+            codes::DEPLOYMENT_WORKFLOW_UNLISTED,
+            codes::DEPLOYMENT_WORKFLOW_LIVE_RUNS,
+            codes::COMMAND_STATE_KEY_CUSTODY,
+            codes::COMMAND_LIVE_BINDING_CONFLICT,
         ];
-        if self.kind == ErrorKind::Unavailable || SEED_NAMED.contains(&self.code) {
+        if self.kind == ErrorKind::Unavailable
+            || SEED_NAMED.iter().any(|named| raw_code(named) == self.code)
+        {
             (self.cli_code(), None)
         } else {
-            (
-                "coordinator.deployment.refused".to_owned(),
-                Some(self.cli_code()),
-            )
+            (codes::DEPLOYMENT_REFUSED.to_owned(), Some(self.cli_code()))
         }
     }
 }
@@ -232,12 +202,12 @@ impl From<KeyError> for StoreError {
     fn from(e: KeyError) -> Self {
         match e {
             KeyError::StateKeyCustody { .. } => StoreError::refused(
-                "coordinator.command.state-key-custody",
+                codes::COMMAND_STATE_KEY_CUSTODY,
                 e.to_string(),
                 "configure every state key version the stored rows use (deployment.stateKeys)",
             ),
             _ => StoreError::refused(
-                "coordinator.command.state-tampered",
+                codes::COMMAND_STATE_TAMPERED,
                 e.to_string(),
                 "the stored value does not open under its binding; investigate the database",
             ),
@@ -258,7 +228,7 @@ pub(crate) fn db_error(e: sqlx::Error) -> StoreError {
         other => format!("the database is unavailable: {other}"),
     };
     StoreError::unavailable(
-        "coordinator.command.store-unavailable",
+        codes::COMMAND_STORE_UNAVAILABLE,
         message,
         "check that PostgreSQL is reachable and the role may connect, then try again",
     )
@@ -269,7 +239,7 @@ pub(crate) fn namespace_of(config: &RuntimeConfig) -> Result<&str, StoreError> {
         Ok(&config.namespace)
     } else {
         Err(StoreError::refused(
-            "coordinator.deployment.not-applied",
+            codes::DEPLOYMENT_NOT_APPLIED,
             "the runtime file's namespace is not `coordinator_` followed by lowercase letters, digits or `_`",
             "run `coordinatorctl --runtime-config FILE check`",
         ))
@@ -332,7 +302,7 @@ pub async fn check_server_version(database: &session::Database) -> Result<i32, S
     let num: i32 = text.trim().parse().unwrap_or(0);
     if num < schema::MIN_SERVER_VERSION_NUM {
         return Err(StoreError::refused(
-            "coordinator.deployment.database-version",
+            codes::DEPLOYMENT_DATABASE_VERSION,
             format!(
                 "the database server is version {}.{}; PostgreSQL 17 or newer is required",
                 num / 10_000,
@@ -368,7 +338,7 @@ pub(crate) async fn check_admission_custody(
         None => Ok(false),
         Some(f) if f == admission.fingerprint() => Ok(true),
         Some(_) => Err(StoreError::refused(
-            "coordinator.command.state-key-custody",
+            codes::COMMAND_STATE_KEY_CUSTODY,
             "the admission key (deployment.admissionKeyRef) is not the key this database recorded; start identities are keyed by it, so a repeated start would create a second run",
             "configure the original admission key file",
         )),
@@ -399,7 +369,7 @@ pub(crate) async fn check_custody(
             Some(f) if f == fingerprint => {}
             Some(_) => {
                 return Err(StoreError::refused(
-                    "coordinator.command.state-key-custody",
+                    codes::COMMAND_STATE_KEY_CUSTODY,
                     format!("state key version {version} is not the key this database recorded for that version"),
                     format!("configure the original key file of version {version} under deployment.stateKeys"),
                 ))
@@ -419,7 +389,7 @@ pub(crate) async fn check_custody(
                 .map_err(db_error)?;
                 if in_use {
                     return Err(StoreError::refused(
-                        "coordinator.command.state-key-custody",
+                        codes::COMMAND_STATE_KEY_CUSTODY,
                         format!("state key version {version} is not configured, and stored runs were sealed under it"),
                         format!("add version {version} back under deployment.stateKeys; remove a version only after retention erased what it sealed"),
                     ));
@@ -452,10 +422,10 @@ mod tests {
         // Raw codes are still taken as they are, and every listed code
         // survives the round trip through the CLI's form.
         assert_eq!(StoreError::refused("state-key-custody", "m", "n"), custody);
-        for code in CODES {
-            let e = StoreError::unavailable(code, "m", "n");
-            assert_eq!(e.code, *code);
-            assert_eq!(raw_code(Box::leak(e.cli_code().into_boxed_str())), *code);
+        for code in codes::ALL {
+            let e = StoreError::unavailable(code.code, "m", "n");
+            assert_eq!(e.code, code.raw());
+            assert_eq!(e.cli_code(), code.code);
         }
     }
 

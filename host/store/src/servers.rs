@@ -29,6 +29,7 @@ use sqlx::{ConnectOptions, Connection, Executor, PgConnection, Row};
 use coordinator_runtime::config::{PoolingMode, SecretRef};
 use coordinator_runtime::net::is_loopback_host;
 
+use crate::codes;
 use crate::StoreError;
 
 /// How long one server may take to accept a connection before the next one
@@ -113,7 +114,7 @@ pub async fn writable(connection: &mut PgConnection) -> Result<Option<NotUsable>
 /// The refusal of a URL that does not parse; never echoes the URL.
 fn bad_url(reference: &str, why: &str) -> StoreError {
     StoreError::refused(
-        "coordinator.database.url",
+        codes::DATABASE_URL,
         format!("`{reference}` does not hold a PostgreSQL URL{why}"),
         "write `postgres://ROLE:PASSWORD@HOST:PORT/DATABASE?sslmode=require` into the file (several hosts as `HOST1:PORT,HOST2:PORT`)",
     )
@@ -305,13 +306,13 @@ impl ServerList {
         };
         Err(if read_only {
             StoreError::unavailable(
-                "coordinator.database.read-only",
+                codes::DATABASE_READ_ONLY,
                 message,
                 "point the URL at the primary (or list every server with target_session_attrs=read-write); the service waits for a writable server",
             )
         } else {
             StoreError::unavailable(
-                "coordinator.command.store-unavailable",
+                codes::COMMAND_STORE_UNAVAILABLE,
                 message,
                 "check that PostgreSQL is running and reachable from this host, then try again",
             )
@@ -385,14 +386,14 @@ fn classify_connect_error(e: &sqlx::Error, options: &PgConnectOptions, reference
     let database = options.get_database().unwrap_or(role);
     match code.as_deref() {
         Some(c) if c.starts_with("28") => Probe::Refused(StoreError::refused(
-            "coordinator.database.login",
+            codes::DATABASE_LOGIN,
             format!("PostgreSQL at {target} refused the login of role `{role}` ({c})"),
             format!(
                 "check the role name and password in `{reference}`, and that pg_hba.conf lets the role connect from this host"
             ),
         )),
         Some("3D000") => Probe::Refused(StoreError::refused(
-            "coordinator.database.missing",
+            codes::DATABASE_MISSING,
             format!("PostgreSQL at {target} has no database `{database}`"),
             format!("create the database, or correct the database name in `{reference}`"),
         )),
@@ -444,7 +445,7 @@ fn tls_rule(
         _ if local => options,
         _ => {
             return Err(StoreError::refused(
-                "coordinator.database.insecure-url",
+                codes::DATABASE_INSECURE_URL,
                 format!(
                 "`{reference}` allows a plaintext connection to `{}`, which is not a loopback host",
                 options.get_host()

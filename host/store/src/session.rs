@@ -36,6 +36,7 @@ use sqlx::{Either, Execute, Executor, PgConnection, PgPool, Postgres};
 
 use coordinator_runtime::config::PoolingMode;
 
+use crate::codes;
 use crate::servers::{self, Access, ServerList};
 use crate::{db_error, StoreError};
 
@@ -99,7 +100,7 @@ impl Database {
         let servers = Arc::new(servers);
         let options = servers.options(first).cloned().ok_or_else(|| {
             StoreError::unavailable(
-                "coordinator.command.store-unavailable",
+                codes::COMMAND_STORE_UNAVAILABLE,
                 "the database URL names no server",
                 "check the database URL",
             )
@@ -252,7 +253,7 @@ impl Database {
         match self.servers.first_usable_quietly(self.access).await {
             Err(e) => e,
             Ok(index) => StoreError::unavailable(
-                "coordinator.command.store-unavailable",
+                codes::COMMAND_STORE_UNAVAILABLE,
                 format!(
                     "PostgreSQL at {} answers, but no pooled connection was had in time",
                     self.servers.address(index)
@@ -282,7 +283,7 @@ impl Database {
         }
         let why = found.map(|w| w.to_string()).unwrap_or_default();
         Err(StoreError::unavailable(
-            "coordinator.database.read-only",
+            codes::DATABASE_READ_ONLY,
             format!("PostgreSQL at {} {why}", self.current_server()),
             "point the URL at the primary (or list every server with target_session_attrs=read-write)",
         ))

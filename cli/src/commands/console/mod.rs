@@ -40,6 +40,7 @@ use serde::Deserialize;
 use subtle::ConstantTimeEq;
 use tower::Layer as _;
 
+use crate::codes;
 use crate::report::{self, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE};
 use crate::service_client::{self, Body, Method, RawAnswer, SendFailure};
 
@@ -200,7 +201,7 @@ async fn serve(args: ConsoleArgs) -> u8 {
         writeln!(stdout, "console: {url}").and_then(|()| stdout.flush())
     };
     if let Err(e) = printed {
-        errln!("error[coordinator.command.output-closed] coordinatorctl console: cannot print the console's URL ({e}); nothing is served");
+        errln!("error[{code}] coordinatorctl console: cannot print the console's URL ({e}); nothing is served", code = codes::COMMAND_OUTPUT_CLOSED);
         return EXIT_UNAVAILABLE;
     }
     errln!(

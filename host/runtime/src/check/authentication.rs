@@ -2,6 +2,7 @@
 //! policies that grant run and deployment-wide actions.
 
 use super::{ptr, Checker, DEPLOYMENT_ACTIONS, RUN_ACTIONS};
+use crate::codes;
 use crate::config::{Authentication, Jwks, Policy, RuntimeConfig};
 
 impl Checker<'_> {
@@ -12,7 +13,7 @@ impl Checker<'_> {
         for (name, source) in &cfg.event_sources {
             if source.source == auth.issuer {
                 self.err(
-                    "coordinator.runtime.event-source-issuer",
+                    codes::RUNTIME_EVENT_SOURCE_ISSUER,
                     self.doc.locate(&ptr(&["eventSources", name, "source"])),
                     format!("event source `{name}` has the token issuer's URI as its `source`; its runs would share an owner with that issuer's token callers"),
                     "Use the producer's own source URI (the CloudEvents `source` it sends).",
@@ -36,7 +37,7 @@ impl Checker<'_> {
         let base = ptr(&["deployment", "authentication", "policies", client]);
         if policy.actions.is_empty() {
             self.err(
-                "coordinator.runtime.policy-empty",
+                codes::RUNTIME_POLICY_EMPTY,
                 self.doc.locate(&format!("{base}/actions")),
                 format!("policy `{client}` grants no action"),
                 "List the actions this client needs, or remove the policy.",
@@ -50,7 +51,7 @@ impl Checker<'_> {
             } else if DEPLOYMENT_ACTIONS.contains(&a.as_str()) {
                 if !policy.operator {
                     self.err(
-                        "coordinator.runtime.policy-operator-required",
+                        codes::RUNTIME_POLICY_OPERATOR_REQUIRED,
                         at,
                         format!("policy `{client}` grants the deployment-wide action `{a}` without `operator: true`"),
                         "Add `operator: true` to an operator's policy, keeping producers and operators in separate policies.",
@@ -58,7 +59,7 @@ impl Checker<'_> {
                 }
             } else {
                 self.err(
-                    "coordinator.runtime.policy-unknown-action",
+                    codes::RUNTIME_POLICY_UNKNOWN_ACTION,
                     at,
                     format!("policy `{client}` grants `{a}`, which is not an action"),
                     format!(
@@ -72,7 +73,7 @@ impl Checker<'_> {
         }
         if policy.workflows.is_some() && run_actions == 0 && !policy.actions.is_empty() {
             self.err(
-                "coordinator.runtime.policy-workflows-scope",
+                codes::RUNTIME_POLICY_WORKFLOWS_SCOPE,
                 self.doc.locate_key(&format!("{base}/workflows")),
                 format!("policy `{client}` sets `workflows` but lists only deployment-wide actions, which act on every workflow at once"),
                 "Remove `workflows` from this policy.",

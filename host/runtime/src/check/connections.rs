@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::{ptr, Checker};
+use crate::codes;
 use crate::config::{CaseworkConnection, Connection, ExternalHttpConnection, RuntimeConfig};
 
 impl Checker<'_> {
@@ -43,7 +44,7 @@ impl Checker<'_> {
         if let Some(ms) = conn.request_timeout_milliseconds() {
             if !(1..=300_000).contains(&ms) {
                 self.err(
-                    "coordinator.runtime.request-timeout",
+                    codes::RUNTIME_REQUEST_TIMEOUT,
                     self.doc
                         .locate(&format!("{base}/requestTimeoutMilliseconds")),
                     format!("requestTimeoutMilliseconds is {ms}; it must be between 1 and 300000"),
@@ -70,7 +71,7 @@ impl Checker<'_> {
         let s = cw.result_check_seconds;
         if !(60..=86_400).contains(&s) {
             self.err(
-                "coordinator.runtime.result-check-seconds",
+                codes::RUNTIME_RESULT_CHECK_SECONDS,
                 self.doc.locate(&format!("{base}/resultCheckSeconds")),
                 format!("resultCheckSeconds is {s}; it must be between 60 and 86400"),
                 "Use a value from 60 to 86400 seconds; 900 is the default.",
@@ -81,14 +82,14 @@ impl Checker<'_> {
             let b = comp.recipient_binding.as_str();
             if b.is_empty() || b.len() > 256 || !b.bytes().all(|c| (0x21..=0x7e).contains(&c)) {
                 self.err(
-                    "coordinator.runtime.recipient-binding",
+                    codes::RUNTIME_RECIPIENT_BINDING,
                     self.doc.locate(&at),
                     "recipientBinding must be 1 to 256 visible ASCII characters without spaces",
                     "Write a binding such as `coordinator-v1`, repeated in the Casework project's trustedProducers entry.",
                 );
             } else if let Some(first) = bindings.get(b) {
                 self.err(
-                    "coordinator.runtime.recipient-binding-duplicate",
+                    codes::RUNTIME_RECIPIENT_BINDING_DUPLICATE,
                     self.doc.locate(&at),
                     format!("recipientBinding `{b}` is already used by connection `{first}`"),
                     "Give each Casework connection its own recipientBinding.",
@@ -108,7 +109,7 @@ impl Checker<'_> {
                 || p.chars().any(|c| c.is_whitespace() || c.is_control())
             {
                 self.err(
-                    "coordinator.runtime.external-path",
+                    codes::RUNTIME_EXTERNAL_PATH,
                     self.doc.locate(&format!("{base}/paths/{i}")),
                     format!("path `{p}` must start with `/` and hold no query, fragment or spaces"),
                     "Write each permitted path, e.g. `/offices`; list query names under queryParameters.",
@@ -117,7 +118,7 @@ impl Checker<'_> {
         }
         if x.paths.is_empty() {
             self.err(
-                "coordinator.runtime.external-path",
+                codes::RUNTIME_EXTERNAL_PATH,
                 self.doc.locate(&format!("{base}/paths")),
                 "an external-http connection permits no path",
                 "List at least one permitted path under `paths`.",
@@ -129,7 +130,7 @@ impl Checker<'_> {
                     .any(|c| "&=#?".contains(c) || c.is_whitespace() || c.is_control())
             {
                 self.err(
-                    "coordinator.runtime.query-parameter",
+                    codes::RUNTIME_QUERY_PARAMETER,
                     self.doc.locate(&format!("{base}/queryParameters/{i}")),
                     format!(
                         "query parameter name `{q}` is empty or holds `&`, `=`, `#`, `?` or spaces"

@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use std::net::SocketAddr;
 
 use super::{ptr, valid_digest, Checker, MAX_PACKAGES};
+use crate::codes;
 use crate::config::{Deployment, RuntimeConfig};
 
 impl Checker<'_> {
@@ -30,7 +31,7 @@ impl Checker<'_> {
             || id.chars().any(|c| c.is_whitespace() || c.is_control())
         {
             self.err(
-                "coordinator.runtime.database-id",
+                codes::RUNTIME_DATABASE_ID,
                 self.doc.locate("/deployment/databaseId"),
                 "databaseId must be 1 to 128 characters without spaces",
                 "Write the deployment's durable identity, e.g. `follow-up-pilot-1`.",
@@ -45,7 +46,7 @@ impl Checker<'_> {
             && role.len() <= 63;
         if !role_ok {
             self.err(
-                "coordinator.runtime.runtime-role",
+                codes::RUNTIME_RUNTIME_ROLE,
                 self.doc.locate("/deployment/runtimeRole"),
                 format!("runtimeRole `{role}` is not a lowercase PostgreSQL role name"),
                 "Write the runtime role's name, e.g. `coordinator_runtime`.",
@@ -59,7 +60,7 @@ impl Checker<'_> {
     fn pinned_package_list(&mut self, d: &Deployment) {
         if d.packages.len() > MAX_PACKAGES {
             self.err(
-                "coordinator.runtime.too-many-packages",
+                codes::RUNTIME_TOO_MANY_PACKAGES,
                 self.doc
                     .locate(&format!("/deployment/packages/{MAX_PACKAGES}")),
                 format!(
@@ -75,7 +76,7 @@ impl Checker<'_> {
             self.absolute(&format!("{base}/root"), &p.root);
             if !roots.insert(p.root.trim_end_matches('/')) {
                 self.err(
-                    "coordinator.runtime.duplicate-package",
+                    codes::RUNTIME_DUPLICATE_PACKAGE,
                     self.doc.locate(&format!("{base}/root")),
                     format!("package root `{}` is listed twice", p.root),
                     "List each package once.",
@@ -83,7 +84,7 @@ impl Checker<'_> {
             }
             if !valid_digest(&p.expected_digest) {
                 self.err(
-                    "coordinator.runtime.digest-format",
+                    codes::RUNTIME_DIGEST_FORMAT,
                     self.doc.locate(&format!("{base}/expectedDigest")),
                     "expectedDigest is not `sha256:` followed by 64 lowercase hex digits",
                     "Copy the `package digest:` line that `coordinatorctl package` printed.",
@@ -109,7 +110,7 @@ impl Checker<'_> {
                         || metrics.ip().is_unspecified())
                 {
                     self.err(
-                        "coordinator.runtime.listener-conflict",
+                        codes::RUNTIME_LISTENER_CONFLICT,
                         self.doc.locate("/deployment/metricsListener/bind"),
                         format!(
                             "the metrics listener `{}` takes the API listener's address `{}`",
@@ -126,7 +127,7 @@ impl Checker<'_> {
     fn bind(&mut self, at: &str, bind: &str) {
         if bind.parse::<SocketAddr>().is_err() {
             self.err(
-                "coordinator.runtime.listener-bind",
+                codes::RUNTIME_LISTENER_BIND,
                 self.doc.locate(at),
                 format!("`{bind}` is not a socket address (IP:PORT)"),
                 "Write an address and port such as `127.0.0.1:8108` or `[::1]:8108`.",
@@ -144,7 +145,7 @@ impl Checker<'_> {
                 && version.bytes().all(|b| b.is_ascii_digit());
             if !ok {
                 self.err(
-                    "coordinator.runtime.state-key-version",
+                    codes::RUNTIME_STATE_KEY_VERSION,
                     self.doc.locate_key(&ptr(&["deployment", "stateKeys", version])),
                     format!("state key version `{version}` is not a positive decimal number"),
                     "Key each state key by its version number, e.g. `\"1\": {keyRef: secret:file/state-key-1}`.",
@@ -153,7 +154,7 @@ impl Checker<'_> {
         }
         if !d.state_keys.contains_key(&d.active_state_key.to_string()) {
             self.err(
-                "coordinator.runtime.active-state-key",
+                codes::RUNTIME_ACTIVE_STATE_KEY,
                 self.doc.locate("/deployment/activeStateKey"),
                 format!(
                     "activeStateKey {} is not a version under stateKeys",

@@ -3,7 +3,7 @@
 //!
 //! The check reads no secret and contacts nothing. It collects every finding
 //! it can (it does not stop at the first) and locates each one at the
-//! offending node. Each refusal has its own code; see [`CODES`].
+//! offending node. Each refusal has its own code; see [`crate::codes`].
 //!
 //! One file per part of the runtime file checked, each adding its methods to
 //! the one `Checker`: `reading.rs` (header, typed reading), `sections.rs`
@@ -21,6 +21,7 @@ use coordinator_ir::pointer::escape_token;
 use coordinator_ir::Program;
 use coordinator_source::{Diagnostic, ReadError, YamlDocument};
 
+use crate::codes;
 use crate::config::RuntimeConfig;
 use crate::package::LoadedPackage;
 
@@ -66,52 +67,6 @@ pub const DEPLOYMENT_ACTIONS: [&str; 6] = [
 
 /// Most packages one deployment serves (seed 000).
 pub const MAX_PACKAGES: usize = 16;
-
-/// Every code this check emits besides the `coordinator.yaml.*` and
-/// `coordinator.file.*` codes of `coordinator-source`.
-pub const CODES: &[&str] = &[
-    "coordinator.runtime.api-version",
-    "coordinator.runtime.kind",
-    "coordinator.runtime.namespace",
-    "coordinator.runtime.secret-reference",
-    "coordinator.runtime.secret-provider-disabled",
-    "coordinator.runtime.relative-path",
-    "coordinator.runtime.url",
-    "coordinator.runtime.insecure-url",
-    "coordinator.runtime.name",
-    "coordinator.runtime.empty-value",
-    "coordinator.runtime.observation-floor",
-    "coordinator.runtime.request-timeout",
-    "coordinator.runtime.result-check-seconds",
-    "coordinator.runtime.recipient-binding",
-    "coordinator.runtime.recipient-binding-duplicate",
-    "coordinator.runtime.external-path",
-    "coordinator.runtime.query-parameter",
-    "coordinator.runtime.connection-missing",
-    "coordinator.runtime.connection-type",
-    "coordinator.runtime.event-source-missing",
-    "coordinator.runtime.deployment-missing",
-    "coordinator.runtime.database-id",
-    "coordinator.runtime.runtime-role",
-    "coordinator.runtime.too-many-packages",
-    "coordinator.runtime.no-packages",
-    "coordinator.runtime.digest-format",
-    "coordinator.runtime.duplicate-package",
-    "coordinator.runtime.listener-bind",
-    "coordinator.runtime.listener-conflict",
-    "coordinator.runtime.event-source-issuer",
-    "coordinator.runtime.policy-empty",
-    "coordinator.runtime.policy-unknown-action",
-    "coordinator.runtime.policy-operator-required",
-    "coordinator.runtime.policy-workflows-scope",
-    "coordinator.runtime.policy-unknown-workflow",
-    "coordinator.runtime.state-key-version",
-    "coordinator.runtime.active-state-key",
-    "coordinator.runtime.package-unreadable",
-    "coordinator.runtime.package-digest",
-    "coordinator.runtime.package-refused",
-    "coordinator.runtime.duplicate-workflow",
-];
 
 /// The result of a check.
 #[derive(Clone, Debug, Default)]
@@ -185,7 +140,7 @@ pub fn check_runtime(doc: &YamlDocument, workflow: Option<&Program>, mode: Mode)
         }
         match (&cfg.deployment, mode) {
             (None, Mode::Deployment) => c.err(
-                "coordinator.runtime.deployment-missing",
+                codes::RUNTIME_DEPLOYMENT_MISSING,
                 c.doc.locate(""),
                 "the file has no `deployment` section",
                 "Complete the `deployment` section (databaseId, runtimeRole, packages, listener, authentication, audit file and keys) before checking it as a deployment.",

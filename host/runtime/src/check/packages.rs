@@ -9,6 +9,7 @@ use std::path::Path;
 use coordinator_ir::Program;
 
 use super::{ptr, valid_digest, Checker, MAX_PACKAGES};
+use crate::codes;
 use crate::config::{Deployment, RuntimeConfig};
 use crate::package::{load_package, LoadedPackage, PackageError};
 
@@ -20,7 +21,7 @@ impl Checker<'_> {
         let mut workflows: BTreeMap<String, usize> = BTreeMap::new();
         if d.packages.is_empty() {
             self.err(
-                "coordinator.runtime.no-packages",
+                codes::RUNTIME_NO_PACKAGES,
                 self.doc.locate("/deployment/packages"),
                 "the deployment pins no package",
                 "List each workflow's package under `packages` with its `root` and `expectedDigest`.",
@@ -36,7 +37,7 @@ impl Checker<'_> {
                     let name = pkg.definition.program.workflow.clone();
                     if let Some(first) = workflows.get(&name) {
                         self.err(
-                            "coordinator.runtime.duplicate-workflow",
+                            codes::RUNTIME_DUPLICATE_WORKFLOW,
                             at,
                             format!("workflow `{name}` is already served by deployment.packages[{first}]"),
                             "Pin one package per workflow.",
@@ -51,13 +52,13 @@ impl Checker<'_> {
                     let code = match &e {
                         PackageError::Unavailable { .. } => {
                             self.unavailable = true;
-                            "coordinator.runtime.package-unreadable"
+                            codes::RUNTIME_PACKAGE_UNREADABLE
                         }
-                        PackageError::DigestMismatch { .. } => "coordinator.runtime.package-digest",
+                        PackageError::DigestMismatch { .. } => codes::RUNTIME_PACKAGE_DIGEST,
                         PackageError::FileChanged { .. }
                         | PackageError::Malformed(_)
                         | PackageError::Definition(_)
-                        | PackageError::Exists(_) => "coordinator.runtime.package-refused",
+                        | PackageError::Exists(_) => codes::RUNTIME_PACKAGE_REFUSED,
                     };
                     self.err(
                         code,
@@ -73,7 +74,7 @@ impl Checker<'_> {
                 for (i, w) in policy.workflows.iter().flatten().enumerate() {
                     if !workflows.contains_key(w) {
                         self.err(
-                            "coordinator.runtime.policy-unknown-workflow",
+                            codes::RUNTIME_POLICY_UNKNOWN_WORKFLOW,
                             self.doc.locate(&ptr(&["deployment", "authentication", "policies", client, "workflows", &i.to_string()])),
                             format!("policy `{client}` names workflow `{w}`, which no pinned package serves"),
                             "Name a workflow of a listed package.",
@@ -108,14 +109,14 @@ impl Checker<'_> {
                         None => self.doc.locate_key("/connections"),
                     };
                     self.err(
-                        "coordinator.runtime.connection-missing",
+                        codes::RUNTIME_CONNECTION_MISSING,
                         at,
                         format!("{whose} uses connection `{}` (operation `{}`, {}), which this file does not define", op.connection, op.alias, op.descriptor.id),
                         format!("Add `connections: {{{}: {{type: {want}, ...}}}}`.", op.connection),
                     );
                 }
                 Some(conn) if conn.type_name() != want => self.err(
-                    "coordinator.runtime.connection-type",
+                    codes::RUNTIME_CONNECTION_TYPE,
                     self.doc.locate(&ptr(&["connections", &op.connection, "type"])),
                     format!("connection `{}` has type `{}`, but {whose} calls {} on it, which needs `{want}`", op.connection, conn.type_name(), op.descriptor.id),
                     format!("Set `type: {want}` on this connection, or bind the operation to another connection."),
@@ -131,7 +132,7 @@ impl Checker<'_> {
                     None => self.doc.locate_key("/eventSources"),
                 };
                 self.err(
-                    "coordinator.runtime.event-source-missing",
+                    codes::RUNTIME_EVENT_SOURCE_MISSING,
                     at,
                     format!("{whose} has trigger `{}` on event source `{}`, which this file does not define", t.name, t.source),
                     format!("Add `eventSources: {{{}: {{source: URI, signingKeyRef: secret:file/NAME}}}}`.", t.source),

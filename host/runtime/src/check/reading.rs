@@ -6,6 +6,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::Checker;
+use crate::codes;
 use crate::config::{
     BregConnection, CaseworkConnection, DecisionConnection, ExternalHttpConnection,
     PlainConnection, RuntimeConfig, API_VERSION, KIND,
@@ -17,8 +18,8 @@ impl Checker<'_> {
         if let Value::Object(map) = &doc.value {
             let mut header_ok = true;
             for (key, expected, code) in [
-                ("apiVersion", API_VERSION, "coordinator.runtime.api-version"),
-                ("kind", KIND, "coordinator.runtime.kind"),
+                ("apiVersion", API_VERSION, codes::RUNTIME_API_VERSION),
+                ("kind", KIND, codes::RUNTIME_KIND),
             ] {
                 match map.get(key) {
                     Some(Value::String(s)) if s == expected => {}

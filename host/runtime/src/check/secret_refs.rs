@@ -6,6 +6,7 @@ use coordinator_ir::pointer::escape_token;
 use serde_json::Value;
 
 use super::Checker;
+use crate::codes;
 use crate::config::RuntimeConfig;
 
 impl Checker<'_> {
@@ -36,7 +37,7 @@ impl Checker<'_> {
             // The value is never echoed: a malformed reference may be a
             // secret pasted in by mistake.
             c.err(
-                "coordinator.runtime.secret-reference",
+                codes::RUNTIME_SECRET_REFERENCE,
                 c.doc.locate(at),
                 format!("this value is not a secret reference: {why}"),
                 "Write `secret:file/<name>` (a file directly under secretProviders.file.root) or `secret:env/<NAME>`; never the secret itself.",
@@ -56,7 +57,7 @@ impl Checker<'_> {
             }
             if cfg.secret_providers.file.is_none() {
                 self.err(
-                    "coordinator.runtime.secret-provider-disabled",
+                    codes::RUNTIME_SECRET_PROVIDER_DISABLED,
                     self.doc.locate(at),
                     "this `secret:file/` reference needs the file provider, which is not configured",
                     "Add `secretProviders: {file: {root: /run/registry-coordinator/secrets}}`.",
@@ -76,7 +77,7 @@ impl Checker<'_> {
             }
             if cfg.secret_providers.environment.is_none() {
                 self.err(
-                    "coordinator.runtime.secret-provider-disabled",
+                    codes::RUNTIME_SECRET_PROVIDER_DISABLED,
                     self.doc.locate(at),
                     "this `secret:env/` reference needs the environment provider, which is disabled",
                     "Add `environment: {}` under `secretProviders`, or use a `secret:file/` reference.",

@@ -2,6 +2,7 @@
 //! observation, event sources (the connections are `connections.rs`).
 
 use super::{ptr, Checker};
+use crate::codes;
 use crate::config::{valid_namespace, RuntimeConfig};
 
 impl Checker<'_> {
@@ -12,7 +13,7 @@ impl Checker<'_> {
         let ns = &cfg.namespace;
         if !valid_namespace(ns) {
             self.err(
-                "coordinator.runtime.namespace",
+                codes::RUNTIME_NAMESPACE,
                 self.doc.locate("/namespace"),
                 format!("namespace `{ns}` is not `coordinator_` followed by lowercase letters, digits or `_` (at most 63 bytes)"),
                 "Write a namespace such as `coordinator_follow_up`.",
@@ -26,7 +27,7 @@ impl Checker<'_> {
         let floor = cfg.observation.minimum_interval_seconds;
         if !(30..=86_400).contains(&floor) {
             self.err(
-                "coordinator.runtime.observation-floor",
+                codes::RUNTIME_OBSERVATION_FLOOR,
                 self.doc.locate("/observation/minimumIntervalSeconds"),
                 format!("minimumIntervalSeconds is {floor}; it must be between 30 and 86400"),
                 "Use at least 30 seconds (the default).",
@@ -49,7 +50,7 @@ impl Checker<'_> {
             });
             if !scheme_ok {
                 self.err(
-                    "coordinator.runtime.url",
+                    codes::RUNTIME_URL,
                     self.doc.locate(&format!("{base}/source")),
                     format!("event source `{name}`: `source` is not an absolute URI"),
                     "Write the producer's source URI exactly as its events carry it, e.g. `https://breg.example.org/applications`.",

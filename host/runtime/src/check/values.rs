@@ -5,6 +5,7 @@
 use coordinator_ir::name::{is_name, NAME_PATTERN};
 
 use super::Checker;
+use crate::codes;
 use crate::net::{http_url, UrlFault};
 
 impl Checker<'_> {
@@ -12,7 +13,7 @@ impl Checker<'_> {
     pub(super) fn absolute(&mut self, at: &str, path: &str) {
         if !path.starts_with('/') {
             self.err(
-                "coordinator.runtime.relative-path",
+                codes::RUNTIME_RELATIVE_PATH,
                 self.doc.locate(at),
                 format!("`{path}` is not an absolute path"),
                 "Write an absolute path; the service does not resolve paths against its working directory.",
@@ -24,7 +25,7 @@ impl Checker<'_> {
     pub(super) fn non_empty(&mut self, at: &str, v: &str) {
         if v.trim().is_empty() {
             self.err(
-                "coordinator.runtime.empty-value",
+                codes::RUNTIME_EMPTY_VALUE,
                 self.doc.locate(at),
                 "this value is empty",
                 "Write the value this key names.",
@@ -36,7 +37,7 @@ impl Checker<'_> {
     pub(super) fn name(&mut self, at: &str, name: &str, what: &str) {
         if !is_name(name) {
             self.err(
-                "coordinator.runtime.name",
+                codes::RUNTIME_NAME,
                 self.doc.locate_key(at),
                 format!("{what} name `{name}` does not match {NAME_PATTERN}"),
                 "Use lowercase letters, digits and `-`, starting with a letter.",
@@ -50,19 +51,19 @@ impl Checker<'_> {
         match http_url(url, endpoint) {
             Ok(_) => {}
             Err(UrlFault::Plaintext { host }) => self.err(
-                "coordinator.runtime.insecure-url",
+                codes::RUNTIME_INSECURE_URL,
                 self.doc.locate(at),
                 format!("`{url}` uses plaintext http to `{host}`, which is not a loopback host"),
                 "Use https; plaintext http is accepted only to localhost, 127.0.0.0/8 or [::1].",
             ),
             Err(UrlFault::Query) => self.err(
-                "coordinator.runtime.url",
+                codes::RUNTIME_URL,
                 self.doc.locate(at),
                 format!("`{url}` carries a query string"),
                 "Remove the query string from the URL.",
             ),
             Err(why) => self.err(
-                "coordinator.runtime.url",
+                codes::RUNTIME_URL,
                 self.doc.locate(at),
                 format!("`{url}` is not a usable URL: {why}"),
                 "Write an absolute https URL, e.g. `https://breg.example.org`.",

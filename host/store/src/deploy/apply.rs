@@ -12,6 +12,7 @@ use super::checks::{
 use super::namespace::{active_workflows, deployment_row, has_run_counts, layout, Layout};
 use super::plan::{compute_plan, PlanAction, PlanEntry};
 use super::runtime_role::{grant_runtime_role, verify_runtime_role};
+use crate::codes;
 use crate::schema::{self, SCHEMA_VERSION};
 use crate::servers::Access;
 use crate::session::Transaction;
@@ -372,7 +373,7 @@ fn append_apply_record(
     }
     journal.append(&record).map_err(|e| {
         StoreError::unavailable(
-            "coordinator.audit.unavailable",
+            codes::AUDIT_UNAVAILABLE,
             format!(
                 "apply committed, but its audit record could not be written to {}: {e}",
                 journal.path().display()

@@ -16,6 +16,7 @@ use super::namespace::{
 };
 use super::runtime_role::verify_runtime_role;
 use super::status::WorkflowStatus;
+use crate::codes;
 use crate::schema::SCHEMA_VERSION;
 use crate::servers::Access;
 use crate::session::{Database, Transaction};
@@ -34,7 +35,7 @@ use coordinator_runtime::secrets::{
 pub(super) fn deployment_of(config: &RuntimeConfig) -> Result<&Deployment, StoreError> {
     config.deployment.as_ref().ok_or_else(|| {
         StoreError::refused(
-            "coordinator.deployment.not-applied",
+            codes::DEPLOYMENT_NOT_APPLIED,
             "the runtime file has no `deployment` section",
             "complete the deployment section, then run `check`",
         )
@@ -55,9 +56,9 @@ pub fn load_pinned_packages(deployment: &Deployment) -> Result<Vec<LoadedPackage
                     "rebuild or restore the package the author handed over, or pin its digest";
                 match e {
                     PackageError::Unavailable { .. } => {
-                        StoreError::unavailable("coordinator.deployment.package", message, next)
+                        StoreError::unavailable(codes::DEPLOYMENT_PACKAGE, message, next)
                     }
-                    _ => StoreError::refused("coordinator.deployment.package", message, next),
+                    _ => StoreError::refused(codes::DEPLOYMENT_PACKAGE, message, next),
                 }
             })?;
         out.push(loaded);
@@ -137,14 +138,14 @@ pub(super) fn check_layout(layout: Layout, ns: &str) -> Result<(), StoreError> {
     match layout {
         Layout::Versioned(SCHEMA_VERSION) | Layout::Absent | Layout::Empty => Ok(()),
         Layout::Versioned(v) => Err(StoreError::refused(
-            "coordinator.deployment.schema-version",
+            codes::DEPLOYMENT_SCHEMA_VERSION,
             format!(
                 "namespace `{ns}` records state schema version {v}; this binary requires version {SCHEMA_VERSION}"
             ),
             "settle that work with its matching binary, then use a fresh namespace and databaseId",
         )),
         Layout::Unknown => Err(StoreError::refused(
-            "coordinator.deployment.schema-version",
+            codes::DEPLOYMENT_SCHEMA_VERSION,
             format!("namespace `{ns}` holds objects but no state schema version {SCHEMA_VERSION} record"),
             "use a fresh namespace, or settle the earlier layout with its matching binary",
         )),
@@ -158,7 +159,7 @@ pub(super) fn check_database_id(recorded: &str, configured: &str) -> Result<(), 
         Ok(())
     } else {
         Err(StoreError::refused(
-            "coordinator.deployment.database-id",
+            codes::DEPLOYMENT_DATABASE_ID,
             format!(
                 "the database records databaseId `{recorded}`, the runtime file says `{configured}`"
             ),
@@ -192,7 +193,7 @@ pub(super) async fn check_applied_namespace(
 /// "Apply and start"). `conflicts` must not be empty.
 pub fn live_binding_refusal(conflicts: &[BindingConflict]) -> StoreError {
     StoreError::refused(
-        "coordinator.command.live-binding-conflict",
+        codes::COMMAND_LIVE_BINDING_CONFLICT,
         format!(
             "the runtime file changes the binding of connections runs that have not ended use: {}",
             binding::describe(conflicts)
@@ -236,7 +237,7 @@ pub(crate) async fn verify_runtime(
     }
     if !has_run_counts(conn, ns).await? {
         return Err(StoreError::refused(
-            "coordinator.deployment.schema-version",
+            codes::DEPLOYMENT_SCHEMA_VERSION,
             format!("namespace `{ns}` was laid out by an earlier build of state schema version {SCHEMA_VERSION} (it has no run_counts table)"),
             "run `coordinatorctl --runtime-config FILE apply`, which brings it to this build's layout",
         ));
@@ -251,7 +252,7 @@ pub(crate) async fn verify_runtime(
         .map_err(db_error)?;
     if user != deployment.runtime_role {
         return Err(StoreError::refused(
-            "coordinator.deployment.runtime-role-mismatch",
+            codes::DEPLOYMENT_RUNTIME_ROLE_MISMATCH,
             format!(
                 "the runtime database URL logs in as `{user}`, but deployment.runtimeRole is `{}`",
                 deployment.runtime_role
@@ -263,7 +264,7 @@ pub(crate) async fn verify_runtime(
     let recorded = check_custody(conn, ns, keyring).await?;
     if !check_admission_custody(conn, ns, admission).await? {
         return Err(StoreError::refused(
-            "coordinator.command.state-key-custody",
+            codes::COMMAND_STATE_KEY_CUSTODY,
             "the admission key has no custody record",
             "run `apply` (it records the admission key's fingerprint)",
         ));
@@ -271,7 +272,7 @@ pub(crate) async fn verify_runtime(
     let active = keyring.active_version();
     if !recorded.iter().any(|(v, _)| *v == active) {
         return Err(StoreError::refused(
-            "coordinator.command.state-key-custody",
+            codes::COMMAND_STATE_KEY_CUSTODY,
             format!("the active state key version {active} has no custody record"),
             "run `apply` after adding a state key version",
         ));
@@ -293,7 +294,7 @@ pub(crate) async fn check_activation(
             Some(a) if a.package_digest == p.digest => {}
             Some(a) => {
                 return Err(StoreError::refused(
-                    "coordinator.deployment.packages-not-applied",
+                    codes::DEPLOYMENT_PACKAGES_NOT_APPLIED,
                     format!(
                         "workflow `{workflow}` pins {} but {} is active",
                         p.digest, a.package_digest
@@ -303,7 +304,7 @@ pub(crate) async fn check_activation(
             }
             None => {
                 return Err(StoreError::refused(
-                    "coordinator.deployment.packages-not-applied",
+                    codes::DEPLOYMENT_PACKAGES_NOT_APPLIED,
                     format!("workflow `{workflow}` is pinned but not active"),
                     "run `plan` and `apply` with this runtime file",
                 ))
@@ -316,7 +317,7 @@ pub(crate) async fn check_activation(
             .any(|p| &p.definition.program.workflow == *w)
     }) {
         return Err(StoreError::refused(
-            "coordinator.deployment.workflow-unlisted",
+            codes::DEPLOYMENT_WORKFLOW_UNLISTED,
             format!("workflow `{w}` is active but the runtime file no longer lists its package"),
             format!("list its package again, or `apply --remove-workflow {w}`"),
         ));

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use sqlx::Row;
 
 use super::status::WorkflowStatus;
+use crate::codes;
 use crate::session::Transaction;
 use crate::{db_error, StoreError};
 use coordinator_runtime::binding::LiveBinding;
@@ -72,7 +73,7 @@ pub(super) async fn layout(conn: &mut Transaction, ns: &str) -> Result<Layout, S
 /// may read.
 pub(super) fn not_applied(ns: &str) -> StoreError {
     StoreError::refused(
-        "coordinator.deployment.not-applied",
+        codes::DEPLOYMENT_NOT_APPLIED,
         format!("namespace `{ns}` holds no deployment this role may read"),
         "run `coordinatorctl --runtime-config FILE apply` with this runtimeRole",
     )

@@ -11,6 +11,7 @@ use super::checks::{
 };
 use super::namespace::{active_workflows, deployment_row, layout, live_runs, Layout};
 use super::status::WorkflowStatus;
+use crate::codes;
 use crate::session::Transaction;
 use crate::{namespace_of, StoreError};
 use coordinator_runtime::config::RuntimeConfig;
@@ -97,7 +98,7 @@ pub(super) async fn compute_plan(
         };
         if remove.contains(&workflow) && refusal.is_none() {
             refusal = Some(StoreError::refused(
-                "coordinator.deployment.remove-workflow",
+                codes::DEPLOYMENT_REMOVE_WORKFLOW,
                 format!(
                     "`--remove-workflow {workflow}` names a workflow the runtime file still lists"
                 ),
@@ -115,7 +116,7 @@ pub(super) async fn compute_plan(
     for r in remove {
         if !active.contains_key(r) && refusal.is_none() {
             refusal = Some(StoreError::refused(
-                "coordinator.deployment.remove-workflow",
+                codes::DEPLOYMENT_REMOVE_WORKFLOW,
                 format!("`--remove-workflow {r}` names a workflow that is not active"),
                 "run `plan` to see the active workflows",
             ));
@@ -129,7 +130,7 @@ pub(super) async fn compute_plan(
         if !remove.contains(workflow) {
             refusal.get_or_insert_with(|| {
                 StoreError::refused(
-                    "coordinator.deployment.workflow-unlisted",
+                    codes::DEPLOYMENT_WORKFLOW_UNLISTED,
                     format!("workflow `{workflow}` is active but the runtime file no longer lists its package"),
                     format!("list its package again, or pass `--remove-workflow {workflow}`"),
                 )
@@ -140,7 +141,7 @@ pub(super) async fn compute_plan(
             let live = live_runs(c, ns, workflow).await?;
             if live > 0 && refusal.is_none() {
                 refusal = Some(StoreError::refused(
-                    "coordinator.deployment.workflow-live-runs",
+                    codes::DEPLOYMENT_WORKFLOW_LIVE_RUNS,
                     format!("workflow `{workflow}` has {live} runs that have not ended"),
                     "let them end (or cancel them), then remove the workflow",
                 ));

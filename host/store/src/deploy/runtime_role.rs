@@ -4,6 +4,7 @@
 use sqlx::Row;
 
 use super::namespace::not_applied;
+use crate::codes;
 use crate::schema;
 use crate::session::Transaction;
 use crate::{db_error, StoreError};
@@ -53,7 +54,7 @@ async fn role_exists(conn: &mut Transaction, role: &str) -> Result<(), StoreErro
         Ok(())
     } else {
         Err(StoreError::refused(
-            "coordinator.deployment.runtime-role-missing",
+            codes::DEPLOYMENT_RUNTIME_ROLE_MISSING,
             format!("the runtime role `{role}` does not exist"),
             "create the role as the deployment runbook describes, or fix deployment.runtimeRole",
         ))
@@ -98,28 +99,28 @@ pub async fn verify_runtime_role(
     let next = "serve with a role that is LOGIN NOSUPERUSER NOBYPASSRLS, member of no role, with only the grants apply gives";
     if superuser {
         return Err(StoreError::refused(
-            "coordinator.deployment.runtime-role-superuser",
+            codes::DEPLOYMENT_RUNTIME_ROLE_SUPERUSER,
             format!("the runtime role `{role}` is a superuser"),
             next,
         ));
     }
     if bypassrls {
         return Err(StoreError::refused(
-            "coordinator.deployment.runtime-role-bypassrls",
+            codes::DEPLOYMENT_RUNTIME_ROLE_BYPASSRLS,
             format!("the runtime role `{role}` bypasses row-level security"),
             next,
         ));
     }
     if member {
         return Err(StoreError::refused(
-            "coordinator.deployment.runtime-role-member",
+            codes::DEPLOYMENT_RUNTIME_ROLE_MEMBER,
             format!("the runtime role `{role}` is a member of the migration role that owns `{ns}`"),
             next,
         ));
     }
     if create {
         return Err(StoreError::refused(
-            "coordinator.deployment.runtime-role-create",
+            codes::DEPLOYMENT_RUNTIME_ROLE_CREATE,
             format!("the runtime role `{role}` can create objects in `{ns}`"),
             next,
         ));

@@ -1,0 +1,48 @@
+//! `coordinatorctl`'s own codes as data: what a command reports about its
+//! own work (writing a project, a package, a graph or a caller; its output;
+//! the service it talks to) rather than about a checked file. The codes of
+//! what it checks are the tables of the crates that check
+//! (`coordinator_source::codes`, `coordinator_compiler::codes`,
+//! `coordinator_runtime::codes`, `coordinator_scenario::codes`,
+//! `coordinator_store::codes`) and the service's problems
+//! (`coordinator_api::problems`). Raise sites name the constants
+//! (`codes::INIT_WRITE`); every code has its page under `docs/errors/`.
+
+coordinator_source::diagnostic_codes! {
+    COMMAND_OUTPUT_CLOSED = ("coordinator.command.output-closed", Error,
+        "`coordinatorctl` could not write its standard output for a reason other than its reader going away.");
+    COMMAND_SERVICE_UNREACHABLE = ("coordinator.command.service-unreachable", Error,
+        "An operator or caller command.");
+    COMMAND_TOKEN_FILE_PERMISSIONS = ("coordinator.command.token-file-permissions", Error,
+        "The file given with `--token-file` can be read by its group or by others.");
+    COMMAND_TOKEN_FILE_UNREADABLE = ("coordinator.command.token-file-unreadable", Error,
+        "The file given with `--token-file` is missing.");
+    COMMAND_UNEXPECTED_ANSWER = ("coordinator.command.unexpected-answer", Error,
+        "The service at `--url` answered with something that is neither the expected JSON body nor an RFC 9457 problem document.");
+    GRAPH_LAYOUT = ("coordinator.graph.layout", Error,
+        "`graph --format svg` could not lay out the drawing.");
+    GRAPH_RUN_REVISION = ("coordinator.graph.run-revision", Warning,
+        "A warning of `graph --run RUN`.");
+    GRAPH_RUN_WORKFLOW = ("coordinator.graph.run-workflow", Error,
+        "`graph --run RUN` names a run of another workflow than the project given with `--project`.");
+    GRAPH_WRITE = ("coordinator.graph.write", Error,
+        "`graph` could not write the drawing to `--output`.");
+    INIT_DIRECTORY = ("coordinator.init.directory", Error,
+        "`init --directory PATH` was given a path without a usable base name.");
+    INIT_EXISTS = ("coordinator.init.exists", Error,
+        "The path given to `init` already exists (a file, a directory or a symbolic link).");
+    INIT_PROJECT_ID = ("coordinator.init.project-id", Error,
+        "The directory's base name is not a valid project id, and `init` writes it into `project.id`.");
+    INIT_WRITE = ("coordinator.init.write", Error,
+        "`init` could not create the directory.");
+    PACKAGE_EXISTS = ("coordinator.package.exists", Error,
+        "The `--output` path of `package` already exists.");
+    PACKAGE_SCENARIOS_FAILED = ("coordinator.package.scenarios-failed", Error,
+        "`package` runs every case of `scenarios.yaml` before writing, and one or more cases failed.");
+    PACKAGE_WRITE = ("coordinator.package.write", Error,
+        "`package` could not write the package directory.");
+    SCENARIO_UNKNOWN_CASE = ("coordinator.scenario.unknown-case", Error,
+        "`test --case ID` names a case id that `scenarios.yaml` does not have.");
+    TYPES_WRITE = ("coordinator.types.write", Error,
+        "`types` could not write the generated caller to `--output`.");
+}
