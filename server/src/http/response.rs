@@ -24,14 +24,14 @@ pub(crate) fn run_status(r: &RunRecord) -> api::RunStatus {
         workflow: r.workflow.clone(),
         revision: r.revision.clone(),
         state: st.status.as_str().to_owned(),
-        admitted_at: st.admitted_at.clone(),
-        deadline_at: st.deadline_at.clone(),
+        admitted_at: st.admitted_at.to_string(),
+        deadline_at: st.deadline_at.to_string(),
         // The engine's clock when the run ended (the VM's `ended_at` is
         // the instant of the event that ended it, which may be long before).
         ended_at: r
             .ended_unix
             .map(coordinator_ports::clock::unix_to_rfc3339)
-            .or_else(|| st.ended_at.clone()),
+            .or_else(|| st.ended_at.map(|t| t.to_string())),
         outcome: st.outcome.clone(),
         output: if st.status == RunStatus::Finished || st.outcome.is_some() {
             st.output.clone()
