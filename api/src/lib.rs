@@ -22,6 +22,88 @@ pub const DEFAULT_LIST_LIMIT: u32 = 20;
 /// Largest page size of `GET /v1/runs`.
 pub const MAX_LIST_LIMIT: u32 = 100;
 
+/// The `cursor` of `GET /v1/runs` and the `nextCursor` of its answer:
+/// the hexadecimal (lowercase) of `runs-before:<sequence>` with a decimal
+/// sequence of at most 18 digits, as the run store writes it. Every text
+/// of this form is a page position the service accepts (the runs before
+/// that sequence); any other is 400 `request.invalid`. The contract
+/// journey (server/tests/contract.rs) holds the cursors the service writes
+/// to this pattern.
+pub const LIST_CURSOR_PATTERN: &str = "^72756e732d6265666f72653a(3[0-9]){1,18}$";
+
+/// Longest accepted `Idempotency-Key` of `POST /v1/runs`, in bytes.
+pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 255;
+
+/// The characters an `Idempotency-Key` may hold, as the document's
+/// `pattern`: visible ASCII (`!` to `~`), which is exactly what
+/// [`idempotency_key_valid`] checks byte by byte.
+pub const IDEMPOTENCY_KEY_PATTERN: &str = "^[!-~]+$";
+
+/// Whether `key` is an `Idempotency-Key` the service accepts: 1 to
+/// [`MAX_IDEMPOTENCY_KEY_BYTES`] visible ASCII characters
+/// ([`IDEMPOTENCY_KEY_PATTERN`]); else 400 `idempotency.key-required`.
+pub fn idempotency_key_valid(key: &str) -> bool {
+    !key.is_empty()
+        && key.len() <= MAX_IDEMPOTENCY_KEY_BYTES
+        && key.bytes().all(|b| b.is_ascii_graphic())
+}
+
+/// Every state a run can be in, as `RunStatus.state` spells it and
+/// `GET /v1/runs?state=` accepts it (the engine's run statuses; a server
+/// test holds the two equal).
+pub const RUN_STATES: [&str; 8] = [
+    "running",
+    "attention",
+    "cancel-requested",
+    "finished",
+    "failed",
+    "cancelled",
+    "cancelled-after-effect",
+    "expired",
+];
+
+/// The schema of an `Option<T>` member that is always sent, `null` for
+/// `None`: required and nullable. (A member omitted when `None` is
+/// `skip_serializing_if` and its schema is `T`'s: optional, never `null`.)
+struct Nullable<T>(std::marker::PhantomData<T>);
+
+impl<T: JsonSchema> JsonSchema for Nullable<T> {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        format!("Nullable_{}", T::schema_name()).into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        generator.subschema_for::<Option<T>>()
+    }
+}
+
+/// The schema of a run state: one of [`RUN_STATES`].
+fn run_state_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "string", "enum": RUN_STATES})
+}
+
+/// The schema of a `nextCursor`: a [`LIST_CURSOR_PATTERN`] cursor, or
+/// `null` on the last page.
+fn next_cursor_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": ["string", "null"], "pattern": LIST_CURSOR_PATTERN})
+}
+
+/// The schema of an attestation the service requires to be `true`
+/// (else 400 `request.invalid`).
+fn attested_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "boolean", "const": true})
+}
+
+/// The schema of an RFC 3339 instant the service reads
+/// (`format: date-time`, the profile of RFC 3339 §5.6 the service parses).
+fn date_time_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "string", "format": "date-time"})
+}
+
 /// `POST /v1/runs` body; the `Idempotency-Key` header carries the key.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -46,27 +128,37 @@ pub struct RunStatus {
     pub revision: String,
     /// `running`, `attention`, `cancel-requested`, `finished`, `failed`,
     /// `cancelled`, `cancelled-after-effect` or `expired`.
+    #[schemars(schema_with = "run_state_schema")]
     pub state: String,
     /// When the run was admitted (RFC 3339).
     pub admitted_at: String,
     /// When the deadline ends the run `expired` (RFC 3339).
     pub deadline_at: String,
-    /// When the run ended (RFC 3339); `None` while it has not.
+    /// When the run ended (RFC 3339); `null` while it has not.
+    #[schemars(with = "Nullable<String>")]
     pub ended_at: Option<String>,
-    /// The outcome, once a finish was reached.
+    /// The outcome, once a finish was reached; else `null`.
+    #[schemars(with = "Nullable<String>")]
     pub outcome: Option<String>,
-    /// The finish output (only what the workflow declares to publish).
+    /// The finish output (only what the workflow declares to publish);
+    /// `null` before.
+    #[schemars(with = "Nullable<Value>")]
     pub output: Option<Value>,
-    /// The failure code of a failed run (`product-refused`, `mapping-invalid`, ...).
+    /// The failure code of a failed run (`product-refused`, `mapping-invalid`, ...);
+    /// else `null`.
+    #[schemars(with = "Nullable<String>")]
     pub failure: Option<String>,
     /// Where the run broke, as a JSON Pointer: for `invalid-command`, the
     /// member of the computed command that broke the operation's contract;
     /// for `mapping-invalid`, the member a mapping read and did not find
-    /// (or the member of an outcome's output that broke its schema).
+    /// (or the member of an outcome's output that broke its schema);
+    /// else `null`.
+    #[schemars(with = "Nullable<String>")]
     pub failure_path: Option<String>,
     /// For `product-refused` (and a product's `invalid-command`): the
-    /// product's own refusal code. Present only then.
+    /// product's own refusal code. Present only then (never `null`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
     pub refusal_code: Option<String>,
     /// Retention erased the run's payloads (seed 000 "Erase ended
     /// payloads"): `outcome`, `output` and `failure` are gone, the state
@@ -77,8 +169,9 @@ pub struct RunStatus {
     /// `required` while a prepared command the restore hold held back
     /// waits for an operator, then how it was reviewed: `reconciled`,
     /// `cancelled` or `attested`. Absent on runs the restore hold never
-    /// held back.
+    /// held back (never `null`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
     pub review: Option<String>,
 }
 
@@ -88,7 +181,8 @@ pub struct RunStatus {
 pub struct RunList {
     /// Newest first.
     pub runs: Vec<RunStatus>,
-    /// Pass as `cursor` for the next page; `None` on the last page.
+    /// Pass as `cursor` for the next page; `null` on the last page.
+    #[schemars(schema_with = "next_cursor_schema")]
     pub next_cursor: Option<String>,
 }
 
@@ -111,13 +205,19 @@ pub struct InspectedStep {
     pub name: String,
     /// `call`, `choose`, `wait-until`, `wait-for` or `finish`.
     pub kind: String,
-    /// For mutation and evaluation calls: `accepted` or `unknown`.
+    /// For mutation and evaluation calls: `accepted` or `unknown`; else
+    /// `null`.
+    #[schemars(with = "Nullable<String>")]
     pub effect: Option<String>,
-    /// For calls: dispatch attempts so far.
+    /// For calls: dispatch attempts so far; else `null`.
+    #[schemars(with = "Nullable<u32>")]
     pub attempts: Option<u32>,
-    /// For waits: when the wait is due (RFC 3339).
+    /// For waits: when the wait is due (RFC 3339); else `null`.
+    #[schemars(with = "Nullable<String>")]
     pub due_at: Option<String>,
-    /// For wait-for steps: how many times the source was observed.
+    /// For wait-for steps: how many times the source was observed; else
+    /// `null`.
+    #[schemars(with = "Nullable<u32>")]
     pub observations: Option<u32>,
     /// The restore hold found this call's prepared command `ready` or
     /// `sending` (it may have been sent after the backup) and held it back
@@ -149,8 +249,10 @@ pub struct Problem {
     pub status: u16,
     /// The stable code, e.g. `idempotency.key-reused`.
     pub code: String,
-    /// A sentence for people, holding no personal data.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// A sentence for people, holding no personal data. Absent rather
+    /// than `null`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
     pub detail: Option<String>,
 }
 
@@ -182,8 +284,9 @@ pub struct Ready {
     /// admission hold is in place), `deployment.activation-changed` (an
     /// `apply` changed the active packages since the process started) or
     /// `restore.lease-incompatible` (a restore hold placed after it
-    /// started fenced it). Absent when ready.
+    /// started fenced it). Absent when ready (never `null`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
     pub reason: Option<String>,
 }
 
@@ -215,15 +318,19 @@ pub struct DoctorState {
     /// ended holding one (cancelled or expired during an uncertain call:
     /// what happened must still be found out). `None` when the store did
     /// not answer.
+    #[schemars(with = "Nullable<u64>")]
     pub uncertain: Option<u64>,
     /// Runs in state `attention`; `None` when the store did not answer.
+    #[schemars(with = "Nullable<u64>")]
     pub attention: Option<u64>,
     /// Runs that have not ended; `None` when the store did not answer.
+    #[schemars(with = "Nullable<u64>")]
     pub live: Option<u64>,
     /// Runs that have not ended holding a prepared command the restore hold
     /// held back that no operator reviewed yet (`release-restore-hold`
     /// answers `restore.review-required` while it is not 0); `None` when
     /// the store did not answer.
+    #[schemars(with = "Nullable<u64>")]
     pub review_required: Option<u64>,
 }
 
@@ -265,9 +372,11 @@ pub struct ExecutionRecovery {
     pub recovery_reference: String,
     /// The operator states that retained evidence establishes the history
     /// of every held call. Must be `true`.
+    #[schemars(schema_with = "attested_schema")]
     pub execution_history_complete: bool,
     /// The operator states the prior deployment and its workers are
     /// stopped or fenced. Must be `true`.
+    #[schemars(schema_with = "attested_schema")]
     pub prior_deployment_fenced: bool,
 }
 
@@ -281,9 +390,11 @@ pub struct AdmissionRecovery {
     pub recovery_reference: String,
     /// The operator states every spent start key is established. Must be
     /// `true`.
+    #[schemars(schema_with = "attested_schema")]
     pub admission_history_complete: bool,
     /// The operator states the prior deployment is stopped or fenced. Must
     /// be `true`.
+    #[schemars(schema_with = "attested_schema")]
     pub prior_deployment_fenced: bool,
 }
 
@@ -292,8 +403,10 @@ pub struct AdmissionRecovery {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Retention {
     /// Erase the payloads of runs that ended before this RFC 3339 instant.
+    #[schemars(schema_with = "date_time_schema")]
     pub before: String,
     /// At most this many runs per call (1..=100).
+    #[schemars(range(min = 1, max = MAX_RETENTION_LIMIT))]
     pub limit: u32,
 }
 
@@ -312,6 +425,7 @@ pub struct Retained {
     /// Whether more runs that ended before the cutoff qualify: call again.
     pub more: bool,
     /// The cutoff as given.
+    #[schemars(schema_with = "date_time_schema")]
     pub before: String,
 }
 

@@ -74,9 +74,47 @@ fn query_param(name: &str, description: &str, schema: Value) -> Value {
            "schema": schema})
 }
 
-fn header_param(name: &str, description: &str, required: bool) -> Value {
-    json!({"name": name, "in": "header", "required": required, "description": description,
-           "schema": {"type": "string"}})
+fn header_param(name: &str, description: &str, schema: Value) -> Value {
+    json!({"name": name, "in": "header", "required": true, "description": description,
+           "schema": schema})
+}
+
+/// The `Idempotency-Key` header of a start, from the rule the service
+/// checks it with ([`crate::idempotency_key_valid`]).
+fn idempotency_key_param() -> Value {
+    header_param(
+        "Idempotency-Key",
+        "1 to 255 visible ASCII characters; the same key with the same revision and input returns the same run.",
+        json!({"type": "string", "minLength": 1, "maxLength": crate::MAX_IDEMPOTENCY_KEY_BYTES,
+               "pattern": crate::IDEMPOTENCY_KEY_PATTERN}),
+    )
+}
+
+/// The operations a start's answer links to (OpenAPI `links`): each reads
+/// the run id from the answer's `run`, so a client (and Schemathesis'
+/// stateful phase) can chain them.
+const RUN_LINKS: [(&str, &str); 5] = [
+    ("RunStatus", "runStatus"),
+    ("InspectRun", "inspectRun"),
+    ("CancelRun", "cancelRun"),
+    ("RetrySame", "retrySame"),
+    ("Reconcile", "reconcile"),
+];
+
+/// The operations whose success answers carry [`RUN_LINKS`]: a caller's
+/// start (an event's start needs a signature no generic client has).
+const LINKED_FROM: [&str; 1] = ["startRun"];
+
+/// The `links` object of an answer carrying a [`RunStatus`].
+fn run_links() -> Value {
+    let mut links = Map::new();
+    for (name, operation) in RUN_LINKS {
+        links.insert(
+            name.to_owned(),
+            json!({"operationId": operation, "parameters": {"run": "$response.body#/run"}}),
+        );
+    }
+    Value::Object(links)
 }
 
 /// The CloudEvents-shaped body of `POST /v1/events/{workflow}/{trigger}`
@@ -208,11 +246,7 @@ fn run_operations(generator: &mut SchemaGenerator, status: &Value) -> Vec<Operat
                 &[&STORE, &BODY, &CALLER, &ADMISSION],
                 &[&p::IDEMPOTENCY_KEY_REQUIRED],
             ),
-            parameters: vec![header_param(
-                "Idempotency-Key",
-                "1 to 255 visible ASCII characters; the same key with the same revision and input returns the same run.",
-                true,
-            )],
+            parameters: vec![idempotency_key_param()],
         },
         Operation {
             method: "get",
@@ -225,10 +259,10 @@ fn run_operations(generator: &mut SchemaGenerator, status: &Value) -> Vec<Operat
             problems: codes(&[&STORE, &CALLER], &[&p::REQUEST_INVALID]),
             parameters: vec![
                 query_param("workflow", "Only this workflow.", json!({"type": "string"})),
-                query_param("state", "Only runs in this state.", json!({"type": "string"})),
+                query_param("state", "Only runs in this state.", json!({"type": "string", "enum": crate::RUN_STATES})),
                 query_param("attention", "Only runs that do (or do not) need an operator.", json!({"type": "boolean"})),
-                query_param("limit", "Page size (default 20).", json!({"type": "integer", "minimum": 1, "maximum": 100})),
-                query_param("cursor", "The `nextCursor` of the previous page.", json!({"type": "string"})),
+                query_param("limit", "Page size (default 20).", json!({"type": "integer", "minimum": 1, "maximum": crate::MAX_LIST_LIMIT, "default": crate::DEFAULT_LIST_LIMIT})),
+                query_param("cursor", "The `nextCursor` of the previous page.", json!({"type": "string", "pattern": crate::LIST_CURSOR_PATTERN})),
             ],
         },
         Operation {
@@ -344,7 +378,7 @@ fn inbound_operations(generator: &mut SchemaGenerator, status: &Value) -> Vec<Op
                 header_param(
                     "registry-signature",
                     "`t=<unix seconds>,v1=<hex HMAC-SHA256>`.",
-                    true,
+                    json!({"type": "string"}),
                 ),
             ],
         },
@@ -360,7 +394,7 @@ fn inbound_operations(generator: &mut SchemaGenerator, status: &Value) -> Vec<Op
             parameters: vec![header_param(
                 "registry-recipient-binding",
                 "The recipient binding of the connection's `completion` block.",
-                true,
+                json!({"type": "string"}),
             )],
         },
     ]
@@ -433,11 +467,12 @@ pub fn document() -> Value {
     for op in operations {
         let mut responses = Map::new();
         for (code, description, schema) in &op.success {
-            responses.insert(
-                code.to_string(),
-                json!({"description": description,
-                       "content": {"application/json": {"schema": schema}}}),
-            );
+            let mut response = json!({"description": description,
+                   "content": {"application/json": {"schema": schema}}});
+            if LINKED_FROM.contains(&op.id) {
+                response["links"] = run_links();
+            }
+            responses.insert(code.to_string(), response);
         }
         let mut statuses: Vec<u16> = op.problems.iter().map(|t| t.status).collect();
         statuses.sort_unstable();
@@ -550,6 +585,18 @@ mod tests {
         }
         assert_eq!(ids.len(), routes().len());
         assert!(schemas.contains_key("RunStatus") && schemas.contains_key("Problem"));
+        // Every link names an operation of the document, and each linked
+        // operation takes the `run` the link fills in.
+        let start = &doc["paths"]["/v1/runs"]["post"]["responses"];
+        for status in ["200", "201"] {
+            let links = start[status]["links"].as_object().expect("links");
+            assert_eq!(links.len(), RUN_LINKS.len());
+            for (_, link) in links {
+                let id = link["operationId"].as_str().expect("operationId");
+                assert!(ids.contains(id), "link to unknown {id}");
+                assert_eq!(link["parameters"]["run"], "$response.body#/run");
+            }
+        }
     }
 
     /// Every registry code is answered by some operation (or, for

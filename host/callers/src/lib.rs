@@ -276,17 +276,9 @@ fn quote(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
 
-/// Run states of SPEC §8: the values of `RunStatus.state`.
-pub const RUN_STATES: [&str; 8] = [
-    "running",
-    "attention",
-    "cancel-requested",
-    "finished",
-    "failed",
-    "cancelled",
-    "cancelled-after-effect",
-    "expired",
-];
+/// Run states of SPEC §8: the values of `RunStatus.state` (the api
+/// crate's list, which the OpenAPI document's `enum` is made from).
+pub use coordinator_api::RUN_STATES;
 
 /// How a member of a response document is typed in the generated callers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -21,8 +21,7 @@ use super::{ApiError, AppState};
 use crate::auth::Grant;
 use crate::{ops, strict};
 
-/// Longest accepted `Idempotency-Key`, in bytes.
-pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 255;
+pub use coordinator_api::MAX_IDEMPOTENCY_KEY_BYTES;
 
 pub(crate) async fn start(
     State(s): State<AppState>,
@@ -38,11 +37,7 @@ pub(crate) async fn start(
     let key = headers
         .get("idempotency-key")
         .and_then(|v| v.to_str().ok())
-        .filter(|k| {
-            !k.is_empty()
-                && k.len() <= MAX_IDEMPOTENCY_KEY_BYTES
-                && k.bytes().all(|b| b.is_ascii_graphic())
-        })
+        .filter(|k| api::idempotency_key_valid(k))
         .ok_or_else(|| {
             ApiError::of(&problems::IDEMPOTENCY_KEY_REQUIRED)
                 .detail("1 to 255 visible ASCII characters")
@@ -138,6 +133,8 @@ pub(crate) struct ListQuery {
     cursor: Option<String>,
 }
 
+/// The engine's run status named `s`, one of [`api::RUN_STATES`] (the
+/// document's `enum`; a test holds the two lists equal).
 fn parse_state(s: &str) -> Option<RunStatus> {
     serde_json::from_value(serde_json::Value::String(s.to_owned())).ok()
 }
@@ -270,4 +267,44 @@ pub(crate) async fn inspect(
             .collect(),
     };
     Ok(json(StatusCode::OK, &body))
+}
+
+#[cfg(test)]
+mod tests {
+    use coordinator_api as api;
+    use coordinator_engine::RunStatus;
+
+    /// `RUN_STATES` (the document's `enum` of `state`) names exactly the
+    /// engine's run statuses: each parses back to itself, and every
+    /// status (the `match` stops compiling when one is added) is listed.
+    #[test]
+    fn the_documented_run_states_are_the_engines() {
+        for name in api::RUN_STATES {
+            let state = super::parse_state(name).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(state.as_str(), name);
+        }
+        let listed = |state: RunStatus| match state {
+            RunStatus::Running
+            | RunStatus::CancelRequested
+            | RunStatus::Attention
+            | RunStatus::Finished
+            | RunStatus::Failed
+            | RunStatus::Expired
+            | RunStatus::Cancelled
+            | RunStatus::CancelledAfterEffect => api::RUN_STATES.contains(&state.as_str()),
+        };
+        for state in [
+            RunStatus::Running,
+            RunStatus::CancelRequested,
+            RunStatus::Attention,
+            RunStatus::Finished,
+            RunStatus::Failed,
+            RunStatus::Expired,
+            RunStatus::Cancelled,
+            RunStatus::CancelledAfterEffect,
+        ] {
+            assert!(listed(state), "{state:?}");
+        }
+        assert_eq!(api::RUN_STATES.len(), 8);
+    }
 }
