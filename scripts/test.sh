@@ -11,7 +11,9 @@ export CI="${CI:-true}"
 cd "$(dirname "$0")/.."
 
 # Tools the typed-caller tests run over the generated code: TypeScript's tsc
-# (npm) and mypy (PyPI), installed once into a cache directory.
+# (npm) and mypy (PyPI), installed once into a cache directory; and the
+# contract journey's (server/tests/contract.rs): Schemathesis (PyPI) and
+# openapi-typescript with openapi-fetch (npm).
 tools="${COORDINATOR_TOOLS_DIR:-$PWD/target/tools}"
 mkdir -p "$tools"
 if [ ! -x "$tools/tsc/node_modules/.bin/tsc" ]; then
@@ -22,8 +24,19 @@ if [ ! -d "$tools/mypy/mypy" ]; then
   echo "== installing mypy into $tools/mypy"
   python3 -m pip install --quiet --disable-pip-version-check --target "$tools/mypy" mypy
 fi
+if [ ! -d "$tools/schemathesis/schemathesis" ]; then
+  echo "== installing schemathesis into $tools/schemathesis"
+  python3 -m pip install --quiet --disable-pip-version-check --target "$tools/schemathesis" schemathesis
+fi
+if [ ! -x "$tools/openapi-typescript/node_modules/.bin/openapi-typescript" ]; then
+  echo "== installing openapi-typescript and openapi-fetch into $tools/openapi-typescript"
+  npm install --silent --no-audit --no-fund --prefix "$tools/openapi-typescript" openapi-typescript openapi-fetch >/dev/null
+fi
 export TSC="$tools/tsc/node_modules/.bin/tsc" MYPY_PATH="$tools/mypy"
+export SCHEMATHESIS_PATH="$tools/schemathesis" OPENAPI_TYPESCRIPT_DIR="$tools/openapi-typescript"
 [ -x "$TSC" ] && [ -d "$MYPY_PATH/mypy" ] || { echo "test.sh: tsc or mypy is missing" >&2; exit 1; }
+[ -d "$SCHEMATHESIS_PATH/schemathesis" ] && [ -d "$OPENAPI_TYPESCRIPT_DIR/node_modules/openapi-fetch" ] \
+  || { echo "test.sh: schemathesis or openapi-typescript is missing" >&2; exit 1; }
 
 # Debian's Chromium and ChromeDriver for the console's browser journey
 # (server/tests/console/).
@@ -77,9 +90,13 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 
 echo "== cargo test"
 mkdir -p target
-rm -f target/tmp/production-figures.txt
+rm -f target/tmp/production-figures.txt target/tmp/contract-figures.txt
 cargo test --workspace --quiet 2>&1 | tee target/test-output.txt
 if [ -s target/tmp/production-figures.txt ]; then
   echo "== figures of the production journeys (server/tests/production.rs)"
   cat target/tmp/production-figures.txt
+fi
+if [ -s target/tmp/contract-figures.txt ]; then
+  echo "== Schemathesis against the service (server/tests/contract.rs)"
+  cat target/tmp/contract-figures.txt
 fi
