@@ -22,6 +22,12 @@ pub const DEFAULT_LIST_LIMIT: u32 = 20;
 /// Largest page size of `GET /v1/runs`.
 pub const MAX_LIST_LIMIT: u32 = 100;
 
+/// The most bytes the review-completion bearer token may hold (a
+/// connection's `completion.bearerTokenRef`, docs/runtime.md): a longer or
+/// empty one refuses startup with `secret.content`, so a longer token
+/// presented to `POST /v1/review-completions` is never accepted.
+pub const MAX_COMPLETION_TOKEN_BYTES: usize = 4096;
+
 /// The `cursor` of `GET /v1/runs` and the `nextCursor` of its answer:
 /// the hexadecimal (lowercase) of `runs-before:<sequence>` with a decimal
 /// sequence of at most 18 digits, as the run store writes it. Every text

@@ -544,7 +544,7 @@ pub fn document() -> Value {
                 },
                 "completionToken": {
                     "type": "http", "scheme": "bearer",
-                    "description": "The Casework completion token of a connection's `completion` block, with the `registry-recipient-binding` header."
+                    "description": format!("The Casework completion token of a connection's `completion` block (1 to {} bytes), with the `registry-recipient-binding` header.", crate::MAX_COMPLETION_TOKEN_BYTES)
                 }
             }
         }
