@@ -489,6 +489,30 @@ async fn two_processes_serve_through_pgbouncer_in_transaction_mode() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    // The same file in the default `session` mode: the pooler's shared
+    // connections are named as the configuration fault they are, with
+    // the setting to change, not waited out as an outage.
+    let session_mode = file.with_extension("session.yaml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("  poolingMode: transaction\n"), "{text}");
+    std::fs::write(
+        &session_mode,
+        text.replace("  poolingMode: transaction\n", ""),
+    )
+    .unwrap();
+    let port = free_port();
+    let mut c = d.launch(&session_mode, port, &[]);
+    let start = std::time::Instant::now();
+    while c.alive() && start.elapsed() < Duration::from_secs(30) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let said = c.log_text();
+    assert!(!c.alive(), "still running after 30 s:\n{said}");
+    assert!(
+        said.contains("poolingMode: transaction") && said.contains("database.url"),
+        "{said}"
+    );
+    drop(c);
     // apply again (the first ran in Deployment::of_with_database).
     d.apply().await;
     let a = Arc::new(d.spawn().await);

@@ -219,6 +219,21 @@ impl From<KeyError> for StoreError {
 /// server errors are `store-unavailable`; the SQLSTATE and the server's
 /// message are kept (they hold no parameter values).
 pub(crate) fn db_error(e: sqlx::Error) -> StoreError {
+    // A statement prepared by name already on the server's session: the
+    // connection is shared by a pooler in transaction mode while the
+    // runtime file says `session` (a configuration fault, not an outage).
+    if let sqlx::Error::Database(d) = &e {
+        if d.code().as_deref() == Some("42P05") && d.message().contains("sqlx_s_") {
+            return StoreError::refused(
+                codes::DATABASE_URL,
+                format!(
+                    "the database refused a statement (42P05): {}; the connection is shared by a pooler in transaction mode",
+                    d.message()
+                ),
+                "set `database.poolingMode: transaction` in the runtime file",
+            );
+        }
+    }
     let message = match &e {
         sqlx::Error::Database(d) => format!(
             "the database refused a statement ({}): {}",

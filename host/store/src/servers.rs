@@ -143,6 +143,41 @@ fn one_url_per_host(url: &str) -> Option<Vec<String>> {
         .collect()
 }
 
+/// Why `one` (one server's URL of the list) is not a PostgreSQL URL the
+/// service reads, in words that quote no part of it (a password written
+/// with a raw `@` or `/` would otherwise show up as a host or a path):
+/// a scheme other than `postgres`/`postgresql`, what the `url` crate
+/// finds wrong (a port out of range, an unclosed IPv6 bracket, ...), a
+/// path that is not one database name, port 0, or — with
+/// [`PoolingMode::Transaction`] — an `options` parameter, which a pooler
+/// in transaction mode refuses at login. `None` when it is fine.
+fn url_form_fault(one: &str, pooling: PoolingMode) -> Option<String> {
+    let parsed = match url::Url::parse(one) {
+        Ok(parsed) => parsed,
+        Err(e) => return Some(format!("it does not parse as a URL ({e})")),
+    };
+    if !matches!(parsed.scheme(), "postgres" | "postgresql") {
+        return Some("its scheme is not `postgres://` or `postgresql://`".into());
+    }
+    if parsed.port() == Some(0) {
+        return Some("its port is 0".into());
+    }
+    let path = parsed.path().strip_prefix('/').unwrap_or(parsed.path());
+    if path.contains('/') {
+        return Some(
+            "its path is not one database name (is a `@` or `/` of the password not percent-encoded?)"
+                .into(),
+        );
+    }
+    if pooling == PoolingMode::Transaction && parsed.query_pairs().any(|(k, _)| k == "options") {
+        return Some(
+            "it sets `options`, which a pooler in transaction mode (database.poolingMode: transaction) refuses at login; set those settings on the role or the database instead"
+                .into(),
+        );
+    }
+    None
+}
+
 impl ServerList {
     /// Reads `url` (from the secret `reference`): one server or libpq's
     /// host list, `target_session_attrs`, and the TLS rule of SPEC §8 for
@@ -169,7 +204,15 @@ impl ServerList {
             .ok_or_else(|| bad_url(reference, ": its host list has an empty entry"))?;
         let mut target = TargetSessionAttrs::Any;
         let mut servers = Vec::with_capacity(urls.len());
-        for one in &urls {
+        for (index, one) in urls.iter().enumerate() {
+            if let Some(why) = url_form_fault(one, pooling) {
+                let which = if urls.len() > 1 {
+                    format!(" (server {} of {})", index + 1, urls.len())
+                } else {
+                    String::new()
+                };
+                return Err(bad_url(reference, &format!("{which}: {why}")));
+            }
             let (one, attrs) =
                 without_target_session_attrs(one).ok_or_else(|| bad_url(reference, ""))?;
             target = match attrs.as_deref() {
@@ -397,6 +440,15 @@ fn classify_connect_error(e: &sqlx::Error, options: &PgConnectOptions, reference
             format!("PostgreSQL at {target} has no database `{database}`"),
             format!("create the database, or correct the database name in `{reference}`"),
         )),
+        _ if e.to_string().contains("unsupported startup parameter") => {
+            Probe::Refused(StoreError::refused(
+                codes::DATABASE_URL,
+                format!("the server at {target} refused a startup setting: it is a pooler in transaction mode ({e})"),
+                format!(
+                    "set `database.poolingMode: transaction` in the runtime file (and no `options` in `{reference}`)"
+                ),
+            ))
+        }
         _ => Probe::Unreachable(format!("cannot connect: {e}")),
     }
 }
@@ -502,6 +554,49 @@ mod tests {
         let e = parse("not a url: hunter2").expect_err("bad");
         assert_eq!(e.code, "database.url");
         assert!(!e.message.contains("hunter2"));
+    }
+
+    #[test]
+    fn urls_the_service_cannot_read_are_refused_without_quoting_them() {
+        for (url, why) in [
+            ("mysql://u:p@127.0.0.1:3306/db", "its scheme is not"),
+            ("https://u:p@127.0.0.1/db", "its scheme is not"),
+            ("postgres://u:p@127.0.0.1:70000/db", "invalid port number"),
+            ("postgres://u:p@127.0.0.1:0/db", "its port is 0"),
+            ("postgres://u:p@[::1/db", "does not parse as a URL"),
+            (
+                "postgres://u:hunter2@TOPSECRET/yy@127.0.0.1:5432/db",
+                "not one database name",
+            ),
+            (
+                "postgres://u:p@127.0.0.1:5432,127.0.0.1:99999/db",
+                "(server 2 of 2)",
+            ),
+        ] {
+            let e = parse(url).expect_err(url);
+            assert_eq!(e.code, "database.url", "{url}: {e:?}");
+            assert!(e.message.contains(why), "{url}: {}", e.message);
+            assert!(
+                !e.message.contains("TOPSECRET") && !e.message.contains(":p@"),
+                "{}",
+                e.message
+            );
+        }
+        let transaction = ServerList::parse(
+            "postgres://u:p@127.0.0.1:6432/db?options=-c%20search_path%3Dx",
+            &r(),
+            None,
+            PoolingMode::Transaction,
+        )
+        .expect_err("options under transaction pooling");
+        assert!(
+            transaction.message.contains("poolingMode: transaction"),
+            "{}",
+            transaction.message
+        );
+        assert!(parse("postgres://u:p@127.0.0.1:5432/db?options=-c%20x%3Dy").is_ok());
+        assert!(parse("postgresql://u:p@127.0.0.1/db").is_ok());
+        assert!(parse("postgres:///db?host=/var/run/postgresql").is_ok());
     }
 
     #[test]

@@ -10,12 +10,12 @@ use std::path::Path;
 
 use sqlx::Row;
 
+use super::namespace::WorkflowStatus;
 use super::namespace::{
     active_workflows, deployment_row, has_run_counts, layout, live_bindings, not_applied,
     DeploymentRow, Layout,
 };
 use super::runtime_role::verify_runtime_role;
-use super::status::WorkflowStatus;
 use crate::codes;
 use crate::schema::SCHEMA_VERSION;
 use crate::servers::Access;

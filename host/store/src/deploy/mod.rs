@@ -32,9 +32,10 @@ mod status;
 
 pub use apply::{apply, ApplyReport};
 pub use checks::{live_binding_refusal, load_pinned_packages};
+pub use namespace::WorkflowStatus;
 pub use plan::{plan, Plan, PlanAction, PlanEntry};
 pub use runtime_role::verify_runtime_role;
-pub use status::{deployment_status, DeploymentStatus, WorkflowStatus};
+pub use status::{deployment_status, DeploymentStatus};
 
 pub(crate) use checks::{check_activation, verify_runtime};
 pub(crate) use namespace::live_bindings;

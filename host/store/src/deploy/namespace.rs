@@ -3,15 +3,27 @@
 //! schema version), the deployment record, the active workflows, and the
 //! runs that have not ended with their connection bindings. Reads only.
 
+use serde::Serialize;
 use std::collections::BTreeMap;
 
 use sqlx::Row;
 
-use super::status::WorkflowStatus;
 use crate::codes;
 use crate::session::Transaction;
 use crate::{db_error, StoreError};
 use coordinator_runtime::binding::LiveBinding;
+
+/// One active workflow as the database records it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowStatus {
+    /// The workflow id.
+    pub workflow: String,
+    /// Its active package digest.
+    pub package_digest: String,
+    /// Its active revision.
+    pub revision: String,
+}
 
 /// The schema layout found in a namespace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

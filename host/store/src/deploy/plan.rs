@@ -9,8 +9,8 @@ use super::checks::{
     check_applied_namespace, check_database_id, check_layout, check_live_bindings, deployment_of,
     load_pinned_packages, log_in_once, read_with_runtime_role, DeploymentKeysRead,
 };
+use super::namespace::WorkflowStatus;
 use super::namespace::{active_workflows, deployment_row, layout, live_runs, Layout};
-use super::status::WorkflowStatus;
 use crate::codes;
 use crate::session::Transaction;
 use crate::{namespace_of, StoreError};

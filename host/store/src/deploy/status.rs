@@ -7,22 +7,11 @@ use super::checks::{
     check_activation, check_live_bindings, deployment_of, load_pinned_packages,
     read_with_runtime_role, verify_runtime,
 };
+use super::namespace::WorkflowStatus;
 use crate::schema::SCHEMA_VERSION;
 use crate::{namespace_of, StoreError};
 use coordinator_runtime::config::RuntimeConfig;
 use coordinator_runtime::secrets::{load_admission_key, load_state_keyring, SecretResolver};
-
-/// One active workflow as the database records it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct WorkflowStatus {
-    /// The workflow id.
-    pub workflow: String,
-    /// Its active package digest.
-    pub package_digest: String,
-    /// Its active revision.
-    pub revision: String,
-}
 
 /// `deployment-status`: what the service would verify before serving.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
