@@ -14,7 +14,7 @@ use coordinator_ports::clock::due_unix;
 use coordinator_ports::store::{
     Commit, Job, JobKind, JobState, LeaseRequest, NewJob, RunRecord, StepLedger, StoreError,
 };
-use coordinator_vm::{Answer, Event, Expected};
+use coordinator_vm::{Answer, Event, Expected, Vm};
 
 use std::sync::Arc;
 
@@ -205,25 +205,25 @@ impl Worker {
         Ok(total)
     }
 
-    /// Carries out one leased job of `carried` (or of its run, read): a
-    /// job of an ended or missing run is discarded, one of a run whose
-    /// Program is missing is held, one found after the run's deadline
-    /// expires the run instead; otherwise each kind has its function.
-    pub(crate) async fn run_job(
+    /// The run of a leased job (`carried`, or read) and its Program, or
+    /// `None` once the job is dealt with: discarded when its run ended or
+    /// is gone, held (released for later) when no Program serves its
+    /// revision.
+    async fn run_and_program(
         &self,
-        job: Job,
+        job: &Job,
         carried: Option<RunRecord>,
-    ) -> Result<(), StoreError> {
-        let owner = self.core.config.worker_id.clone();
+    ) -> Result<Option<(RunRecord, Arc<Vm>)>, StoreError> {
+        let owner = &self.core.config.worker_id;
         let run = match carried {
             Some(run) => run,
             None => match self.core.store.get(&job.run_id).await? {
                 Some(run) => run,
-                None => return self.core.store.discard(job.id, &owner).await,
+                None => return self.core.store.discard(job.id, owner).await.map(|()| None),
             },
         };
         if run.status().is_terminal() {
-            return self.core.store.discard(job.id, &owner).await;
+            return self.core.store.discard(job.id, owner).await.map(|()| None);
         }
         let Some(vm) = self.core.vm(&run.revision).await? else {
             tracing::error!(run = %run.id, revision = %run.revision, "no Program for the run's revision; job held");
@@ -232,8 +232,30 @@ impl Worker {
                 .clock
                 .now_unix()
                 .saturating_add(MAX_BACKOFF_SECONDS);
-            return self.core.store.release(job.id, &owner, later, None).await;
+            return self
+                .core
+                .store
+                .release(job.id, owner, later, None)
+                .await
+                .map(|()| None);
         };
+        Ok(Some((run, vm)))
+    }
+
+    /// Carries out one leased job of `carried` (or of its run, read): a
+    /// job of an ended or missing run is discarded, one of a run whose
+    /// Program is missing is held ([`Worker::run_and_program`]), one found
+    /// after the run's deadline expires the run instead; otherwise each
+    /// kind has its function.
+    pub(crate) async fn run_job(
+        &self,
+        job: Job,
+        carried: Option<RunRecord>,
+    ) -> Result<(), StoreError> {
+        let Some((run, vm)) = self.run_and_program(&job, carried).await? else {
+            return Ok(());
+        };
+        let owner = self.core.config.worker_id.clone();
         let now = self.core.clock.now_unix();
         // The run's deadline comes first. A job found once the deadline has
         // passed (after an outage or a restart: a wake, a timeout, a call
