@@ -20,7 +20,8 @@
 //! an `Option<String>`; it is an `ir::instant::Instant`, whose serde form
 //! is its RFC 3339 text.
 
-use std::path::{Path, PathBuf};
+use coordinator_golden::{code, rust_files, workspace};
+use std::path::Path;
 
 /// What a host must not name: the step bytecode, the VM's pending-work
 /// record (its type, its variants, the state's field), its cancel record
@@ -57,36 +58,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "test support builds a Program by hand",
     ),
 ];
-
-fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf()
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
-/// The code of a source line: the part before a `//` comment (a `//`
-/// inside a string literal is rare enough in these files to ignore).
-fn code(line: &str) -> &str {
-    match line.find("//") {
-        Some(i) => &line[..i],
-        None => line,
-    }
-}
 
 /// Whether `code` writes field `field` as a struct literal does (`field:`
 /// at the start of the line, or after `{` or `,`), not in a function's

@@ -9,7 +9,8 @@
 //! the clock port. Monotonic `std::time::Instant::now()` (how long
 //! something took) is not a wall-clock read and is allowed.
 
-use std::path::{Path, PathBuf};
+use coordinator_golden::{code, rust_files, workspace};
+use std::path::Path;
 
 /// Calls that read the wall clock.
 const WALL_CLOCK_READS: [&str; 5] = [
@@ -32,37 +33,14 @@ const ALLOWED: &[(&str, &str)] = &[
     ),
 ];
 
-fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf()
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
-/// The code of a source line: the part before a `//` comment.
-fn code(line: &str) -> &str {
-    line.find("//").map_or(line, |at| &line[..at])
-}
-
 /// Every `file:line: call` that reads the wall clock outside [`ALLOWED`],
 /// in the `src/` folders of the host crates and the server.
 fn wall_clock_reads(root: &Path) -> Vec<String> {
     let mut files = Vec::new();
-    for entry in std::fs::read_dir(root.join("host")).expect("host/").flatten() {
+    for entry in std::fs::read_dir(root.join("host"))
+        .expect("host/")
+        .flatten()
+    {
         rust_files(&entry.path().join("src"), &mut files);
     }
     rust_files(&root.join("server/src"), &mut files);

@@ -14,15 +14,9 @@
 //! once, in its table). The cases under `golden/diagnostics/` (`CODE.edit`
 //! or `CODE/`) are named by table codes.
 
+use coordinator_golden::{rust_files, workspace};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-
-fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf()
-}
+use std::path::PathBuf;
 
 /// A table of codes: its source file and its codes, in table order.
 struct Table {
@@ -214,21 +208,6 @@ fn every_table_entry_has_a_severity_and_a_meaning() {
     for code in coordinator_store::codes::ALL {
         assert!(code.meaning.ends_with('.'), "{}: no meaning", code.code);
         assert!(workspace().join(code.page()).is_file(), "{}", code.code);
-    }
-}
-
-/// The `.rs` files under `dir`, recursively.
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
     }
 }
 

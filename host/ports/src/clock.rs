@@ -43,15 +43,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn manual_clock_moves_only_when_told() {
-        let c = ManualClock::at("2026-01-01T00:00:00Z");
-        assert_eq!(c.now_rfc3339(), "2026-01-01T00:00:00Z");
-        c.advance(86_400 * 3);
-        assert_eq!(c.now_rfc3339(), "2026-01-04T00:00:00Z");
-        assert_eq!(rfc3339_to_unix("1970-01-01T00:01:00Z"), Some(60));
-    }
-
-    #[test]
     fn an_instant_is_due_at_the_whole_second_at_or_after_it() {
         let due = |text: &str| Instant::parse(text).map(|at| due_unix(&at));
         assert_eq!(due("1970-01-01T00:01:00Z"), Ok(60));
