@@ -200,12 +200,12 @@ fn plan_apply_status_unchanged_and_unlisted_through_the_cli() {
 /// Admits one run (as the engine would, with the binding digests of the
 /// runtime file at `path`) through the library store.
 fn admit_live_run(path: &Path) {
-    use coordinator_testkit::conformance::{new_run, Fixture};
     use coordinator_ports::{Admitted, RunAdmission};
     use coordinator_runtime::binding::binding_digests;
     use coordinator_runtime::secrets::{load_keys, SecretResolver};
     use coordinator_runtime::{check_runtime_file, Mode};
     use coordinator_store::{deploy::load_pinned_packages, Store};
+    use coordinator_testkit::conformance::{new_run, Fixture};
 
     let checked = check_runtime_file(path, "runtime.yaml", None, Mode::Deployment);
     let config = checked.config.expect("config");
