@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::base_url::{request_path, service_url};
 use super::refusal::{
-    report_failure, report_refusal, report_unexpected_answer, unreachable, Failure,
+    report_failure, report_refusal, report_unexpected_answer, unreachable, Failure, Reporting,
 };
 use super::token_file::read_token;
 use super::transport::{http_client, send, Method, RawAnswer, SendFailure};
@@ -47,6 +47,16 @@ pub(crate) struct ServiceCall {
     pub conn: Conn,
 }
 
+impl ServiceCall {
+    /// How this call's refusals are reported.
+    fn reporting(&self) -> Reporting {
+        Reporting {
+            command: self.command,
+            format: self.conn.format,
+        }
+    }
+}
+
 /// Sends `call` and reads a 2xx answer with `read_answer` (its API type;
 /// `Err` when it is not): the answer as the service sent it and as read.
 /// A refusal is reported in the call's format and `Err` holds the exit
@@ -74,7 +84,7 @@ pub(crate) async fn fetch_answer<T>(
                 detail: None,
                 next,
             };
-            return Err(report_failure(call, exit, failure));
+            return Err(report_failure(call.reporting(), exit, failure));
         }
     };
     let client = match http_client() {
@@ -99,7 +109,7 @@ pub(crate) async fn fetch_answer<T>(
             chain,
         }) => {
             let failure = unreachable(&url, status, title, chain);
-            Err(report_failure(call, EXIT_UNAVAILABLE, failure))
+            Err(report_failure(call.reporting(), EXIT_UNAVAILABLE, failure))
         }
     }
 }
@@ -119,16 +129,22 @@ fn read_api_answer<T>(
         text,
     } = answer;
     if !(200..300).contains(&status) {
-        return Err(report_refusal(call, url, status, problem, &text));
+        return Err(report_refusal(
+            call.reporting(),
+            url,
+            status,
+            problem,
+            &text,
+        ));
     }
     let Ok(value) = serde_json::from_str::<Value>(&text) else {
-        return Err(report_unexpected_answer(call, url, status));
+        return Err(report_unexpected_answer(call.reporting(), url, status));
     };
     // The answer must be the API's type in either format; the JSON
     // report then carries it as the service sent it.
     match read_answer(&value) {
         Ok(read) => Ok((value, read)),
-        Err(_) => Err(report_unexpected_answer(call, url, status)),
+        Err(_) => Err(report_unexpected_answer(call.reporting(), url, status)),
     }
 }
 

@@ -10,7 +10,6 @@ use coordinator_api as api;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::call::ServiceCall;
 use crate::codes;
 use crate::report::{self, EXIT_REFUSED, EXIT_UNAVAILABLE};
 use crate::Format;
@@ -53,11 +52,21 @@ impl<'a> AnswerOrFailure<'a> {
     }
 }
 
+/// How a command reports a refusal: its name (in messages and the JSON
+/// report's `command`) and the `--format` it was run with.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Reporting {
+    /// The command's name.
+    pub command: &'static str,
+    /// Text or JSON.
+    pub format: Format,
+}
+
 /// Reports `failure` of `call` in the call's format (the JSON report's
 /// status is `unavailable` for [`EXIT_UNAVAILABLE`], `refused` otherwise);
 /// returns `exit`.
-pub(super) fn report_failure(call: &ServiceCall, exit: u8, failure: Failure) -> u8 {
-    match call.conn.format {
+pub(super) fn report_failure(call: Reporting, exit: u8, failure: Failure) -> u8 {
+    match call.format {
         Format::Json => report::print_json(
             call.command,
             false,
@@ -107,7 +116,7 @@ pub(super) fn unreachable(url: &str, status: Option<u16>, title: String, chain: 
 /// (exit 3 for 503, 1 otherwise), or, when it is none, an unexpected
 /// answer. Returns the exit code.
 pub(super) fn report_refusal(
-    call: &ServiceCall,
+    call: Reporting,
     url: &str,
     status: u16,
     problem: bool,
@@ -144,7 +153,7 @@ pub(super) fn report_refusal(
 /// Reports an answer (with `status`) that is not the API's:
 /// `coordinator.command.unexpected-answer`, exit 3 for 502, 503 and 504,
 /// 1 otherwise. Returns the exit code.
-pub(super) fn report_unexpected_answer(call: &ServiceCall, url: &str, status: u16) -> u8 {
+pub(super) fn report_unexpected_answer(call: Reporting, url: &str, status: u16) -> u8 {
     let exit = if status == 502 || status == 503 || status == 504 {
         EXIT_UNAVAILABLE
     } else {
