@@ -23,9 +23,13 @@ pub const DEFAULT_LIST_LIMIT: u32 = 20;
 pub const MAX_LIST_LIMIT: u32 = 100;
 
 /// The most bytes the review-completion bearer token may hold (a
-/// connection's `completion.bearerTokenRef`, docs/runtime.md): a longer or
-/// empty one refuses startup with `secret.content`, so a longer token
-/// presented to `POST /v1/review-completions` is never accepted.
+/// connection's `completion.bearerTokenRef`, docs/runtime.md), as the
+/// document states it: the runtime check refuses a longer or empty one at
+/// startup with `secret.content`
+/// (`coordinator_runtime::secrets::MAX_COMPLETION_TOKEN_BYTES`, which the
+/// layering keeps apart from this crate; a server test holds the two
+/// equal), so a longer token presented to `POST /v1/review-completions`
+/// is never accepted.
 pub const MAX_COMPLETION_TOKEN_BYTES: usize = 4096;
 
 /// The `cursor` of `GET /v1/runs` and the `nextCursor` of its answer:

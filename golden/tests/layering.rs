@@ -30,7 +30,11 @@ fn allowed() -> BTreeMap<&'static str, Vec<&'static str>> {
             "coordinator-runtime",
             vec!["coordinator-ir", "coordinator-source"],
         ),
-        ("coordinator-callers", vec!["coordinator-ir"]),
+        // `api` for the run states the generated callers' types spell.
+        (
+            "coordinator-callers",
+            vec!["coordinator-ir", "coordinator-api"],
+        ),
         (
             "coordinator-scenario",
             vec!["coordinator-ir", "coordinator-vm", "coordinator-source"],

@@ -292,9 +292,8 @@ impl SecretResolver {
 }
 
 /// The most bytes a review-completion bearer token may hold
-/// (`completion.bearerTokenRef`, docs/runtime.md); the api crate's, which
-/// the OpenAPI document states.
-pub use coordinator_api::MAX_COMPLETION_TOKEN_BYTES;
+/// (`completion.bearerTokenRef`, docs/runtime.md).
+pub const MAX_COMPLETION_TOKEN_BYTES: usize = 4096;
 
 fn read_secret_file(reference: &str, path: &std::path::Path) -> Result<Secret, SecretError> {
     let unavailable = |e: std::io::Error| SecretError::Unavailable {

@@ -80,6 +80,15 @@ pub(crate) async fn review_completion(
 mod tests {
     use super::Completions;
 
+    /// The limit the document states is the one startup enforces.
+    #[test]
+    fn the_documented_token_limit_is_the_runtime_checks() {
+        assert_eq!(
+            coordinator_api::MAX_COMPLETION_TOKEN_BYTES,
+            coordinator_runtime::secrets::MAX_COMPLETION_TOKEN_BYTES
+        );
+    }
+
     #[test]
     fn completions_accept_only_a_configured_pair() {
         let mut c = Completions::default();
