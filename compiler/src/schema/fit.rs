@@ -10,6 +10,8 @@ use coordinator_ir::pointer::escape_token;
 use serde_json::{Map, Value};
 
 use super::literal::fit_literal;
+pub use super::verdict::Fit;
+use super::verdict::{describe_types, list_values};
 use super::{show, types_of, value_type, Sch};
 
 /// A static type of a mapping's value.
@@ -27,17 +29,6 @@ pub enum Ty {
     Literal(Value),
     /// An object built by `fields`: member, its type, the member mapping's pointer.
     Object(Vec<(String, Ty, String)>),
-}
-
-/// Result of a fit check.
-#[derive(Clone, Debug)]
-pub enum Fit {
-    /// Every value of the source type is valid under the target.
-    Ok,
-    /// Not decidable here: `(mapping pointer, reason)`.
-    Unchecked(String, String),
-    /// Does not fit: `(mapping pointer, target member pointer, message)`.
-    Mismatch(String, String, String),
 }
 
 fn rank(f: &Fit) -> u8 {
@@ -168,23 +159,6 @@ fn combinators(
     result
 }
 
-fn type_word(t: &str) -> String {
-    match t {
-        "object" => "an object".into(),
-        "array" => "a list".into(),
-        "integer" => "an integer".into(),
-        "null" => "null".into(),
-        other => format!("a {other}"),
-    }
-}
-
-pub(super) fn describe_types(ts: &[String]) -> String {
-    ts.iter()
-        .map(|t| type_word(t))
-        .collect::<Vec<_>>()
-        .join(" or ")
-}
-
 fn type_allowed(v_type: &str, allowed: &[String]) -> bool {
     allowed
         .iter()
@@ -291,13 +265,6 @@ fn fit_object(
         at,
         member,
     )
-}
-
-pub(super) fn list_values(e: &[Value]) -> String {
-    e.iter()
-        .map(Value::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// Schema-to-schema fit on the decidable subset.

@@ -6,7 +6,7 @@
 use coordinator_ir::validation::{self, TypeKind, ValidationErrorKind};
 use serde_json::Value;
 
-use super::fit::{describe_types, list_values, Fit};
+use super::verdict::{describe_types, list_values, Fit};
 use super::{json_kind, materialise, show, Sch};
 
 /// A literal's fit, decided by the run-time validator

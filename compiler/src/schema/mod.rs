@@ -17,6 +17,7 @@
 mod fit;
 mod keywords;
 mod literal;
+mod verdict;
 mod walk;
 
 use std::rc::Rc;
