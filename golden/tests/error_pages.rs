@@ -81,6 +81,13 @@ fn emitted_codes() -> BTreeMap<String, String> {
             .entry(format!("coordinator.{}", problem.code))
             .or_insert_with(|| "api/src/problems.rs".to_owned());
     }
+    // A log line's code has its page too, shared with a table's or a
+    // problem's code where one says the same (tests/log_codes.rs).
+    for log in coordinator_runtime::log_codes::ALL {
+        codes
+            .entry(format!("coordinator.{}", log.page_code))
+            .or_insert_with(|| "host/runtime/src/log_codes.rs".to_owned());
+    }
     codes
 }
 

@@ -116,7 +116,7 @@ fn refuse_secret(e: SecretError) -> ExitCode {
 /// `notices`: "), which the message starts with.
 fn refuse_secret_of(whose: &str, e: SecretError) -> ExitCode {
     let e = StoreError::from(e);
-    tracing::error!(code = "deployment.refused", reason = e.code, next = %e.next, "{whose}{}", e.message);
+    tracing::error!(code = "deployment.refused", reason = %e.cli_code(), next = %e.next, "{whose}{}", e.message);
     ExitCode::from(1)
 }
 

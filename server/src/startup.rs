@@ -168,7 +168,7 @@ pub fn log_store_refusal(e: &store::StoreError) {
     if e.code == "state-key-custody" {
         tracing::error!(code = "state-key-custody", next = %e.next, "{}", e.message);
     } else {
-        tracing::error!(code = "deployment.refused", reason = e.code, next = %e.next, "{}", e.message);
+        tracing::error!(code = "deployment.refused", reason = %e.cli_code(), next = %e.next, "{}", e.message);
     }
 }
 

@@ -421,7 +421,7 @@ async fn a_deployment_check_failing_once_the_database_answers_exits_1() {
         .unwrap_or_else(|| panic!("no deployment.refused line:\n{}", c.log_text()));
     assert_eq!(refusal["level"], "ERROR", "{refusal}");
     assert_eq!(
-        refusal["fields"]["reason"], "deployment.database-id",
+        refusal["fields"]["reason"], "coordinator.deployment.database-id",
         "{refusal}"
     );
     drop(c);
@@ -459,7 +459,11 @@ async fn a_refused_login_or_a_missing_database_is_refused_at_once() {
         assert_eq!(code, Some(1), "{reason}: {log}");
         let line: Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
         assert_eq!(line["fields"]["code"], "deployment.refused", "{log}");
-        assert_eq!(line["fields"]["reason"], reason, "{log}");
+        assert_eq!(
+            line["fields"]["reason"],
+            format!("coordinator.{reason}"),
+            "{log}"
+        );
         assert!(!log.contains("store-unavailable"), "{reason}: {log}");
     }
     std::fs::remove_file(d.secrets.join("runtime-database-url")).unwrap();
@@ -815,7 +819,11 @@ async fn startup_refuses_unsafe_connection_keys_and_completion_tokens_by_the_sec
                 fields["code"], "deployment.refused",
                 "{file}, {fault}: {log}"
             );
-            assert_eq!(fields["reason"], code, "{file}, {fault}: {log}");
+            assert_eq!(
+                fields["reason"],
+                format!("coordinator.{code}"),
+                "{file}, {fault}: {log}"
+            );
             assert!(
                 fields["message"].as_str().unwrap().starts_with(whose),
                 "{file}, {fault}: {log}"
@@ -839,7 +847,10 @@ async fn startup_refuses_unsafe_connection_keys_and_completion_tokens_by_the_sec
         assert_eq!(exit, Some(1), "{log}");
         let line: Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
         assert_eq!(line["fields"]["code"], "deployment.refused", "{log}");
-        assert_eq!(line["fields"]["reason"], "secret.content", "{log}");
+        assert_eq!(
+            line["fields"]["reason"], "coordinator.secret.content",
+            "{log}"
+        );
         assert!(
             line["fields"]["message"].as_str().unwrap().contains(why),
             "{log}"

@@ -11,6 +11,8 @@
 //! - [`net`]: the runtime file's `http(s)` URLs parsed (the `url` crate) and
 //!   the one loopback rule.
 //! - [`audit`]: the audit journal (JSON Lines, one file per process).
+//! - [`log_codes`]: the codes log lines carry that are not an HTTP
+//!   problem's, each with its page.
 //! - [`clock`]: the clock port ([`clock::Clock`], [`clock::SystemClock`],
 //!   [`clock::ManualClock`]): the host's one wall-clock read.
 //! - [`codes`]: the `runtime.*` and `secret.*` codes as data.
@@ -29,6 +31,7 @@ pub mod clock;
 pub mod codes;
 pub mod config;
 pub mod keys;
+pub mod log_codes;
 pub mod net;
 pub mod package;
 pub mod secrets;
