@@ -32,6 +32,20 @@ pub fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// The `.rs` files of the service host under `root`: every `host/*/src`
+/// and `server/src`, sorted (empty when `root` has neither).
+pub fn service_host_sources(root: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    if let Ok(crates) = std::fs::read_dir(root.join("host")) {
+        for entry in crates.flatten() {
+            rust_files(&entry.path().join("src"), &mut files);
+        }
+    }
+    rust_files(&root.join("server/src"), &mut files);
+    files.sort();
+    files
+}
+
 /// The code of a source line: the part before a `//` comment (a `//`
 /// inside a string literal is rare enough in these files to ignore).
 pub fn code(line: &str) -> &str {

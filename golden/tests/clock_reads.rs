@@ -9,7 +9,7 @@
 //! the clock port. Monotonic `std::time::Instant::now()` (how long
 //! something took) is not a wall-clock read and is allowed.
 
-use coordinator_golden::{code, rust_files, workspace};
+use coordinator_golden::{code, service_host_sources, workspace};
 use std::path::Path;
 
 /// Calls that read the wall clock.
@@ -36,15 +36,7 @@ const ALLOWED: &[(&str, &str)] = &[
 /// Every `file:line: call` that reads the wall clock outside [`ALLOWED`],
 /// in the `src/` folders of the host crates and the server.
 fn wall_clock_reads(root: &Path) -> Vec<String> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(root.join("host"))
-        .expect("host/")
-        .flatten()
-    {
-        rust_files(&entry.path().join("src"), &mut files);
-    }
-    rust_files(&root.join("server/src"), &mut files);
-    files.sort();
+    let files = service_host_sources(root);
     let mut found = Vec::new();
     for file in files {
         let relative = file

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeSet;
 
-use coordinator_golden::{code, rust_files, workspace};
+use coordinator_golden::{code, service_host_sources, workspace};
 
 /// The text of every `tracing::<level>!( ... )` event in `text`, comments
 /// left out, each with the line it starts on.
@@ -74,15 +74,7 @@ fn literal_fields<'a>(event: &'a str, field: &str) -> Vec<&'a str> {
 /// Every `(file:line, field, literal)` of the service host's log events.
 fn logged_literals() -> Vec<(String, &'static str, String)> {
     let root = workspace();
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(root.join("host"))
-        .expect("host/")
-        .flatten()
-    {
-        rust_files(&entry.path().join("src"), &mut files);
-    }
-    rust_files(&root.join("server/src"), &mut files);
-    files.sort();
+    let files = service_host_sources(&root);
     let mut found = Vec::new();
     for file in files {
         let text = std::fs::read_to_string(&file).expect("readable source");
@@ -141,16 +133,7 @@ fn every_log_code_has_its_page_and_is_logged() {
         .map(|(_, _, literal)| literal)
         .collect();
     let sources = {
-        let root = workspace();
-        let mut files = Vec::new();
-        for entry in std::fs::read_dir(root.join("host"))
-            .expect("host/")
-            .flatten()
-        {
-            rust_files(&entry.path().join("src"), &mut files);
-        }
-        rust_files(&root.join("server/src"), &mut files);
-        files
+        service_host_sources(&workspace())
             .iter()
             .filter(|f| !f.ends_with("log_codes.rs"))
             .map(|f| std::fs::read_to_string(f).expect("readable"))
