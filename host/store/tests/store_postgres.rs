@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use coordinator_ir::{Definition, Program};
 use coordinator_ports::{
-    Admitted, Commit, Erasure, Holds, HoldsAndReviews, Job, JobKind, JobQueue, LeaseRequest,
+    Admitted, Commit, Erasure, Holds, HoldsAndReviews, JobKind, JobQueue, LeaseRequest,
     Maintenance, NewJob, NewRun, Owner, RunAdmission, RunReads, StoreError as PortError,
 };
 use coordinator_runtime::audit::{journal_files, AuditJournal, AuditRecord};
@@ -24,34 +24,13 @@ use coordinator_runtime::package::write_package;
 use coordinator_runtime::secrets::{load_keys, SecretResolver};
 use coordinator_runtime::{check_runtime_file, Mode, RuntimeConfig};
 use coordinator_store::{self as store, PlanAction, Store, StoreError};
-use coordinator_testkit::conformance::{self, committed_at, Fixture};
+use coordinator_testkit::conformance::{self, committed_at, lease, Fixture};
 use coordinator_vm::{RunState, RunStatus};
 use serde_json::{json, Value};
 use sqlx::{Connection, Executor, PgConnection, Row};
 use time::OffsetDateTime;
 
 const MARKER: &str = "MARKER-7f3a9c-plaintext-probe";
-
-/// Leases as an ordinary process under restore epoch 0 would.
-async fn lease(
-    store: &Store,
-    owner: &str,
-    now: i64,
-    lease_until: i64,
-    limit: usize,
-) -> Result<Vec<Job>, PortError> {
-    store
-        .lease(&LeaseRequest {
-            owner,
-            now,
-            lease_until,
-            limit,
-            epoch: Some(0),
-            run_id: None,
-            receipt_lookups_only: false,
-        })
-        .await
-}
 
 use coordinator_testkit::postgres::{pg15_url, urls, Urls};
 

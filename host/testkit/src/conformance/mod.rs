@@ -131,8 +131,12 @@ fn dispatch(step: &str, attempt: u32) -> JobKind {
     }
 }
 
-/// Leases as an ordinary process under restore epoch 0 would.
-async fn lease(
+/// Leases up to `limit` jobs due by `now` (Unix seconds) for `owner` until
+/// `lease_until`, as an ordinary process under restore epoch 0 would.
+///
+/// # Errors
+/// The store's ([`JobQueue::lease`](coordinator_ports::store::JobQueue::lease)).
+pub async fn lease(
     s: &dyn RunStore,
     owner: &str,
     now: i64,
