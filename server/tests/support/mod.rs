@@ -180,12 +180,28 @@ pub fn suffix() -> String {
     uuid::Uuid::new_v4().simple().to_string()[..12].to_owned()
 }
 
+/// A TCP port on 127.0.0.1 that nothing listens on now, for a server a
+/// test starts (a coordinator, PostgreSQL, PgBouncer, a TCP hop).
+///
+/// Taken from 20000..32767, below Linux's ephemeral range (32768..60999):
+/// a port the kernel handed out for `bind(0)` can meanwhile become the
+/// local end of one of the many outgoing connections the tests make, and
+/// a server then fails to listen on it (one CI run lost a PostgreSQL
+/// start that way). Each port is handed out once per test process.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const LOW: u32 = 20_000;
+    const SPAN: u32 = 12_700;
+    let start = (std::process::id().wrapping_mul(7_919)) % SPAN;
+    loop {
+        let step = NEXT.fetch_add(1, Ordering::Relaxed);
+        assert!(step < SPAN, "no free port left in 20000..32700");
+        let port = (LOW + (start + step) % SPAN) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 pub fn write_secret(dir: &Path, name: &str, bytes: &[u8]) {
@@ -856,7 +872,11 @@ impl Cluster {
 
     pub fn start(&self) -> Urls {
         let out = self.script("start");
-        assert!(out.status.success(), "postgres.sh start failed");
+        assert!(
+            out.status.success(),
+            "postgres.sh start failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         Cluster::urls_of(&out)
     }
 
