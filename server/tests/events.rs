@@ -79,6 +79,7 @@ impl Env {
                     resource: None,
                 },
                 request_timeout_milliseconds: Some(5_000),
+                limits: None,
             }),
         );
         let clock = ManualClock::at(START);

@@ -105,6 +105,7 @@ impl Env {
                 }),
                 result_check_seconds: 900,
                 request_timeout_milliseconds: Some(10_000),
+                limits: None,
             }),
         );
         connections.insert(
@@ -113,6 +114,7 @@ impl Env {
                 base_url: messaging.base_url().to_owned(),
                 authorization: auth(&issuer, "notices"),
                 request_timeout_milliseconds: Some(5_000),
+                limits: None,
             }),
         );
         connections.insert(
@@ -122,6 +124,7 @@ impl Env {
                 profile: "follow-up-reader".into(),
                 authorization: auth(&issuer, "applications"),
                 request_timeout_milliseconds: Some(5_000),
+                limits: None,
             }),
         );
         let clock = ManualClock::at(START);

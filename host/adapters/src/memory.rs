@@ -168,6 +168,7 @@ mod tests {
                 resource: None,
             },
             request_timeout_milliseconds: None,
+            limits: None,
         })
     }
 

@@ -111,6 +111,7 @@ impl Env {
             profile: "follow-up-reader".into(),
             authorization: self.auth("breg"),
             request_timeout_milliseconds: Some(2000),
+            limits: None,
         })
     }
 
@@ -119,6 +120,7 @@ impl Env {
             base_url: self.messaging.base_url().to_owned(),
             authorization: self.auth("messaging"),
             request_timeout_milliseconds: Some(2000),
+            limits: None,
         })
     }
 
@@ -127,6 +129,7 @@ impl Env {
             base_url: self.scheduling.base_url().to_owned(),
             authorization: self.auth("scheduling"),
             request_timeout_milliseconds: Some(2000),
+            limits: None,
         })
     }
 
@@ -139,6 +142,7 @@ impl Env {
             completion: None,
             result_check_seconds: 900,
             request_timeout_milliseconds: Some(2000),
+            limits: None,
         })
     }
 
@@ -153,6 +157,7 @@ impl Env {
             query_parameters: vec!["district".into()],
             authorization: Some(self.auth("directory")),
             request_timeout_milliseconds: Some(2000),
+            limits: None,
         })
     }
 
@@ -162,6 +167,7 @@ impl Env {
             model: "triage-small".into(),
             authorization: self.auth("decision"),
             request_timeout_milliseconds: Some(2000),
+            limits: None,
         })
     }
 

@@ -24,7 +24,7 @@
 //! | `paths`, `queryParameters` | external-http | sorted, duplicates removed |
 //! | `authorization` | all (`null` for an external-http connection without one) | `tokenEndpoint`, `clientId`, `scopes` (sorted, duplicates removed), `resource` (`null` when absent) |
 //!
-//! Not in the binding: `requestTimeoutMilliseconds`, `resultCheckSeconds`,
+//! Not in the binding: `requestTimeoutMilliseconds`, `limits`, `resultCheckSeconds`,
 //! Casework `completion` (its `recipientBinding` and token), and
 //! `authorization.signingKeyRef`: none of them changes where a call goes or
 //! as whom (the issuer knows the client by `clientId`, so a new signing key
@@ -230,6 +230,7 @@ mod tests {
             base_url: "https://messaging.example.org".into(),
             authorization: auth(),
             request_timeout_milliseconds: Some(5_000),
+            limits: None,
         })
     }
 
@@ -242,6 +243,7 @@ mod tests {
             completion: None,
             result_check_seconds: 900,
             request_timeout_milliseconds: None,
+            limits: None,
         }
     }
 
@@ -278,6 +280,7 @@ mod tests {
                 base_url: "https://messaging.example.org".into(),
                 authorization: auth(),
                 request_timeout_milliseconds: Some(5_000),
+                limits: None,
             }),
         ] {
             assert_ne!(binding_digest(&changed), base, "{changed:?}");
@@ -302,6 +305,7 @@ mod tests {
                 query_parameters: query.iter().map(|s| (*s).to_owned()).collect(),
                 authorization: None,
                 request_timeout_milliseconds: None,
+                limits: None,
             }))
         };
         assert_ne!(ext(&["/a"], &[]), ext(&["/a", "/b"], &[]));

@@ -258,6 +258,17 @@ impl Connection {
         }
     }
 
+    /// `limits`, when set ([`CallLimits`]).
+    pub fn limits(&self) -> Option<&CallLimits> {
+        match self {
+            Connection::Breg(c) => c.limits.as_ref(),
+            Connection::Messaging(c) | Connection::Scheduling(c) => c.limits.as_ref(),
+            Connection::CaseworkReviewProducer(c) => c.limits.as_ref(),
+            Connection::ExternalHttp(c) => c.limits.as_ref(),
+            Connection::Decision(c) => c.limits.as_ref(),
+        }
+    }
+
     /// `requestTimeoutMilliseconds`, when set.
     pub fn request_timeout_milliseconds(&self) -> Option<u64> {
         match self {
@@ -267,6 +278,55 @@ impl Connection {
             Connection::ExternalHttp(c) => c.request_timeout_milliseconds,
             Connection::Decision(c) => c.request_timeout_milliseconds,
         }
+    }
+}
+
+/// `limits` of a connection: flow control of the calls made to it, across
+/// every workflow and every `coordinator` process of the deployment (they
+/// share it through PostgreSQL; docs/decisions.md "Flow control is shared
+/// through PostgreSQL"). Each member is optional; none set is no limit.
+/// A call that would exceed a limit waits for its turn (the run shows
+/// it); the wait counts against the run's deadline, never against the
+/// attempt's request budget.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CallLimits {
+    /// At most this many calls in flight at once (1 ..= 10,000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10000))]
+    pub in_flight: Option<u32>,
+    /// At most this many calls per second on average (greater than 0, at
+    /// most 10,000; fractions allowed: `0.5` is one call every 2 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.001, max = 10000))]
+    pub per_second: Option<f64>,
+    /// How many calls may go at once after a quiet spell (1 ..= 10,000;
+    /// needs `perSecond`; default `perSecond` rounded up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10000))]
+    pub burst: Option<u32>,
+}
+
+/// Highest `limits.inFlight`, `limits.perSecond` and `limits.burst`.
+pub const MAX_CALL_LIMIT: u32 = 10_000;
+
+/// Lowest `limits.perSecond` (one call every 1,000 s).
+pub const MIN_CALLS_PER_SECOND: f64 = 0.001;
+
+impl CallLimits {
+    /// The burst in force: `burst`, else `perSecond` rounded up (at least
+    /// 1); `None` without `perSecond`.
+    pub fn effective_burst(&self) -> Option<u32> {
+        let rate = self.per_second?;
+        Some(self.burst.unwrap_or_else(|| {
+            // perSecond is checked to 0.001 ..= 10,000, so this fits.
+            (rate.ceil() as u32).max(1)
+        }))
+    }
+
+    /// Whether any limit is set.
+    pub fn any(&self) -> bool {
+        self.in_flight.is_some() || self.per_second.is_some()
     }
 }
 
@@ -304,6 +364,10 @@ pub struct BregConnection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 300000))]
     pub request_timeout_milliseconds: Option<u64>,
+    /// Flow control of the calls to this connection, shared by every
+    /// workflow and every process of the deployment ([`CallLimits`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<CallLimits>,
 }
 
 /// `type: messaging` and `type: scheduling`.
@@ -318,6 +382,10 @@ pub struct PlainConnection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 300000))]
     pub request_timeout_milliseconds: Option<u64>,
+    /// Flow control of the calls to this connection, shared by every
+    /// workflow and every process of the deployment ([`CallLimits`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<CallLimits>,
 }
 
 /// `type: casework-review-producer` (seed 000 "Let Casework wake waiting runs").
@@ -345,6 +413,10 @@ pub struct CaseworkConnection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 300000))]
     pub request_timeout_milliseconds: Option<u64>,
+    /// Flow control of the calls to this connection, shared by every
+    /// workflow and every process of the deployment ([`CallLimits`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<CallLimits>,
 }
 
 /// `completion` of a Casework connection.
@@ -380,6 +452,10 @@ pub struct ExternalHttpConnection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 300000))]
     pub request_timeout_milliseconds: Option<u64>,
+    /// Flow control of the calls to this connection, shared by every
+    /// workflow and every process of the deployment ([`CallLimits`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<CallLimits>,
 }
 
 /// `type: decision`.
@@ -397,6 +473,10 @@ pub struct DecisionConnection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 300000))]
     pub request_timeout_milliseconds: Option<u64>,
+    /// Flow control of the calls to this connection, shared by every
+    /// workflow and every process of the deployment ([`CallLimits`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<CallLimits>,
 }
 
 /// `deployment`: the operator's part.

@@ -810,3 +810,46 @@ fn write_package_is_deterministic_and_refuses_an_existing_dir() {
     assert_eq!(loaded.definition, def);
     assert_eq!(loaded.digest, a);
 }
+
+/// `limits` of a connection: accepted in range, each fault refused at its
+/// key with `coordinator.runtime.call-limits`.
+#[test]
+fn checks_a_connections_call_limits() {
+    let f = fixture();
+    let from = "requestTimeoutMilliseconds: 2000";
+    let with = |limits: &str| {
+        f.text
+            .replacen(from, &format!("{from}\n    limits: {limits}"), 1)
+    };
+    for fine in [
+        "{inFlight: 2, perSecond: 5, burst: 5}",
+        "{perSecond: 0.5}",
+        "{inFlight: 10000}",
+        "{}",
+    ] {
+        let result = check(&with(fine), Mode::Deployment, false);
+        let errors: Vec<_> = result.diagnostics.iter().filter(|d| d.is_error()).collect();
+        assert!(errors.is_empty(), "{fine}: {errors:#?}");
+    }
+    for (limits, needle) in [
+        ("{inFlight: 0}", "limits: {inFlight: |0}"),
+        ("{inFlight: 10001}", "limits: {inFlight: |10001}"),
+        ("{perSecond: 0}", "limits: {perSecond: |0}"),
+        ("{perSecond: 20000}", "limits: {perSecond: |20000}"),
+        (
+            "{perSecond: 5, burst: 0}",
+            "limits: {perSecond: 5, burst: |0}",
+        ),
+        ("{burst: 5}", "limits: {burst: |5}"),
+    ] {
+        refuses(
+            &with("{}"),
+            "limits: {}",
+            &format!("limits: {limits}"),
+            Mode::Deployment,
+            false,
+            "coordinator.runtime.call-limits",
+            needle,
+        );
+    }
+}

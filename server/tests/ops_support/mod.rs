@@ -152,6 +152,7 @@ impl Fakes {
                 completion: None,
                 result_check_seconds: 900,
                 request_timeout_milliseconds: Some(5_000),
+                limits: None,
             }),
         );
         connections.insert(
@@ -160,6 +161,7 @@ impl Fakes {
                 base_url: messaging.base_url().to_owned(),
                 authorization: auth(&issuer, "notices"),
                 request_timeout_milliseconds: Some(5_000),
+                limits: None,
             }),
         );
         Fakes {

@@ -5,7 +5,10 @@ use std::collections::BTreeMap;
 
 use super::{ptr, Checker};
 use crate::codes;
-use crate::config::{CaseworkConnection, Connection, ExternalHttpConnection, RuntimeConfig};
+use crate::config::{
+    CallLimits, CaseworkConnection, Connection, ExternalHttpConnection, RuntimeConfig,
+    MAX_CALL_LIMIT, MIN_CALLS_PER_SECOND,
+};
 
 impl Checker<'_> {
     /// Each connection: what every type shares
@@ -41,6 +44,9 @@ impl Checker<'_> {
             }
             self.non_empty(&format!("{a}/clientId"), &auth.client_id);
         }
+        if let Some(limits) = conn.limits() {
+            self.call_limits(&format!("{base}/limits"), limits);
+        }
         if let Some(ms) = conn.request_timeout_milliseconds() {
             if !(1..=300_000).contains(&ms) {
                 self.err(
@@ -51,6 +57,40 @@ impl Checker<'_> {
                     "Use a timeout of at most five minutes, or omit the key for the default.",
                 );
             }
+        }
+    }
+
+    /// A connection's `limits`: `inFlight` and `burst` in 1 ..= 10,000,
+    /// `perSecond` a finite number in 0.001 ..= 10,000, `burst` only
+    /// beside `perSecond`.
+    fn call_limits(&mut self, base: &str, limits: &CallLimits) {
+        let max = MAX_CALL_LIMIT;
+        for (key, value) in [("inFlight", limits.in_flight), ("burst", limits.burst)] {
+            if let Some(v) = value.filter(|v| !(1..=max).contains(v)) {
+                self.err(
+                    codes::RUNTIME_CALL_LIMITS,
+                    self.doc.locate(&format!("{base}/{key}")),
+                    format!("limits.{key} is {v}; it must be between 1 and {max}"),
+                    "Choose a whole number from 1 to 10000, or omit the key for no such limit.",
+                );
+            }
+        }
+        if let Some(rate) = limits.per_second {
+            if !rate.is_finite() || !(MIN_CALLS_PER_SECOND..=f64::from(max)).contains(&rate) {
+                self.err(
+                    codes::RUNTIME_CALL_LIMITS,
+                    self.doc.locate(&format!("{base}/perSecond")),
+                    format!("limits.perSecond is {rate}; it must be between 0.001 and {max}"),
+                    "Take the product's published quota in calls per second (0.5 is one call every 2 s), or omit the key.",
+                );
+            }
+        } else if limits.burst.is_some() {
+            self.err(
+                codes::RUNTIME_CALL_LIMITS,
+                self.doc.locate(&format!("{base}/burst")),
+                "limits.burst is set without limits.perSecond",
+                "A burst is how far the rate may be exceeded after a quiet spell: set perSecond too, or remove burst.",
+            );
         }
     }
 
