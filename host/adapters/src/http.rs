@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use coordinator_ir::catalogue;
+use coordinator_ir::instant::Instant;
+use coordinator_ports::adapter::RetryAfter;
 use coordinator_vm::Answer;
-use reqwest::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use reqwest::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
 use reqwest::{Method, Url};
 use serde_json::{Map, Value};
 
@@ -73,7 +75,7 @@ impl HttpAdapter {
         plan: Plan,
         idempotency_key: Option<&str>,
         mark: &dyn MarkSending,
-    ) -> Result<Result<(u16, Vec<u8>), Outcome>, AdapterError> {
+    ) -> Result<Result<Answered, Outcome>, AdapterError> {
         let timeout = Duration::from_millis(
             connection
                 .request_timeout_milliseconds()
@@ -124,6 +126,14 @@ impl HttpAdapter {
             Err(e) => return Ok(Err(transport(&e))),
         };
         let status = response.status().as_u16();
+        let retry_after = match status {
+            429 | 503 => response
+                .headers()
+                .get(RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(retry_after),
+            _ => None,
+        };
         let mut body = Vec::new();
         loop {
             match response.chunk().await {
@@ -137,8 +147,36 @@ impl HttpAdapter {
                 Err(e) => return Ok(Err(transport(&e))),
             }
         }
-        Ok(Ok((status, body)))
+        Ok(Ok(Answered {
+            status,
+            body,
+            retry_after,
+        }))
     }
+}
+
+/// A product's answer to one request, read whole.
+struct Answered {
+    status: u16,
+    body: Vec<u8>,
+    /// `Retry-After` of a 429 or 503, when it parses.
+    retry_after: Option<RetryAfter>,
+}
+
+/// Reads a `Retry-After` value (RFC 9110 §10.2.3): `delay-seconds` (digits
+/// only) or an HTTP date (`httpdate`); `None` for anything else, which is
+/// then ignored (the step's retry policy applies).
+fn retry_after(value: &str) -> Option<RetryAfter> {
+    let value = value.trim();
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        // More digits than a u64 holds is "a very long time".
+        return Some(RetryAfter::Seconds(value.parse().unwrap_or(u64::MAX)));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    let since = at.duration_since(std::time::UNIX_EPOCH).ok()?;
+    Some(RetryAfter::At(Instant::from_unix_seconds(
+        i64::try_from(since.as_secs()).ok()?,
+    )))
 }
 
 /// One planned request.
@@ -447,10 +485,21 @@ impl ProductAdapter for HttpAdapter {
             .await?;
         Ok(match sent {
             Err(outcome) => outcome,
-            Ok((status, body)) if request.operation_id == "external.get/v1" => {
-                external_status(status, &body)
+            Ok(a) if request.operation_id == "external.get/v1" => {
+                external_status(a.status, &a.body)
             }
-            Ok((status, body)) => dispatch_status(&request.operation_id, status, &body),
+            Ok(a) => match (
+                dispatch_status(&request.operation_id, a.status, &a.body),
+                a.retry_after,
+            ) {
+                (Outcome::Answer(answer @ Answer::Retryable { .. }), Some(retry_after)) => {
+                    Outcome::HeldBack {
+                        answer,
+                        retry_after,
+                    }
+                }
+                (outcome, _) => outcome,
+            },
         })
     }
 
@@ -478,7 +527,7 @@ impl ProductAdapter for HttpAdapter {
             .await?;
         Ok(match sent {
             Err(outcome) => outcome,
-            Ok((status, body)) => receipt_status(&request.operation_id, status, &body),
+            Ok(a) => receipt_status(&request.operation_id, a.status, &a.body),
         })
     }
     async fn observe(
@@ -488,5 +537,29 @@ impl ProductAdapter for HttpAdapter {
         handle: &str,
     ) -> Result<Observation, ObserveError> {
         crate::casework::observe(self, connection, completion, handle).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_reads_seconds_and_http_dates_and_ignores_the_rest() {
+        assert_eq!(retry_after("120"), Some(RetryAfter::Seconds(120)));
+        assert_eq!(retry_after(" 0 "), Some(RetryAfter::Seconds(0)));
+        assert_eq!(
+            retry_after("99999999999999999999999"),
+            Some(RetryAfter::Seconds(u64::MAX))
+        );
+        assert_eq!(
+            retry_after("Wed, 21 Oct 2026 07:28:00 GMT"),
+            Some(RetryAfter::At(
+                Instant::parse("2026-10-21T07:28:00Z").expect("instant")
+            ))
+        );
+        for junk in ["", "-5", "1.5", "soon", "Wed, 99 Oct 2026 07:28:00 GMT"] {
+            assert_eq!(retry_after(junk), None, "{junk:?}");
+        }
     }
 }

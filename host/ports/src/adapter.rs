@@ -68,6 +68,40 @@ pub enum Outcome {
         /// The HTTP status.
         status: u16,
     },
+    /// A 429 or 503 that said when to come back (`Retry-After`): `answer`
+    /// is what the status means for this attempt (retryable), and the
+    /// engine holds every next call to the connection back until
+    /// `retry_after` ([`crate::flow::FlowControl::hold_back_connection`]).
+    HeldBack {
+        /// The attempt's answer.
+        answer: Answer,
+        /// When the product asked to be called again.
+        retry_after: RetryAfter,
+    },
+}
+
+/// A product's `Retry-After` header (RFC 9110 §10.2.3), as it was written.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RetryAfter {
+    /// `delay-seconds`: this many seconds after the answer.
+    Seconds(u64),
+    /// An HTTP date.
+    At(coordinator_ir::instant::Instant),
+}
+
+impl RetryAfter {
+    /// The instant it names, the answer having come at `now`.
+    pub fn until(
+        &self,
+        now: &coordinator_ir::instant::Instant,
+    ) -> coordinator_ir::instant::Instant {
+        match self {
+            RetryAfter::Seconds(s) => now
+                .plus_seconds(i64::try_from(*s).unwrap_or(i64::MAX))
+                .unwrap_or(*now),
+            RetryAfter::At(at) => *at,
+        }
+    }
 }
 
 impl Outcome {
@@ -85,6 +119,7 @@ impl Outcome {
             Outcome::InvalidResponse { status } => Answer::InvalidResponse {
                 code: format!("http-{status}"),
             },
+            Outcome::HeldBack { answer, .. } => answer,
         }
     }
 
@@ -93,7 +128,7 @@ impl Outcome {
     /// dispatch metric.
     pub fn kind(&self) -> &'static str {
         match self {
-            Outcome::Answer(a) => a.kind(),
+            Outcome::Answer(a) | Outcome::HeldBack { answer: a, .. } => a.kind(),
             Outcome::InvalidCommand { .. } => "invalid-command",
             Outcome::InvalidResponse { .. } => "invalid-response",
         }
@@ -102,7 +137,7 @@ impl Outcome {
     /// The outcome's kind and code, for logs (never a body).
     pub fn label(&self) -> String {
         match self {
-            Outcome::Answer(a) => match a {
+            Outcome::Answer(a) | Outcome::HeldBack { answer: a, .. } => match a {
                 Answer::Retryable { code }
                 | Answer::Refused { code }
                 | Answer::Uncertain { code } => {

@@ -9,6 +9,9 @@
 //!   same trait.
 //! - [`counts`]: the [`RunCounts`] port (doctor's and `/metrics`' counts,
 //!   read in time independent of the number of runs).
+//! - [`flow`]: the [`FlowControl`] port (a connection's `limits` and a
+//!   product's `Retry-After`, shared by every process) and
+//!   [`MemoryFlowControl`].
 //! - [`clock`]: the [`Clock`] port ([`SystemClock`], [`ManualClock`]).
 //! - [`adapter`]: the [`ProductAdapter`] port through which the service
 //!   calls products, and what it answers.
@@ -25,6 +28,7 @@
 pub mod adapter;
 pub mod clock;
 pub mod counts;
+pub mod flow;
 pub mod memory;
 pub mod store;
 
@@ -34,6 +38,7 @@ pub use adapter::{
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use counts::{LiveCounts, RunCounts};
+pub use flow::{FlowControl, FlowLimit, MemoryFlowControl, SlotAnswer, SlotRequest};
 pub use memory::MemoryRunStore;
 pub use store::{
     Admitted, Commit, Committed, Erasure, Holds, Job, JobKind, JobState, LeaseOnInsert,
