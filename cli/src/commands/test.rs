@@ -117,7 +117,11 @@ fn read_scenarios(
     Ok((doc, scenarios))
 }
 
-fn run_cases(
+/// Runs the cases of `scenarios` (read from `doc`) on `program`, only
+/// case `only` when given; a case's faults and an unknown `only` go to
+/// `diagnostics`. `test` and the language server's coverage hints run
+/// cases here.
+pub(crate) fn run_cases(
     program: &Program,
     doc: &YamlDocument,
     scenarios: &file::ScenarioFile,
