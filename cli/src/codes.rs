@@ -43,6 +43,8 @@ coordinator_source::diagnostic_codes! {
         "`package` could not write the package directory.");
     SCENARIO_UNKNOWN_CASE = ("coordinator.scenario.unknown-case", Error,
         "`test --case ID` names a case id that `scenarios.yaml` does not have.");
+    TEST_FAIL_UNDER = ("coordinator.test.fail-under", Error,
+        "`test --fail-under PERCENT` was given something other than a number from 0 to 100.");
     TYPES_WRITE = ("coordinator.types.write", Error,
         "`types` could not write the generated caller to `--output`.");
 }

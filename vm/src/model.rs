@@ -420,12 +420,46 @@ impl RunState {
 }
 
 /// The result of one admission or event: the new state, the commands to
-/// perform in order, and the status (the same as `state.status`).
+/// perform in order, the status (the same as `state.status`) and the edges
+/// the run took while the event was applied.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Resumed {
     pub state: RunState,
     pub commands: Vec<Command>,
     pub status: RunStatus,
+    /// The edges the run took applying this admission or event, in the
+    /// order taken (empty when it stayed in one step or ended there). Not
+    /// part of the state: a host that wants the record keeps it (the
+    /// scenario host's coverage does).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub edges: Vec<EdgeTaken>,
+}
+
+/// Which authored member of a step an edge comes from: the names
+/// `workflow.yaml` and explain's `successors` give them.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase", deny_unknown_fields)]
+pub enum Edge {
+    /// `next` of a call, wait-until or wait-for.
+    Next,
+    /// The case `label` of a choose.
+    Case { label: String },
+    /// `onDeclaredRefusal` of a call (an owner-declared no-effect refusal).
+    OnDeclaredRefusal,
+    /// `onTimeout` of a wait-for.
+    OnTimeout,
+    /// `onCancel` of a wait-for.
+    OnCancel,
+}
+
+/// One edge a run took: out of step `from` (its name) by member `edge` to
+/// step `to`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EdgeTaken {
+    pub from: String,
+    pub edge: Edge,
+    pub to: String,
 }
 
 /// Why an admission or event was refused. The state is unchanged.

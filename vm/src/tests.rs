@@ -609,6 +609,43 @@ fn cancel_during_wait_for_takes_on_cancel_and_ends_cancelled() {
     );
 }
 
+/// Each edge a run takes is reported once, named by its authored member,
+/// in the result of the event that took it (the record coverage reads).
+#[test]
+fn the_edges_taken_are_reported_with_the_event_that_took_them() {
+    let taken = |from: &str, edge: Edge, to: &str| EdgeTaken {
+        from: from.into(),
+        edge,
+        to: to.into(),
+    };
+    let d = submitted(true, true);
+    assert_eq!(d.last.edges, vec![taken("submit", Edge::Next, "await")]);
+    let mut timed_out = submitted(true, true);
+    timed_out.feed(Event::TimerFired { at: at(3600) });
+    assert_eq!(
+        timed_out.last.edges,
+        vec![taken("await", Edge::OnTimeout, "timed-out")]
+    );
+    let mut cancelled = submitted(true, true);
+    cancelled.feed(Event::CancelRequested { at: at(60) });
+    assert_eq!(
+        cancelled.last.edges,
+        vec![taken("await", Edge::OnCancel, "withdrawn")]
+    );
+    let mut declined = Driver::admit(&declared_refusal_program(true), json!({}));
+    assert!(declined.last.edges.is_empty());
+    declined.feed(answered(
+        "approve",
+        Answer::DeclaredRefusal {
+            refusal_code: "not-eligible".into(),
+        },
+    ));
+    assert_eq!(
+        declined.last.edges,
+        vec![taken("approve", Edge::OnDeclaredRefusal, "declined")]
+    );
+}
+
 #[test]
 fn cancel_after_an_accepted_mutation_without_on_cancel() {
     let mut d = submitted(false, false);
@@ -791,6 +828,16 @@ fn choose_goes_to_the_case_the_function_names() {
     b.step("many", finish(many, None));
     let d = Driver::admit(&b.build(), json!({}));
     assert_eq!(d.path(), ["how-many", "many"]);
+    assert_eq!(
+        d.last.edges,
+        vec![EdgeTaken {
+            from: "how-many".into(),
+            edge: Edge::Case {
+                label: "many".into()
+            },
+            to: "many".into(),
+        }]
+    );
 }
 
 #[test]
@@ -1168,6 +1215,7 @@ fn an_interrupted_read_goes_again_and_a_mutation_is_held() {
     assert_eq!(
         crate::recovery_support(m.vm.program(), "send"),
         Some(RecoverySupport {
+            holds: true,
             retry_same: true,
             reconcile: false
         })
@@ -1177,6 +1225,7 @@ fn an_interrupted_read_goes_again_and_a_mutation_is_held() {
     assert_eq!(
         crate::recovery_support(eval.vm.program(), "send"),
         Some(RecoverySupport {
+            holds: true,
             retry_same: false,
             reconcile: false
         })

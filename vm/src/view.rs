@@ -218,6 +218,10 @@ impl Vm {
 /// scenario's `recovery` entries with it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecoverySupport {
+    /// An uncertain answer to a dispatch holds the run for an operator
+    /// (`attention`, effect `unknown`): a mutation or an evaluation. A
+    /// read is sent again by the VM instead and is never held.
+    pub holds: bool,
     /// `retry-same` may resend the command.
     pub retry_same: bool,
     /// `reconcile` may look up the receipt.
@@ -228,6 +232,7 @@ impl RecoverySupport {
     /// What an operation with `descriptor` supports.
     pub fn of(descriptor: &OperationDescriptor) -> RecoverySupport {
         RecoverySupport {
+            holds: descriptor.effect != Effect::Read,
             retry_same: descriptor.effect != Effect::Evaluation,
             reconcile: descriptor.receipt,
         }

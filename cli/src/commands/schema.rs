@@ -1,6 +1,7 @@
-//! `coordinatorctl schema --kind project|scenarios|runtime|explain`: prints
-//! the JSON Schema (draft 2020-12) of a file format, generated from the Rust
-//! types that read it (SPEC §1), or of `explain --format json`'s report.
+//! `coordinatorctl schema --kind project|scenarios|runtime|explain|coverage`:
+//! prints the JSON Schema (draft 2020-12) of a file format, generated from
+//! the Rust types that read it (SPEC §1), of `explain --format json`'s
+//! report, or of the `coverage` member of `test --coverage --format json`.
 //! `docs/schemas/` keeps copies, checked by tests.
 
 use clap::{Args, ValueEnum};
@@ -18,6 +19,8 @@ pub enum Kind {
     Runtime,
     /// `explain --format json`'s report with the typed IR (CoordinatorExplainReport).
     Explain,
+    /// The `coverage` member of `test --coverage --format json` (docs/coverage.md).
+    Coverage,
 }
 
 /// Arguments of `schema`.
@@ -36,6 +39,7 @@ pub fn schema_text(kind: Kind) -> String {
         Kind::Scenarios => coordinator_scenario::file::scenarios_schema(),
         Kind::Runtime => coordinator_runtime::runtime_schema(),
         Kind::Explain => super::explain::report_schema(),
+        Kind::Coverage => super::test::coverage::schema(),
     };
     let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
     text.push('\n');

@@ -1,20 +1,27 @@
-//! `coordinatorctl test --project D [--case ID] [--format text|json]`: runs
-//! the project's scenarios on a virtual clock (SPEC §7).
+//! `coordinatorctl test --project D [--case ID] [--format text|json]
+//! [--coverage] [--fail-under PERCENT]`: runs the project's scenarios on a
+//! virtual clock (SPEC §7).
 //!
 //! Prints `PASS id` / `FAIL id` (with the first difference) per case, then
 //! `N passed, M failed`. Exit 0 when every case passes, 1 on any failure or
 //! on a fault of the project or the scenario file, 3 when a file is missing.
+//! With `--coverage` (or `--fail-under`), what the cases reached of the
+//! workflow follows ([`coverage`], docs/coverage.md); exit 1 as well when
+//! it is below `--fail-under`; 2 when `--fail-under` is not a percentage.
+
+pub(crate) mod coverage;
 
 use std::path::{Path, PathBuf};
 
 use clap::Args;
+use coordinator_compiler::explain_data::ExplainData;
 use coordinator_ir::Program;
 use coordinator_scenario::{file, run};
 use coordinator_source::{Diagnostic, YamlDocument};
 use serde::Serialize;
 
 use crate::codes;
-use crate::report::{self, EXIT_OK, EXIT_REFUSED};
+use crate::report::{self, EXIT_OK, EXIT_REFUSED, EXIT_USAGE};
 use crate::Format;
 
 /// Arguments of `test`.
@@ -29,12 +36,24 @@ pub struct TestArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
+    /// Also report which steps, edges, outcomes and recovery paths the
+    /// cases reached, and where each unreached one is in workflow.yaml
+    /// (docs/coverage.md).
+    #[arg(long)]
+    pub coverage: bool,
+    /// Exit 1 when the reached items (steps, edges, outcomes and recovery
+    /// paths together) are below PERCENT of all of them (0 to 100;
+    /// implies --coverage).
+    #[arg(long = "fail-under", value_name = "PERCENT")]
+    pub fail_under: Option<String>,
 }
 
 /// The scenarios of a compiled project, all run.
 pub struct ScenarioRun {
     pub reports: Vec<run::CaseReport>,
     pub diagnostics: Vec<Diagnostic>,
+    /// The compiled workflow as explain's data (when it compiled).
+    pub explain: Option<ExplainData>,
 }
 
 impl ScenarioRun {
@@ -56,6 +75,7 @@ pub fn compile_and_run(project: &Path, only: Option<&str>) -> (Option<Program>, 
             ScenarioRun {
                 reports: Vec::new(),
                 diagnostics,
+                explain: None,
             },
         );
     };
@@ -71,6 +91,7 @@ pub fn compile_and_run(project: &Path, only: Option<&str>) -> (Option<Program>, 
         ScenarioRun {
             reports,
             diagnostics,
+            explain: compiled.explain_data,
         },
     )
 }
@@ -96,7 +117,11 @@ fn read_scenarios(
     Ok((doc, scenarios))
 }
 
-fn run_cases(
+/// Runs the cases of `scenarios` (read from `doc`) on `program`, only
+/// case `only` when given; a case's faults and an unknown `only` go to
+/// `diagnostics`. `test` and the language server's coverage hints run
+/// cases here.
+pub(crate) fn run_cases(
     program: &Program,
     doc: &YamlDocument,
     scenarios: &file::ScenarioFile,
@@ -139,15 +164,77 @@ struct TestExtra<'a> {
     passed: usize,
     failed: usize,
     cases: &'a [run::CaseReport],
+    /// Only with `--coverage` or `--fail-under`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    coverage: Option<&'a coverage::Coverage>,
+}
+
+/// `--fail-under`'s value: a percentage from 0 to 100 (a decimal number
+/// such as `80` or `92.5`), else a diagnostic on the flag.
+fn fail_under(text: &str) -> Result<f64, Diagnostic> {
+    match text.trim().parse::<f64>() {
+        Ok(p) if p.is_finite() && (0.0..=100.0).contains(&p) => Ok(p),
+        _ => Err(Diagnostic::error(
+            codes::TEST_FAIL_UNDER,
+            coordinator_source::Located {
+                file: "--fail-under".into(),
+                ..Default::default()
+            },
+            format!("`{text}` is not a percentage from 0 to 100"),
+            "Give a number from 0 to 100, such as --fail-under 80.",
+        )),
+    }
+}
+
+/// The coverage of `outcome`'s cases, held to `threshold`; `None` when the
+/// project did not compile.
+fn coverage_of(
+    project: &Path,
+    outcome: &ScenarioRun,
+    program: Option<&Program>,
+    threshold: Option<f64>,
+) -> Option<coverage::Coverage> {
+    let (ir, program) = (outcome.explain.as_ref()?, program?);
+    let display = project.display().to_string();
+    let shown = display_join(&display, coordinator_compiler::WORKFLOW_FILE);
+    // Positions only: the file compiled a moment ago; unreadable now, the
+    // positions are 0.
+    let doc = coordinator_source::read_file(
+        &project.join(coordinator_compiler::WORKFLOW_FILE),
+        &shown,
+        coordinator_source::yaml::MAX_FILE_BYTES,
+    )
+    .ok()
+    .and_then(|text| coordinator_source::parse(&shown, &text).ok());
+    let workflow = coverage::workflow(ir, program, doc.as_ref(), &shown, &outcome.reports);
+    Some(coverage::project(vec![workflow], threshold))
 }
 
 /// Runs `test`; returns the exit code.
 pub fn run(args: TestArgs) -> u8 {
-    let (_, outcome) = compile_and_run(&args.project, args.case.as_deref());
+    let threshold = match args.fail_under.as_deref().map(fail_under).transpose() {
+        Ok(t) => t,
+        Err(d) => {
+            let diagnostics = [d];
+            match args.format {
+                Format::Json => {
+                    report::print_json("test", false, "failed", &diagnostics, serde_json::json!({}))
+                }
+                Format::Text => report::print_diagnostics(&diagnostics),
+            }
+            return EXIT_USAGE;
+        }
+    };
+    let (program, outcome) = compile_and_run(&args.project, args.case.as_deref());
+    let coverage = (args.coverage || threshold.is_some())
+        .then(|| coverage_of(&args.project, &outcome, program.as_ref(), threshold))
+        .flatten();
     let passed = outcome.reports.iter().filter(|r| r.passed).count();
     let failed = outcome.reports.len() - passed;
     let code = match report::exit_code(&outcome.diagnostics) {
-        EXIT_OK if failed > 0 => EXIT_REFUSED,
+        EXIT_OK if failed > 0 || coverage.as_ref().is_some_and(|c| c.below_fail_under) => {
+            EXIT_REFUSED
+        }
         c => c,
     };
     match args.format {
@@ -161,28 +248,36 @@ pub fn run(args: TestArgs) -> u8 {
                     passed,
                     failed,
                     cases: &outcome.reports,
+                    coverage: coverage.as_ref(),
                 },
             );
         }
         Format::Text => {
-            report::print_diagnostics(&outcome.diagnostics);
-            for r in &outcome.reports {
-                if r.passed {
-                    outln!("PASS {}", r.id);
-                } else {
-                    outln!("FAIL {}", r.id);
-                    if let Some(d) = &r.difference {
-                        outln!("  {d}");
-                    }
-                    if let (Some(code), Some(detail)) = (&r.failure, &r.failure_detail) {
-                        outln!("  the run failed {code} at {detail}");
-                    }
-                }
-            }
-            if !outcome.reports.is_empty() || outcome.diagnostics.is_empty() {
-                outln!("{passed} passed, {failed} failed");
+            print_text(&outcome, passed, failed);
+            if let Some(c) = &coverage {
+                out!("{}", coverage::render_text(c));
             }
         }
     }
     code
+}
+
+fn print_text(outcome: &ScenarioRun, passed: usize, failed: usize) {
+    report::print_diagnostics(&outcome.diagnostics);
+    for r in &outcome.reports {
+        if r.passed {
+            outln!("PASS {}", r.id);
+        } else {
+            outln!("FAIL {}", r.id);
+            if let Some(d) = &r.difference {
+                outln!("  {d}");
+            }
+            if let (Some(code), Some(detail)) = (&r.failure, &r.failure_detail) {
+                outln!("  the run failed {code} at {detail}");
+            }
+        }
+    }
+    if !outcome.reports.is_empty() || outcome.diagnostics.is_empty() {
+        outln!("{passed} passed, {failed} failed");
+    }
 }

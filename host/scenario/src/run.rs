@@ -9,6 +9,9 @@
 //! its wait began is observed when the wait begins.
 
 mod drive;
+mod exercised;
+
+pub use exercised::{recovery_paths, Edge, EdgeTaken, Exercised, RecoveryPath};
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -48,6 +51,10 @@ pub struct CaseReport {
     /// sentence (a Function error names the Function, the input and the
     /// JSON Pointer).
     pub failure_detail: Option<String>,
+    /// What the VM did in the case (for coverage; not part of the
+    /// report's JSON).
+    #[serde(skip)]
+    pub exercised: Exercised,
 }
 
 /// Runs case number `index` of the file. `Err` carries located diagnostics
@@ -63,7 +70,8 @@ pub fn run_case(
 ) -> Result<CaseReport, Vec<Diagnostic>> {
     let mut host = CaseHost::new(vm, doc, index, case);
     let end = host.drive()?;
-    let report = compare(case, &end);
+    let mut report = compare(case, &end);
+    report.exercised = std::mem::take(&mut host.exercised);
     if report.passed {
         let unused = host.unused_replies();
         if !unused.is_empty() {
@@ -97,6 +105,8 @@ struct CaseHost<'a> {
     last_reply: BTreeMap<String, Reply>,
     completion_delivered: bool,
     deadline: Option<Instant>,
+    /// What the VM did so far.
+    exercised: Exercised,
 }
 
 impl<'a> CaseHost<'a> {
@@ -118,6 +128,7 @@ impl<'a> CaseHost<'a> {
             last_reply: BTreeMap::new(),
             completion_delivered: false,
             deadline: None,
+            exercised: Exercised::default(),
         }
     }
 
@@ -316,6 +327,7 @@ fn compare(case: &Case, end: &End) -> CaseReport {
             .failure
             .as_ref()
             .map(|f| format!("step {}: {}", f.step, f.message)),
+        exercised: Exercised::default(),
     };
     let expect = &case.expect;
     let difference = if expect.path != state.path {

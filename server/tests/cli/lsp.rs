@@ -590,3 +590,62 @@ fn lsp_survives_half_typed_files_and_malformed_messages() {
     assert_eq!(code, Some(0), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// A step no scenario case reaches is marked with a hint at its name (as
+/// `test --coverage` finds it: the cases are run); a case that reaches it,
+/// typed into scenarios.yaml unsaved, clears the hint.
+#[test]
+fn lsp_hints_the_steps_no_case_reaches() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    assert!(ctl(tmp.path(), &["init", "--directory", "follow-up"])
+        .status
+        .success());
+    let project = tmp.path().join("follow-up");
+    let scenarios_path = project.join("scenarios.yaml");
+    let all_cases = std::fs::read_to_string(&scenarios_path).expect("scenarios.yaml");
+    let cut = all_cases.find("- id: permission-withdrawn").expect("case");
+    let rest = all_cases.find("- id: same-command").expect("next case");
+    let fewer = format!("{}{}", &all_cases[..cut], &all_cases[rest..]);
+    std::fs::write(&scenarios_path, &fewer).expect("write");
+    let path = project.join("workflow.yaml");
+    let wf = uri(&path);
+    let text = std::fs::read_to_string(&path).expect("workflow.yaml");
+
+    let mut ed = Editor::start(tmp.path());
+    ed.initialize(tmp.path());
+    ed.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": wf, "languageId": "yaml", "version": 1, "text": text}}),
+    );
+    let diags = ed.diagnostics(&wf, Some(1));
+    assert_eq!(diags.len(), 1, "{diags:#?}");
+    let hint = &diags[0];
+    assert_eq!(hint["severity"], 4, "a hint");
+    assert!(hint.get("code").is_none(), "{hint}");
+    let (line, column) = position_of(&text, "        skip: skipped\n", "skipped:");
+    assert_eq!(
+        hint["range"],
+        json!({"start": {"line": line, "character": column}, "end": {"line": line, "character": column + 7}})
+    );
+    assert!(
+        hint["message"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("no case of scenarios.yaml reaches step `skipped`"),
+        "{hint}"
+    );
+
+    let sc = uri(&scenarios_path);
+    ed.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": sc, "languageId": "yaml", "version": 1, "text": all_cases}}),
+    );
+    assert_eq!(ed.diagnostics(&sc, Some(1)), Vec::<Value>::new());
+    assert_eq!(
+        ed.diagnostics(&wf, Some(1)),
+        Vec::<Value>::new(),
+        "every step reached"
+    );
+    let (code, stderr) = ed.finish();
+    assert_eq!(code, Some(0), "{stderr}");
+}

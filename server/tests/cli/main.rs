@@ -2,11 +2,12 @@
 //! server driven as an editor drives it (`lsp`), the rich form of `check`
 //! (`rich`), seed 004's
 //! author journey byte for byte (`seed004`), bad input and closed pipes
-//! (`robustness`), the deployment commands on PostgreSQL
+//! (`robustness`), scenario coverage (`coverage`), the deployment commands on PostgreSQL
 //! (`deploy_postgres`), the caller and operator commands over a real
 //! service (`ops`), explain's typed IR (`explain`) and the drawn graph
 //! (`graph`).
 
+mod coverage;
 mod deploy_postgres;
 mod explain;
 mod graph;

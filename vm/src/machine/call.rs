@@ -7,9 +7,10 @@ use serde_json::{json, Value};
 
 use super::{reject, Run};
 use crate::model::{
-    Answer, CallPhase, CancelMode, Command, EffectState, FailureCode, Pending, RejectCode,
+    Answer, CallPhase, CancelMode, Command, Edge, EffectState, FailureCode, Pending, RejectCode,
     Rejected, RunStatus,
 };
+use crate::view::RecoverySupport;
 
 /// The call an answer is for, as the run stood when the answer arrived.
 struct AnsweredCall<'v> {
@@ -193,7 +194,7 @@ impl<'v> Run<'v> {
             self.end_cancelled();
             return Ok(());
         }
-        self.advance(call.next)
+        self.follow(call.step, Edge::Next, call.next)
     }
 
     /// Any answer but the original response to a receipt lookup leaves the
@@ -228,11 +229,15 @@ impl<'v> Run<'v> {
                     self.dispatch()?;
                 }
             }
-            Answer::Uncertain { .. } => match effect {
-                Effect::Read if call.cancelling => self.end_cancelled(),
-                Effect::Read => self.dispatch()?,
-                Effect::Mutation | Effect::Evaluation => self.hold_effect_unknown(call),
-            },
+            Answer::Uncertain { .. } => {
+                if RecoverySupport::of(&call.binding.descriptor).holds {
+                    self.hold_effect_unknown(call);
+                } else if call.cancelling {
+                    self.end_cancelled();
+                } else {
+                    self.dispatch()?;
+                }
+            }
             Answer::Refused { code } if effect == Effect::Read => {
                 self.product_refused(call.step, code, call.cancelling)
             }
@@ -280,7 +285,7 @@ impl<'v> Run<'v> {
                     self.vm.step_name(call.step).to_owned(),
                     json!({ "refusalCode": refusal_code }),
                 );
-                self.advance(route)?;
+                self.follow(call.step, Edge::OnDeclaredRefusal, route)?;
             }
             None => self.product_refused(call.step, refusal_code, call.cancelling),
         }

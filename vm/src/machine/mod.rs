@@ -23,7 +23,7 @@ use coordinator_ir::{Instr, Program, SchemaId, StepId};
 use serde_json::Value;
 
 use crate::functions::Sandbox;
-use crate::model::{Command, RejectCode, Rejected, RunState};
+use crate::model::{Command, EdgeTaken, RejectCode, Rejected, RunState};
 use coordinator_ir::instant::Instant;
 
 /// A Program that failed to load: the sentence says why.
@@ -61,6 +61,8 @@ struct Run<'v> {
     vm: &'v Vm,
     st: RunState,
     commands: Vec<Command>,
+    /// The edges taken so far, in order.
+    edges: Vec<EdgeTaken>,
 }
 
 fn reject(code: RejectCode, message: impl Into<String>) -> Rejected {

@@ -5,7 +5,9 @@ use coordinator_ir::instant::Instant;
 use coordinator_ir::StepOp;
 
 use super::{reject, writable, Run};
-use crate::model::{CallPhase, CancelMode, CancelRecord, Pending, RejectCode, Rejected, RunStatus};
+use crate::model::{
+    CallPhase, CancelMode, CancelRecord, Edge, Pending, RejectCode, Rejected, RunStatus,
+};
 
 impl Run<'_> {
     /// A cancel request at `at`: follows a wait-for's `onCancel` route,
@@ -27,7 +29,7 @@ impl Run<'_> {
                         mode: CancelMode::Route,
                     });
                     self.st.pending = None;
-                    return self.advance(*route);
+                    return self.follow(step, Edge::OnCancel, *route);
                 }
                 self.end_cancelled();
             }

@@ -21,6 +21,7 @@ impl<'v> Run<'v> {
             vm,
             st,
             commands: Vec::new(),
+            edges: Vec::new(),
         }
     }
 
@@ -30,6 +31,7 @@ impl<'v> Run<'v> {
             status: self.st.status,
             state: self.st,
             commands: self.commands,
+            edges: self.edges,
         }
     }
 

@@ -7,19 +7,36 @@ use serde_json::Value;
 
 use super::{reject, writable, Run};
 use crate::model::{
-    CallPhase, CancelMode, Command, FailureCode, Pending, RejectCode, Rejected, RunStatus, WakeKind,
+    CallPhase, CancelMode, Command, Edge, EdgeTaken, FailureCode, Pending, RejectCode, Rejected,
+    RunStatus, WakeKind,
 };
 
 /// Where entering a step leaves the run.
 enum Entered {
-    /// Go on to this step at once.
-    Next(StepId),
+    /// Go on at once by this edge to this step.
+    Next(Edge, StepId),
     /// Stop: the run is in a call or a wait, or has ended.
     Stopped,
 }
 
 impl Run<'_> {
-    /// Runs steps from `id` until a call, a wait or a finish.
+    /// Leaves step `from` by its member `edge` for step `to`, recorded in
+    /// [`crate::Resumed::edges`], and runs from `to` ([`Run::advance`]).
+    pub(super) fn follow(&mut self, from: StepId, edge: Edge, to: StepId) -> Result<(), Rejected> {
+        self.record_edge(from, edge, to);
+        self.advance(to)
+    }
+
+    fn record_edge(&mut self, from: StepId, edge: Edge, to: StepId) {
+        self.edges.push(EdgeTaken {
+            from: self.vm.step_name(from).to_owned(),
+            edge,
+            to: self.vm.step_name(to).to_owned(),
+        });
+    }
+
+    /// Runs steps from `id` until a call, a wait or a finish; an edge taken
+    /// on the way is recorded.
     pub(super) fn advance(&mut self, mut id: StepId) -> Result<(), Rejected> {
         let program = self.program();
         loop {
@@ -42,7 +59,10 @@ impl Run<'_> {
                 StepOp::Finish { outcome, output } => self.enter_finish(id, *outcome, *output)?,
             };
             match entered {
-                Entered::Next(next) => id = next,
+                Entered::Next(edge, next) => {
+                    self.record_edge(id, edge, next);
+                    id = next;
+                }
                 Entered::Stopped => return Ok(()),
             }
         }
@@ -96,7 +116,12 @@ impl Run<'_> {
             .iter()
             .find(|c| Some(c.label.as_str()) == label.as_str())
         {
-            Some(case) => Entered::Next(case.step),
+            Some(case) => Entered::Next(
+                Edge::Case {
+                    label: case.label.clone(),
+                },
+                case.step,
+            ),
             None => {
                 self.fail(
                     id,
@@ -154,7 +179,7 @@ impl Run<'_> {
             return Ok(Entered::Stopped);
         }
         if at <= self.now() {
-            return Ok(Entered::Next(next));
+            return Ok(Entered::Next(Edge::Next, next));
         }
         let at = writable(at)?;
         self.st.pending = Some(Pending::Wake { step: id, at });

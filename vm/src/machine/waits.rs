@@ -7,7 +7,9 @@ use coordinator_ir::{StepId, StepOp};
 use serde_json::Value;
 
 use super::{reject, Run};
-use crate::model::{CallPhase, EffectState, FailureCode, Pending, RejectCode, Rejected, RunStatus};
+use crate::model::{
+    CallPhase, Edge, EffectState, FailureCode, Pending, RejectCode, Rejected, RunStatus,
+};
 use coordinator_ir::instant::Instant;
 
 impl Run<'_> {
@@ -60,7 +62,7 @@ impl Run<'_> {
     /// Wait-until step `step` is due: the run goes on to its next step.
     fn wake(&mut self, step: StepId) -> Result<(), Rejected> {
         match self.program().step(step).map(|s| &s.op) {
-            Some(StepOp::WaitUntil { next, .. }) => self.advance(*next),
+            Some(StepOp::WaitUntil { next, .. }) => self.follow(step, Edge::Next, *next),
             _ => Err(reject(RejectCode::Unexpected, "wake outside a wait-until")),
         }
     }
@@ -72,7 +74,7 @@ impl Run<'_> {
             Some(StepOp::WaitFor {
                 on_timeout: Some(route),
                 ..
-            }) => self.advance(*route),
+            }) => self.follow(step, Edge::OnTimeout, *route),
             Some(StepOp::WaitFor {
                 on_timeout: None, ..
             }) => {
@@ -125,6 +127,6 @@ impl Run<'_> {
         self.st
             .outputs
             .insert(self.vm.step_name(step).to_owned(), value.clone());
-        self.advance(*next)
+        self.follow(step, Edge::Next, *next)
     }
 }

@@ -7,8 +7,9 @@
 //! The checks are the compiler's own ([`coordinator_compiler::compile_project_with`]),
 //! the runtime file's template check against the compiled Program (as
 //! `check --runtime-config runtime.yaml`), and the scenario file's reading
-//! against the Program (what `test` checks before it runs a case; the
-//! cases are not run).
+//! against the Program (what `test` checks before it runs a case). When
+//! the scenarios read cleanly their cases are run too, and each step no
+//! case reaches gets a hint in `workflow.yaml` ([`super::hints`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -140,6 +141,7 @@ pub fn check_project(dir: &Path, docs: &Documents, pages: &ErrorPages) -> Vec<Fi
         found.entry(d.file.clone()).or_default().push(d);
     }
     let mut texts: HashMap<&str, (String, Option<YamlDocument>)> = HashMap::new();
+    let mut hints = Vec::new();
     for name in ["runtime.yaml", "scenarios.yaml"] {
         let Some(text) = docs.text(&dir.join(name)) else {
             continue;
@@ -161,9 +163,20 @@ pub fn check_project(dir: &Path, docs: &Documents, pages: &ErrorPages) -> Vec<Fi
             .diagnostics
         } else {
             match &compiled.program {
-                Some(program) => coordinator_scenario::file::read(&doc, program)
-                    .err()
-                    .unwrap_or_default(),
+                Some(program) => match coordinator_scenario::file::read(&doc, program) {
+                    Ok(scenarios) => {
+                        let workflow = docs
+                            .text(&dir.join(coordinator_compiler::WORKFLOW_FILE))
+                            .unwrap_or_default();
+                        if let Some(ir) = &compiled.explain_data {
+                            hints = super::hints::unreached_steps(
+                                program, ir, &doc, &scenarios, &workflow,
+                            );
+                        }
+                        Vec::new()
+                    }
+                    Err(diags) => diags,
+                },
                 // Without a Program the scenarios cannot be checked
                 // against it; only their reading as YAML is.
                 None => Vec::new(),
@@ -192,10 +205,13 @@ pub fn check_project(dir: &Path, docs: &Documents, pages: &ErrorPages) -> Vec<Fi
                 (text, doc)
             }
         };
-        let diagnostics = diags
+        let mut diagnostics: Vec<lsp_types::Diagnostic> = diags
             .iter()
             .map(|d| to_lsp(d, &text, doc.as_ref(), pages))
             .collect();
+        if name == coordinator_compiler::WORKFLOW_FILE {
+            diagnostics.append(&mut hints);
+        }
         out.push(FileDiagnostics {
             uri,
             version: open.map(|d| d.version),

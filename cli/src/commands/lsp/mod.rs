@@ -19,6 +19,7 @@
 //! is expected to panic.
 
 mod analysis;
+mod hints;
 mod navigate;
 mod transport;
 

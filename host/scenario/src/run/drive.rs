@@ -37,6 +37,7 @@ impl CaseHost<'_> {
             .vm
             .admit(self.case.input.clone(), admitted)
             .map_err(|r| self.rejected("/input", &r))?;
+        self.exercised.record(self.vm, None, None, &resumed);
         let mut state = resumed.state;
         let mut queue: VecDeque<Command> = resumed.commands.into();
         let mut timers: Vec<Instant> = Vec::new();
@@ -78,19 +79,22 @@ impl CaseHost<'_> {
         ))
     }
 
-    /// Resumes the run with `event` and queues the commands it gives; a
-    /// refusal is located at `pointer` (under the case).
+    /// Resumes the run with `event`, records what the VM did and queues
+    /// the commands it gives; a refusal is located at `pointer` (under the
+    /// case).
     fn resume(
-        &self,
+        &mut self,
         state: &mut RunState,
         queue: &mut VecDeque<Command>,
         event: &Event,
         pointer: &str,
     ) -> Result<(), Vec<Diagnostic>> {
-        let resumed = self
-            .vm
+        let vm = self.vm;
+        let resumed = vm
             .resume(state, event)
             .map_err(|r| self.rejected(pointer, &r))?;
+        self.exercised
+            .record(vm, Some(event), vm.held_call(state), &resumed);
         *state = resumed.state;
         queue.extend(resumed.commands);
         Ok(())
