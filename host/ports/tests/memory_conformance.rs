@@ -40,3 +40,21 @@ async fn counts_follow_every_change() {
     let store = MemoryRunStore::new();
     conformance::counts_follow_every_change(&store, &store, &Fixture::any()).await;
 }
+
+#[tokio::test]
+async fn flow_in_flight_slots() {
+    let flow = coordinator_ports::MemoryFlowControl::new();
+    conformance::in_flight_slots_are_held_until_given_back_or_their_lease_ends(&flow).await;
+}
+
+#[tokio::test]
+async fn flow_rate() {
+    let flow = coordinator_ports::MemoryFlowControl::new();
+    conformance::the_rate_lets_a_burst_go_then_one_call_per_token(&flow).await;
+}
+
+#[tokio::test]
+async fn flow_retry_after() {
+    let flow = coordinator_ports::MemoryFlowControl::new();
+    conformance::retry_after_holds_every_call_back_and_a_later_hold_wins(&flow).await;
+}

@@ -41,6 +41,8 @@
 //! - `holds.rs`: [`HoldsAndReviews`]; `definitions.rs`: [`Definitions`] and
 //!   the active workflows; `maintenance.rs`: [`Maintenance`] (retention's
 //!   erasure, the readiness ping); `counts.rs`: the live counts;
+//!   `flow.rs`: [`FlowControl`](coordinator_ports::flow::FlowControl)
+//!   (a connection's `limits`, shared through the `connection_*` tables);
 //! - `new_jobs.rs` (a new job's columns as written), `sealing.rs` (payloads
 //!   sealed to their binding), `columns.rs` (instants, epochs and the
 //!   columns computed from a state) and `errors.rs` (errors as the port's).
@@ -59,6 +61,7 @@ mod columns;
 mod counts;
 mod definitions;
 mod errors;
+mod flow;
 mod holds;
 mod job_queue;
 mod maintenance;

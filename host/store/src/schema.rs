@@ -24,7 +24,7 @@ pub const MIN_SERVER_VERSION_NUM: i32 = 170_000;
 
 /// Tables of the namespace, in creation order (the no-plaintext test reads
 /// every one of them).
-pub const TABLES: [&str; 8] = [
+pub const TABLES: [&str; 11] = [
     "deployment",
     "definitions",
     "active_workflows",
@@ -33,6 +33,9 @@ pub const TABLES: [&str; 8] = [
     "jobs",
     "spent_keys",
     "run_counts",
+    "connection_flow",
+    "connection_calls",
+    "connection_waits",
 ];
 
 /// Rows of `run_counts`: each statement that changes runs adds its changes
@@ -240,7 +243,129 @@ CREATE TABLE {ns}.run_counts (
 ) WITH (fillfactor = 50, autovacuum_vacuum_threshold = 1000,
         autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_cost_delay = 0);
 INSERT INTO {ns}.run_counts (slot) SELECT s FROM generate_series(0, 63) s;
+
+-- Flow control of the calls to each connection (runtime file `limits`,
+-- a product's Retry-After), shared by every process of the deployment
+-- (docs/decisions.md "Flow control is shared through PostgreSQL"). Unlogged:
+-- no WAL and no flush at commit, so a call pays one short round trip. After
+-- a PostgreSQL crash or a failover they are empty again, which lets at most
+-- one burst through early. Instants are Unix seconds (double precision)
+-- from the engine's clock. Kept by `take_call_slot` (`flow_routines`).
+CREATE UNLOGGED TABLE {ns}.connection_flow (
+    connection text PRIMARY KEY,
+    -- The rate's token bucket: tokens left at refilled_at.
+    tokens double precision NOT NULL,
+    refilled_at double precision NOT NULL,
+    -- No call before this (a product's Retry-After).
+    retry_after_until double precision
+);
+-- Calls holding an in-flight slot, until given back or held_until.
+CREATE UNLOGGED TABLE {ns}.connection_calls (
+    job_id bigint PRIMARY KEY,
+    connection text NOT NULL,
+    held_until double precision NOT NULL
+);
+CREATE INDEX connection_calls_connection ON {ns}.connection_calls (connection, held_until);
+-- Calls told to wait, until they go (for /metrics).
+CREATE UNLOGGED TABLE {ns}.connection_waits (
+    job_id bigint PRIMARY KEY,
+    connection text NOT NULL,
+    waiting_until double precision NOT NULL
+);
+CREATE INDEX connection_waits_connection ON {ns}.connection_waits (connection, waiting_until);
 "#;
+
+/// The first statement of the flow-control tables in [`V4`] (a namespace
+/// laid out before them gets them from here on, [`amend_v4_flow`]).
+const FLOW_TABLES_START: &str = "CREATE UNLOGGED TABLE {ns}.connection_flow";
+
+/// A recorded wait still counts as waiting this many seconds past its
+/// `wait_until` (its job is leased again a little after it).
+pub const WAIT_GRACE_SECONDS: i64 = coordinator_ports::flow::WAIT_GRACE_SECONDS;
+
+/// `{ns}.take_call_slot`, the one statement a call's turn costs
+/// (`coordinator_ports::flow::FlowControl::take_call_slot`, same decision
+/// as the in-memory form): locks the connection's row, then a
+/// `Retry-After` still running, then `inFlight` (expired slots dropped
+/// first), then the rate's bucket; on a grant it takes a token and the
+/// slot, otherwise it records the wait. Returns the limit that holds the
+/// call (`NULL` when granted) and until when. Each string is one
+/// statement, run whole (the body holds `;`).
+pub fn flow_routines(ns: &str) -> Vec<String> {
+    vec![format!(
+        "CREATE OR REPLACE FUNCTION {ns}.take_call_slot(
+             p_connection text, p_job bigint, p_now double precision,
+             p_held_until double precision, p_in_flight integer,
+             p_rate double precision, p_burst double precision,
+             OUT held_by text, OUT wait_until double precision)
+         LANGUAGE plpgsql AS $body$
+         DECLARE
+           f {ns}.connection_flow%ROWTYPE;
+           v_tokens double precision;
+           v_others bigint;
+         BEGIN
+           INSERT INTO {ns}.connection_flow (connection, tokens, refilled_at)
+                VALUES (p_connection, coalesce(p_burst, 0), p_now)
+           ON CONFLICT (connection) DO NOTHING;
+           SELECT * INTO f FROM {ns}.connection_flow
+            WHERE connection = p_connection FOR UPDATE;
+           IF f.retry_after_until > p_now THEN
+             held_by := 'retry-after';
+             wait_until := f.retry_after_until;
+           ELSIF p_in_flight IS NOT NULL THEN
+             DELETE FROM {ns}.connection_calls
+              WHERE connection = p_connection AND held_until <= p_now;
+             SELECT count(*) INTO v_others FROM {ns}.connection_calls
+              WHERE connection = p_connection AND job_id <> p_job;
+             IF v_others >= p_in_flight THEN
+               held_by := 'in-flight';
+               wait_until := p_now + {slot_wait};
+             END IF;
+           END IF;
+           IF held_by IS NULL AND p_rate IS NOT NULL THEN
+             v_tokens := least(p_burst,
+               f.tokens + p_rate * greatest(0, p_now - f.refilled_at));
+             IF v_tokens < 1 THEN
+               held_by := 'rate';
+               wait_until := p_now + (1 - v_tokens) / p_rate;
+             ELSE
+               UPDATE {ns}.connection_flow
+                  SET tokens = v_tokens - 1,
+                      refilled_at = greatest(refilled_at, p_now)
+                WHERE connection = p_connection;
+             END IF;
+           END IF;
+           IF held_by IS NULL THEN
+             IF p_in_flight IS NOT NULL THEN
+               INSERT INTO {ns}.connection_calls (job_id, connection, held_until)
+                    VALUES (p_job, p_connection, p_held_until)
+               ON CONFLICT (job_id) DO UPDATE
+                  SET connection = excluded.connection, held_until = excluded.held_until;
+             END IF;
+             DELETE FROM {ns}.connection_waits WHERE job_id = p_job;
+           ELSE
+             DELETE FROM {ns}.connection_waits
+              WHERE connection = p_connection AND waiting_until < p_now - {grace};
+             INSERT INTO {ns}.connection_waits (job_id, connection, waiting_until)
+                  VALUES (p_job, p_connection, wait_until)
+             ON CONFLICT (job_id) DO UPDATE SET waiting_until = excluded.waiting_until;
+           END IF;
+         END $body$",
+        slot_wait = coordinator_ports::flow::SLOT_WAIT_SECONDS,
+        grace = WAIT_GRACE_SECONDS,
+    )]
+}
+
+/// What brings a namespace laid out by a build of version 4 without the
+/// flow-control tables to this build's layout: the tables of [`V4`] from
+/// [`FLOW_TABLES_START`] on (`apply` runs it when `connection_flow` is
+/// missing, before [`flow_routines`]).
+pub fn amend_v4_flow(ns: &str) -> Vec<String> {
+    let start = V4.find(FLOW_TABLES_START).unwrap_or(V4.len());
+    statements(&V4[start..])
+        .map(|s| in_namespace(s, ns))
+        .collect()
+}
 
 /// The counted measures of `run_counts`, each with the condition (over a
 /// row of `runs`) under which a run counts in it.
@@ -340,7 +465,8 @@ pub fn amend_v4(ns: &str) -> Vec<String> {
         ),
     ];
     let start = V4.find("CREATE TABLE {ns}.run_counts").unwrap_or(V4.len());
-    out.extend(statements(&V4[start..]).map(|s| in_namespace(s, ns)));
+    let end = V4.find(FLOW_TABLES_START).unwrap_or(V4.len()).max(start);
+    out.extend(statements(&V4[start..end]).map(|s| in_namespace(s, ns)));
     out.extend(count_routines(ns));
     let counts: Vec<String> = COUNTED
         .iter()
@@ -363,7 +489,7 @@ pub const STORAGE_PARAMETERS: [(&str, &str); 1] = [("runs", "fillfactor = 60")];
 
 /// What the runtime role may do on each table: exactly what serving needs.
 /// `apply` revokes everything else on every run, so drift is repaired.
-pub const RUNTIME_GRANTS: [(&str, &str); 8] = [
+pub const RUNTIME_GRANTS: [(&str, &str); 11] = [
     ("deployment", "SELECT, UPDATE"),
     ("definitions", "SELECT"),
     ("active_workflows", "SELECT"),
@@ -372,6 +498,9 @@ pub const RUNTIME_GRANTS: [(&str, &str); 8] = [
     ("jobs", "SELECT, INSERT, UPDATE, DELETE"),
     ("spent_keys", "SELECT, INSERT"),
     ("run_counts", "SELECT, UPDATE"),
+    ("connection_flow", "SELECT, INSERT, UPDATE"),
+    ("connection_calls", "SELECT, INSERT, UPDATE, DELETE"),
+    ("connection_waits", "SELECT, INSERT, UPDATE, DELETE"),
 ];
 
 /// `sql` with `{ns}` replaced by the (validated) namespace.
@@ -399,10 +528,15 @@ mod tests {
         assert!(versions.windows(2).all(|w| w[0] < w[1]));
         assert_eq!(versions.last(), Some(&SCHEMA_VERSION));
         for table in TABLES {
-            assert!(V4.contains(&format!("CREATE TABLE {{ns}}.{table} (")));
+            assert!(
+                V4.contains(&format!("CREATE TABLE {{ns}}.{table} ("))
+                    || V4.contains(&format!("CREATE UNLOGGED TABLE {{ns}}.{table} (")),
+                "{table}"
+            );
             assert!(RUNTIME_GRANTS.iter().any(|(t, _)| *t == table));
         }
-        assert_eq!(statements(V4).count(), 24);
+        assert_eq!(statements(V4).count(), 29);
+        assert_eq!(amend_v4_flow("coordinator_x").len(), 5);
         // The counted measures are exactly the counts table's columns.
         for (name, _) in COUNTED {
             assert!(

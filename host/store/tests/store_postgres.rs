@@ -1276,6 +1276,28 @@ async fn earlier_layouts_unknown_layouts_and_another_database_id_are_refused() {
     fx.cleanup(&[]).await;
 }
 
+/// One `#[tokio::test]` per flow-control conformance check, each on a
+/// fresh namespace.
+macro_rules! flow_conformance_tests {
+    ($($test:ident => $label:literal, $check:ident;)+) => {$(
+        #[tokio::test]
+        async fn $test() {
+            let Some((fx, s, _)) = fresh($label).await else {
+                return;
+            };
+            conformance::$check(&s).await;
+            s.close().await;
+            fx.cleanup(&[]).await;
+        }
+    )+};
+}
+
+flow_conformance_tests! {
+    flow_in_flight_slots => "flow_in_flight", in_flight_slots_are_held_until_given_back_or_their_lease_ends;
+    flow_rate => "flow_rate", the_rate_lets_a_burst_go_then_one_call_per_token;
+    flow_retry_after => "flow_retry_after", retry_after_holds_every_call_back_and_a_later_hold_wins;
+}
+
 #[tokio::test]
 async fn run_store_counts_follow_every_change() {
     let Some((fx, s, fixture)) = fresh("run_store_counts").await else {

@@ -9,7 +9,7 @@ use super::checks::{
     check_applied_namespace, check_database_id, check_layout, check_live_bindings, deployment_of,
     load_pinned_packages, log_in_once, DeploymentKeysRead,
 };
-use super::namespace::{active_workflows, deployment_row, has_run_counts, layout, Layout};
+use super::namespace::{active_workflows, deployment_row, has_table, layout, Layout};
 use super::plan::{compute_plan, PlanAction, PlanEntry};
 use super::runtime_role::{grant_runtime_role, verify_runtime_role};
 use crate::codes;
@@ -115,7 +115,8 @@ pub async fn apply(
 /// ([`check_database_id`]) and brings it to this build's layout: lays out
 /// state schema version [`SCHEMA_VERSION`] where there is none
 /// ([`lay_out_schema`]), or amends a namespace laid out by an earlier build
-/// of that version ([`schema::amend_v4`]). On a namespace already applied,
+/// of that version ([`schema::amend_v4`], [`schema::amend_v4_flow`]), and
+/// (re)creates the flow-control routine ([`schema::flow_routines`]). On a namespace already applied,
 /// refuses what `plan` refuses ([`check_applied_namespace`]). Returns
 /// whether this apply laid the schema out.
 ///
@@ -136,9 +137,14 @@ async fn check_and_migrate_namespace(
     }
     let d = deployment_row(tx, ns).await?;
     check_database_id(&d.database_id, &deployment.database_id)?;
-    if !migrated && !has_run_counts(tx, ns).await? {
+    if !migrated && !has_table(tx, ns, "run_counts").await? {
         execute_each(tx, schema::amend_v4(ns)).await?;
     }
+    if !migrated && !has_table(tx, ns, "connection_flow").await? {
+        execute_each(tx, schema::amend_v4_flow(ns)).await?;
+    }
+    // The routine of this build, whatever the namespace had.
+    execute_each(tx, schema::flow_routines(ns)).await?;
     if !migrated {
         // Refuse an unsafe role as found, before the grants below would
         // silently repair part of it (a CREATE granted by hand), and keys

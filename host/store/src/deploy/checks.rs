@@ -12,8 +12,8 @@ use sqlx::Row;
 
 use super::namespace::WorkflowStatus;
 use super::namespace::{
-    active_workflows, deployment_row, has_run_counts, layout, live_bindings, not_applied,
-    DeploymentRow, Layout,
+    active_workflows, deployment_row, has_table, layout, live_bindings, not_applied, DeploymentRow,
+    Layout,
 };
 use super::runtime_role::verify_runtime_role;
 use crate::codes;
@@ -235,12 +235,14 @@ pub(crate) async fn verify_runtime(
     if !matches!(found, Layout::Versioned(_)) {
         return Err(not_applied(ns));
     }
-    if !has_run_counts(conn, ns).await? {
-        return Err(StoreError::refused(
-            codes::DEPLOYMENT_SCHEMA_VERSION,
-            format!("namespace `{ns}` was laid out by an earlier build of state schema version {SCHEMA_VERSION} (it has no run_counts table)"),
-            "run `coordinatorctl --runtime-config FILE apply`, which brings it to this build's layout",
-        ));
+    for table in ["run_counts", "connection_flow"] {
+        if !has_table(conn, ns, table).await? {
+            return Err(StoreError::refused(
+                codes::DEPLOYMENT_SCHEMA_VERSION,
+                format!("namespace `{ns}` was laid out by an earlier build of state schema version {SCHEMA_VERSION} (it has no {table} table)"),
+                "run `coordinatorctl --runtime-config FILE apply`, which brings it to this build's layout",
+            ));
+        }
     }
     let d = deployment_row(conn, ns).await?;
     check_database_id(&d.database_id, &deployment.database_id)?;

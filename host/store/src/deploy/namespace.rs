@@ -194,12 +194,17 @@ pub(crate) async fn live_bindings(
         .collect()
 }
 
-/// Whether the namespace has `run_counts` (a namespace laid out by an
-/// earlier build of version 4 has not; `apply` amends it,
-/// [`crate::schema::amend_v4`]).
-pub(super) async fn has_run_counts(conn: &mut Transaction, ns: &str) -> Result<bool, StoreError> {
+/// Whether the namespace has table `table` (a namespace laid out by an
+/// earlier build of version 4 may lack `run_counts` or `connection_flow`;
+/// `apply` amends it, [`crate::schema::amend_v4`],
+/// [`crate::schema::amend_v4_flow`]).
+pub(super) async fn has_table(
+    conn: &mut Transaction,
+    ns: &str,
+    table: &str,
+) -> Result<bool, StoreError> {
     sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
-        .bind(format!("{ns}.run_counts"))
+        .bind(format!("{ns}.{table}"))
         .fetch_one(conn.on())
         .await
         .map_err(db_error)

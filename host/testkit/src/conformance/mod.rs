@@ -8,12 +8,14 @@
 
 mod admission;
 mod commits;
+mod flow;
 mod job_queue;
 mod operations;
 mod retention;
 
 pub use admission::*;
 pub use commits::*;
+pub use flow::*;
 pub use job_queue::*;
 pub use operations::*;
 pub use retention::*;

@@ -1,0 +1,133 @@
+//! The PostgreSQL [`FlowControl`]: a connection's `limits` and a
+//! product's `Retry-After` in the namespace's unlogged `connection_*`
+//! tables, shared by every process of the deployment (docs/decisions.md
+//! "Flow control is shared through PostgreSQL"). A call's turn is one
+//! statement (`take_call_slot`, [`crate::schema::flow_routines`]); giving
+//! a slot back is another, and only on connections with `inFlight`.
+
+use std::collections::BTreeMap;
+
+use coordinator_ir::instant::Instant;
+use coordinator_ports::flow::{ConnectionFlow, FlowControl, FlowLimit, SlotAnswer, SlotRequest};
+use coordinator_ports::store::StoreError as PortError;
+use sqlx::Row;
+
+use super::errors::{pdb, tampered};
+use super::Store;
+
+/// An instant as the tables hold it: Unix seconds with the fraction.
+fn seconds(at: &Instant) -> f64 {
+    at.unix_nanos() as f64 / 1e9
+}
+
+/// Unix seconds with a fraction, as the tables hold them, as an instant.
+fn instant(seconds: f64) -> Instant {
+    let whole = seconds.floor();
+    // A fraction of a second in nanoseconds fits in u32; the cast saturates.
+    let nanos = ((seconds - whole) * 1e9).round() as u32;
+    Instant::from_unix_seconds_and_nanos(whole as i64, nanos.min(999_999_999))
+}
+
+#[async_trait::async_trait]
+impl FlowControl for Store {
+    async fn take_call_slot(&self, request: &SlotRequest<'_>) -> Result<SlotAnswer, PortError> {
+        let ns = &self.ns;
+        let limits = request.limits;
+        let row = sqlx::query(&format!(
+            "SELECT held_by, wait_until FROM {ns}.take_call_slot($1, $2, $3, $4, $5, $6, $7)"
+        ))
+        .bind(request.connection)
+        .bind(i64::try_from(request.job_id).unwrap_or(i64::MAX))
+        .bind(seconds(&request.now))
+        .bind(seconds(&request.held_until))
+        .bind(
+            limits
+                .in_flight
+                .map(|n| i32::try_from(n).unwrap_or(i32::MAX)),
+        )
+        .bind(limits.per_second)
+        .bind(limits.effective_burst().map(f64::from))
+        .fetch_one(&self.db)
+        .await
+        .map_err(pdb)?;
+        let held_by: Option<String> = row.try_get(0).map_err(pdb)?;
+        let until: Option<f64> = row.try_get(1).map_err(pdb)?;
+        let limit = match held_by.as_deref() {
+            None => return Ok(SlotAnswer::Granted),
+            Some("in-flight") => FlowLimit::InFlight,
+            Some("rate") => FlowLimit::Rate,
+            Some("retry-after") => FlowLimit::RetryAfter,
+            Some(other) => return Err(tampered(format!("take_call_slot answered `{other}`"))),
+        };
+        let until = until.ok_or_else(|| tampered("take_call_slot answered no wait"))?;
+        Ok(SlotAnswer::Wait {
+            limit,
+            until: instant(until),
+        })
+    }
+
+    async fn give_back_call_slot(&self, connection: &str, job_id: u64) -> Result<(), PortError> {
+        let ns = &self.ns;
+        sqlx::query(&format!(
+            "DELETE FROM {ns}.connection_calls WHERE job_id = $1 AND connection = $2"
+        ))
+        .bind(i64::try_from(job_id).unwrap_or(i64::MAX))
+        .bind(connection)
+        .execute(&self.db)
+        .await
+        .map_err(pdb)?;
+        Ok(())
+    }
+
+    async fn hold_back_connection(
+        &self,
+        connection: &str,
+        until: Instant,
+    ) -> Result<(), PortError> {
+        let ns = &self.ns;
+        sqlx::query(&format!(
+            "INSERT INTO {ns}.connection_flow AS f (connection, tokens, refilled_at, retry_after_until)
+                  VALUES ($1, 0, $2, $2)
+             ON CONFLICT (connection) DO UPDATE
+                SET retry_after_until = greatest(f.retry_after_until, excluded.retry_after_until)"
+        ))
+        .bind(connection)
+        .bind(seconds(&until))
+        .execute(&self.db)
+        .await
+        .map_err(pdb)?;
+        Ok(())
+    }
+
+    async fn flows(&self, now: Instant) -> Result<BTreeMap<String, ConnectionFlow>, PortError> {
+        let ns = &self.ns;
+        let grace = coordinator_ports::flow::WAIT_GRACE_SECONDS;
+        let rows = sqlx::query(&format!(
+            "SELECT f.connection,
+                    (SELECT count(*) FROM {ns}.connection_calls c
+                      WHERE c.connection = f.connection AND c.held_until > $1),
+                    (SELECT count(*) FROM {ns}.connection_waits w
+                      WHERE w.connection = f.connection AND w.waiting_until > $1 - {grace})
+               FROM {ns}.connection_flow f"
+        ))
+        .bind(seconds(&now))
+        .fetch_all(&self.db)
+        .await
+        .map_err(pdb)?;
+        let mut out = BTreeMap::new();
+        for row in rows {
+            let count = |i: usize| -> Result<u64, PortError> {
+                let n: i64 = row.try_get(i).map_err(pdb)?;
+                Ok(u64::try_from(n).unwrap_or(0))
+            };
+            out.insert(
+                row.try_get(0).map_err(pdb)?,
+                ConnectionFlow {
+                    in_flight: count(1)?,
+                    waiting: count(2)?,
+                },
+            );
+        }
+        Ok(out)
+    }
+}
