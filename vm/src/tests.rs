@@ -1114,7 +1114,7 @@ fn a_host_asks_what_the_run_expects() {
     assert_eq!(d.vm.current_wait(st), None);
     assert_eq!(d.vm.held_call(st), None);
     assert_eq!(d.vm.current_call(st), Some("read"));
-    assert_eq!(d.vm.step_kind("read"), Some("call"));
+    assert_eq!(d.vm.step_kind("read"), Some(coordinator_ir::StepKind::Call));
     assert_eq!(d.vm.step_kind("nowhere"), None);
 
     let w = submitted(false, false);
