@@ -374,7 +374,7 @@ impl Worker {
         } = call;
         let answer = if job.state == JobState::Sending {
             tracing::warn!(run = %run.id, step = %step, attempt, "interrupted dispatch found; reported to the VM as uncertain");
-            self.core.counters.add("dispatch_attempts", "interrupted");
+            self.core.counters.dispatch_attempt("interrupted");
             Answer::Uncertain {
                 code: INTERRUPTED.to_owned(),
             }
@@ -405,12 +405,12 @@ impl Worker {
             {
                 Ok(outcome) => {
                     tracing::info!(run = %run.id, step = %step, attempt, result = %outcome.label(), "dispatched");
-                    self.core.counters.add("dispatch_attempts", outcome.kind());
+                    self.core.counters.dispatch_attempt(outcome.kind());
                     outcome.into_answer()
                 }
                 Err(AdapterError::NotSent(e)) => return Err(e),
                 Err(e) => {
-                    self.core.counters.add("dispatch_attempts", "host-fault");
+                    self.core.counters.dispatch_attempt("host-fault");
                     return self.hold_job(job, &e.to_string()).await;
                 }
             }
