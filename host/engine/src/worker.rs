@@ -14,7 +14,7 @@ use coordinator_ports::clock::due_unix;
 use coordinator_ports::store::{
     Commit, Job, JobKind, JobState, LeaseRequest, NewJob, RunRecord, StepLedger, StoreError,
 };
-use coordinator_vm::{Answer, Event, Expected, Vm};
+use coordinator_vm::{Answer, DispatchCommand, Event, Expected, Vm};
 
 use std::sync::Arc;
 
@@ -287,14 +287,17 @@ impl Worker {
                 Ok(())
             }
             JobKind::Dispatch {
-                step,
-                operation_id,
-                connection,
-                action,
-                command,
+                dispatch:
+                    DispatchCommand {
+                        step,
+                        operation_id,
+                        connection,
+                        action,
+                        command,
+                        attempt,
+                        resend_safe,
+                    },
                 idempotency_key,
-                attempt,
-                resend_safe,
             } => {
                 if !vm.expects(
                     &run.state,

@@ -25,7 +25,7 @@ use coordinator_runtime::secrets::{load_keys, SecretResolver};
 use coordinator_runtime::{check_runtime_file, Mode, RuntimeConfig};
 use coordinator_store::{self as store, DatabaseError, PlanAction, Store};
 use coordinator_testkit::conformance::{self, committed_at, lease, Fixture};
-use coordinator_vm::{RunState, RunStatus};
+use coordinator_vm::{DispatchCommand, RunState, RunStatus};
 use serde_json::{json, Value};
 use sqlx::{Connection, Executor, PgConnection, Row};
 use time::OffsetDateTime;
@@ -322,14 +322,16 @@ async fn admit(
             state: st,
             jobs: vec![NewJob {
                 kind: JobKind::Dispatch {
-                    step: "notify".into(),
-                    operation_id: "messaging.send-message".into(),
-                    connection: "notices".into(),
-                    action: None,
-                    command: json!({"message": {"to": input}}),
+                    dispatch: DispatchCommand {
+                        step: "notify".into(),
+                        operation_id: "messaging.send-message".into(),
+                        connection: "notices".into(),
+                        action: None,
+                        command: json!({"message": {"to": input}}),
+                        attempt: 1,
+                        resend_safe: false,
+                    },
                     idempotency_key: Some(command_key),
-                    attempt: 1,
-                    resend_safe: false,
                 },
                 due_unix: t,
             }],
@@ -675,7 +677,7 @@ async fn no_column_of_the_namespace_holds_the_input_in_plaintext() {
     );
     let jobs = store.jobs(&run.id).await.expect("jobs");
     assert!(jobs.iter().any(|j| matches!(&j.kind,
-        JobKind::Dispatch { command, .. } if command["message"]["to"]["applicationId"] == MARKER)));
+        JobKind::Dispatch { dispatch, .. } if dispatch.command["message"]["to"]["applicationId"] == MARKER)));
 
     let mut admin = fx.admin().await;
     let tables: Vec<String> = sqlx::query(
