@@ -7,6 +7,7 @@
 
 use std::borrow::Cow;
 
+use coordinator_ir::step_kind::{StepKind, UnknownStepKind};
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::de::{self, DeserializeOwned, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
@@ -407,18 +408,38 @@ pub enum Step {
     Finish(FinishStep),
 }
 
-const STEP_TYPES: &[&str] = &["call", "choose", "wait-until", "wait-for", "finish"];
+/// The `type` words a step may have, in SPEC §2.1's order.
+const STEP_TYPES: &[&str] = &[
+    StepKind::Call.as_str(),
+    StepKind::Choose.as_str(),
+    StepKind::WaitUntil.as_str(),
+    StepKind::WaitFor.as_str(),
+    StepKind::Finish.as_str(),
+];
+
+impl Step {
+    /// The step's kind (its `type`).
+    pub fn kind(&self) -> StepKind {
+        match self {
+            Step::Call(_) => StepKind::Call,
+            Step::Choose(_) => StepKind::Choose,
+            Step::WaitUntil(_) => StepKind::WaitUntil,
+            Step::WaitFor(_) => StepKind::WaitFor,
+            Step::Finish(_) => StepKind::Finish,
+        }
+    }
+}
 
 impl<'de> Deserialize<'de> for Step {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let v = Value::deserialize(d)?;
-        match tag::<D::Error>(&v, STEP_TYPES)?.as_str() {
-            "call" => read_variant(v).map(Step::Call),
-            "choose" => read_variant(v).map(Step::Choose),
-            "wait-until" => read_variant(v).map(Step::WaitUntil),
-            "wait-for" => read_variant(v).map(Step::WaitFor),
-            "finish" => read_variant(v).map(Step::Finish),
-            other => Err(de::Error::custom(nest(
+        match tag::<D::Error>(&v, STEP_TYPES)?.parse::<StepKind>() {
+            Ok(StepKind::Call) => read_variant(v).map(Step::Call),
+            Ok(StepKind::Choose) => read_variant(v).map(Step::Choose),
+            Ok(StepKind::WaitUntil) => read_variant(v).map(Step::WaitUntil),
+            Ok(StepKind::WaitFor) => read_variant(v).map(Step::WaitFor),
+            Ok(StepKind::Finish) => read_variant(v).map(Step::Finish),
+            Err(UnknownStepKind(other)) => Err(de::Error::custom(nest(
                 "/type",
                 &format!(
                     "unknown variant `{other}`, expected one of {}",

@@ -47,34 +47,9 @@ pub struct ExplainData {
     pub triggers: Vec<TriggerData>,
 }
 
-/// What a step does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum StepKind {
-    /// Runs one operation.
-    Call,
-    /// Routes by a Function's result.
-    Choose,
-    /// Waits until an instant.
-    WaitUntil,
-    /// Waits for a completion of an earlier call.
-    WaitFor,
-    /// Ends the run with an outcome.
-    Finish,
-}
-
-impl StepKind {
-    /// The kind as written in `workflow.yaml` (`call`, `wait-until`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StepKind::Call => "call",
-            StepKind::Choose => "choose",
-            StepKind::WaitUntil => "wait-until",
-            StepKind::WaitFor => "wait-for",
-            StepKind::Finish => "finish",
-        }
-    }
-}
+/// What a step does: the IR's vocabulary, serialised as its word (`call`,
+/// `wait-until`, ...).
+pub use coordinator_ir::StepKind;
 
 /// One step.
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]

@@ -10,6 +10,7 @@
 //! - [`name`]: the name rule of SPEC §1 (`^[a-z][a-z0-9-]{0,63}$`).
 //! - [`pointer`]: JSON Pointer reference tokens (RFC 6901), escaped and
 //!   unescaped in one place.
+//! - [`step_kind`]: the five step kinds ([`StepKind`]) and their words.
 //! - [`validation`]: the JSON Schema validator the VM and the compiler share.
 //!
 //! This crate depends on no other crate of the project, and knows nothing
@@ -26,9 +27,11 @@ pub mod limits;
 pub mod name;
 pub mod pointer;
 pub mod program;
+pub mod step_kind;
 pub mod validation;
 
 pub use program::*;
+pub use step_kind::StepKind;
 
 use sha2::{Digest, Sha256};
 

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::catalogue::OperationDescriptor;
+use crate::StepKind;
 
 /// Version of the encoding below. It is the first member of every encoded
 /// Program, so that a reader can refuse an encoding it does not know.
@@ -157,16 +158,16 @@ pub enum StepOp {
 }
 
 impl StepOp {
-    /// The step's kind as authored and shown everywhere (`call`, `choose`,
-    /// `wait-until`, `wait-for`, `finish`): the disassembler, inspection
-    /// and the hosts take it from here.
-    pub fn kind(&self) -> &'static str {
+    /// The step's kind (`call`, `choose`, `wait-until`, `wait-for`,
+    /// `finish`): the disassembler, inspection and the hosts take it from
+    /// here. Its word is also this enum's serde tag (a test holds that).
+    pub fn kind(&self) -> StepKind {
         match self {
-            StepOp::Call { .. } => "call",
-            StepOp::Choose { .. } => "choose",
-            StepOp::WaitUntil { .. } => "wait-until",
-            StepOp::WaitFor { .. } => "wait-for",
-            StepOp::Finish { .. } => "finish",
+            StepOp::Call { .. } => StepKind::Call,
+            StepOp::Choose { .. } => StepKind::Choose,
+            StepOp::WaitUntil { .. } => StepKind::WaitUntil,
+            StepOp::WaitFor { .. } => StepKind::WaitFor,
+            StepOp::Finish { .. } => StepKind::Finish,
         }
     }
 }

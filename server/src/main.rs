@@ -52,7 +52,7 @@ use coordinator_runtime::audit::AuditJournal;
 use coordinator_runtime::config::{Connection, Deployment};
 use coordinator_runtime::secrets::{load_keys, DeploymentKeys, SecretError, SecretResolver};
 use coordinator_runtime::{check_runtime_file, Mode, RuntimeCheck, RuntimeConfig};
-use coordinator_store::{Store, StoreError};
+use coordinator_store::{DatabaseError, Store};
 
 /// The process's allocator: mimalloc. Under load glibc's malloc spent about
 /// a third of the coordinator's CPU in its free lists (`malloc_consolidate`,
@@ -115,7 +115,7 @@ fn refuse_secret(e: SecretError) -> ExitCode {
 /// [`refuse_secret`] for the secret of `whose` (e.g. "connection
 /// `notices`: "), which the message starts with.
 fn refuse_secret_of(whose: &str, e: SecretError) -> ExitCode {
-    let e = StoreError::from(e);
+    let e = DatabaseError::from(e);
     tracing::error!(code = "deployment.refused", reason = %e.cli_code(), next = %e.next, "{whose}{}", e.message);
     ExitCode::from(1)
 }

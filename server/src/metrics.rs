@@ -16,6 +16,7 @@
 //! engine's counters, the holds), so each scrape builds a fresh registry of
 //! constant metrics; nothing is kept between scrapes.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -262,24 +263,14 @@ impl EncodeMetric for ByLabel {
     }
 }
 
-/// Counter values for each fixed label, then any other label seen.
-fn with_fixed(fixed: &[&str], seen: Vec<(String, u64)>) -> Vec<(String, u64)> {
+/// Counter values for each fixed label, then any other label seen (in
+/// label order).
+fn with_fixed(fixed: &[&str], mut seen: BTreeMap<String, u64>) -> Vec<(String, u64)> {
     let mut out: Vec<(String, u64)> = fixed
         .iter()
-        .map(|l| {
-            let n = seen
-                .iter()
-                .find(|(s, _)| s == l)
-                .map(|(_, n)| *n)
-                .unwrap_or(0);
-            ((*l).to_owned(), n)
-        })
+        .map(|l| ((*l).to_owned(), seen.remove(*l).unwrap_or(0)))
         .collect();
-    for (l, n) in seen {
-        if !fixed.contains(&l.as_str()) {
-            out.push((l, n));
-        }
-    }
+    out.extend(seen);
     out
 }
 
@@ -301,7 +292,7 @@ fn register_store_ready(registry: &mut Registry, ready: bool) {
 /// `_total`; the encoders add it.
 pub async fn registry(engine: &Engine, counts: &dyn RunCounts) -> Registry {
     let surveyed = survey(counts, engine).await;
-    let counters = engine.counters();
+    let counters = engine.counters().values();
     // Unknown (shown as not placed) while the store is unreachable.
     let holds = engine.holds().await.unwrap_or_default();
     let mut registry = Registry::default();
@@ -338,7 +329,7 @@ pub async fn registry(engine: &Engine, counts: &dyn RunCounts) -> Registry {
         "Start requests by outcome",
         ByLabel::counter(
             "outcome",
-            with_fixed(&ADMISSION_OUTCOMES, counters.of("admissions")),
+            with_fixed(&ADMISSION_OUTCOMES, counters.admissions),
         ),
     );
     registry.register(
@@ -346,22 +337,18 @@ pub async fn registry(engine: &Engine, counts: &dyn RunCounts) -> Registry {
         "Dispatch attempts by result",
         ByLabel::counter(
             "result",
-            with_fixed(&DISPATCH_RESULTS, counters.of("dispatch_attempts")),
+            with_fixed(&DISPATCH_RESULTS, counters.dispatch_attempts),
         ),
     );
     registry.register(
         "coordinator_runs_ended",
         "Runs this process saw end, by state",
-        ByLabel::counter(
-            "state",
-            with_fixed(&ENDED_STATES, counters.of("runs_ended")),
-        ),
+        ByLabel::counter("state", with_fixed(&ENDED_STATES, counters.runs_ended)),
     );
-    let store_errors: u64 = counters.of("store_errors").iter().map(|(_, n)| n).sum();
     registry.register(
         "coordinator_store_errors",
         "Store operations that failed because the store was unavailable",
-        ConstCounter::new(store_errors),
+        ConstCounter::new(counters.store_errors),
     );
     registry.register(
         "coordinator_hold",
@@ -460,7 +447,10 @@ mod tests {
             "Start requests by outcome",
             ByLabel::counter(
                 "outcome",
-                with_fixed(&["created", "existing"], vec![("odd\"one".into(), 2)]),
+                with_fixed(
+                    &["created", "existing"],
+                    BTreeMap::from([("odd\"one".into(), 2)]),
+                ),
             ),
         );
         registry.register(

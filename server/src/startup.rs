@@ -157,14 +157,14 @@ pub enum StoreStartup {
 /// `database.read-only`). A refused login (`database.login`), a missing database
 /// (`database.missing`), an unreadable URL file and every check's
 /// refusal are not.
-pub fn is_outage(e: &store::StoreError) -> bool {
+pub fn is_outage(e: &store::DatabaseError) -> bool {
     e.kind == ErrorKind::Unavailable && matches!(e.code, "store-unavailable" | "database.read-only")
 }
 
 /// Logs a refusal of [`Store::open`] with its raw code: custody keeps
 /// `state-key-custody`, every other refusal is `deployment.refused` with
 /// the store's code as `reason` (a missing URL file included).
-pub fn log_store_refusal(e: &store::StoreError) {
+pub fn log_store_refusal(e: &store::DatabaseError) {
     if e.code == "state-key-custody" {
         tracing::error!(code = "state-key-custody", next = %e.next, "{}", e.message);
     } else {
@@ -173,19 +173,19 @@ pub fn log_store_refusal(e: &store::StoreError) {
 }
 
 /// A failed binding read as a store error (outages stay outages).
-fn binding_read_error(e: StoreError) -> store::StoreError {
+fn binding_read_error(e: StoreError) -> store::DatabaseError {
     match e {
-        StoreError::Unavailable(m) => store::StoreError::unavailable(
+        StoreError::Unavailable(m) => store::DatabaseError::unavailable(
             "store-unavailable",
             format!("the database is unavailable: {m}"),
             "check that PostgreSQL is running and reachable from this host",
         ),
-        StoreError::Refused { code, message } => store::StoreError::refused(
+        StoreError::Refused { code, message } => store::DatabaseError::refused(
             code,
             message,
             "run `coordinatorctl --runtime-config FILE deployment-status`",
         ),
-        other => store::StoreError::refused(
+        other => store::DatabaseError::refused(
             "deployment.refused",
             other.to_string(),
             "run `coordinatorctl --runtime-config FILE deployment-status`",
@@ -317,15 +317,15 @@ mod tests {
 
     #[test]
     fn only_an_unreachable_server_is_waited_out() {
-        let outage = store::StoreError::unavailable("store-unavailable", "m", "n");
+        let outage = store::DatabaseError::unavailable("store-unavailable", "m", "n");
         assert!(is_outage(&outage));
         for refused in [
-            store::StoreError::refused("coordinator.database.login", "m", "n"),
-            store::StoreError::refused("coordinator.database.missing", "m", "n"),
-            store::StoreError::refused("coordinator.deployment.database-id", "m", "n"),
-            store::StoreError::refused("coordinator.command.state-key-custody", "m", "n"),
+            store::DatabaseError::refused("coordinator.database.login", "m", "n"),
+            store::DatabaseError::refused("coordinator.database.missing", "m", "n"),
+            store::DatabaseError::refused("coordinator.deployment.database-id", "m", "n"),
+            store::DatabaseError::refused("coordinator.command.state-key-custody", "m", "n"),
             // An unreadable URL file is unavailable, but not an outage.
-            store::StoreError::unavailable("secret.unavailable", "m", "n"),
+            store::DatabaseError::unavailable("secret.unavailable", "m", "n"),
         ] {
             assert!(!is_outage(&refused), "{refused}");
         }

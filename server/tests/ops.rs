@@ -1173,7 +1173,7 @@ async fn run_ids_and_reasons_are_checked_at_the_edge() {
         .await;
     assert_eq!((s, p["code"].as_str()), (404, Some("run.not-found")), "{p}");
     assert!(
-        env.engine.counters().of("store_errors").is_empty(),
+        env.engine.counters().values().store_errors == 0,
         "no store error was counted"
     );
     let run = env.uncertain_run("k-1").await;

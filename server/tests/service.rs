@@ -594,7 +594,7 @@ async fn a_wait_already_due_at_admission_is_taken_at_once() {
         .iter()
         .map(|j| match &j.kind {
             coordinator_ports::JobKind::Timer { wake, .. } => format!("timer:{wake:?}"),
-            coordinator_ports::JobKind::Dispatch { operation_id, .. } => operation_id.clone(),
+            coordinator_ports::JobKind::Dispatch { dispatch, .. } => dispatch.operation_id.clone(),
             other => format!("{other:?}"),
         })
         .collect();

@@ -30,8 +30,8 @@ mod tests;
 pub use functions::{FunctionError, Limits, LIMITS};
 pub use machine::{LoadError, TriggerStart, Vm};
 pub use model::{
-    Answer, Command, Edge, EdgeTaken, EffectState, Event, Failure, FailureCode, RejectCode,
-    Rejected, Resumed, RunState, RunStatus, WakeKind,
+    Answer, Command, DispatchCommand, Edge, EdgeTaken, EffectState, Event, Failure, FailureCode,
+    RejectCode, Rejected, Resumed, RunState, RunStatus, WakeKind,
 };
 pub use view::{
     recovery_support, wait_kind, Expected, RecoverySupport, TimedEvent, Wait, WaitKind,

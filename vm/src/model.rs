@@ -99,30 +99,22 @@ impl Answer {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Command {
-    /// Send `command` (the frozen operation input) for call step `step`.
-    /// Every attempt of one step carries the byte-identical `command`;
-    /// `attempt` counts from 1. The host derives the idempotency key from
-    /// the step, never from the attempt.
+    /// Send `dispatch.command` (the frozen operation input) for call step
+    /// `dispatch.step`. Every attempt of one step carries the
+    /// byte-identical command; `dispatch.attempt` counts from 1. The host
+    /// derives the idempotency key from the step, never from the attempt.
+    /// Serialised flat: `operation`, `needsIdempotencyKey` and the members
+    /// of [`DispatchCommand`] side by side.
     #[serde(rename_all = "camelCase")]
     Dispatch {
-        step: String,
         /// The operation alias.
         operation: String,
-        /// The catalogue operation, e.g. `messaging.submit-message/v1`.
-        operation_id: String,
-        connection: String,
-        /// The BReg action (`breg.invoke-action/v1` only).
-        action: Option<String>,
-        command: Value,
-        attempt: u32,
         /// Whether the operation carries an idempotency key (SPEC §5: the
         /// host derives it from the step).
         needs_idempotency_key: bool,
-        /// Whether sending it again is harmless (a read): the host may let
-        /// a crashed attempt go again without an operator. The host still
-        /// never resends on its own: it reports the interrupted attempt as
-        /// [`Answer::Uncertain`] and the VM decides.
-        resend_safe: bool,
+        /// What to send, where, and which attempt it is.
+        #[serde(flatten)]
+        dispatch: DispatchCommand,
     },
     /// Look up the receipt of call step `step`'s idempotency key; `lookup`
     /// counts the lookups of this step from 1.
@@ -156,6 +148,36 @@ pub enum Command {
     },
     /// The run ended with `status` (details in the state).
     Ended { status: RunStatus },
+}
+
+/// One attempt of a call step as the VM prepares it: what to send, where,
+/// and whether a resend is harmless. [`Command::Dispatch`] carries it, and
+/// a host's dispatch job stores it as it is (`coordinator-ports`'
+/// `JobKind::Dispatch`), so these fields are declared once. Its serde form
+/// is camelCase members (`step`, `operationId`, `connection`, `action`,
+/// `command`, `attempt`, `resendSafe`), flattened into the command or job
+/// that carries it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DispatchCommand {
+    /// The call step's name.
+    pub step: String,
+    /// The catalogue operation, e.g. `messaging.submit-message/v1`.
+    pub operation_id: String,
+    /// The logical connection name.
+    pub connection: String,
+    /// The BReg action (`breg.invoke-action/v1` only).
+    pub action: Option<String>,
+    /// The frozen operation input (SPEC §5.1), byte-identical on every
+    /// attempt of the step.
+    pub command: Value,
+    /// The attempt number, from 1.
+    pub attempt: u32,
+    /// Whether sending it again is harmless (a read): the host may let a
+    /// crashed attempt go again without an operator. The host still never
+    /// resends on its own: it reports the interrupted attempt as
+    /// [`Answer::Uncertain`] and the VM decides.
+    pub resend_safe: bool,
 }
 
 /// Why a timer exists.

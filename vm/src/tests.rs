@@ -101,9 +101,10 @@ fn dispatches(d: &Driver) -> Vec<(u32, Vec<u8>)> {
     d.commands
         .iter()
         .filter_map(|c| match c {
-            Command::Dispatch {
-                attempt, command, ..
-            } => Some((*attempt, coordinator_ir::canonical::to_vec(command))),
+            Command::Dispatch { dispatch, .. } => Some((
+                dispatch.attempt,
+                coordinator_ir::canonical::to_vec(&dispatch.command),
+            )),
             _ => None,
         })
         .collect()
@@ -121,15 +122,17 @@ fn admission_schedules_the_deadline_and_dispatches_the_first_call() {
                 kind: WakeKind::Deadline
             },
             Command::Dispatch {
-                step: "read".into(),
                 operation: "applications-read-record".into(),
-                operation_id: "breg.read-record/v1".into(),
-                connection: "conn".into(),
-                action: None,
-                command: json!({"collection": "applications", "recordId": "r1"}),
-                attempt: 1,
                 needs_idempotency_key: false,
-                resend_safe: true,
+                dispatch: DispatchCommand {
+                    step: "read".into(),
+                    operation_id: "breg.read-record/v1".into(),
+                    connection: "conn".into(),
+                    action: None,
+                    command: json!({"collection": "applications", "recordId": "r1"}),
+                    attempt: 1,
+                    resend_safe: true,
+                },
             }
         ]
     );
@@ -325,7 +328,9 @@ fn mutation_uncertain_holds_then_retry_same_settles() {
     assert_eq!(sent.iter().map(|s| s.0).collect::<Vec<_>>(), [1, 2]);
     assert_eq!(sent[0].1, sent[1].1);
     // Action alias is carried.
-    assert!(matches!(&d.commands[1], Command::Dispatch { action: Some(a), .. } if a == "act"));
+    assert!(
+        matches!(&d.commands[1], Command::Dispatch { dispatch, .. } if dispatch.action.as_deref() == Some("act"))
+    );
 }
 
 #[test]
@@ -1055,6 +1060,32 @@ fn the_same_events_give_bit_identical_states() {
 }
 
 #[test]
+fn a_dispatch_command_is_flat_json_and_reads_back() {
+    let command = Command::Dispatch {
+        operation: "notify".into(),
+        needs_idempotency_key: true,
+        dispatch: DispatchCommand {
+            step: "send".into(),
+            operation_id: "messaging.submit-message/v1".into(),
+            connection: "messaging".into(),
+            action: None,
+            command: json!({"to": "x"}),
+            attempt: 2,
+            resend_safe: false,
+        },
+    };
+    let text = serde_json::to_string(&command).expect("json");
+    assert_eq!(
+        text,
+        r#"{"type":"dispatch","operation":"notify","needsIdempotencyKey":true,"step":"send","operationId":"messaging.submit-message/v1","connection":"messaging","action":null,"command":{"to":"x"},"attempt":2,"resendSafe":false}"#
+    );
+    let back: Command = serde_json::from_str(&text).expect("reads back");
+    assert_eq!(back, command);
+    let extra = text.replace(r#""attempt":2"#, r#""attempt":2,"extra":1"#);
+    assert!(serde_json::from_str::<Command>(&extra).is_err());
+}
+
+#[test]
 fn run_state_round_trips_through_json() {
     let mut d = Driver::admit(&call_program("messaging.submit-message/v1"), json!({}));
     d.feed(answered("send", uncertain()));
@@ -1067,7 +1098,10 @@ fn run_state_round_trips_through_json() {
             .expect("continues");
     assert!(matches!(
         r.commands.first(),
-        Some(Command::Dispatch { attempt: 2, .. })
+        Some(Command::Dispatch {
+            dispatch: DispatchCommand { attempt: 2, .. },
+            ..
+        })
     ));
 }
 
@@ -1161,7 +1195,7 @@ fn a_host_asks_what_the_run_expects() {
     assert_eq!(d.vm.current_wait(st), None);
     assert_eq!(d.vm.held_call(st), None);
     assert_eq!(d.vm.current_call(st), Some("read"));
-    assert_eq!(d.vm.step_kind("read"), Some("call"));
+    assert_eq!(d.vm.step_kind("read"), Some(coordinator_ir::StepKind::Call));
     assert_eq!(d.vm.step_kind("nowhere"), None);
 
     let w = submitted(false, false);
@@ -1192,8 +1226,11 @@ fn an_interrupted_read_goes_again_and_a_mutation_is_held() {
     assert!(matches!(
         d.last.commands.as_slice(),
         [Command::Dispatch {
-            resend_safe: true,
             needs_idempotency_key: false,
+            dispatch: DispatchCommand {
+                resend_safe: true,
+                ..
+            },
             ..
         }]
     ));
@@ -1204,8 +1241,11 @@ fn an_interrupted_read_goes_again_and_a_mutation_is_held() {
         [
             Command::ScheduleWake { .. },
             Command::Dispatch {
-                resend_safe: false,
                 needs_idempotency_key: true,
+                dispatch: DispatchCommand {
+                    resend_safe: false,
+                    ..
+                },
                 ..
             }
         ]

@@ -7,7 +7,7 @@
 
 use coordinator_ir::catalogue::{Effect, OperationDescriptor};
 use coordinator_ir::instant::Instant;
-use coordinator_ir::{Program, StepOp};
+use coordinator_ir::{Program, StepKind, StepOp};
 
 use crate::machine::Vm;
 use crate::model::{CallPhase, Pending, RunState};
@@ -44,12 +44,17 @@ pub enum WaitKind {
 }
 
 impl WaitKind {
-    /// `wait-until` or `wait-for`.
-    pub fn as_str(self) -> &'static str {
+    /// The kind of step that waits this way: `wait-until` or `wait-for`.
+    pub fn step_kind(self) -> StepKind {
         match self {
-            WaitKind::Until => "wait-until",
-            WaitKind::For => "wait-for",
+            WaitKind::Until => StepKind::WaitUntil,
+            WaitKind::For => StepKind::WaitFor,
         }
+    }
+
+    /// `wait-until` or `wait-for` ([`WaitKind::step_kind`]'s word).
+    pub fn as_str(self) -> &'static str {
+        self.step_kind().as_str()
     }
 }
 
@@ -195,9 +200,8 @@ impl Vm {
         }
     }
 
-    /// The kind of step `name` (`call`, `choose`, `wait-until`, `wait-for`,
-    /// `finish`), if the Program has it.
-    pub fn step_kind(&self, name: &str) -> Option<&'static str> {
+    /// The kind of step `name`, if the Program has it.
+    pub fn step_kind(&self, name: &str) -> Option<StepKind> {
         let program = self.program();
         program
             .step_id(name)

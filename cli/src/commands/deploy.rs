@@ -12,7 +12,7 @@
 //! `<workflow>: <package digest>` line per workflow and the holds. A refusal
 //! goes to stderr as `error[<code>]: <message>`, `reason: <finer code>` (for
 //! `coordinator.deployment.refused`) and `next: <repair>`
-//! ([`StoreError::deployment_command_code`]).
+//! ([`DatabaseError::deployment_command_code`]).
 //! Exit codes: 0 ok, 1 refused, 2 usage, 3 database/file/secret unavailable.
 
 use std::path::Path;
@@ -21,7 +21,7 @@ use clap::Args;
 use coordinator_runtime::audit::AuditJournal;
 use coordinator_runtime::secrets::SecretResolver;
 use coordinator_runtime::{check_runtime_file, Mode, RuntimeConfig};
-use coordinator_store::{self as store, ErrorKind, PlanEntry, StoreError};
+use coordinator_store::{self as store, DatabaseError, ErrorKind, PlanEntry};
 use serde::Serialize;
 
 use crate::report::{self, EXIT_OK, EXIT_REFUSED, EXIT_UNAVAILABLE, EXIT_USAGE};
@@ -96,14 +96,14 @@ struct Extra<'a, T: Serialize> {
     error: Option<ErrorJson<'a>>,
 }
 
-fn exit_for(e: &StoreError) -> u8 {
+fn exit_for(e: &DatabaseError) -> u8 {
     match e.kind {
         ErrorKind::Unavailable => EXIT_UNAVAILABLE,
         ErrorKind::Refused => EXIT_REFUSED,
     }
 }
 
-fn print_error(e: &StoreError) {
+fn print_error(e: &DatabaseError) {
     let (code, reason) = e.deployment_command_code();
     errln!("error[{code}]: {}", e.message);
     if let Some(reason) = reason {
@@ -186,7 +186,7 @@ async fn run_async(which: Which, config: &RuntimeConfig, remove: &[String], form
             let journal = match AuditJournal::open(Path::new(&deployment.audit_file)) {
                 Ok(j) => j,
                 Err(e) => {
-                    let err = StoreError::unavailable(
+                    let err = DatabaseError::unavailable(
                         coordinator_store::codes::AUDIT_UNAVAILABLE,
                         format!(
                             "cannot create this process's audit journal next to {}: {e}",
@@ -237,7 +237,7 @@ fn finish<T: Serialize>(
     which: Which,
     format: Format,
     result: Option<T>,
-    error: Option<StoreError>,
+    error: Option<DatabaseError>,
     text: impl FnOnce(&T),
 ) -> u8 {
     let code = error.as_ref().map_or(EXIT_OK, exit_for);

@@ -132,7 +132,7 @@ pub fn standings(inspection: &api::Inspection) -> Vec<(String, Standing)> {
                     "finished" => Standing::Done,
                     "failed" => Standing::Failed,
                     "running" | "attention" | "cancel-requested" => {
-                        if step.kind == "wait-until" || step.kind == "wait-for" {
+                        if step.kind.parse().is_ok_and(StepKind::is_wait) {
                             Standing::Waiting
                         } else {
                             Standing::Current

@@ -9,7 +9,7 @@ use coordinator_ir::Program;
 use super::{
     ArgumentData, CallData, CaseData, ChooseData, EdgeData, EdgeKind, ExplainData, FieldData,
     FinishData, FunctionData, FunctionInputData, MappingData, OperationData, OutcomeData, ReadData,
-    ReadRouteData, StepData, StepKind, TriggerData, WaitForData, WaitUntilData,
+    ReadRouteData, StepData, TriggerData, WaitForData, WaitUntilData,
 };
 use crate::ast::{self, Mapping, Members, ProjectFile, Step};
 use crate::check::{Binding, Checked, ReadRoute};
@@ -173,7 +173,7 @@ impl Builder<'_> {
         let mut data = StepData {
             id: name.to_owned(),
             program_step,
-            kind: StepKind::Finish,
+            kind: step.kind(),
             line: explain::step_line(self.p, name, step),
             description: None,
             successors: successors(step),
@@ -185,12 +185,10 @@ impl Builder<'_> {
         };
         match step {
             Step::Call(c) => {
-                data.kind = StepKind::Call;
                 data.description = c.description.clone();
                 data.call = Some(self.call(c, &sp));
             }
             Step::Choose(c) => {
-                data.kind = StepKind::Choose;
                 data.description = c.description.clone();
                 data.choose = Some(ChooseData {
                     function: c.function.clone(),
@@ -206,14 +204,12 @@ impl Builder<'_> {
                 });
             }
             Step::WaitUntil(w) => {
-                data.kind = StepKind::WaitUntil;
                 data.description = w.description.clone();
                 data.wait_until = Some(WaitUntilData {
                     until: self.mapping(&w.until, &format!("{sp}/until")),
                 });
             }
             Step::WaitFor(w) => {
-                data.kind = StepKind::WaitFor;
                 data.description = w.description.clone();
                 data.wait_for = Some(WaitForData {
                     step: w.completion.step.clone(),

@@ -186,7 +186,7 @@ impl Admission {
             Err(AdmitError::Store(_)) => "store-error",
             Err(_) => "refused",
         };
-        self.core.counters.add("admissions", outcome);
+        self.core.counters.admission(outcome);
     }
 
     pub(crate) async fn admit_run(

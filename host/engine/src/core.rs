@@ -353,7 +353,7 @@ impl Core {
     /// The work of [`Engine::seen`].
     pub(crate) fn seen(&self, e: StoreError) -> StoreError {
         if matches!(e, StoreError::Unavailable(_)) {
-            self.counters.add("store_errors", "unavailable");
+            self.counters.store_error();
         }
         e
     }

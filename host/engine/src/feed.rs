@@ -172,7 +172,7 @@ impl Core {
                     }
                     if resumed.status.is_terminal() {
                         tracing::info!(run = %run.id, state = resumed.status.as_str(), "run ended");
-                        self.counters.add("runs_ended", resumed.status.as_str());
+                        self.counters.run_ended(resumed.status.as_str());
                     }
                     run.state = resumed.state;
                     run.ledger = ledger;

@@ -96,33 +96,21 @@ impl Core {
                     },
                 }),
                 Command::Dispatch {
-                    step,
-                    operation_id,
-                    connection,
-                    action,
-                    command,
-                    attempt,
                     needs_idempotency_key,
-                    resend_safe,
+                    dispatch,
                     ..
                 } => {
-                    let delay = if answered && *attempt > 1 {
-                        backoff(*attempt)
+                    let delay = if answered && dispatch.attempt > 1 {
+                        backoff(dispatch.attempt)
                     } else {
                         0
                     };
                     jobs.push(NewJob {
                         due_unix: now.saturating_add(delay),
                         kind: JobKind::Dispatch {
-                            step: step.clone(),
-                            operation_id: operation_id.clone(),
-                            connection: connection.clone(),
-                            action: action.clone(),
-                            command: command.clone(),
                             idempotency_key: needs_idempotency_key
-                                .then(|| self.key(start_identity, step)),
-                            attempt: *attempt,
-                            resend_safe: *resend_safe,
+                                .then(|| self.key(start_identity, &dispatch.step)),
+                            dispatch: dispatch.clone(),
                         },
                     });
                 }

@@ -14,7 +14,7 @@ use coordinator_ports::clock::due_unix;
 use coordinator_ports::store::{
     Commit, Job, JobKind, JobState, LeaseRequest, NewJob, RunRecord, StepLedger, StoreError,
 };
-use coordinator_vm::{Answer, Event, Expected, Vm};
+use coordinator_vm::{Answer, DispatchCommand, Event, Expected, Vm};
 
 use std::sync::Arc;
 
@@ -287,14 +287,17 @@ impl Worker {
                 Ok(())
             }
             JobKind::Dispatch {
-                step,
-                operation_id,
-                connection,
-                action,
-                command,
+                dispatch:
+                    DispatchCommand {
+                        step,
+                        operation_id,
+                        connection,
+                        action,
+                        command,
+                        attempt,
+                        resend_safe,
+                    },
                 idempotency_key,
-                attempt,
-                resend_safe,
             } => {
                 if !vm.expects(
                     &run.state,
@@ -374,7 +377,7 @@ impl Worker {
         } = call;
         let answer = if job.state == JobState::Sending {
             tracing::warn!(run = %run.id, step = %step, attempt, "interrupted dispatch found; reported to the VM as uncertain");
-            self.core.counters.add("dispatch_attempts", "interrupted");
+            self.core.counters.dispatch_attempt("interrupted");
             Answer::Uncertain {
                 code: INTERRUPTED.to_owned(),
             }
@@ -405,12 +408,12 @@ impl Worker {
             {
                 Ok(outcome) => {
                     tracing::info!(run = %run.id, step = %step, attempt, result = %outcome.label(), "dispatched");
-                    self.core.counters.add("dispatch_attempts", outcome.kind());
+                    self.core.counters.dispatch_attempt(outcome.kind());
                     outcome.into_answer()
                 }
                 Err(AdapterError::NotSent(e)) => return Err(e),
                 Err(e) => {
-                    self.core.counters.add("dispatch_attempts", "host-fault");
+                    self.core.counters.dispatch_attempt("host-fault");
                     return self.hold_job(job, &e.to_string()).await;
                 }
             }

@@ -8,6 +8,8 @@
 //! with a million waiting runs as with none; the in-memory store counts
 //! its maps.
 
+use coordinator_ir::StepKind;
+
 use crate::store::StoreError;
 
 /// Counts over the runs that have not ended (and the ended runs that still
@@ -58,7 +60,10 @@ impl LiveCounts {
     /// Runs in a wait by kind, as `(kind, count)` (`wait-until`,
     /// `wait-for`).
     pub fn waits_by_kind(&self) -> [(&'static str, u64); 2] {
-        [("wait-until", self.wait_until), ("wait-for", self.wait_for)]
+        [
+            (StepKind::WaitUntil.as_str(), self.wait_until),
+            (StepKind::WaitFor.as_str(), self.wait_for),
+        ]
     }
 
     /// Dispatch jobs by state, as `(state, count)` (`ready`, `leased`,

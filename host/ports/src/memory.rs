@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use coordinator_ir::Definition;
 use coordinator_runtime::binding::LiveBinding;
-use coordinator_vm::RunStatus;
+use coordinator_vm::{DispatchCommand, RunStatus};
 
 use crate::store::{
     erasable, erased_state, Admitted, Commit, Committed, Definitions, Erasure, Holds,
@@ -424,7 +424,11 @@ impl JobQueue for MemoryRunStore {
                 break;
             }
             if let JobKind::Dispatch {
-                resend_safe: false, ..
+                dispatch:
+                    DispatchCommand {
+                        resend_safe: false, ..
+                    },
+                ..
             } = j.kind
             {
                 j.lease = Some(Lease {

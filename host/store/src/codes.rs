@@ -1,7 +1,7 @@
 //! The store's codes as data: every code a store operation refuses or
 //! fails with, in the form `coordinatorctl` prints it
 //! (`coordinator.command.state-key-custody`, `coordinator.database.url`).
-//! A [`StoreError`](crate::StoreError) keeps the raw code
+//! A [`DatabaseError`](crate::DatabaseError) keeps the raw code
 //! ([`StoreCode::raw`]); whether it is a refusal or an unavailable resource
 //! is the raise site's call. Raise sites name the constants
 //! (`codes::COMMAND_STATE_KEY_CUSTODY`); the `secret.*` codes a
@@ -19,7 +19,7 @@ pub struct StoreCode {
 }
 
 impl StoreCode {
-    /// The raw code a [`StoreError`](crate::StoreError) keeps
+    /// The raw code a [`DatabaseError`](crate::DatabaseError) keeps
     /// (`state-key-custody`, `database.url`).
     pub fn raw(&self) -> &'static str {
         crate::raw_code(self.code)

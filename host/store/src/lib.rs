@@ -55,7 +55,7 @@ pub use runs::{Store, PING_TIMEOUT};
 pub const MAX_POOL_CONNECTIONS: u32 = 32;
 
 /// The raw code of a code as `coordinatorctl` prints it: the inverse of
-/// [`StoreError::cli_code`] (`coordinator.command.state-key-custody` →
+/// [`DatabaseError::cli_code`] (`coordinator.command.state-key-custody` →
 /// `state-key-custody`, `coordinator.database.url` → `database.url`). A code
 /// without the prefix is returned as it is.
 pub fn raw_code(code: &'static str) -> &'static str {
@@ -64,7 +64,7 @@ pub fn raw_code(code: &'static str) -> &'static str {
         .unwrap_or(code)
 }
 
-/// Whether a [`StoreError`] is a refusal or an unavailable resource.
+/// Whether a [`DatabaseError`] is a refusal or an unavailable resource.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorKind {
     /// The database, a file or a secret could not be reached or read (the
@@ -74,10 +74,16 @@ pub enum ErrorKind {
     Refused,
 }
 
-/// A store refusal or failure: a stable code, a message and a repair line.
-/// Never carries a secret value, a run input or a database URL.
+/// A refusal or failure of the PostgreSQL database as this crate meets it
+/// directly (connecting, `plan`/`apply`/`deployment-status`,
+/// [`Store::open`], sealing, the store's own reads): a stable code, a
+/// message and a repair line, what the operator sees. Callers of the
+/// service's store port never meet it: the port's methods answer
+/// [`coordinator_ports::StoreError`], into which `runs` maps it (unavailable
+/// stays unavailable, a refusal keeps its code). Never carries a secret
+/// value, a run input or a database URL.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StoreError {
+pub struct DatabaseError {
     /// Refused or unavailable.
     pub kind: ErrorKind,
     /// The raw code (the [`codes::StoreCode::raw`] of one of [`codes::ALL`],
@@ -89,7 +95,7 @@ pub struct StoreError {
     pub next: String,
 }
 
-impl StoreError {
+impl DatabaseError {
     /// A refusal. `code` is the code as `coordinatorctl` prints it
     /// (`coordinator.deployment.workflow-unlisted`), so that every code is
     /// written out once, whole, where it is raised; the error keeps the raw
@@ -99,7 +105,7 @@ impl StoreError {
         message: impl Into<String>,
         next: impl Into<String>,
     ) -> Self {
-        StoreError {
+        DatabaseError {
             kind: ErrorKind::Refused,
             code: raw_code(code),
             message: message.into(),
@@ -107,13 +113,13 @@ impl StoreError {
         }
     }
 
-    /// An unavailable resource; `code` as for [`StoreError::refused`].
+    /// An unavailable resource; `code` as for [`DatabaseError::refused`].
     pub fn unavailable(
         code: &'static str,
         message: impl Into<String>,
         next: impl Into<String>,
     ) -> Self {
-        StoreError {
+        DatabaseError {
             kind: ErrorKind::Unavailable,
             code: raw_code(code),
             message: message.into(),
@@ -168,15 +174,15 @@ fn printed_code(code: &str) -> String {
     }
 }
 
-impl fmt::Display for StoreError {
+impl fmt::Display for DatabaseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.code, self.message)
     }
 }
 
-impl std::error::Error for StoreError {}
+impl std::error::Error for DatabaseError {}
 
-impl From<SecretError> for StoreError {
+impl From<SecretError> for DatabaseError {
     fn from(e: SecretError) -> Self {
         let next = match &e {
             SecretError::Permissions { .. } => "make the file owner-only: chmod 0600 FILE",
@@ -185,7 +191,7 @@ impl From<SecretError> for StoreError {
             }
             _ => "fix the secret or its reference in the runtime file",
         };
-        StoreError {
+        DatabaseError {
             kind: if e.is_unavailable() {
                 ErrorKind::Unavailable
             } else {
@@ -198,15 +204,15 @@ impl From<SecretError> for StoreError {
     }
 }
 
-impl From<KeyError> for StoreError {
+impl From<KeyError> for DatabaseError {
     fn from(e: KeyError) -> Self {
         match e {
-            KeyError::StateKeyCustody { .. } => StoreError::refused(
+            KeyError::StateKeyCustody { .. } => DatabaseError::refused(
                 codes::COMMAND_STATE_KEY_CUSTODY,
                 e.to_string(),
                 "configure every state key version the stored rows use (deployment.stateKeys)",
             ),
-            _ => StoreError::refused(
+            _ => DatabaseError::refused(
                 codes::COMMAND_STATE_TAMPERED,
                 e.to_string(),
                 "the stored value does not open under its binding; investigate the database",
@@ -215,16 +221,16 @@ impl From<KeyError> for StoreError {
     }
 }
 
-/// A database error as a [`StoreError`]: lost connections, timeouts and
+/// A database error as a [`DatabaseError`]: lost connections, timeouts and
 /// server errors are `store-unavailable`; the SQLSTATE and the server's
 /// message are kept (they hold no parameter values).
-pub(crate) fn db_error(e: sqlx::Error) -> StoreError {
+pub(crate) fn db_error(e: sqlx::Error) -> DatabaseError {
     // A statement prepared by name already on the server's session: the
     // connection is shared by a pooler in transaction mode while the
     // runtime file says `session` (a configuration fault, not an outage).
     if let sqlx::Error::Database(d) = &e {
         if d.code().as_deref() == Some("42P05") && d.message().contains("sqlx_s_") {
-            return StoreError::refused(
+            return DatabaseError::refused(
                 codes::DATABASE_URL,
                 format!(
                     "the database refused a statement (42P05): {}; the connection is shared by a pooler in transaction mode",
@@ -242,18 +248,18 @@ pub(crate) fn db_error(e: sqlx::Error) -> StoreError {
         ),
         other => format!("the database is unavailable: {other}"),
     };
-    StoreError::unavailable(
+    DatabaseError::unavailable(
         codes::COMMAND_STORE_UNAVAILABLE,
         message,
         "check that PostgreSQL is reachable and the role may connect, then try again",
     )
 }
 
-pub(crate) fn namespace_of(config: &RuntimeConfig) -> Result<&str, StoreError> {
+pub(crate) fn namespace_of(config: &RuntimeConfig) -> Result<&str, DatabaseError> {
     if valid_namespace(&config.namespace) {
         Ok(&config.namespace)
     } else {
-        Err(StoreError::refused(
+        Err(DatabaseError::refused(
             codes::DEPLOYMENT_NOT_APPLIED,
             "the runtime file's namespace is not `coordinator_` followed by lowercase letters, digits or `_`",
             "run `coordinatorctl --runtime-config FILE check`",
@@ -282,7 +288,7 @@ pub(crate) async fn connect(
     max_connections: u32,
     settings: &[(&str, &str)],
     access: servers::Access,
-) -> Result<session::Database, StoreError> {
+) -> Result<session::Database, DatabaseError> {
     let url = resolver.resolve_text(reference)?;
     let root = match &config.database.trusted_root_certificate_ref {
         Some(r) => Some(resolver.resolve(r)?.bytes().to_vec()),
@@ -308,7 +314,7 @@ pub(crate) async fn connect(
 ///
 /// # Errors
 /// `deployment.database-version`, or `store-unavailable`.
-pub async fn check_server_version(database: &session::Database) -> Result<i32, StoreError> {
+pub async fn check_server_version(database: &session::Database) -> Result<i32, DatabaseError> {
     let row = sqlx::query("SHOW server_version_num")
         .fetch_one(database)
         .await
@@ -316,7 +322,7 @@ pub async fn check_server_version(database: &session::Database) -> Result<i32, S
     let text: String = row.try_get(0).map_err(db_error)?;
     let num: i32 = text.trim().parse().unwrap_or(0);
     if num < schema::MIN_SERVER_VERSION_NUM {
-        return Err(StoreError::refused(
+        return Err(DatabaseError::refused(
             codes::DEPLOYMENT_DATABASE_VERSION,
             format!(
                 "the database server is version {}.{}; PostgreSQL 17 or newer is required",
@@ -340,7 +346,7 @@ pub(crate) async fn check_admission_custody(
     conn: &mut Transaction,
     ns: &str,
     admission: &coordinator_runtime::keys::AdmissionKey,
-) -> Result<bool, StoreError> {
+) -> Result<bool, DatabaseError> {
     let recorded: Option<String> = sqlx::query(&format!(
         "SELECT admission_key_fingerprint FROM {ns}.deployment"
     ))
@@ -352,7 +358,7 @@ pub(crate) async fn check_admission_custody(
     match recorded {
         None => Ok(false),
         Some(f) if f == admission.fingerprint() => Ok(true),
-        Some(_) => Err(StoreError::refused(
+        Some(_) => Err(DatabaseError::refused(
             codes::COMMAND_STATE_KEY_CUSTODY,
             "the admission key (deployment.admissionKeyRef) is not the key this database recorded; start identities are keyed by it, so a repeated start would create a second run",
             "configure the original admission key file",
@@ -368,7 +374,7 @@ pub(crate) async fn check_custody(
     conn: &mut Transaction,
     ns: &str,
     keyring: &StateKeyring,
-) -> Result<Vec<(u32, String)>, StoreError> {
+) -> Result<Vec<(u32, String)>, DatabaseError> {
     let rows = sqlx::query(&format!(
         "SELECT version, fingerprint FROM {ns}.state_key_custody ORDER BY version"
     ))
@@ -383,7 +389,7 @@ pub(crate) async fn check_custody(
         match keyring.fingerprint(version) {
             Some(f) if f == fingerprint => {}
             Some(_) => {
-                return Err(StoreError::refused(
+                return Err(DatabaseError::refused(
                     codes::COMMAND_STATE_KEY_CUSTODY,
                     format!("state key version {version} is not the key this database recorded for that version"),
                     format!("configure the original key file of version {version} under deployment.stateKeys"),
@@ -403,7 +409,7 @@ pub(crate) async fn check_custody(
                 .try_get(0)
                 .map_err(db_error)?;
                 if in_use {
-                    return Err(StoreError::refused(
+                    return Err(DatabaseError::refused(
                         codes::COMMAND_STATE_KEY_CUSTODY,
                         format!("state key version {version} is not configured, and stored runs were sealed under it"),
                         format!("add version {version} back under deployment.stateKeys; remove a version only after retention erased what it sealed"),
@@ -424,11 +430,11 @@ mod tests {
     fn cli_codes() {
         // (The namespace rule is `coordinator_runtime::config::valid_namespace`,
         // tested there.)
-        let custody = StoreError::refused("coordinator.command.state-key-custody", "m", "n");
+        let custody = DatabaseError::refused("coordinator.command.state-key-custody", "m", "n");
         assert_eq!(custody.code, "state-key-custody");
         assert_eq!(custody.cli_code(), "coordinator.command.state-key-custody");
         assert_eq!(custody.to_string(), "state-key-custody: m");
-        let unlisted = StoreError::refused("coordinator.deployment.workflow-unlisted", "m", "n");
+        let unlisted = DatabaseError::refused("coordinator.deployment.workflow-unlisted", "m", "n");
         assert_eq!(unlisted.code, "deployment.workflow-unlisted");
         assert_eq!(
             unlisted.cli_code(),
@@ -436,9 +442,12 @@ mod tests {
         );
         // Raw codes are still taken as they are, and every listed code
         // survives the round trip through the CLI's form.
-        assert_eq!(StoreError::refused("state-key-custody", "m", "n"), custody);
+        assert_eq!(
+            DatabaseError::refused("state-key-custody", "m", "n"),
+            custody
+        );
         for code in codes::ALL {
-            let e = StoreError::unavailable(code.code, "m", "n");
+            let e = DatabaseError::unavailable(code.code, "m", "n");
             assert_eq!(e.code, code.raw());
             assert_eq!(e.cli_code(), code.code);
         }
@@ -447,7 +456,7 @@ mod tests {
     #[test]
     fn deployment_commands_print_the_seed_names() {
         let printed = |code: &'static str| {
-            StoreError::refused(code, "m", "n")
+            DatabaseError::refused(code, "m", "n")
                 .deployment_command_code()
                 .0
         };
@@ -459,7 +468,8 @@ mod tests {
         ] {
             assert_eq!(printed(named), named);
         }
-        let finer = StoreError::refused("coordinator.deployment.runtime-role-superuser", "m", "n");
+        let finer =
+            DatabaseError::refused("coordinator.deployment.runtime-role-superuser", "m", "n");
         assert_eq!(
             finer.deployment_command_code(),
             (
@@ -467,13 +477,13 @@ mod tests {
                 Some("coordinator.deployment.runtime-role-superuser".to_owned())
             )
         );
-        let secret = StoreError::from(SecretError::Reference);
+        let secret = DatabaseError::from(SecretError::Reference);
         assert_eq!(
             secret.deployment_command_code().1.as_deref(),
             Some("coordinator.secret.reference")
         );
         // An outage keeps its own code: it is not a refused check.
-        let down = StoreError::unavailable("store-unavailable", "m", "n");
+        let down = DatabaseError::unavailable("store-unavailable", "m", "n");
         assert_eq!(
             down.deployment_command_code(),
             ("coordinator.command.store-unavailable".to_owned(), None)

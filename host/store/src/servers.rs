@@ -30,7 +30,7 @@ use coordinator_runtime::config::{PoolingMode, SecretRef};
 use coordinator_runtime::net::is_loopback_host;
 
 use crate::codes;
-use crate::StoreError;
+use crate::DatabaseError;
 
 /// How long one server may take to accept a connection before the next one
 /// in the list is tried (and, with one server, before the database is
@@ -112,8 +112,8 @@ pub async fn writable(connection: &mut PgConnection) -> Result<Option<NotUsable>
 }
 
 /// The refusal of a URL that does not parse; never echoes the URL.
-fn bad_url(reference: &str, why: &str) -> StoreError {
-    StoreError::refused(
+fn bad_url(reference: &str, why: &str) -> DatabaseError {
+    DatabaseError::refused(
         codes::DATABASE_URL,
         format!("`{reference}` does not hold a PostgreSQL URL{why}"),
         "write `postgres://ROLE:PASSWORD@HOST:PORT/DATABASE?sslmode=require` into the file (several hosts as `HOST1:PORT,HOST2:PORT`)",
@@ -198,7 +198,7 @@ impl ServerList {
         reference: &SecretRef,
         trusted_root_pem: Option<&[u8]>,
         pooling: PoolingMode,
-    ) -> Result<ServerList, StoreError> {
+    ) -> Result<ServerList, DatabaseError> {
         let reference = reference.0.as_str();
         let urls = one_url_per_host(url)
             .ok_or_else(|| bad_url(reference, ": its host list has an empty entry"))?;
@@ -297,7 +297,7 @@ impl ServerList {
     /// Otherwise, when no server may be used: `database.read-only` when
     /// every one that answered is read-only, else `store-unavailable`; the
     /// message names each server and why it was passed over.
-    pub async fn first_usable(&self, access: Access) -> Result<usize, StoreError> {
+    pub async fn first_usable(&self, access: Access) -> Result<usize, DatabaseError> {
         self.walk(access, true).await
     }
 
@@ -306,11 +306,11 @@ impl ServerList {
     ///
     /// # Errors
     /// As [`ServerList::first_usable`].
-    pub async fn first_usable_quietly(&self, access: Access) -> Result<usize, StoreError> {
+    pub async fn first_usable_quietly(&self, access: Access) -> Result<usize, DatabaseError> {
         self.walk(access, false).await
     }
 
-    async fn walk(&self, access: Access, log: bool) -> Result<usize, StoreError> {
+    async fn walk(&self, access: Access, log: bool) -> Result<usize, DatabaseError> {
         let mut passed = Vec::new();
         let mut read_only = false;
         for (index, options) in self.servers.iter().enumerate() {
@@ -348,13 +348,13 @@ impl ServerList {
             )
         };
         Err(if read_only {
-            StoreError::unavailable(
+            DatabaseError::unavailable(
                 codes::DATABASE_READ_ONLY,
                 message,
                 "point the URL at the primary (or list every server with target_session_attrs=read-write); the service waits for a writable server",
             )
         } else {
-            StoreError::unavailable(
+            DatabaseError::unavailable(
                 codes::COMMAND_STORE_UNAVAILABLE,
                 message,
                 "check that PostgreSQL is running and reachable from this host, then try again",
@@ -366,7 +366,7 @@ impl ServerList {
 /// What [`probe`] found wrong with one server.
 enum Probe {
     /// A configuration fault: stop trying.
-    Refused(StoreError),
+    Refused(DatabaseError),
     /// It answered, but cannot be used for the access asked.
     NotUsable(NotUsable),
     /// It did not answer, or failed otherwise (the cause).
@@ -428,20 +428,20 @@ fn classify_connect_error(e: &sqlx::Error, options: &PgConnectOptions, reference
     let role = options.get_username();
     let database = options.get_database().unwrap_or(role);
     match code.as_deref() {
-        Some(c) if c.starts_with("28") => Probe::Refused(StoreError::refused(
+        Some(c) if c.starts_with("28") => Probe::Refused(DatabaseError::refused(
             codes::DATABASE_LOGIN,
             format!("PostgreSQL at {target} refused the login of role `{role}` ({c})"),
             format!(
                 "check the role name and password in `{reference}`, and that pg_hba.conf lets the role connect from this host"
             ),
         )),
-        Some("3D000") => Probe::Refused(StoreError::refused(
+        Some("3D000") => Probe::Refused(DatabaseError::refused(
             codes::DATABASE_MISSING,
             format!("PostgreSQL at {target} has no database `{database}`"),
             format!("create the database, or correct the database name in `{reference}`"),
         )),
         _ if e.to_string().contains("unsupported startup parameter") => {
-            Probe::Refused(StoreError::refused(
+            Probe::Refused(DatabaseError::refused(
                 codes::DATABASE_URL,
                 format!("the server at {target} refused a startup setting: it is a pooler in transaction mode ({e})"),
                 format!(
@@ -485,7 +485,7 @@ fn tls_rule(
     options: PgConnectOptions,
     reference: &str,
     trusted_root_pem: Option<&[u8]>,
-) -> Result<PgConnectOptions, StoreError> {
+) -> Result<PgConnectOptions, DatabaseError> {
     // A Unix socket (a host that is a directory path), or a loopback host
     // by the one rule (`coordinator_runtime::net::is_loopback_host`).
     let host = options.get_host();
@@ -496,7 +496,7 @@ fn tls_rule(
         }
         _ if local => options,
         _ => {
-            return Err(StoreError::refused(
+            return Err(DatabaseError::refused(
                 codes::DATABASE_INSECURE_URL,
                 format!(
                 "`{reference}` allows a plaintext connection to `{}`, which is not a loopback host",
@@ -521,7 +521,7 @@ mod tests {
         SecretRef("secret:file/runtime-database-url".into())
     }
 
-    fn parse(url: &str) -> Result<ServerList, StoreError> {
+    fn parse(url: &str) -> Result<ServerList, DatabaseError> {
         ServerList::parse(url, &r(), None, PoolingMode::Session)
     }
 

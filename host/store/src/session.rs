@@ -38,7 +38,7 @@ use coordinator_runtime::config::PoolingMode;
 
 use crate::codes;
 use crate::servers::{self, Access, ServerList};
-use crate::{db_error, StoreError};
+use crate::{db_error, DatabaseError};
 
 /// How long an acquisition from the pool may take (a new connection
 /// included) before the statement fails as `store-unavailable`.
@@ -95,11 +95,11 @@ impl Database {
         pooling: PoolingMode,
         access: Access,
         max_connections: u32,
-    ) -> Result<Database, StoreError> {
+    ) -> Result<Database, DatabaseError> {
         let first = servers.first_usable(access).await?;
         let servers = Arc::new(servers);
         let options = servers.options(first).cloned().ok_or_else(|| {
-            StoreError::unavailable(
+            DatabaseError::unavailable(
                 codes::COMMAND_STORE_UNAVAILABLE,
                 "the database URL names no server",
                 "check the database URL",
@@ -147,7 +147,7 @@ impl Database {
     ///
     /// # Errors
     /// `store-unavailable`.
-    pub async fn begin(&self) -> Result<Transaction, StoreError> {
+    pub async fn begin(&self) -> Result<Transaction, DatabaseError> {
         let result = self.pool.begin().await;
         self.observe(&result);
         result.map(Transaction).map_err(db_error)
@@ -249,10 +249,10 @@ impl Database {
     /// URL tried directly, in order, without a warning per server.
     /// `database.read-only` when the servers that answer may not be used,
     /// else `store-unavailable` (naming each server and why).
-    pub async fn diagnose(&self) -> StoreError {
+    pub async fn diagnose(&self) -> DatabaseError {
         match self.servers.first_usable_quietly(self.access).await {
             Err(e) => e,
-            Ok(index) => StoreError::unavailable(
+            Ok(index) => DatabaseError::unavailable(
                 codes::COMMAND_STORE_UNAVAILABLE,
                 format!(
                     "PostgreSQL at {} answers, but no pooled connection was had in time",
@@ -269,7 +269,7 @@ impl Database {
     /// # Errors
     /// `database.read-only` for a server that may not be used;
     /// `store-unavailable`.
-    pub async fn check_usable(&self) -> Result<(), StoreError> {
+    pub async fn check_usable(&self) -> Result<(), DatabaseError> {
         let mut connection = self.pool.acquire().await.map_err(|e| {
             self.note(&e);
             db_error(e)
@@ -282,7 +282,7 @@ impl Database {
             self.reselect();
         }
         let why = found.map(|w| w.to_string()).unwrap_or_default();
-        Err(StoreError::unavailable(
+        Err(DatabaseError::unavailable(
             codes::DATABASE_READ_ONLY,
             format!("PostgreSQL at {} {why}", self.current_server()),
             "point the URL at the primary (or list every server with target_session_attrs=read-write)",
@@ -467,7 +467,7 @@ impl Transaction {
     ///
     /// # Errors
     /// `store-unavailable`.
-    pub async fn commit(self) -> Result<(), StoreError> {
+    pub async fn commit(self) -> Result<(), DatabaseError> {
         self.0.commit().await.map_err(db_error)
     }
 }

@@ -23,9 +23,9 @@ use coordinator_runtime::keys::AdmissionKey;
 use coordinator_runtime::package::write_package;
 use coordinator_runtime::secrets::{load_keys, SecretResolver};
 use coordinator_runtime::{check_runtime_file, Mode, RuntimeConfig};
-use coordinator_store::{self as store, PlanAction, Store, StoreError};
+use coordinator_store::{self as store, DatabaseError, PlanAction, Store};
 use coordinator_testkit::conformance::{self, committed_at, lease, Fixture};
-use coordinator_vm::{RunState, RunStatus};
+use coordinator_vm::{DispatchCommand, RunState, RunStatus};
 use serde_json::{json, Value};
 use sqlx::{Connection, Executor, PgConnection, Row};
 use time::OffsetDateTime;
@@ -185,12 +185,12 @@ impl Fx {
         SecretResolver::new(&self.config().secret_providers)
     }
 
-    async fn plan(&self, remove: &[&str]) -> Result<store::Plan, StoreError> {
+    async fn plan(&self, remove: &[&str]) -> Result<store::Plan, DatabaseError> {
         let remove: Vec<String> = remove.iter().map(|s| s.to_string()).collect();
         store::plan(&self.config(), &self.resolver(), &remove).await
     }
 
-    async fn apply(&self, remove: &[&str]) -> Result<store::ApplyReport, StoreError> {
+    async fn apply(&self, remove: &[&str]) -> Result<store::ApplyReport, DatabaseError> {
         let remove: Vec<String> = remove.iter().map(|s| s.to_string()).collect();
         let journal = AuditJournal::open(&self.audit_base()).expect("journal");
         let report = store::apply(&self.config(), &self.resolver(), &remove, &journal).await?;
@@ -208,11 +208,11 @@ impl Fx {
         Ok(report)
     }
 
-    async fn status(&self) -> Result<store::DeploymentStatus, StoreError> {
+    async fn status(&self) -> Result<store::DeploymentStatus, DatabaseError> {
         store::deployment_status(&self.config(), &self.resolver()).await
     }
 
-    async fn store(&self) -> Result<Store, StoreError> {
+    async fn store(&self) -> Result<Store, DatabaseError> {
         let config = self.config();
         let resolver = self.resolver();
         let keys =
@@ -322,14 +322,16 @@ async fn admit(
             state: st,
             jobs: vec![NewJob {
                 kind: JobKind::Dispatch {
-                    step: "notify".into(),
-                    operation_id: "messaging.send-message".into(),
-                    connection: "notices".into(),
-                    action: None,
-                    command: json!({"message": {"to": input}}),
+                    dispatch: DispatchCommand {
+                        step: "notify".into(),
+                        operation_id: "messaging.send-message".into(),
+                        connection: "notices".into(),
+                        action: None,
+                        command: json!({"message": {"to": input}}),
+                        attempt: 1,
+                        resend_safe: false,
+                    },
                     idempotency_key: Some(command_key),
-                    attempt: 1,
-                    resend_safe: false,
                 },
                 due_unix: t,
             }],
@@ -346,7 +348,7 @@ fn created(a: Admitted) -> coordinator_ports::RunRecord {
     }
 }
 
-fn code<T: std::fmt::Debug>(r: Result<T, StoreError>) -> &'static str {
+fn code<T: std::fmt::Debug>(r: Result<T, DatabaseError>) -> &'static str {
     r.expect_err("refused").code
 }
 
@@ -675,7 +677,7 @@ async fn no_column_of_the_namespace_holds_the_input_in_plaintext() {
     );
     let jobs = store.jobs(&run.id).await.expect("jobs");
     assert!(jobs.iter().any(|j| matches!(&j.kind,
-        JobKind::Dispatch { command, .. } if command["message"]["to"]["applicationId"] == MARKER)));
+        JobKind::Dispatch { dispatch, .. } if dispatch.command["message"]["to"]["applicationId"] == MARKER)));
 
     let mut admin = fx.admin().await;
     let tables: Vec<String> = sqlx::query(

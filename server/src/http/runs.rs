@@ -251,7 +251,7 @@ pub(crate) async fn inspect(
             .into_iter()
             .map(|st| api::InspectedStep {
                 name: st.name,
-                kind: st.kind.to_owned(),
+                kind: st.kind.map_or("unknown", |k| k.as_str()).to_owned(),
                 effect: st.effect.map(|e| {
                     match e {
                         EffectState::Accepted => "accepted",

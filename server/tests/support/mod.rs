@@ -20,7 +20,7 @@ use coordinator_runtime::package::write_package;
 use coordinator_runtime::secrets::{load_keys, SecretResolver};
 use coordinator_runtime::{check_runtime_file, Mode};
 use coordinator_store::deploy::load_pinned_packages;
-use coordinator_store::{ApplyReport, DeploymentStatus, Store, StoreError};
+use coordinator_store::{ApplyReport, DatabaseError, DeploymentStatus, Store};
 use serde_json::{json, Value};
 use sqlx::{Connection, Executor, PgConnection};
 
@@ -536,7 +536,7 @@ database:
 
     /// `coordinatorctl --runtime-config FILE apply` through the library
     /// (the file must pass `check`).
-    pub async fn apply_file(&self, file: &Path) -> Result<ApplyReport, StoreError> {
+    pub async fn apply_file(&self, file: &Path) -> Result<ApplyReport, DatabaseError> {
         let config = checked_config(file);
         let resolver = SecretResolver::new(&config.secret_providers);
         let journal = AuditJournal::open(&self.dir.path().join("audit.jsonl")).unwrap();
@@ -549,7 +549,7 @@ database:
     /// The run store as the service opens it with the runtime file at
     /// `file` (custody and activation checked), for what the test does
     /// through the library (retention).
-    pub async fn open_store(&self, file: &Path) -> Result<Store, StoreError> {
+    pub async fn open_store(&self, file: &Path) -> Result<Store, DatabaseError> {
         let config = checked_config(file);
         let resolver = SecretResolver::new(&config.secret_providers);
         let deployment = config.deployment.as_ref().unwrap();
@@ -560,7 +560,7 @@ database:
 
     /// `coordinatorctl --runtime-config FILE deployment-status` through the
     /// library (the file must pass `check`).
-    pub async fn status_file(&self, file: &Path) -> Result<DeploymentStatus, StoreError> {
+    pub async fn status_file(&self, file: &Path) -> Result<DeploymentStatus, DatabaseError> {
         let config = checked_config(file);
         let resolver = SecretResolver::new(&config.secret_providers);
         coordinator_store::deployment_status(&config, &resolver).await

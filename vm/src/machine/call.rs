@@ -7,8 +7,8 @@ use serde_json::{json, Value};
 
 use super::{reject, Run};
 use crate::model::{
-    Answer, CallPhase, CancelMode, Command, Edge, EffectState, FailureCode, Pending, RejectCode,
-    Rejected, RunStatus,
+    Answer, CallPhase, CancelMode, Command, DispatchCommand, Edge, EffectState, FailureCode,
+    Pending, RejectCode, Rejected, RunStatus,
 };
 use crate::view::RecoverySupport;
 
@@ -33,15 +33,17 @@ impl<'v> Run<'v> {
         let (step, attempt, command) = self.count_call_phase(CallPhase::Dispatched)?;
         let (binding, _, _) = self.binding(step)?;
         self.commands.push(Command::Dispatch {
-            step: self.vm.step_name(step).to_owned(),
             operation: binding.alias.clone(),
-            operation_id: binding.descriptor.id.clone(),
-            connection: binding.connection.clone(),
-            action: binding.action.clone(),
-            command,
-            attempt,
             needs_idempotency_key: binding.descriptor.idempotency_key,
-            resend_safe: binding.descriptor.effect == Effect::Read,
+            dispatch: DispatchCommand {
+                step: self.vm.step_name(step).to_owned(),
+                operation_id: binding.descriptor.id.clone(),
+                connection: binding.connection.clone(),
+                action: binding.action.clone(),
+                command,
+                attempt,
+                resend_safe: binding.descriptor.effect == Effect::Read,
+            },
         });
         if self.st.cancel.is_none() {
             self.st.status = RunStatus::Running;

@@ -2,6 +2,7 @@
 //! /v1/runs`, inspect), retention and review completions.
 
 use coordinator_ir::instant::Instant;
+use coordinator_ir::StepKind;
 use coordinator_ports::store::{
     Erasure, JobKind, LeaseRequest, Review, RunFilter, RunPage, RunRecord, StoreError,
 };
@@ -72,8 +73,9 @@ pub enum Action {
 pub struct InspectedStep {
     /// The step name.
     pub name: String,
-    /// `call`, `choose`, `wait-until`, `wait-for` or `finish`.
-    pub kind: &'static str,
+    /// The step's kind; `None` when the run's Program is not loaded or no
+    /// longer has the step (inspection shows `unknown`).
+    pub kind: Option<StepKind>,
     /// Mutation and evaluation calls: `accepted` / `unknown`.
     pub effect: Option<EffectState>,
     /// Calls: dispatch attempts made.
@@ -167,10 +169,7 @@ impl OperatorActions {
         let wait = vm.as_ref().and_then(|v| v.current_wait(&run.state));
         let mut out = Vec::new();
         for name in &run.state.path {
-            let kind = vm
-                .as_ref()
-                .and_then(|v| v.step_kind(name))
-                .unwrap_or("unknown");
+            let kind = vm.as_ref().and_then(|v| v.step_kind(name));
             let ledger = run.ledger.get(name);
             let pending_here = wait
                 .filter(|w| w.step == name.as_str())
@@ -179,9 +178,10 @@ impl OperatorActions {
                 name: name.clone(),
                 kind,
                 effect: run.state.effects.get(name).copied(),
-                attempts: (kind == "call").then(|| ledger.map(|l| l.attempts).unwrap_or(0)),
+                attempts: (kind == Some(StepKind::Call))
+                    .then(|| ledger.map(|l| l.attempts).unwrap_or(0)),
                 due_at: pending_here,
-                observations: (kind == "wait-for")
+                observations: (kind == Some(StepKind::WaitFor))
                     .then(|| ledger.map(|l| l.observations).unwrap_or(0)),
                 restored: ledger.is_some_and(|l| l.restored),
             });

@@ -213,12 +213,13 @@ impl OperatorActions {
                 .await?;
             let claimed = jobs.len();
             for job in jobs {
-                let JobKind::Dispatch { step, attempt, .. } = &job.kind else {
+                let JobKind::Dispatch { dispatch, .. } = &job.kind else {
                     continue;
                 };
+                let step = &dispatch.step;
                 // A `sending` job's attempt was started (its request may
                 // have left): inspection counts it.
-                let started = (job.state == JobState::Sending).then_some(*attempt);
+                let started = (job.state == JobState::Sending).then_some(dispatch.attempt);
                 let run = match self.core.store.get(&job.run_id).await? {
                     Some(r) if !r.status().is_terminal() => r,
                     _ => {

@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 
 use coordinator_ir::instant::Instant;
-use coordinator_vm::{RunState, RunStatus, WakeKind};
+use coordinator_vm::{DispatchCommand, RunState, RunStatus, WakeKind};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -217,26 +217,19 @@ impl RunRecord {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum JobKind {
-    /// Send one attempt of call step `step` (the VM's `Command::Dispatch`):
-    /// the prepared command, persisted before it is sent.
+    /// Send one attempt of a call step: the VM's prepared command
+    /// ([`DispatchCommand`], carried as the VM made it), persisted before
+    /// it is sent, with the step's idempotency key. Serialised flat (the
+    /// command's members and `idempotencyKey` side by side), as dispatch
+    /// jobs were always stored.
     #[serde(rename_all = "camelCase")]
     Dispatch {
-        /// The call step's name.
-        step: String,
-        /// The catalogue operation id.
-        operation_id: String,
-        /// The logical connection name.
-        connection: String,
-        /// The BReg action (invoke-action only).
-        action: Option<String>,
-        /// The frozen operation input (sealed at rest).
-        command: Value,
+        /// What to send, where, which attempt (the frozen operation input
+        /// is sealed at rest).
+        #[serde(flatten)]
+        dispatch: DispatchCommand,
         /// SPEC §5's key, for operations that carry one.
         idempotency_key: Option<String>,
-        /// The VM's attempt number (from 1).
-        attempt: u32,
-        /// Whether a resend after an interrupted attempt is safe (reads).
-        resend_safe: bool,
     },
     /// Look up the receipt of step `step`'s idempotency key.
     #[serde(rename_all = "camelCase")]

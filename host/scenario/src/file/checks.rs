@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use coordinator_ir::Program;
+use coordinator_ir::{Program, StepKind};
 use coordinator_source::{Diagnostic, YamlDocument};
 
 use super::{
@@ -112,7 +112,7 @@ impl<'a> ScenarioChecks<'a> {
         self.expect(case, base);
     }
 
-    /// A step named under `section`: its pointer and operation, or an
+    /// A step named under `section`: its pointer and kind, or an
     /// `unknown-step` finding (with `hint`) and `None`.
     fn scripted_step(
         &mut self,
@@ -120,7 +120,7 @@ impl<'a> ScenarioChecks<'a> {
         section: &str,
         name: &str,
         hint: &str,
-    ) -> Option<(String, &'static str)> {
+    ) -> Option<(String, StepKind)> {
         let ptr = format!(
             "{base}/{section}/{}",
             coordinator_ir::pointer::escape_token(name)
@@ -148,25 +148,22 @@ impl<'a> ScenarioChecks<'a> {
         else {
             return;
         };
-        match op {
-            "call" => {
-                if count == 0 || count > MAX_REPLIES {
-                    self.err(
-                        codes::SCENARIO_REPLY_COUNT,
-                        ptr,
-                        format!(
-                            "{count} replies are scripted for `{name}`; 1 to {MAX_REPLIES} are accepted"
-                        ),
-                        "Script between one and eight replies.",
-                    );
-                }
-            }
-            _ => self.err_at_key(
+        if op != StepKind::Call {
+            self.err_at_key(
                 codes::SCENARIO_NOT_A_CALL,
                 ptr,
                 format!("`{name}` is not a call step; only call steps receive replies"),
                 "Move these replies to a call step, or script a completion for a wait-for step.",
-            ),
+            );
+        } else if count == 0 || count > MAX_REPLIES {
+            self.err(
+                codes::SCENARIO_REPLY_COUNT,
+                ptr,
+                format!(
+                    "{count} replies are scripted for `{name}`; 1 to {MAX_REPLIES} are accepted"
+                ),
+                "Script between one and eight replies.",
+            );
         }
     }
 
@@ -180,7 +177,7 @@ impl<'a> ScenarioChecks<'a> {
         ) else {
             return;
         };
-        if op != "wait-for" {
+        if op != StepKind::WaitFor {
             self.err_at_key(
                 codes::SCENARIO_NOT_A_WAIT_FOR,
                 ptr,

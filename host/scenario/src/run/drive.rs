@@ -110,8 +110,9 @@ impl CaseHost<'_> {
         timers: &mut Vec<Instant>,
     ) -> Result<CommandAnswer, Vec<Diagnostic>> {
         match cmd {
-            Command::Dispatch { step, command, .. } => {
-                self.hold_command_frozen(&step, canonical::to_vec(&command))?;
+            Command::Dispatch { dispatch, .. } => {
+                let step = dispatch.step;
+                self.hold_command_frozen(&step, canonical::to_vec(&dispatch.command))?;
                 self.answer_dispatch(&step, state)
             }
             Command::LookupReceipt { step, .. } => {

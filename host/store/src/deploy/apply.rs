@@ -16,7 +16,9 @@ use crate::codes;
 use crate::schema::{self, SCHEMA_VERSION};
 use crate::servers::Access;
 use crate::session::Transaction;
-use crate::{check_admission_custody, check_custody, connect, db_error, namespace_of, StoreError};
+use crate::{
+    check_admission_custody, check_custody, connect, db_error, namespace_of, DatabaseError,
+};
 use coordinator_runtime::audit::{AuditJournal, AuditRecord};
 use coordinator_runtime::config::{Deployment, RuntimeConfig};
 use coordinator_runtime::keys::AuditKey;
@@ -59,7 +61,7 @@ pub async fn apply(
     resolver: &SecretResolver,
     remove: &[String],
     journal: &AuditJournal,
-) -> Result<ApplyReport, StoreError> {
+) -> Result<ApplyReport, DatabaseError> {
     let ns = namespace_of(config)?;
     let deployment = deployment_of(config)?;
     let packages = load_pinned_packages(deployment)?;
@@ -128,7 +130,7 @@ async fn check_and_migrate_namespace(
     ns: &str,
     deployment: &Deployment,
     keys: &DeploymentKeysRead,
-) -> Result<bool, StoreError> {
+) -> Result<bool, DatabaseError> {
     let found = layout(tx, ns).await?;
     check_layout(found, ns)?;
     let migrated = !matches!(found, Layout::Versioned(_));
@@ -165,7 +167,7 @@ async fn lay_out_schema(
     ns: &str,
     found: Layout,
     database_id: &str,
-) -> Result<(), StoreError> {
+) -> Result<(), DatabaseError> {
     if found == Layout::Absent {
         sqlx::query(&format!("CREATE SCHEMA {ns}"))
             .execute(tx.on())
@@ -197,7 +199,7 @@ async fn lay_out_schema(
 ///
 /// # Errors
 /// `store-unavailable`.
-async fn execute_each(tx: &mut Transaction, statements: Vec<String>) -> Result<(), StoreError> {
+async fn execute_each(tx: &mut Transaction, statements: Vec<String>) -> Result<(), DatabaseError> {
     for statement in statements {
         sqlx::query(&statement)
             .execute(tx.on())
@@ -218,7 +220,7 @@ async fn record_key_custody(
     tx: &mut Transaction,
     ns: &str,
     keys: &DeploymentKeysRead,
-) -> Result<(), StoreError> {
+) -> Result<(), DatabaseError> {
     let (keyring, admission) = (&keys.state, &keys.admission);
     let recorded = check_custody(tx, ns, keyring).await?;
     if !check_admission_custody(tx, ns, admission).await? {
@@ -256,7 +258,7 @@ async fn record_definitions(
     tx: &mut Transaction,
     ns: &str,
     packages: &[LoadedPackage],
-) -> Result<(), StoreError> {
+) -> Result<(), DatabaseError> {
     for p in packages {
         sqlx::query(&format!(
             "INSERT INTO {ns}.definitions (revision, workflow, definition, package_digest)
@@ -283,7 +285,7 @@ async fn activate_planned_workflows(
     tx: &mut Transaction,
     ns: &str,
     entries: &[PlanEntry],
-) -> Result<bool, StoreError> {
+) -> Result<bool, DatabaseError> {
     let mut changed = false;
     for entry in entries {
         match entry.action {
@@ -330,7 +332,7 @@ async fn record_activation_and_bindings(
     ns: &str,
     config: &RuntimeConfig,
     changed: bool,
-) -> Result<(), StoreError> {
+) -> Result<(), DatabaseError> {
     let bindings = coordinator_runtime::binding::binding_digests(
         &config.connections.clone().into_iter().collect(),
         config.connections.keys(),
@@ -342,7 +344,7 @@ async fn record_activation_and_bindings(
     ))
     .bind(i64::from(changed))
     .bind(serde_json::to_string(&bindings).map_err(|e| {
-        StoreError::refused(
+        DatabaseError::refused(
             "deployment.refused",
             format!("the connection bindings do not serialise: {e}"),
             "report this",
@@ -366,7 +368,7 @@ fn append_apply_record(
     deployment: &Deployment,
     migrated: bool,
     entries: &[PlanEntry],
-) -> Result<(), StoreError> {
+) -> Result<(), DatabaseError> {
     let mut record = AuditRecord::new("deployment.apply", "accepted")
         .reference(audit_key, "database", &deployment.database_id)
         .fact("schemaVersion", SCHEMA_VERSION)
@@ -378,7 +380,7 @@ fn append_apply_record(
         );
     }
     journal.append(&record).map_err(|e| {
-        StoreError::unavailable(
+        DatabaseError::unavailable(
             codes::AUDIT_UNAVAILABLE,
             format!(
                 "apply committed, but its audit record could not be written to {}: {e}",
@@ -395,7 +397,7 @@ fn append_apply_record(
 /// (no schema version: they change no column, and a running service keeps
 /// working meanwhile, since `SET (...)` takes only a share-update-exclusive
 /// lock; pages written before keep their fill).
-async fn set_storage_parameters(conn: &mut Transaction, ns: &str) -> Result<(), StoreError> {
+async fn set_storage_parameters(conn: &mut Transaction, ns: &str) -> Result<(), DatabaseError> {
     for (table, parameters) in schema::STORAGE_PARAMETERS {
         sqlx::query(&format!("ALTER TABLE {ns}.{table} SET ({parameters})"))
             .execute(conn.on())

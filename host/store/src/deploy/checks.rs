@@ -20,7 +20,7 @@ use crate::codes;
 use crate::schema::SCHEMA_VERSION;
 use crate::servers::Access;
 use crate::session::{Database, Transaction};
-use crate::{check_admission_custody, check_custody, connect, db_error, StoreError};
+use crate::{check_admission_custody, check_custody, connect, db_error, DatabaseError};
 use coordinator_runtime::binding::{self, BindingConflict};
 use coordinator_runtime::config::{Deployment, RuntimeConfig};
 use coordinator_runtime::package::{load_package, LoadedPackage, PackageError};
@@ -32,9 +32,9 @@ use coordinator_runtime::secrets::{
 ///
 /// # Errors
 /// `deployment.not-applied` when the file has none.
-pub(super) fn deployment_of(config: &RuntimeConfig) -> Result<&Deployment, StoreError> {
+pub(super) fn deployment_of(config: &RuntimeConfig) -> Result<&Deployment, DatabaseError> {
     config.deployment.as_ref().ok_or_else(|| {
-        StoreError::refused(
+        DatabaseError::refused(
             codes::DEPLOYMENT_NOT_APPLIED,
             "the runtime file has no `deployment` section",
             "complete the deployment section, then run `check`",
@@ -46,7 +46,7 @@ pub(super) fn deployment_of(config: &RuntimeConfig) -> Result<&Deployment, Store
 ///
 /// # Errors
 /// `deployment.package` (refused, or unavailable when a file cannot be read).
-pub fn load_pinned_packages(deployment: &Deployment) -> Result<Vec<LoadedPackage>, StoreError> {
+pub fn load_pinned_packages(deployment: &Deployment) -> Result<Vec<LoadedPackage>, DatabaseError> {
     let mut out = Vec::new();
     for pin in &deployment.packages {
         let loaded =
@@ -56,9 +56,9 @@ pub fn load_pinned_packages(deployment: &Deployment) -> Result<Vec<LoadedPackage
                     "rebuild or restore the package the author handed over, or pin its digest";
                 match e {
                     PackageError::Unavailable { .. } => {
-                        StoreError::unavailable(codes::DEPLOYMENT_PACKAGE, message, next)
+                        DatabaseError::unavailable(codes::DEPLOYMENT_PACKAGE, message, next)
                     }
-                    _ => StoreError::refused(codes::DEPLOYMENT_PACKAGE, message, next),
+                    _ => DatabaseError::refused(codes::DEPLOYMENT_PACKAGE, message, next),
                 }
             })?;
         out.push(loaded);
@@ -83,7 +83,7 @@ impl DeploymentKeysRead {
     pub(super) fn load(
         resolver: &SecretResolver,
         deployment: &Deployment,
-    ) -> Result<Self, StoreError> {
+    ) -> Result<Self, DatabaseError> {
         Ok(DeploymentKeysRead {
             state: load_state_keyring(resolver, deployment)?,
             admission: load_admission_key(resolver, deployment)?,
@@ -102,7 +102,7 @@ pub(super) async fn log_in_once(
     config: &RuntimeConfig,
     resolver: &SecretResolver,
     reference: &coordinator_runtime::config::SecretRef,
-) -> Result<(), StoreError> {
+) -> Result<(), DatabaseError> {
     let pool = connect(config, resolver, reference, 1, &[], Access::Read).await?;
     pool.close().await;
     Ok(())
@@ -117,7 +117,7 @@ pub(super) async fn log_in_once(
 pub(super) async fn read_with_runtime_role(
     config: &RuntimeConfig,
     resolver: &SecretResolver,
-) -> Result<(Database, Transaction), StoreError> {
+) -> Result<(Database, Transaction), DatabaseError> {
     let pool = connect(
         config,
         resolver,
@@ -134,17 +134,17 @@ pub(super) async fn read_with_runtime_role(
 /// Refuses (`deployment.schema-version`) a namespace laid out by another
 /// state schema version, or holding objects but no version record; an
 /// absent or empty namespace passes.
-pub(super) fn check_layout(layout: Layout, ns: &str) -> Result<(), StoreError> {
+pub(super) fn check_layout(layout: Layout, ns: &str) -> Result<(), DatabaseError> {
     match layout {
         Layout::Versioned(SCHEMA_VERSION) | Layout::Absent | Layout::Empty => Ok(()),
-        Layout::Versioned(v) => Err(StoreError::refused(
+        Layout::Versioned(v) => Err(DatabaseError::refused(
             codes::DEPLOYMENT_SCHEMA_VERSION,
             format!(
                 "namespace `{ns}` records state schema version {v}; this binary requires version {SCHEMA_VERSION}"
             ),
             "settle that work with its matching binary, then use a fresh namespace and databaseId",
         )),
-        Layout::Unknown => Err(StoreError::refused(
+        Layout::Unknown => Err(DatabaseError::refused(
             codes::DEPLOYMENT_SCHEMA_VERSION,
             format!("namespace `{ns}` holds objects but no state schema version {SCHEMA_VERSION} record"),
             "use a fresh namespace, or settle the earlier layout with its matching binary",
@@ -154,11 +154,11 @@ pub(super) fn check_layout(layout: Layout, ns: &str) -> Result<(), StoreError> {
 
 /// Refuses (`deployment.database-id`) a database that records another
 /// databaseId than the runtime file's.
-pub(super) fn check_database_id(recorded: &str, configured: &str) -> Result<(), StoreError> {
+pub(super) fn check_database_id(recorded: &str, configured: &str) -> Result<(), DatabaseError> {
     if recorded == configured {
         Ok(())
     } else {
-        Err(StoreError::refused(
+        Err(DatabaseError::refused(
             codes::DEPLOYMENT_DATABASE_ID,
             format!(
                 "the database records databaseId `{recorded}`, the runtime file says `{configured}`"
@@ -181,7 +181,7 @@ pub(super) async fn check_applied_namespace(
     ns: &str,
     deployment: &Deployment,
     keys: &DeploymentKeysRead,
-) -> Result<(), StoreError> {
+) -> Result<(), DatabaseError> {
     verify_runtime_role(conn, ns, &deployment.runtime_role).await?;
     check_custody(conn, ns, &keys.state).await?;
     check_admission_custody(conn, ns, &keys.admission).await?;
@@ -191,8 +191,8 @@ pub(super) async fn check_applied_namespace(
 /// `coordinator.command.live-binding-conflict`: the runtime file changed the
 /// binding of connections that runs which have not ended use (seed 000
 /// "Apply and start"). `conflicts` must not be empty.
-pub fn live_binding_refusal(conflicts: &[BindingConflict]) -> StoreError {
-    StoreError::refused(
+pub fn live_binding_refusal(conflicts: &[BindingConflict]) -> DatabaseError {
+    DatabaseError::refused(
         codes::COMMAND_LIVE_BINDING_CONFLICT,
         format!(
             "the runtime file changes the binding of connections runs that have not ended use: {}",
@@ -209,7 +209,7 @@ pub(super) async fn check_live_bindings(
     conn: &mut Transaction,
     ns: &str,
     config: &RuntimeConfig,
-) -> Result<(), StoreError> {
+) -> Result<(), DatabaseError> {
     let live = live_bindings(conn, ns).await?;
     let found = binding::conflicts(&live, &config.connections);
     if found.is_empty() {
@@ -229,7 +229,7 @@ pub(crate) async fn verify_runtime(
     deployment: &Deployment,
     keyring: &coordinator_runtime::keys::StateKeyring,
     admission: &coordinator_runtime::keys::AdmissionKey,
-) -> Result<(DeploymentRow, Vec<u32>), StoreError> {
+) -> Result<(DeploymentRow, Vec<u32>), DatabaseError> {
     let found = layout(conn, ns).await?;
     check_layout(found, ns)?;
     if !matches!(found, Layout::Versioned(_)) {
@@ -237,7 +237,7 @@ pub(crate) async fn verify_runtime(
     }
     for table in ["run_counts", "connection_flow"] {
         if !has_table(conn, ns, table).await? {
-            return Err(StoreError::refused(
+            return Err(DatabaseError::refused(
                 codes::DEPLOYMENT_SCHEMA_VERSION,
                 format!("namespace `{ns}` was laid out by an earlier build of state schema version {SCHEMA_VERSION} (it has no {table} table)"),
                 "run `coordinatorctl --runtime-config FILE apply`, which brings it to this build's layout",
@@ -253,7 +253,7 @@ pub(crate) async fn verify_runtime(
         .try_get(0)
         .map_err(db_error)?;
     if user != deployment.runtime_role {
-        return Err(StoreError::refused(
+        return Err(DatabaseError::refused(
             codes::DEPLOYMENT_RUNTIME_ROLE_MISMATCH,
             format!(
                 "the runtime database URL logs in as `{user}`, but deployment.runtimeRole is `{}`",
@@ -265,7 +265,7 @@ pub(crate) async fn verify_runtime(
     verify_runtime_role(conn, ns, &deployment.runtime_role).await?;
     let recorded = check_custody(conn, ns, keyring).await?;
     if !check_admission_custody(conn, ns, admission).await? {
-        return Err(StoreError::refused(
+        return Err(DatabaseError::refused(
             codes::COMMAND_STATE_KEY_CUSTODY,
             "the admission key has no custody record",
             "run `apply` (it records the admission key's fingerprint)",
@@ -273,7 +273,7 @@ pub(crate) async fn verify_runtime(
     }
     let active = keyring.active_version();
     if !recorded.iter().any(|(v, _)| *v == active) {
-        return Err(StoreError::refused(
+        return Err(DatabaseError::refused(
             codes::COMMAND_STATE_KEY_CUSTODY,
             format!("the active state key version {active} has no custody record"),
             "run `apply` after adding a state key version",
@@ -288,14 +288,14 @@ pub(crate) async fn check_activation(
     conn: &mut Transaction,
     ns: &str,
     packages: &[LoadedPackage],
-) -> Result<Vec<WorkflowStatus>, StoreError> {
+) -> Result<Vec<WorkflowStatus>, DatabaseError> {
     let active = active_workflows(conn, ns).await?;
     for p in packages {
         let workflow = &p.definition.program.workflow;
         match active.get(workflow) {
             Some(a) if a.package_digest == p.digest => {}
             Some(a) => {
-                return Err(StoreError::refused(
+                return Err(DatabaseError::refused(
                     codes::DEPLOYMENT_PACKAGES_NOT_APPLIED,
                     format!(
                         "workflow `{workflow}` pins {} but {} is active",
@@ -305,7 +305,7 @@ pub(crate) async fn check_activation(
                 ))
             }
             None => {
-                return Err(StoreError::refused(
+                return Err(DatabaseError::refused(
                     codes::DEPLOYMENT_PACKAGES_NOT_APPLIED,
                     format!("workflow `{workflow}` is pinned but not active"),
                     "run `plan` and `apply` with this runtime file",
@@ -318,7 +318,7 @@ pub(crate) async fn check_activation(
             .iter()
             .any(|p| &p.definition.program.workflow == *w)
     }) {
-        return Err(StoreError::refused(
+        return Err(DatabaseError::refused(
             codes::DEPLOYMENT_WORKFLOW_UNLISTED,
             format!("workflow `{w}` is active but the runtime file no longer lists its package"),
             format!("list its package again, or `apply --remove-workflow {w}`"),

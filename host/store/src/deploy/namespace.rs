@@ -10,7 +10,7 @@ use sqlx::Row;
 
 use crate::codes;
 use crate::session::Transaction;
-use crate::{db_error, StoreError};
+use crate::{db_error, DatabaseError};
 use coordinator_runtime::binding::LiveBinding;
 
 /// One active workflow as the database records it.
@@ -43,7 +43,7 @@ pub(super) enum Layout {
 /// # Errors
 /// `deployment.not-applied` when this role may not read the deployment
 /// record, `store-unavailable`.
-pub(super) async fn layout(conn: &mut Transaction, ns: &str) -> Result<Layout, StoreError> {
+pub(super) async fn layout(conn: &mut Transaction, ns: &str) -> Result<Layout, DatabaseError> {
     let row = sqlx::query(
         "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1),
                 (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -83,8 +83,8 @@ pub(super) async fn layout(conn: &mut Transaction, ns: &str) -> Result<Layout, S
 
 /// `deployment.not-applied`: the namespace holds no deployment this role
 /// may read.
-pub(super) fn not_applied(ns: &str) -> StoreError {
-    StoreError::refused(
+pub(super) fn not_applied(ns: &str) -> DatabaseError {
+    DatabaseError::refused(
         codes::DEPLOYMENT_NOT_APPLIED,
         format!("namespace `{ns}` holds no deployment this role may read"),
         "run `coordinatorctl --runtime-config FILE apply` with this runtimeRole",
@@ -105,7 +105,7 @@ pub(crate) struct DeploymentRow {
 pub(super) async fn deployment_row(
     conn: &mut Transaction,
     ns: &str,
-) -> Result<DeploymentRow, StoreError> {
+) -> Result<DeploymentRow, DatabaseError> {
     let row = sqlx::query(&format!(
         "SELECT database_id, restore_hold, admission_hold FROM {ns}.deployment"
     ))
@@ -126,7 +126,7 @@ pub(super) async fn deployment_row(
 pub(super) async fn active_workflows(
     conn: &mut Transaction,
     ns: &str,
-) -> Result<BTreeMap<String, WorkflowStatus>, StoreError> {
+) -> Result<BTreeMap<String, WorkflowStatus>, DatabaseError> {
     let rows = sqlx::query(&format!(
         "SELECT workflow, package_digest, revision FROM {ns}.active_workflows ORDER BY workflow"
     ))
@@ -153,7 +153,7 @@ pub(super) async fn live_runs(
     conn: &mut Transaction,
     ns: &str,
     workflow: &str,
-) -> Result<i64, StoreError> {
+) -> Result<i64, DatabaseError> {
     sqlx::query(&format!(
         "SELECT count(*) FROM {ns}.runs WHERE workflow = $1 AND NOT ended"
     ))
@@ -171,7 +171,7 @@ pub(super) async fn live_runs(
 pub(crate) async fn live_bindings(
     conn: &mut Transaction,
     ns: &str,
-) -> Result<Vec<LiveBinding>, StoreError> {
+) -> Result<Vec<LiveBinding>, DatabaseError> {
     let rows = sqlx::query(&format!(
         "SELECT b.key, b.value, count(*)
            FROM {ns}.runs r, jsonb_each_text(r.bindings) b
@@ -202,7 +202,7 @@ pub(super) async fn has_table(
     conn: &mut Transaction,
     ns: &str,
     table: &str,
-) -> Result<bool, StoreError> {
+) -> Result<bool, DatabaseError> {
     sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
         .bind(format!("{ns}.{table}"))
         .fetch_one(conn.on())

@@ -13,7 +13,7 @@ use super::namespace::WorkflowStatus;
 use super::namespace::{active_workflows, deployment_row, layout, live_runs, Layout};
 use crate::codes;
 use crate::session::Transaction;
-use crate::{namespace_of, StoreError};
+use crate::{namespace_of, DatabaseError};
 use coordinator_runtime::config::RuntimeConfig;
 use coordinator_runtime::package::LoadedPackage;
 use coordinator_runtime::secrets::SecretResolver;
@@ -74,7 +74,7 @@ pub struct Plan {
     /// `deployment.workflow-live-runs`, `deployment.remove-workflow`,
     /// `live-binding-conflict`).
     #[serde(skip)]
-    pub refusal: Option<StoreError>,
+    pub refusal: Option<DatabaseError>,
 }
 
 /// Computes the plan of `packages` against `active`, with the removals the
@@ -85,7 +85,7 @@ pub(super) async fn compute_plan(
     packages: &[LoadedPackage],
     active: &BTreeMap<String, WorkflowStatus>,
     remove: &[String],
-) -> Result<Plan, StoreError> {
+) -> Result<Plan, DatabaseError> {
     let mut entries = Vec::new();
     let mut refusal = None;
     for p in packages {
@@ -97,7 +97,7 @@ pub(super) async fn compute_plan(
             Some(_) => PlanAction::Replace,
         };
         if remove.contains(&workflow) && refusal.is_none() {
-            refusal = Some(StoreError::refused(
+            refusal = Some(DatabaseError::refused(
                 codes::DEPLOYMENT_REMOVE_WORKFLOW,
                 format!(
                     "`--remove-workflow {workflow}` names a workflow the runtime file still lists"
@@ -115,7 +115,7 @@ pub(super) async fn compute_plan(
     }
     for r in remove {
         if !active.contains_key(r) && refusal.is_none() {
-            refusal = Some(StoreError::refused(
+            refusal = Some(DatabaseError::refused(
                 codes::DEPLOYMENT_REMOVE_WORKFLOW,
                 format!("`--remove-workflow {r}` names a workflow that is not active"),
                 "run `plan` to see the active workflows",
@@ -129,7 +129,7 @@ pub(super) async fn compute_plan(
         }
         if !remove.contains(workflow) {
             refusal.get_or_insert_with(|| {
-                StoreError::refused(
+                DatabaseError::refused(
                     codes::DEPLOYMENT_WORKFLOW_UNLISTED,
                     format!("workflow `{workflow}` is active but the runtime file no longer lists its package"),
                     format!("list its package again, or pass `--remove-workflow {workflow}`"),
@@ -140,7 +140,7 @@ pub(super) async fn compute_plan(
         if let Some(c) = conn.as_deref_mut() {
             let live = live_runs(c, ns, workflow).await?;
             if live > 0 && refusal.is_none() {
-                refusal = Some(StoreError::refused(
+                refusal = Some(DatabaseError::refused(
                     codes::DEPLOYMENT_WORKFLOW_LIVE_RUNS,
                     format!("workflow `{workflow}` has {live} runs that have not ended"),
                     "let them end (or cancel them), then remove the workflow",
@@ -173,7 +173,7 @@ pub async fn plan(
     config: &RuntimeConfig,
     resolver: &SecretResolver,
     remove: &[String],
-) -> Result<Plan, StoreError> {
+) -> Result<Plan, DatabaseError> {
     let ns = namespace_of(config)?;
     let deployment = deployment_of(config)?;
     let packages = load_pinned_packages(deployment)?;

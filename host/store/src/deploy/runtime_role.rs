@@ -7,7 +7,7 @@ use super::namespace::not_applied;
 use crate::codes;
 use crate::schema;
 use crate::session::Transaction;
-use crate::{db_error, StoreError};
+use crate::{db_error, DatabaseError};
 
 /// Grants the runtime role exactly [`schema::RUNTIME_GRANTS`] on the
 /// namespace (and revokes everything else from it and from `PUBLIC`).
@@ -18,7 +18,7 @@ pub(super) async fn grant_runtime_role(
     conn: &mut Transaction,
     ns: &str,
     role: &str,
-) -> Result<(), StoreError> {
+) -> Result<(), DatabaseError> {
     role_exists(conn, role).await?;
     // `role` passed the runtime check's `^[a-z_][a-z0-9_]{0,62}$`; quote it anyway.
     let quoted = format!("\"{}\"", role.replace('"', "\"\""));
@@ -42,7 +42,7 @@ pub(super) async fn grant_runtime_role(
 
 /// Refuses (`deployment.runtime-role-missing`) a runtime role that does not
 /// exist.
-async fn role_exists(conn: &mut Transaction, role: &str) -> Result<(), StoreError> {
+async fn role_exists(conn: &mut Transaction, role: &str) -> Result<(), DatabaseError> {
     let exists: bool = sqlx::query("SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)")
         .bind(role)
         .fetch_one(conn.on())
@@ -53,7 +53,7 @@ async fn role_exists(conn: &mut Transaction, role: &str) -> Result<(), StoreErro
     if exists {
         Ok(())
     } else {
-        Err(StoreError::refused(
+        Err(DatabaseError::refused(
             codes::DEPLOYMENT_RUNTIME_ROLE_MISSING,
             format!("the runtime role `{role}` does not exist"),
             "create the role as the deployment runbook describes, or fix deployment.runtimeRole",
@@ -77,7 +77,7 @@ pub async fn verify_runtime_role(
     conn: &mut Transaction,
     ns: &str,
     role: &str,
-) -> Result<(), StoreError> {
+) -> Result<(), DatabaseError> {
     role_exists(conn, role).await?;
     let row = sqlx::query(
         "SELECT r.rolsuper, r.rolbypassrls,
@@ -98,28 +98,28 @@ pub async fn verify_runtime_role(
     let create: bool = row.try_get(3).map_err(db_error)?;
     let next = "serve with a role that is LOGIN NOSUPERUSER NOBYPASSRLS, member of no role, with only the grants apply gives";
     if superuser {
-        return Err(StoreError::refused(
+        return Err(DatabaseError::refused(
             codes::DEPLOYMENT_RUNTIME_ROLE_SUPERUSER,
             format!("the runtime role `{role}` is a superuser"),
             next,
         ));
     }
     if bypassrls {
-        return Err(StoreError::refused(
+        return Err(DatabaseError::refused(
             codes::DEPLOYMENT_RUNTIME_ROLE_BYPASSRLS,
             format!("the runtime role `{role}` bypasses row-level security"),
             next,
         ));
     }
     if member {
-        return Err(StoreError::refused(
+        return Err(DatabaseError::refused(
             codes::DEPLOYMENT_RUNTIME_ROLE_MEMBER,
             format!("the runtime role `{role}` is a member of the migration role that owns `{ns}`"),
             next,
         ));
     }
     if create {
-        return Err(StoreError::refused(
+        return Err(DatabaseError::refused(
             codes::DEPLOYMENT_RUNTIME_ROLE_CREATE,
             format!("the runtime role `{role}` can create objects in `{ns}`"),
             next,

@@ -9,7 +9,7 @@ use super::checks::{
 };
 use super::namespace::WorkflowStatus;
 use crate::schema::SCHEMA_VERSION;
-use crate::{namespace_of, StoreError};
+use crate::{namespace_of, DatabaseError};
 use coordinator_runtime::config::RuntimeConfig;
 use coordinator_runtime::secrets::{load_admission_key, load_state_keyring, SecretResolver};
 
@@ -45,7 +45,7 @@ pub struct DeploymentStatus {
 pub async fn deployment_status(
     config: &RuntimeConfig,
     resolver: &SecretResolver,
-) -> Result<DeploymentStatus, StoreError> {
+) -> Result<DeploymentStatus, DatabaseError> {
     let ns = namespace_of(config)?;
     let deployment = deployment_of(config)?;
     let packages = load_pinned_packages(deployment)?;

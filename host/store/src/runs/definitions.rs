@@ -10,14 +10,14 @@ use sqlx::Row;
 use super::errors::port;
 use super::Store;
 use crate::deploy::WorkflowStatus;
-use crate::{db_error, StoreError};
+use crate::{db_error, DatabaseError};
 
 impl Store {
     /// The active workflows (workflow, package digest, revision).
     ///
     /// # Errors
     /// `store-unavailable`.
-    pub async fn active_workflows(&self) -> Result<Vec<WorkflowStatus>, StoreError> {
+    pub async fn active_workflows(&self) -> Result<Vec<WorkflowStatus>, DatabaseError> {
         let rows = sqlx::query(&format!(
             "SELECT workflow, package_digest, revision FROM {}.active_workflows ORDER BY workflow",
             self.ns
@@ -41,7 +41,7 @@ impl Store {
     /// # Errors
     /// `store-unavailable`; `state-tampered` when the stored bytes do not
     /// read back.
-    pub async fn definition(&self, revision: &str) -> Result<Option<Definition>, StoreError> {
+    pub async fn definition(&self, revision: &str) -> Result<Option<Definition>, DatabaseError> {
         let row = sqlx::query(&format!(
             "SELECT definition FROM {}.definitions WHERE revision = $1",
             self.ns
@@ -53,7 +53,7 @@ impl Store {
         let Some(row) = row else { return Ok(None) };
         let bytes: Vec<u8> = row.try_get(0).map_err(db_error)?;
         Definition::from_slice(&bytes).map(Some).map_err(|e| {
-            StoreError::refused(
+            DatabaseError::refused(
                 "state-tampered",
                 format!("stored definition {revision}: {e}"),
                 "investigate the database",
@@ -66,7 +66,7 @@ impl Store {
     ///
     /// # Errors
     /// `store-unavailable`.
-    pub async fn activation_generation(&self) -> Result<i64, StoreError> {
+    pub async fn activation_generation(&self) -> Result<i64, DatabaseError> {
         sqlx::query(&format!(
             "SELECT activation_generation FROM {}.deployment",
             self.ns

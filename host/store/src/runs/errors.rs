@@ -1,14 +1,14 @@
-//! The run store's errors as the port's: [`StoreError`] and database
+//! The run store's errors as the port's: [`DatabaseError`] and database
 //! errors mapped to [`PortError`], and the refusals the run store names
 //! itself (a tampered row, an erased run).
 
 use coordinator_ports::store::StoreError as PortError;
 
-use crate::{db_error, StoreError};
+use crate::{db_error, DatabaseError};
 
-/// A store error as the port's: unavailable stays unavailable (retry),
+/// A database error as the port's: unavailable stays unavailable (retry),
 /// refusals (custody, tampering, erased payloads) keep their code.
-pub(super) fn port(e: StoreError) -> PortError {
+pub(super) fn port(e: DatabaseError) -> PortError {
     match e.kind {
         crate::ErrorKind::Unavailable => PortError::Unavailable(e.message),
         crate::ErrorKind::Refused => PortError::Refused {
@@ -32,8 +32,8 @@ pub(super) fn tampered(what: impl std::fmt::Display) -> PortError {
 }
 
 /// `run.payload-erased`: retention erased the payloads `run_id` needs.
-pub(super) fn erased(run_id: &str) -> StoreError {
-    StoreError::refused(
+pub(super) fn erased(run_id: &str) -> DatabaseError {
+    DatabaseError::refused(
         "run.payload-erased",
         format!("retention erased the payloads of run {run_id}"),
         "an erased run can no longer be retried or reconciled",

@@ -30,10 +30,14 @@ pub(super) fn job_row(kind: &JobKind) -> JobRow {
     }
     let (name, step, review, key) = match kind {
         JobKind::Dispatch {
-            step,
+            dispatch,
             idempotency_key,
-            ..
-        } => ("dispatch", step.clone(), None, idempotency_key.clone()),
+        } => (
+            "dispatch",
+            dispatch.step.clone(),
+            None,
+            idempotency_key.clone(),
+        ),
         JobKind::LookupReceipt { step, .. } => ("lookup-receipt", step.clone(), None, None),
         JobKind::Timer { .. } => ("timer", String::new(), None, None),
         JobKind::Observe {
@@ -126,5 +130,58 @@ impl Store {
             due_at: at(job.due_unix),
             lease: lease.filter(|l| job.due_unix <= l.now),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use coordinator_ir::canonical;
+    use coordinator_vm::DispatchCommand;
+    use serde_json::json;
+
+    use super::*;
+
+    /// The `detail` of a dispatch job as stored before `JobKind::Dispatch`
+    /// carried the VM's `DispatchCommand` (the command is sealed apart).
+    const STORED_DISPATCH: &str = r#"{"kind":"dispatch","step":"send","operationId":"messaging.submit-message/v1","connection":"messaging","action":null,"idempotencyKey":"key-send","attempt":2,"resendSafe":false}"#;
+
+    fn dispatch_job() -> JobKind {
+        JobKind::Dispatch {
+            dispatch: DispatchCommand {
+                step: "send".into(),
+                operation_id: "messaging.submit-message/v1".into(),
+                connection: "messaging".into(),
+                action: None,
+                command: json!({"message": {"to": "applicant"}}),
+                attempt: 2,
+                resend_safe: false,
+            },
+            idempotency_key: Some("key-send".into()),
+        }
+    }
+
+    #[test]
+    fn a_dispatch_job_is_stored_as_it_always_was() {
+        let row = job_row(&dispatch_job());
+        let detail: Value = serde_json::from_str(&row.detail).unwrap_or_default();
+        let stored: Value = serde_json::from_str(STORED_DISPATCH).unwrap_or_default();
+        // `detail` is a `jsonb` column: its keys are kept in jsonb's own
+        // order, so the stored value is its members and their values.
+        assert_eq!(canonical::to_string(&detail), canonical::to_string(&stored));
+        assert_eq!(row.command, Some(json!({"message": {"to": "applicant"}})));
+        assert_eq!(
+            (row.kind, row.step.as_str(), row.idempotency_key.as_deref()),
+            ("dispatch", "send", Some("key-send"))
+        );
+    }
+
+    #[test]
+    fn a_dispatch_job_stored_before_reads_back() {
+        let mut detail: Value = serde_json::from_str(STORED_DISPATCH).unwrap_or_default();
+        if let Some(o) = detail.as_object_mut() {
+            o.insert("command".into(), json!({"message": {"to": "applicant"}}));
+        }
+        let kind: Option<JobKind> = serde_json::from_value(detail).ok();
+        assert_eq!(kind, Some(dispatch_job()));
     }
 }

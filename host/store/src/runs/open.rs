@@ -11,7 +11,7 @@ use super::Store;
 use crate::deploy::{check_activation, verify_runtime};
 use crate::servers::Access;
 use crate::session::Database;
-use crate::{connect, db_error, namespace_of, StoreError, MAX_POOL_CONNECTIONS};
+use crate::{connect, db_error, namespace_of, DatabaseError, MAX_POOL_CONNECTIONS};
 
 /// The session settings of the service's connections.
 ///
@@ -46,10 +46,10 @@ impl Store {
         keys: &DeploymentKeys,
         packages: &[LoadedPackage],
         max_connections: u32,
-    ) -> Result<Store, StoreError> {
+    ) -> Result<Store, DatabaseError> {
         let ns = namespace_of(config)?.to_owned();
         let deployment = config.deployment.as_ref().ok_or_else(|| {
-            StoreError::refused(
+            DatabaseError::refused(
                 "deployment.not-applied",
                 "the runtime file has no `deployment` section",
                 "complete the deployment section",

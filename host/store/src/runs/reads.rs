@@ -20,7 +20,7 @@ use super::columns::{JOB_COLUMNS, RUN_COLUMNS};
 use super::errors::{erased, pdb, port, tampered};
 use super::Store;
 use crate::deploy::live_bindings;
-use crate::{db_error, StoreError};
+use crate::{db_error, DatabaseError};
 
 /// The cursor of a page of runs that ends at sequence `seq`.
 fn encode_cursor(seq: i64) -> String {
@@ -45,7 +45,7 @@ impl Store {
     /// # Errors
     /// `run.payload-erased` after retention, `state-key-custody`,
     /// `state-tampered`, `store-unavailable`.
-    pub async fn load_input(&self, run_id: &str) -> Result<Option<Value>, StoreError> {
+    pub async fn load_input(&self, run_id: &str) -> Result<Option<Value>, DatabaseError> {
         let row = sqlx::query(&format!(
             "SELECT sealed_input FROM {}.runs WHERE run_id = $1",
             self.ns

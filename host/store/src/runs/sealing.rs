@@ -5,7 +5,7 @@
 use coordinator_runtime::keys::Binding;
 
 use super::Store;
-use crate::StoreError;
+use crate::DatabaseError;
 
 impl Store {
     /// The binding of a sealed value: (database id, run id, purpose, step).
@@ -46,12 +46,12 @@ impl Store {
         purpose: &str,
         step: &str,
         sealed: &[u8],
-    ) -> Result<T, StoreError> {
+    ) -> Result<T, DatabaseError> {
         let bytes = self
             .keyring
             .open(&self.bind(run_id, purpose, step), sealed)?;
         serde_json::from_slice(&bytes).map_err(|e| {
-            StoreError::refused(
+            DatabaseError::refused(
                 "state-tampered",
                 format!("a sealed {purpose} of run {run_id} does not read back: {e}"),
                 "investigate the database",

@@ -23,7 +23,7 @@ pub use retention::*;
 use std::collections::BTreeMap;
 
 use coordinator_ir::instant::Instant;
-use coordinator_vm::{EffectState, RunState, RunStatus, WakeKind};
+use coordinator_vm::{DispatchCommand, EffectState, RunState, RunStatus, WakeKind};
 use serde_json::json;
 
 use coordinator_ports::counts::{LiveCounts, RunCounts};
@@ -122,14 +122,16 @@ pub fn new_run(fx: &Fixture, id: &str, sub: &str, identity: &str, digest: &str) 
 
 fn dispatch(step: &str, attempt: u32) -> JobKind {
     JobKind::Dispatch {
-        step: step.into(),
-        operation_id: "messaging.send-message".into(),
-        connection: "notices".into(),
-        action: None,
-        command: json!({"message": {"to": "applicant", "body": "hello"}}),
+        dispatch: DispatchCommand {
+            step: step.into(),
+            operation_id: "messaging.send-message".into(),
+            connection: "notices".into(),
+            action: None,
+            command: json!({"message": {"to": "applicant", "body": "hello"}}),
+            attempt,
+            resend_safe: false,
+        },
         idempotency_key: Some(format!("key-{step}")),
-        attempt,
-        resend_safe: false,
     }
 }
 

@@ -265,14 +265,16 @@ pub async fn restore_hold_leases_lookups_only_and_fences_old_epochs(
         lookup: 1,
     };
     let read = JobKind::Dispatch {
-        step: "read".into(),
-        operation_id: "breg.read-record".into(),
-        connection: "applications".into(),
-        action: None,
-        command: json!({"recordId": "r-1"}),
+        dispatch: DispatchCommand {
+            step: "read".into(),
+            operation_id: "breg.read-record".into(),
+            connection: "applications".into(),
+            action: None,
+            command: json!({"recordId": "r-1"}),
+            attempt: 1,
+            resend_safe: true,
+        },
         idempotency_key: None,
-        attempt: 1,
-        resend_safe: true,
     };
     run.jobs = vec![
         NewJob {
