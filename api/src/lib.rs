@@ -183,6 +183,13 @@ pub struct RunStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "String")]
     pub review: Option<String>,
+    /// While the run's next call waits for its connection's flow control
+    /// (the connection's `limits`, or a product's `Retry-After`;
+    /// docs/runtime.md "Flow control"): the connection's name. Absent
+    /// otherwise (never `null`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
+    pub waiting_for: Option<String>,
 }
 
 /// `GET /v1/runs` answer.
@@ -234,6 +241,26 @@ pub struct InspectedStep {
     /// as an `unknown` effect for review. Present only when `true`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub restored: bool,
+    /// For calls whose next attempt waits for its connection's flow
+    /// control: which connection, the limit that holds it, since when.
+    /// Absent otherwise (never `null`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<CallWaiting>,
+}
+
+/// A call waiting for its connection's flow control, in an
+/// [`InspectedStep`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CallWaiting {
+    /// The connection's name.
+    pub connection: String,
+    /// `in-flight`, `rate` or `retry-after`.
+    #[schemars(extend("enum" = ["in-flight", "rate", "retry-after"]))]
+    pub limit: String,
+    /// When the wait began (RFC 3339).
+    #[schemars(extend("format" = "date-time"))]
+    pub since: String,
 }
 
 /// `POST /v1/runs/{run}/cancel|retry-same|reconcile` body.

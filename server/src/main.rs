@@ -207,7 +207,11 @@ async fn serve_checked(args: Args, worker_threads: NonZeroUsize) -> Result<ExitC
         store.clone(),
     )?;
     let journal = open_audit_journal(&runtime.deployment)?;
-    let engine = Arc::new(engine.with_audit(journal.clone(), secrets.keys.audit.clone()));
+    let engine = Arc::new(
+        engine
+            .with_audit(journal.clone(), secrets.keys.audit.clone())
+            .with_flow_control(store.clone()),
+    );
     adopt_restore_epoch(&engine, args.recovery_only).await;
     let state = AppState {
         engine: engine.clone(),

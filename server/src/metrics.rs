@@ -263,6 +263,88 @@ impl EncodeMetric for ByLabel {
     }
 }
 
+/// One family's samples by two labels, in a fixed order (the
+/// per-connection series: `connection` and one more).
+#[derive(Debug)]
+struct ByLabelPair {
+    kind: MetricType,
+    labels: [&'static str; 2],
+    values: Vec<([String; 2], u64)>,
+}
+
+impl EncodeMetric for ByLabelPair {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        for ([a, b], n) in &self.values {
+            let labels = [(self.labels[0], a.as_str()), (self.labels[1], b.as_str())];
+            let mut sample = encoder.encode_family(&labels)?;
+            match self.kind {
+                MetricType::Counter => sample.encode_counter::<NoLabelSet, _, u64>(n, None)?,
+                _ => sample.encode_gauge(n)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn metric_type(&self) -> MetricType {
+        self.kind
+    }
+}
+
+/// The per-connection flow-control series (docs/operations.md "Choosing
+/// limits"): calls in flight and waiting (read from the shared flow
+/// control; left out when it does not answer), throttled calls by limit
+/// and `Retry-After` honoured (this process's counters). The only label
+/// beyond the limit is the connection's name.
+async fn register_connection_flows(
+    registry: &mut Registry,
+    engine: &Engine,
+    counters: &coordinator_engine::metrics::CounterValues,
+) {
+    match engine.connection_flows().await {
+        Ok(flows) => {
+            let in_flight = flows
+                .iter()
+                .map(|(c, f)| (c.clone(), f.in_flight))
+                .collect();
+            let waiting = flows.iter().map(|(c, f)| (c.clone(), f.waiting)).collect();
+            registry.register(
+                "coordinator_connection_calls_in_flight",
+                "Calls holding one of their connection's inFlight slots, by connection",
+                ByLabel::gauge("connection", in_flight),
+            );
+            registry.register(
+                "coordinator_connection_calls_waiting",
+                "Calls waiting for their connection's flow control, by connection",
+                ByLabel::gauge("connection", waiting),
+            );
+        }
+        Err(e) => {
+            tracing::warn!(code = "store-unavailable", error = %e, "metrics: flow control not read");
+        }
+    }
+    registry.register(
+        "coordinator_connection_throttled",
+        "Calls this process told to wait, by connection and limit (in-flight, rate, retry-after)",
+        ByLabelPair {
+            kind: MetricType::Counter,
+            labels: ["connection", "limit"],
+            values: counters
+                .throttled
+                .iter()
+                .map(|((c, l), n)| ([c.clone(), l.as_str().to_owned()], *n))
+                .collect(),
+        },
+    );
+    registry.register(
+        "coordinator_connection_retry_after_honoured",
+        "A product's Retry-After recorded for its connection, by connection",
+        ByLabel::counter(
+            "connection",
+            counters.retry_after_honoured.clone().into_iter().collect(),
+        ),
+    );
+}
+
 /// Counter values for each fixed label, then any other label seen (in
 /// label order).
 fn with_fixed(fixed: &[&str], mut seen: BTreeMap<String, u64>) -> Vec<(String, u64)> {
@@ -324,6 +406,7 @@ pub async fn registry(engine: &Engine, counts: &dyn RunCounts) -> Registry {
         }
     }
     register_store_ready(&mut registry, surveyed.is_ok());
+    register_connection_flows(&mut registry, engine, &counters).await;
     registry.register(
         "coordinator_admissions",
         "Start requests by outcome",

@@ -324,7 +324,7 @@ const fn field(name: &'static str, ty: FieldTy, always: bool) -> Field {
 /// `failurePath` (string or `null`), `outcome` and `output` (always
 /// present, `null` until a finish was reached or after retention erased
 /// them), and, only when they apply, `refusalCode` (string),
-/// `payloadErased` (`true`) and `review` (string). A test holds this list
+/// `payloadErased` (`true`), `review` and `waitingFor` (strings). A test holds this list
 /// to the api crate and to `docs/openapi.json`.
 pub const RUN_STATUS_FIELDS: &[Field] = &[
     field("run", FieldTy::String, true),
@@ -341,6 +341,7 @@ pub const RUN_STATUS_FIELDS: &[Field] = &[
     field("refusalCode", FieldTy::String, false),
     field("payloadErased", FieldTy::Boolean, false),
     field("review", FieldTy::String, false),
+    field("waitingFor", FieldTy::String, false),
 ];
 
 /// The members of `Problem`, the RFC 9457 document of every non-2xx answer,

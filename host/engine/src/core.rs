@@ -21,6 +21,7 @@ use coordinator_runtime::keys::{AdmissionKey, AuditKey};
 use coordinator_vm::Vm;
 
 use crate::config::EngineConfig;
+use crate::flow_gate::FlowGate;
 use crate::group::Group;
 use crate::metrics::Counters;
 
@@ -68,6 +69,8 @@ pub(crate) struct Core {
     /// "Mark sending" fences of this process written together
     /// ([`JobQueue::mark_sending_batch`]): job id, lease owner, epoch.
     pub(crate) sendings: Group<(u64, String, u64), Result<(), StoreError>>,
+    /// Flow control of the calls to each connection ([`FlowGate`]).
+    pub(crate) flow: FlowGate,
 }
 
 /// A job handed from a commit to a worker lane of the same process.

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use coordinator_ir::Definition;
 use coordinator_ports::adapter::ProductAdapter;
 use coordinator_ports::clock::Clock;
+use coordinator_ports::flow::FlowControl;
 pub use coordinator_ports::store::Holds;
 use coordinator_ports::store::{RunRecord, RunStore, StoreError};
 use coordinator_runtime::audit::{AuditJournal, AuditRecord};
@@ -30,6 +31,7 @@ use crate::operator::OperatorActions;
 
 use crate::config::EngineConfig;
 use crate::core::Core;
+use crate::flow_gate::FlowGate;
 use crate::group::{Group, GROUP_MAX, GROUP_SLOTS};
 use crate::metrics::Counters;
 use crate::worker::Worker;
@@ -115,6 +117,7 @@ impl Engine {
             handed: std::sync::Mutex::new(std::collections::VecDeque::new()),
             commits: Group::new(GROUP_SLOTS, GROUP_MAX),
             sendings: Group::new(GROUP_SLOTS, GROUP_MAX),
+            flow: FlowGate::new(),
         });
         let worker = Worker::new(core.clone());
         Ok(Engine {
@@ -132,6 +135,17 @@ impl Engine {
     pub fn with_audit(self, journal: Arc<AuditJournal>, key: AuditKey) -> Engine {
         if self.core.audit.set((journal, key)).is_err() {
             tracing::warn!("an audit journal is attached already; the second is ignored");
+        }
+        self
+    }
+
+    /// Gives the engine the deployment's shared flow control (the
+    /// PostgreSQL store's, so every process holds the same `limits`).
+    /// Without one, limits hold within this process only. A second one is
+    /// ignored (logged).
+    pub fn with_flow_control(self, flow: Arc<dyn FlowControl>) -> Engine {
+        if !self.core.flow.attach(flow) {
+            tracing::warn!("a flow control is attached already; the second is ignored");
         }
         self
     }
@@ -239,6 +253,25 @@ impl Engine {
         change: impl Fn(&mut Holds) -> Result<(), E>,
     ) -> Result<Holds, E> {
         self.core.update_holds(change).await
+    }
+
+    /// Each limited connection's calls in flight and waiting now, from
+    /// the shared flow control: every connection of the runtime file with
+    /// `limits` (zero when it saw no call yet), and any other the flow
+    /// control holds (a `Retry-After` of a connection without `limits`).
+    ///
+    /// # Errors
+    /// The flow control's (the store's).
+    pub async fn connection_flows(
+        &self,
+    ) -> Result<BTreeMap<String, coordinator_ports::flow::ConnectionFlow>, StoreError> {
+        let mut flows = self.core.flow.port().flows(self.core.clock.now()).await?;
+        for (name, connection) in &self.core.connections {
+            if connection.limits().is_some() {
+                flows.entry(name.clone()).or_default();
+            }
+        }
+        Ok(flows)
     }
 
     /// The counters the metrics listener renders.

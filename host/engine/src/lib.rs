@@ -25,6 +25,7 @@ pub(crate) mod config;
 pub(crate) mod core;
 pub mod engine;
 pub(crate) mod feed;
+pub(crate) mod flow_gate;
 pub(crate) mod group;
 pub mod jobs;
 pub mod metrics;
@@ -34,6 +35,7 @@ pub mod worker;
 pub use admission::{AdmitError, EventOrigin, Principal, StartRequest, TriggerInfo};
 pub use config::{EngineConfig, INTERRUPTED, MAX_BACKOFF_SECONDS, RESTORED};
 pub use engine::{Engine, EngineError};
+pub use flow_gate::MAX_RETRY_AFTER_SECONDS;
 pub use operator::actions::{Action, ActionError, InspectedStep};
 pub use operator::restore::HoldError;
 

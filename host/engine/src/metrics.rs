@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 
+use coordinator_ports::flow::FlowLimit;
 use coordinator_vm::RunState;
 
 /// Process-wide counters for the metrics listener, one field per metric of
@@ -30,6 +31,12 @@ pub struct CounterValues {
     /// `coordinator_store_errors`: store operations that failed because the
     /// store was unavailable.
     pub store_errors: u64,
+    /// `coordinator_connection_throttled`: calls this process told to
+    /// wait, by (connection, limit: `in-flight`, `rate`, `retry-after`).
+    pub throttled: BTreeMap<(String, FlowLimit), u64>,
+    /// `coordinator_connection_retry_after_honoured`: a product's
+    /// `Retry-After` recorded for its connection, by connection.
+    pub retry_after_honoured: BTreeMap<String, u64>,
 }
 
 impl Counters {
@@ -52,6 +59,20 @@ impl Counters {
     /// unavailable.
     pub fn store_error(&self) {
         self.lock().store_errors += 1;
+    }
+
+    /// Counts one call on `connection` told to wait for `limit`.
+    pub fn throttled(&self, connection: &str, limit: FlowLimit) {
+        *self
+            .lock()
+            .throttled
+            .entry((connection.to_owned(), limit))
+            .or_insert(0) += 1;
+    }
+
+    /// Counts one `Retry-After` of `connection`'s product recorded.
+    pub fn retry_after_honoured(&self, connection: &str) {
+        add(&mut self.lock().retry_after_honoured, connection);
     }
 
     /// Every counter's value now.

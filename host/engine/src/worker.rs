@@ -8,9 +8,10 @@ use std::collections::BTreeMap;
 
 use coordinator_ir::instant::Instant;
 use coordinator_ports::adapter::{
-    AdapterError, DispatchRequest, MarkSending, NoMark, Observation, ReceiptRequest,
+    AdapterError, DispatchRequest, MarkSending, NoMark, Observation, Outcome, ReceiptRequest,
 };
 use coordinator_ports::clock::due_unix;
+use coordinator_ports::flow::{CallWait, FlowLimit};
 use coordinator_ports::store::{
     Commit, Job, JobKind, JobState, LeaseRequest, NewJob, RunRecord, StepLedger, StoreError,
 };
@@ -21,6 +22,7 @@ use std::sync::Arc;
 use crate::config::{INTERRUPTED, MAX_BACKOFF_SECONDS};
 use crate::core::{Core, HandedOff, InFlight};
 use crate::feed::Feeding;
+use crate::flow_gate::Turn;
 
 /// One role of the engine: the worker. It leases due jobs and carries
 /// each out (a dispatch, a receipt lookup, a timer, an observation),
@@ -400,12 +402,37 @@ impl Worker {
                 epoch,
             };
             let mark: &dyn MarkSending = if resend_safe { &NoMark } else { &marker };
-            match self
+            // The connection's flow control decides whether the request
+            // may be written now; a wait goes back to the queue, durably.
+            let now = self.core.clock.now();
+            let held_until =
+                Instant::from_unix_seconds_capped(self.core.lease_until(now.unix_seconds()));
+            let holds_slot = match self
+                .core
+                .flow
+                .turn(&connection, conn, job.id, now, held_until)
+                .await?
+            {
+                Turn::Go { holds_slot } => holds_slot,
+                Turn::Wait { limit, until } => {
+                    let wait = Waiting {
+                        step: &step,
+                        connection: &connection,
+                        limit,
+                        until,
+                        now,
+                    };
+                    return self.wait_for_turn(&run, job, wait).await;
+                }
+            };
+            let sent = self
                 .core
                 .adapter
                 .dispatch_marking(conn, &request, mark)
-                .await
-            {
+                .await;
+            self.after_call(&connection, job.id, holds_slot, &sent)
+                .await;
+            match sent {
                 Ok(outcome) => {
                     tracing::info!(run = %run.id, step = %step, attempt, result = %outcome.label(), "dispatched");
                     self.core.counters.dispatch_attempt(outcome.kind());
@@ -423,7 +450,9 @@ impl Worker {
             answer,
         };
         let count = |l: &mut BTreeMap<String, StepLedger>| {
-            l.entry(step.clone()).or_default().attempts = attempt;
+            let entry = l.entry(step.clone()).or_default();
+            entry.attempts = attempt;
+            entry.waiting = None;
         };
         let feeding = Feeding {
             ledger: Some(&count),
@@ -431,6 +460,87 @@ impl Worker {
         };
         self.core.feed(run, &event, feeding).await?;
         Ok(())
+    }
+
+    /// After a dispatch: its in-flight slot back, and a product's
+    /// `Retry-After` recorded for every next call to the connection.
+    async fn after_call(
+        &self,
+        connection: &str,
+        job_id: u64,
+        holds_slot: bool,
+        sent: &Result<Outcome, AdapterError>,
+    ) {
+        let retry_after = match sent {
+            Ok(Outcome::HeldBack { retry_after, .. }) => Some(*retry_after),
+            _ => None,
+        };
+        if !holds_slot && retry_after.is_none() {
+            return;
+        }
+        let now = self.core.clock.now();
+        let flow = &self.core.flow;
+        if let Some(until) = flow
+            .done(connection, job_id, holds_slot, retry_after, now)
+            .await
+        {
+            self.core.counters.retry_after_honoured(connection);
+            tracing::info!(connection, until = %until, "the product asked to be called again later; the connection's calls wait until then");
+        }
+    }
+
+    /// A dispatch its connection's flow control holds back: the job goes
+    /// back to the queue, due when the limit lets it go (never after the
+    /// run's deadline, where the run expires having sent nothing). The
+    /// first wait of a call is recorded on the run's ledger, visibly (one
+    /// commit); a wait already recorded only moves the job (one statement).
+    async fn wait_for_turn(
+        &self,
+        run: &RunRecord,
+        job: &Job,
+        wait: Waiting<'_>,
+    ) -> Result<(), StoreError> {
+        let Waiting {
+            step,
+            connection,
+            limit,
+            until,
+            now,
+        } = wait;
+        self.core.counters.throttled(connection, limit);
+        let due = due_unix(&until).min(due_unix(&run.state.deadline_at));
+        let owner = &self.core.config.worker_id;
+        let recorded = run
+            .ledger
+            .get(step)
+            .and_then(|l| l.waiting.as_ref())
+            .is_some_and(|w| w.connection == connection && w.limit == limit);
+        if !recorded {
+            tracing::info!(run = %run.id, step, connection, limit = limit.as_str(), until = %until, "the call waits for its connection's flow control");
+            let mut ledger = run.ledger.clone();
+            ledger.entry(step.to_owned()).or_default().waiting = Some(CallWait {
+                connection: connection.to_owned(),
+                limit,
+                since: now,
+            });
+            let commit = Commit {
+                run_id: run.id.clone(),
+                expected_version: run.version,
+                at_unix: now.unix_seconds(),
+                state: run.state.clone(),
+                ledger,
+                complete: None,
+                jobs: Vec::new(),
+                review: None,
+            };
+            match self.core.commit_grouped(commit, None).await {
+                // The run moved meanwhile (a cancel): the job is looked at
+                // again when due, and records its wait then.
+                Ok(_) | Err(StoreError::Conflict) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.core.store.release(job.id, owner, due, None).await
     }
 
     /// A receipt lookup the VM still expects (an operator's reconcile):
@@ -556,6 +666,16 @@ struct Call {
     connection: String,
     resend_safe: bool,
     request: DispatchRequest,
+}
+
+/// A dispatch held back by its connection's flow control
+/// ([`Worker::wait_for_turn`]).
+struct Waiting<'a> {
+    step: &'a str,
+    connection: &'a str,
+    limit: FlowLimit,
+    until: Instant,
+    now: Instant,
 }
 
 /// An observe job's completion read, as [`Engine::observe_job`] makes it.

@@ -85,6 +85,21 @@ pub enum SlotAnswer {
     },
 }
 
+/// A step's next call waiting for its connection's flow control, as the
+/// run's ledger records it (`inspect`'s `waitingFor`, the status's
+/// `waitingFor`): recorded when the wait begins, cleared in the commit
+/// that feeds the call's answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallWait {
+    /// The connection's name.
+    pub connection: String,
+    /// The limit that held the call back when the wait began.
+    pub limit: FlowLimit,
+    /// When the wait began.
+    pub since: Instant,
+}
+
 /// A connection's flow as `/metrics` shows it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ConnectionFlow {
@@ -121,6 +136,10 @@ pub trait FlowControl: Send + Sync {
         connection: &str,
         until: Instant,
     ) -> Result<(), StoreError>;
+
+    /// Until when a product's `Retry-After` holds `connection`'s calls
+    /// back (`None`: no hold recorded; one in the past may be answered).
+    async fn held_back_until(&self, connection: &str) -> Result<Option<Instant>, StoreError>;
 
     /// Each connection's calls in flight and calls waiting, as of `now`
     /// (connections never limited are absent).
@@ -275,6 +294,13 @@ impl FlowControl for MemoryFlowControl {
             flow.retry_after_until = Some(until);
         }
         Ok(())
+    }
+
+    async fn held_back_until(&self, connection: &str) -> Result<Option<Instant>, StoreError> {
+        Ok(self
+            .lock()?
+            .get(connection)
+            .and_then(|f| f.retry_after_until))
     }
 
     async fn flows(&self, now: Instant) -> Result<BTreeMap<String, ConnectionFlow>, StoreError> {

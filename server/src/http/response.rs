@@ -43,7 +43,20 @@ pub(crate) fn run_status(r: &RunRecord) -> api::RunStatus {
         refusal_code: st.failure.as_ref().and_then(|f| f.product_code.clone()),
         payload_erased: r.payload_erased,
         review: r.review.map(|v| v.as_str().to_owned()),
+        waiting_for: waiting_for(r),
     }
+}
+
+/// The connection a run's next call waits for (flow control), while the
+/// run has not ended.
+fn waiting_for(r: &RunRecord) -> Option<String> {
+    if r.state.status.is_terminal() {
+        return None;
+    }
+    r.ledger
+        .values()
+        .find_map(|l| l.waiting.as_ref())
+        .map(|w| w.connection.clone())
 }
 
 #[cfg(test)]

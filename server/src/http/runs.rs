@@ -263,6 +263,11 @@ pub(crate) async fn inspect(
                 due_at: st.due_at,
                 observations: st.observations,
                 restored: st.restored,
+                waiting_for: st.waiting.map(|w| api::CallWaiting {
+                    connection: w.connection,
+                    limit: w.limit.as_str().to_owned(),
+                    since: w.since.to_string(),
+                }),
             })
             .collect(),
     };

@@ -125,6 +125,7 @@ fn generated_callers_declare_the_api_documents() {
         refusal_code: Some("refused".into()),
         payload_erased: true,
         review: Some("required".into()),
+        waiting_for: Some("notices".into()),
     })
     .unwrap();
     let bare = serde_json::to_value(coordinator_api::RunStatus {
@@ -142,6 +143,7 @@ fn generated_callers_declare_the_api_documents() {
         refusal_code: None,
         payload_erased: false,
         review: None,
+        waiting_for: None,
     })
     .unwrap();
     holds("RunStatus", RUN_STATUS_FIELDS, &full, &bare);

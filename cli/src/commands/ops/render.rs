@@ -84,6 +84,7 @@ impl Text for api::RunStatus {
             refusal_code,
             payload_erased,
             review,
+            waiting_for,
         } = self;
         let mut out = String::new();
         line(&mut out, "run", Some(run));
@@ -99,6 +100,7 @@ impl Text for api::RunStatus {
         line(&mut out, "refusalCode", if_set(refusal_code));
         line(&mut out, "payloadErased", flag(*payload_erased));
         line(&mut out, "review", if_set(review));
+        line(&mut out, "waitingFor", if_set(waiting_for));
         // Compact JSON, members in the service's order.
         line(&mut out, "output", if_set(output));
         out
@@ -147,14 +149,19 @@ impl Text for api::Inspection {
                 due_at,
                 observations,
                 restored,
+                waiting_for,
             } = step;
             let _ = write!(out, "  {name} ({kind})");
-            let facts: [(&str, Option<&dyn std::fmt::Display>); 5] = [
+            let waiting = waiting_for
+                .as_ref()
+                .map(|w| format!("{}:{} since {}", w.connection, w.limit, w.since));
+            let facts: [(&str, Option<&dyn std::fmt::Display>); 6] = [
                 ("effect", if_set(effect)),
                 ("attempts", if_set(attempts)),
                 ("dueAt", if_set(due_at)),
                 ("observations", if_set(observations)),
                 ("restored", flag(*restored)),
+                ("waitingFor", if_set(&waiting)),
             ];
             for (fact, value) in facts {
                 if let Some(v) = value {

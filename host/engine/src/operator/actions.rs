@@ -88,6 +88,9 @@ pub struct InspectedStep {
     /// Call steps: the restore hold held this step's prepared command back
     /// for review ([`StepLedger::restored`]).
     pub restored: bool,
+    /// Call steps: the next attempt waits for its connection's flow
+    /// control ([`StepLedger::waiting`]).
+    pub waiting: Option<coordinator_ports::flow::CallWait>,
 }
 
 /// One role of the engine: operator actions (`cancel`, `retry-same`,
@@ -184,6 +187,7 @@ impl OperatorActions {
                 observations: (kind == Some(StepKind::WaitFor))
                     .then(|| ledger.map(|l| l.observations).unwrap_or(0)),
                 restored: ledger.is_some_and(|l| l.restored),
+                waiting: ledger.and_then(|l| l.waiting.clone()),
             });
         }
         Ok(out)

@@ -73,6 +73,10 @@ pub struct StepLedger {
     /// (docs/operations.md "Restore from a backup").
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub restored: bool,
+    /// The step's next call waits for its connection's flow control
+    /// (`limits`, a product's `Retry-After`); `None` once it went.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<crate::flow::CallWait>,
 }
 
 /// Where a run stands in the review that the restore hold asks for

@@ -99,6 +99,18 @@ impl FlowControl for Store {
         Ok(())
     }
 
+    async fn held_back_until(&self, connection: &str) -> Result<Option<Instant>, PortError> {
+        let ns = &self.ns;
+        let until: Option<Option<f64>> = sqlx::query_scalar(&format!(
+            "SELECT retry_after_until FROM {ns}.connection_flow WHERE connection = $1"
+        ))
+        .bind(connection)
+        .fetch_optional(&self.db)
+        .await
+        .map_err(pdb)?;
+        Ok(until.flatten().map(instant))
+    }
+
     async fn flows(&self, now: Instant) -> Result<BTreeMap<String, ConnectionFlow>, PortError> {
         let ns = &self.ns;
         let grace = coordinator_ports::flow::WAIT_GRACE_SECONDS;

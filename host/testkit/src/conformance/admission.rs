@@ -1,6 +1,7 @@
 //! Admission: keyed by start identity, records round trip, group admissions.
 
 use super::*;
+use coordinator_ir::instant::Instant;
 
 /// Admission is keyed by start identity: a repeat with the same digest is
 /// the stored run, another digest a conflict; concurrent admissions of one
@@ -71,6 +72,12 @@ pub async fn records_round_trip(s: &dyn RunStore, fx: &Fixture) {
             attempts: 1,
             observations: 0,
             restored: false,
+            // A flow-control wait round-trips with the ledger.
+            waiting: Some(coordinator_ports::flow::CallWait {
+                connection: "notices".into(),
+                limit: coordinator_ports::flow::FlowLimit::Rate,
+                since: Instant::from_unix_seconds_and_nanos(1_000, 250_000_000),
+            }),
         },
     );
     let mut next = state("run-a");
