@@ -68,6 +68,9 @@ pub(crate) struct Core {
     /// "Mark sending" fences of this process written together
     /// ([`JobQueue::mark_sending_batch`]): job id, lease owner, epoch.
     pub(crate) sendings: Group<(u64, String, u64), Result<(), StoreError>>,
+    /// The tracer of runs' spans, once handed over
+    /// ([`Engine::with_tracer`]); unset, no span is made.
+    pub(crate) tracer: std::sync::OnceLock<crate::trace::RunTracer>,
 }
 
 /// A job handed from a commit to a worker lane of the same process.

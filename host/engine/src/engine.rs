@@ -115,6 +115,7 @@ impl Engine {
             handed: std::sync::Mutex::new(std::collections::VecDeque::new()),
             commits: Group::new(GROUP_SLOTS, GROUP_MAX),
             sendings: Group::new(GROUP_SLOTS, GROUP_MAX),
+            tracer: std::sync::OnceLock::new(),
         });
         let worker = Worker::new(core.clone());
         Ok(Engine {
@@ -132,6 +133,24 @@ impl Engine {
     pub fn with_audit(self, journal: Arc<AuditJournal>, key: AuditKey) -> Engine {
         if self.core.audit.set((journal, key)).is_err() {
             tracing::warn!("an audit journal is attached already; the second is ignored");
+        }
+        self
+    }
+
+    /// Gives the engine the tracer it makes runs' spans with
+    /// ([`crate::trace`]): from then on each new run is one trace, and runs
+    /// admitted with a trace context get spans for their steps, attempts,
+    /// waits and operator actions. Without one the engine makes no span
+    /// and stores no trace context. It never touches the global provider.
+    /// A second tracer is ignored.
+    pub fn with_tracer(self, tracer: opentelemetry::global::BoxedTracer) -> Engine {
+        if self
+            .core
+            .tracer
+            .set(crate::trace::RunTracer::new(tracer))
+            .is_err()
+        {
+            tracing::warn!("a tracer is attached already; the second is ignored");
         }
         self
     }

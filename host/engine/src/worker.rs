@@ -397,10 +397,10 @@ impl Worker {
                 epoch,
             };
             let mark: &dyn MarkSending = if resend_safe { &NoMark } else { &marker };
+            let sent = self.core.adapter.dispatch_marking(conn, &request, mark);
             match self
                 .core
-                .adapter
-                .dispatch_marking(conn, &request, mark)
+                .traced_attempt(&run, &step, &connection, attempt, sent)
                 .await
             {
                 Ok(outcome) => {

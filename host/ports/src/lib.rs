@@ -10,6 +10,7 @@
 //! - [`counts`]: the [`RunCounts`] port (doctor's and `/metrics`' counts,
 //!   read in time independent of the number of runs).
 //! - [`clock`]: the [`Clock`] port ([`SystemClock`], [`ManualClock`]).
+//! - [`trace`]: [`TraceParent`], a run's trace context as stored.
 //! - [`adapter`]: the [`ProductAdapter`] port through which the service
 //!   calls products, and what it answers.
 //!
@@ -27,6 +28,7 @@ pub mod clock;
 pub mod counts;
 pub mod memory;
 pub mod store;
+pub mod trace;
 
 pub use adapter::{
     AdapterError, DispatchRequest, Observation, ObserveError, Outcome, ProductAdapter,
@@ -41,3 +43,4 @@ pub use store::{
     RunStore, StepLedger, StoreError,
 };
 pub use store::{Definitions, HoldsAndReviews, JobQueue, Maintenance, RunAdmission, RunReads};
+pub use trace::TraceParent;

@@ -334,6 +334,7 @@ async fn admit(
                 due_unix: t,
             }],
             bindings,
+            trace_parent: None,
         })
         .await
         .expect("admit")
