@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use coordinator_fakes::Reply;
 use serde_json::json;
+use sqlx::Connection;
 
 use crate::support::{rfc3339, unix_now, urls, Deployment, PRODUCER};
 use receiver::{Got, Receiver};
@@ -330,10 +331,14 @@ fn check_no_secret(spans: &[Got], d: &Deployment, values: &[&str]) {
 
 /// Variables that ask for traces the service cannot export refuse startup
 /// by name (`deployment.refused`, reason
-/// `coordinator.runtime.telemetry-export`), before anything is served.
+/// `coordinator.runtime.telemetry-export`), before anything is served;
+/// without them, traces are off: no exporter, and a run stores no trace
+/// context though its start carried a `traceparent`.
 #[tokio::test]
-async fn otlp_variables_naming_another_protocol_refuse_startup() {
-    let Some(urls) = urls("otlp_variables_naming_another_protocol_refuse_startup") else {
+async fn otlp_variables_naming_another_protocol_refuse_startup_and_none_means_off() {
+    let Some(urls) =
+        urls("otlp_variables_naming_another_protocol_refuse_startup_and_none_means_off")
+    else {
         return;
     };
     let d = Deployment::new(urls, 2_000).await;
@@ -356,5 +361,36 @@ async fn otlp_variables_naming_another_protocol_refuse_startup() {
             && line.contains("OTEL_EXPORTER_OTLP_PROTOCOL"),
         "{line}"
     );
+    let c = d.spawn().await;
+    assert!(!c.log_text().contains("traces:"), "{}", c.log_text());
+    d.record("app-off");
+    let status = d
+        .http
+        .post(format!("{}/v1/runs", c.base))
+        .bearer_auth(d.token(PRODUCER))
+        .header("idempotency-key", "off-1")
+        .header(
+            "traceparent",
+            format!("00-{INBOUND_TRACE}-{INBOUND_SPAN}-01"),
+        )
+        .header("content-type", "application/json")
+        .body(
+            json!({"workflow": d.example.workflow, "revision": d.revision,
+                "input": {"applicationId": "app-off", "sendAfter": rfc3339(unix_now())}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .map(|r| r.status().as_u16())
+        .unwrap();
+    assert_eq!(status, 201);
+    let mut admin = sqlx::PgConnection::connect(&d.urls.admin).await.unwrap();
+    let stored: Vec<Option<String>> =
+        sqlx::query_scalar(&format!("SELECT trace_parent FROM {}.runs", d.ns))
+            .fetch_all(&mut admin)
+            .await
+            .unwrap();
+    assert_eq!(stored, vec![None]);
+    drop(c);
     d.cleanup().await;
 }
