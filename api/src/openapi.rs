@@ -90,7 +90,8 @@ fn idempotency_key_param() -> Value {
     )
 }
 
-/// The optional W3C Trace Context `traceparent` header of a start: with
+/// The optional W3C Trace Context `traceparent` header of a start (by a
+/// caller or by an event): with
 /// traces on, the run joins the caller's trace (docs/operations.md
 /// "Traces"); an unreadable one is ignored, never refused.
 fn traceparent_param() -> Value {
@@ -389,6 +390,7 @@ fn inbound_operations(generator: &mut SchemaGenerator, status: &Value) -> Vec<Op
                     "`t=<unix seconds>,v1=<hex HMAC-SHA256>`.",
                     json!({"type": "string"}),
                 ),
+                traceparent_param(),
             ],
         },
         Operation {

@@ -455,8 +455,11 @@ impl Admission {
         workflow: &str,
         trigger: &str,
         event: &Value,
+        trace_parent: Option<TraceParent>,
     ) -> Result<(bool, RunRecord), AdmitError> {
-        let result = self.admit_event_run(origin, workflow, trigger, event).await;
+        let result = self
+            .admit_event_run(origin, workflow, trigger, event, trace_parent)
+            .await;
         self.count_admission(&result);
         result
     }
@@ -467,6 +470,7 @@ impl Admission {
         workflow: &str,
         trigger: &str,
         event: &Value,
+        trace_parent: Option<TraceParent>,
     ) -> Result<(bool, RunRecord), AdmitError> {
         let Some(revision) = self.core.active.get(workflow) else {
             let changed = !self
@@ -534,7 +538,7 @@ impl Admission {
             workflow.to_owned(),
             revision.clone(),
             start.input,
-            None,
+            trace_parent,
         )
         .await
         .map_err(|e| match e {

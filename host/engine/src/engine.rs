@@ -340,7 +340,9 @@ impl Engine {
     /// is admitted under the active revision with `origin` as its owner and
     /// the start identity [`AdmissionKey::event_start_identity`]. Returns
     /// `(created, run)`: `false` for a repeat with the same idempotency
-    /// value and the same input. Counted as an admission.
+    /// value and the same input. Counted as an admission. With traces on,
+    /// the run's admission span is the child of `trace_parent` (the
+    /// request's `traceparent`) when given.
     ///
     /// # Errors
     /// See [`AdmitError`] (the `Event*` and `UnknownTrigger` variants are
@@ -351,9 +353,10 @@ impl Engine {
         workflow: &str,
         trigger: &str,
         event: &Value,
+        trace_parent: Option<coordinator_ports::TraceParent>,
     ) -> Result<(bool, RunRecord), AdmitError> {
         self.admission
-            .admit_event(origin, workflow, trigger, event)
+            .admit_event(origin, workflow, trigger, event, trace_parent)
             .await
     }
 

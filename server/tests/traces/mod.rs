@@ -6,6 +6,8 @@
 //! first answer is a 503) and finishes; an operator then acts on it. Its
 //! spans form one trace under the caller's span; and no attribute of any
 //! span exported holds the run's input, the product's record, or a token.
+//! Beside it: an event start joins its request's trace, and the variables'
+//! faults refuse startup while no configuration means no trace at all.
 
 mod receiver;
 
@@ -16,7 +18,9 @@ use coordinator_fakes::Reply;
 use serde_json::json;
 use sqlx::Connection;
 
-use crate::support::{rfc3339, unix_now, urls, Deployment, PRODUCER};
+use coordinator::events::sign;
+
+use crate::support::{rfc3339, unix_now, urls, Deployment, Example, EVENT_KEY, PRODUCER};
 use receiver::{Got, Receiver};
 
 /// The caller's trace and span (W3C Trace Context's own example ids).
@@ -391,6 +395,81 @@ async fn otlp_variables_naming_another_protocol_refuse_startup_and_none_means_of
             .await
             .unwrap();
     assert_eq!(stored, vec![None]);
+    drop(c);
+    d.cleanup().await;
+}
+
+/// A run started by a signed event joins the trace of the event request's
+/// `traceparent`, and its call is traced beneath it.
+#[tokio::test]
+async fn a_signed_event_start_joins_the_caller_trace() {
+    let Some(urls) = urls("a_signed_event_start_joins_the_caller_trace") else {
+        return;
+    };
+    let r = Receiver::start().await;
+    let d = Deployment::of(Example::event_follow_up(), urls, 2_000).await;
+    d.record("app-ev7");
+    let env = [
+        (
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            &*format!("{}/v1/traces", r.base),
+        ),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+    ];
+    let port = crate::support::free_port();
+    let c = d.spawn_env(&d.runtime_file(port), port, &[], &env).await;
+    let body = json!({
+        "specversion": "1.0",
+        "id": "evt-trace-1",
+        "source": "https://breg.example.org/applications",
+        "type": "breg.record.created/v1",
+        "time": rfc3339(unix_now()),
+        "data": {"recordId": "app-ev7"},
+    })
+    .to_string();
+    let answer = d
+        .http
+        .post(format!(
+            "{}/v1/events/event-follow-up/application-submitted",
+            c.base
+        ))
+        .header("content-type", "application/json")
+        .header(
+            "registry-signature",
+            sign(&EVENT_KEY, unix_now(), body.as_bytes()),
+        )
+        .header(
+            "traceparent",
+            format!("00-{INBOUND_TRACE}-{INBOUND_SPAN}-01"),
+        )
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 201);
+    let run: serde_json::Value = serde_json::from_str(&answer.text().await.unwrap()).unwrap();
+    let run = run["run"].as_str().unwrap().to_owned();
+    d.wait_state(&c, &run, "finished", Duration::from_secs(30))
+        .await;
+    received(&r, "of the finish", |s| {
+        s.name == "coordinator.step" && s.attr("coordinator.step") == Some("done")
+    })
+    .await;
+    received(&r, "of the attempt", |s| s.name == "coordinator.attempt").await;
+    let spans = r.spans();
+    let admission = one(&spans, "the admission", |s| {
+        s.name == "coordinator.admission"
+    });
+    assert_eq!(
+        (
+            admission.trace_id.as_str(),
+            admission.parent_span_id.as_str()
+        ),
+        (INBOUND_TRACE, INBOUND_SPAN)
+    );
+    let attempt = one(&spans, "the attempt", |s| s.name == "coordinator.attempt");
+    assert_eq!(attempt.parent_span_id, admission.span_id);
+    assert_eq!(attempt.attr("coordinator.run"), Some(run.as_str()));
     drop(c);
     d.cleanup().await;
 }
