@@ -79,7 +79,8 @@ async fn a_run_is_one_trace_across_processes_with_its_inbound_parent_and_no_secr
         a.log_text()
     );
     let app = "app-trace-5d1c9e";
-    let send_after = rfc3339(unix_now() + 4);
+    // Long enough that process A is surely killed before the wake.
+    let send_after = rfc3339(unix_now() + 10);
     d.record(app);
     let start_token = d.token(PRODUCER);
     let key = "trace-start-8e2f41";
@@ -117,6 +118,10 @@ async fn a_run_is_one_trace_across_processes_with_its_inbound_parent_and_no_secr
     assert_eq!(status["state"], "running", "{status}");
     // Process A dies during the wait; process B, whose traces come from
     // the runtime file's `telemetry` section, carries the run on.
+    assert!(
+        !r.spans().iter().any(|s| s.name == "coordinator.attempt"),
+        "process A called a product before the wake"
+    );
     a.kill9();
     let port_b = crate::support::free_port();
     let file_b = d.runtime_file(port_b);
