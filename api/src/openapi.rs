@@ -90,6 +90,16 @@ fn idempotency_key_param() -> Value {
     )
 }
 
+/// The optional W3C Trace Context `traceparent` header of a start (by a
+/// caller or by an event): with
+/// traces on, the run joins the caller's trace (docs/operations.md
+/// "Traces"); an unreadable one is ignored, never refused.
+fn traceparent_param() -> Value {
+    json!({"name": "traceparent", "in": "header", "required": false,
+           "description": "W3C Trace Context (`00-<trace id>-<parent span id>-<flags>`): with traces on, the run's admission span is its child. An unreadable value is ignored; the run then starts a trace of its own.",
+           "schema": {"type": "string"}})
+}
+
 /// The operations a start's answer links to (OpenAPI `links`): each reads
 /// the run id from the answer's `run`, so a client (and Schemathesis'
 /// stateful phase) can chain them.
@@ -246,7 +256,7 @@ fn run_operations(generator: &mut SchemaGenerator, status: &Value) -> Vec<Operat
                 &[&STORE, &BODY, &CALLER, &ADMISSION],
                 &[&p::IDEMPOTENCY_KEY_REQUIRED],
             ),
-            parameters: vec![idempotency_key_param()],
+            parameters: vec![idempotency_key_param(), traceparent_param()],
         },
         Operation {
             method: "get",
@@ -380,6 +390,7 @@ fn inbound_operations(generator: &mut SchemaGenerator, status: &Value) -> Vec<Op
                     "`t=<unix seconds>,v1=<hex HMAC-SHA256>`.",
                     json!({"type": "string"}),
                 ),
+                traceparent_param(),
             ],
         },
         Operation {

@@ -14,7 +14,9 @@
 //! (the metrics listener), [`auth`] (tokens and policies), [`events`]
 //! (event source keys and signatures), [`strict`] (strict JSON),
 //! [`startup`] (the wait for the store and the checks before serving),
-//! [`gate`] (serving before the store is open) and [`worker_loop`].
+//! [`gate`] (serving before the store is open), [`telemetry`] (the
+//! OpenTelemetry traces' provider and exporter, off unless configured)
+//! and [`worker_loop`].
 
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
@@ -27,6 +29,7 @@ pub mod ops;
 pub mod readiness;
 pub mod startup;
 pub mod strict;
+pub mod telemetry;
 pub mod worker_loop;
 
 pub use http::{

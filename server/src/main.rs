@@ -178,7 +178,11 @@ fn init_json_logging() {
 /// serving, `Ok` the exit code of a service that served and stopped.
 async fn serve_checked(args: Args, worker_threads: NonZeroUsize) -> Result<ExitCode, ExitCode> {
     let runtime = read_runtime_file(&args.runtime_config)?;
-    let secrets = read_deployment_secrets(&runtime.config, &runtime.deployment)?;
+    let traces = start_traces(&runtime.config)?;
+    let mut secrets = read_deployment_secrets(&runtime.config, &runtime.deployment)?;
+    if let Some(t) = &traces {
+        secrets.adapter = secrets.adapter.with_tracer(t.tracer());
+    }
     let listeners = bind_listeners(&runtime.deployment).await?;
     let servers = serve_gates_while_store_awaited(listeners);
     tracing::info!(bind = %runtime.deployment.listener.bind, worker_threads, "listening; not ready until the store is open and checked");
@@ -206,6 +210,10 @@ async fn serve_checked(args: Args, worker_threads: NonZeroUsize) -> Result<ExitC
         secrets.adapter,
         store.clone(),
     )?;
+    let engine = match &traces {
+        Some(t) => engine.with_tracer(t.tracer()),
+        None => engine,
+    };
     let journal = open_audit_journal(&runtime.deployment)?;
     let engine = Arc::new(
         engine
@@ -237,7 +245,30 @@ async fn serve_checked(args: Args, worker_threads: NonZeroUsize) -> Result<ExitC
     tracing::info!(bind = %runtime.deployment.listener.bind, recovery_only = args.recovery_only, "serving");
     let exit = serve_until_stop_or_fence(&mut signal, &mut worker).await;
     shut_down(servers, worker, &journal).await;
+    if let Some(t) = traces {
+        // The batch processor's last export blocks: off the runtime's threads.
+        let _ = tokio::task::spawn_blocking(move || t.shutdown()).await;
+    }
     Ok(exit)
+}
+
+/// The service's traces (`coordinator::telemetry`), `None` when off. A
+/// variable that names another protocol or an unusable endpoint refuses
+/// startup (`deployment.refused`, reason `coordinator.runtime.telemetry-export`).
+fn start_traces(
+    config: &RuntimeConfig,
+) -> Result<Option<coordinator::telemetry::Traces>, ExitCode> {
+    match coordinator::telemetry::start(config, tokio::runtime::Handle::current()) {
+        Ok(Some(traces)) => {
+            tracing::info!(endpoint = %traces.export.endpoint, source = traces.export.source, "traces: exporting (OTLP/HTTP protobuf)");
+            Ok(Some(traces))
+        }
+        Ok(None) => Ok(None),
+        Err((reason, message)) => {
+            tracing::error!(code = "deployment.refused", reason, "{message}");
+            Err(ExitCode::from(1))
+        }
+    }
 }
 
 /// The runtime file once checked: the check (with its verified pinned

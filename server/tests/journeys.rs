@@ -14,6 +14,7 @@
 
 mod console;
 mod support;
+mod traces;
 mod typed_callers;
 
 use std::path::PathBuf;

@@ -11,6 +11,8 @@ use coordinator_ports::adapter::RetryAfter;
 use coordinator_vm::Answer;
 use reqwest::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
 use reqwest::{Method, Url};
+
+use crate::client_span::ClientSpan;
 use serde_json::{Map, Value};
 
 use super::mapping::{self, dispatch_status, external_status, receipt_status};
@@ -43,6 +45,9 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct HttpAdapter {
     http: reqwest::Client,
     tokens: TokenClient,
+    /// Makes the HTTP client span of a traced attempt
+    /// ([`HttpAdapter::with_tracer`]); `None`: no span, no `traceparent`.
+    tracer: Option<Arc<opentelemetry::global::BoxedTracer>>,
 }
 
 impl HttpAdapter {
@@ -60,7 +65,17 @@ impl HttpAdapter {
         Ok(HttpAdapter {
             tokens: TokenClient::new(http.clone(), secrets),
             http,
+            tracer: None,
         })
+    }
+
+    /// The adapter making an HTTP client span (OpenTelemetry's client
+    /// conventions, no URL path or query) for each request sent inside a
+    /// span of the engine's, and sending the product its `traceparent`
+    /// (docs/operations.md "Traces"). It never touches the global provider.
+    pub fn with_tracer(mut self, tracer: opentelemetry::global::BoxedTracer) -> Self {
+        self.tracer = Some(Arc::new(tracer));
+        self
     }
 
     /// The token client (for diagnostics and tests).
@@ -80,6 +95,12 @@ impl HttpAdapter {
             connection
                 .request_timeout_milliseconds()
                 .unwrap_or(DEFAULT_REQUEST_TIMEOUT_MILLISECONDS),
+        );
+        let span = ClientSpan::start(
+            self.tracer.as_deref(),
+            &plan.method,
+            &plan.url,
+            operation_id,
         );
         let mut builder = self
             .http
@@ -118,40 +139,71 @@ impl HttpAdapter {
         if let Some(body) = plan.body {
             builder = builder.header(CONTENT_TYPE, "application/json").body(body);
         }
+        if let Some(traceparent) = span.traceparent() {
+            builder = builder.header(TRACEPARENT, traceparent);
+        }
         // Everything that can fail without the product is done: from here
         // on the request may reach it.
         mark.mark_sending().await.map_err(AdapterError::NotSent)?;
-        let mut response = match builder.send().await {
-            Ok(r) => r,
-            Err(e) => return Ok(Err(transport(&e))),
-        };
-        let status = response.status().as_u16();
-        let retry_after = match status {
-            429 | 503 => response
-                .headers()
-                .get(RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(retry_after),
-            _ => None,
-        };
-        let mut body = Vec::new();
-        loop {
-            match response.chunk().await {
-                Ok(Some(chunk)) => {
-                    if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
-                        return Ok(Err(Outcome::InvalidResponse { status }));
-                    }
-                    body.extend_from_slice(&chunk);
+        let exchanged = exchange(builder).await;
+        span.end(match &exchanged {
+            Ok(answered) => Ok(answered.status),
+            Err((_, kind)) => Err(kind),
+        });
+        Ok(exchanged.map_err(|(outcome, _)| outcome))
+    }
+}
+
+/// W3C Trace Context's request header.
+const TRACEPARENT: &str = "traceparent";
+
+/// Sends the request and reads the response, at most
+/// [`MAX_RESPONSE_BYTES`] of body: its status and body, or the outcome of
+/// a failure with its kind for the client span.
+async fn exchange(builder: reqwest::RequestBuilder) -> Result<Answered, (Outcome, &'static str)> {
+    let mut response = match builder.send().await {
+        Ok(r) => r,
+        Err(e) => return Err((transport(&e), error_kind(&e))),
+    };
+    let status = response.status().as_u16();
+    let retry_after = match status {
+        429 | 503 => response
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(retry_after),
+        _ => None,
+    };
+    let mut body = Vec::new();
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
+                    return Err((Outcome::InvalidResponse { status }, "body-too-large"));
                 }
-                Ok(None) => break,
-                Err(e) => return Ok(Err(transport(&e))),
+                body.extend_from_slice(&chunk);
             }
+            Ok(None) => break,
+            Err(e) => return Err((transport(&e), error_kind(&e))),
         }
-        Ok(Ok(Answered {
-            status,
-            body,
-            retry_after,
-        }))
+    }
+    Ok(Answered {
+        status,
+        body,
+        retry_after,
+    })
+}
+
+/// A transport failure's kind, as the client span's `error.type`.
+fn error_kind(e: &reqwest::Error) -> &'static str {
+    if e.is_connect() {
+        "connect"
+    } else if e.is_timeout() {
+        "timeout"
+    } else if e.is_body() || e.is_decode() {
+        "body"
+    } else {
+        "transport"
     }
 }
 

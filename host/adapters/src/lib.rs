@@ -7,6 +7,8 @@
 //!   for unit tests of the service.
 //! - [`mapping`]: the status mapping of SPEC §6 as pure functions.
 //! - [`casework`]: how a Casework review's completion is observed.
+//! - `client_span.rs`: the HTTP client span of a traced attempt and the
+//!   `traceparent` it sends (only with [`HttpAdapter::with_tracer`]).
 //!
 //! Invariants: adapters never retry and never log a token, key or secret
 //! value; they see the engine only through the port (`coordinator-ports`);
@@ -18,6 +20,7 @@
 #![warn(missing_docs)]
 
 pub mod casework;
+mod client_span;
 pub mod http;
 pub mod jwk;
 pub mod mapping;

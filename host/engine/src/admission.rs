@@ -12,6 +12,7 @@ use coordinator_vm::{RejectCode, Vm};
 use serde_json::Value;
 
 use coordinator_ports::store::LeaseOnInsert;
+use coordinator_ports::TraceParent;
 
 use crate::core::Core;
 use crate::group::{Group, GROUP_MAX, GROUP_SLOTS};
@@ -79,6 +80,9 @@ pub struct StartRequest {
     pub revision: String,
     /// The run input.
     pub input: Value,
+    /// The caller's W3C `traceparent`, if it sent one: with traces on, the
+    /// run's admission span is its child (docs/operations.md "Traces").
+    pub trace_parent: Option<TraceParent>,
 }
 
 /// Why an admission was refused.
@@ -125,6 +129,28 @@ pub enum AdmitError {
     EventRefused(String),
     /// The store failed.
     Store(StoreError),
+}
+
+impl AdmitError {
+    /// The refusal as an admission span's outcome: a short fixed label,
+    /// never the message (which may name input members).
+    pub(crate) fn outcome(&self) -> &'static str {
+        match self {
+            AdmitError::UnknownWorkflow => "unknown-workflow",
+            AdmitError::RevisionNotActive { .. } => "revision-not-active",
+            AdmitError::InputRefused(_) => "input-refused",
+            AdmitError::KeyReused => "key-reused",
+            AdmitError::RecoveryOnly => "recovery-only",
+            AdmitError::AdmissionHeld => "admission-held",
+            AdmitError::BindingConflict { .. } => "binding-conflict",
+            AdmitError::ActivationChanged => "activation-changed",
+            AdmitError::UnknownTrigger => "unknown-trigger",
+            AdmitError::EventSourceMismatch => "event-source-mismatch",
+            AdmitError::EventTypeMismatch => "event-type-mismatch",
+            AdmitError::EventRefused(_) => "event-refused",
+            AdmitError::Store(_) => "store-error",
+        }
+    }
 }
 
 impl From<StoreError> for AdmitError {
@@ -218,6 +244,7 @@ impl Admission {
             request.workflow,
             request.revision,
             request.input,
+            request.trace_parent,
         )
         .await
     }
@@ -296,7 +323,9 @@ impl Admission {
 
     /// Checks the input with the VM and stores the run with its first jobs
     /// under `start_identity` (one store step, which looks the identity up
-    /// first and then checks the admission hold and the activation).
+    /// first and then checks the admission hold and the activation). With
+    /// traces on, inside the admission span (the child of `inbound`), whose
+    /// context is stored with the run.
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn admit_prepared(
         &self,
@@ -307,7 +336,42 @@ impl Admission {
         workflow: String,
         revision: String,
         input: Value,
+        inbound: Option<TraceParent>,
     ) -> Result<(bool, RunRecord), AdmitError> {
+        let Some(admitting) = self.core.trace_admission(inbound) else {
+            let start = (owner, start_identity, request_digest, workflow, revision);
+            return self.admit_checked(vm, start, input, None).await;
+        };
+        let started = self.core.clock.now();
+        let start = (owner, start_identity, request_digest, workflow, revision);
+        let result = self
+            .admit_checked(vm, start, input, admitting.trace_parent())
+            .await;
+        let now = self.core.clock.now();
+        match &result {
+            Ok((created, run)) => {
+                if *created {
+                    self.core.trace_admitted_steps(run, &started);
+                }
+                let outcome = if *created { "created" } else { "existing" };
+                admitting.end(outcome, Some(run), &now);
+            }
+            Err(e) => admitting.end(e.outcome(), None, &now),
+        }
+        result
+    }
+
+    /// [`Admission::admit_prepared`] once its span (if any) is started:
+    /// `start` is the owner, start identity, request digest, workflow and
+    /// revision; `trace_parent` the context stored with the run.
+    async fn admit_checked(
+        &self,
+        vm: &Vm,
+        start: (Owner, String, String, String, String),
+        input: Value,
+        trace_parent: Option<TraceParent>,
+    ) -> Result<(bool, RunRecord), AdmitError> {
+        let (owner, start_identity, request_digest, workflow, revision) = start;
         let now = self.core.clock.now_unix();
         let resumed = match vm.admit(input, Instant::from_unix_seconds_capped(now)) {
             Ok(r) => r,
@@ -336,6 +400,7 @@ impl Admission {
             state: resumed.state,
             jobs,
             bindings,
+            trace_parent,
         };
         let due_now = {
             let now = self.core.clock.now_unix();
@@ -390,8 +455,11 @@ impl Admission {
         workflow: &str,
         trigger: &str,
         event: &Value,
+        trace_parent: Option<TraceParent>,
     ) -> Result<(bool, RunRecord), AdmitError> {
-        let result = self.admit_event_run(origin, workflow, trigger, event).await;
+        let result = self
+            .admit_event_run(origin, workflow, trigger, event, trace_parent)
+            .await;
         self.count_admission(&result);
         result
     }
@@ -402,6 +470,7 @@ impl Admission {
         workflow: &str,
         trigger: &str,
         event: &Value,
+        trace_parent: Option<TraceParent>,
     ) -> Result<(bool, RunRecord), AdmitError> {
         let Some(revision) = self.core.active.get(workflow) else {
             let changed = !self
@@ -469,6 +538,7 @@ impl Admission {
             workflow.to_owned(),
             revision.clone(),
             start.input,
+            trace_parent,
         )
         .await
         .map_err(|e| match e {

@@ -71,6 +71,9 @@ pub(crate) struct Core {
     pub(crate) sendings: Group<(u64, String, u64), Result<(), StoreError>>,
     /// Flow control of the calls to each connection ([`FlowGate`]).
     pub(crate) flow: FlowGate,
+    /// The tracer of runs' spans, once handed over
+    /// ([`Engine::with_tracer`]); unset, no span is made.
+    pub(crate) tracer: std::sync::OnceLock<crate::trace::RunTracer>,
 }
 
 /// A job handed from a commit to a worker lane of the same process.

@@ -118,6 +118,7 @@ impl Engine {
             commits: Group::new(GROUP_SLOTS, GROUP_MAX),
             sendings: Group::new(GROUP_SLOTS, GROUP_MAX),
             flow: FlowGate::new(),
+            tracer: std::sync::OnceLock::new(),
         });
         let worker = Worker::new(core.clone());
         Ok(Engine {
@@ -146,6 +147,24 @@ impl Engine {
     pub fn with_flow_control(self, flow: Arc<dyn FlowControl>) -> Engine {
         if !self.core.flow.attach(flow) {
             tracing::warn!("a flow control is attached already; the second is ignored");
+        }
+        self
+    }
+
+    /// Gives the engine the tracer it makes runs' spans with
+    /// ([`crate::trace`]): from then on each new run is one trace, and runs
+    /// admitted with a trace context get spans for their steps, attempts,
+    /// waits and operator actions. Without one the engine makes no span
+    /// and stores no trace context. It never touches the global provider.
+    /// A second tracer is ignored.
+    pub fn with_tracer(self, tracer: opentelemetry::global::BoxedTracer) -> Engine {
+        if self
+            .core
+            .tracer
+            .set(crate::trace::RunTracer::new(tracer))
+            .is_err()
+        {
+            tracing::warn!("a tracer is attached already; the second is ignored");
         }
         self
     }
@@ -354,7 +373,9 @@ impl Engine {
     /// is admitted under the active revision with `origin` as its owner and
     /// the start identity [`AdmissionKey::event_start_identity`]. Returns
     /// `(created, run)`: `false` for a repeat with the same idempotency
-    /// value and the same input. Counted as an admission.
+    /// value and the same input. Counted as an admission. With traces on,
+    /// the run's admission span is the child of `trace_parent` (the
+    /// request's `traceparent`) when given.
     ///
     /// # Errors
     /// See [`AdmitError`] (the `Event*` and `UnknownTrigger` variants are
@@ -365,9 +386,10 @@ impl Engine {
         workflow: &str,
         trigger: &str,
         event: &Value,
+        trace_parent: Option<coordinator_ports::TraceParent>,
     ) -> Result<(bool, RunRecord), AdmitError> {
         self.admission
-            .admit_event(origin, workflow, trigger, event)
+            .admit_event(origin, workflow, trigger, event, trace_parent)
             .await
     }
 

@@ -152,6 +152,8 @@ impl Core {
             if let Some(update) = ledger_update {
                 update(&mut ledger);
             }
+            let traced = self.trace_before(&vm, &run);
+            self.trace_entered(traced.as_ref(), &resumed.state.path, &mut ledger);
             let commit = Commit {
                 run_id: run.id.clone(),
                 expected_version: run.version,
@@ -178,6 +180,7 @@ impl Core {
                     run.ledger = ledger;
                     run.version = version;
                     run.review = Review::after(run.review, review);
+                    self.trace_fed(traced, &run, event);
                     if let Some(lease) = lease.filter(|_| !leased.is_empty()) {
                         self.hand_off(leased, &run, lease.lease_until);
                     }

@@ -13,6 +13,8 @@
 //!   the restore epoch and the group commits; `feed.rs` is the one commit
 //!   path every role takes; [`jobs`] turns the VM's commands into jobs.
 //! - [`metrics`]: the process's counters.
+//! - [`trace`]: the OpenTelemetry spans of runs, through a tracer the
+//!   embedding process hands over ([`Engine::with_tracer`]); none without.
 //!
 //! No HTTP server here: `server/` translates HTTP to these calls. See
 //! docs/service.md.
@@ -30,6 +32,7 @@ pub(crate) mod group;
 pub mod jobs;
 pub mod metrics;
 pub mod operator;
+pub mod trace;
 pub mod worker;
 
 pub use admission::{AdmitError, EventOrigin, Principal, StartRequest, TriggerInfo};

@@ -425,10 +425,10 @@ impl Worker {
                     return self.wait_for_turn(&run, job, wait).await;
                 }
             };
+            let sent = self.core.adapter.dispatch_marking(conn, &request, mark);
             let sent = self
                 .core
-                .adapter
-                .dispatch_marking(conn, &request, mark)
+                .traced_attempt(&run, &step, &connection, attempt, sent)
                 .await;
             self.after_call(&connection, job.id, holds_slot, &sent)
                 .await;

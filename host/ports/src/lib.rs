@@ -13,6 +13,7 @@
 //!   product's `Retry-After`, shared by every process) and
 //!   [`MemoryFlowControl`].
 //! - [`clock`]: the [`Clock`] port ([`SystemClock`], [`ManualClock`]).
+//! - [`trace`]: [`TraceParent`], a run's trace context as stored.
 //! - [`adapter`]: the [`ProductAdapter`] port through which the service
 //!   calls products, and what it answers.
 //!
@@ -31,6 +32,7 @@ pub mod counts;
 pub mod flow;
 pub mod memory;
 pub mod store;
+pub mod trace;
 
 pub use adapter::{
     AdapterError, DispatchRequest, Observation, ObserveError, Outcome, ProductAdapter,
@@ -46,3 +48,4 @@ pub use store::{
     RunStore, StepLedger, StoreError,
 };
 pub use store::{Definitions, HoldsAndReviews, JobQueue, Maintenance, RunAdmission, RunReads};
+pub use trace::TraceParent;

@@ -88,6 +88,8 @@ coordinator_source::diagnostic_codes! {
         "A key under `deployment.stateKeys` is not a positive decimal number.");
     RUNTIME_TOO_MANY_PACKAGES = ("coordinator.runtime.too-many-packages", Error,
         "`deployment.packages` lists more than 16 packages; one deployment serves at most 16.");
+    RUNTIME_TELEMETRY_EXPORT = ("coordinator.runtime.telemetry-export", Error,
+        "The `OTEL_EXPORTER_OTLP_*` variables ask for traces in another protocol than `http/protobuf` or at an unusable endpoint.");
     RUNTIME_URL = ("coordinator.runtime.url", Error,
         "A URL is not usable: a base URL.");
     SECRET_CONTENT = ("coordinator.secret.content", Error,

@@ -57,6 +57,11 @@ pub struct RuntimeConfig {
     /// The operator's part; optional in an author's template.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment: Option<Deployment>,
+    /// Where the service exports OpenTelemetry traces; absent: nowhere,
+    /// unless the standard `OTEL_EXPORTER_OTLP_*` variables name an
+    /// endpoint (docs/operations.md "Traces").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<crate::telemetry::Telemetry>,
 }
 
 /// A secret reference: `secret:file/<name>` (a file directly under

@@ -10,6 +10,8 @@
 //! - [`secrets`]: secret references resolved (owner-only files, environment).
 //! - [`net`]: the runtime file's `http(s)` URLs parsed (the `url` crate) and
 //!   the one loopback rule.
+//! - [`telemetry`]: the `telemetry` section and where traces are exported
+//!   (the section, else the standard `OTEL_EXPORTER_OTLP_*` variables).
 //! - [`audit`]: the audit journal (JSON Lines, one file per process).
 //! - [`log_codes`]: the codes log lines carry that are not an HTTP
 //!   problem's, each with its page.
@@ -35,6 +37,7 @@ pub mod log_codes;
 pub mod net;
 pub mod package;
 pub mod secrets;
+pub mod telemetry;
 
 pub use check::{check_runtime, check_runtime_file, Mode, RuntimeCheck};
 pub use config::RuntimeConfig;

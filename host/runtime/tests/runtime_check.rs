@@ -853,3 +853,60 @@ fn checks_a_connections_call_limits() {
         );
     }
 }
+
+#[test]
+fn the_telemetry_section_names_an_otlp_endpoint_checked_like_every_url() {
+    let f = fixture();
+    let with = |endpoint: &str| {
+        format!(
+            "{}\ntelemetry:\n  traces:\n    endpoint: {endpoint}\n",
+            f.text
+        )
+    };
+    let good = with("https://collector.example.org:4318/v1/traces");
+    let result = check(&good, Mode::Deployment, false);
+    assert!(result.is_valid(), "{:#?}", result.diagnostics);
+    let traces = result
+        .config
+        .and_then(|c| c.telemetry)
+        .and_then(|t| t.traces)
+        .expect("the section is read");
+    assert_eq!(
+        traces.endpoint,
+        "https://collector.example.org:4318/v1/traces"
+    );
+    // A collector beside the service may be reached in plaintext.
+    assert!(check(
+        &with("http://127.0.0.1:4318/v1/traces"),
+        Mode::Template,
+        true
+    )
+    .is_valid());
+    refuses(
+        &good,
+        "endpoint: https://collector",
+        "endpoint: http://collector",
+        Mode::Deployment,
+        false,
+        "coordinator.runtime.insecure-url",
+        "endpoint: |http://collector",
+    );
+    refuses(
+        &good,
+        "4318/v1/traces",
+        "4318/v1/traces?tenant=a",
+        Mode::Deployment,
+        false,
+        "coordinator.runtime.url",
+        "endpoint: |https://collector",
+    );
+    refuses(
+        &good,
+        "  traces:\n",
+        "  trace:\n",
+        Mode::Deployment,
+        false,
+        "coordinator.yaml.unknown-key",
+        "|trace:",
+    );
+}

@@ -157,6 +157,12 @@ CREATE TABLE {ns}.runs (
     CHECK (payload_erased_at IS NULL OR (ended AND sealed_input IS NULL
         AND sealed_state IS NULL AND sealed_output IS NULL))
 );
+-- The run's trace context (docs/operations.md "Traces"): the W3C
+-- `traceparent` of its admission span, which every later span of the run
+-- descends from, whichever process exports it. Identifiers only, NULL for
+-- a run admitted with traces off. (Its own statement, TRACE_COLUMN.)
+ALTER TABLE {ns}.runs ADD COLUMN IF NOT EXISTS trace_parent text
+    CHECK (trace_parent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$');
 -- Newest first without a filter reads the `seq` unique index backwards
 -- (no index of its own: each would be written at every insert).
 CREATE INDEX runs_owner_newest ON {ns}.runs (owner_ref, seq DESC);
@@ -447,6 +453,22 @@ pub fn count_routines(ns: &str) -> Vec<String> {
     out
 }
 
+/// The statement of [`V4`] that adds `runs.trace_parent`, which `apply`
+/// also runs on a namespace laid out by an earlier build of version 4
+/// ([`amend_v4_trace`]).
+const TRACE_COLUMN: &str = "ALTER TABLE {ns}.runs ADD COLUMN IF NOT EXISTS trace_parent";
+
+/// What brings a namespace laid out by an earlier build of version 4
+/// without `runs.trace_parent` to this build's layout: [`V4`]'s statement
+/// that adds it (a no-op where it exists), run by every `apply` of a
+/// namespace already laid out.
+pub fn amend_v4_trace(ns: &str) -> Vec<String> {
+    statements(V4)
+        .filter(|s| s.contains(TRACE_COLUMN))
+        .map(|s| in_namespace(s, ns))
+        .collect()
+}
+
 /// What brings a namespace laid out by an earlier build of version 4
 /// (without `run_counts`) to this build's layout, run by `apply` when
 /// `run_counts` is missing: the `wait` column, the dispatch index, the
@@ -535,8 +557,9 @@ mod tests {
             );
             assert!(RUNTIME_GRANTS.iter().any(|(t, _)| *t == table));
         }
-        assert_eq!(statements(V4).count(), 29);
+        assert_eq!(statements(V4).count(), 30);
         assert_eq!(amend_v4_flow("coordinator_x").len(), 5);
+        assert_eq!(amend_v4_trace("coordinator_x").len(), 1);
         // The counted measures are exactly the counts table's columns.
         for (name, _) in COUNTED {
             assert!(

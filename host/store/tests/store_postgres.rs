@@ -336,6 +336,7 @@ async fn admit(
                 due_unix: t,
             }],
             bindings,
+            trace_parent: None,
         })
         .await
         .expect("admit")
@@ -1263,6 +1264,15 @@ async fn earlier_layouts_unknown_layouts_and_another_database_id_are_refused() {
     assert_eq!(code(fx.apply(&[]).await), "deployment.database-id");
     assert_eq!(code(fx.status().await), "deployment.database-id");
     fx.database_id = original;
+    // A namespace laid out before `runs.trace_parent` existed: the service
+    // refuses it until `apply` adds the column (runs and all).
+    admin
+        .execute(format!("ALTER TABLE {}.runs DROP COLUMN trace_parent", fx.ns).as_str())
+        .await
+        .expect("an earlier layout");
+    assert_eq!(code(fx.store().await), "deployment.schema-version");
+    fx.apply(&[]).await.expect("apply amends it");
+    assert!(fx.store().await.is_ok());
     fx.cleanup(&[]).await;
 
     // A namespace holding something else.

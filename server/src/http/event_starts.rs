@@ -68,7 +68,13 @@ pub(crate) async fn event_start(
     events::check_event(&event).map_err(ApiError::bad_request)?;
     let result = s
         .engine
-        .admit_event(&origin, &workflow, &trigger, &event)
+        .admit_event(
+            &origin,
+            &workflow,
+            &trigger,
+            &event,
+            crate::telemetry::inbound_trace_parent(&headers),
+        )
         .await;
     let owner = origin.owner();
     let principal = format!("{}\u{0}{}", owner.iss, owner.sub);

@@ -92,6 +92,7 @@ mod tests {
             payload_erased: false,
             review: None,
             ended_unix: Some(1_800_000_000),
+            trace_parent: None,
         };
         let status = super::run_status(&record);
         assert_eq!(status.ended_at.as_deref(), Some("2027-01-15T08:00:00Z"));

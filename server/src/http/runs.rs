@@ -47,6 +47,7 @@ pub(crate) async fn start(
         workflow: request.workflow,
         revision: request.revision,
         input: request.input,
+        trace_parent: crate::telemetry::inbound_trace_parent(&headers),
     };
     let result = s.engine.admit(&who, start, &key).await;
     admitted(&s, result, ops::principal_value(&who), None).await

@@ -603,11 +603,24 @@ database:
     /// Starts the built binary on runtime file `file` (listening on
     /// `port`) with `args`, without waiting for it.
     pub fn launch(&self, file: &Path, port: u16, args: &[&str]) -> Coordinator {
+        self.launch_env(file, port, args, &[])
+    }
+
+    /// [`Deployment::launch`] with the variables `env` set (e.g. the
+    /// `OTEL_*` ones).
+    pub fn launch_env(
+        &self,
+        file: &Path,
+        port: u16,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Coordinator {
         let log = self.dir.path().join(format!("coordinator-{port}.log"));
         let child = Command::new(env!("CARGO_BIN_EXE_coordinator"))
             .arg("--runtime-config")
             .arg(file)
             .args(args)
+            .envs(env.iter().copied())
             .env("RUST_LOG", "info,sqlx=warn")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -624,7 +637,18 @@ database:
     /// 200, or 503 `admission.held` (it serves everything but starts while
     /// the admission hold is in place).
     pub async fn spawn_with(&self, file: &Path, port: u16, args: &[&str]) -> Coordinator {
-        let mut c = self.launch(file, port, args);
+        self.spawn_env(file, port, args, &[]).await
+    }
+
+    /// [`Deployment::spawn_with`] with the variables `env` set.
+    pub async fn spawn_env(
+        &self,
+        file: &Path,
+        port: u16,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Coordinator {
+        let mut c = self.launch_env(file, port, args, env);
         let start = Instant::now();
         loop {
             assert!(c.alive(), "coordinator exited:\n{}", c.log_text());

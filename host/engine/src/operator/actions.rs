@@ -195,6 +195,26 @@ impl OperatorActions {
 
     /// The work of [`Engine::act`].
     pub(crate) async fn act(&self, run_id: &str, action: Action) -> Result<RunRecord, ActionError> {
+        let started = self.core.clock.now();
+        let result = self.act_on(run_id, action).await;
+        let name = match action {
+            Action::Cancel => "cancel",
+            Action::RetrySame => "retry-same",
+            Action::Reconcile => "reconcile",
+        };
+        match &result {
+            Ok(run) => self.core.trace_action(run, name, &started, "applied"),
+            Err(ActionError::ReceiptExpired(run)) => {
+                self.core
+                    .trace_action(run, name, &started, "receipt-expired")
+            }
+            Err(_) => {}
+        }
+        result
+    }
+
+    /// [`OperatorActions::act`] without its span.
+    async fn act_on(&self, run_id: &str, action: Action) -> Result<RunRecord, ActionError> {
         let run = self.get(run_id).await?.ok_or(ActionError::NotFound)?;
         if action == Action::Cancel && run.status().is_terminal() {
             return Ok(run);

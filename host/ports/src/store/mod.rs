@@ -77,6 +77,12 @@ pub struct StepLedger {
     /// (`limits`, a product's `Retry-After`); `None` once it went.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting: Option<crate::flow::CallWait>,
+    /// When the run entered the step, Unix nanoseconds of the engine's
+    /// clock; kept only for a run with a trace context (the start of the
+    /// step's span, exported when the step ends; docs/operations.md
+    /// "Traces").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entered_unix_nanos: Option<i64>,
 }
 
 /// Where a run stands in the review that the restore hold asks for
@@ -181,6 +187,12 @@ pub struct RunRecord {
     /// `endedAt` and what retention compares.
     #[serde(default)]
     pub ended_unix: Option<i64>,
+    /// The run's trace context: the W3C `traceparent` of its admission
+    /// span, which every later span of the run descends from, whichever
+    /// process exports it; `None` when traces were off at admission
+    /// (docs/operations.md "Traces").
+    #[serde(default)]
+    pub trace_parent: Option<crate::trace::TraceParent>,
 }
 
 impl RunRecord {
@@ -208,6 +220,7 @@ impl RunRecord {
             bindings: run.bindings,
             payload_erased: false,
             review: None,
+            trace_parent: run.trace_parent,
         }
     }
 
@@ -346,6 +359,8 @@ pub struct NewRun {
     pub jobs: Vec<NewJob>,
     /// See [`RunRecord::bindings`].
     pub bindings: BTreeMap<String, String>,
+    /// See [`RunRecord::trace_parent`].
+    pub trace_parent: Option<crate::trace::TraceParent>,
 }
 
 /// The result of [`RunAdmission::admit`].

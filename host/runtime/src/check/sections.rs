@@ -1,5 +1,6 @@
 //! The runtime file's own sections: namespace, secret providers,
-//! observation, event sources (the connections are `connections.rs`).
+//! observation, event sources, telemetry (the connections are
+//! `connections.rs`).
 
 use super::{ptr, Checker};
 use crate::codes;
@@ -35,6 +36,13 @@ impl Checker<'_> {
         }
         self.event_sources(cfg);
         self.connections(cfg);
+        if let Some(traces) = cfg.telemetry.as_ref().and_then(|t| t.traces.as_ref()) {
+            self.url(
+                &ptr(&["telemetry", "traces", "endpoint"]),
+                &traces.endpoint,
+                true,
+            );
+        }
     }
 
     /// Each event source: its name, and a `source` that is an absolute URI.

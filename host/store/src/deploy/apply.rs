@@ -148,6 +148,9 @@ async fn check_and_migrate_namespace(
     // The routine of this build, whatever the namespace had.
     execute_each(tx, schema::flow_routines(ns)).await?;
     if !migrated {
+        execute_each(tx, schema::amend_v4_trace(ns)).await?;
+    }
+    if !migrated {
         // Refuse an unsafe role as found, before the grants below would
         // silently repair part of it (a CREATE granted by hand), and keys
         // that are not the recorded ones: what plan checks too.

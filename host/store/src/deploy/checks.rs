@@ -12,8 +12,8 @@ use sqlx::Row;
 
 use super::namespace::WorkflowStatus;
 use super::namespace::{
-    active_workflows, deployment_row, has_table, layout, live_bindings, not_applied, DeploymentRow,
-    Layout,
+    active_workflows, deployment_row, has_table, has_trace_parent, layout, live_bindings,
+    not_applied, DeploymentRow, Layout,
 };
 use super::runtime_role::verify_runtime_role;
 use crate::codes;
@@ -243,6 +243,13 @@ pub(crate) async fn verify_runtime(
                 "run `coordinatorctl --runtime-config FILE apply`, which brings it to this build's layout",
             ));
         }
+    }
+    if !has_trace_parent(conn, ns).await? {
+        return Err(DatabaseError::refused(
+            codes::DEPLOYMENT_SCHEMA_VERSION,
+            format!("namespace `{ns}` was laid out by an earlier build of state schema version {SCHEMA_VERSION} (its runs have no trace_parent column)"),
+            "run `coordinatorctl --runtime-config FILE apply`, which brings it to this build's layout",
+        ));
     }
     let d = deployment_row(conn, ns).await?;
     check_database_id(&d.database_id, &deployment.database_id)?;

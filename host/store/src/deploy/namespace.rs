@@ -209,3 +209,21 @@ pub(super) async fn has_table(
         .await
         .map_err(db_error)
 }
+
+/// Whether the namespace's `runs` has `trace_parent` (a namespace laid out
+/// by an earlier build of version 4 has not; `apply` adds it,
+/// [`crate::schema::amend_v4_trace`]).
+pub(super) async fn has_trace_parent(
+    conn: &mut Transaction,
+    ns: &str,
+) -> Result<bool, DatabaseError> {
+    sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM information_schema.columns
+                         WHERE table_schema = $1 AND table_name = 'runs'
+                           AND column_name = 'trace_parent')",
+    )
+    .bind(ns)
+    .fetch_one(conn.on())
+    .await
+    .map_err(db_error)
+}

@@ -33,7 +33,7 @@ pub(super) fn at_instant(instant: &Instant) -> OffsetDateTime {
 pub(super) const RUN_COLUMNS: &str =
     "run_id, seq, workflow, revision, start_identity, request_fingerprint, \
      version, ledger::text AS ledger, bindings::text AS bindings, sealed_state, sealed_owner, \
-     state, created_at, deadline_at, updated_at, ended_at, payload_erased_at, review";
+     state, created_at, deadline_at, updated_at, ended_at, payload_erased_at, review, trace_parent";
 
 /// A job's columns as [`Store::job`](super::Store) reads them.
 pub(super) const JOB_COLUMNS: &str = "job_id, run_id, kind, step, state, due_at, lease_owner, \

@@ -9,6 +9,7 @@ use coordinator_ports::store::{
     erased_state, Job, JobKind, JobState, Lease, Owner, Review, RunFilter, RunPage, RunReads,
     RunRecord, StepLedger, StoreError as PortError,
 };
+use coordinator_ports::TraceParent;
 use coordinator_runtime::binding::LiveBinding;
 use coordinator_vm::{RunState, RunStatus};
 use serde_json::Value;
@@ -108,6 +109,14 @@ impl Store {
                 .try_get::<Option<OffsetDateTime>, _>("ended_at")
                 .map_err(pdb)?
                 .map(OffsetDateTime::unix_timestamp),
+            trace_parent: row
+                .try_get::<Option<String>, _>("trace_parent")
+                .map_err(pdb)?
+                .map(|t| {
+                    TraceParent::parse(&t)
+                        .ok_or_else(|| tampered(format!("run {id} trace_parent `{t}`")))
+                })
+                .transpose()?,
             id,
         })
     }

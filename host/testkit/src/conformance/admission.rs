@@ -41,6 +41,10 @@ pub async fn admission_is_keyed_by_start_identity(s: &dyn RunStore, fx: &Fixture
 /// command and key; `get` of an unknown run is `None`.
 pub async fn records_round_trip(s: &dyn RunStore, fx: &Fixture) {
     let mut run = new_run(fx, "run-a", "alice", "id-1", "d");
+    run.trace_parent = coordinator_ports::TraceParent::parse(
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+    );
+    assert!(run.trace_parent.is_some());
     run.jobs = vec![NewJob {
         kind: dispatch("notify", 1),
         due_unix: 10,
@@ -57,6 +61,7 @@ pub async fn records_round_trip(s: &dyn RunStore, fx: &Fixture) {
     assert_eq!(got.start_identity, "id-1");
     assert_eq!(got.request_digest, "d");
     assert_eq!(got.bindings, run.bindings);
+    assert_eq!(got.trace_parent, run.trace_parent);
     assert!(got.ledger.is_empty());
     let jobs = s.jobs("run-a").await.expect("jobs");
     let job = jobs.first().expect("one job");
@@ -78,6 +83,7 @@ pub async fn records_round_trip(s: &dyn RunStore, fx: &Fixture) {
                 limit: coordinator_ports::flow::FlowLimit::Rate,
                 since: Instant::from_unix_seconds_and_nanos(1_000, 250_000_000),
             }),
+            entered_unix_nanos: Some(1_700_000_000_123_456_789),
         },
     );
     let mut next = state("run-a");
@@ -107,9 +113,15 @@ pub async fn records_round_trip(s: &dyn RunStore, fx: &Fixture) {
     assert_eq!(v, 2);
     let got = s.get("run-a").await.expect("get").expect("the run");
     assert_eq!(
-        (got.state, got.ledger, got.version, got.bindings),
-        (next, ledger, 2, run.bindings),
-        "a commit keeps the bindings recorded at admission"
+        (
+            got.state,
+            got.ledger,
+            got.version,
+            got.bindings,
+            got.trace_parent
+        ),
+        (next, ledger, 2, run.bindings, run.trace_parent),
+        "a commit keeps the bindings and trace context recorded at admission"
     );
     assert_eq!(s.jobs("run-a").await.map(|j| j.len()), Ok(2));
     assert_eq!(s.get("nope").await, Ok(None));

@@ -117,6 +117,7 @@ pub fn new_run(fx: &Fixture, id: &str, sub: &str, identity: &str, digest: &str) 
             due_unix: 60,
         }],
         bindings: [("notices".to_owned(), NOTICES_BINDING.to_owned())].into(),
+        trace_parent: None,
     }
 }
 

@@ -108,6 +108,7 @@ struct AdmissionColumns<'a> {
     inputs: Vec<Vec<u8>>,
     owners: Vec<Vec<u8>>,
     bindings: Vec<String>,
+    trace_parents: Vec<Option<String>>,
     state: StateColumns<'a>,
 }
 
@@ -137,6 +138,8 @@ impl<'a> ItemColumns<'a, NewRun> for AdmissionColumns<'a> {
             .push(store.seal_json(id, "owner", "", &run.owner));
         self.bindings
             .push(serde_json::to_string(&run.bindings).unwrap_or_else(|_| "{}".into()));
+        self.trace_parents
+            .push(run.trace_parent.as_ref().map(ToString::to_string));
     }
 
     fn state_columns(&mut self) -> &mut StateColumns<'a> {
@@ -145,9 +148,10 @@ impl<'a> ItemColumns<'a, NewRun> for AdmissionColumns<'a> {
 }
 
 impl AdmissionColumns<'_> {
-    /// Binds `$1`..`$21` of [`admission_statement`] (`$20` the activation
+    /// Binds `$1`..`$22` of [`admission_statement`] (`$20` the activation
     /// generation the store was opened under, `$21` the active state key
-    /// version); [`StateColumns::fetch`] binds the rest.
+    /// version, `$22` the trace contexts); [`StateColumns::fetch`] binds
+    /// the rest.
     fn bind<'q>(
         &'q self,
         query: GroupQuery<'q>,
@@ -161,6 +165,7 @@ impl AdmissionColumns<'_> {
             &self.created, &state.updated_at, &self.ended_at, &self.inputs, &state.sealed_states,
             &state.sealed_outputs, &self.owners, &self.bindings, &state.unknown,
             activation_generation, key_version)
+        .bind(&self.trace_parents)
     }
 }
 
@@ -172,8 +177,8 @@ impl AdmissionColumns<'_> {
 /// batch, one), the run and its jobs.
 ///
 /// Parameters: `$1`..`$19` the starts' columns, `$20` the activation
-/// generation, `$21` the active state key version, `$22`..`$33` the new
-/// jobs' arrays, `$34` the `wait` column.
+/// generation, `$21` the active state key version, `$22` the trace
+/// contexts, `$23`..`$34` the new jobs' arrays, `$35` the `wait` column.
 fn admission_statement(ns: &str) -> String {
     format!(
             "WITH a AS (
@@ -181,11 +186,11 @@ fn admission_statement(ns: &str) -> String {
                    $5::text[], $6::text[], $7::text[], $8::boolean[], $9::boolean[], $10::timestamptz[],
                    $11::timestamptz[], $12::timestamptz[], $13::timestamptz[], $14::bytea[],
                    $15::bytea[], $16::bytea[], $17::bytea[], $18::text[], $19::boolean[],
-                   $34::text[])
+                   $35::text[], $22::text[])
                  WITH ORDINALITY AS a(run_id, workflow, revision, owner_ref, start_identity,
                    request_fingerprint, state, attention, ended, deadline_at, created_at,
                    updated_at, ended_at, sealed_input, sealed_state, sealed_output, sealed_owner,
-                   bindings, effect_unknown, wait, k)),
+                   bindings, effect_unknown, wait, trace_parent, k)),
              already AS (
                SELECT identity FROM {ns}.spent_keys
                 WHERE kind = 'start' AND identity = ANY($5::text[])),
@@ -211,12 +216,12 @@ fn admission_statement(ns: &str) -> String {
                INSERT INTO {ns}.runs (run_id, workflow, revision, owner_ref, start_identity,
                    request_fingerprint, state, attention, ended, deadline_at, created_at, updated_at,
                    ended_at, key_version, input_key_version, sealed_input, sealed_state, sealed_output,
-                   sealed_owner, bindings, effect_unknown, wait)
+                   sealed_owner, bindings, effect_unknown, wait, trace_parent)
                SELECT a.run_id, a.workflow, a.revision, a.owner_ref, a.start_identity,
                       a.request_fingerprint, a.state, a.attention, a.ended, a.deadline_at,
                       a.created_at, a.updated_at, a.ended_at, $21, $21, a.sealed_input,
                       a.sealed_state, a.sealed_output, a.sealed_owner, a.bindings::jsonb,
-                      a.effect_unknown, a.wait
+                      a.effect_unknown, a.wait, a.trace_parent
                  FROM a WHERE a.run_id IN (SELECT run_id FROM spent)
                 ORDER BY a.k
                RETURNING run_id, seq),
@@ -227,7 +232,7 @@ fn admission_statement(ns: &str) -> String {
              UNION ALL
              SELECT NULL, ins.run_id, NULL, NULL, NULL, NULL, NULL, NULL, {leased_columns}
                FROM ins WHERE ins.lease_owner IS NOT NULL",
-        new_jobs_sql = new_jobs_sql(ns, 22, "made"),
+        new_jobs_sql = new_jobs_sql(ns, 23, "made"),
         leased_none = LEASED_NONE,
         leased_columns = LEASED_COLUMNS,
     )
