@@ -60,15 +60,16 @@ pub struct RecoverArgs {
     pub reason: String,
     /// With --filter: print how many runs match and the first of them;
     /// do nothing.
-    #[arg(long = "dry-run", requires = "filter")]
+    #[arg(long = "dry-run")]
     pub dry_run: bool,
     /// With --filter: act without asking on the terminal.
-    #[arg(long, requires = "filter")]
+    #[arg(long)]
     pub yes: bool,
-    /// With --filter: at most this many runs a second (1..=100).
-    #[arg(long = "max-per-second", value_name = "N", default_value_t = 10,
-          value_parser = clap::value_parser!(u32).range(1..=100), requires = "filter")]
-    pub max_per_second: u32,
+    /// With --filter: at most this many runs a second (1..=100; default
+    /// 10).
+    #[arg(long = "max-per-second", value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub max_per_second: Option<u32>,
     #[command(flatten)]
     pub conn: Conn,
 }
@@ -238,7 +239,7 @@ fn bulk_action(command: OpsCommand) -> Result<bulk::Bulk, OpsCommand> {
         reason: a.reason,
         dry_run: a.dry_run,
         yes: a.yes,
-        max_per_second: a.max_per_second,
+        max_per_second: a.max_per_second.unwrap_or(bulk::DEFAULT_MAX_PER_SECOND),
         conn: a.conn,
     })
 }
@@ -260,9 +261,9 @@ fn operator_call(command: OpsCommand) -> Result<OperatorCall, u8> {
             a.conn,
             read::<api::Inspection>,
         ),
-        OpsCommand::Cancel(a) => recover("cancel", a),
-        OpsCommand::RetrySame(a) => recover("retry-same", a),
-        OpsCommand::Reconcile(a) => recover("reconcile", a),
+        OpsCommand::Cancel(a) => recover("cancel", a)?,
+        OpsCommand::RetrySame(a) => recover("retry-same", a)?,
+        OpsCommand::Reconcile(a) => recover("reconcile", a)?,
         OpsCommand::Doctor(conn) => get("doctor", &["v1", "doctor"], conn, read::<api::Doctor>),
         OpsCommand::RestoreHold(a) => hold(
             "restore-hold",
@@ -369,20 +370,25 @@ fn list(a: ListArgs) -> Result<OperatorCall, u8> {
 }
 
 /// `cancel`, `retry-same` and `reconcile`: `POST /v1/runs/{run}/{name}`
-/// with the reason; the answer is the run's status.
-fn recover(name: &'static str, a: RecoverArgs) -> OperatorCall {
+/// with the reason; the answer is the run's status. `Err` holds
+/// [`EXIT_USAGE`] after a bulk option given with `--run` was refused.
+fn recover(name: &'static str, a: RecoverArgs) -> Result<OperatorCall, u8> {
+    if a.dry_run || a.yes || a.max_per_second.is_some() {
+        errln!("coordinatorctl {name}: --dry-run, --yes and --max-per-second go with --filter, not --run; nothing was done");
+        return Err(EXIT_USAGE);
+    }
     let body = Body::Recovery(api::Recovery { reason: a.reason });
     // Clap requires `--run` or `--filter`, and `--filter` went to the
     // bulk form.
     let run = a.run.unwrap_or_default();
-    call(
+    Ok(call(
         name,
         Method::Post(body),
         &["v1", "runs", &run, name],
         vec![],
         a.conn,
         read::<api::RunStatus>,
-    )
+    ))
 }
 
 /// The hold commands: `POST /v1/{name}` with `body`; the answer is the

@@ -10,12 +10,13 @@
 //! done; `--dry-run` counts every held run; a bulk reconcile interrupted
 //! (SIGINT, as Ctrl-C sends it) after half of them stops after the run in
 //! hand; resumed from two processes at once it settles the rest. Every run
-//! finishes, Messaging is asked for each run's receipt exactly once, and
-//! the three processes together report each run `done` exactly once.
+//! finishes, Messaging is asked for each run's receipt exactly once, the
+//! three processes together report each run `done` exactly once, and the
+//! service audited one `run.reconcile` a run, all with the one reason.
 //!
 //! `COORDINATOR_BULK_RUNS` sets the run count (default 200).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -139,6 +140,26 @@ fn lookups(d: &Deployment) -> BTreeMap<String, usize> {
     per
 }
 
+/// The `run.reconcile` records of the audit journal: the keyed run and
+/// reason references of each.
+fn reconciles_audited(d: &Deployment) -> Vec<(String, String)> {
+    let base = d.dir.path().join("audit.jsonl");
+    let mut out = Vec::new();
+    for file in coordinator_runtime::audit::journal_files(&base).unwrap() {
+        for line in std::fs::read_to_string(file).unwrap().lines() {
+            let v: Value = serde_json::from_str(line).unwrap();
+            if v["action"] == "run.reconcile" && v["outcome"] == "accepted" {
+                let r = &v["references"];
+                out.push((
+                    r["run"].as_str().unwrap().to_owned(),
+                    r["reason"].as_str().unwrap().to_owned(),
+                ));
+            }
+        }
+    }
+    out
+}
+
 #[tokio::test]
 async fn bulk_reconcile_settles_every_held_run_once_across_an_interruption_and_two_operators() {
     let Some(urls) = urls("bulk_reconcile") else {
@@ -257,6 +278,14 @@ async fn bulk_reconcile_settles_every_held_run_once_across_an_interruption_and_t
     assert_eq!(looked_up.len(), runs, "{looked_up:?}");
     assert!(looked_up.values().all(|n| *n == 1), "{looked_up:?}");
     assert!(d.messages_per_key().values().all(|n| *n == 1));
+    // The service audited each run's reconcile once, with the one reason.
+    let audited = reconciles_audited(&d);
+    let runs_audited: BTreeSet<&str> = audited.iter().map(|(run, _)| run.as_str()).collect();
+    let reasons: BTreeSet<&str> = audited.iter().map(|(_, r)| r.as_str()).collect();
+    assert_eq!(
+        (audited.len(), runs_audited.len(), reasons.len()),
+        (runs, runs, 1)
+    );
     eprintln!(
         "bulk journey: {runs} runs held in {held_in:?}; recovered in {acted_in:?}; total {:?}; the two resumed: {summaries:?}",
         began.elapsed()

@@ -53,6 +53,10 @@ use crate::Format;
 /// Exit code of a bulk action stopped by Ctrl-C (the shell's 128 + SIGINT).
 pub const EXIT_INTERRUPTED: u8 = 130;
 
+/// `--max-per-second` when none is given: modest, so that an incident's
+/// hundreds of runs take a minute or two without crowding the workers.
+pub const DEFAULT_MAX_PER_SECOND: u32 = 10;
+
 /// How many of the matching runs `--dry-run` prints.
 pub const DRY_RUN_SHOWN: usize = 10;
 
