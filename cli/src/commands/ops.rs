@@ -23,6 +23,8 @@
 
 mod bulk;
 mod filter;
+
+pub(crate) use bulk::{takes_action, ACTIONS as BULK_ACTIONS, NO_LONGER_NEEDED};
 mod render;
 
 use clap::{Args, Subcommand};

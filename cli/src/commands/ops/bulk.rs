@@ -62,8 +62,13 @@ pub const DRY_RUN_SHOWN: usize = 10;
 
 /// The problem codes that say the run no longer needs the action: it is
 /// not held with an unknown effect any more, or changed between the
-/// service's read and its commit. Counted `skipped`.
-const NO_LONGER_NEEDED: [&str; 3] = ["reconcile.refused", "retry.refused", "reconcile.raced"];
+/// service's read and its commit. Counted `skipped` (here and by the
+/// console's bulk actions).
+pub(crate) const NO_LONGER_NEEDED: [&str; 3] =
+    ["reconcile.refused", "retry.refused", "reconcile.raced"];
+
+/// The bulk actions.
+pub(crate) const ACTIONS: [&str; 3] = ["reconcile", "retry-same", "cancel"];
 
 /// A bulk action as given on the command line.
 pub(crate) struct Bulk {
@@ -344,16 +349,21 @@ fn sender(b: &Bulk) -> Result<Sender, u8> {
     })
 }
 
+/// Whether a run in the listed `state` takes `action` in bulk: retry-same
+/// and reconcile a run in `attention`, cancel one `running` or in
+/// `attention` (a `cancel-requested` run was cancelled already: it ends
+/// when the call in flight answers).
+pub(crate) fn takes_action(action: &str, state: &str) -> bool {
+    match action {
+        "cancel" => matches!(state, "running" | "attention"),
+        _ => state == "attention",
+    }
+}
+
 /// Why a run in the listed `state` does not take `action` (no request is
 /// made), or `None` when it does.
 fn not_needed(action: &str, state: &str) -> Option<String> {
-    // A `cancel-requested` run was cancelled already: it ends when the
-    // call in flight answers.
-    let takes = match action {
-        "cancel" => matches!(state, "running" | "attention"),
-        _ => state == "attention",
-    };
-    (!takes).then(|| format!("state {state}"))
+    (!takes_action(action, state)).then(|| format!("state {state}"))
 }
 
 /// The single-run action on `run`: `POST /v1/runs/{run}/{action}`.
