@@ -72,6 +72,11 @@ pub const RUN_STATES: [&str; 8] = [
     "expired",
 ];
 
+/// Every effect a call step can have, as `InspectedStep.effect` spells it
+/// and `GET /v1/runs?effect=` accepts it (the engine's effect states; a
+/// server test holds the two equal).
+pub const EFFECT_STATES: [&str; 2] = ["accepted", "unknown"];
+
 /// The schema of an `Option<T>` member that is always sent, `null` for
 /// `None`: required and nullable. (A member omitted when `None` is
 /// `skip_serializing_if` and its schema is `T`'s: optional, never `null`.)

@@ -9,6 +9,14 @@
 //! (`codes::INIT_WRITE`); every code has its page under `docs/errors/`.
 
 coordinator_source::diagnostic_codes! {
+    BULK_CONFIRMATION_REQUIRED = ("coordinator.bulk.confirmation-required", Error,
+        "A bulk action (`--filter`) was not confirmed: no terminal to ask on and no `--yes`, or the answer on the terminal was not `yes`.");
+    BULK_FILTER_EMPTY = ("coordinator.bulk.filter-empty", Error,
+        "The `--filter` of a bulk action names no key, so it would act on every run.");
+    BULK_FILTER_KEY = ("coordinator.bulk.filter-key", Error,
+        "The `--filter` of a bulk action names a key it does not know.");
+    BULK_FILTER_VALUE = ("coordinator.bulk.filter-value", Error,
+        "A pair of a bulk action's `--filter` is not `key=value`, gives a key twice, or has a value the key does not take.");
     COMMAND_OUTPUT_CLOSED = ("coordinator.command.output-closed", Error,
         "`coordinatorctl` could not write its standard output for a reason other than its reader going away.");
     COMMAND_SERVICE_UNREACHABLE = ("coordinator.command.service-unreachable", Error,

@@ -54,6 +54,25 @@ pub fn print_json<T: Serialize>(
     }
 }
 
+/// Prints a report as one line of JSON on stdout (JSON Lines: a bulk
+/// action's summary after its progress lines), with `extra`'s members
+/// beside the shared ones and no diagnostics.
+pub fn print_json_line<T: Serialize>(command: &str, ok: bool, status: &str, extra: T) {
+    let report = Report {
+        api_version: REPORT_API_VERSION,
+        kind: "CoordinatorCtlReport",
+        ok,
+        command,
+        status,
+        diagnostics: &[],
+        extra,
+    };
+    match serde_json::to_string(&report) {
+        Ok(s) => outln!("{s}"),
+        Err(e) => errln!("coordinatorctl: cannot render the report: {e}"),
+    }
+}
+
 /// Prints diagnostics in the seed 004 text form on stderr, followed by the
 /// count line (`N errors, M warnings in K files`). Prints nothing when there
 /// are none.

@@ -12,6 +12,7 @@
 
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
+mod bulk;
 mod console;
 mod support;
 mod traces;

@@ -1021,6 +1021,31 @@ async fn admission_is_idempotent_and_strict() {
     assert!(page2["nextCursor"].is_null());
     let (s, _) = env.get(PRODUCER, "/v1/runs?limit=101").await;
     assert_eq!(s, 400);
+    // The bulk actions' filters: admitted before, the current step and
+    // its effect; a bad value is 400, a workflow that is no name lists
+    // nothing (it never reaches the store).
+    let (s, page) = env
+        .get(PRODUCER, "/v1/runs?admittedBefore=2100-01-01T00:00:00Z")
+        .await;
+    assert_eq!((s, page["runs"].as_array().unwrap().len()), (200, 2));
+    let (s, page) = env
+        .get(PRODUCER, "/v1/runs?admittedBefore=2000-01-01T00:00:00Z")
+        .await;
+    assert_eq!((s, page["runs"].as_array().unwrap().len()), (200, 0));
+    let (s, page) = env.get(PRODUCER, "/v1/runs?step=nowhere").await;
+    assert_eq!((s, page["runs"].as_array().unwrap().len()), (200, 0));
+    let (s, page) = env.get(PRODUCER, "/v1/runs?effect=accepted").await;
+    assert_eq!((s, page["runs"].as_array().unwrap().len()), (200, 0));
+    let (s, page) = env.get(PRODUCER, "/v1/runs?workflow=%00x").await;
+    assert_eq!((s, page["runs"].as_array().unwrap().len()), (200, 0));
+    for bad in ["effect=maybe", "admittedBefore=yesterday"] {
+        let (s, problem) = env.get(PRODUCER, &format!("/v1/runs?{bad}")).await;
+        assert_eq!(
+            (s, &problem["code"]),
+            (400, &json!("request.invalid")),
+            "{bad}"
+        );
+    }
 }
 
 /// A path segment whose percent-encoding is not UTF-8 is answered with a

@@ -21,6 +21,10 @@
 //! 2 usage; 3 the service cannot be reached or answers 503, or the token
 //! file cannot be read.
 
+mod bulk;
+mod filter;
+
+pub(crate) use bulk::{takes_action, ACTIONS as BULK_ACTIONS, NO_LONGER_NEEDED};
 mod render;
 
 use clap::{Args, Subcommand};
@@ -40,15 +44,34 @@ pub struct RunArgs {
     pub conn: Conn,
 }
 
-/// `--run ID --reason REF`.
+/// `--run ID --reason REF`, or the bulk form `--filter F --reason REF`
+/// (`ops/bulk.rs`).
 #[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["run", "filter"])))]
 pub struct RecoverArgs {
     /// The run id.
     #[arg(long, value_name = "ID", value_parser = clap::builder::NonEmptyStringValueParser::new())]
-    pub run: String,
+    pub run: Option<String>,
+    /// Act on every run this filter matches: `key=value` pairs separated by
+    /// `,`, keys `workflow`, `state`, `attention`, `step`, `effect`,
+    /// `admitted-before` (docs/operations.md "Bulk actions").
+    #[arg(long, value_name = "F")]
+    pub filter: Option<String>,
     /// An investigation reference holding no personal data.
     #[arg(long, value_name = "REF")]
     pub reason: String,
+    /// With --filter: print how many runs match and the first of them;
+    /// do nothing.
+    #[arg(long = "dry-run")]
+    pub dry_run: bool,
+    /// With --filter: act without asking on the terminal.
+    #[arg(long)]
+    pub yes: bool,
+    /// With --filter: at most this many runs a second (1..=100; default
+    /// 10).
+    #[arg(long = "max-per-second", value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub max_per_second: Option<u32>,
     #[command(flatten)]
     pub conn: Conn,
 }
@@ -65,6 +88,16 @@ pub struct ListArgs {
     /// Only runs in this state (`running`, `attention`, `finished`, ...).
     #[arg(long, value_name = "S")]
     pub state: Option<String>,
+    /// Only runs admitted before this RFC 3339 instant.
+    #[arg(long = "admitted-before", value_name = "T")]
+    pub admitted_before: Option<String>,
+    /// Only runs whose current step (the last they visited) is this one.
+    #[arg(long, value_name = "STEP")]
+    pub step: Option<String>,
+    /// Only runs whose current step's effect is this one (`accepted`,
+    /// `unknown`).
+    #[arg(long, value_name = "E")]
+    pub effect: Option<String>,
     /// Page size, 1..=100 (the service's default is 20).
     #[arg(long, value_name = "N")]
     pub limit: Option<u32>,
@@ -139,11 +172,14 @@ pub enum OpsCommand {
     List(ListArgs),
     /// Show a run's steps, effects and waits (never inputs or responses).
     Inspect(RunArgs),
-    /// Cancel a run (its onCancel path where one exists).
+    /// Cancel a run (its onCancel path where one exists), or every run
+    /// --filter matches.
     Cancel(RecoverArgs),
-    /// Resend a held call with its original command and key.
+    /// Resend a held call with its original command and key (one run, or
+    /// every run --filter matches).
     RetrySame(RecoverArgs),
-    /// Ask the product for its receipt of a held call.
+    /// Ask the product for its receipt of a held call (one run, or every
+    /// run --filter matches).
     Reconcile(RecoverArgs),
     /// Show the deployment's health, holds and uncertain runs (operator).
     Doctor(Conn),
@@ -174,6 +210,10 @@ struct OperatorCall {
 }
 
 async fn execute(command: OpsCommand) -> u8 {
+    let command = match bulk_action(command) {
+        Ok(b) => return bulk::run(b).await,
+        Err(command) => command,
+    };
     let call = match operator_call(command) {
         Ok(call) => call,
         Err(exit) => return exit,
@@ -184,6 +224,26 @@ async fn execute(command: OpsCommand) -> u8 {
     };
     print_answer(&call.request, &answer, &rendered);
     EXIT_OK
+}
+
+/// The bulk action `command` is (`cancel`, `retry-same` or `reconcile`
+/// with `--filter`), or `Err` with the command.
+fn bulk_action(command: OpsCommand) -> Result<bulk::Bulk, OpsCommand> {
+    let (action, a) = match command {
+        OpsCommand::Cancel(a) if a.filter.is_some() => ("cancel", a),
+        OpsCommand::RetrySame(a) if a.filter.is_some() => ("retry-same", a),
+        OpsCommand::Reconcile(a) if a.filter.is_some() => ("reconcile", a),
+        other => return Err(other),
+    };
+    Ok(bulk::Bulk {
+        action,
+        filter: a.filter.unwrap_or_default(),
+        reason: a.reason,
+        dry_run: a.dry_run,
+        yes: a.yes,
+        max_per_second: a.max_per_second.unwrap_or(bulk::DEFAULT_MAX_PER_SECOND),
+        conn: a.conn,
+    })
 }
 
 /// The request `command` makes; `Err` holds [`EXIT_USAGE`] after a usage
@@ -203,9 +263,9 @@ fn operator_call(command: OpsCommand) -> Result<OperatorCall, u8> {
             a.conn,
             read::<api::Inspection>,
         ),
-        OpsCommand::Cancel(a) => recover("cancel", a),
-        OpsCommand::RetrySame(a) => recover("retry-same", a),
-        OpsCommand::Reconcile(a) => recover("reconcile", a),
+        OpsCommand::Cancel(a) => recover("cancel", a)?,
+        OpsCommand::RetrySame(a) => recover("retry-same", a)?,
+        OpsCommand::Reconcile(a) => recover("reconcile", a)?,
         OpsCommand::Doctor(conn) => get("doctor", &["v1", "doctor"], conn, read::<api::Doctor>),
         OpsCommand::RestoreHold(a) => hold(
             "restore-hold",
@@ -282,6 +342,15 @@ fn list(a: ListArgs) -> Result<OperatorCall, u8> {
     if let Some(v) = a.state {
         query.push(("state", v));
     }
+    if let Some(v) = a.admitted_before {
+        query.push(("admittedBefore", v));
+    }
+    if let Some(v) = a.step {
+        query.push(("step", v));
+    }
+    if let Some(v) = a.effect {
+        query.push(("effect", v));
+    }
     if let Some(v) = a.limit {
         if v == 0 || v > api::MAX_LIST_LIMIT {
             errln!("coordinatorctl list: --limit must be 1..=100");
@@ -303,17 +372,25 @@ fn list(a: ListArgs) -> Result<OperatorCall, u8> {
 }
 
 /// `cancel`, `retry-same` and `reconcile`: `POST /v1/runs/{run}/{name}`
-/// with the reason; the answer is the run's status.
-fn recover(name: &'static str, a: RecoverArgs) -> OperatorCall {
+/// with the reason; the answer is the run's status. `Err` holds
+/// [`EXIT_USAGE`] after a bulk option given with `--run` was refused.
+fn recover(name: &'static str, a: RecoverArgs) -> Result<OperatorCall, u8> {
+    if a.dry_run || a.yes || a.max_per_second.is_some() {
+        errln!("coordinatorctl {name}: --dry-run, --yes and --max-per-second go with --filter, not --run; nothing was done");
+        return Err(EXIT_USAGE);
+    }
     let body = Body::Recovery(api::Recovery { reason: a.reason });
-    call(
+    // Clap requires `--run` or `--filter`, and `--filter` went to the
+    // bulk form.
+    let run = a.run.unwrap_or_default();
+    Ok(call(
         name,
         Method::Post(body),
-        &["v1", "runs", &a.run, name],
+        &["v1", "runs", &run, name],
         vec![],
         a.conn,
         read::<api::RunStatus>,
-    )
+    ))
 }
 
 /// The hold commands: `POST /v1/{name}` with `body`; the answer is the

@@ -26,6 +26,6 @@ mod transport;
 
 pub(crate) use base_url::{request_path, service_url};
 pub(crate) use call::{fetch_answer, fetch_inspection, Conn, ServiceCall};
-pub(crate) use refusal::{next_step, AnswerOrFailure};
+pub(crate) use refusal::{cli_code, next_step, AnswerOrFailure};
 pub(crate) use token_file::read_token;
 pub(crate) use transport::{http_client, send, Body, Method, RawAnswer, SendFailure};

@@ -499,17 +499,28 @@ impl RunReads for MemoryRunStore {
                     .attention
                     .is_none_or(|a| a == (r.status() == RunStatus::Attention))
             })
+            .filter(|r| {
+                filter
+                    .admitted_before_unix
+                    .is_none_or(|b| r.state.admitted_at.unix_seconds() < b)
+            })
             .collect();
         runs.sort_by_key(|r| std::cmp::Reverse(r.sequence));
         let more = runs.len() > limit;
         runs.truncate(limit);
+        // As the PostgreSQL store: the cursor follows the last run scanned,
+        // and step and effect are decided on the scanned page.
         let next_cursor = if more {
             runs.last().map(|r| cursor_of(r.sequence))
         } else {
             None
         };
         Ok(RunPage {
-            runs: runs.into_iter().cloned().collect(),
+            runs: runs
+                .into_iter()
+                .filter(|r| filter.passes_current_step(r))
+                .cloned()
+                .collect(),
             next_cursor,
         })
     }

@@ -125,11 +125,17 @@ pub(crate) async fn admitted(
 
 /// The query of `GET /v1/runs`; an unknown parameter is 400.
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(crate) struct ListQuery {
     workflow: Option<String>,
     state: Option<String>,
     attention: Option<bool>,
+    /// RFC 3339; only runs admitted before it.
+    admitted_before: Option<String>,
+    /// Only runs whose current step is this one.
+    step: Option<String>,
+    /// `accepted` or `unknown`: the current step's effect.
+    effect: Option<String>,
     limit: Option<u32>,
     cursor: Option<String>,
 }
@@ -137,6 +143,12 @@ pub(crate) struct ListQuery {
 /// The engine's run status named `s`, one of [`api::RUN_STATES`] (the
 /// document's `enum`; a test holds the two lists equal).
 fn parse_state(s: &str) -> Option<RunStatus> {
+    serde_json::from_value(serde_json::Value::String(s.to_owned())).ok()
+}
+
+/// The engine's effect state named `s`, one of [`api::EFFECT_STATES`] (the
+/// document's `enum`; a test holds the two lists equal).
+fn parse_effect(s: &str) -> Option<EffectState> {
     serde_json::from_value(serde_json::Value::String(s.to_owned())).ok()
 }
 
@@ -158,6 +170,20 @@ pub(crate) async fn list(
         None => None,
         Some(t) => Some(parse_state(t).ok_or_else(|| ApiError::bad_request("unknown state; one of running, attention, cancel-requested, finished, failed, cancelled, cancelled-after-effect, expired"))?),
     };
+    let admitted_before_unix =
+        match q.admitted_before.as_deref() {
+            None => None,
+            Some(t) => Some(coordinator_ports::clock::rfc3339_to_unix(t).ok_or_else(|| {
+                ApiError::bad_request("admittedBefore must be an RFC 3339 instant")
+            })?),
+        };
+    let effect = match q.effect.as_deref() {
+        None => None,
+        Some(e) => Some(
+            parse_effect(e)
+                .ok_or_else(|| ApiError::bad_request("unknown effect; one of accepted, unknown"))?,
+        ),
+    };
     let mut workflows = s.verifier.scope(&who);
     if let Some(w) = q.workflow {
         workflows = match workflows {
@@ -170,6 +196,9 @@ pub(crate) async fn list(
         workflows,
         state,
         attention: q.attention,
+        admitted_before_unix,
+        step: q.step,
+        effect,
         limit,
         cursor: q.cursor,
     };
@@ -278,7 +307,7 @@ pub(crate) async fn inspect(
 #[cfg(test)]
 mod tests {
     use coordinator_api as api;
-    use coordinator_engine::RunStatus;
+    use coordinator_engine::{EffectState, RunStatus};
 
     /// `RUN_STATES` (the document's `enum` of `state`) names exactly the
     /// engine's run statuses: each parses back to itself, and every
@@ -312,5 +341,22 @@ mod tests {
             assert!(listed(state), "{state:?}");
         }
         assert_eq!(api::RUN_STATES.len(), 8);
+    }
+
+    /// `EFFECT_STATES` (the document's `enum` of `effect`) names exactly
+    /// the engine's effect states, as inspection spells them.
+    #[test]
+    fn the_documented_effects_are_the_engines() {
+        let named = |e: EffectState| match e {
+            EffectState::Accepted => "accepted",
+            EffectState::Unknown => "unknown",
+        };
+        let all = [EffectState::Accepted, EffectState::Unknown];
+        let names: Vec<&str> = all.into_iter().map(named).collect();
+        assert_eq!(names, api::EFFECT_STATES);
+        for e in all {
+            assert_eq!(super::parse_effect(named(e)), Some(e));
+        }
+        assert_eq!(super::parse_effect("Unknown"), None);
     }
 }

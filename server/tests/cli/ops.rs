@@ -571,3 +571,95 @@ fn an_answer_that_is_not_the_api_type_is_unexpected() {
     assert!(v.get("result").is_none(), "{v}");
     server.join().unwrap();
 }
+
+/// The bulk form (`--filter`): a filter that is not one is refused with
+/// its code and column before any request; `--dry-run` counts; with
+/// `--yes` each matching run is cancelled once (a line a run when stderr
+/// is no terminal, then the summary), and the same command again finds
+/// none left to act on.
+#[test]
+fn bulk_cancel_by_filter_acts_once_on_each_matching_run() {
+    let svc = Service::start();
+    let ids: Vec<String> = (1..=3).map(|i| svc.start_run(&format!("k-b{i}"))).collect();
+    let filter = "workflow=reviewed-notice,state=running";
+
+    for (bad, code) in [
+        ("", "error[coordinator.bulk.filter-empty] --filter\n"),
+        (
+            "workflow=reviewed-notice,colour=red",
+            "error[coordinator.bulk.filter-key] --filter, column 26\n",
+        ),
+        (
+            "state=paused",
+            "error[coordinator.bulk.filter-value] --filter, column 1\n",
+        ),
+    ] {
+        let out = svc.ctl(
+            OPERATOR,
+            &["cancel", "--filter", bad, "--reason", "t-1", "--yes"],
+        );
+        assert_eq!(out.code, 2, "{}", out.stderr);
+        assert!(out.stderr.starts_with(code), "{}", out.stderr);
+    }
+    for usage in [
+        &["cancel", "--reason", "t-1", "--dry-run", "--run", &ids[0]][..],
+        &[
+            "cancel", "--reason", "t-1", "--run", &ids[0], "--filter", filter,
+        ][..],
+        &[
+            "cancel",
+            "--reason",
+            "t-1",
+            "--filter",
+            filter,
+            "--max-per-second",
+            "0",
+        ][..],
+    ] {
+        assert_eq!(svc.ctl(OPERATOR, usage).code, 2, "{usage:?}");
+    }
+
+    let out = svc.ctl(
+        OPERATOR,
+        &["cancel", "--filter", filter, "--reason", "t-1", "--dry-run"],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout
+            .starts_with("cancel --dry-run: 3 runs match the filter; nothing was done\n"),
+        "{}",
+        out.stdout
+    );
+    let out = svc.ctl(
+        OPERATOR,
+        &["cancel", "--filter", filter, "--reason", "t-1", "--yes"],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    for id in &ids {
+        assert!(
+            // `cancel-requested` while its call is in flight.
+            out.stdout.contains(&format!("done     {id}  cancel")),
+            "{}",
+            out.stdout
+        );
+    }
+    assert!(
+        out.stdout
+            .contains("cancel: 3 runs matched the filter; 3 handled\n  done"),
+        "{}",
+        out.stdout
+    );
+    let out = svc.ctl(
+        OPERATOR,
+        &[
+            "cancel", "--filter", filter, "--reason", "t-1", "--format", "json",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let summary = out.json();
+    assert_eq!(
+        (&summary["status"], &summary["matched"], &summary["handled"]),
+        (&json!("ok"), &json!(0), &json!(0)),
+        "{summary}"
+    );
+}

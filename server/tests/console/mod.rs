@@ -3,7 +3,8 @@
 //! (WebDriver, `fantoccini`): a run held in `attention` on an `unknown`
 //! effect is listed first, its page draws the unknown step, `reconcile`
 //! with a reason settles it against Messaging's receipt and the page shows
-//! it finished. The guard refuses a request without the secret, with a
+//! it finished. On the Runs page a running run is selected and cancelled
+//! in bulk, after the confirmation, with its summary. The guard refuses a request without the secret, with a
 //! foreign `Host`, and a cross-origin or header-less change (403).
 //!
 //! Screenshots of the three pages are written to
@@ -414,6 +415,71 @@ async fn the_console_lists_draws_and_reconciles_a_held_run_in_chromium() {
         2,
         "reconcile read the receipt; nothing was sent again"
     );
+
+    // Bulk: the running run selected on the Runs page filtered by state,
+    // cancelled after the confirmation, the summary shown.
+    let later = d.get(&c, "/v1/runs?state=running").await.unwrap()["runs"][0]["run"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    client
+        .goto(&format!("{base}/?state=running"))
+        .await
+        .unwrap();
+    wait_text(&client, "#bulk-selected", "0 selected").await;
+    let pick = client
+        .find(Locator::Css(&format!("#all input.pick[value='{later}']")))
+        .await
+        .unwrap();
+    assert_eq!(
+        pick.attr("data-takes").await.unwrap().as_deref(),
+        Some("cancel"),
+        "a running run takes cancel only"
+    );
+    pick.click().await.unwrap();
+    wait_text(&client, "#bulk-selected", "1 selected").await;
+    let bulk = client.find(Locator::Css("#bulk")).await.unwrap();
+    bulk.find(Locator::Css("input[name=reason]"))
+        .await
+        .unwrap()
+        .send_keys("ticket-8")
+        .await
+        .unwrap();
+    screenshot(&client, "runs-bulk").await;
+    bulk.find(Locator::Css("button[value=cancel]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let asked = Instant::now();
+    while client.accept_alert().await.is_err() {
+        assert!(
+            asked.elapsed() < Duration::from_secs(10),
+            "no confirmation asked"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    wait_text(&client, "#bulk-result", "done: 1").await;
+    let st = d.get(&c, &format!("/v1/runs/{later}")).await.unwrap();
+    assert_eq!(st["state"], "cancelled", "{st}");
+    // "Every run matching this filter": listed with the actions each
+    // takes; an empty filter is refused, as `--filter` refuses it.
+    let matching = |query: &str| http.get(format!("{base}/matching{query}")).send();
+    let empty = matching("").await.unwrap();
+    assert_eq!(empty.status().as_u16(), 400);
+    let problem: Value = serde_json::from_str(&empty.text().await.unwrap()).unwrap();
+    assert_eq!(problem["code"], "bulk.filter-empty", "{problem}");
+    let ended: Value = serde_json::from_str(
+        &matching("?state=cancelled")
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(ended, json!({"runs": [{"run": later, "takes": []}]}));
 
     client.goto(&format!("{base}/deployment")).await.unwrap();
     wait_text(&client, "#doctor", "activation ready").await;

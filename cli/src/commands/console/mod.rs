@@ -41,6 +41,7 @@ use subtle::ConstantTimeEq;
 use tower::Layer as _;
 
 use crate::codes;
+use crate::commands::ops;
 use crate::report::{self, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE};
 use crate::service_client::{self, Body, Method, RawAnswer, SendFailure};
 
@@ -239,6 +240,7 @@ fn routes(console: Arc<Console>) -> Router {
         .route("/", get(runs_page))
         .route("/runs/{run}", get(run_page))
         .route("/runs/{run}/{action}", post(run_action))
+        .route("/matching", get(matching))
         .route("/deployment", get(deployment_page))
         .route("/assets/console.js", get(script))
         .route("/assets/console.css", get(style))
@@ -450,7 +452,13 @@ async fn runs_page(
         console.fetch(Method::Get, &["v1", "runs"], &attention_query),
         console.fetch(Method::Get, &["v1", "runs"], &q),
     );
-    html(pages::runs(&console.base, &filters, &attention, &all))
+    html(pages::runs(
+        &console.base,
+        &console.secret,
+        &filters,
+        &attention,
+        &all,
+    ))
 }
 
 async fn run_page(State(console): State<Arc<Console>>, UrlPath(run): UrlPath<String>) -> Response {
@@ -551,22 +559,87 @@ async fn run_action(
             })),
         )
             .into_response(),
-        Fetched::Problem(p) => {
-            let status = StatusCode::from_u16(p.status).unwrap_or(StatusCode::BAD_GATEWAY);
-            let mut response = (status, axum::Json(p)).into_response();
-            response.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/problem+json"),
-            );
-            response
-        }
-        Fetched::Failed(why) => console_problem(
-            StatusCode::BAD_GATEWAY,
-            "console.service-unreachable",
-            "The coordinator did not answer",
-            why,
-        ),
+        Fetched::Problem(p) => forwarded_problem(p),
+        Fetched::Failed(why) => unanswered(why),
     }
+}
+
+/// The service's problem document, with its status, for the page's script.
+fn forwarded_problem(p: api::Problem) -> Response {
+    let status = StatusCode::from_u16(p.status).unwrap_or(StatusCode::BAD_GATEWAY);
+    let mut response = (status, axum::Json(p)).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/problem+json"),
+    );
+    response
+}
+
+/// 502: the service did not answer (`why`).
+fn unanswered(why: String) -> Response {
+    console_problem(
+        StatusCode::BAD_GATEWAY,
+        "console.service-unreachable",
+        "The coordinator did not answer",
+        why,
+    )
+}
+
+/// `GET /matching?workflow=&state=`: every run the Runs page's filter
+/// matches (the API's pages followed to the end), each with the bulk
+/// actions its state takes, for the page's "every run matching this
+/// filter": `{"runs": [{"run", "takes": [action]}]}`. An empty filter is
+/// refused (400 `bulk.filter-empty`), as `--filter` refuses it.
+async fn matching(
+    State(console): State<Arc<Console>>,
+    Query(filters): Query<RunsQuery>,
+) -> Response {
+    let mut query: Vec<(&'static str, String)> = Vec::new();
+    for (name, value) in [("workflow", &filters.workflow), ("state", &filters.state)] {
+        if let Some(v) = value.as_ref().filter(|v| !v.is_empty()) {
+            query.push((name, v.clone()));
+        }
+    }
+    if query.is_empty() {
+        return console_problem(
+            StatusCode::BAD_REQUEST,
+            codes::BULK_FILTER_EMPTY
+                .strip_prefix("coordinator.")
+                .unwrap_or(codes::BULK_FILTER_EMPTY),
+            "The filter names no runs",
+            "choose a workflow or a state first: an empty filter would act on every run".into(),
+        );
+    }
+    query.push(("limit", api::MAX_LIST_LIMIT.to_string()));
+    let mut runs = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut page = query.clone();
+        if let Some(c) = cursor.take() {
+            page.push(("cursor", c));
+        }
+        match console
+            .fetch::<api::RunList>(Method::Get, &["v1", "runs"], &page)
+            .await
+        {
+            Fetched::Answer(list) => {
+                runs.extend(list.runs.iter().map(|r| {
+                    let takes: Vec<&str> = ops::BULK_ACTIONS
+                        .into_iter()
+                        .filter(|a| ops::takes_action(a, &r.state))
+                        .collect();
+                    serde_json::json!({"run": r.run, "takes": takes})
+                }));
+                match list.next_cursor {
+                    Some(c) => cursor = Some(c),
+                    None => break,
+                }
+            }
+            Fetched::Problem(p) => return forwarded_problem(p),
+            Fetched::Failed(why) => return unanswered(why),
+        }
+    }
+    axum::Json(serde_json::json!({ "runs": runs })).into_response()
 }
 
 async fn script() -> Response {

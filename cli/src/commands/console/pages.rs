@@ -9,6 +9,7 @@ use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use super::{Fetched, RunsQuery};
 use crate::commands::graph::{self, Standing};
+use crate::commands::ops;
 
 /// Run states that are ended (the API's `state` values).
 const ENDED: [&str; 5] = [
@@ -97,13 +98,19 @@ fn state_badge(state: &str) -> Markup {
     html! { span class={ "state state-" (state) } { (state) } }
 }
 
-fn run_rows(base: &str, runs: &[api::RunStatus]) -> Markup {
+/// The runs as table rows; with `pick`, each with a checkbox for the bulk
+/// actions carrying the actions its state takes (`data-takes`).
+fn run_rows(base: &str, runs: &[api::RunStatus], pick: bool) -> Markup {
     html! {
         table.runs {
-            thead { tr { th { "run" } th { "workflow" } th { "state" } th { "outcome / failure" } th { "admitted" } th { "review" } } }
+            thead { tr {
+                @if pick { th { input #pick-page type="checkbox" title="select the runs of this page"; } }
+                th { "run" } th { "workflow" } th { "state" } th { "outcome / failure" } th { "admitted" } th { "review" }
+            } }
             tbody {
                 @for r in runs {
                     tr data-run=(r.run) {
+                        @if pick { td { input.pick type="checkbox" value=(r.run) data-takes=(takes(&r.state)); } }
                         td { a href=(run_link(base, &r.run, None)) { code { (r.run) } } }
                         td { (r.workflow) }
                         td { (state_badge(&r.state)) }
@@ -124,6 +131,7 @@ fn run_rows(base: &str, runs: &[api::RunStatus]) -> Markup {
 /// first) with the workflow and state filters and `nextCursor` paging.
 pub(super) fn runs(
     base: &str,
+    secret: &str,
     filters: &RunsQuery,
     attention: &Fetched<api::RunList>,
     all: &Fetched<api::RunList>,
@@ -136,7 +144,7 @@ pub(super) fn runs(
                 @if list.runs.is_empty() {
                     p.empty { "No run needs an operator." }
                 } @else {
-                    (run_rows(base, &list.runs))
+                    (run_rows(base, &list.runs, false))
                     @if list.next_cursor.is_some() {
                         p.more { "More runs need attention than shown: use "
                             code { "coordinatorctl list --attention true" } "." }
@@ -160,7 +168,10 @@ pub(super) fn runs(
             }
             @if let Some(f) = failure("the runs", all) { (f) }
             @if let Fetched::Answer(list) = all {
-                @if list.runs.is_empty() { p.empty { "No run matches." } } @else { (run_rows(base, &list.runs)) }
+                @if list.runs.is_empty() { p.empty { "No run matches." } } @else {
+                    (run_rows(base, &list.runs, true))
+                    (bulk_form(base, filters))
+                }
                 p.paging {
                     @if filters.cursor.is_some() { a href=(page_link(base, filters, None)) { "« first page" } " " }
                     @if let Some(next) = &list.next_cursor {
@@ -170,7 +181,49 @@ pub(super) fn runs(
             }
         }
     };
-    layout(base, "Runs", Nav::Runs, true, None, body)
+    // The secret for the bulk actions' changes (the page's script sends it
+    // as `X-Console-Secret`).
+    layout(base, "Runs", Nav::Runs, true, Some(secret), body)
+}
+
+/// The bulk actions under the Runs table: the selected runs, or every run
+/// matching the filter (not offered for an empty filter), one reason, and
+/// the action; the page's script asks for confirmation, then calls the
+/// single-run action for each run that takes it, paced, and shows the
+/// progress and a summary by result and problem code.
+fn bulk_form(base: &str, filters: &RunsQuery) -> Markup {
+    let filtered = [&filters.workflow, &filters.state]
+        .iter()
+        .any(|v| v.as_deref().is_some_and(|v| !v.is_empty()));
+    let matching = page_link(base, filters, None).replacen(
+        &format!("{base}/"),
+        &format!("{base}/matching"),
+        1,
+    );
+    html! {
+        form #bulk data-endpoint={ (base) "/runs/" } data-matching=(matching)
+            data-no-longer-needed=(ops::NO_LONGER_NEEDED.join(" ")) {
+            h3 { "Act on several runs" }
+            p #bulk-selected { "0 selected" }
+            @if filtered {
+                label { input #pick-all-matching type="checkbox"; " every run matching this filter, on every page" }
+            }
+            label { "reason " input name="reason" placeholder="investigation reference" required maxlength="256" pattern="[!-~]+" size="28"; }
+            @for action in ops::BULK_ACTIONS {
+                button type="submit" name="action" value=(action) { (action) }
+            }
+            div #bulk-result {}
+        }
+    }
+}
+
+/// The bulk actions a run in `state` takes, space-separated.
+fn takes(state: &str) -> String {
+    ops::BULK_ACTIONS
+        .into_iter()
+        .filter(|a| ops::takes_action(a, state))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// `BASE/?workflow=&state=&cursor=` for the filters and a cursor.

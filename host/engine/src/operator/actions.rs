@@ -159,9 +159,16 @@ impl OperatorActions {
 
     /// The work of [`Engine::list`].
     pub(crate) async fn list(&self, filter: &RunFilter) -> Result<RunPage, StoreError> {
+        // Workflow names are names ([`coordinator_ir::name::is_name`]):
+        // anything else names no workflow, and never reaches the store (a
+        // NUL byte there is a database error, not an outage).
+        let mut filter = filter.clone();
+        if let Some(workflows) = &mut filter.workflows {
+            workflows.retain(|w| coordinator_ir::name::is_name(w));
+        }
         self.core
             .store
-            .list(filter)
+            .list(&filter)
             .await
             .map_err(|e| self.core.seen(e))
     }

@@ -549,10 +549,42 @@ pub struct RunFilter {
     pub state: Option<RunStatus>,
     /// `Some(true)`: only `attention`; `Some(false)`: all but `attention`.
     pub attention: Option<bool>,
-    /// Page size, 1..=100 (clamped).
+    /// Only runs admitted before this instant (Unix seconds of the
+    /// engine's clock, exclusive).
+    pub admitted_before_unix: Option<i64>,
+    /// Only runs whose current step (the last they visited,
+    /// [`current_step`]) is this one.
+    pub step: Option<String>,
+    /// Only runs whose current step's effect is this one (a mutation or
+    /// evaluation call that is `accepted` or `unknown`).
+    pub effect: Option<coordinator_vm::EffectState>,
+    /// Page size, 1..=100 (clamped). With `step` or `effect`, a page holds
+    /// the runs of the `limit` runs it scanned that pass them, so it may
+    /// be short, or empty, while `next_cursor` is set.
     pub limit: u32,
     /// The `next_cursor` of the previous page.
     pub cursor: Option<String>,
+}
+
+impl RunFilter {
+    /// Whether `run` passes `step` and `effect`, the filters a store
+    /// decides on the opened state rather than on its columns (both stores
+    /// apply them to the page they scanned, so a page may be short). An
+    /// erased run has no path, so it passes neither.
+    pub fn passes_current_step(&self, run: &RunRecord) -> bool {
+        let step = current_step(&run.state);
+        if self.step.as_ref().is_some_and(|s| step != Some(s.as_str())) {
+            return false;
+        }
+        let effect = step.and_then(|s| run.state.effects.get(s));
+        self.effect.is_none_or(|e| effect == Some(&e))
+    }
+}
+
+/// The step a run is at: the last it visited (`None` before its first
+/// step, and for an erased run, whose path retention erased).
+pub fn current_step(state: &RunState) -> Option<&str> {
+    state.path.last().map(String::as_str)
 }
 
 /// One page of runs, newest first.

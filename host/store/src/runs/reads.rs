@@ -11,13 +11,13 @@ use coordinator_ports::store::{
 };
 use coordinator_ports::TraceParent;
 use coordinator_runtime::binding::LiveBinding;
-use coordinator_vm::{RunState, RunStatus};
+use coordinator_vm::{EffectState, RunState, RunStatus};
 use serde_json::Value;
 use sqlx::postgres::PgRow;
 use sqlx::Row;
 use time::OffsetDateTime;
 
-use super::columns::{JOB_COLUMNS, RUN_COLUMNS};
+use super::columns::{at as at_unix, JOB_COLUMNS, RUN_COLUMNS};
 use super::errors::{erased, pdb, port, tampered};
 use super::Store;
 use crate::deploy::live_bindings;
@@ -208,6 +208,8 @@ impl RunReads for Store {
                 AND ($3::text IS NULL OR state = $3)
                 AND ($4::boolean IS NULL OR attention = $4)
                 AND ($5::bigint IS NULL OR seq < $5)
+                AND ($7::timestamptz IS NULL OR created_at < $7)
+                AND (NOT $8 OR effect_unknown)
               ORDER BY seq DESC LIMIT $6",
             self.ns
         ))
@@ -217,6 +219,10 @@ impl RunReads for Store {
         .bind(filter.attention)
         .bind(before)
         .bind(i64::from(limit) + 1)
+        .bind(filter.admitted_before_unix.map(at_unix))
+        // A run whose current step's effect is `unknown` holds an
+        // `unknown` effect: the column narrows the scan.
+        .bind(filter.effect == Some(EffectState::Unknown))
         .fetch_all(&self.db)
         .await
         .map_err(pdb)?;
@@ -226,12 +232,18 @@ impl RunReads for Store {
             .take(limit as usize)
             .map(|r| self.record(r))
             .collect::<Result<Vec<_>, _>>()?;
+        // The cursor follows the last run scanned; step and effect are
+        // decided on the opened states of the page (RunFilter::limit).
         let next_cursor = if more {
             runs.last()
                 .map(|r| encode_cursor(i64::try_from(r.sequence).unwrap_or(i64::MAX)))
         } else {
             None
         };
+        let runs = runs
+            .into_iter()
+            .filter(|r| filter.passes_current_step(r))
+            .collect();
         Ok(RunPage { runs, next_cursor })
     }
 

@@ -286,9 +286,11 @@ pub async fn bring_forward_respects_the_floor_and_lists_page(s: &dyn RunStore, f
     s.admit(new_run(fx, "run-c", "bob", "id-3", "d"))
         .await
         .expect("admit");
-    // run-c moves to attention.
+    // run-c moves to attention, held at `notify` with an unknown effect.
     let mut held = state("run-c");
     held.status = RunStatus::Attention;
+    held.path.push("notify".into());
+    held.effects.insert("notify".into(), EffectState::Unknown);
     s.commit(Commit {
         review: None,
         run_id: "run-c".into(),
@@ -357,6 +359,7 @@ pub async fn bring_forward_respects_the_floor_and_lists_page(s: &dyn RunStore, f
     })
     .await;
     assert_eq!(mine.runs.len(), 3);
+    list_filters_by_current_step_and_admission(s).await;
     assert_eq!(
         s.list(&RunFilter {
             cursor: Some("not-a-cursor".into()),
@@ -367,4 +370,48 @@ pub async fn bring_forward_respects_the_floor_and_lists_page(s: &dyn RunStore, f
         Err(StoreError::BadCursor)
     );
     s.ping().await.expect("ping");
+}
+
+/// `step`, `effect` and `admitted_before_unix` over run-a, run-b (at
+/// `due`) and run-c (held at `notify`, `unknown`), all admitted at
+/// 2026-01-01T00:00:00Z: step and effect are decided on the page scanned,
+/// so a page may be empty while its cursor goes on.
+async fn list_filters_by_current_step_and_admission(s: &dyn RunStore) {
+    let ids = |f: RunFilter| async move {
+        let page = s.list(&f).await.expect("list");
+        let ids: Vec<String> = page.runs.iter().map(|r| r.id.clone()).collect();
+        (ids, page.next_cursor.is_some())
+    };
+    let filter = |step: Option<&str>, effect: Option<EffectState>, limit: u32| RunFilter {
+        step: step.map(str::to_owned),
+        effect,
+        limit,
+        ..RunFilter::default()
+    };
+    let held = (vec!["run-c".to_owned()], false);
+    assert_eq!(ids(filter(Some("notify"), None, 100)).await, held);
+    assert_eq!(
+        ids(filter(Some("notify"), Some(EffectState::Unknown), 100)).await,
+        held
+    );
+    assert_eq!(
+        ids(filter(None, Some(EffectState::Accepted), 100)).await,
+        (vec![], false)
+    );
+    assert_eq!(
+        ids(filter(Some("due"), None, 100)).await,
+        (vec!["run-b".to_owned(), "run-a".to_owned()], false)
+    );
+    assert_eq!(
+        ids(filter(Some("due"), None, 1)).await,
+        (vec![], true),
+        "the page scanned run-c only"
+    );
+    let admitted = |before: &str| RunFilter {
+        admitted_before_unix: Some(instant(before).unix_seconds()),
+        limit: 100,
+        ..RunFilter::default()
+    };
+    assert_eq!(ids(admitted("2026-01-01T00:00:00Z")).await, (vec![], false));
+    assert_eq!(ids(admitted("2026-01-01T00:00:01Z")).await.0.len(), 3);
 }

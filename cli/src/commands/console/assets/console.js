@@ -10,7 +10,8 @@
     setInterval(function () {
       var typing = document.activeElement && document.activeElement.tagName === "INPUT" &&
         document.activeElement !== box;
-      if (box.checked && !typing && !body.classList.contains("busy")) {
+      var picking = document.querySelector("input.pick:checked, #pick-all-matching:checked");
+      if (box.checked && !typing && !picking && !body.classList.contains("busy")) {
         location.reload();
       }
     }, Number(refresh) * 1000);
@@ -65,6 +66,122 @@
         body.classList.remove("busy");
         show("refused", ["the console did not answer: " + error]);
       });
+    });
+  });
+
+  // The bulk actions of the Runs page: the selected runs, or every run
+  // matching the filter; confirmed, then one single-run action a run that
+  // takes it (at most ten a second), with progress and a summary.
+  var bulk = document.getElementById("bulk");
+  if (!bulk) return;
+  var picks = Array.prototype.slice.call(document.querySelectorAll("input.pick"));
+  var pickPage = document.getElementById("pick-page");
+  var allMatching = document.getElementById("pick-all-matching");
+  var selectedText = document.getElementById("bulk-selected");
+  var bulkResult = document.getElementById("bulk-result");
+  var noLongerNeeded = (bulk.getAttribute("data-no-longer-needed") || "").split(" ");
+
+  function lines(kind, texts) {
+    bulkResult.className = kind;
+    bulkResult.textContent = "";
+    texts.forEach(function (line) {
+      var p = document.createElement("p");
+      p.textContent = line;
+      bulkResult.appendChild(p);
+    });
+  }
+
+  function selection() {
+    return picks.filter(function (p) { return p.checked; }).map(function (p) {
+      return { run: p.value, takes: (p.getAttribute("data-takes") || "").split(" ") };
+    });
+  }
+
+  function update() {
+    selectedText.textContent = allMatching && allMatching.checked
+      ? "every run matching the filter"
+      : selection().length + " selected";
+  }
+  picks.forEach(function (p) { p.addEventListener("change", update); });
+  if (allMatching) allMatching.addEventListener("change", update);
+  if (pickPage) {
+    pickPage.addEventListener("change", function () {
+      picks.forEach(function (p) { p.checked = pickPage.checked; });
+      update();
+    });
+  }
+
+  function runs() {
+    if (!(allMatching && allMatching.checked)) return Promise.resolve(selection());
+    return fetch(bulk.getAttribute("data-matching"), { credentials: "same-origin" })
+      .then(function (response) {
+        return response.json().then(function (doc) {
+          if (!response.ok) throw doc;
+          return doc.runs;
+        });
+      });
+  }
+
+  function act(action, reason, run) {
+    return fetch(bulk.getAttribute("data-endpoint") + encodeURIComponent(run) + "/" + action, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "content-type": "application/json", "x-console-secret": secret },
+      body: JSON.stringify({ reason: reason })
+    }).then(function (response) {
+      return response.text().then(function (text) {
+        var doc = null;
+        try { doc = JSON.parse(text); } catch (e) { doc = null; }
+        if (response.ok && doc) return "done";
+        if (doc && doc.code) {
+          var kind = noLongerNeeded.indexOf(doc.code) >= 0 ? "skipped" : "refused";
+          return kind + " coordinator." + doc.code;
+        }
+        return "refused HTTP " + response.status;
+      });
+    }, function () { return "failed: the console did not answer"; });
+  }
+
+  function summary(counts) {
+    return Object.keys(counts).sort().map(function (k) { return k + ": " + counts[k]; });
+  }
+
+  bulk.addEventListener("submit", function (event) {
+    event.preventDefault();
+    var action = event.submitter ? event.submitter.value : "";
+    var reason = bulk.elements.reason.value;
+    runs().then(function (all) {
+      var todo = all.filter(function (r) { return r.takes.indexOf(action) >= 0; });
+      var counts = {};
+      if (all.length > todo.length) counts["skipped (state)"] = all.length - todo.length;
+      if (!todo.length) {
+        lines("refused", ["no selected run takes " + action].concat(summary(counts)));
+        return;
+      }
+      if (!window.confirm(action + " " + todo.length + " runs, each audited with reason " + reason + "?")) {
+        lines("refused", ["not confirmed: nothing was done"]);
+        return;
+      }
+      body.classList.add("busy");
+      var i = 0;
+      (function next() {
+        if (i >= todo.length) {
+          body.classList.remove("busy");
+          lines("ok", [action + ": " + todo.length + " runs handled"].concat(summary(counts)));
+          return;
+        }
+        var run = todo[i++];
+        var began = Date.now();
+        lines("pending", [action + " " + i + " / " + todo.length + " …"].concat(summary(counts)));
+        act(action, reason, run.run).then(function (result) {
+          counts[result] = (counts[result] || 0) + 1;
+          setTimeout(next, Math.max(0, 100 - (Date.now() - began)));
+        });
+      })();
+    }).catch(function (doc) {
+      lines("refused", doc && doc.code
+        ? ["refused: " + doc.status + " " + doc.title, "code: coordinator." + doc.code, doc.detail || ""]
+        : ["the console did not answer"]);
     });
   });
 })();
