@@ -152,6 +152,7 @@ impl Core {
             if let Some(update) = ledger_update {
                 update(&mut ledger);
             }
+            crate::timeline::record_steps(&vm, &run.state, &resumed.state, event, now, &mut ledger);
             let commit = Commit {
                 run_id: run.id.clone(),
                 expected_version: run.version,

@@ -29,6 +29,7 @@ pub(crate) mod group;
 pub mod jobs;
 pub mod metrics;
 pub mod operator;
+pub(crate) mod timeline;
 pub mod worker;
 
 pub use admission::{AdmitError, EventOrigin, Principal, StartRequest, TriggerInfo};

@@ -69,8 +69,25 @@ pub async fn records_round_trip(s: &dyn RunStore, fx: &Fixture) {
         "notify".to_owned(),
         StepLedger {
             attempts: 1,
-            observations: 0,
-            restored: false,
+            started_unix: Some(10),
+            answers: vec![coordinator_ports::AnswerRecord {
+                at_unix: 11,
+                attempt: 1,
+                kind: "retryable".into(),
+                code: Some("503".into()),
+            }],
+            ..StepLedger::default()
+        },
+    );
+    // A wait's times and end read back too.
+    ledger.insert(
+        "due".to_owned(),
+        StepLedger {
+            started_unix: Some(5),
+            ended_unix: Some(10),
+            due_unix: Some(10),
+            wait_end: Some(coordinator_ports::WaitEnd::Woke),
+            ..StepLedger::default()
         },
     );
     let mut next = state("run-a");
