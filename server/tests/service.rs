@@ -620,6 +620,15 @@ async fn a_wait_already_due_at_admission_is_taken_at_once() {
     let (_, status) = env.get(PRODUCER, &format!("/v1/runs/{id}")).await;
     assert_eq!(status["state"], "finished", "{status}");
     assert_eq!(env.messaging.messages().len(), 1);
+    // The wait passed at admission (which writes no ledger) still reads
+    // its times: the first commit after admission stamped them.
+    let (_, inspection) = env.get(PRODUCER, &format!("/v1/runs/{id}/inspect")).await;
+    let due = &inspection["steps"][0];
+    assert_eq!(
+        (&due["startedAt"], &due["endedAt"], &due["waitEnded"]),
+        (&status["admittedAt"], &status["admittedAt"], &json!("woke")),
+        "{due}"
+    );
 }
 
 /// The run deadline stays on the run row: no job waits for it (here the

@@ -149,6 +149,7 @@ impl Core {
                 self.jobs_for(&run.start_identity, &resumed.commands, now, answered)
             };
             let mut ledger = run.ledger.clone();
+            crate::timeline::record_admission(&vm, &run.state, &mut ledger);
             if let Some(update) = ledger_update {
                 update(&mut ledger);
             }

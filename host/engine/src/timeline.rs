@@ -15,8 +15,9 @@ use coordinator_vm::{Answer, Event, RunState, Vm};
 /// seen nothing since (an empty ledger, and the state's `now` still its
 /// `admitted_at`; admission itself writes no ledger): they started, and
 /// all but the last ended, at `admitted_at`; the wait it is in records its
-/// due time. Otherwise changes nothing. [`record_steps`] calls it before
-/// the first commit after admission; inspection calls it on what it reads.
+/// due time. Otherwise changes nothing. Every commit calls it on the
+/// ledger it read before changing anything else (an answer's count would
+/// make the ledger non-empty); inspection calls it on what it reads.
 pub(crate) fn record_admission(
     vm: &Vm,
     state: &RunState,
@@ -32,6 +33,11 @@ pub(crate) fn record_admission(
         l.started_unix.get_or_insert(at);
         if i < last || state.status.is_terminal() {
             l.ended_unix.get_or_insert(at);
+            let kind = vm.step_kind(name);
+            if matches!(kind, Some(StepKind::WaitUntil | StepKind::WaitFor)) {
+                // Only its own timer ends a wait before any event.
+                l.wait_end.get_or_insert(timer_end(kind));
+            }
         }
     }
     if let Some(w) = vm.current_wait(state) {
@@ -61,9 +67,10 @@ pub(crate) fn answer_record(answer: &Answer, attempt: u32, at_unix: i64) -> Answ
 }
 
 /// Stamps in `ledger` the step times that `event` moving the run from
-/// `before` to `after` implies, at `now` (engine clock, Unix seconds):
+/// `before` to `after` implies, at `now` (engine clock, Unix seconds)
+/// (the caller has applied [`record_admission`] to `before` first, before
+/// any other change to the ledger):
 ///
-/// - the steps the run visited at admission ([`record_admission`]);
 /// - each step `after` visited anew started at `now`;
 /// - every step but the last of `after`'s path has ended (at `now` if not
 ///   stamped yet), and the last too once the run has ended;
@@ -79,7 +86,6 @@ pub(crate) fn record_steps(
     now: i64,
     ledger: &mut BTreeMap<String, StepLedger>,
 ) {
-    record_admission(vm, before, ledger);
     for name in after.path.iter().skip(before.path.len()) {
         ledger
             .entry(name.clone())
@@ -114,11 +120,7 @@ pub(crate) fn record_steps(
 /// How a wait step of `kind` ended: by `event` if the run was waiting
 /// there before it, else by its own timer (it fell due in the same commit).
 fn wait_end(kind: Option<StepKind>, was_waiting: bool, event: &Event, after: &RunState) -> WaitEnd {
-    let timer = if kind == Some(StepKind::WaitFor) {
-        WaitEnd::TimedOut
-    } else {
-        WaitEnd::Woke
-    };
+    let timer = timer_end(kind);
     if !was_waiting {
         return timer;
     }
@@ -127,6 +129,16 @@ fn wait_end(kind: Option<StepKind>, was_waiting: bool, event: &Event, after: &Ru
         Event::CancelRequested { .. } => WaitEnd::Cancelled,
         Event::TimerFired { at } if *at >= after.deadline_at => WaitEnd::Deadline,
         _ => timer,
+    }
+}
+
+/// How a wait step of `kind` ends by its own timer: a wait-for times
+/// out, a wait-until wakes.
+fn timer_end(kind: Option<StepKind>) -> WaitEnd {
+    if kind == Some(StepKind::WaitFor) {
+        WaitEnd::TimedOut
+    } else {
+        WaitEnd::Woke
     }
 }
 

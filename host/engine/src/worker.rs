@@ -522,6 +522,9 @@ impl Worker {
             }
         }
         let mut ledger = run.ledger.clone();
+        if let Ok(Some(vm)) = self.core.vm(&run.revision).await {
+            crate::timeline::record_admission(&vm, &run.state, &mut ledger);
+        }
         count(&mut ledger);
         let next = NewJob {
             kind: JobKind::Observe {
