@@ -251,6 +251,63 @@ pub struct InspectedStep {
     /// Absent otherwise (never `null`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_for: Option<CallWaiting>,
+    /// When the run reached the step (RFC 3339, the coordinator's clock at
+    /// the commit). Absent when not recorded (a step visited before the
+    /// coordinator kept step times).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
+    pub started_at: Option<String>,
+    /// When the run left the step, or ended at it (RFC 3339). Absent while
+    /// the run is at it (or when not recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
+    pub ended_at: Option<String>,
+    /// For waits: when the wait was due (RFC 3339), kept after it ended
+    /// (`dueAt` is the current wait's only). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
+    pub wait_due_at: Option<String>,
+    /// For waits that ended: how — `woke` (a wait-until's instant came),
+    /// `completed` (a wait-for's completion was observed), `timed-out`,
+    /// `cancelled` or `deadline` (the run's deadline ended it). Absent
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "wait_ended_schema")]
+    pub wait_ended: Option<String>,
+    /// For calls: the latest answers the step received (dispatch attempts
+    /// and receipt lookups), oldest first, at most 8 (`attempts` counts
+    /// every attempt). Absent when there is none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub answers: Vec<InspectedAnswer>,
+}
+
+/// The schema of [`InspectedStep::wait_ended`].
+fn wait_ended_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "string",
+        "enum": ["woke", "completed", "timed-out", "cancelled", "deadline"]
+    })
+}
+
+/// One answer a call step received, in an [`InspectedStep`]: its kind and
+/// code, never a body.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InspectedAnswer {
+    /// When it was answered (RFC 3339, the coordinator's clock).
+    pub at: String,
+    /// The dispatch attempt it answered, from 1; `0` for a receipt lookup
+    /// (`reconcile`).
+    pub attempt: u32,
+    /// `success`, `retryable`, `refused`, `uncertain`, `declared-refusal`,
+    /// `receipt-expired`, `receipt-unresolved`, `invalid-command` or
+    /// `invalid-response`.
+    pub kind: String,
+    /// The answer's code (an HTTP status, the product's or the declared
+    /// refusal code). Absent when the answer has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
+    pub code: Option<String>,
 }
 
 /// A call waiting for its connection's flow control, in an

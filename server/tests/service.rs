@@ -407,6 +407,12 @@ async fn reviewed_notice_finishes_after_a_completion_event() {
             "notice-sent"
         ]
     );
+    let wait = &inspection["steps"][1];
+    assert_eq!(
+        (&wait["waitEnded"], &wait["endedAt"]),
+        (&json!("completed"), &json!(env.clock.now_rfc3339())),
+        "the completion ended the wait: {wait}"
+    );
     let text = inspection.to_string();
     assert!(
         !text.contains("applicant@example.org"),
@@ -479,6 +485,13 @@ async fn reviewed_notice_times_out_and_withdraws() {
     let (_, status) = env.get(PRODUCER, &format!("/v1/runs/{id}")).await;
     assert_eq!(status["state"], "finished", "{status}");
     assert_eq!(status["outcome"], "review-timed-out");
+    let (_, inspection) = env.get(PRODUCER, &format!("/v1/runs/{id}/inspect")).await;
+    let wait = &inspection["steps"][1];
+    assert_eq!(
+        (&wait["waitEnded"], &wait["waitDueAt"]),
+        (&json!("timed-out"), &json!("2026-03-09T09:00:00Z")),
+        "{wait}"
+    );
     assert_eq!(env.casework.review_requests()[0]["status"], "withdrawn");
     assert_eq!(
         env.casework
@@ -607,6 +620,15 @@ async fn a_wait_already_due_at_admission_is_taken_at_once() {
     let (_, status) = env.get(PRODUCER, &format!("/v1/runs/{id}")).await;
     assert_eq!(status["state"], "finished", "{status}");
     assert_eq!(env.messaging.messages().len(), 1);
+    // The wait passed at admission (which writes no ledger) still reads
+    // its times: the first commit after admission stamped them.
+    let (_, inspection) = env.get(PRODUCER, &format!("/v1/runs/{id}/inspect")).await;
+    let due = &inspection["steps"][0];
+    assert_eq!(
+        (&due["startedAt"], &due["endedAt"], &due["waitEnded"]),
+        (&status["admittedAt"], &status["admittedAt"], &json!("woke")),
+        "{due}"
+    );
 }
 
 /// The run deadline stays on the run row: no job waits for it (here the
@@ -645,6 +667,13 @@ async fn a_run_expires_at_its_deadline_without_a_deadline_job() {
     let (_, status) = env.get(PRODUCER, &format!("/v1/runs/{id}")).await;
     assert_eq!(status["state"], "expired", "{status}");
     assert_eq!(status["endedAt"], deadline.as_str());
+    let (_, inspection) = env.get(PRODUCER, &format!("/v1/runs/{id}/inspect")).await;
+    let due = &inspection["steps"][0];
+    assert_eq!(
+        (&due["waitEnded"], &due["endedAt"]),
+        (&json!("deadline"), &json!(deadline)),
+        "the deadline ended the wait: {due}"
+    );
     assert_eq!(env.store.jobs(&id).await.unwrap(), vec![]);
     assert!(env.breg.fake().requests().is_empty());
     assert!(env.messaging.messages().is_empty());
@@ -1139,6 +1168,97 @@ async fn retryable_answers_are_resent_with_the_same_key_after_backoff() {
         .clone();
     assert_eq!(notify["attempts"], 2);
     assert_eq!(notify["effect"], "accepted");
+}
+
+/// The run's timeline (docs/graph.md): a run that waited three days and
+/// was answered `retryable` once reads, per step, when it started and
+/// ended, its wait's due time and end, and its answers (kinds and codes,
+/// never a body), at the engine clock's instants.
+#[tokio::test]
+async fn a_run_that_waited_and_retried_reads_its_timeline() {
+    let env = Env::new().await;
+    env.messaging
+        .fake()
+        .script("/v1/messages", [Reply::Retryable, Reply::Normal]);
+    env.breg.put_record(
+        "applications",
+        "app-7",
+        "r1",
+        json!({"noticeAllowed": true, "applicantEmail": "applicant@example.org"}),
+    );
+    let admitted = env.clock.now_rfc3339();
+    let send_after = coordinator_ir::instant::add_seconds(&admitted, 3 * 86_400).unwrap();
+    let (_, run) = env
+        .start(
+            PRODUCER,
+            "k-timeline",
+            "follow-up",
+            json!({"applicationId": "app-7", "sendAfter": send_after}),
+        )
+        .await;
+    let id = run["run"].as_str().unwrap().to_owned();
+    env.idle().await;
+    let (_, waiting) = env.get(PRODUCER, &format!("/v1/runs/{id}/inspect")).await;
+    let due = &waiting["steps"][0];
+    assert_eq!(
+        (
+            &due["name"],
+            &due["startedAt"],
+            &due["waitDueAt"],
+            &due["dueAt"]
+        ),
+        (
+            &json!("due"),
+            &json!(admitted),
+            &json!(send_after),
+            &json!(send_after)
+        ),
+        "{waiting}"
+    );
+    assert!(
+        due.get("endedAt").is_none() && due.get("waitEnded").is_none(),
+        "{due}"
+    );
+
+    env.clock.advance(3 * 86_400);
+    env.idle().await;
+    env.clock.advance(2);
+    env.idle().await;
+    let retried_at = env.clock.now_rfc3339();
+    let (_, inspection) = env.get(PRODUCER, &format!("/v1/runs/{id}/inspect")).await;
+    assert_eq!(inspection["status"]["state"], "finished", "{inspection}");
+    let step = |name: &str| {
+        inspection["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    let due = step("due");
+    assert_eq!(
+        (&due["endedAt"], &due["waitEnded"], due.get("dueAt")),
+        (&json!(send_after), &json!("woke"), Some(&Value::Null)),
+        "{due}"
+    );
+    let notify = step("notify");
+    assert_eq!(notify["startedAt"], json!(send_after), "{notify}");
+    assert_eq!(notify["endedAt"], json!(retried_at), "{notify}");
+    assert_eq!(
+        notify["answers"],
+        json!([
+            {"at": send_after, "attempt": 1, "kind": "retryable", "code": "http-503"},
+            {"at": retried_at, "attempt": 2, "kind": "success"}
+        ]),
+        "{notify}"
+    );
+    let finish = step("accepted");
+    assert_eq!(
+        (&finish["startedAt"], &finish["endedAt"]),
+        (&json!(retried_at), &json!(retried_at)),
+        "{finish}"
+    );
 }
 
 #[tokio::test]

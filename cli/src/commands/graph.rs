@@ -9,7 +9,8 @@
 //! in the data's order, so the same project gives the same bytes. SVG is
 //! laid out in-process by `layout-rs`; DOT and Mermaid are text for other
 //! renderers. With `--run`, the nodes are coloured by the run's `inspect`
-//! (fetched as `inspect` fetches it).
+//! (fetched as `inspect` fetches it) and carry its timeline
+//! ([`RunView`]): the steps and edges the run did not take are faint.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -18,6 +19,7 @@ use clap::{Args, ValueEnum};
 use coordinator_api as api;
 use coordinator_compiler::explain_data::{ExplainData, StepData, StepKind};
 
+use super::timeline::RunView;
 use crate::codes;
 use crate::report::{self, EXIT_OK, EXIT_REFUSED, EXIT_UNAVAILABLE};
 
@@ -146,10 +148,6 @@ pub fn standings(inspection: &api::Inspection) -> Vec<(String, Standing)> {
         .collect()
 }
 
-fn standing_of(colours: &[(String, Standing)], step: &str) -> Option<Standing> {
-    colours.iter().find(|(s, _)| s == step).map(|(_, c)| *c)
-}
-
 /// A node's label lines: the step name, then what it does.
 pub fn node_lines(step: &StepData) -> Vec<String> {
     let mut lines = vec![step.id.clone()];
@@ -200,11 +198,29 @@ fn dot_quote(text: &str) -> String {
     out
 }
 
-/// The graph as Graphviz DOT text.
-pub fn dot(data: &ExplainData, colours: &[(String, Standing)]) -> String {
+/// A step's label lines under `run`: [`node_lines`], then the run's
+/// timeline of it.
+fn label_lines(step: &StepData, run: &RunView) -> Vec<String> {
+    let mut lines = node_lines(step);
+    lines.extend(run.details(&step.id).iter().cloned());
+    lines
+}
+
+/// The grey of what a run did not take, in DOT.
+const FAINT_DOT: &str = ", color=\"gray75\", fontcolor=\"gray60\"";
+
+/// The opacity of what a run did not take, in SVG and Mermaid.
+const FAINT_OPACITY: &str = "0.35";
+
+/// The graph as Graphviz DOT text; under a run, its summary is the graph's
+/// label and what it did not take is grey.
+pub fn dot(data: &ExplainData, run: &RunView) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "digraph {} {{", dot_quote(&data.workflow));
     let _ = writeln!(out, "  rankdir=TB;");
+    if let Some(summary) = &run.summary {
+        let _ = writeln!(out, "  label={}; labelloc=t;", dot_quote(summary));
+    }
     let _ = writeln!(
         out,
         "  node [fontname=\"Helvetica\", fontsize=11, shape=box];"
@@ -217,13 +233,13 @@ pub fn dot(data: &ExplainData, colours: &[(String, Standing)]) -> String {
             StepKind::WaitUntil | StepKind::WaitFor => ("box", vec!["dashed"]),
             StepKind::Finish => ("box", vec!["rounded"]),
         };
-        let standing = standing_of(colours, &step.id);
+        let standing = run.standing(&step.id);
         if standing.is_some() {
             styles.insert(0, "filled");
         }
         let mut attrs = format!(
             "label={}, shape={shape}",
-            dot_quote(&node_lines(step).join("\n"))
+            dot_quote(&label_lines(step, run).join("\n"))
         );
         if !styles.is_empty() {
             let _ = write!(attrs, ", style=\"{}\"", styles.join(","));
@@ -236,13 +252,21 @@ pub fn dot(data: &ExplainData, colours: &[(String, Standing)]) -> String {
                 dot_quote(s.as_str())
             );
         }
+        if run.faint_step(&step.id) {
+            attrs.push_str(FAINT_DOT);
+        }
         let _ = writeln!(out, "  {} [{attrs}];", dot_quote(&step.id));
     }
     for step in &data.steps {
         for e in &step.successors {
+            let faint = if run.faint_edge(&step.id, &e.to) {
+                FAINT_DOT
+            } else {
+                ""
+            };
             let _ = writeln!(
                 out,
-                "  {} -> {} [label={}];",
+                "  {} -> {} [label={}{faint}];",
                 dot_quote(&step.id),
                 dot_quote(&e.to),
                 dot_quote(&e.label)
@@ -273,10 +297,16 @@ fn mermaid_text(text: &str) -> String {
 }
 
 /// The graph as a Mermaid flowchart.
-pub fn mermaid(data: &ExplainData, colours: &[(String, Standing)]) -> String {
-    let mut out = String::from("flowchart TD\n");
+pub fn mermaid(data: &ExplainData, run: &RunView) -> String {
+    let mut out = String::new();
+    if let Some(summary) = &run.summary {
+        // A JSON string is a YAML double-quoted scalar (the front matter).
+        let title = serde_json::Value::String(mermaid_text(summary)).to_string();
+        let _ = writeln!(out, "---\ntitle: {title}\n---");
+    }
+    out.push_str("flowchart TD\n");
     for step in &data.steps {
-        let label = node_lines(step)
+        let label = label_lines(step, run)
             .iter()
             .map(|l| mermaid_text(l))
             .collect::<Vec<_>>()
@@ -289,8 +319,15 @@ pub fn mermaid(data: &ExplainData, colours: &[(String, Standing)]) -> String {
         };
         let _ = writeln!(out, "  {}{open}{label}{close}", mermaid_id(&step.id));
     }
+    // Mermaid numbers links in the order written, from 0.
+    let mut faint_links = Vec::new();
+    let mut link = 0usize;
     for step in &data.steps {
         for e in &step.successors {
+            if run.faint_edge(&step.id, &e.to) {
+                faint_links.push(link.to_string());
+            }
+            link += 1;
             let _ = writeln!(
                 out,
                 "  {} -->|{}| {}",
@@ -304,7 +341,7 @@ pub fn mermaid(data: &ExplainData, colours: &[(String, Standing)]) -> String {
         let ids: Vec<String> = data
             .steps
             .iter()
-            .filter(|step| standing_of(colours, &step.id) == Some(s))
+            .filter(|step| run.standing(&step.id) == Some(s))
             .map(|step| mermaid_id(&step.id))
             .collect();
         if !ids.is_empty() {
@@ -312,6 +349,23 @@ pub fn mermaid(data: &ExplainData, colours: &[(String, Standing)]) -> String {
             let _ = writeln!(out, "  classDef {class} fill:{}", s.colour());
             let _ = writeln!(out, "  class {} {class}", ids.join(","));
         }
+    }
+    let faint: Vec<String> = data
+        .steps
+        .iter()
+        .filter(|step| run.faint_step(&step.id))
+        .map(|step| mermaid_id(&step.id))
+        .collect();
+    if !faint.is_empty() {
+        let _ = writeln!(out, "  classDef untaken opacity:{FAINT_OPACITY}");
+        let _ = writeln!(out, "  class {} untaken", faint.join(","));
+    }
+    if !faint_links.is_empty() {
+        let _ = writeln!(
+            out,
+            "  linkStyle {} opacity:{FAINT_OPACITY}",
+            faint_links.join(",")
+        );
     }
     out
 }
@@ -344,7 +398,7 @@ fn node_size(lines: &[String]) -> (f64, f64) {
 /// `<g class="edge" data-from=... data-to=... data-label=...>`; the labels
 /// are `<text>`. `Err` when the layout failed (it never should for a
 /// checked workflow, whose graph has no cycle).
-pub fn svg(data: &ExplainData, colours: &[(String, Standing)]) -> Result<String, String> {
+pub fn svg(data: &ExplainData, run: &RunView) -> Result<String, String> {
     use layout::backends::svg::SVGWriter;
     use layout::core::base::Orientation;
     use layout::core::color::Color;
@@ -357,9 +411,9 @@ pub fn svg(data: &ExplainData, colours: &[(String, Standing)]) -> Result<String,
     let mut graph = VisualGraph::new(orientation);
     let mut handles = Vec::new();
     for step in &data.steps {
-        let lines = node_lines(step);
+        let lines = label_lines(step, run);
         let shape = ShapeKind::new_box(&lines.join("\n"));
-        let standing = standing_of(colours, &step.id);
+        let standing = run.standing(&step.id);
         let fill = standing.map_or("white", Standing::colour);
         let rounded = match step.kind {
             StepKind::Finish => 12,
@@ -381,6 +435,9 @@ pub fn svg(data: &ExplainData, colours: &[(String, Standing)]) -> Result<String,
         if let Some(s) = standing {
             let _ = write!(props, " data-status=\"{}\"", s.as_str());
         }
+        if run.faint_step(&step.id) {
+            let _ = write!(props, " data-taken=\"false\" opacity=\"{FAINT_OPACITY}\"");
+        }
         let (width, height) = size;
         let node = Element::create_with_properties(
             shape,
@@ -400,15 +457,16 @@ pub fn svg(data: &ExplainData, colours: &[(String, Standing)]) -> Result<String,
                     step.id, e.to
                 ));
             };
-            let mut arrow = Arrow::simple_with_properties(
-                &e.label,
-                format!(
-                    "class=\"edge\" data-from=\"{}\" data-to=\"{}\" data-label=\"{}\"",
-                    xml_attr(&step.id),
-                    xml_attr(&e.to),
-                    xml_attr(&e.label)
-                ),
+            let mut props = format!(
+                "class=\"edge\" data-from=\"{}\" data-to=\"{}\" data-label=\"{}\"",
+                xml_attr(&step.id),
+                xml_attr(&e.to),
+                xml_attr(&e.label)
             );
+            if run.faint_edge(&step.id, &e.to) {
+                let _ = write!(props, " data-taken=\"false\" opacity=\"{FAINT_OPACITY}\"");
+            }
+            let mut arrow = Arrow::simple_with_properties(&e.label, props);
             arrow.look.font_size = FONT_SIZE;
             arrow.look.line_width = 1;
             graph.add_edge(arrow, from, to);
@@ -430,9 +488,61 @@ pub fn svg(data: &ExplainData, colours: &[(String, Standing)]) -> Result<String,
     }));
     std::panic::set_hook(hook);
     let (text, bottom) = drawn.map_err(|_| "the layout failed".to_owned())?;
-    let mut text = fit_height(&text, bottom + 10.0);
+    let text = fade_labels(&text);
+    let mut text = match &run.summary {
+        None => fit_height(&text, bottom + 10.0),
+        Some(summary) => with_summary(&fit_height(&text, bottom + 90.0), summary, bottom + 14.0),
+    };
     text.push('\n');
     Ok(text)
+}
+
+/// `svg` with the label of each faint step faint too: the crate's writer
+/// puts a node's `<text>` just after the node's `<g>` (which carries the
+/// properties), so the first `<text` after a `data-taken="false"` group's
+/// `</g>` gains the group's opacity.
+fn fade_labels(svg: &str) -> String {
+    let mut out = String::with_capacity(svg.len() + 64);
+    let mut rest = svg;
+    while let Some(at) = rest.find("data-taken=\"false\"") {
+        let Some(text) = rest[at..]
+            .find("</g>")
+            .and_then(|close| rest[at + close..].find("<text").map(|t| at + close + t))
+        else {
+            break;
+        };
+        out.push_str(&rest[..text]);
+        let _ = write!(out, "<text opacity=\"{FAINT_OPACITY}\"");
+        rest = &rest[text + "<text".len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `svg` with the run's summary from `y` down, under the drawing
+/// (`<text class="run-summary">`), one line a part of it (the run, when
+/// admitted, the deadline, the time waited: the canvas is as narrow as
+/// the drawing).
+fn with_summary(svg: &str, summary: &str, y: f64) -> String {
+    let parts = summary
+        .replacen(": ", "\n", 1)
+        .replace("; ", "\n")
+        .replace(", ", "\n");
+    let mut line = format!(
+        "<text class=\"run-summary\" x=\"10\" y=\"{y}\" font-family=\"Helvetica\" font-size=\"{FONT_SIZE}\">"
+    );
+    for part in parts.lines() {
+        let _ = write!(
+            line,
+            "<tspan x=\"10\" dy=\"1.2em\">{}</tspan>",
+            xml_attr(part)
+        );
+    }
+    line.push_str("</text>\n");
+    match svg.rfind("</svg>") {
+        Some(end) => format!("{}{line}{}", &svg[..end], &svg[end..]),
+        None => svg.to_owned(),
+    }
 }
 
 /// The SVG with its height cut to `height` when it is taller: the
@@ -492,19 +602,17 @@ pub fn run(args: GraphArgs) -> u8 {
     let Some(data) = compiled.explain_data.filter(|_| code == EXIT_OK) else {
         return if code == EXIT_OK { EXIT_REFUSED } else { code };
     };
-    let colours = match (&args.run, &args.url, &args.token_file) {
-        (Some(run), Some(url), Some(token_file)) => {
-            match run_colours(&data, run, url, token_file) {
-                Ok(c) => c,
-                Err(exit) => return exit,
-            }
-        }
-        _ => Vec::new(),
+    let view = match (&args.run, &args.url, &args.token_file) {
+        (Some(run), Some(url), Some(token_file)) => match run_view(&data, run, url, token_file) {
+            Ok(v) => v,
+            Err(exit) => return exit,
+        },
+        _ => RunView::default(),
     };
     let text = match args.format {
-        GraphFormat::Dot => dot(&data, &colours),
-        GraphFormat::Mermaid => mermaid(&data, &colours),
-        GraphFormat::Svg => match svg(&data, &colours) {
+        GraphFormat::Dot => dot(&data, &view),
+        GraphFormat::Mermaid => mermaid(&data, &view),
+        GraphFormat::Svg => match svg(&data, &view) {
             Ok(t) => t,
             Err(why) => {
                 errln!(
@@ -516,14 +624,9 @@ pub fn run(args: GraphArgs) -> u8 {
     write_output(&args.output, &text)
 }
 
-/// Colours of `--run`: the inspection fetched as `inspect` fetches it; a
+/// What `--run` draws: the inspection fetched as `inspect` fetches it; a
 /// run of another workflow is refused, one of another revision warned about.
-fn run_colours(
-    data: &ExplainData,
-    run: &str,
-    url: &str,
-    token_file: &Path,
-) -> Result<Vec<(String, Standing)>, u8> {
+fn run_view(data: &ExplainData, run: &str, url: &str, token_file: &Path) -> Result<RunView, u8> {
     let inspection = crate::service_client::fetch_inspection("graph", run, url, token_file)?;
     if inspection.status.workflow != data.workflow {
         errln!(
@@ -538,7 +641,7 @@ fn run_colours(
             inspection.status.revision,
             data.revision, code = codes::GRAPH_RUN_REVISION);
     }
-    Ok(standings(&inspection))
+    Ok(RunView::of(&inspection))
 }
 
 /// Writes the drawing to `output` (`-`: standard output) whole, through
@@ -628,6 +731,10 @@ mod tests {
             ("check-readiness".to_owned(), Standing::Done),
             ("grant-permit".to_owned(), Standing::UnknownEffect),
         ];
+        let colours = RunView {
+            standings: colours,
+            ..RunView::default()
+        };
         let text = dot(&data, &colours);
         assert!(text.contains(
             "\"grant-permit\" [label=\"grant-permit\\ncall permits-grant\\nbreg.invoke-action/v1\\nbreg mutation, recovery same-command\", shape=box, style=\"filled\", fillcolor=\"#ffb74d\", tooltip=\"unknown-effect\"];"

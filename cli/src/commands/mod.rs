@@ -12,4 +12,5 @@ pub mod ops;
 pub mod package;
 pub mod schema;
 pub mod test;
+pub mod timeline;
 pub mod types;

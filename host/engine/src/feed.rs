@@ -149,11 +149,13 @@ impl Core {
                 self.jobs_for(&run.start_identity, &resumed.commands, now, answered)
             };
             let mut ledger = run.ledger.clone();
+            crate::timeline::record_admission(&vm, &run.state, &mut ledger);
             if let Some(update) = ledger_update {
                 update(&mut ledger);
             }
             let traced = self.trace_before(&vm, &run);
             self.trace_entered(traced.as_ref(), &resumed.state.path, &mut ledger);
+            crate::timeline::record_steps(&vm, &run.state, &resumed.state, event, now, &mut ledger);
             let commit = Commit {
                 run_id: run.id.clone(),
                 expected_version: run.version,

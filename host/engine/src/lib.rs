@@ -32,6 +32,7 @@ pub(crate) mod group;
 pub mod jobs;
 pub mod metrics;
 pub mod operator;
+pub(crate) mod timeline;
 pub mod trace;
 pub mod worker;
 

@@ -445,14 +445,16 @@ impl Worker {
                 }
             }
         };
+        let kept = crate::timeline::answer_record(&answer, attempt, self.core.clock.now_unix());
         let event = Event::CallAnswered {
             step: step.clone(),
             answer,
         };
         let count = |l: &mut BTreeMap<String, StepLedger>| {
-            let entry = l.entry(step.clone()).or_default();
-            entry.attempts = attempt;
-            entry.waiting = None;
+            let l = l.entry(step.clone()).or_default();
+            l.attempts = attempt;
+            l.keep_answer(kept.clone());
+            l.waiting = None;
         };
         let feeding = Feeding {
             ledger: Some(&count),
@@ -565,10 +567,19 @@ impl Worker {
             }
             Err(e) => return self.hold_job(job, &e.to_string()).await,
         };
-        let event = Event::CallAnswered { step, answer };
-        self.core
-            .feed(run, &event, Feeding::completing(job.id))
-            .await?;
+        let kept = crate::timeline::answer_record(&answer, 0, self.core.clock.now_unix());
+        let keep = |l: &mut BTreeMap<String, StepLedger>| {
+            l.entry(step.clone()).or_default().keep_answer(kept.clone());
+        };
+        let event = Event::CallAnswered {
+            step: step.clone(),
+            answer,
+        };
+        let feeding = Feeding {
+            ledger: Some(&keep),
+            ..Feeding::completing(job.id)
+        };
+        self.core.feed(run, &event, feeding).await?;
         Ok(())
     }
 
@@ -620,6 +631,9 @@ impl Worker {
             }
         }
         let mut ledger = run.ledger.clone();
+        if let Ok(Some(vm)) = self.core.vm(&run.revision).await {
+            crate::timeline::record_admission(&vm, &run.state, &mut ledger);
+        }
         count(&mut ledger);
         let next = NewJob {
             kind: JobKind::Observe {

@@ -47,5 +47,6 @@ pub use store::{
     LeaseRequest, NewJob, NewRun, Owner, Review, ReviewSurvey, RunFilter, RunPage, RunRecord,
     RunStore, StepLedger, StoreError,
 };
+pub use store::{AnswerRecord, WaitEnd, ANSWERS_KEPT};
 pub use store::{Definitions, HoldsAndReviews, JobQueue, Maintenance, RunAdmission, RunReads};
 pub use trace::TraceParent;

@@ -11,6 +11,7 @@ use axum::response::Response;
 use coordinator_api as api;
 use coordinator_api::problems;
 use coordinator_engine::{AdmitError, EffectState, Principal, RunStatus, StartRequest};
+use coordinator_ports::clock::unix_to_rfc3339 as format_unix_seconds;
 use coordinator_ports::{RunFilter, RunRecord};
 use coordinator_runtime::audit::AuditRecord;
 use serde::Deserialize;
@@ -293,11 +294,26 @@ pub(crate) async fn inspect(
                 due_at: st.due_at,
                 observations: st.observations,
                 restored: st.restored,
-                waiting_for: st.waiting.map(|w| api::CallWaiting {
+                waiting_for: st.timeline.waiting.clone().map(|w| api::CallWaiting {
                     connection: w.connection,
                     limit: w.limit.as_str().to_owned(),
                     since: w.since.to_string(),
                 }),
+                started_at: st.timeline.started_unix.map(format_unix_seconds),
+                ended_at: st.timeline.ended_unix.map(format_unix_seconds),
+                wait_due_at: st.timeline.due_unix.map(format_unix_seconds),
+                wait_ended: st.timeline.wait_end.map(|e| e.as_str().to_owned()),
+                answers: st
+                    .timeline
+                    .answers
+                    .into_iter()
+                    .map(|a| api::InspectedAnswer {
+                        at: format_unix_seconds(a.at_unix),
+                        attempt: a.attempt,
+                        kind: a.kind,
+                        code: a.code,
+                    })
+                    .collect(),
             })
             .collect(),
     };

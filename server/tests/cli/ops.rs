@@ -180,17 +180,53 @@ fn status_list_inspect_and_cancel_in_text_and_json() {
     let out = svc.ctl(OPERATOR, &["list", "--attention", "true"]);
     assert_eq!(out.stdout, "no runs\n");
 
+    let out = svc.ctl(OPERATOR, &["inspect", "--run", &id, "--format", "json"]);
+    let inspection = out.json();
+    assert_eq!(inspection["result"]["steps"][0]["name"], "submit-review");
+    let admitted = inspection["result"]["status"]["admittedAt"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let out = svc.ctl(OPERATOR, &["inspect", "--run", &id]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(
-        out.stdout
-            .contains("steps:\n  submit-review (call) attempts=0\n"),
-        "{}",
+        out.stdout.contains(&format!(
+            "steps:\n  submit-review (call) attempts=0 startedAt={admitted}\n"
+        )),
+        "the step reached at admission started then: {}",
         out.stdout
     );
     assert!(!out.stdout.contains("a@example.org"), "inspect leaks input");
-    let out = svc.ctl(OPERATOR, &["inspect", "--run", &id, "--format", "json"]);
-    assert_eq!(out.json()["result"]["steps"][0]["name"], "submit-review");
+
+    // `graph --run` draws the same timeline on the workflow.
+    let project = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/reviewed-notice");
+    let project = project.to_string_lossy();
+    let args = [
+        "graph",
+        "--project",
+        &project,
+        "--run",
+        &id,
+        "--format",
+        "dot",
+    ];
+    let out = svc.ctl(OPERATOR, &args);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains(&format!(
+            "  label=\"run {id}: admitted {admitted}, deadline "
+        )),
+        "{}",
+        out.stdout
+    );
+    let since = format!("\\nsince {}\", shape=box", &admitted[11..19]);
+    assert!(out.stdout.contains(&since), "{since} in {}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("\"submit-review\" -> \"await-decision\" [label=\"next\", color=\"gray75\""),
+        "an edge not taken yet is faint: {}",
+        out.stdout
+    );
 
     let out = svc.ctl(OPERATOR, &["cancel", "--run", &id, "--reason", "ticket-1"]);
     assert_eq!(out.code, 0, "{}", out.stderr);

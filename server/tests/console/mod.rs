@@ -4,10 +4,12 @@
 //! effect is listed first, its page draws the unknown step, `reconcile`
 //! with a reason settles it against Messaging's receipt and the page shows
 //! it finished. On the Runs page a running run is selected and cancelled
-//! in bulk, after the confirmation, with its summary. The guard refuses a request without the secret, with a
+//! in bulk, after the confirmation, with its summary. A run that waited
+//! and retried shows its timeline (a table and the labelled drawing, the
+//! untaken branch faint). The guard refuses a request without the secret, with a
 //! foreign `Host`, and a cross-origin or header-less change (403).
 //!
-//! Screenshots of the three pages are written to
+//! Screenshots of the three pages and of the timeline are written to
 //! `target/console-screenshots/` (and to `docs/console/` with
 //! `UPDATE_SCREENSHOTS=1`).
 //!
@@ -135,6 +137,108 @@ async fn screenshot(client: &Client, name: &str) {
     }
 }
 
+/// The timeline of a run that waited (a `sendAfter` two seconds ahead)
+/// and retried (Messaging answered 503 once): the Run page's table lists
+/// each step's times, the wait's due time and end and both answers, the
+/// drawing fades the branch the run did not take; screenshot `timeline`.
+async fn timeline_journey(
+    d: &Deployment,
+    c: &crate::support::Coordinator,
+    client: &Client,
+    base: &str,
+) {
+    let run = d.start(c, "app-timeline", &rfc3339(unix_now() + 2)).await;
+    d.wait_state(c, &run, "finished", Duration::from_secs(30))
+        .await;
+    assert_eq!(
+        d.messaging.fake().requests_to("/v1/messages").len(),
+        4,
+        "the timeline run's message was sent twice (503, then accepted)"
+    );
+    client.goto(&format!("{base}/runs/{run}")).await.unwrap();
+    wait_text(client, "#run-state", "finished").await;
+    wait_text(client, "#timeline tr[data-step='due'] td.wait", "woke").await;
+    let answers = client
+        .find_all(Locator::Css(
+            "#timeline tr[data-step='notify'] td.answers li",
+        ))
+        .await
+        .unwrap();
+    let mut kinds = Vec::new();
+    for a in &answers {
+        kinds.push(a.attr("data-kind").await.unwrap().unwrap_or_default());
+    }
+    assert_eq!(kinds, ["retryable", "success"], "the notify step's answers");
+    let first = answers[0].text().await.unwrap();
+    assert!(first.starts_with("#1 retryable http-503 at "), "{first}");
+    for step in [
+        "due",
+        "read-application",
+        "permission",
+        "notify",
+        "accepted",
+    ] {
+        let row = client
+            .find(Locator::Css(&format!("#timeline tr[data-step='{step}']")))
+            .await
+            .unwrap();
+        let started = row
+            .find(Locator::Css("td.started"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let ended = row
+            .find(Locator::Css("td.ended"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            started.ends_with('Z') && ended.ends_with('Z'),
+            "{step}: {started} / {ended}"
+        );
+        assert!(
+            started <= ended,
+            "{step} ends before it starts: {started} / {ended}"
+        );
+    }
+    wait_text(client, "#timeline-summary", "of the deadline").await;
+    let faint = client
+        .find(Locator::Css("#graph svg [data-step='skipped']"))
+        .await
+        .unwrap();
+    assert_eq!(
+        faint.attr("data-taken").await.unwrap().as_deref(),
+        Some("false"),
+        "the branch the run did not take is faint"
+    );
+    let notify = client
+        .find(Locator::Css("#graph svg [data-step='notify']"))
+        .await
+        .unwrap();
+    assert_eq!(notify.attr("data-taken").await.unwrap(), None);
+    let drawing = client.find(Locator::Css("#graph svg")).await.unwrap();
+    assert!(
+        drawing
+            .html(true)
+            .await
+            .unwrap()
+            .contains(">#2 success at "),
+        "the drawing labels the step with its answers"
+    );
+    client
+        .execute(
+            "document.getElementById('timeline').scrollIntoView();",
+            vec![],
+        )
+        .await
+        .unwrap();
+    screenshot(client, "timeline").await;
+}
+
 fn owner_only(path: &PathBuf, text: &str) {
     std::fs::write(path, text).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -155,9 +259,12 @@ async fn the_console_lists_draws_and_reconciles_a_held_run_in_chromium() {
     let d = Deployment::new(urls, 2_000).await;
     // Messaging sends the message, then drops the connection: the effect
     // happened and the coordinator cannot know (`unknown`, attention).
-    d.messaging
-        .fake()
-        .script("/v1/messages", [Reply::ResetAfterEffect]);
+    // The third message (the timeline run's first attempt) is answered
+    // 503: it is sent again after its backoff.
+    d.messaging.fake().script(
+        "/v1/messages",
+        [Reply::ResetAfterEffect, Reply::Normal, Reply::Retryable],
+    );
     let c = d.spawn().await;
     let held = d.start(&c, "app-held", &rfc3339(unix_now() - 60)).await;
     d.wait_state(&c, &held, "attention", Duration::from_secs(30))
@@ -480,6 +587,7 @@ async fn the_console_lists_draws_and_reconciles_a_held_run_in_chromium() {
     )
     .unwrap();
     assert_eq!(ended, json!({"runs": [{"run": later, "takes": []}]}));
+    timeline_journey(&d, &c, &client, &base).await;
 
     client.goto(&format!("{base}/deployment")).await.unwrap();
     wait_text(&client, "#doctor", "activation ready").await;

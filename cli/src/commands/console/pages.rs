@@ -10,6 +10,7 @@ use maud::{html, Markup, PreEscaped, DOCTYPE};
 use super::{Fetched, RunsQuery};
 use crate::commands::graph::{self, Standing};
 use crate::commands::ops;
+use crate::commands::timeline::{self, RunView};
 
 /// Run states that are ended (the API's `state` values).
 const ENDED: [&str; 5] = [
@@ -309,6 +310,7 @@ fn visited_graph(inspection: &api::Inspection) -> Markup {
                         (step.kind)
                         @if let Some(e) = &step.effect { " · effect " (e) }
                         " · " (standing.as_str())
+                        @if let Some(took) = timeline::step_seconds(step) { " · " (timeline::duration(took)) }
                     }
                 }
             }
@@ -321,7 +323,7 @@ fn visited_graph(inspection: &api::Inspection) -> Markup {
 /// is the renderer's (its texts are the compiled project's names, written
 /// escaped by it), without its XML declaration, inline in the page.
 fn workflow_graph(data: &ExplainData, inspection: &api::Inspection) -> Option<Markup> {
-    let svg = graph::svg(data, &graph::standings(inspection)).ok()?;
+    let svg = graph::svg(data, &RunView::of(inspection)).ok()?;
     let start = svg.find("<svg")?;
     // The renderer's inline `<style>` (its label font) would break the
     // console's content security policy (`style-src 'self'`): it is left
@@ -334,6 +336,48 @@ fn workflow_graph(data: &ExplainData, inspection: &api::Inspection) -> Option<Ma
         svg.replace_range(open..open + close + "</style>".len(), "");
     }
     Some(html! { div.graph.whole { (PreEscaped(svg)) } })
+}
+
+/// The run's timeline as a table that reads without the drawing: per
+/// visited step when it started and ended and how long it took, its wait
+/// (due, how it ended) and its answers; the caption weighs the time waited
+/// against the run's deadline ([`timeline::summary`]).
+fn timeline_table(i: &api::Inspection) -> Markup {
+    html! {
+        section #timeline {
+            h3 { "Timeline" }
+            table.timeline {
+                caption #timeline-summary { (timeline::summary(i)) }
+                thead { tr {
+                    th scope="col" { "step" } th scope="col" { "started" } th scope="col" { "ended" }
+                    th scope="col" { "took" } th scope="col" { "wait" } th scope="col" { "answers" }
+                } }
+                tbody {
+                    @for step in &i.steps {
+                        tr data-step=(step.name) {
+                            th scope="row" { (step.name) " " span.kind { "(" (step.kind) ")" } }
+                            td.started { (optional(&step.started_at)) }
+                            td.ended { (optional(&step.ended_at)) }
+                            td.took { @match timeline::step_seconds(step) {
+                                Some(t) => (timeline::duration(t)),
+                                None => span.none { "—" },
+                            } }
+                            td.wait { @match timeline::wait_line(step) {
+                                Some(w) => (w),
+                                None => span.none { "—" },
+                            } }
+                            td.answers {
+                                @if step.answers.is_empty() { span.none { "—" } }
+                                @else { ol { @for a in &step.answers {
+                                    li data-kind=(a.kind) { (timeline::answer_line(a)) }
+                                } } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 fn optional(value: &Option<String>) -> Markup {
@@ -410,6 +454,7 @@ pub(super) fn run(
                     }
                 }
             }
+            (timeline_table(i))
             @if ENDED.contains(&s.state.as_str()) {
                 section #actions {
                     h3 { "Recovery" }

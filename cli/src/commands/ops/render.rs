@@ -149,18 +149,29 @@ impl Text for api::Inspection {
                 due_at,
                 observations,
                 restored,
+                started_at,
+                ended_at,
+                wait_due_at,
+                wait_ended,
+                answers,
                 waiting_for,
             } = step;
             let _ = write!(out, "  {name} ({kind})");
+            let answered = (!answers.is_empty()).then(|| answers_text(answers));
             let waiting = waiting_for
                 .as_ref()
                 .map(|w| format!("{}:{} since {}", w.connection, w.limit, w.since));
-            let facts: [(&str, Option<&dyn std::fmt::Display>); 6] = [
+            let facts: [(&str, Option<&dyn std::fmt::Display>); 11] = [
                 ("effect", if_set(effect)),
                 ("attempts", if_set(attempts)),
                 ("dueAt", if_set(due_at)),
                 ("observations", if_set(observations)),
                 ("restored", flag(*restored)),
+                ("startedAt", if_set(started_at)),
+                ("endedAt", if_set(ended_at)),
+                ("waitDueAt", if_set(wait_due_at)),
+                ("waitEnded", if_set(wait_ended)),
+                ("answers", if_set(&answered)),
                 ("waitingFor", if_set(&waiting)),
             ];
             for (fact, value) in facts {
@@ -172,6 +183,22 @@ impl Text for api::Inspection {
         }
         out
     }
+}
+
+/// A call's answers as `ATTEMPT:KIND[(CODE)]` joined by commas, attempt
+/// `0` (a receipt lookup) written `lookup`: `1:retryable(503),2:success`.
+pub(crate) fn answers_text(answers: &[api::InspectedAnswer]) -> String {
+    let one = |a: &api::InspectedAnswer| {
+        let attempt = match a.attempt {
+            0 => "lookup".to_owned(),
+            n => n.to_string(),
+        };
+        match &a.code {
+            Some(code) => format!("{attempt}:{}({code})", a.kind),
+            None => format!("{attempt}:{}", a.kind),
+        }
+    };
+    answers.iter().map(one).collect::<Vec<_>>().join(",")
 }
 
 /// Every member flat, `state.` and `holds.` before the nested ones; a count

@@ -4,7 +4,7 @@
 use coordinator_ir::instant::Instant;
 use coordinator_ir::StepKind;
 use coordinator_ports::store::{
-    Erasure, JobKind, LeaseRequest, Review, RunFilter, RunPage, RunRecord, StoreError,
+    Erasure, JobKind, LeaseRequest, Review, RunFilter, RunPage, RunRecord, StepLedger, StoreError,
 };
 use coordinator_runtime::binding;
 use coordinator_vm::{EffectState, Event, Rejected};
@@ -88,9 +88,10 @@ pub struct InspectedStep {
     /// Call steps: the restore hold held this step's prepared command back
     /// for review ([`StepLedger::restored`]).
     pub restored: bool,
-    /// Call steps: the next attempt waits for its connection's flow
-    /// control ([`StepLedger::waiting`]).
-    pub waiting: Option<coordinator_ports::flow::CallWait>,
+    /// The step's times, wait due time and end, and latest answers, as its
+    /// ledger keeps them (docs/graph.md "The run's timeline"); the
+    /// `attempts`, `observations` and `restored` of it are not read here.
+    pub timeline: StepLedger,
 }
 
 /// One role of the engine: operator actions (`cancel`, `retry-same`,
@@ -177,10 +178,14 @@ impl OperatorActions {
     pub(crate) async fn inspect(&self, run: &RunRecord) -> Result<Vec<InspectedStep>, StoreError> {
         let vm = self.core.vm(&run.revision).await?;
         let wait = vm.as_ref().and_then(|v| v.current_wait(&run.state));
+        let mut ledgers = run.ledger.clone();
+        if let Some(vm) = &vm {
+            crate::timeline::record_admission(vm, &run.state, &mut ledgers);
+        }
         let mut out = Vec::new();
         for name in &run.state.path {
             let kind = vm.as_ref().and_then(|v| v.step_kind(name));
-            let ledger = run.ledger.get(name);
+            let ledger = ledgers.get(name);
             let pending_here = wait
                 .filter(|w| w.step == name.as_str())
                 .map(|w| w.due_at.to_string());
@@ -194,7 +199,7 @@ impl OperatorActions {
                 observations: (kind == Some(StepKind::WaitFor))
                     .then(|| ledger.map(|l| l.observations).unwrap_or(0)),
                 restored: ledger.is_some_and(|l| l.restored),
-                waiting: ledger.and_then(|l| l.waiting.clone()),
+                timeline: ledger.cloned().unwrap_or_default(),
             });
         }
         Ok(out)

@@ -83,6 +83,86 @@ pub struct StepLedger {
     /// "Traces").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entered_unix_nanos: Option<i64>,
+    /// When the run reached the step, Unix seconds of the engine's clock
+    /// (the commit that visited it); `None` in a ledger written before
+    /// step times were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_unix: Option<i64>,
+    /// When the run left the step (or ended there), Unix seconds of the
+    /// engine's clock; `None` while the run is at it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_unix: Option<i64>,
+    /// Wait steps: when the wait was due (a wait-until's instant, a
+    /// wait-for's timeout), Unix seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub due_unix: Option<i64>,
+    /// Wait steps: how the wait ended ([`WaitEnd`]); `None` while it waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_end: Option<WaitEnd>,
+    /// Call steps: the latest answers (dispatches and receipt lookups),
+    /// oldest first, at most [`ANSWERS_KEPT`] (`attempts` counts them all).
+    /// Kinds and codes only: never a body.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub answers: Vec<AnswerRecord>,
+}
+
+/// How many answers a [`StepLedger`] keeps per step (the latest).
+pub const ANSWERS_KEPT: usize = 8;
+
+/// How a wait step's wait ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WaitEnd {
+    /// A wait-until's instant came.
+    Woke,
+    /// A wait-for's completion was observed.
+    Completed,
+    /// A wait-for's timeout came first.
+    TimedOut,
+    /// A cancel request ended it.
+    Cancelled,
+    /// The run's deadline ended it.
+    Deadline,
+}
+
+impl WaitEnd {
+    /// `woke`, `completed`, `timed-out`, `cancelled` or `deadline` (the
+    /// API's `waitEnded`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WaitEnd::Woke => "woke",
+            WaitEnd::Completed => "completed",
+            WaitEnd::TimedOut => "timed-out",
+            WaitEnd::Cancelled => "cancelled",
+            WaitEnd::Deadline => "deadline",
+        }
+    }
+}
+
+/// One answer a call step received, as its [`StepLedger`] keeps it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AnswerRecord {
+    /// When it was answered, Unix seconds of the engine's clock.
+    pub at_unix: i64,
+    /// The dispatch attempt it answered (from 1); `0` for a receipt lookup.
+    pub attempt: u32,
+    /// The answer's kind (`success`, `retryable`, `uncertain`, ...: the
+    /// VM's `Answer::kind`).
+    pub kind: String,
+    /// The answer's code (HTTP status, product or refusal code), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+}
+
+impl StepLedger {
+    /// Keeps `answer`, dropping the oldest beyond [`ANSWERS_KEPT`].
+    pub fn keep_answer(&mut self, answer: AnswerRecord) {
+        self.answers.push(answer);
+        if self.answers.len() > ANSWERS_KEPT {
+            let extra = self.answers.len() - ANSWERS_KEPT;
+            self.answers.drain(..extra);
+        }
+    }
 }
 
 /// Where a run stands in the review that the restore hold asks for

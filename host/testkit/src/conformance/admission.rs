@@ -75,8 +75,6 @@ pub async fn records_round_trip(s: &dyn RunStore, fx: &Fixture) {
         "notify".to_owned(),
         StepLedger {
             attempts: 1,
-            observations: 0,
-            restored: false,
             // A flow-control wait round-trips with the ledger.
             waiting: Some(coordinator_ports::flow::CallWait {
                 connection: "notices".into(),
@@ -84,6 +82,25 @@ pub async fn records_round_trip(s: &dyn RunStore, fx: &Fixture) {
                 since: Instant::from_unix_seconds_and_nanos(1_000, 250_000_000),
             }),
             entered_unix_nanos: Some(1_700_000_000_123_456_789),
+            started_unix: Some(10),
+            answers: vec![coordinator_ports::AnswerRecord {
+                at_unix: 11,
+                attempt: 1,
+                kind: "retryable".into(),
+                code: Some("503".into()),
+            }],
+            ..StepLedger::default()
+        },
+    );
+    // A wait's times and end read back too.
+    ledger.insert(
+        "due".to_owned(),
+        StepLedger {
+            started_unix: Some(5),
+            ended_unix: Some(10),
+            due_unix: Some(10),
+            wait_end: Some(coordinator_ports::WaitEnd::Woke),
+            ..StepLedger::default()
         },
     );
     let mut next = state("run-a");

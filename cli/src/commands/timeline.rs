@@ -1,0 +1,334 @@
+//! The run's timeline as `graph --run` and the console's Run page show it
+//! (docs/graph.md "The run's timeline"): per visited step when it started
+//! and ended, its answers and its wait's due time and end, read from the
+//! run's inspection only; the edges the run took (the others are drawn
+//! faint); and the time its waits took against the run's deadline.
+
+use coordinator_api as api;
+use coordinator_ir::instant;
+
+use super::graph::{standings, Standing};
+
+/// What a drawing shows of a run (`graph --run`, the console's Run page).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunView {
+    /// Whether a run is drawn at all: without one nothing is faint.
+    pub run: bool,
+    /// Where the run stands at each step it visited ([`standings`]).
+    pub standings: Vec<(String, Standing)>,
+    /// The timeline lines added under each visited step's label.
+    pub details: Vec<(String, Vec<String>)>,
+    /// The edges the run took, `(from, to)`: consecutive visited steps.
+    pub taken: Vec<(String, String)>,
+    /// One line on the run: admitted, deadline, time waited.
+    pub summary: Option<String>,
+}
+
+impl RunView {
+    /// The view of the run `inspection` describes.
+    pub fn of(inspection: &api::Inspection) -> RunView {
+        let steps = &inspection.steps;
+        RunView {
+            run: true,
+            standings: standings(inspection),
+            details: steps
+                .iter()
+                .map(|s| (s.name.clone(), step_lines(s)))
+                .collect(),
+            taken: steps
+                .windows(2)
+                .map(|w| (w[0].name.clone(), w[1].name.clone()))
+                .collect(),
+            summary: Some(summary(inspection)),
+        }
+    }
+
+    /// Where the run stands at `step`, if it visited it.
+    pub fn standing(&self, step: &str) -> Option<Standing> {
+        self.standings
+            .iter()
+            .find(|(s, _)| s == step)
+            .map(|(_, c)| *c)
+    }
+
+    /// The timeline lines of `step` (none when not visited).
+    pub fn details(&self, step: &str) -> &[String] {
+        self.details
+            .iter()
+            .find(|(s, _)| s == step)
+            .map_or(&[], |(_, l)| l.as_slice())
+    }
+
+    /// A step the run did not visit, drawn faint.
+    pub fn faint_step(&self, step: &str) -> bool {
+        self.run && self.standing(step).is_none()
+    }
+
+    /// An edge the run did not take, drawn faint.
+    pub fn faint_edge(&self, from: &str, to: &str) -> bool {
+        self.run && !self.taken.iter().any(|(f, t)| f == from && t == to)
+    }
+}
+
+/// The time of day of an RFC 3339 instant (`HH:MM:SS`, UTC), or the
+/// whole text when it is not of the form the service writes.
+pub fn clock_time(at: &str) -> &str {
+    at.get(11..19).unwrap_or(at)
+}
+
+/// Seconds as a short duration: `42s`, `3m 20s`, `2h 5m`, `3d 4h`.
+pub fn duration(seconds: i64) -> String {
+    let s = seconds.max(0);
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m {}s", s / 60, s % 60),
+        3600..=86_399 => format!("{}h {}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d {}h", s / 86_400, s % 86_400 / 3600),
+    }
+}
+
+/// Seconds from `a` to `b` (RFC 3339), if both read.
+pub fn seconds_between(a: &str, b: &str) -> Option<i64> {
+    instant::seconds_between(a, b).ok()
+}
+
+/// How long the step took (or has taken so far: `None` while at it).
+pub fn step_seconds(step: &api::InspectedStep) -> Option<i64> {
+    seconds_between(step.started_at.as_deref()?, step.ended_at.as_deref()?)
+}
+
+/// One answer as `#1 retryable 503 at 12:00:02` (`lookup` for a receipt
+/// lookup).
+pub fn answer_line(a: &api::InspectedAnswer) -> String {
+    let which = match a.attempt {
+        0 => "lookup".to_owned(),
+        n => format!("#{n}"),
+    };
+    let code = a
+        .code
+        .as_deref()
+        .map(|c| format!(" {c}"))
+        .unwrap_or_default();
+    format!("{which} {}{code} at {}", a.kind, clock_time(&a.at))
+}
+
+/// The step's wait: `due 12:00:05, woke` (`waiting` while it waits).
+pub fn wait_line(step: &api::InspectedStep) -> Option<String> {
+    let due = step.wait_due_at.as_deref().or(step.due_at.as_deref())?;
+    let end = step.wait_ended.as_deref().unwrap_or("waiting");
+    Some(format!("due {}, {end}", clock_time(due)))
+}
+
+/// The lines a visited step's label gains: its times, its wait, its
+/// answers.
+pub fn step_lines(step: &api::InspectedStep) -> Vec<String> {
+    let mut lines = Vec::new();
+    match (&step.started_at, &step.ended_at) {
+        (Some(s), Some(e)) => lines.push(format!(
+            "{} to {} ({})",
+            clock_time(s),
+            clock_time(e),
+            duration(seconds_between(s, e).unwrap_or(0))
+        )),
+        (Some(s), None) => lines.push(format!("since {}", clock_time(s))),
+        (None, Some(e)) => lines.push(format!("ended {}", clock_time(e))),
+        (None, None) => {}
+    }
+    lines.extend(wait_line(step));
+    lines.extend(step.answers.iter().map(answer_line));
+    lines
+}
+
+/// Seconds the run spent in its waits that ended (wait-until and
+/// wait-for steps with both times).
+pub fn waited_seconds(inspection: &api::Inspection) -> i64 {
+    inspection
+        .steps
+        .iter()
+        .filter(|s| s.kind == "wait-until" || s.kind == "wait-for")
+        .filter_map(step_seconds)
+        .sum()
+}
+
+/// `run R: admitted A, deadline D (window W); waited X (P% of the
+/// deadline)`, P to a tenth, rounded down.
+pub fn summary(inspection: &api::Inspection) -> String {
+    let st = &inspection.status;
+    let window = seconds_between(&st.admitted_at, &st.deadline_at).unwrap_or(0);
+    let waited = waited_seconds(inspection);
+    // Tenths of a percent, rounded down.
+    let tenths = if window > 0 {
+        waited.saturating_mul(1000) / window
+    } else {
+        0
+    };
+    let share = format!("{}.{}", tenths / 10, tenths % 10);
+    format!(
+        "run {}: admitted {}, deadline {} ({}); waited {} ({share}% of the deadline)",
+        st.run,
+        st.admitted_at,
+        st.deadline_at,
+        duration(window),
+        duration(waited)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::graph::{dot, mermaid, svg};
+    use super::*;
+    use serde_json::json;
+    use std::path::Path;
+
+    fn inspection() -> api::Inspection {
+        serde_json::from_value(json!({
+            "status": {
+                "run": "r1", "workflow": "w", "revision": "sha256:00", "state": "finished",
+                "admittedAt": "2026-01-01T00:00:00Z", "deadlineAt": "2026-01-01T01:40:00Z",
+                "endedAt": "2026-01-01T00:10:05Z", "outcome": "sent", "output": null,
+                "failure": null, "failurePath": null
+            },
+            "steps": [
+                {"name": "due", "kind": "wait-until", "effect": null, "attempts": null,
+                 "dueAt": null, "observations": null,
+                 "startedAt": "2026-01-01T00:00:00Z", "endedAt": "2026-01-01T00:10:00Z",
+                 "waitDueAt": "2026-01-01T00:10:00Z", "waitEnded": "woke"},
+                {"name": "notify", "kind": "call", "effect": "accepted", "attempts": 2,
+                 "dueAt": null, "observations": null,
+                 "startedAt": "2026-01-01T00:10:00Z", "endedAt": "2026-01-01T00:10:05Z",
+                 "answers": [
+                    {"at": "2026-01-01T00:10:01Z", "attempt": 1, "kind": "retryable", "code": "503"},
+                    {"at": "2026-01-01T00:10:05Z", "attempt": 2, "kind": "success"}]},
+                {"name": "sent", "kind": "finish", "effect": null, "attempts": null,
+                 "dueAt": null, "observations": null,
+                 "startedAt": "2026-01-01T00:10:05Z", "endedAt": "2026-01-01T00:10:05Z"}
+            ]
+        }))
+        .expect("an inspection")
+    }
+
+    /// A running run, admitted 2026-01-01T00:00:00Z with a day's deadline,
+    /// that visited `steps`.
+    fn running(steps: serde_json::Value) -> api::Inspection {
+        serde_json::from_value(json!({
+            "status": {
+                "run": "r1", "workflow": "follow-up", "revision": "sha256:00", "state": "running",
+                "admittedAt": "2026-01-01T00:00:00Z", "deadlineAt": "2026-01-02T00:00:00Z",
+                "endedAt": null, "outcome": null, "output": null, "failure": null,
+                "failurePath": null
+            },
+            "steps": steps
+        }))
+        .expect("an inspection")
+    }
+
+    fn step(name: &str, kind: &str) -> serde_json::Value {
+        json!({"name": name, "kind": kind, "effect": null, "attempts": null,
+               "dueAt": null, "observations": null})
+    }
+
+    #[test]
+    fn a_run_labels_its_steps_with_the_timeline_and_fades_what_it_did_not_take() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/delayed-follow-up");
+        let data = coordinator_compiler::compile_project(&dir, "delayed-follow-up")
+            .explain_data
+            .expect("the example compiles");
+        let mut due = step("due", "wait-until");
+        due["startedAt"] = json!("2026-01-01T00:00:00Z");
+        due["endedAt"] = json!("2026-01-01T00:10:00Z");
+        due["waitDueAt"] = json!("2026-01-01T00:10:00Z");
+        due["waitEnded"] = json!("woke");
+        let mut read = step("read-application", "call");
+        read["startedAt"] = json!("2026-01-01T00:10:00Z");
+        read["answers"] = json!([
+            {"at": "2026-01-01T00:10:01Z", "attempt": 1, "kind": "retryable", "code": "http-503"}
+        ]);
+        let view = RunView::of(&running(json!([due, read])));
+        let text = dot(&data, &view);
+        assert!(
+            text.contains("\\n00:00:00 to 00:10:00 (10m 0s)\\ndue 00:10:00, woke\""),
+            "{text}"
+        );
+        assert!(
+            text.contains("\\nsince 00:10:00\\n#1 retryable http-503 at 00:10:01\""),
+            "{text}"
+        );
+        assert!(text.contains("label=\"run r1: admitted"), "{text}");
+        assert!(
+            text.contains("\"due\" -> \"read-application\" [label=\"next\"];"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\"permission\" -> \"notify\" [label=\"send\", color=\"gray75\""),
+            "{text}"
+        );
+        let text = mermaid(&data, &view);
+        assert!(text.starts_with("---\ntitle: \"run r1: admitted"), "{text}");
+        assert!(
+            text.contains(
+                "  class step_permission,step_notify,step_skipped,step_accepted untaken\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("  linkStyle 1,2,3,4 opacity:0.35\n"),
+            "{text}"
+        );
+        let text = svg(&data, &view).expect("laid out");
+        let (steps, edges) = (
+            text.matches("class=\"step\"").count(),
+            text.matches("class=\"edge\"").count(),
+        );
+        assert_eq!(
+            text.matches("data-taken=\"false\"").count(),
+            (steps - 2) + (edges - 1),
+            "two steps and one edge taken, the rest faint: {text}"
+        );
+        assert!(text.contains("<text class=\"run-summary\""), "{text}");
+        assert_eq!(
+            text.matches("<text opacity=\"0.35\"").count(),
+            (steps - 2) + (edges - 1),
+            "each faint step's and edge's label is faint: {text}"
+        );
+        assert!(
+            text.contains(">#1 retryable http-503 at 00:10:01</tspan>"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_step_reads_its_times_wait_and_answers() {
+        let i = inspection();
+        assert_eq!(
+            step_lines(&i.steps[0]),
+            ["00:00:00 to 00:10:00 (10m 0s)", "due 00:10:00, woke"]
+        );
+        assert_eq!(
+            step_lines(&i.steps[1]),
+            [
+                "00:10:00 to 00:10:05 (5s)",
+                "#1 retryable 503 at 00:10:01",
+                "#2 success at 00:10:05"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_summary_weighs_the_waits_against_the_deadline() {
+        assert_eq!(waited_seconds(&inspection()), 600);
+        assert_eq!(
+            summary(&inspection()),
+            "run r1: admitted 2026-01-01T00:00:00Z, deadline 2026-01-01T01:40:00Z (1h 40m); waited 10m 0s (10.0% of the deadline)"
+        );
+    }
+
+    #[test]
+    fn untaken_steps_and_edges_are_faint_only_under_a_run() {
+        let v = RunView::of(&inspection());
+        assert!(!v.faint_step("notify") && v.faint_step("skipped"));
+        assert!(!v.faint_edge("due", "notify") && v.faint_edge("due", "sent"));
+        let plain = RunView::default();
+        assert!(!plain.faint_step("skipped") && !plain.faint_edge("due", "sent"));
+        assert_eq!(duration(3 * 86_400 + 4 * 3600 + 5), "3d 4h");
+    }
+}
