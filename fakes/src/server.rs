@@ -34,6 +34,8 @@ pub struct Recorded {
     pub headers: Vec<(String, String)>,
     /// The body bytes.
     pub body: Bytes,
+    /// When it arrived (this process's monotonic clock).
+    pub at: std::time::Instant,
 }
 
 impl Recorded {
@@ -78,6 +80,12 @@ pub enum Reply {
     Hang,
     /// Waits, then behaves normally.
     Delay(Duration),
+    /// 429 `rate.limited` with `Retry-After: <value>` (as written); the
+    /// product does nothing.
+    TooMany {
+        /// The `Retry-After` header's value.
+        retry_after: String,
+    },
     /// Drops the connection after reading the request, doing nothing.
     Reset,
     /// Does the product's work, then drops the connection without answering
@@ -118,6 +126,21 @@ struct State_ {
     /// idempotency key → times the product's work ran for it.
     effects: HashMap<String, u32>,
     expired: HashSet<String>,
+    /// Requests being answered now, and the most there ever were at once.
+    in_flight: u32,
+    max_in_flight: u32,
+    /// How long each request is held before it is answered.
+    latency: Option<Duration>,
+}
+
+/// Counts a request in flight until dropped.
+struct Answering(Fake);
+
+impl Drop for Answering {
+    fn drop(&mut self) {
+        let mut st = self.0.lock();
+        st.in_flight = st.in_flight.saturating_sub(1);
+    }
 }
 
 /// The handle every fake shares: record, script, inspect. Cheap to clone.
@@ -129,6 +152,18 @@ pub struct Fake {
 impl Fake {
     fn lock(&self) -> MutexGuard<'_, State_> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Holds every request `latency` before answering it (so calls
+    /// overlap, and [`Fake::max_in_flight`] shows how many did).
+    pub fn slow(&self, latency: Duration) -> &Self {
+        self.lock().latency = Some(latency);
+        self
+    }
+
+    /// The most requests this fake was answering at once.
+    pub fn max_in_flight(&self) -> u32 {
+        self.lock().max_in_flight
     }
 
     /// Every request received so far, in arrival order.
@@ -252,6 +287,12 @@ async fn intercept(
         .get("idempotency-key")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
+    let _answering = {
+        let mut st = fake.lock();
+        st.in_flight += 1;
+        st.max_in_flight = st.max_in_flight.max(st.in_flight);
+        Answering(fake.clone())
+    };
     let (reply, check) = {
         let mut st = fake.lock();
         st.requests.push(Recorded {
@@ -269,6 +310,7 @@ async fn intercept(
                 })
                 .collect(),
             body: bytes.clone(),
+            at: std::time::Instant::now(),
         });
         if let Some(k) = &key {
             *st.key_counts.entry(k.clone()).or_default() += 1;
@@ -280,6 +322,10 @@ async fn intercept(
             .unwrap_or(Reply::Normal);
         (reply, st.token_check.clone())
     };
+    let latency = fake.lock().latency;
+    if let Some(latency) = latency {
+        tokio::time::sleep(latency).await;
+    }
     if let Some(check) = check {
         let ok = parts
             .headers
@@ -312,6 +358,13 @@ async fn intercept(
         )
             .into_response(),
         Reply::Retryable => problem(503, "service.unavailable"),
+        Reply::TooMany { retry_after } => {
+            let mut r = problem(429, "rate.limited");
+            if let Ok(v) = axum::http::HeaderValue::from_str(&retry_after) {
+                r.headers_mut().insert("retry-after", v);
+            }
+            r
+        }
         Reply::Hang => std::future::pending().await,
         Reply::Delay(d) => {
             tokio::time::sleep(d).await;
@@ -440,6 +493,7 @@ mod tests {
             query: None,
             headers: Vec::new(),
             body: Bytes::new(),
+            at: std::time::Instant::now(),
         });
     }
 

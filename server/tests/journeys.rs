@@ -14,6 +14,7 @@
 
 mod bulk;
 mod console;
+mod flow;
 mod support;
 mod traces;
 mod typed_callers;

@@ -309,6 +309,9 @@ pub struct Deployment {
     /// Lines added under `database:` in every runtime file written (e.g.
     /// `  poolingMode: transaction\n`).
     pub database_extra: String,
+    /// `limits` of connections in every runtime file written from now on
+    /// (connection name, the flow YAML such as `{inFlight: 2}`).
+    pub connection_limits: Vec<(String, String)>,
 }
 
 impl Deployment {
@@ -388,6 +391,7 @@ impl Deployment {
             timeout_ms,
             example,
             database_extra: database_extra.to_owned(),
+            connection_limits: Vec::new(),
         };
         d.set_database(&d.urls.clone());
         d.apply().await;
@@ -523,6 +527,9 @@ database:
             out.push_str(&format!(
                 "  {name}:\n    type: {kind}\n    baseUrl: {base}\n{extra}    requestTimeoutMilliseconds: {timeout}\n    authorization:\n      tokenEndpoint: {token}\n      clientId: coordinator-{name}\n      signingKeyRef: secret:file/{name}-client-key\n"
             ));
+            if let Some((_, limits)) = self.connection_limits.iter().find(|(c, _)| c == name) {
+                out.push_str(&format!("    limits: {limits}\n"));
+            }
         }
         out
     }
