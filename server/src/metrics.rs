@@ -223,59 +223,37 @@ fn answer(headers: &HeaderMap, registry: &Registry) -> Response {
 #[derive(Debug)]
 struct ByLabel {
     kind: MetricType,
-    label: &'static str,
-    values: Vec<(String, u64)>,
+    labels: Vec<&'static str>,
+    values: Vec<(Vec<String>, u64)>,
 }
 
 impl ByLabel {
     fn gauge(label: &'static str, values: Vec<(String, u64)>) -> ByLabel {
-        ByLabel {
-            kind: MetricType::Gauge,
-            label,
-            values,
-        }
+        ByLabel::of(MetricType::Gauge, label, values)
     }
 
     fn counter(label: &'static str, values: Vec<(String, u64)>) -> ByLabel {
+        ByLabel::of(MetricType::Counter, label, values)
+    }
+
+    fn of(kind: MetricType, label: &'static str, values: Vec<(String, u64)>) -> ByLabel {
         ByLabel {
-            kind: MetricType::Counter,
-            label,
-            values,
+            kind,
+            labels: vec![label],
+            values: values.into_iter().map(|(v, n)| (vec![v], n)).collect(),
         }
     }
 }
 
 impl EncodeMetric for ByLabel {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        for (value, n) in &self.values {
-            let labels = [(self.label, value.as_str())];
-            let mut sample = encoder.encode_family(&labels)?;
-            match self.kind {
-                MetricType::Counter => sample.encode_counter::<NoLabelSet, _, u64>(n, None)?,
-                _ => sample.encode_gauge(n)?,
-            }
-        }
-        Ok(())
-    }
-
-    fn metric_type(&self) -> MetricType {
-        self.kind
-    }
-}
-
-/// One family's samples by two labels, in a fixed order (the
-/// per-connection series: `connection` and one more).
-#[derive(Debug)]
-struct ByLabelPair {
-    kind: MetricType,
-    labels: [&'static str; 2],
-    values: Vec<([String; 2], u64)>,
-}
-
-impl EncodeMetric for ByLabelPair {
-    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        for ([a, b], n) in &self.values {
-            let labels = [(self.labels[0], a.as_str()), (self.labels[1], b.as_str())];
+        for (values, n) in &self.values {
+            let labels: Vec<(&str, &str)> = self
+                .labels
+                .iter()
+                .copied()
+                .zip(values.iter().map(String::as_str))
+                .collect();
             let mut sample = encoder.encode_family(&labels)?;
             match self.kind {
                 MetricType::Counter => sample.encode_counter::<NoLabelSet, _, u64>(n, None)?,
@@ -325,13 +303,13 @@ async fn register_connection_flows(
     registry.register(
         "coordinator_connection_throttled",
         "Calls this process told to wait, by connection and limit (in-flight, rate, retry-after)",
-        ByLabelPair {
+        ByLabel {
             kind: MetricType::Counter,
-            labels: ["connection", "limit"],
+            labels: vec!["connection", "limit"],
             values: counters
                 .throttled
                 .iter()
-                .map(|((c, l), n)| ([c.clone(), l.as_str().to_owned()], *n))
+                .map(|((c, l), n)| (vec![c.clone(), l.as_str().to_owned()], *n))
                 .collect(),
         },
     );
