@@ -23,35 +23,9 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use coordinator_ir::instant::Instant;
 use coordinator_runtime::config::CallLimits;
-use serde::{Deserialize, Serialize};
 
 use crate::store::StoreError;
-
-/// The limit that holds a call back.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum FlowLimit {
-    /// `limits.inFlight` calls are in flight.
-    InFlight,
-    /// `limits.perSecond` (with `burst`) is spent for now.
-    Rate,
-    /// The product answered `Retry-After` (429 or 503) for the connection.
-    RetryAfter,
-}
-
-impl FlowLimit {
-    /// The label as operators read it: `in-flight`, `rate`, `retry-after`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FlowLimit::InFlight => "in-flight",
-            FlowLimit::Rate => "rate",
-            FlowLimit::RetryAfter => "retry-after",
-        }
-    }
-
-    /// Every limit, in label order (for metrics).
-    pub const ALL: [FlowLimit; 3] = [FlowLimit::InFlight, FlowLimit::Rate, FlowLimit::RetryAfter];
-}
+pub use crate::waiting::{CallWait, FlowLimit};
 
 /// One ask for a call's turn ([`FlowControl::take_call_slot`]).
 #[derive(Clone, Copy, Debug)]
@@ -83,21 +57,6 @@ pub enum SlotAnswer {
         /// The earliest instant worth asking again.
         until: Instant,
     },
-}
-
-/// A step's next call waiting for its connection's flow control, as the
-/// run's ledger records it (`inspect`'s `waitingFor`, the status's
-/// `waitingFor`): recorded when the wait begins, cleared in the commit
-/// that feeds the call's answer.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CallWait {
-    /// The connection's name.
-    pub connection: String,
-    /// The limit that held the call back when the wait began.
-    pub limit: FlowLimit,
-    /// When the wait began.
-    pub since: Instant,
 }
 
 /// A connection's flow as `/metrics` shows it.

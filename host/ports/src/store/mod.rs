@@ -76,7 +76,7 @@ pub struct StepLedger {
     /// The step's next call waits for its connection's flow control
     /// (`limits`, a product's `Retry-After`); `None` once it went.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub waiting: Option<crate::flow::CallWait>,
+    pub waiting: Option<crate::waiting::CallWait>,
     /// When the run entered the step, Unix nanoseconds of the engine's
     /// clock; kept only for a run with a trace context (the start of the
     /// step's span, exported when the step ends; docs/operations.md
