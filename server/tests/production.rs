@@ -187,6 +187,21 @@ fn host_list(urls: &Urls, primary: u16, standby: u16) -> Urls {
 /// run finishes, none is lost, Messaging receives each run's message
 /// exactly once (a run held for `reconcile` is reconciled), and every
 /// start answered 201/200 before the failover is found after it.
+/// Whether `run`, just reconciled, settles held again (`attention`: no
+/// receipt was found) rather than finishing, within 30 s.
+async fn settles_as_held(d: &Deployment, c: &Coordinator, run: &str) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(30) {
+        let v = d.get(c, &format!("/v1/runs/{run}")).await;
+        match v.as_ref().and_then(|v| v["state"].as_str()) {
+            Some("finished") => return false,
+            Some("attention") => return true,
+            _ => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+    false
+}
+
 async fn failover_loses_nothing(reach: Reach) {
     if urls("failover").is_none() {
         return;
@@ -318,6 +333,20 @@ async fn failover_loses_nothing(reach: Reach) {
                         .await;
                     assert!(status == 200 || status == 202, "{status} {body}");
                     reconciled += 1;
+                    // The receipt settles it, unless the message never
+                    // reached Messaging (marked `sending`, then cut with the
+                    // primary): then the lookup finds no receipt, the run
+                    // stays held, and retry-same sends it, once.
+                    if settles_as_held(&d, &a, run).await {
+                        let (status, body) = d
+                            .operate(
+                                &a,
+                                &format!("/v1/runs/{run}/retry-same"),
+                                json!({"reason": "failover-journey"}),
+                            )
+                            .await;
+                        assert!(status == 200 || status == 202, "{status} {body}");
+                    }
                     d.wait_state(&a, run, "finished", Duration::from_secs(60))
                         .await;
                     break;

@@ -2,6 +2,12 @@
 //! reads: the codes fed as uncertain answers ([`INTERRUPTED`],
 //! [`RESTORED`]) and the longest retry backoff.
 
+/// The code of the answer a call is given when its run's cancel was
+/// requested while the call waited for its connection's flow control: it
+/// was never sent, so the answer is retryable ("not processed") and the run
+/// ends `cancelled`.
+pub const CANCELLED_UNSENT: &str = "cancelled-unsent";
+
 /// The code fed as [`Answer::Uncertain`] for a mutation or evaluation whose
 /// job was found `sending` after its lease expired (a crash mid-request).
 pub const INTERRUPTED: &str = "dispatch-interrupted";

@@ -19,7 +19,7 @@ use coordinator_vm::{Answer, DispatchCommand, Event, Expected, Vm};
 
 use std::sync::Arc;
 
-use crate::config::{INTERRUPTED, MAX_BACKOFF_SECONDS};
+use crate::config::{CANCELLED_UNSENT, INTERRUPTED, MAX_BACKOFF_SECONDS};
 use crate::core::{Core, HandedOff, InFlight};
 use crate::feed::Feeding;
 use crate::flow_gate::Turn;
@@ -414,6 +414,11 @@ impl Worker {
                 .await?
             {
                 Turn::Go { holds_slot } => holds_slot,
+                Turn::Wait { .. }
+                    if run.state.status == coordinator_vm::RunStatus::CancelRequested =>
+                {
+                    return self.cancel_unsent(run, job, step).await;
+                }
                 Turn::Wait { limit, until } => {
                     let wait = Waiting {
                         step: &step,
@@ -458,6 +463,33 @@ impl Worker {
         };
         let feeding = Feeding {
             ledger: Some(&count),
+            ..Feeding::completing(job.id)
+        };
+        self.core.feed(run, &event, feeding).await?;
+        Ok(())
+    }
+
+    /// A call its connection's flow control holds back, of a run whose
+    /// cancel was requested: it was never sent, so the VM is answered "not
+    /// processed" (retryable) and the run ends cancelled.
+    async fn cancel_unsent(
+        &self,
+        run: RunRecord,
+        job: &Job,
+        step: String,
+    ) -> Result<(), StoreError> {
+        tracing::info!(run = %run.id, step = %step, "the call waited for its connection's flow control and is cancelled unsent");
+        let clear = |l: &mut BTreeMap<String, StepLedger>| {
+            l.entry(step.clone()).or_default().waiting = None;
+        };
+        let event = Event::CallAnswered {
+            step: step.clone(),
+            answer: Answer::Retryable {
+                code: CANCELLED_UNSENT.to_owned(),
+            },
+        };
+        let feeding = Feeding {
+            ledger: Some(&clear),
             ..Feeding::completing(job.id)
         };
         self.core.feed(run, &event, feeding).await?;
@@ -520,6 +552,9 @@ impl Worker {
         if !recorded {
             tracing::info!(run = %run.id, step, connection, limit = limit.as_str(), until = %until, "the call waits for its connection's flow control");
             let mut ledger = run.ledger.clone();
+            if let Ok(Some(vm)) = self.core.vm(&run.revision).await {
+                crate::timeline::record_admission(&vm, &run.state, &mut ledger);
+            }
             ledger.entry(step.to_owned()).or_default().waiting = Some(CallWait {
                 connection: connection.to_owned(),
                 limit,

@@ -441,6 +441,23 @@ impl JobQueue for MemoryRunStore {
         Ok(out)
     }
 
+    async fn bring_run_forward(&self, run_id: &str, now: i64) -> Result<usize, StoreError> {
+        let mut m = self.lock()?;
+        let mut moved = 0;
+        for j in m.jobs.values_mut() {
+            if j.run_id == run_id
+                && matches!(j.kind, JobKind::Dispatch { .. })
+                && j.state == JobState::Ready
+                && j.lease.is_none()
+                && j.due_unix > now
+            {
+                j.due_unix = now;
+                moved += 1;
+            }
+        }
+        Ok(moved)
+    }
+
     async fn bring_forward(
         &self,
         review_request_id: &str,

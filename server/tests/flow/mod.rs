@@ -7,14 +7,15 @@
 //! more than the burst plus 5 a second over any stretch; nothing arrives
 //! while the product's `Retry-After` runs; runs show `waitingFor` while they
 //! wait; and every run finishes, each notice sent once (the 429'd one
-//! twice, under one key).
+//! twice, under one key). Then a cancel reaches a call the product's
+//! `Retry-After: 600` holds back: the run ends cancelled at once.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use coordinator_fakes::Reply;
 
-use crate::support::{rfc3339, unix_now, urls, Deployment};
+use crate::support::{rfc3339, unix_now, urls, Deployment, OPERATOR};
 
 const RUNS: usize = 24;
 
@@ -125,5 +126,40 @@ async fn limits_hold_across_processes_and_retry_after_holds_the_connection() {
         .map(|t| t.duration_since(answered))
         .collect();
     assert!(held.is_empty(), "calls during the Retry-After: {held:?}");
+    // A cancel reaches a call the product's Retry-After holds back: a run
+    // answered 429 `Retry-After: 600` waits to try again; cancelled, it ends
+    // cancelled at once and nothing more is sent.
+    messaging.script(
+        "/v1/messages",
+        [Reply::TooMany {
+            retry_after: "600".into(),
+        }],
+    );
+    let held = d.start(&b, "app-flow-hold", &rfc3339(unix_now())).await;
+    let started = Instant::now();
+    loop {
+        let v = d.get(&a, &format!("/v1/runs/{held}")).await.unwrap();
+        if v["waitingFor"] == "notices" {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{v}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let before = messaging.requests_to("/v1/messages").len();
+    let cancelled = d
+        .http
+        .post(format!("{}/v1/runs/{held}/cancel", a.base))
+        .bearer_auth(d.token(OPERATOR))
+        .header("content-type", "application/json")
+        .body(r#"{"reason":"ticket-42"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cancelled.status().as_u16(), 200);
+    let v = d
+        .wait_state(&a, &held, "cancelled", Duration::from_secs(15))
+        .await;
+    assert!(v.get("waitingFor").is_none(), "{v}");
+    assert_eq!(messaging.requests_to("/v1/messages").len(), before);
     d.cleanup().await;
 }

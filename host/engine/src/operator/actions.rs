@@ -291,6 +291,18 @@ impl OperatorActions {
         match fed {
             Fed::Applied(r) => {
                 tracing::info!(run = %r.id, action = ?action, state = r.status().as_str(), "operator action");
+                if r.status() == coordinator_vm::RunStatus::CancelRequested {
+                    // A call its connection's flow control holds back is
+                    // looked at now: it ends cancelled, never sent.
+                    let now = self.core.clock.now_unix();
+                    match self.core.store.bring_run_forward(&r.id, now).await {
+                        Ok(0) => {}
+                        Ok(_) => self.core.wake_one(),
+                        Err(e) => {
+                            tracing::warn!(run = %r.id, error = %e, "a waiting call is cancelled when its wait ends")
+                        }
+                    }
+                }
                 if action != Action::Reconcile {
                     return Ok(*r);
                 }

@@ -201,6 +201,11 @@ pub trait JobQueue: Send + Sync {
         now: i64,
         floor_seconds: i64,
     ) -> Result<usize, StoreError>;
+
+    /// Makes run `run_id`'s dispatch jobs that wait (ready, unleased, due
+    /// after `now`) due at `now`: a cancel reaches a call its connection's
+    /// flow control holds back at once. Returns how many it moved.
+    async fn bring_run_forward(&self, run_id: &str, now: i64) -> Result<usize, StoreError>;
 }
 
 /// What operators, the console and startup read about runs.

@@ -119,6 +119,7 @@ impl FlowControl for Store {
                     (SELECT count(*) FROM {ns}.connection_calls c
                       WHERE c.connection = f.connection AND c.held_until > $1),
                     (SELECT count(*) FROM {ns}.connection_waits w
+                       JOIN {ns}.jobs j ON j.job_id = w.job_id AND j.state = 'ready'
                       WHERE w.connection = f.connection AND w.waiting_until > $1 - {grace})
                FROM {ns}.connection_flow f"
         ))

@@ -257,6 +257,21 @@ impl JobQueue for Store {
         Ok(jobs)
     }
 
+    async fn bring_run_forward(&self, run_id: &str, now: i64) -> Result<usize, PortError> {
+        let done = sqlx::query(&format!(
+            "UPDATE {ns}.jobs SET due_at = $2
+              WHERE run_id = $1 AND kind = 'dispatch' AND state = 'ready'
+                AND lease_owner IS NULL AND due_at > $2",
+            ns = self.ns
+        ))
+        .bind(run_id)
+        .bind(at(now))
+        .execute(&self.db)
+        .await
+        .map_err(pdb)?;
+        Ok(usize::try_from(done.rows_affected()).unwrap_or(0))
+    }
+
     async fn bring_forward(
         &self,
         review_request_id: &str,
