@@ -410,7 +410,7 @@ impl Worker {
             let holds_slot = match self
                 .core
                 .flow
-                .turn(&connection, conn, job.id, now, held_until)
+                .turn(&connection, conn.limits(), job.id, now, held_until)
                 .await?
             {
                 Turn::Go { holds_slot } => holds_slot,
@@ -435,8 +435,7 @@ impl Worker {
                 .core
                 .traced_attempt(&run, &step, &connection, attempt, sent)
                 .await;
-            self.after_call(&connection, job.id, holds_slot, &sent)
-                .await;
+            self.after_call(&connection, holds_slot, &sent).await;
             match sent {
                 Ok(outcome) => {
                     tracing::info!(run = %run.id, step = %step, attempt, result = %outcome.label(), "dispatched");
@@ -501,7 +500,6 @@ impl Worker {
     async fn after_call(
         &self,
         connection: &str,
-        job_id: u64,
         holds_slot: bool,
         sent: &Result<Outcome, AdapterError>,
     ) {
@@ -514,10 +512,7 @@ impl Worker {
         }
         let now = self.core.clock.now();
         let flow = &self.core.flow;
-        if let Some(until) = flow
-            .done(connection, job_id, holds_slot, retry_after, now)
-            .await
-        {
+        if let Some(until) = flow.done(connection, holds_slot, retry_after, now).await {
             self.core.counters.retry_after_honoured(connection);
             tracing::info!(connection, until = %until, "the product asked to be called again later; the connection's calls wait until then");
         }

@@ -2,19 +2,24 @@
 //! [`CallLimits`]) and a product's `Retry-After`, held where every
 //! `coordinator` process of the deployment sees them.
 //!
-//! Before a dispatch attempt writes its request, the worker asks
-//! [`FlowControl::take_call_slot`]: [`SlotAnswer::Granted`] takes one unit
-//! of the connection's rate and, with `inFlight`, one slot held by the job
-//! until [`FlowControl::give_back_call_slot`] (or until `held_until`, the
-//! job's lease, should the process die meanwhile); [`SlotAnswer::Wait`]
-//! says which limit holds the call back and until when. A product's
+//! Before a dispatch attempt writes its request, a process that has no
+//! share of the connection's limits left asks
+//! [`FlowControl::take_call_slot`]. It asks as a *holder* (one id per
+//! process): [`SlotAnswer::Granted`] sets the number of in-flight slots
+//! the holder holds (until `held_until`, should the process die) and hands
+//! it tokens of the rate's bucket, at least what the call needs and at most
+//! what the holder wants in reserve; the process hands its reserve out to
+//! its next calls without asking again (the engine's flow gate, which
+//! sizes the reserve so that no limit is exceeded; docs/decisions.md "Flow
+//! control is shared through PostgreSQL"). [`SlotAnswer::Wait`] says which
+//! limit holds the call back and until when, and takes nothing. Slots are
+//! given back with [`FlowControl::give_back_call_slots`]; a product's
 //! `Retry-After` is recorded with [`FlowControl::hold_back_connection`].
 //!
 //! Every instant here comes from the caller's clock port, so tests on a
 //! manual clock drive it deterministically. The PostgreSQL store
 //! implements it in the deployment's namespace (`connection_flow`,
-//! `connection_calls`, `connection_waits`; docs/decisions.md "Flow
-//! control is shared through PostgreSQL"); [`MemoryFlowControl`] is the
+//! `connection_calls`, `connection_waits`); [`MemoryFlowControl`] is the
 //! in-memory form for one process and tests.
 
 use std::collections::BTreeMap;
@@ -22,35 +27,73 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use coordinator_ir::instant::Instant;
+#[cfg(doc)]
 use coordinator_runtime::config::CallLimits;
 
 use crate::store::StoreError;
 pub use crate::waiting::{CallWait, FlowLimit};
+
+/// What a holder asks of a connection's `inFlight` limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlotsAsk {
+    /// The connection's `inFlight`: slots held by every holder together.
+    pub limit: u32,
+    /// The fewest slots the holder must hold for the call to go (the
+    /// slots its calls in flight use, plus this call's).
+    pub needed: u32,
+    /// The most it would hold (`needed` plus a reserve), granted as far
+    /// as the other holders leave room.
+    pub wanted: u32,
+}
+
+/// What a holder asks of a connection's rate (`perSecond`, `burst`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TokensAsk {
+    /// Tokens added to the bucket per second.
+    pub per_second: f64,
+    /// The most tokens the bucket holds (the `burst`, less what the
+    /// holders may keep in reserve).
+    pub capacity: f64,
+    /// Tokens the call needs (1).
+    pub needed: u32,
+    /// The most it takes (`needed` plus a reserve), as far as the bucket
+    /// holds them.
+    pub wanted: u32,
+}
 
 /// One ask for a call's turn ([`FlowControl::take_call_slot`]).
 #[derive(Clone, Copy, Debug)]
 pub struct SlotRequest<'a> {
     /// The connection's name in the runtime file.
     pub connection: &'a str,
-    /// The dispatch job that will make the call (holds the in-flight slot).
+    /// Whose slots these are: one id per process (63 bits).
+    pub holder: u64,
+    /// The dispatch job that asks (a wait is recorded under it, for
+    /// `/metrics`).
     pub job_id: u64,
-    /// The connection's `limits` (an empty one limits nothing but a
-    /// product's `Retry-After`).
-    pub limits: &'a CallLimits,
     /// Now, from the caller's clock.
     pub now: Instant,
-    /// Until when a granted in-flight slot is held should it never be
-    /// given back (the job's lease).
+    /// Until when the holder's slots hold should it never give them back
+    /// (a later one recorded already stays).
     pub held_until: Instant,
+    /// The `inFlight` ask (`None`: the holder's slots are left as they are).
+    pub slots: Option<SlotsAsk>,
+    /// The rate's ask (`None`: the bucket is not touched).
+    pub tokens: Option<TokensAsk>,
 }
 
 /// The answer to a [`SlotRequest`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum SlotAnswer {
     /// The call may go now.
-    Granted,
+    Granted {
+        /// In-flight slots the holder holds now (0 when it asked none).
+        slots: u32,
+        /// Tokens taken from the bucket (0 when it asked none).
+        tokens: u32,
+    },
     /// The call must wait: `limit` holds it back, and asking again before
-    /// `until` is in vain.
+    /// `until` is in vain. Nothing was taken.
     Wait {
         /// The limit that holds it.
         limit: FlowLimit,
@@ -62,7 +105,8 @@ pub enum SlotAnswer {
 /// A connection's flow as `/metrics` shows it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ConnectionFlow {
-    /// Calls holding an in-flight slot now (connections with `inFlight`).
+    /// In-flight slots held now, by calls or in a process's reserve
+    /// (connections with `inFlight`).
     pub in_flight: u64,
     /// Calls that were told to wait and have not gone yet.
     pub waiting: u64,
@@ -72,21 +116,28 @@ pub struct ConnectionFlow {
 /// of a deployment.
 #[async_trait]
 pub trait FlowControl: Send + Sync {
-    /// Asks for a call's turn: [`SlotAnswer::Granted`] takes one unit of
-    /// the rate and (with `inFlight`) an in-flight slot for `job_id` until
-    /// `held_until`, atomically across processes; otherwise which limit
-    /// holds it back until when (a product's `Retry-After` first, then
-    /// `inFlight`, then the rate), and nothing is taken. Asking again for a
-    /// job that holds a slot keeps that one slot.
+    /// Asks for a call's turn, atomically across processes: a product's
+    /// `Retry-After` first, then `inFlight` (the holder is granted
+    /// `min(wanted, limit − the other holders' slots)` slots, and the call
+    /// waits when that is below `needed`; holds past their `held_until`
+    /// count no more), then the rate (the holder takes `min(wanted, whole
+    /// tokens in the bucket)`, and the call waits when that is below
+    /// `needed`). All or nothing: a wait takes nothing and leaves the
+    /// holder's slots as they were.
     ///
     /// # Errors
     /// [`StoreError::Unavailable`] when the shared state cannot be reached
     /// (the call does not go).
     async fn take_call_slot(&self, request: &SlotRequest<'_>) -> Result<SlotAnswer, StoreError>;
 
-    /// Gives `job_id`'s in-flight slot on `connection` back (its answer is
-    /// in hand). Nothing when it holds none.
-    async fn give_back_call_slot(&self, connection: &str, job_id: u64) -> Result<(), StoreError>;
+    /// Lowers `holder`'s in-flight slots on `connection` to `keep` (0
+    /// gives them all back); nothing when it holds no more than that.
+    async fn give_back_call_slots(
+        &self,
+        connection: &str,
+        holder: u64,
+        keep: u32,
+    ) -> Result<(), StoreError>;
 
     /// Holds every next call to `connection` back until `until` (a
     /// product's `Retry-After`); a later hold already recorded stays.
@@ -100,8 +151,8 @@ pub trait FlowControl: Send + Sync {
     /// back (`None`: no hold recorded; one in the past may be answered).
     async fn held_back_until(&self, connection: &str) -> Result<Option<Instant>, StoreError>;
 
-    /// Each connection's calls in flight and calls waiting, as of `now`
-    /// (connections never limited are absent).
+    /// Each connection's in-flight slots held and calls waiting, as of
+    /// `now` (connections never limited are absent).
     async fn flows(&self, now: Instant) -> Result<BTreeMap<String, ConnectionFlow>, StoreError>;
 }
 
@@ -125,8 +176,8 @@ struct Bucket {
 struct Flow {
     bucket: Option<Bucket>,
     retry_after_until: Option<Instant>,
-    /// Job → held until.
-    calls: BTreeMap<u64, Instant>,
+    /// Holder → (slots, held until).
+    calls: BTreeMap<u64, (u32, Instant)>,
     /// Job → waiting until.
     waits: BTreeMap<u64, Instant>,
 }
@@ -173,7 +224,8 @@ pub fn instant_after(at: &Instant, seconds: f64) -> Instant {
 }
 
 /// The decision of [`FlowControl::take_call_slot`] on one connection's
-/// state, shared by the in-memory form and the PostgreSQL store's tests.
+/// state (the in-memory form; the PostgreSQL store's `take_call_slot`
+/// routine decides the same way).
 fn decide(flow: &mut Flow, request: &SlotRequest<'_>) -> SlotAnswer {
     let now = request.now;
     if let Some(until) = flow.retry_after_until.filter(|u| *u > now) {
@@ -182,40 +234,55 @@ fn decide(flow: &mut Flow, request: &SlotRequest<'_>) -> SlotAnswer {
             until,
         };
     }
-    if let Some(max) = request.limits.in_flight {
-        flow.calls.retain(|_, held| *held > now);
-        let others = flow.calls.keys().filter(|j| **j != request.job_id).count();
-        if others >= max as usize {
+    let mut slots = 0;
+    if let Some(ask) = request.slots {
+        flow.calls.retain(|_, (_, held)| *held > now);
+        let others: u64 = flow
+            .calls
+            .iter()
+            .filter(|(holder, _)| **holder != request.holder)
+            .map(|(_, (n, _))| u64::from(*n))
+            .sum();
+        let room = u64::from(ask.limit).saturating_sub(others);
+        slots = u32::try_from(room.min(u64::from(ask.wanted))).unwrap_or(ask.wanted);
+        if slots < ask.needed {
             return SlotAnswer::Wait {
                 limit: FlowLimit::InFlight,
                 until: instant_after(&now, SLOT_WAIT_SECONDS as f64),
             };
         }
     }
-    if let (Some(rate), Some(burst)) = (request.limits.per_second, request.limits.effective_burst())
-    {
-        let burst = f64::from(burst);
+    let mut tokens = 0;
+    if let Some(ask) = request.tokens {
         let bucket = flow.bucket.get_or_insert(Bucket {
-            tokens: burst,
+            tokens: ask.capacity,
             at: now,
         });
         let elapsed = seconds_between(&bucket.at, &now).max(0.0);
-        let tokens = (bucket.tokens + rate * elapsed).min(burst);
-        if tokens < 1.0 {
+        let available = (bucket.tokens + ask.per_second * elapsed).min(ask.capacity);
+        // Whole tokens in the bucket, as many as wanted (a u32 at most).
+        tokens = available.floor().clamp(0.0, f64::from(ask.wanted)) as u32;
+        if tokens < ask.needed {
             return SlotAnswer::Wait {
                 limit: FlowLimit::Rate,
-                until: instant_after(&now, (1.0 - tokens) / rate),
+                until: instant_after(&now, (f64::from(ask.needed) - available) / ask.per_second),
             };
         }
-        bucket.tokens = tokens - 1.0;
+        bucket.tokens = available - f64::from(tokens);
         if now > bucket.at {
             bucket.at = now;
         }
     }
-    if request.limits.in_flight.is_some() {
-        flow.calls.insert(request.job_id, request.held_until);
+    if request.slots.is_some() {
+        let held = flow
+            .calls
+            .get(&request.holder)
+            .map(|(_, until)| *until)
+            .filter(|until| *until > request.held_until)
+            .unwrap_or(request.held_until);
+        flow.calls.insert(request.holder, (slots, held));
     }
-    SlotAnswer::Granted
+    SlotAnswer::Granted { slots, tokens }
 }
 
 #[async_trait]
@@ -225,7 +292,7 @@ impl FlowControl for MemoryFlowControl {
         let flow = flows.entry(request.connection.to_owned()).or_default();
         let answer = decide(flow, request);
         match answer {
-            SlotAnswer::Granted => {
+            SlotAnswer::Granted { .. } => {
                 flow.waits.remove(&request.job_id);
             }
             SlotAnswer::Wait { until, .. } => {
@@ -235,9 +302,18 @@ impl FlowControl for MemoryFlowControl {
         Ok(answer)
     }
 
-    async fn give_back_call_slot(&self, connection: &str, job_id: u64) -> Result<(), StoreError> {
+    async fn give_back_call_slots(
+        &self,
+        connection: &str,
+        holder: u64,
+        keep: u32,
+    ) -> Result<(), StoreError> {
         if let Some(flow) = self.lock()?.get_mut(connection) {
-            flow.calls.remove(&job_id);
+            if keep == 0 {
+                flow.calls.remove(&holder);
+            } else if let Some((slots, _)) = flow.calls.get_mut(&holder) {
+                *slots = (*slots).min(keep);
+            }
         }
         Ok(())
     }
@@ -271,7 +347,12 @@ impl FlowControl for MemoryFlowControl {
                 (
                     name.clone(),
                     ConnectionFlow {
-                        in_flight: flow.calls.values().filter(|h| **h > now).count() as u64,
+                        in_flight: flow
+                            .calls
+                            .values()
+                            .filter(|(_, held)| *held > now)
+                            .map(|(n, _)| u64::from(*n))
+                            .sum(),
                         waiting: flow.waits.values().filter(|u| live(u)).count() as u64,
                     },
                 )

@@ -43,7 +43,9 @@ pub use adapter::{
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use counts::{LiveCounts, RunCounts};
-pub use flow::{FlowControl, FlowLimit, MemoryFlowControl, SlotAnswer, SlotRequest};
+pub use flow::{
+    FlowControl, FlowLimit, MemoryFlowControl, SlotAnswer, SlotRequest, SlotsAsk, TokensAsk,
+};
 pub use memory::MemoryRunStore;
 pub use store::{
     Admitted, Commit, Committed, Erasure, Holds, Job, JobKind, JobState, LeaseOnInsert,

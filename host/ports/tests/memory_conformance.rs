@@ -54,6 +54,12 @@ async fn flow_rate() {
 }
 
 #[tokio::test]
+async fn flow_all_or_nothing() {
+    let flow = coordinator_ports::MemoryFlowControl::new();
+    conformance::a_call_held_back_by_its_rate_takes_no_slot(&flow).await;
+}
+
+#[tokio::test]
 async fn flow_retry_after() {
     let flow = coordinator_ports::MemoryFlowControl::new();
     conformance::retry_after_holds_every_call_back_and_a_later_hold_wins(&flow).await;

@@ -265,13 +265,15 @@ CREATE UNLOGGED TABLE {ns}.connection_flow (
     -- No call before this (a product's Retry-After).
     retry_after_until double precision
 );
--- Calls holding an in-flight slot, until given back or held_until.
+-- In-flight slots each holder (one per process) holds, until given back
+-- or held_until: its calls in flight and its reserve.
 CREATE UNLOGGED TABLE {ns}.connection_calls (
-    job_id bigint PRIMARY KEY,
     connection text NOT NULL,
-    held_until double precision NOT NULL
+    holder bigint NOT NULL,
+    slots integer NOT NULL,
+    held_until double precision NOT NULL,
+    PRIMARY KEY (connection, holder)
 );
-CREATE INDEX connection_calls_connection ON {ns}.connection_calls (connection, held_until);
 -- Calls told to wait, until they go (for /metrics).
 CREATE UNLOGGED TABLE {ns}.connection_waits (
     job_id bigint PRIMARY KEY,
@@ -289,29 +291,38 @@ const FLOW_TABLES_START: &str = "CREATE UNLOGGED TABLE {ns}.connection_flow";
 /// `wait_until` (its job is leased again a little after it).
 pub const WAIT_GRACE_SECONDS: i64 = coordinator_ports::flow::WAIT_GRACE_SECONDS;
 
-/// `{ns}.take_call_slot`, the one statement a call's turn costs
-/// (`coordinator_ports::flow::FlowControl::take_call_slot`, same decision
-/// as the in-memory form): locks the connection's row, then a
-/// `Retry-After` still running, then `inFlight` (expired slots dropped
-/// first), then the rate's bucket; on a grant it takes a token and the
-/// slot, otherwise it records the wait. Returns the limit that holds the
-/// call (`NULL` when granted) and until when. Each string is one
-/// statement, run whole (the body holds `;`).
+/// `{ns}.take_call_slot`, the one statement a process's ask for its
+/// share of a connection's limits costs
+/// (`coordinator_ports::flow::FlowControl::take_call_slot`, the same
+/// decision as the in-memory form): locks the connection's row, then a
+/// `Retry-After` still running, then `inFlight` (expired holds dropped
+/// first; the holder gets `least(wanted, limit − the others' slots)`,
+/// at least `needed`), then the rate's bucket (`least(wanted, whole
+/// tokens)`, at least `needed`); on a grant it records the holder's slots
+/// and the bucket, otherwise only the job's wait. Returns the limit that
+/// holds the call (`NULL` when granted) and until when, and the slots held
+/// and tokens taken. Each string is one statement, run whole (the body
+/// holds `;`).
 pub fn flow_routines(ns: &str) -> Vec<String> {
     vec![format!(
         "CREATE OR REPLACE FUNCTION {ns}.take_call_slot(
-             p_connection text, p_job bigint, p_now double precision,
-             p_held_until double precision, p_in_flight integer,
-             p_rate double precision, p_burst double precision,
-             OUT held_by text, OUT wait_until double precision)
+             p_connection text, p_holder bigint, p_job bigint,
+             p_now double precision, p_held_until double precision,
+             p_in_flight integer, p_slots_needed integer, p_slots_wanted integer,
+             p_rate double precision, p_capacity double precision,
+             p_tokens_needed integer, p_tokens_wanted integer,
+             OUT held_by text, OUT wait_until double precision,
+             OUT slots_held integer, OUT tokens_taken integer)
          LANGUAGE plpgsql AS $body$
          DECLARE
            f {ns}.connection_flow%ROWTYPE;
-           v_tokens double precision;
+           v_available double precision;
            v_others bigint;
          BEGIN
+           slots_held := 0;
+           tokens_taken := 0;
            INSERT INTO {ns}.connection_flow (connection, tokens, refilled_at)
-                VALUES (p_connection, coalesce(p_burst, 0), p_now)
+                VALUES (p_connection, coalesce(p_capacity, 0), p_now)
            ON CONFLICT (connection) DO NOTHING;
            SELECT * INTO f FROM {ns}.connection_flow
             WHERE connection = p_connection FOR UPDATE;
@@ -321,35 +332,40 @@ pub fn flow_routines(ns: &str) -> Vec<String> {
            ELSIF p_in_flight IS NOT NULL THEN
              DELETE FROM {ns}.connection_calls
               WHERE connection = p_connection AND held_until <= p_now;
-             SELECT count(*) INTO v_others FROM {ns}.connection_calls
-              WHERE connection = p_connection AND job_id <> p_job;
-             IF v_others >= p_in_flight THEN
+             SELECT coalesce(sum(c.slots), 0) INTO v_others FROM {ns}.connection_calls c
+              WHERE c.connection = p_connection AND c.holder <> p_holder;
+             slots_held := greatest(0, least(p_slots_wanted, p_in_flight - v_others));
+             IF slots_held < p_slots_needed THEN
                held_by := 'in-flight';
                wait_until := p_now + {slot_wait};
              END IF;
            END IF;
            IF held_by IS NULL AND p_rate IS NOT NULL THEN
-             v_tokens := least(p_burst,
+             v_available := least(p_capacity,
                f.tokens + p_rate * greatest(0, p_now - f.refilled_at));
-             IF v_tokens < 1 THEN
+             tokens_taken := greatest(0, least(p_tokens_wanted, floor(v_available)))::integer;
+             IF tokens_taken < p_tokens_needed THEN
                held_by := 'rate';
-               wait_until := p_now + (1 - v_tokens) / p_rate;
+               wait_until := p_now + (p_tokens_needed - v_available) / p_rate;
              ELSE
                UPDATE {ns}.connection_flow
-                  SET tokens = v_tokens - 1,
+                  SET tokens = v_available - tokens_taken,
                       refilled_at = greatest(refilled_at, p_now)
                 WHERE connection = p_connection;
              END IF;
            END IF;
            IF held_by IS NULL THEN
              IF p_in_flight IS NOT NULL THEN
-               INSERT INTO {ns}.connection_calls (job_id, connection, held_until)
-                    VALUES (p_job, p_connection, p_held_until)
-               ON CONFLICT (job_id) DO UPDATE
-                  SET connection = excluded.connection, held_until = excluded.held_until;
+               INSERT INTO {ns}.connection_calls AS c (connection, holder, slots, held_until)
+                    VALUES (p_connection, p_holder, slots_held, p_held_until)
+               ON CONFLICT (connection, holder) DO UPDATE
+                  SET slots = excluded.slots,
+                      held_until = greatest(c.held_until, excluded.held_until);
              END IF;
              DELETE FROM {ns}.connection_waits WHERE job_id = p_job;
            ELSE
+             slots_held := 0;
+             tokens_taken := 0;
              DELETE FROM {ns}.connection_waits
               WHERE connection = p_connection AND waiting_until < p_now - {grace};
              INSERT INTO {ns}.connection_waits (job_id, connection, waiting_until)

@@ -1307,6 +1307,7 @@ macro_rules! flow_conformance_tests {
 flow_conformance_tests! {
     flow_in_flight_slots => "flow_in_flight", in_flight_slots_are_held_until_given_back_or_their_lease_ends;
     flow_rate => "flow_rate", the_rate_lets_a_burst_go_then_one_call_per_token;
+    flow_all_or_nothing => "flow_all_or_nothing", a_call_held_back_by_its_rate_takes_no_slot;
     flow_retry_after => "flow_retry_after", retry_after_holds_every_call_back_and_a_later_hold_wins;
 }
 

@@ -2,8 +2,9 @@
 //! product's `Retry-After` in the namespace's unlogged `connection_*`
 //! tables, shared by every process of the deployment (docs/decisions.md
 //! "Flow control is shared through PostgreSQL"). A call's turn is one
-//! statement (`take_call_slot`, [`crate::schema::flow_routines`]); giving
-//! a slot back is another, and only on connections with `inFlight`.
+//! statement (`take_call_slot`, [`crate::schema::flow_routines`]), asked
+//! only when a process's share runs out; giving slots back is another,
+//! and only on connections with `inFlight`.
 
 use std::collections::BTreeMap;
 
@@ -20,6 +21,11 @@ fn seconds(at: &Instant) -> f64 {
     at.unix_nanos() as f64 / 1e9
 }
 
+/// A holder's id as the tables hold it (a `bigint`: its low 63 bits).
+fn holder(id: u64) -> i64 {
+    i64::try_from(id & (i64::MAX as u64)).unwrap_or(0)
+}
+
 /// Unix seconds with a fraction, as the tables hold them, as an instant.
 fn instant(seconds: f64) -> Instant {
     let whole = seconds.floor();
@@ -32,28 +38,39 @@ fn instant(seconds: f64) -> Instant {
 impl FlowControl for Store {
     async fn take_call_slot(&self, request: &SlotRequest<'_>) -> Result<SlotAnswer, PortError> {
         let ns = &self.ns;
-        let limits = request.limits;
+        let count = |n: u32| i32::try_from(n).unwrap_or(i32::MAX);
         let row = sqlx::query(&format!(
-            "SELECT held_by, wait_until FROM {ns}.take_call_slot($1, $2, $3, $4, $5, $6, $7)"
+            "SELECT held_by, wait_until, slots_held, tokens_taken
+               FROM {ns}.take_call_slot($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
         ))
         .bind(request.connection)
+        .bind(holder(request.holder))
         .bind(i64::try_from(request.job_id).unwrap_or(i64::MAX))
         .bind(seconds(&request.now))
         .bind(seconds(&request.held_until))
-        .bind(
-            limits
-                .in_flight
-                .map(|n| i32::try_from(n).unwrap_or(i32::MAX)),
-        )
-        .bind(limits.per_second)
-        .bind(limits.effective_burst().map(f64::from))
+        .bind(request.slots.map(|a| count(a.limit)))
+        .bind(request.slots.map(|a| count(a.needed)))
+        .bind(request.slots.map(|a| count(a.wanted)))
+        .bind(request.tokens.map(|a| a.per_second))
+        .bind(request.tokens.map(|a| a.capacity))
+        .bind(request.tokens.map(|a| count(a.needed)))
+        .bind(request.tokens.map(|a| count(a.wanted)))
         .fetch_one(&self.db)
         .await
         .map_err(pdb)?;
         let held_by: Option<String> = row.try_get(0).map_err(pdb)?;
         let until: Option<f64> = row.try_get(1).map_err(pdb)?;
         let limit = match held_by.as_deref() {
-            None => return Ok(SlotAnswer::Granted),
+            None => {
+                let n = |i: usize| -> Result<u32, PortError> {
+                    let n: i32 = row.try_get(i).map_err(pdb)?;
+                    u32::try_from(n).map_err(|_| tampered(format!("take_call_slot answered {n}")))
+                };
+                return Ok(SlotAnswer::Granted {
+                    slots: n(2)?,
+                    tokens: n(3)?,
+                });
+            }
             Some("in-flight") => FlowLimit::InFlight,
             Some("rate") => FlowLimit::Rate,
             Some("retry-after") => FlowLimit::RetryAfter,
@@ -66,16 +83,34 @@ impl FlowControl for Store {
         })
     }
 
-    async fn give_back_call_slot(&self, connection: &str, job_id: u64) -> Result<(), PortError> {
+    async fn give_back_call_slots(
+        &self,
+        connection: &str,
+        holder_id: u64,
+        keep: u32,
+    ) -> Result<(), PortError> {
         let ns = &self.ns;
-        sqlx::query(&format!(
-            "DELETE FROM {ns}.connection_calls WHERE job_id = $1 AND connection = $2"
-        ))
-        .bind(i64::try_from(job_id).unwrap_or(i64::MAX))
-        .bind(connection)
-        .execute(&self.db)
-        .await
-        .map_err(pdb)?;
+        if keep == 0 {
+            sqlx::query(&format!(
+                "DELETE FROM {ns}.connection_calls WHERE connection = $1 AND holder = $2"
+            ))
+            .bind(connection)
+            .bind(holder(holder_id))
+            .execute(&self.db)
+            .await
+            .map_err(pdb)?;
+        } else {
+            sqlx::query(&format!(
+                "UPDATE {ns}.connection_calls SET slots = $3
+                  WHERE connection = $1 AND holder = $2 AND slots > $3"
+            ))
+            .bind(connection)
+            .bind(holder(holder_id))
+            .bind(i32::try_from(keep).unwrap_or(i32::MAX))
+            .execute(&self.db)
+            .await
+            .map_err(pdb)?;
+        }
         Ok(())
     }
 
@@ -116,7 +151,7 @@ impl FlowControl for Store {
         let grace = coordinator_ports::flow::WAIT_GRACE_SECONDS;
         let rows = sqlx::query(&format!(
             "SELECT f.connection,
-                    (SELECT count(*) FROM {ns}.connection_calls c
+                    (SELECT coalesce(sum(c.slots), 0)::bigint FROM {ns}.connection_calls c
                       WHERE c.connection = f.connection AND c.held_until > $1),
                     (SELECT count(*) FROM {ns}.connection_waits w
                        JOIN {ns}.jobs j ON j.job_id = w.job_id AND j.state = 'ready'
