@@ -287,7 +287,7 @@ async fn register_connection_flows(
             let waiting = flows.iter().map(|(c, f)| (c.clone(), f.waiting)).collect();
             registry.register(
                 "coordinator_connection_calls_in_flight",
-                "Calls holding one of their connection's inFlight slots, by connection",
+                "A connection's inFlight slots held, by calls and by each process's reserve, by connection",
                 ByLabel::gauge("connection", in_flight),
             );
             registry.register(

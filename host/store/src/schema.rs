@@ -253,7 +253,7 @@ INSERT INTO {ns}.run_counts (slot) SELECT s FROM generate_series(0, 63) s;
 -- Flow control of the calls to each connection (runtime file `limits`,
 -- a product's Retry-After), shared by every process of the deployment
 -- (docs/decisions.md "Flow control is shared through PostgreSQL"). Unlogged:
--- no WAL and no flush at commit, so a call pays one short round trip. After
+-- no WAL and no flush at commit, so an ask pays one short round trip. After
 -- a PostgreSQL crash or a failover they are empty again, which lets at most
 -- one burst through early. Instants are Unix seconds (double precision)
 -- from the engine's clock. Kept by `take_call_slot` (`flow_routines`).
