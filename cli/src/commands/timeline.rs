@@ -1,13 +1,101 @@
 //! The run's timeline as `graph --run` and the console's Run page show it
-//! (docs/graph.md "The run's timeline"): per visited step when it started
-//! and ended, its answers and its wait's due time and end, read from the
-//! run's inspection only; the edges the run took (the others are drawn
-//! faint); and the time its waits took against the run's deadline.
+//! (docs/graph.md "The run's timeline"): where the run stands at each
+//! visited step ([`Standing`]); per visited step when it started and ended,
+//! its answers and its wait's due time and end, read from the run's
+//! inspection only; the edges the run took (the others are drawn faint);
+//! and the time its waits took against the run's deadline.
 
 use coordinator_api as api;
+use coordinator_compiler::explain_data::StepKind;
 use coordinator_ir::instant;
 
-use super::graph::{standings, Standing};
+/// Where a run stands at a step (`--run`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Standing {
+    /// The run passed the step.
+    Done,
+    /// The run is at the step.
+    Current,
+    /// The run waits at the step (a wait-until or wait-for).
+    Waiting,
+    /// The step's effect is unknown (an answer was lost, or the restore
+    /// hold held its prepared command back): an operator reviews it.
+    UnknownEffect,
+    /// The run failed at the step.
+    Failed,
+    /// The run ended at the step without an outcome (cancelled or expired).
+    Stopped,
+}
+
+impl Standing {
+    /// The name used in the drawing (class, `data-status`, legend).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Standing::Done => "done",
+            Standing::Current => "current",
+            Standing::Waiting => "waiting",
+            Standing::UnknownEffect => "unknown-effect",
+            Standing::Failed => "failed",
+            Standing::Stopped => "stopped",
+        }
+    }
+
+    /// The fill colour.
+    pub fn colour(self) -> &'static str {
+        match self {
+            Standing::Done => "#c8e6c9",
+            Standing::Current => "#90caf9",
+            Standing::Waiting => "#fff59d",
+            Standing::UnknownEffect => "#ffb74d",
+            Standing::Failed => "#ef9a9a",
+            Standing::Stopped => "#e0e0e0",
+        }
+    }
+
+    /// Every standing, in the legend's order.
+    pub const ALL: [Standing; 6] = [
+        Standing::Done,
+        Standing::Current,
+        Standing::Waiting,
+        Standing::UnknownEffect,
+        Standing::Failed,
+        Standing::Stopped,
+    ];
+}
+
+/// Where the run of `inspection` stands at each step it visited, in the
+/// order visited. The last visited step is where the run is (or ended); a
+/// step whose effect is `unknown` (or that the restore hold held back) is
+/// [`Standing::UnknownEffect`] wherever it is.
+pub fn standings(inspection: &api::Inspection) -> Vec<(String, Standing)> {
+    let last = inspection.steps.len().checked_sub(1);
+    inspection
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, step)| {
+            let standing = if step.effect.as_deref() == Some("unknown") || step.restored {
+                Standing::UnknownEffect
+            } else if Some(i) != last {
+                Standing::Done
+            } else {
+                match inspection.status.state.as_str() {
+                    "finished" => Standing::Done,
+                    "failed" => Standing::Failed,
+                    "running" | "attention" | "cancel-requested" => {
+                        if step.kind.parse().is_ok_and(StepKind::is_wait) {
+                            Standing::Waiting
+                        } else {
+                            Standing::Current
+                        }
+                    }
+                    _ => Standing::Stopped,
+                }
+            };
+            (step.name.clone(), standing)
+        })
+        .collect()
+}
 
 /// What a drawing shows of a run (`graph --run`, the console's Run page).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -175,10 +263,8 @@ pub fn summary(inspection: &api::Inspection) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::graph::{dot, mermaid, svg};
     use super::*;
     use serde_json::json;
-    use std::path::Path;
 
     fn inspection() -> api::Inspection {
         serde_json::from_value(json!({
@@ -207,12 +293,10 @@ mod tests {
         .expect("an inspection")
     }
 
-    /// A running run, admitted 2026-01-01T00:00:00Z with a day's deadline,
-    /// that visited `steps`.
-    fn running(steps: serde_json::Value) -> api::Inspection {
+    fn in_state(state: &str, steps: serde_json::Value) -> api::Inspection {
         serde_json::from_value(json!({
             "status": {
-                "run": "r1", "workflow": "follow-up", "revision": "sha256:00", "state": "running",
+                "run": "r1", "workflow": "w", "revision": "sha256:00", "state": state,
                 "admittedAt": "2026-01-01T00:00:00Z", "deadlineAt": "2026-01-02T00:00:00Z",
                 "endedAt": null, "outcome": null, "output": null, "failure": null,
                 "failurePath": null
@@ -222,78 +306,43 @@ mod tests {
         .expect("an inspection")
     }
 
-    fn step(name: &str, kind: &str) -> serde_json::Value {
-        json!({"name": name, "kind": kind, "effect": null, "attempts": null,
+    fn step(name: &str, kind: &str, effect: Option<&str>) -> serde_json::Value {
+        json!({"name": name, "kind": kind, "effect": effect, "attempts": null,
                "dueAt": null, "observations": null})
     }
 
     #[test]
-    fn a_run_labels_its_steps_with_the_timeline_and_fades_what_it_did_not_take() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/delayed-follow-up");
-        let data = coordinator_compiler::compile_project(&dir, "delayed-follow-up")
-            .explain_data
-            .expect("the example compiles");
-        let mut due = step("due", "wait-until");
-        due["startedAt"] = json!("2026-01-01T00:00:00Z");
-        due["endedAt"] = json!("2026-01-01T00:10:00Z");
-        due["waitDueAt"] = json!("2026-01-01T00:10:00Z");
-        due["waitEnded"] = json!("woke");
-        let mut read = step("read-application", "call");
-        read["startedAt"] = json!("2026-01-01T00:10:00Z");
-        read["answers"] = json!([
-            {"at": "2026-01-01T00:10:01Z", "attempt": 1, "kind": "retryable", "code": "http-503"}
-        ]);
-        let view = RunView::of(&running(json!([due, read])));
-        let text = dot(&data, &view);
-        assert!(
-            text.contains("\\n00:00:00 to 00:10:00 (10m 0s)\\ndue 00:10:00, woke\""),
-            "{text}"
-        );
-        assert!(
-            text.contains("\\nsince 00:10:00\\n#1 retryable http-503 at 00:10:01\""),
-            "{text}"
-        );
-        assert!(text.contains("label=\"run r1: admitted"), "{text}");
-        assert!(
-            text.contains("\"due\" -> \"read-application\" [label=\"next\"];"),
-            "{text}"
-        );
-        assert!(
-            text.contains("\"permission\" -> \"notify\" [label=\"send\", color=\"gray75\""),
-            "{text}"
-        );
-        let text = mermaid(&data, &view);
-        assert!(text.starts_with("---\ntitle: \"run r1: admitted"), "{text}");
-        assert!(
-            text.contains(
-                "  class step_permission,step_notify,step_skipped,step_accepted untaken\n"
-            ),
-            "{text}"
-        );
-        assert!(
-            text.contains("  linkStyle 1,2,3,4 opacity:0.35\n"),
-            "{text}"
-        );
-        let text = svg(&data, &view).expect("laid out");
-        let (steps, edges) = (
-            text.matches("class=\"step\"").count(),
-            text.matches("class=\"edge\"").count(),
+    fn a_running_run_is_current_or_waiting_at_its_last_step() {
+        let i = in_state(
+            "running",
+            json!([
+                step("a", "call", Some("accepted")),
+                step("b", "wait-for", None)
+            ]),
         );
         assert_eq!(
-            text.matches("data-taken=\"false\"").count(),
-            (steps - 2) + (edges - 1),
-            "two steps and one edge taken, the rest faint: {text}"
+            standings(&i),
+            vec![
+                ("a".into(), Standing::Done),
+                ("b".into(), Standing::Waiting)
+            ]
         );
-        assert!(text.contains("<text class=\"run-summary\""), "{text}");
-        assert_eq!(
-            text.matches("<text opacity=\"0.35\"").count(),
-            (steps - 2) + (edges - 1),
-            "each faint step's and edge's label is faint: {text}"
-        );
-        assert!(
-            text.contains(">#1 retryable http-503 at 00:10:01</tspan>"),
-            "{text}"
-        );
+        let i = in_state("attention", json!([step("a", "call", Some("unknown"))]));
+        assert_eq!(standings(&i), vec![("a".into(), Standing::UnknownEffect)]);
+        let i = in_state("running", json!([step("a", "call", None)]));
+        assert_eq!(standings(&i), vec![("a".into(), Standing::Current)]);
+    }
+
+    #[test]
+    fn an_ended_run_is_done_failed_or_stopped_at_its_last_step() {
+        let steps = json!([step("a", "call", None), step("b", "finish", None)]);
+        let done = standings(&in_state("finished", steps.clone()));
+        assert!(done.iter().all(|(_, s)| *s == Standing::Done));
+        let failed = standings(&in_state("failed", steps.clone()));
+        assert_eq!(failed.last().map(|x| x.1), Some(Standing::Failed));
+        let expired = standings(&in_state("expired", steps));
+        assert_eq!(expired.last().map(|x| x.1), Some(Standing::Stopped));
+        assert_eq!(expired.first().map(|x| x.1), Some(Standing::Done));
     }
 
     #[test]

@@ -8,9 +8,9 @@ use coordinator_compiler::explain_data::ExplainData;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use super::{Fetched, RunsQuery};
-use crate::commands::graph::{self, Standing};
+use crate::commands::graph;
 use crate::commands::ops;
-use crate::commands::timeline::{self, RunView};
+use crate::commands::timeline::{self, RunView, Standing};
 
 /// Run states that are ended (the API's `state` values).
 const ENDED: [&str; 5] = [
@@ -280,11 +280,11 @@ const NODE_GAP: u32 = 30;
 const MARGIN: u32 = 10;
 
 /// The visited steps drawn top to bottom as an SVG, each box coloured by
-/// where the run stands at it ([`graph::standings`]: class
+/// where the run stands at it ([`timeline::standings`]: class
 /// `standing-<name>`, `data-step` its name, `data-status` the standing),
 /// joined by arrows in the order the run took them.
 fn visited_graph(inspection: &api::Inspection) -> Markup {
-    let standings = graph::standings(inspection);
+    let standings = timeline::standings(inspection);
     let n = u32::try_from(inspection.steps.len()).unwrap_or(u32::MAX / 100);
     let height = MARGIN * 2 + n * NODE_HEIGHT + n.saturating_sub(1) * NODE_GAP;
     let width = NODE_WIDTH + MARGIN * 2;
@@ -440,7 +440,7 @@ pub(super) fn run(
                 table.steps {
                     thead { tr { th { "step" } th { "kind" } th { "effect" } th { "attempts" } th { "due" } th { "observations" } th { "standing" } } }
                     tbody {
-                        @for (step, (_, standing)) in i.steps.iter().zip(graph::standings(i)) {
+                        @for (step, (_, standing)) in i.steps.iter().zip(timeline::standings(i)) {
                             tr data-step=(step.name) {
                                 td { (step.name) @if step.restored { " " span.restored { "restored" } } }
                                 td { (step.kind) }
