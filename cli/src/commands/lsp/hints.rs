@@ -10,7 +10,7 @@ use coordinator_scenario::file::ScenarioFile;
 use coordinator_source::YamlDocument;
 use lsp_types::{DiagnosticSeverity, Range};
 
-use super::analysis::to_lsp_position;
+use super::position::to_lsp_position;
 use crate::commands::test::{coverage, run_cases};
 
 /// The hints for the steps no case reaches, on `workflow` (the text of

@@ -21,6 +21,7 @@
 mod analysis;
 mod hints;
 mod navigate;
+mod position;
 mod transport;
 
 use std::collections::{BTreeSet, HashMap};
@@ -324,7 +325,7 @@ impl Server {
                             .map(|d| d.text.clone())
                             .unwrap_or_default();
                         for change in &p.content_changes {
-                            analysis::apply_change(&mut text, change);
+                            position::apply_change(&mut text, change);
                         }
                         self.docs.set(
                             path,
@@ -433,7 +434,7 @@ impl Server {
             .deserialize::<ProjectFile>()
             .ok()
             .or_else(|| self.last_good.get(&path).and_then(|g| g.project.clone()));
-        let position = analysis::from_lsp_position(&text, at.position);
+        let position = position::from_lsp_position(&text, at.position);
         let (found, markdown) = navigate::hover(&doc, project.as_ref(), position)?;
         Some(Hover {
             contents: HoverContents::Markup(MarkupContent {
@@ -441,8 +442,8 @@ impl Server {
                 value: markdown,
             }),
             range: Some(Range {
-                start: analysis::to_lsp_position(&text, found.start),
-                end: analysis::to_lsp_position(&text, found.end),
+                start: position::to_lsp_position(&text, found.start),
+                end: position::to_lsp_position(&text, found.end),
             }),
         })
     }
@@ -451,14 +452,14 @@ impl Server {
         let at = &p.text_document_position_params;
         let (_, text, doc) = self.workflow(&at.text_document.uri)?;
         let doc = doc?;
-        let position = analysis::from_lsp_position(&text, at.position);
+        let position = position::from_lsp_position(&text, at.position);
         let found = navigate::name_at(&doc, position)?;
         let (start, end) = navigate::declaration(&doc, found.kind, &found.name)?;
         Some(GotoDefinitionResponse::Scalar(Location {
             uri: at.text_document.uri.clone(),
             range: Range {
-                start: analysis::to_lsp_position(&text, start),
-                end: analysis::to_lsp_position(&text, end),
+                start: position::to_lsp_position(&text, start),
+                end: position::to_lsp_position(&text, end),
             },
         }))
     }

@@ -15,7 +15,7 @@ use coordinator_source::{yaml::Position, YamlDocument};
 use lsp_types::{CompletionItem, CompletionItemKind, Position as LspPosition};
 use serde_json::Value;
 
-use super::analysis;
+use super::position;
 
 /// What a name names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -203,7 +203,7 @@ pub fn hover(
 /// The key whose value the cursor is in, and its parent key, read from the
 /// text (indentation), so that it works while the line is half typed.
 fn context(text: &str, at: LspPosition) -> Option<(String, Option<String>)> {
-    let line = analysis::line(text, at.line as usize)?;
+    let line = position::line(text, at.line as usize)?;
     let cut = line
         .char_indices()
         .scan(0u32, |units, (i, c)| {
@@ -224,7 +224,7 @@ fn context(text: &str, at: LspPosition) -> Option<(String, Option<String>)> {
     let key = head.get(key_start..)?.trim().to_owned();
     let indent = line.len() - line.trim_start().len();
     let parent = (0..at.line as usize).rev().find_map(|i| {
-        let l = analysis::line(text, i)?;
+        let l = position::line(text, i)?;
         let t = l.trim_start();
         if t.is_empty() || t.starts_with('#') || l.len() - t.len() >= indent {
             return None;
