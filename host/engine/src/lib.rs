@@ -15,6 +15,7 @@
 //! - [`metrics`]: the process's counters.
 //! - [`trace`]: the OpenTelemetry spans of runs, through a tracer the
 //!   embedding process hands over ([`Engine::with_tracer`]); none without.
+//!   The core's methods that make them are `spans.rs`.
 //!
 //! No HTTP server here: `server/` translates HTTP to these calls. See
 //! docs/service.md.
@@ -32,6 +33,7 @@ pub(crate) mod group;
 pub mod jobs;
 pub mod metrics;
 pub mod operator;
+pub(crate) mod spans;
 pub(crate) mod timeline;
 pub mod trace;
 pub mod worker;

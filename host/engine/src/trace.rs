@@ -17,25 +17,21 @@
 //! Attributes are the identifiers the logs carry: workflow, revision, run
 //! id, step, connection, attempt, outcome and problem code; never an
 //! input, output, command, token or key.
+//!
+//! Here: the tracer, the attribute keys and the conversions to the SDK's
+//! terms; the core's methods that make the spans are `spans.rs`.
 
-use std::borrow::Cow;
-use std::collections::BTreeMap;
-use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use coordinator_ir::instant::Instant;
-use coordinator_ports::adapter::{AdapterError, Outcome};
-use coordinator_ports::store::{RunRecord, StepLedger};
+use coordinator_ports::store::RunRecord;
 use coordinator_ports::TraceParent;
-use coordinator_vm::{Answer, Event, Vm};
+use coordinator_vm::Answer;
 use opentelemetry::global::{BoxedSpan, BoxedTracer};
 use opentelemetry::trace::{
-    FutureExt, Span, SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags, TraceId,
-    TraceState, Tracer,
+    Span, SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState,
 };
 use opentelemetry::{Context, KeyValue};
-
-use crate::core::Core;
 
 /// Attribute keys (namespaced `coordinator.`, except OpenTelemetry's own).
 pub mod keys {
@@ -65,7 +61,7 @@ pub mod keys {
 
 /// The tracer the engine makes its spans with.
 pub(crate) struct RunTracer {
-    tracer: BoxedTracer,
+    pub(crate) tracer: BoxedTracer,
 }
 
 impl RunTracer {
@@ -75,7 +71,7 @@ impl RunTracer {
 }
 
 /// An instant as the SDK takes it.
-fn system_time(instant: &Instant) -> SystemTime {
+pub(crate) fn system_time(instant: &Instant) -> SystemTime {
     let nanos = instant.unix_nanos().max(0);
     let secs = u64::try_from(nanos / 1_000_000_000).unwrap_or(0);
     let sub = u32::try_from(nanos % 1_000_000_000).unwrap_or(0);
@@ -83,12 +79,12 @@ fn system_time(instant: &Instant) -> SystemTime {
 }
 
 /// Unix nanoseconds as the SDK takes them.
-fn from_nanos(nanos: i64) -> SystemTime {
+pub(crate) fn from_nanos(nanos: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_nanos(u64::try_from(nanos).unwrap_or(0))
 }
 
 /// The context of the run's admission span, as a remote parent.
-fn run_context(parent: &TraceParent) -> Context {
+pub(crate) fn run_context(parent: &TraceParent) -> Context {
     Context::new().with_remote_span_context(span_context(parent))
 }
 
@@ -111,7 +107,7 @@ fn trace_parent(cx: &SpanContext) -> Option<TraceParent> {
     })
 }
 
-fn run_attributes(run: &RunRecord) -> Vec<KeyValue> {
+pub(crate) fn run_attributes(run: &RunRecord) -> Vec<KeyValue> {
     vec![
         KeyValue::new(keys::WORKFLOW, run.workflow.clone()),
         KeyValue::new(keys::REVISION, run.revision.clone()),
@@ -120,7 +116,7 @@ fn run_attributes(run: &RunRecord) -> Vec<KeyValue> {
 }
 
 /// The outcome and problem code of an answer (the codes the logs carry).
-fn answer_attributes(answer: &Answer) -> (&'static str, Option<&str>) {
+pub(crate) fn answer_attributes(answer: &Answer) -> (&'static str, Option<&str>) {
     let code = match answer {
         Answer::Retryable { code }
         | Answer::Refused { code }
@@ -135,7 +131,7 @@ fn answer_attributes(answer: &Answer) -> (&'static str, Option<&str>) {
 
 /// An admission in progress: its span, ended by [`Admitting::end`].
 pub(crate) struct Admitting {
-    span: BoxedSpan,
+    pub(crate) span: BoxedSpan,
 }
 
 impl Admitting {
@@ -160,243 +156,9 @@ impl Admitting {
     }
 }
 
-/// What [`Core::feed`] notes about a traced run before it commits.
+/// What the core's `feed` notes about a traced run before it commits.
 pub(crate) struct Before {
-    parent: TraceParent,
-    path_len: usize,
-    wait: Option<(String, &'static str)>,
-}
-
-impl Core {
-    fn tracer(&self) -> Option<&RunTracer> {
-        self.tracer.get()
-    }
-
-    /// Starts the admission span of a start, the child of the caller's
-    /// `traceparent` when it sent one; `None` when traces are off.
-    pub(crate) fn trace_admission(&self, inbound: Option<TraceParent>) -> Option<Admitting> {
-        let tracer = self.tracer()?;
-        let parent = inbound.map_or_else(Context::new, |p| run_context(&p));
-        let span = tracer.tracer.build_with_context(
-            tracer
-                .tracer
-                .span_builder("coordinator.admission")
-                .with_kind(SpanKind::Server)
-                .with_start_time(system_time(&self.clock.now())),
-            &parent,
-        );
-        Some(Admitting { span })
-    }
-
-    /// The steps a new run went through at admission: a span for each
-    /// one it left (and the last, if it ended there), from `started`.
-    pub(crate) fn trace_admitted_steps(&self, run: &RunRecord, started: &Instant) {
-        let Some((tracer, parent)) = self.tracer().zip(run.trace_parent) else {
-            return;
-        };
-        let now = self.clock.now();
-        let start = started.unix_nanos();
-        let start = i64::try_from(start).unwrap_or(0);
-        self.ended_steps(tracer, &parent, run, 0, Some(start), &now);
-    }
-
-    /// Notes what [`Core::trace_fed`] needs of a traced run before `feed`
-    /// commits: its path's length and the wait it is in.
-    pub(crate) fn trace_before(&self, vm: &Vm, run: &RunRecord) -> Option<Before> {
-        self.tracer()?;
-        let parent = run.trace_parent?;
-        Some(Before {
-            parent,
-            path_len: run.state.path.len(),
-            wait: vm
-                .current_wait(&run.state)
-                .map(|w| (w.step.to_owned(), w.kind.as_str())),
-        })
-    }
-
-    /// Records in the ledger the instant the run entered each step it
-    /// entered in this commit (the start of the step's span).
-    pub(crate) fn trace_entered(
-        &self,
-        before: Option<&Before>,
-        path: &[String],
-        ledger: &mut BTreeMap<String, StepLedger>,
-    ) {
-        let Some(before) = before else { return };
-        let now = i64::try_from(self.clock.now().unix_nanos()).unwrap_or(0);
-        for step in path.iter().skip(before.path_len) {
-            ledger.entry(step.clone()).or_default().entered_unix_nanos = Some(now);
-        }
-    }
-
-    /// After `feed` committed `event` on a traced run (now `run`): a span
-    /// for each step the run left, and for the wait the event ended.
-    pub(crate) fn trace_fed(&self, before: Option<Before>, run: &RunRecord, event: &Event) {
-        let Some((tracer, before)) = self.tracer().zip(before) else {
-            return;
-        };
-        let now = self.clock.now();
-        if let Some((step, kind)) = &before.wait {
-            let kind = match event {
-                Event::TimerFired { at } if *at == run.state.deadline_at => "deadline",
-                Event::TimerFired { .. } | Event::CompletionObserved { .. } => kind,
-                _ => "",
-            };
-            if !kind.is_empty() {
-                let started = run.ledger.get(step).and_then(|l| l.entered_unix_nanos);
-                let mut attributes = run_attributes(run);
-                attributes.push(KeyValue::new(keys::STEP, step.clone()));
-                attributes.push(KeyValue::new(keys::WAIT_KIND, kind));
-                self.closed_span(
-                    tracer,
-                    &before.parent,
-                    "coordinator.wait",
-                    started.map_or_else(|| system_time(&run.state.admitted_at), from_nanos),
-                    attributes,
-                    &now,
-                );
-            }
-        }
-        let from = before.path_len.saturating_sub(1);
-        self.ended_steps(tracer, &before.parent, run, from, None, &now);
-    }
-
-    /// Spans for the steps of `run.state.path` from index `from` that the
-    /// run has left (every one but the last, and the last too once the
-    /// run ended), each from the instant it was entered (its ledger, else
-    /// `fallback`, else the admission) to `now`.
-    fn ended_steps(
-        &self,
-        tracer: &RunTracer,
-        parent: &TraceParent,
-        run: &RunRecord,
-        from: usize,
-        fallback: Option<i64>,
-        now: &Instant,
-    ) {
-        let path = &run.state.path;
-        let ended = if run.status().is_terminal() {
-            path.len()
-        } else {
-            path.len().saturating_sub(1)
-        };
-        for step in path.iter().take(ended).skip(from) {
-            let started = run
-                .ledger
-                .get(step)
-                .and_then(|l| l.entered_unix_nanos)
-                .or(fallback)
-                .map_or_else(|| system_time(&run.state.admitted_at), from_nanos);
-            let mut attributes = run_attributes(run);
-            attributes.push(KeyValue::new(keys::STEP, step.clone()));
-            self.closed_span(tracer, parent, "coordinator.step", started, attributes, now);
-        }
-    }
-
-    /// A span of the run that began at `start` and ends now.
-    fn closed_span(
-        &self,
-        tracer: &RunTracer,
-        parent: &TraceParent,
-        name: &'static str,
-        start: SystemTime,
-        attributes: Vec<KeyValue>,
-        now: &Instant,
-    ) {
-        let mut span = tracer.tracer.build_with_context(
-            tracer
-                .tracer
-                .span_builder(Cow::Borrowed(name))
-                .with_start_time(start)
-                .with_attributes(attributes),
-            &run_context(parent),
-        );
-        span.end_with_timestamp(system_time(now));
-    }
-
-    /// Carries out `sent` (one dispatch attempt of call step `step` on
-    /// `connection`) inside its attempt span, when the run is traced: the
-    /// adapter's HTTP client span is the attempt span's child.
-    pub(crate) async fn traced_attempt<F>(
-        &self,
-        run: &RunRecord,
-        step: &str,
-        connection: &str,
-        attempt: u32,
-        sent: F,
-    ) -> Result<Outcome, AdapterError>
-    where
-        F: Future<Output = Result<Outcome, AdapterError>>,
-    {
-        let Some((tracer, parent)) = self.tracer().zip(run.trace_parent) else {
-            return sent.await;
-        };
-        let mut attributes = run_attributes(run);
-        attributes.extend([
-            KeyValue::new(keys::STEP, step.to_owned()),
-            KeyValue::new(keys::CONNECTION, connection.to_owned()),
-            KeyValue::new(keys::ATTEMPT, i64::from(attempt)),
-        ]);
-        let span = tracer.tracer.build_with_context(
-            tracer
-                .tracer
-                .span_builder("coordinator.attempt")
-                .with_start_time(system_time(&self.clock.now()))
-                .with_attributes(attributes),
-            &run_context(&parent),
-        );
-        let cx = Context::new().with_span(span);
-        let result = sent.with_context(cx.clone()).await;
-        let span = cx.span();
-        match &result {
-            Ok(outcome) => {
-                let answer = outcome.clone().into_answer();
-                let (kind, code) = answer_attributes(&answer);
-                span.set_attribute(KeyValue::new(keys::OUTCOME, kind));
-                if let Some(code) = code {
-                    span.set_attribute(KeyValue::new(keys::PROBLEM_CODE, code.to_owned()));
-                }
-                if kind != "success" {
-                    span.set_status(Status::error(kind));
-                }
-            }
-            Err(AdapterError::NotSent(_)) => {
-                span.set_attribute(KeyValue::new(keys::OUTCOME, "not-sent"));
-            }
-            Err(_) => {
-                span.set_attribute(KeyValue::new(keys::OUTCOME, "host-fault"));
-                span.set_status(Status::error("host-fault"));
-            }
-        }
-        span.end_with_timestamp(system_time(&self.clock.now()));
-        result
-    }
-
-    /// A span for operator action `action` on `run` (traced runs only),
-    /// from `started` to now, with what it came to.
-    pub(crate) fn trace_action(
-        &self,
-        run: &RunRecord,
-        action: &'static str,
-        started: &Instant,
-        outcome: &str,
-    ) {
-        let Some((tracer, parent)) = self.tracer().zip(run.trace_parent) else {
-            return;
-        };
-        let mut attributes = run_attributes(run);
-        attributes.extend([
-            KeyValue::new(keys::ACTION, action),
-            KeyValue::new(keys::OUTCOME, outcome.to_owned()),
-            KeyValue::new(keys::STATE, run.status().as_str()),
-        ]);
-        self.closed_span(
-            tracer,
-            &parent,
-            "coordinator.operator",
-            system_time(started),
-            attributes,
-            &self.clock.now(),
-        );
-    }
+    pub(crate) parent: TraceParent,
+    pub(crate) path_len: usize,
+    pub(crate) wait: Option<(String, &'static str)>,
 }
