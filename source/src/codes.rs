@@ -7,7 +7,7 @@
 //! (`codes::YAML_SYNTAX`), so a code is written out whole in one place.
 //! `golden/tests/error_pages.rs` holds every table to `docs/errors/`.
 
-use crate::diagnostic::Severity;
+use crate::diagnostic::finding::Severity;
 
 /// One diagnostic code and what it means.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

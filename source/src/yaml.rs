@@ -21,7 +21,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::codes;
-use crate::diagnostic::{Diagnostic, Located};
+use crate::diagnostic::finding::{Diagnostic, Located};
 use builder::Builder;
 pub use core_schema::resolve_plain;
 

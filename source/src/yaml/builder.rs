@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use super::core_schema::resolve_plain;
 use super::{NodeSpan, Position, YamlDocument, MAX_DEPTH};
 use crate::codes;
-use crate::diagnostic::{Diagnostic, Located};
+use crate::diagnostic::finding::{Diagnostic, Located};
 
 /// An open sequence or mapping, with the pointer where it stands.
 enum Frame {
