@@ -8,7 +8,7 @@
 #
 #   scripts/bench.sh [--runs N] [--concurrency C] [--rounds R]
 #                    [--warmup-runs N] [--latency-runs N] [--pgbench-seconds S]
-#                    [--port P] [--keep]
+#                    [--flow-rounds R] [--port P] [--keep]
 #   scripts/bench.sh --scale N [--port P] [--keep]
 #   scripts/bench.sh --soak DURATION [--soak-rate R] [--port P] [--keep]
 #
@@ -46,6 +46,17 @@
 #     sandbox and of the load generator;
 #  5. `pgbench -N -c 16 -T 15` tps on the same cluster, as a ratio to our
 #     runs/s;
+#  6. the cost of flow control and of tracing (scripts/bench-flow.sh),
+#     measured after the rounds of 1. (before pgbench), --flow-rounds times
+#     (2; 0 skips it): one process on four runtime files in turn, `off`
+#     (the deployment's), `limits` (every connection with `limits:
+#     {inFlight: 1000, perSecond: 10000}`, a limit no call reaches),
+#     `traces` (`telemetry.traces.endpoint` at an OTLP/HTTP sink the load
+#     generator runs, which counts the spans) and `both`; each restarted,
+#     warmed up with --warmup-runs runs, then --runs runs at --concurrency
+#     clients; runs/s of each (the mean of its rounds), each as a change
+#     against `off` (the target: within 15%), and the spans per run the
+#     sink received with traces on.
 
 # What it starts, it stops at exit (also on failure or Ctrl-C): the
 # coordinator processes, the sandbox, and the PostgreSQL cluster, which it
@@ -94,6 +105,8 @@ warmup_runs=1000
 # setups differ (one run's two one-process phases 34% apart), so each
 # setup's figure is the mean of several phases taken in turn.
 rounds=2
+# Rounds of (off, limits, traces, both) of scripts/bench-flow.sh; 0: none.
+flow_rounds=2
 pgbench_seconds=15
 pg_port="${COORDINATOR_BENCH_PG_PORT:-54417}"
 keep=0
@@ -128,6 +141,12 @@ while [ $# -gt 0 ]; do
       esac
       shift 2
       ;;
+    --flow-rounds)
+      [ $# -ge 2 ] || die "$1 needs a value"
+      [[ "$2" =~ ^(0|[1-9][0-9]*)$ ]] || die "$1 needs a number (0 skips the flow phase), got '$2'"
+      flow_rounds="$2"
+      shift 2
+      ;;
     -h|--help) usage; exit 0 ;;
     *) usage; die "unknown argument '$1'" ;;
   esac
@@ -136,6 +155,13 @@ done
 [ "$scale" -eq 0 ] || { [ "$scale" -ge 1000 ] && [ "$scale" -le 1000000 ]; } \
   || die "--scale must be 1000 to 1000000, got '$scale'"
 [ -z "$soak" ] || [ "$scale" -eq 0 ] || die "--scale and --soak are separate runs"
+if [ "$flow_rounds" -gt 0 ] && [ "$scale" -eq 0 ] && [ -z "$soak" ]; then
+  # shellcheck source=scripts/bench-flow.sh
+  . "$root/scripts/bench-flow.sh"
+  flow_check_environment
+else
+  flow_rounds=0
+fi
 
 # ------------------------------------------------------------ prerequisites
 for tool in cargo curl getconf; do
@@ -169,6 +195,7 @@ pg_script() {
 # ------------------------------------------------------------------ cleanup
 coordinator_pids=()
 sandbox_pid=""
+otlp_sink_pid=""  # scripts/bench-flow.sh's OTLP sink
 pg_started=0
 
 stop_pid() {  # stop_pid PID: SIGTERM, up to 20 s, then SIGKILL
@@ -198,6 +225,8 @@ cleanup() {
   trap - ERR INT TERM
   set +e
   stop_coordinators
+  stop_pid "$otlp_sink_pid"
+  otlp_sink_pid=""
   stop_pid "$sandbox_pid"
   sandbox_pid=""
   if [ "$pg_started" -eq 1 ]; then
@@ -404,6 +433,9 @@ for round in $(seq 1 "$rounds"); do
   gen_run throughput "again-$round" "$base1" -- --runs "$runs" --concurrency "$concurrency"
   echo
 done
+if [ "$flow_rounds" -gt 0 ]; then
+  flow_phase "$flow_rounds"
+fi
 
 stop_coordinators
 echo "== pgbench -N -c 16 -j 2 -T $pgbench_seconds (scale 10) on the same cluster, coordinators stopped"
@@ -450,4 +482,6 @@ awk -v one="$one" -v ones="${one_all#*|}" -v two="$two" -v twos="${two_all#*|}" 
   printf "  CPU per run, all processes  %.1f ms (postgres, coordinator, sandbox, client): at most %.0f runs/s on %d cores\n", all * 1000, cores / all, cores
   printf "  pgbench -N tps              %.0f = %.1f x our 1-process runs/s, %.1f x our 2-process runs/s\n", tps, tps / one, tps / two
 }'
-
+if [ "$flow_rounds" -gt 0 ]; then
+  flow_summary
+fi

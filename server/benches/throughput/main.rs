@@ -11,7 +11,9 @@
 //!   `GET /v1/runs/{id}` every 2 ms until it is finished, next);
 //!   admission-to-finished percentiles;
 //! - `scale`: many runs waiting on far timers, then a few due each second;
-//!   the coordinator's RSS over time and the CPU per second while waiting.
+//!   the coordinator's RSS over time and the CPU per second while waiting;
+//! - `otlp-sink`: an OTLP/HTTP traces receiver that counts spans, for the
+//!   flow phase's tracing setups (otlp_sink.rs).
 //!
 //! Every phase prints transactions per run (`pg_stat_database`
 //! `xact_commit + xact_rollback` of the service's database), statements per
@@ -43,6 +45,7 @@ use sqlx::{Connection, PgConnection, Row};
 
 mod client;
 mod meter;
+mod otlp_sink;
 mod scale;
 mod soak;
 
@@ -84,6 +87,8 @@ enum Command {
     /// A steady load for hours with faults injected by bench-soak.sh
     /// (soak.rs).
     Soak(soak::SoakArgs),
+    /// Receives OTLP/HTTP traces and counts their spans (otlp_sink.rs).
+    OtlpSink(otlp_sink::OtlpSinkArgs),
 }
 
 #[derive(Args, Clone)]
@@ -180,6 +185,7 @@ fn main() -> std::process::ExitCode {
             Command::Latency(a) => latency(a).await,
             Command::Scale(a) => scale(a).await,
             Command::Soak(a) => soak::run(a).await,
+            Command::OtlpSink(a) => otlp_sink::run(a).await,
         }
     });
     match done {

@@ -215,13 +215,13 @@ pub(crate) async fn run(a: SoakArgs) -> Result<(), Failure> {
 
 /// Exits the generator once process `pid` is gone: bench.sh stops what it
 /// started, but the generator is a background job it may not reach
-/// (SIGINT is ignored by background jobs).
-fn exit_once_the_process_is_gone(pid: u32) {
+/// (SIGINT is ignored by background jobs). The OTLP sink uses it too.
+pub(crate) fn exit_once_the_process_is_gone(pid: u32) {
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(Duration::from_secs(1)).await;
             if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-                eprintln!("throughput soak: process {pid} is gone; stopping");
+                eprintln!("throughput: process {pid} is gone; stopping");
                 std::process::exit(1);
             }
         }
