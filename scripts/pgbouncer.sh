@@ -14,6 +14,10 @@
 # forwards it to 127.0.0.1 at the port in P/data/postmaster.pid (line 4), or
 # at --target-port T (e.g. a TCP hop in between).
 #
+# Exit status: 0 done; 1 it failed (saying why; a refused start leaves no
+# directory it made); 2 a command line it cannot read (saying what is
+# wrong); 3 `status` of a pooler that does not run.
+#
 # Clients log in as the three roles of scripts/postgres.sh
 # (coordinator_admin, coordinator_migration, coordinator_runtime) with
 # scram-sha-256; the auth_file D/userlist.txt (owner-only) holds their
@@ -64,6 +68,11 @@ STOP_TIMEOUT=10
 
 log() { printf '%s: %s\n' "$PROG" "$*" >&2; }
 die() { printf '%s: error: %s\n' "$PROG" "$*" >&2; exit 1; }
+# A command line this script cannot read: what is wrong, and exit 2.
+usage_error() {
+  printf '%s: error: %s (%s --help shows the usage)\n' "$PROG" "$*" "$PROG" >&2
+  exit 2
+}
 
 usage() {
   cat >&2 <<EOF
@@ -89,12 +98,12 @@ EOF
 # ---------------------------------------------------------------- arguments
 
 CMD="${1:-}"
-[ -n "$CMD" ] || { usage; exit 2; }
+[ -n "$CMD" ] || usage_error "no command: give start, stop, status, env or install"
 shift
 case "$CMD" in
   install|start|stop|status|env) ;;
   -h|--help|help) usage; exit 0 ;;
-  *) usage; die "unknown command '$CMD'" ;;
+  *) usage_error "unknown command '$CMD'" ;;
 esac
 
 PORT="$DEFAULT_PORT"
@@ -103,25 +112,25 @@ PG_DIR=""
 TARGET_PORT=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    --port) [ $# -ge 2 ] || die "--port needs a value"; PORT="$2"; shift 2 ;;
+    --port) [ $# -ge 2 ] || usage_error "--port needs a value"; PORT="$2"; shift 2 ;;
     --port=*) PORT="${1#--port=}"; shift ;;
-    --dir) [ $# -ge 2 ] || die "--dir needs a value"; BASE="$2"; shift 2 ;;
+    --dir) [ $# -ge 2 ] || usage_error "--dir needs a value"; BASE="$2"; shift 2 ;;
     --dir=*) BASE="${1#--dir=}"; shift ;;
-    --pg-dir) [ $# -ge 2 ] || die "--pg-dir needs a value"; PG_DIR="$2"; shift 2 ;;
+    --pg-dir) [ $# -ge 2 ] || usage_error "--pg-dir needs a value"; PG_DIR="$2"; shift 2 ;;
     --pg-dir=*) PG_DIR="${1#--pg-dir=}"; shift ;;
-    --target-port) [ $# -ge 2 ] || die "--target-port needs a value"; TARGET_PORT="$2"; shift 2 ;;
+    --target-port) [ $# -ge 2 ] || usage_error "--target-port needs a value"; TARGET_PORT="$2"; shift 2 ;;
     --target-port=*) TARGET_PORT="${1#--target-port=}"; shift ;;
     -h|--help) usage; exit 0 ;;
-    *) usage; die "unknown argument '$1'" ;;
+    *) usage_error "unknown argument '$1'" ;;
   esac
 done
 
 valid_port() {
   [[ "$1" =~ ^[0-9]+$ ]] && [ "$1" -ge 1024 ] && [ "$1" -le 65535 ]
 }
-valid_port "$PORT" || die "--port must be a number from 1024 to 65535, got '$PORT'"
+valid_port "$PORT" || usage_error "--port must be a number from 1024 to 65535, got '$PORT'"
 [ -z "$TARGET_PORT" ] || valid_port "$TARGET_PORT" \
-  || die "--target-port must be a number from 1024 to 65535, got '$TARGET_PORT'"
+  || usage_error "--target-port must be a number from 1024 to 65535, got '$TARGET_PORT'"
 
 [ -n "$BASE" ] || BASE="/tmp/coordinator-pgbouncer-$PORT"
 case "$BASE" in /*) ;; *) BASE="$PWD/$BASE" ;; esac
@@ -420,7 +429,7 @@ cmd_start() {
     print_external_env
     return
   fi
-  [ -n "$PG_DIR" ] || { usage; die "start needs --pg-dir P (a scripts/postgres.sh cluster)"; }
+  [ -n "$PG_DIR" ] || usage_error "start needs --pg-dir P (a scripts/postgres.sh cluster)"
   load_pg_credentials
   local target="$TARGET_PORT"
   [ -n "$target" ] || target="$(pg_cluster_port)"
@@ -429,6 +438,12 @@ cmd_start() {
 
   ensure_pgbouncer
   ensure_os_user
+  # A start refused before its pooler runs leaves no directory it made.
+  local made_base=0 made_lock=0
+  [ -e "$BASE" ] || made_base=1
+  [ -e "$BASE.lock" ] || made_lock=1
+  trap 'rc=$?; if [ "$rc" -ne 0 ] && ! running_pid >/dev/null 2>&1; then
+          [ "$made_base" -eq 0 ] || rm -rf "$BASE"; [ "$made_lock" -eq 0 ] || rm -f "$BASE.lock"; fi' EXIT
   lock_base
   prepare_base
 
