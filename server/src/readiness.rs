@@ -64,10 +64,38 @@ pub fn waiting_router(reason: WaitingReason) -> Router {
         .layer(axum::middleware::map_response(no_store))
 }
 
+/// How long `/ready` waits for its answer (0.9 s, under Kubernetes'
+/// default probe timeout of 1 s): a store that has not answered by then
+/// is `store-unavailable`.
+pub const READY_DEADLINE: std::time::Duration = std::time::Duration::from_millis(900);
+
+/// The reason `/ready` gave last (`None`: ready), so that a reason is
+/// logged when it begins and when it ends, not at every probe.
+static LAST_REASON: std::sync::Mutex<Option<&'static str>> = std::sync::Mutex::new(None);
+
+/// Logs `reason` when it differs from the last probe's.
+fn log_change(reason: Option<&'static str>) {
+    let Ok(mut last) = LAST_REASON.lock() else {
+        return;
+    };
+    if *last == reason {
+        return;
+    }
+    match reason {
+        Some(code) => tracing::warn!(code, "not ready"),
+        None => tracing::info!(was = last.unwrap_or_default(), "ready again"),
+    }
+    *last = reason;
+}
+
 /// `GET /ready`: 200 when this process would accept a start now, else 503
-/// with the reason ([`not_ready_reason`]).
+/// with the reason ([`not_ready_reason`]); within [`READY_DEADLINE`].
 pub(crate) async fn ready(State(s): State<AppState>) -> Response {
-    match not_ready_reason(&s.engine).await {
+    let reason = tokio::time::timeout(READY_DEADLINE, not_ready_reason(&s.engine))
+        .await
+        .unwrap_or(Some("store-unavailable"));
+    log_change(reason);
+    match reason {
         None => json(
             StatusCode::OK,
             &api::Ready {
@@ -97,7 +125,7 @@ pub async fn not_ready_reason(engine: &Engine) -> Option<&'static str> {
             StoreError::Refused { code, .. } => *code,
             _ => "store-unavailable",
         };
-        tracing::warn!(code = reason, error = %e, "not ready");
+        tracing::debug!(code = reason, error = %e, "not ready");
         return Some(reason);
     }
     if engine.recovery_only() {

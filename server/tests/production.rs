@@ -600,3 +600,68 @@ async fn two_processes_serve_through_pgbouncer_in_transaction_mode() {
     drop(pooler);
     drop(db);
 }
+
+/// The port of a test database URL (`postgres://ROLE:PASSWORD@127.0.0.1:PORT/DB`).
+fn port_in(url: &str) -> u16 {
+    let after_host = url.rsplit_once("@127.0.0.1:").expect("a 127.0.0.1 URL").1;
+    after_host.split('/').next().unwrap().parse().unwrap()
+}
+
+/// A database that stops answering (a hung server, a route dropping
+/// packets) is `store-unavailable` on `/ready` within its deadline, as a
+/// Kubernetes probe with a short timeout needs, and is logged once when
+/// it begins and once when it ends, not at every probe.
+#[tokio::test]
+async fn ready_answers_a_probe_in_time_while_the_database_hangs() {
+    let Some(urls) = urls("ready_hang") else {
+        return;
+    };
+    let port = port_in(&urls.runtime);
+    let hop = Hop::start(port).await;
+    let d = Deployment::new(hop.urls(&urls, port), 2_000).await;
+    let mut c = d.spawn().await;
+    wait_ready(&d, &mut c, Duration::from_secs(60)).await;
+    let messages = |c: &Coordinator, message: &str| {
+        log_lines(c)
+            .iter()
+            .filter(|l| l["fields"]["message"] == message)
+            .count()
+    };
+    let before = (messages(&c, "not ready"), messages(&c, "ready again"));
+
+    // A server that takes connections and never answers; the hop moves
+    // there, cutting the pool's connections.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    let held = tokio::spawn(async move {
+        let mut kept = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            kept.push(socket);
+        }
+    });
+    hop.point_at(silent_port);
+    for _ in 0..5 {
+        // Before the deadline, a pooled connection's wait was ~4 s.
+        let r = d
+            .http
+            .get(format!("{}/ready", c.base))
+            .timeout(Duration::from_secs(2))
+            .send()
+            .await
+            .expect("/ready answers within 2 s while the database hangs");
+        assert_eq!(r.status().as_u16(), 503);
+        let body: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+        assert_eq!(body["reason"], "store-unavailable", "{body}");
+    }
+    assert_eq!(messages(&c, "not ready"), before.0 + 1, "{}", c.log_text());
+
+    hop.point_at(port);
+    wait_ready(&d, &mut c, Duration::from_secs(60)).await;
+    assert_eq!(
+        messages(&c, "ready again"),
+        before.1 + 1,
+        "{}",
+        c.log_text()
+    );
+    held.abort();
+}
