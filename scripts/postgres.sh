@@ -24,8 +24,10 @@
 #   COORDINATOR_TEST_MIGRATION_URL
 #   COORDINATOR_TEST_RUNTIME_URL
 # so `eval "$(scripts/postgres.sh start)"` both starts and exports.
-# If COORDINATOR_TEST_DATABASE_URL is already set, start/stop do nothing and
-# env echoes the variables that are set (use an existing PostgreSQL 17).
+# If COORDINATOR_TEST_DATABASE_URL is already set and neither --port nor
+# --dir is given, start/stop do nothing and env echoes the variables that
+# are set (use an existing PostgreSQL 17); --port or --dir names a cluster
+# of this script's, whatever the variables say.
 #
 # `backup --to B` takes a physical backup: it stops the server cleanly
 # (fast shutdown, so the copy is consistent), copies its data directory and
@@ -148,6 +150,9 @@ usage: $PROG start|stop|status|env|destroy [--port N] [--dir D]
   --primary-dir P  standby: the --dir of the running primary
   --synchronous    standby: make the primary wait for it on every commit
                    (synchronous_standby_names, synchronous_commit = on)
+
+With COORDINATOR_TEST_DATABASE_URL set and neither --port nor --dir, start,
+stop, status and env use that outside server and start or stop nothing.
 EOF
 }
 
@@ -164,15 +169,16 @@ esac
 
 PORT=""
 BASE=""
+NAMED=0  # 1 when --port or --dir names a cluster
 BACKUP=""
 PRIMARY_BASE=""
 SYNCHRONOUS=0
 while [ $# -gt 0 ]; do
   case "$1" in
-    --port) [ $# -ge 2 ] || die "--port needs a value"; PORT="$2"; shift 2 ;;
-    --port=*) PORT="${1#--port=}"; shift ;;
-    --dir) [ $# -ge 2 ] || die "--dir needs a value"; BASE="$2"; shift 2 ;;
-    --dir=*) BASE="${1#--dir=}"; shift ;;
+    --port) [ $# -ge 2 ] || die "--port needs a value"; PORT="$2"; NAMED=1; shift 2 ;;
+    --port=*) PORT="${1#--port=}"; NAMED=1; shift ;;
+    --dir) [ $# -ge 2 ] || die "--dir needs a value"; BASE="$2"; NAMED=1; shift 2 ;;
+    --dir=*) BASE="${1#--dir=}"; NAMED=1; shift ;;
     --to|--from) [ $# -ge 2 ] || die "$1 needs a value"; BACKUP="$2"; shift 2 ;;
     --to=*) BACKUP="${1#--to=}"; shift ;;
     --from=*) BACKUP="${1#--from=}"; shift ;;
@@ -227,9 +233,10 @@ as_pg() {
   fi
 }
 
-# The variables already in the environment that point at an outside server.
+# The variables already in the environment that point at an outside
+# server, unless --port or --dir names a cluster of this script's.
 external_configured() {
-  [ -n "${!URL_VARS[0]:-}" ]
+  [ "$NAMED" -eq 0 ] && [ -n "${!URL_VARS[0]:-}" ]
 }
 
 print_external_env() {

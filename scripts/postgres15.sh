@@ -10,8 +10,8 @@
 # default port 54315, default dir /tmp/coordinator-pg15-PORT, one database
 # `coordinator`, one role (coordinator_admin, superuser) and one variable:
 #   COORDINATOR_TEST_PG15_URL=postgres://coordinator_admin:...@127.0.0.1:PORT/coordinator
-# If COORDINATOR_TEST_PG15_URL is already set, start/stop do nothing and env
-# echoes it.
+# If COORDINATOR_TEST_PG15_URL is already set (and neither --port nor --dir
+# is given), start/stop do nothing and env echoes it.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 COORDINATOR_PG_FLAVOR=15 COORDINATOR_PG_PROG="$(basename "$0")" exec bash "$here/postgres.sh" "$@"
