@@ -46,7 +46,7 @@ pub struct RuntimeConfig {
     /// The database URLs (as references).
     pub database: Database,
     /// The floor for wait observations.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::mapping::required")]
     pub observation: Observation,
     /// Trusted producers whose signed events start runs, by name.
     #[serde(default)]
@@ -55,12 +55,20 @@ pub struct RuntimeConfig {
     #[serde(default)]
     pub connections: BTreeMap<String, Connection>,
     /// The operator's part; optional in an author's template.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::mapping::optional"
+    )]
     pub deployment: Option<Deployment>,
     /// Where the service exports OpenTelemetry traces; absent: nowhere,
     /// unless the standard `OTEL_EXPORTER_OTLP_*` variables name an
     /// endpoint (docs/operations.md "Traces").
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::mapping::optional"
+    )]
     pub telemetry: Option<crate::telemetry::Telemetry>,
 }
 
@@ -371,7 +379,11 @@ pub struct BregConnection {
     pub request_timeout_milliseconds: Option<u64>,
     /// Flow control of the calls to this connection, shared by every
     /// workflow and every process of the deployment ([`CallLimits`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::mapping::optional"
+    )]
     pub limits: Option<CallLimits>,
 }
 
@@ -389,7 +401,11 @@ pub struct PlainConnection {
     pub request_timeout_milliseconds: Option<u64>,
     /// Flow control of the calls to this connection, shared by every
     /// workflow and every process of the deployment ([`CallLimits`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::mapping::optional"
+    )]
     pub limits: Option<CallLimits>,
 }
 
@@ -420,7 +436,11 @@ pub struct CaseworkConnection {
     pub request_timeout_milliseconds: Option<u64>,
     /// Flow control of the calls to this connection, shared by every
     /// workflow and every process of the deployment ([`CallLimits`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::mapping::optional"
+    )]
     pub limits: Option<CallLimits>,
 }
 
@@ -459,7 +479,11 @@ pub struct ExternalHttpConnection {
     pub request_timeout_milliseconds: Option<u64>,
     /// Flow control of the calls to this connection, shared by every
     /// workflow and every process of the deployment ([`CallLimits`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::mapping::optional"
+    )]
     pub limits: Option<CallLimits>,
 }
 
@@ -480,7 +504,11 @@ pub struct DecisionConnection {
     pub request_timeout_milliseconds: Option<u64>,
     /// Flow control of the calls to this connection, shared by every
     /// workflow and every process of the deployment ([`CallLimits`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::mapping::optional"
+    )]
     pub limits: Option<CallLimits>,
 }
 
@@ -498,6 +526,7 @@ pub struct Deployment {
     #[schemars(length(max = 16))]
     pub packages: Vec<PackagePin>,
     /// The service listener.
+    #[serde(deserialize_with = "crate::mapping::required")]
     pub listener: Listener,
     /// The private `/metrics` listener.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -34,6 +34,7 @@ pub mod codes;
 pub mod config;
 pub mod keys;
 pub mod log_codes;
+mod mapping;
 pub mod net;
 pub mod package;
 pub mod secrets;

@@ -851,6 +851,18 @@ fn checks_a_connections_call_limits() {
             "coordinator.runtime.call-limits",
             needle,
         );
+    } // A list is not read by position as the members (serde's sequence
+      // form of a struct): the section must be a mapping.
+    for list in ["[2, 5, 5]", "[]"] {
+        refuses(
+            &with("{}"),
+            "limits: {}",
+            &format!("limits: {list}"),
+            Mode::Deployment,
+            false,
+            "coordinator.yaml.wrong-type",
+            &format!("limits: |{list}"),
+        );
     }
 }
 
