@@ -65,13 +65,18 @@ pub fn waiting_router(reason: WaitingReason) -> Router {
 }
 
 /// How long `/ready` waits for its answer (0.9 s, under Kubernetes'
-/// default probe timeout of 1 s): a store that has not answered by then
-/// is `store-unavailable`.
+/// default probe timeout of 1 s). A check still running then goes on in
+/// the background, and the probe is answered with the reason the last
+/// check that finished gave (a store that answered "read-only" slowly
+/// stays `database.read-only`), or `store-unavailable`.
 pub const READY_DEADLINE: std::time::Duration = std::time::Duration::from_millis(900);
 
 /// The reason `/ready` gave last (`None`: ready), so that a reason is
 /// logged when it begins and when it ends, not at every probe.
 static LAST_REASON: std::sync::Mutex<Option<&'static str>> = std::sync::Mutex::new(None);
+
+/// The reason the last check that finished gave (`Some(None)`: ready).
+static LAST_FINISHED: std::sync::Mutex<Option<Option<&'static str>>> = std::sync::Mutex::new(None);
 
 /// Logs `reason` when it differs from the last probe's.
 fn log_change(reason: Option<&'static str>) {
@@ -88,12 +93,30 @@ fn log_change(reason: Option<&'static str>) {
     *last = reason;
 }
 
+/// The answer to a probe whose check outlived [`READY_DEADLINE`]: the
+/// last finished check's reason, if it found one, else `store-unavailable`.
+fn reason_past_deadline() -> &'static str {
+    match LAST_FINISHED.lock().ok().and_then(|l| *l) {
+        Some(Some(reason)) => reason,
+        _ => "store-unavailable",
+    }
+}
+
 /// `GET /ready`: 200 when this process would accept a start now, else 503
 /// with the reason ([`not_ready_reason`]); within [`READY_DEADLINE`].
 pub(crate) async fn ready(State(s): State<AppState>) -> Response {
-    let reason = tokio::time::timeout(READY_DEADLINE, not_ready_reason(&s.engine))
-        .await
-        .unwrap_or(Some("store-unavailable"));
+    let engine = Arc::clone(&s.engine);
+    let check = tokio::spawn(async move {
+        let reason = not_ready_reason(&engine).await;
+        if let Ok(mut last) = LAST_FINISHED.lock() {
+            *last = Some(reason);
+        }
+        reason
+    });
+    let reason = match tokio::time::timeout(READY_DEADLINE, check).await {
+        Ok(Ok(reason)) => reason,
+        _ => Some(reason_past_deadline()),
+    };
     log_change(reason);
     match reason {
         None => json(
