@@ -122,7 +122,11 @@ pub struct Database {
     /// (PgBouncer `pool_mode = transaction`): no statement outlives its
     /// transaction, no setting travels in the startup packet, no session
     /// state is kept (docs/operations.md "Through a connection pooler").
-    #[serde(default, skip_serializing_if = "PoolingMode::is_session")]
+    #[serde(
+        default,
+        skip_serializing_if = "PoolingMode::is_session",
+        deserialize_with = "crate::mapping::word"
+    )]
     pub pooling_mode: PoolingMode,
 }
 

@@ -1,4 +1,5 @@
-//! Sections of the runtime file that must be YAML mappings.
+//! Sections of the runtime file that must be YAML mappings, and words
+//! that must be plain strings.
 //!
 //! serde's derived `Deserialize` of a struct also takes a sequence, its
 //! members by position (`limits: [2, 5, 5]` read as `inFlight: 2,
@@ -42,6 +43,23 @@ pub(crate) fn required<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     MappingOnly::deserialize(d).map(|m| m.0)
 }
 
+/// A word of a fixed set (an enum of unit variants) that must be written
+/// as a plain string: serde's derived enums also take the mapping form
+/// `{session: null}`.
+pub(crate) fn word<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<T, D::Error> {
+    struct Word<T>(PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for Word<T> {
+        type Value = T;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a string")
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
+            T::deserialize(de::value::StrDeserializer::<E>::new(v))
+        }
+    }
+    d.deserialize_str(Word(PhantomData))
+}
+
 /// An optional section (absent or `null`: `None`) that must otherwise be
 /// a mapping.
 pub(crate) fn optional<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
@@ -60,6 +78,31 @@ mod tests {
     struct Holder {
         #[serde(default, deserialize_with = "super::optional")]
         limits: Option<CallLimits>,
+    }
+
+    #[derive(serde::Deserialize, Debug)]
+    struct Pooling {
+        #[serde(default, deserialize_with = "super::word")]
+        mode: crate::config::PoolingMode,
+    }
+
+    #[test]
+    fn a_word_is_a_plain_string() {
+        let read = |v| serde_json::from_value::<Pooling>(v);
+        let p = read(json!({"mode": "transaction"})).expect("a word");
+        assert_eq!(p.mode, crate::config::PoolingMode::Transaction);
+        assert_eq!(
+            read(json!({})).expect("absent").mode,
+            crate::config::PoolingMode::Session
+        );
+        let e = read(json!({"mode": {"session": null}}))
+            .expect_err("a mapping")
+            .to_string();
+        assert!(e.contains("expected a string"), "{e}");
+        let e = read(json!({"mode": "pooled"}))
+            .expect_err("no such word")
+            .to_string();
+        assert!(e.contains("unknown variant `pooled`"), "{e}");
     }
 
     #[test]
