@@ -108,12 +108,7 @@ flow_start_sink() {
   "$gen" otlp-sink --port "$port" --count-file "$flow_sink_counts" --watch-pid "$$" \
     >>"$logs/otlp-sink.log" 2>&1 &
   otlp_sink_pid=$!
-  for _ in $(seq 1 40); do
-    [ -f "$flow_sink_counts" ] && break
-    kill -0 "$otlp_sink_pid" 2>/dev/null || die "the OTLP sink exited before it was ready; see $logs/otlp-sink.log"
-    sleep 0.25
-  done
-  [ -f "$flow_sink_counts" ] || die "the OTLP sink was not ready within 10 s; see $logs/otlp-sink.log"
+  wait_for_file "$otlp_sink_pid" "$flow_sink_counts" 10 "the OTLP sink" "$logs/otlp-sink.log"
   flow_endpoint="http://127.0.0.1:$port/v1/traces"
 }
 

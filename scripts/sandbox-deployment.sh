@@ -9,15 +9,23 @@
 # sandbox_start SANDBOX_BIN DIR LOG: starts coordinator-sandbox on DIR
 # (output to LOG), sets `sandbox_pid` (the caller stops it), waits up to
 # 30 s for DIR/sandbox.env and reads its variables.
+# wait_for_file PID FILE SECONDS NAME LOG: waits until FILE exists (a
+# process started in the background says it is ready by writing it); dies
+# when PID exits first or after SECONDS, naming NAME and its LOG.
+wait_for_file() {
+  local pid="$1" file="$2" seconds="$3" name="$4" log="$5"
+  for _ in $(seq 1 $((seconds * 4))); do
+    [ -f "$file" ] && return 0
+    kill -0 "$pid" 2>/dev/null || die "$name exited before it was ready; see $log"
+    sleep 0.25
+  done
+  [ -f "$file" ] || die "$name was not ready within $seconds s; see $log"
+}
+
 sandbox_start() {
   "$1" "$2" >"$3" 2>&1 &
   sandbox_pid=$!
-  for _ in $(seq 1 120); do
-    [ -f "$2/sandbox.env" ] && break
-    kill -0 "$sandbox_pid" 2>/dev/null || die "coordinator-sandbox exited before it was ready; see $3"
-    sleep 0.25
-  done
-  [ -f "$2/sandbox.env" ] || die "coordinator-sandbox was not ready within 30 s; see $3"
+  wait_for_file "$sandbox_pid" "$2/sandbox.env" 30 coordinator-sandbox "$3"
   # shellcheck disable=SC1091
   . "$2/sandbox.env"
 }

@@ -62,10 +62,16 @@ fn log_lines(c: &Coordinator) -> Vec<Value> {
 
 /// `GET /ready`: the status and the answer.
 async fn ready(d: &Deployment, c: &Coordinator) -> Option<(u16, Value)> {
+    ready_within(d, c, Duration::from_secs(5)).await
+}
+
+/// `GET /ready` as a probe with `timeout` asks it: the status and the
+/// answer (`None`: no answer in time).
+async fn ready_within(d: &Deployment, c: &Coordinator, timeout: Duration) -> Option<(u16, Value)> {
     let r = d
         .http
         .get(format!("{}/ready", c.base))
-        .timeout(Duration::from_secs(5))
+        .timeout(timeout)
         .send()
         .await
         .ok()?;
@@ -642,15 +648,10 @@ async fn ready_answers_a_probe_in_time_while_the_database_hangs() {
     hop.point_at(silent_port);
     for _ in 0..5 {
         // Before the deadline, a pooled connection's wait was ~4 s.
-        let r = d
-            .http
-            .get(format!("{}/ready", c.base))
-            .timeout(Duration::from_secs(2))
-            .send()
+        let (status, body) = ready_within(&d, &c, Duration::from_secs(2))
             .await
             .expect("/ready answers within 2 s while the database hangs");
-        assert_eq!(r.status().as_u16(), 503);
-        let body: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+        assert_eq!(status, 503);
         assert_eq!(body["reason"], "store-unavailable", "{body}");
     }
     assert_eq!(messages(&c, "not ready"), before.0 + 1, "{}", c.log_text());
