@@ -141,8 +141,7 @@ impl Checker<'_> {
         }
         match self.out.input.clone() {
             Some(s) => {
-                let ty =
-                    self.typed_path(vec![s], p.path.as_ref(), ptr, "the workflow input schema");
+                let ty = self.typed_path(vec![s], p.path.as_ref(), ptr, self.input_label);
                 self.note_read(ptr, vec![(None, ty.clone())]);
                 ty
             }
@@ -238,9 +237,7 @@ impl Checker<'_> {
         }
         let Some(facts) = facts else { return Ty::Error };
         let Some(variants) = facts.get(&s.step).cloned() else {
-            let route = self
-                .graph
-                .route_without(&self.p.workflow.start, here, &s.step);
+            let route = self.graph.route_without(&self.start, here, &s.step);
             self.err(
                 codes::MAPPING_STEP_NOT_COMPLETED,
                 &sptr,

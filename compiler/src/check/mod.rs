@@ -8,7 +8,10 @@
 //! - `steps.rs`: what each step and trigger requires beyond the graph
 //!   (choose labels, wait-for completion and timeout, finish outputs);
 //! - `mapping.rs`: the typing of mappings (paths, step outputs on every
-//!   route, Function calls and their implicit bindings) and their fit.
+//!   route, Function calls and their implicit bindings) and their fit;
+//! - `resume.rs`: the same step checks run again from a state another
+//!   revision produced (a run moved to this revision at one of its steps):
+//!   the starting step, the completed steps and the input schema given.
 //!
 //! This file holds the [`Checker`] and what every part shares. Checking
 //! collects every independent finding and never stops at the first.
@@ -28,9 +31,11 @@ use crate::schema::{Sch, Ty};
 mod graph;
 mod mapping;
 mod resolve;
+mod resume;
 mod steps;
 
-use graph::Graph;
+pub(crate) use graph::{Facts, Graph};
+pub(crate) use resume::{check_resumed, Resume};
 
 /// Limits of SPEC §2.
 pub const MAX_STEPS: usize = 64;
@@ -136,7 +141,15 @@ pub(crate) struct Checker<'a> {
     script: Option<Vec<ScriptFn>>,
     /// The step graph, built once in [`Checker::new`].
     graph: Graph,
+    /// Where routes named in messages begin: `workflow.start`, or the step
+    /// a moved run resumes at ([`check_resumed`]).
+    start: String,
+    /// How messages name the run input's schema.
+    input_label: &'static str,
 }
+
+/// How messages name the run input's schema in a project's own check.
+const INPUT_LABEL: &str = "the workflow input schema";
 
 impl<'a> Checker<'a> {
     /// A checker of `p`, read from `doc`; `script` lists the Functions of
@@ -157,6 +170,8 @@ impl<'a> Checker<'a> {
             },
             script,
             graph: Graph::new(&p.workflow.steps),
+            start: p.workflow.start.clone(),
+            input_label: INPUT_LABEL,
         }
     }
 
@@ -188,12 +203,7 @@ impl<'a> Checker<'a> {
     /// Runs every check; returns what lowering needs.
     pub fn run(mut self) -> (Checked, Vec<Diagnostic>) {
         self.names_and_limits();
-        self.resolve_types();
-        self.resolve_aliases();
-        self.resolve_outcomes();
-        let input = self.resolve(&self.p.workflow.input.clone(), "/workflow/input", 0);
-        self.out.input = input;
-        self.resolve_functions();
+        self.resolve_all();
         let facts = self.check_graph();
         let p: &'a ProjectFile = self.p;
         for (name, step) in p.workflow.steps.iter() {
@@ -201,6 +211,17 @@ impl<'a> Checker<'a> {
         }
         self.check_triggers();
         (self.out, self.diags)
+    }
+
+    /// Resolves the types, operation aliases, outcomes, the workflow
+    /// input and the Functions, once, in that order.
+    fn resolve_all(&mut self) {
+        self.resolve_types();
+        self.resolve_aliases();
+        self.resolve_outcomes();
+        let input = self.resolve(&self.p.workflow.input.clone(), "/workflow/input", 0);
+        self.out.input = input;
+        self.resolve_functions();
     }
 
     fn names_and_limits(&mut self) {
