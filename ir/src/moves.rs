@@ -36,11 +36,14 @@ pub const CHECKER_VERSION: &str = "coordinator-move-check/1";
 #[cfg_attr(feature = "schemars", schemars(title = "CoordinatorMoveCertificate"))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct MoveCertificate {
-    /// Always [`CERTIFICATE_FORMAT`].
+    /// The format: always `coordinator-move-certificate/1`.
     pub format: String,
-    /// The check's version, [`CHECKER_VERSION`].
+    /// The version of the check that decided the verdicts:
+    /// `coordinator-move-check/1`.
     pub checker: String,
-    /// `sha256:<64 hex>`: [`MoveCertificate::compute_digest`].
+    /// `sha256:` and 64 lowercase hex digits: the SHA-256 of the canonical
+    /// JSON of the certificate without `digest`, each wait's findings
+    /// reduced to the sorted list of their codes.
     pub digest: String,
     /// The workflow (`project.id`), the same in both revisions.
     pub workflow: String,
