@@ -35,7 +35,7 @@ mod resume;
 mod steps;
 
 pub(crate) use graph::{Facts, Graph};
-pub(crate) use resume::{check_resumed, Resume};
+pub(crate) use resume::{check_resumed, own_bindings, Resume};
 
 /// Limits of SPEC §2.
 pub const MAX_STEPS: usize = 64;
@@ -93,6 +93,10 @@ pub(crate) enum Binding {
     Step(String),
 }
 
+/// Mapping pointer -> the implicit bindings of the Function called there
+/// (input name, binding), in the Function's input order.
+pub(crate) type Bindings = HashMap<String, Vec<(String, Binding)>>;
+
 /// Which output of a step a `type: step` mapping reads on a route.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ReadRoute {
@@ -125,7 +129,7 @@ pub(crate) struct Checked {
     /// Resolved outcome schemas by name.
     pub outcomes: BTreeMap<String, Sch>,
     /// Mapping pointer -> implicit bindings, in the Function's input order.
-    pub bindings: HashMap<String, Vec<(String, Binding)>>,
+    pub bindings: Bindings,
     /// Mapping pointer -> what the mapping reads, for `input`, `event` and
     /// `step` mappings whose type the check computed (explain's data).
     pub reads: HashMap<String, Vec<Read>>,
@@ -146,6 +150,9 @@ pub(crate) struct Checker<'a> {
     start: String,
     /// How messages name the run input's schema.
     input_label: &'static str,
+    /// In a check resumed from another revision's state, the implicit
+    /// bindings of the project's own check, which its Program runs.
+    own_bindings: Option<&'a Bindings>,
 }
 
 /// How messages name the run input's schema in a project's own check.
@@ -172,6 +179,7 @@ impl<'a> Checker<'a> {
             graph: Graph::new(&p.workflow.steps),
             start: p.workflow.start.clone(),
             input_label: INPUT_LABEL,
+            own_bindings: None,
         }
     }
 

@@ -13,7 +13,7 @@
 use coordinator_source::Diagnostic;
 use serde_json::Value;
 
-use super::{Checker, Facts};
+use super::{Bindings, Checker, Facts};
 use crate::schema::Sch;
 use crate::Analysis;
 
@@ -32,6 +32,19 @@ pub(crate) struct Resume<'r> {
     /// revision's `Program::schemas` entry); `None` for this project's own
     /// workflow input schema.
     pub input: Option<Value>,
+    /// The implicit bindings of the project's own check
+    /// ([`own_bindings`]): the Program binds a Function input by its type
+    /// once, from `workflow.start`, and a moved run runs that binding.
+    pub bindings: &'r Bindings,
+}
+
+/// The implicit bindings of the project's own check (what its Program
+/// binds each Function input omitted under `arguments` to).
+pub(crate) fn own_bindings(analysis: &Analysis) -> Bindings {
+    Checker::new(&analysis.doc, &analysis.project, analysis.script.clone())
+        .run()
+        .0
+        .bindings
 }
 
 /// The diagnostics of the step checks of every step reachable after
@@ -48,6 +61,7 @@ pub(crate) fn check_resumed(analysis: &Analysis, resume: &Resume) -> Vec<Diagnos
         checker.input_label = MOVED_INPUT_LABEL;
     }
     checker.start = resume.step.to_owned();
+    checker.own_bindings = Some(resume.bindings);
     let facts = checker
         .graph
         .must_complete_from(resume.step, resume.completed.clone());

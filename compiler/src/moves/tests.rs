@@ -522,3 +522,105 @@ fn a_function_bound_to_b_input_type_that_a_input_does_not_fit_is_refused() {
     assert_eq!(d.pointer, "/workflow/steps/notify/input");
     assert!(d.message.contains("notice-request"), "{}", d.message);
 }
+
+#[test]
+fn every_example_moves_every_wait_to_itself() {
+    // The same revision on both sides: nothing differs, so every wait is
+    // movable and carries every call completed on every route to it.
+    let mut waits = 0;
+    for name in [
+        "decision-follow-up",
+        "deferred-appointment",
+        "delayed-follow-up",
+        "external-directory",
+        "governed-action",
+        "reviewed-notice",
+    ] {
+        let (w, f) = texts(name);
+        let c = compiled(name, &w, &f);
+        let p = plan(&c, &c, &MoveOptions::default());
+        assert!(p.diagnostics.is_empty(), "{name}: {:#?}", p.diagnostics);
+        let steps = c.program.as_ref().map_or(0, |p| {
+            p.steps.iter().filter(|s| s.op.kind().is_wait()).count()
+        });
+        assert_eq!(p.certificate.waits.len(), steps, "{name}");
+        assert!(p.certificate.waits.iter().all(|w| w.movable), "{name}");
+        assert_eq!(p.certificate.any_movable(), steps > 0, "{name}");
+        waits += steps;
+    }
+    assert!(waits >= 4, "the examples wait {waits} times");
+}
+
+#[test]
+fn a_function_input_bound_by_type_keeps_the_binding_b_runs() {
+    // A reads the record before `due`. B reads it as `peek` first (the
+    // same alias) and again only on one route: B's own check binds the
+    // Functions' `record` to `peek`, the one read on every route, and its
+    // Program runs that binding. A moved run carries A's
+    // `read-application` but never ran `peek`: even with the skip
+    // accepted, the binding reads what the run lacks.
+    let (w, f) = texts("delayed-follow-up");
+    let a = compiled("a", &read_first(&w), &f);
+    let b_text = edited(
+        &read_first(&w),
+        &[
+            ("  start: read-application\n", "  start: peek\n"),
+            (
+                "  notice-route:\n    type: string\n",
+                "  gate-route:\n    type: string\n    enum: [again, skip]\n  notice-route:\n    type: string\n",
+            ),
+            (
+                "functions:\n",
+                concat!(
+                    "functions:\n  gate:\n    runtime: rhai\n    source: functions.rhai\n",
+                    "    entrypoint: gate\n    inputs:\n      input:\n        typeRef: workflow-input\n",
+                    "    output:\n      typeRef: gate-route\n",
+                ),
+            ),
+            (
+                "  steps:\n",
+                concat!(
+                    "  steps:\n    peek:\n      type: call\n      operation: applications-read-record\n",
+                    "      input:\n        type: fields\n        fields:\n",
+                    "          collection: {type: literal, value: applications}\n",
+                    "          recordId: {type: input, path: /applicationId}\n",
+                    "      next: gate-step\n",
+                    "    gate-step:\n      type: choose\n      function: gate\n",
+                    "      cases:\n        again: read-application\n        skip: due\n",
+                ),
+            ),
+        ],
+    );
+    let b = compiled(
+        "b",
+        &b_text,
+        &format!("{f}\nfn gate(input) {{ \"again\" }}\n"),
+    );
+    let accepted = MoveOptions {
+        map: Vec::new(),
+        accept_skipped: vec!["peek".into()],
+    };
+    let p = plan(&a, &b, &accepted);
+    let due = p.certificate.wait("due").expect("due");
+    assert_eq!(due.carried, ["read-application"]);
+    assert!(!due.movable);
+    let found = codes(&p.diagnostics);
+    assert!(
+        found
+            .iter()
+            .all(|c| *c == "coordinator.move.read-unavailable"),
+        "{found:?}"
+    );
+    let at: Vec<&str> = p.diagnostics.iter().map(|d| d.pointer.as_str()).collect();
+    assert_eq!(
+        at,
+        ["/workflow/steps/permission", "/workflow/steps/notify/input"]
+    );
+    assert!(
+        p.diagnostics
+            .iter()
+            .all(|d| d.message.contains("call `peek`")),
+        "{:#?}",
+        p.diagnostics
+    );
+}
