@@ -43,6 +43,12 @@ coordinator_source::diagnostic_codes! {
         "The directory's base name is not a valid project id, and `init` writes it into `project.id`.");
     INIT_WRITE = ("coordinator.init.write", Error,
         "`init` could not create the directory.");
+    MOVE_OUTPUT = ("coordinator.move.output", Error,
+        "The `--output` of `move plan` exists and is not a regular file (a directory, a symbolic link, a device), or its directory does not exist.");
+    MOVE_TO_PACKAGE = ("coordinator.move.to-package", Error,
+        "`move plan --to` names a package; revision B must be given as its project directory.");
+    MOVE_WRITE = ("coordinator.move.write", Error,
+        "`move plan` could not write the certificate to `--output`.");
     PACKAGE_EXISTS = ("coordinator.package.exists", Error,
         "The `--output` path of `package` already exists.");
     PACKAGE_SCENARIOS_FAILED = ("coordinator.package.scenarios-failed", Error,

@@ -1,5 +1,6 @@
 //! `coordinatorctl`: the offline toolchain (`init`, `check`, `explain`,
-//! `test`, `package`, `types`, `schema`, and `lsp`, the language server),
+//! `test`, `package`, `types`, `schema`, `move plan`, and `lsp`, the
+//! language server),
 //! the deployment commands (`plan`,
 //! `apply`, `deployment-status`) and the caller and operator commands over
 //! the service's HTTP API (`status`, `list`, `inspect`, `cancel`,
@@ -74,6 +75,9 @@ enum Command {
     Schema(commands::schema::SchemaArgs),
     /// Print the OpenAPI 3.1 document of the service's HTTP API.
     Openapi,
+    /// Move waiting runs to a new revision: `move plan` proves offline which
+    /// can move and writes the certificate.
+    Move(commands::moves::MoveArgs),
     /// Show what `apply` would do to each workflow (runtime credential only).
     Plan(commands::deploy::PlanArgs),
     /// Migrate, grant the runtime role and record the active packages (the
@@ -108,6 +112,7 @@ pub fn main() -> ExitCode {
         Command::Types(args) => commands::types::run(args),
         Command::Schema(args) => commands::schema::run(args),
         Command::Openapi => commands::openapi::run(),
+        Command::Move(args) => commands::moves::run(args),
         Command::Plan(a) => deploy(
             Which::Plan,
             &a.runtime_config.or(cli.runtime_config),

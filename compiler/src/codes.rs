@@ -63,6 +63,26 @@ coordinator_source::diagnostic_codes! {
         "The mapped value does not fit the schema it feeds (operation input, Function input, outcome).");
     MAPPING_UNKNOWN_STEP = ("coordinator.mapping.unknown-step", Error,
         "A `type: step` mapping names no step.");
+    MOVE_CALL_SKIPPED = ("coordinator.move.call-skipped", Error,
+        "A call of revision B placed before the move's target step was never performed by a run waiting on revision A, and the plan was not given `--accept-skipped` for it.");
+    MOVE_COMPLETION_DIFFERS = ("coordinator.move.completion-differs", Error,
+        "The target of a moved `wait-for` waits for another completion name or on another call, or the call it waits on is not carried to revision B.");
+    MOVE_EFFECT_REPEATS = ("coordinator.move.effect-repeats", Error,
+        "A step of revision B after the move's target has the id of a call that a run waiting on revision A may already have performed.");
+    MOVE_INPUT_MISSING = ("coordinator.move.input-missing", Error,
+        "A mapping of revision B after the move's target reads from the run input something that revision A's input type does not guarantee.");
+    MOVE_MAP_INVALID = ("coordinator.move.map-invalid", Error,
+        "A `--map OLD=NEW` of `move plan` is not `OLD=NEW`, names no wait step of revision A, maps a wait twice or names no valid step id.");
+    MOVE_READ_UNAVAILABLE = ("coordinator.move.read-unavailable", Error,
+        "A mapping of revision B after the move's target reads a step output that a moved run does not have.");
+    MOVE_SKIP_INVALID = ("coordinator.move.skip-invalid", Error,
+        "`move plan --accept-skipped STEP` names no call step of revision B.");
+    MOVE_TARGET_KIND = ("coordinator.move.target-kind", Error,
+        "The step of revision B a wait of revision A would move to is of another kind.");
+    MOVE_TARGET_MISSING = ("coordinator.move.target-missing", Error,
+        "Revision B has no step with the id a wait of revision A would move to.");
+    MOVE_WORKFLOW_DIFFERS = ("coordinator.move.workflow-differs", Error,
+        "`move plan --from A --to B` was given revisions of two different workflows (`project.id`).");
     NAME_INVALID = ("coordinator.name.invalid", Error,
         "A name does not match `^[a-z][a-z0-9-]{0,63}$`.");
     OPERATION_ACTION_NOT_ALLOWED = ("coordinator.operation.action-not-allowed", Error,

@@ -25,12 +25,14 @@ pub mod explain;
 pub mod explain_data;
 pub mod functions;
 mod lower;
+pub mod moves;
 pub mod schema;
 
 #[cfg(test)]
 mod tests;
 
 use std::path::Path;
+use std::sync::Arc;
 
 use coordinator_source::{diagnostic, Diagnostic, ReadError, YamlDocument};
 use serde_json::Value;
@@ -60,6 +62,21 @@ pub struct Compiled {
     /// `explain --format json` carries as `ir` and `graph` draws); `Some`
     /// only when there is a Program.
     pub explain_data: Option<explain_data::ExplainData>,
+    /// What the checks read (the parsed file, its typed form, the
+    /// Functions), kept for a check that starts from another revision's
+    /// state ([`moves::plan_move`]); `None` when the file could not be read
+    /// that far.
+    pub(crate) analysis: Option<Arc<Analysis>>,
+}
+
+/// A project as the checks read it: `workflow.yaml` with the position of
+/// every node, its typed form and the Functions `functions.rhai` defines
+/// (`None` when it could not be read or parsed).
+#[derive(Debug)]
+pub(crate) struct Analysis {
+    pub doc: YamlDocument,
+    pub project: ast::ProjectFile,
+    pub script: Option<Vec<functions::ScriptFn>>,
 }
 
 impl Compiled {
@@ -305,7 +322,7 @@ fn compile_with(
             }
         }
     };
-    let (checked, found) = check::Checker::new(&doc, &project, script).run();
+    let (checked, found) = check::Checker::new(&doc, &project, script.clone()).run();
     diags.extend(found);
     diagnostic::sort(&mut diags);
     let mut out = Compiled {
@@ -315,6 +332,7 @@ fn compile_with(
         explain: None,
         explain_data: None,
         diagnostics: diags,
+        analysis: None,
     };
     if !out.has_errors() {
         out.program = lower::lower(&project, &checked, &source);
@@ -332,6 +350,11 @@ fn compile_with(
             ));
         }
     }
+    out.analysis = Some(Arc::new(Analysis {
+        doc,
+        project,
+        script,
+    }));
     out
 }
 

@@ -7,6 +7,8 @@
 //! - [`disasm`]: a human-readable listing used by golden tests.
 //! - [`instant`]: RFC 3339 instants and Unix seconds, without a clock.
 //! - [`limits`]: the fixed Function limits (SPEC §3).
+//! - [`moves`]: the move certificate (which waiting runs of one revision
+//!   can resume on another) and its digest.
 //! - [`name`]: the name rule of SPEC §1 (`^[a-z][a-z0-9-]{0,63}$`).
 //! - [`pointer`]: JSON Pointer reference tokens (RFC 6901), escaped and
 //!   unescaped in one place.
@@ -24,6 +26,7 @@ pub mod catalogue;
 pub mod disasm;
 pub mod instant;
 pub mod limits;
+pub mod moves;
 pub mod name;
 pub mod pointer;
 pub mod program;

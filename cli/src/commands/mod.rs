@@ -7,6 +7,7 @@ pub mod explain;
 pub mod graph;
 pub mod init;
 pub mod lsp;
+pub mod moves;
 pub mod openapi;
 pub mod ops;
 pub mod package;

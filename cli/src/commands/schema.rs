@@ -1,7 +1,8 @@
-//! `coordinatorctl schema --kind project|scenarios|runtime|explain|coverage`:
+//! `coordinatorctl schema --kind project|scenarios|runtime|explain|coverage|move-certificate`:
 //! prints the JSON Schema (draft 2020-12) of a file format, generated from
 //! the Rust types that read it (SPEC §1), of `explain --format json`'s
-//! report, or of the `coverage` member of `test --coverage --format json`.
+//! report, of the `coverage` member of `test --coverage --format json`, or
+//! of the certificate `move plan` writes.
 //! `docs/schemas/` keeps copies, checked by tests.
 
 use clap::{Args, ValueEnum};
@@ -21,6 +22,8 @@ pub enum Kind {
     Explain,
     /// The `coverage` member of `test --coverage --format json` (docs/coverage.md).
     Coverage,
+    /// The certificate `move plan` writes (CoordinatorMoveCertificate).
+    MoveCertificate,
 }
 
 /// Arguments of `schema`.
@@ -40,6 +43,7 @@ pub fn schema_text(kind: Kind) -> String {
         Kind::Runtime => coordinator_runtime::runtime_schema(),
         Kind::Explain => super::explain::report_schema(),
         Kind::Coverage => super::test::coverage::schema(),
+        Kind::MoveCertificate => coordinator_compiler::moves::certificate_schema(),
     };
     let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
     text.push('\n');

@@ -12,12 +12,13 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use crate::ast::{Named, ProjectFile, Step};
 use crate::codes;
 use coordinator_ir::pointer::escape_token;
+use coordinator_ir::{Program, StepOp};
 
 use super::{names, step_ptr, Checker};
 
 /// Which output a step has on a route.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) enum Variant {
+pub(crate) enum Variant {
     /// A call's `next` route.
     Success,
     /// A call's `onDeclaredRefusal` route.
@@ -29,11 +30,11 @@ pub(super) enum Variant {
 /// Step name → the outputs it may have at a point: a step is present when
 /// it has completed on every route from `start` to that point, with every
 /// output it may have there (more than one where routes join).
-pub(super) type Facts = BTreeMap<String, BTreeSet<Variant>>;
+pub(crate) type Facts = BTreeMap<String, BTreeSet<Variant>>;
 
 /// One successor of a step, as authored.
 #[derive(Clone, Debug)]
-pub(super) struct Edge {
+pub(crate) struct Edge {
     /// The step the edge leads to; it may name no step
     /// (`coordinator.step.unknown`).
     pub target: String,
@@ -49,7 +50,7 @@ pub(super) struct Edge {
 
 /// A cycle found by [`Graph::cycles`]: the back edge's pointer and the
 /// route from the step it returns to, back to that step.
-pub(super) struct Cycle {
+pub(crate) struct Cycle {
     /// Where the back edge is authored.
     pub pointer: String,
     /// The step it returns to.
@@ -62,7 +63,7 @@ pub(super) struct Cycle {
 /// declaration order; each step's edges keep explain order (`next`, then
 /// `onDeclaredRefusal`; the cases in order; `next`, `onTimeout`,
 /// `onCancel`).
-pub(super) struct Graph {
+pub(crate) struct Graph {
     order: Vec<String>,
     edges: BTreeMap<String, Vec<Edge>>,
     finishes: BTreeSet<String>,
@@ -132,6 +133,80 @@ impl Graph {
             };
             order.push(name.clone());
             edges.insert(name.clone(), out);
+        }
+        Graph {
+            order,
+            edges,
+            finishes,
+        }
+    }
+
+    /// The graph of a compiled Program's steps (a package's, or the
+    /// Program of a project checked earlier): the same edges as
+    /// [`Graph::new`] gives the authored steps, without their pointers
+    /// (empty). An index outside the Program is an edge to no step.
+    pub fn from_program(program: &Program) -> Graph {
+        let name = |id: coordinator_ir::StepId| {
+            program
+                .steps
+                .get(id.index())
+                .map_or_else(String::new, |s| s.name.clone())
+        };
+        let plain = |id| edge(&name(id), String::new(), None);
+        let mut order = Vec::new();
+        let mut edges = BTreeMap::new();
+        let mut finishes = BTreeSet::new();
+        for step in &program.steps {
+            let me = step.name.clone();
+            let out = match &step.op {
+                StepOp::Call {
+                    next,
+                    on_declared_refusal,
+                    ..
+                } => {
+                    let mut v = vec![edge(
+                        &name(*next),
+                        String::new(),
+                        Some((me.clone(), Variant::Success)),
+                    )];
+                    if let Some(r) = on_declared_refusal {
+                        v.push(edge(
+                            &name(*r),
+                            String::new(),
+                            Some((me.clone(), Variant::Refusal)),
+                        ));
+                    }
+                    v
+                }
+                StepOp::Choose { cases, .. } => cases
+                    .iter()
+                    .map(|c| Edge {
+                        case: true,
+                        ..plain(c.step)
+                    })
+                    .collect(),
+                StepOp::WaitUntil { next, .. } => vec![plain(*next)],
+                StepOp::WaitFor {
+                    next,
+                    on_timeout,
+                    on_cancel,
+                    ..
+                } => {
+                    let mut v = vec![edge(
+                        &name(*next),
+                        String::new(),
+                        Some((me.clone(), Variant::Completion)),
+                    )];
+                    v.extend(on_timeout.iter().chain(on_cancel).map(|t| plain(*t)));
+                    v
+                }
+                StepOp::Finish { .. } => {
+                    finishes.insert(me.clone());
+                    Vec::new()
+                }
+            };
+            order.push(me.clone());
+            edges.insert(me, out);
         }
         Graph {
             order,
@@ -272,11 +347,19 @@ impl Graph {
     /// most `steps × (3 × steps + 1)` turns, on cyclic graphs too, with no
     /// cap that could cut it short.
     pub fn must_complete(&self, start: &str) -> BTreeMap<String, Facts> {
+        self.must_complete_from(start, Facts::new())
+    }
+
+    /// The must-dataflow of [`Graph::must_complete`] from a run already at
+    /// `start` with the steps `completed` (another revision's state: the
+    /// steps carried by a move). The same worklist, whose facts at `start`
+    /// are `completed` rather than none.
+    pub fn must_complete_from(&self, start: &str, completed: Facts) -> BTreeMap<String, Facts> {
         let mut facts: BTreeMap<String, Facts> = BTreeMap::new();
         if !self.has(start) {
             return facts;
         }
-        facts.insert(start.to_owned(), Facts::new());
+        facts.insert(start.to_owned(), completed);
         let mut queue: VecDeque<&str> = VecDeque::from([start]);
         let mut queued: BTreeSet<&str> = BTreeSet::from([start]);
         while let Some(n) = queue.pop_front() {
@@ -305,6 +388,16 @@ impl Graph {
             }
         }
         facts
+    }
+
+    /// The steps from which some route reaches `target` (not `target`
+    /// itself), in declaration order.
+    pub fn leading_to(&self, target: &str) -> Vec<String> {
+        self.order
+            .iter()
+            .filter(|n| n.as_str() != target && self.reachable(n).iter().any(|r| r == target))
+            .cloned()
+            .collect()
     }
 
     /// One route from `start` to `target` on which `missing` did not

@@ -141,8 +141,7 @@ impl Checker<'_> {
         }
         match self.out.input.clone() {
             Some(s) => {
-                let ty =
-                    self.typed_path(vec![s], p.path.as_ref(), ptr, "the workflow input schema");
+                let ty = self.typed_path(vec![s], p.path.as_ref(), ptr, self.input_label);
                 self.note_read(ptr, vec![(None, ty.clone())]);
                 ty
             }
@@ -238,9 +237,7 @@ impl Checker<'_> {
         }
         let Some(facts) = facts else { return Ty::Error };
         let Some(variants) = facts.get(&s.step).cloned() else {
-            let route = self
-                .graph
-                .route_without(&self.p.workflow.start, here, &s.step);
+            let route = self.graph.route_without(&self.start, here, &s.step);
             self.err(
                 codes::MAPPING_STEP_NOT_COMPLETED,
                 &sptr,
@@ -365,8 +362,8 @@ impl Checker<'_> {
                 Some(m) => {
                     self.mapping(m, &format!("{ptr}/arguments/{}", escape_token(iname)), env)
                 }
-                None => match self.implicit_binding(tref, env) {
-                    Some(b) => {
+                None => match self.binding(ptr, iname, tref, env) {
+                    Ok(b) => {
                         let ty = match &b {
                             Binding::Input => self
                                 .out
@@ -382,9 +379,9 @@ impl Checker<'_> {
                         bindings.push((iname.clone(), b));
                         ty
                     }
-                    None => {
+                    Err(why) => {
                         if !matches!(env, Env::Step(_, None)) && !quiet {
-                            unbound.push((iname.clone(), why_unbound(iname, tref)));
+                            unbound.push((iname.clone(), why));
                         }
                         Ty::Error
                     }
@@ -436,6 +433,38 @@ impl Checker<'_> {
                     ),
                 );
             }
+        }
+    }
+
+    /// What input `iname` (declared as `tref`) of the Function called at
+    /// `ptr` is bound to when no argument passes it, or why it cannot be
+    /// bound. By its type ([`Self::implicit_binding`]); but in a check
+    /// resumed from another revision's state ([`super::check_resumed`]),
+    /// as this project's own check bound it, since that is the binding its
+    /// Program runs, and only when the call it names completed on every
+    /// route reaching here.
+    fn binding(&self, ptr: &str, iname: &str, tref: &TypeRef, env: Env) -> Result<Binding, String> {
+        let Some(own) = self.own_bindings else {
+            return self
+                .implicit_binding(tref, env)
+                .ok_or_else(|| why_unbound(iname, tref));
+        };
+        let fixed = own
+            .get(ptr)
+            .and_then(|v| v.iter().find(|(n, _)| n == iname))
+            .map(|(_, b)| b.clone());
+        match (fixed, env) {
+            (Some(Binding::Step(step)), Env::Step(_, Some(facts)))
+                if !facts
+                    .get(&step)
+                    .is_some_and(|v| v.iter().all(|x| *x == Variant::Success)) =>
+            {
+                Err(format!(
+                    "`{iname}` is bound by its type to the output of call `{step}`, which has not completed on every route reaching here"
+                ))
+            }
+            (Some(b), _) => Ok(b),
+            (None, _) => Err(why_unbound(iname, tref)),
         }
     }
 

@@ -8,7 +8,10 @@
 //! - `steps.rs`: what each step and trigger requires beyond the graph
 //!   (choose labels, wait-for completion and timeout, finish outputs);
 //! - `mapping.rs`: the typing of mappings (paths, step outputs on every
-//!   route, Function calls and their implicit bindings) and their fit.
+//!   route, Function calls and their implicit bindings) and their fit;
+//! - `resume.rs`: the same step checks run again from a state another
+//!   revision produced (a run moved to this revision at one of its steps):
+//!   the starting step, the completed steps and the input schema given.
 //!
 //! This file holds the [`Checker`] and what every part shares. Checking
 //! collects every independent finding and never stops at the first.
@@ -28,9 +31,11 @@ use crate::schema::{Sch, Ty};
 mod graph;
 mod mapping;
 mod resolve;
+mod resume;
 mod steps;
 
-use graph::Graph;
+pub(crate) use graph::{Facts, Graph};
+pub(crate) use resume::{check_resumed, own_bindings, Resume};
 
 /// Limits of SPEC §2.
 pub const MAX_STEPS: usize = 64;
@@ -88,6 +93,10 @@ pub(crate) enum Binding {
     Step(String),
 }
 
+/// Mapping pointer -> the implicit bindings of the Function called there
+/// (input name, binding), in the Function's input order.
+pub(crate) type Bindings = HashMap<String, Vec<(String, Binding)>>;
+
 /// Which output of a step a `type: step` mapping reads on a route.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ReadRoute {
@@ -120,7 +129,7 @@ pub(crate) struct Checked {
     /// Resolved outcome schemas by name.
     pub outcomes: BTreeMap<String, Sch>,
     /// Mapping pointer -> implicit bindings, in the Function's input order.
-    pub bindings: HashMap<String, Vec<(String, Binding)>>,
+    pub bindings: Bindings,
     /// Mapping pointer -> what the mapping reads, for `input`, `event` and
     /// `step` mappings whose type the check computed (explain's data).
     pub reads: HashMap<String, Vec<Read>>,
@@ -136,7 +145,18 @@ pub(crate) struct Checker<'a> {
     script: Option<Vec<ScriptFn>>,
     /// The step graph, built once in [`Checker::new`].
     graph: Graph,
+    /// Where routes named in messages begin: `workflow.start`, or the step
+    /// a moved run resumes at ([`check_resumed`]).
+    start: String,
+    /// How messages name the run input's schema.
+    input_label: &'static str,
+    /// In a check resumed from another revision's state, the implicit
+    /// bindings of the project's own check, which its Program runs.
+    own_bindings: Option<&'a Bindings>,
 }
+
+/// How messages name the run input's schema in a project's own check.
+const INPUT_LABEL: &str = "the workflow input schema";
 
 impl<'a> Checker<'a> {
     /// A checker of `p`, read from `doc`; `script` lists the Functions of
@@ -157,6 +177,9 @@ impl<'a> Checker<'a> {
             },
             script,
             graph: Graph::new(&p.workflow.steps),
+            start: p.workflow.start.clone(),
+            input_label: INPUT_LABEL,
+            own_bindings: None,
         }
     }
 
@@ -188,12 +211,7 @@ impl<'a> Checker<'a> {
     /// Runs every check; returns what lowering needs.
     pub fn run(mut self) -> (Checked, Vec<Diagnostic>) {
         self.names_and_limits();
-        self.resolve_types();
-        self.resolve_aliases();
-        self.resolve_outcomes();
-        let input = self.resolve(&self.p.workflow.input.clone(), "/workflow/input", 0);
-        self.out.input = input;
-        self.resolve_functions();
+        self.resolve_all();
         let facts = self.check_graph();
         let p: &'a ProjectFile = self.p;
         for (name, step) in p.workflow.steps.iter() {
@@ -201,6 +219,17 @@ impl<'a> Checker<'a> {
         }
         self.check_triggers();
         (self.out, self.diags)
+    }
+
+    /// Resolves the types, operation aliases, outcomes, the workflow
+    /// input and the Functions, once, in that order.
+    fn resolve_all(&mut self) {
+        self.resolve_types();
+        self.resolve_aliases();
+        self.resolve_outcomes();
+        let input = self.resolve(&self.p.workflow.input.clone(), "/workflow/input", 0);
+        self.out.input = input;
+        self.resolve_functions();
     }
 
     fn names_and_limits(&mut self) {

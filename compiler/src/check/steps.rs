@@ -263,7 +263,7 @@ impl Checker<'_> {
         if !ok {
             let route = self
                 .graph
-                .route_without(&self.p.workflow.start, name, &w.completion.step);
+                .route_without(&self.start, name, &w.completion.step);
             self.err(
                 codes::WAIT_FOR_DOMINANCE,
                 &format!("{cp}/step"),

@@ -5,13 +5,14 @@
 //! (`robustness`), scenario coverage (`coverage`), the deployment commands on PostgreSQL
 //! (`deploy_postgres`), the caller and operator commands over a real
 //! service (`ops`), explain's typed IR (`explain`) and the drawn graph
-//! (`graph`).
+//! (`graph`), and `move plan` (`moves`).
 
 mod coverage;
 mod deploy_postgres;
 mod explain;
 mod graph;
 mod lsp;
+mod moves;
 mod ops;
 mod rich;
 mod robustness;

@@ -201,7 +201,14 @@ fn seed_004_author_journey() {
 #[test]
 fn committed_schemas_match_the_generated_ones() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    for kind in ["project", "scenarios", "runtime", "explain", "coverage"] {
+    for kind in [
+        "project",
+        "scenarios",
+        "runtime",
+        "explain",
+        "coverage",
+        "move-certificate",
+    ] {
         let out = ctl(&root, &["schema", "--kind", kind]);
         assert!(out.status.success());
         let path = root.join(format!("docs/schemas/{kind}.v1beta1.schema.json"));
