@@ -4,6 +4,8 @@
 //! - [`program`]: the [`Program`] (step bytecode, expressions, pools).
 //! - [`catalogue`]: the ten host operations (SPEC §5), as data.
 //! - [`canonical`]: canonical JSON, the encoding the revision hashes.
+//! - [`carried`]: the step outputs a run keeps when it moves to another
+//!   revision.
 //! - [`disasm`]: a human-readable listing used by golden tests.
 //! - [`instant`]: RFC 3339 instants and Unix seconds, without a clock.
 //! - [`limits`]: the fixed Function limits (SPEC §3).
@@ -22,6 +24,7 @@
 #![warn(clippy::wildcard_enum_match_arm)]
 
 pub mod canonical;
+pub mod carried;
 pub mod catalogue;
 pub mod disasm;
 pub mod instant;

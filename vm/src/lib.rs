@@ -16,6 +16,7 @@ pub mod functions;
 pub mod instant; // re-exports `coordinator_ir::instant` for hosts
 mod machine;
 mod model;
+mod moves;
 mod view;
 
 #[cfg(test)]
@@ -33,6 +34,7 @@ pub use model::{
     Answer, Command, DispatchCommand, Edge, EdgeTaken, EffectState, Event, Failure, FailureCode,
     RejectCode, Rejected, Resumed, RunState, RunStatus, WakeKind,
 };
+pub use moves::{check_move_target, move_source, move_waiting_run, MoveRefused, MoveTarget, Moved};
 pub use view::{
     recovery_support, wait_kind, Expected, RecoverySupport, TimedEvent, Wait, WaitKind,
     SAME_INSTANT_ORDER,

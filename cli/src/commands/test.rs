@@ -10,12 +10,14 @@
 //! it is below `--fail-under`; 2 when `--fail-under` is not a percentage.
 
 pub(crate) mod coverage;
+pub mod moves;
 
 use std::path::{Path, PathBuf};
 
 use clap::Args;
 use coordinator_compiler::explain_data::ExplainData;
 use coordinator_ir::Program;
+use coordinator_scenario::moves::MoveTargets;
 use coordinator_scenario::{file, run};
 use coordinator_source::{Diagnostic, YamlDocument};
 use serde::Serialize;
@@ -80,7 +82,9 @@ pub fn compile_and_run(project: &Path, only: Option<&str>) -> (Option<Program>, 
         );
     };
     let reports = match read_scenarios(project, &display, &program) {
-        Ok((doc, scenarios)) => run_cases(&program, &doc, &scenarios, only, &mut diagnostics),
+        Ok((doc, scenarios, targets)) => {
+            run_cases(&program, &doc, &scenarios, &targets, only, &mut diagnostics)
+        }
         Err(mut d) => {
             diagnostics.append(&mut d);
             Vec::new()
@@ -100,11 +104,14 @@ fn display_join(display_dir: &str, name: &str) -> String {
     Path::new(display_dir).join(name).display().to_string()
 }
 
+/// Reads `project`'s `scenarios.yaml` (shown under `display`), compiles
+/// the projects its cases move to, and checks it against `program` and
+/// them.
 fn read_scenarios(
     project: &Path,
     display: &str,
     program: &Program,
-) -> Result<(YamlDocument, file::ScenarioFile), Vec<Diagnostic>> {
+) -> Result<(YamlDocument, file::ScenarioFile, MoveTargets), Vec<Diagnostic>> {
     let shown = display_join(display, "scenarios.yaml");
     let text = coordinator_source::read_file(
         &project.join("scenarios.yaml"),
@@ -113,11 +120,32 @@ fn read_scenarios(
     )
     .map_err(|e| vec![e.diagnostic().clone()])?;
     let doc = coordinator_source::parse(&shown, &text).map_err(|d| vec![d])?;
-    let scenarios = file::read(&doc, program)?;
-    Ok((doc, scenarios))
+    let (scenarios, targets) = check_scenarios(project, display, &doc, program)?;
+    Ok((doc, scenarios, targets))
 }
 
-/// Runs the cases of `scenarios` (read from `doc`) on `program`, only
+/// Reads the scenarios document `doc` of the project in `dir` (shown as
+/// `display_dir`), compiles the projects its cases move to, and checks it
+/// against `program` and them: `test` and the language server read a
+/// scenarios file here.
+pub(crate) fn check_scenarios(
+    dir: &Path,
+    display_dir: &str,
+    doc: &YamlDocument,
+    program: &Program,
+) -> Result<(file::ScenarioFile, MoveTargets), Vec<Diagnostic>> {
+    let scenarios = file::parse(doc)?;
+    let targets = moves::load_move_targets(dir, display_dir, &scenarios);
+    let faults = file::check(doc, &scenarios, program, &targets);
+    if faults.is_empty() {
+        Ok((scenarios, targets))
+    } else {
+        Err(faults)
+    }
+}
+
+/// Runs the cases of `scenarios` (read from `doc`) on `program`, moving
+/// a case's run to its revision in `targets` when it has a `move`, only
 /// case `only` when given; a case's faults and an unknown `only` go to
 /// `diagnostics`. `test` and the language server's coverage hints run
 /// cases here.
@@ -125,6 +153,7 @@ pub(crate) fn run_cases(
     program: &Program,
     doc: &YamlDocument,
     scenarios: &file::ScenarioFile,
+    targets: &MoveTargets,
     only: Option<&str>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Vec<run::CaseReport> {
@@ -140,7 +169,7 @@ pub(crate) fn run_cases(
         if only.is_some_and(|id| id != case.id) {
             continue;
         }
-        match run::run_case(&vm, doc, i, case) {
+        match run::run_case_with_moves(&vm, targets, doc, i, case) {
             Ok(r) => reports.push(r),
             Err(mut d) => diagnostics.append(&mut d),
         }
@@ -269,11 +298,16 @@ fn print_text(outcome: &ScenarioRun, passed: usize, failed: usize) {
             outln!("PASS {}", r.id);
         } else {
             outln!("FAIL {}", r.id);
-            if let Some(d) = &r.difference {
-                outln!("  {d}");
+            for line in r.problem().lines() {
+                outln!("  {line}");
             }
-            if let (Some(code), Some(detail)) = (&r.failure, &r.failure_detail) {
-                outln!("  the run failed {code} at {detail}");
+            if let (Some(m), None) = (&r.moved, &r.failure) {
+                outln!(
+                    "  the run moved at `{}` to {} (step `{}`)",
+                    m.step,
+                    m.project,
+                    m.to
+                );
             }
         }
     }

@@ -13,6 +13,16 @@ coordinator_source::diagnostic_codes! {
         "Two cases in `scenarios.yaml` share one `id`.");
     SCENARIO_KIND = ("coordinator.scenario.kind", Error,
         "`scenarios.yaml` has a `kind` other than `CoordinatorScenarios`.");
+    SCENARIO_MOVE_NOT_A_WAIT = ("coordinator.scenario.move-not-a-wait", Error,
+        "A case's `move.step` is not a `wait-until` or `wait-for` step; a run moves only while it waits.");
+    SCENARIO_MOVE_NOT_REACHED = ("coordinator.scenario.move-not-reached", Error,
+        "A case with a `move` ended without its run ever waiting at `move.step`.");
+    SCENARIO_MOVE_PROJECT = ("coordinator.scenario.move-project", Error,
+        "A case's `move.project` is not a project that compiles.");
+    SCENARIO_MOVE_REFUSED = ("coordinator.scenario.move-refused", Error,
+        "The VM refuses a case's move: the target in the new revision is missing, of another kind or wait contract.");
+    SCENARIO_MOVE_WORKFLOW = ("coordinator.scenario.move-workflow", Error,
+        "A case's `move.project` is another workflow (another `project.id`).");
     SCENARIO_NO_PROGRESS = ("coordinator.scenario.no-progress", Error,
         "A case did not settle within 10,000 events; the script keeps the run going round.");
     SCENARIO_NOT_A_CALL = ("coordinator.scenario.not-a-call", Error,

@@ -11,6 +11,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
+use crate::moves::MoveTargets;
 use checks::ScenarioChecks;
 
 /// `apiVersion` of the scenarios format (SPEC §1).
@@ -59,8 +60,50 @@ pub struct Case {
     /// Per call step, what the operator does after every unknown answer.
     #[serde(default)]
     pub recovery: BTreeMap<String, RecoveryAction>,
+    /// A move of the run to another revision of the workflow at one of its
+    /// waits (docs/scenarios.md "Moves").
+    #[serde(default, rename = "move")]
+    pub move_to: Option<CaseMove>,
     /// What the case asserts.
     pub expect: Expect,
+}
+
+/// Where a case's run moves: as soon as it waits at `step`, it moves to
+/// the project `project` (revision B of the same workflow) and goes on
+/// there on the same virtual clock. `replies`, `completions` and
+/// `recovery` name B's steps after the move; `expect.path` lists this
+/// workflow's steps up to the wait, then B's.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CaseMove {
+    /// B's project directory, relative to the directory of the scenarios
+    /// file.
+    pub project: String,
+    /// The `wait-until` or `wait-for` step of this workflow where the run
+    /// moves.
+    pub step: String,
+    /// B's step the run then waits at, when B renamed the wait (`step`
+    /// when absent).
+    #[serde(default)]
+    pub to: Option<String>,
+}
+
+impl CaseMove {
+    /// B's step the run waits at after the move: `to`, else `step`.
+    pub fn target_step(&self) -> &str {
+        self.to.as_deref().unwrap_or(&self.step)
+    }
+}
+
+impl ScenarioFile {
+    /// The B projects the cases move to, as written (`move.project`), each
+    /// once, sorted.
+    pub fn move_projects(&self) -> std::collections::BTreeSet<&str> {
+        self.cases
+            .iter()
+            .filter_map(|c| c.move_to.as_ref().map(|m| m.project.as_str()))
+            .collect()
+    }
 }
 
 /// A scripted product answer (SPEC §7 reply types).
@@ -221,23 +264,51 @@ pub fn scenarios_schema() -> Value {
     schema
 }
 
-/// Reads and checks a scenarios document against the compiled Program.
+/// Reads and checks a scenarios document against the compiled Program,
+/// with no move target loaded (a case with a `move` is then refused:
+/// read it with [`parse`] and [`check`] and the [`MoveTargets`] its
+/// [`ScenarioFile::move_projects`] compile to).
 ///
 /// Returns the file when it has no errors. Each fault is one located
-/// diagnostic (`coordinator.scenario.*`): wrong header, an unknown step, replies
-/// for a step that is not a call, completions for a step that is not a
-/// wait-for, recovery for a step that is not a call, `reconcile` for an
-/// operation without receipts, more than eight or zero replies, a bad
-/// timestamp, a duplicate case id, an unknown outcome or step in `expect`.
+/// diagnostic (`coordinator.scenario.*`), as [`check`] finds them.
 pub fn read(doc: &YamlDocument, program: &Program) -> Result<ScenarioFile, Vec<Diagnostic>> {
-    let file: ScenarioFile = doc.deserialize().map_err(|d| vec![d])?;
-    let mut checks = ScenarioChecks::new(doc, program);
-    checks.file(&file);
-    if checks.diags.is_empty() {
+    let file = parse(doc)?;
+    let diags = check(doc, &file, program, &MoveTargets::default());
+    if diags.is_empty() {
         Ok(file)
     } else {
-        Err(checks.diags)
+        Err(diags)
     }
+}
+
+/// Reads a scenarios document as its types (strict YAML: unknown keys,
+/// wrong types and missing members are located diagnostics); nothing is
+/// checked against the workflow yet.
+pub fn parse(doc: &YamlDocument) -> Result<ScenarioFile, Vec<Diagnostic>> {
+    doc.deserialize().map_err(|d| vec![d])
+}
+
+/// The findings about `file` (read from `doc`) against the compiled
+/// Program and the revisions its cases move to (`targets`), in file
+/// order; empty when the file can run. Each is one located diagnostic
+/// (`coordinator.scenario.*`): wrong header, an unknown step, replies for
+/// a step that is not a call, completions for a step that is not a
+/// wait-for, recovery for a step that is not a call, `reconcile` for an
+/// operation without receipts, more than eight or zero replies, a bad
+/// timestamp, a duplicate case id, an unknown outcome or step in
+/// `expect`; for a `move`: a step that is not a wait, a project that was
+/// not loaded or does not compile, another workflow, a target the VM's
+/// move refuses. A moved case may name the steps and outcomes of either
+/// revision.
+pub fn check(
+    doc: &YamlDocument,
+    file: &ScenarioFile,
+    program: &Program,
+    targets: &MoveTargets,
+) -> Vec<Diagnostic> {
+    let mut checks = ScenarioChecks::new(doc, program, targets);
+    checks.file(file);
+    checks.diags
 }
 
 #[cfg(test)]

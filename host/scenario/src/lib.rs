@@ -1,7 +1,9 @@
 //! `coordinator-scenario`: the scenario host (SPEC §7). Reads
 //! `scenarios.yaml` ([`file`]) and runs each case on a virtual clock against
 //! fake product replies ([`run`]), driving the VM exactly as the service
-//! does (`coordinatorctl test`). Its codes are data: [`codes`].
+//! does (`coordinatorctl test`), a case's run moved to another revision of
+//! the workflow at a wait when it says so ([`moves`]). Its codes are data:
+//! [`codes`].
 //!
 //! Invariant: the scenario host never sends a request, reads a credential
 //! or reaches a store: Cargo keeps it so (it depends on `ir`, `vm` and
@@ -12,4 +14,5 @@
 
 pub mod codes;
 pub mod file;
+pub mod moves;
 pub mod run;

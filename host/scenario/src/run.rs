@@ -7,9 +7,15 @@
 //! time. At one instant the order is the VM's
 //! ([`coordinator_vm::SAME_INSTANT_ORDER`]). A completion scripted before
 //! its wait began is observed when the wait begins.
+//!
+//! A case with a `move` runs on this workflow until its run waits at the
+//! move's step, is moved there by the VM's move
+//! ([`coordinator_vm::move_waiting_run`]) and goes on under the revision it
+//! moved to, on the same clock (`run/moved.rs`).
 
 mod drive;
 mod exercised;
+mod moved;
 
 pub use exercised::{recovery_paths, Edge, EdgeTaken, Exercised, RecoveryPath};
 
@@ -24,6 +30,7 @@ use serde_json::Value;
 
 use super::file::{Case, ExpectedOutcome, Reply};
 use crate::codes;
+use crate::moves::MoveTargets;
 
 /// What happened in one case.
 #[derive(Clone, Debug, Serialize)]
@@ -49,29 +56,83 @@ pub struct CaseReport {
     pub failure: Option<String>,
     /// What failed, for a failed or refused run: the step and the VM's
     /// sentence (a Function error names the Function, the input and the
-    /// JSON Pointer).
+    /// JSON Pointer); after a move, the move too.
     pub failure_detail: Option<String>,
+    /// Where the run moved to another revision, for a case with a `move`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moved: Option<MoveReport>,
     /// What the VM did in the case (for coverage; not part of the
     /// report's JSON).
     #[serde(skip)]
     pub exercised: Exercised,
 }
 
-/// Runs case number `index` of the file. `Err` carries located diagnostics
-/// for faults of the scenario file itself (a call reached with nothing
-/// scripted, a reply never used, a recovery the VM refuses, ...). Replies
-/// left unused are only reported for a case whose expectations hold: when
-/// the run went elsewhere, the case FAILs with the first difference instead.
+/// Where a case's run moved (`move` of the case).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MoveReport {
+    /// The wait step of this workflow where it moved.
+    pub step: String,
+    /// The step of the new revision it then waited at.
+    pub to: String,
+    /// The new revision's project, as `move.project` writes it.
+    pub project: String,
+    /// The new revision (`sha256:...`).
+    pub revision: String,
+}
+
+impl CaseReport {
+    /// Why a case did not pass, in one text: the first difference, then
+    /// the run's failure when it failed; empty for a case that passed.
+    pub fn problem(&self) -> String {
+        let mut lines: Vec<String> = self.difference.iter().cloned().collect();
+        if let (Some(code), Some(detail)) = (&self.failure, &self.failure_detail) {
+            lines.push(format!("the run failed {code} at {detail}"));
+        }
+        lines.join("\n")
+    }
+}
+
+/// Runs case number `index` of the file, which moves no run (a case with a
+/// `move` is a fault here: run it with [`run_case_with_moves`]). `Err`
+/// carries located diagnostics for faults of the scenario file itself (a
+/// call reached with nothing scripted, a reply never used, a recovery the
+/// VM refuses, ...). Replies left unused are only reported for a case
+/// whose expectations hold: when the run went elsewhere, the case FAILs
+/// with the first difference instead.
 pub fn run_case(
     vm: &Vm,
     doc: &YamlDocument,
     index: usize,
     case: &Case,
 ) -> Result<CaseReport, Vec<Diagnostic>> {
-    let mut host = CaseHost::new(vm, doc, index, case);
+    run_case_with_moves(vm, &MoveTargets::default(), doc, index, case)
+}
+
+/// Runs case number `index` of the file on `vm`, moving its run to the
+/// revision `targets` holds for its `move.project` when it has a `move`
+/// (as [`run_case`] otherwise). A case whose run never waits at the move's
+/// step is a fault (`coordinator.scenario.move-not-reached`), and so is a
+/// move the VM refuses.
+pub fn run_case_with_moves(
+    vm: &Vm,
+    targets: &MoveTargets,
+    doc: &YamlDocument,
+    index: usize,
+    case: &Case,
+) -> Result<CaseReport, Vec<Diagnostic>> {
+    let mut host = CaseHost::new(vm, targets, doc, index, case);
     let end = host.drive()?;
+    host.check_moved(&end)?;
     let mut report = compare(case, &end);
     report.exercised = std::mem::take(&mut host.exercised);
+    report.moved = host.moved.take();
+    if let (Some(m), Some(f)) = (&report.moved, &end_state(&end).failure) {
+        report.failure_detail = Some(format!(
+            "step {} after the move at `{}` to {}: {}",
+            f.step, m.step, m.project, f.message
+        ));
+    }
     if report.passed {
         let unused = host.unused_replies();
         if !unused.is_empty() {
@@ -88,7 +149,12 @@ enum End {
 }
 
 struct CaseHost<'a> {
+    /// The revision the run is on: the case's workflow, then the one it
+    /// moved to.
     vm: &'a Vm,
+    targets: &'a MoveTargets,
+    /// Where the run moved, once it did.
+    moved: Option<MoveReport>,
     doc: &'a YamlDocument,
     base: String,
     case: &'a Case,
@@ -110,9 +176,17 @@ struct CaseHost<'a> {
 }
 
 impl<'a> CaseHost<'a> {
-    fn new(vm: &'a Vm, doc: &'a YamlDocument, index: usize, case: &'a Case) -> Self {
+    fn new(
+        vm: &'a Vm,
+        targets: &'a MoveTargets,
+        doc: &'a YamlDocument,
+        index: usize,
+        case: &'a Case,
+    ) -> Self {
         CaseHost {
             vm,
+            targets,
+            moved: None,
             doc,
             base: format!("/cases/{index}"),
             case,
@@ -285,6 +359,12 @@ impl<'a> CaseHost<'a> {
     }
 }
 
+fn end_state(end: &End) -> &RunState {
+    match end {
+        End::Settled(s) | End::Retryable(s) => s,
+    }
+}
+
 fn scenario_state(end: &End) -> (&'static str, &RunState) {
     match end {
         End::Retryable(s) => ("retryable", s),
@@ -327,6 +407,7 @@ fn compare(case: &Case, end: &End) -> CaseReport {
             .failure
             .as_ref()
             .map(|f| format!("step {}: {}", f.step, f.message)),
+        moved: None,
         exercised: Exercised::default(),
     };
     let expect = &case.expect;

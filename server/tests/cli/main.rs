@@ -2,7 +2,8 @@
 //! server driven as an editor drives it (`lsp`), the rich form of `check`
 //! (`rich`), seed 004's
 //! author journey byte for byte (`seed004`), bad input and closed pipes
-//! (`robustness`), scenario coverage (`coverage`), the deployment commands on PostgreSQL
+//! (`robustness`), scenario coverage (`coverage`), cases that move their run
+//! to another revision (`scenario_moves`), the deployment commands on PostgreSQL
 //! (`deploy_postgres`), the caller and operator commands over a real
 //! service (`ops`), explain's typed IR (`explain`) and the drawn graph
 //! (`graph`), and `move plan` (`moves`).
@@ -16,6 +17,7 @@ mod moves;
 mod ops;
 mod rich;
 mod robustness;
+mod scenario_moves;
 mod seed004;
 
 use std::path::Path;

@@ -161,20 +161,23 @@ pub fn check_project(dir: &Path, docs: &Documents, pages: &ErrorPages) -> Vec<Fi
             .diagnostics
         } else {
             match &compiled.program {
-                Some(program) => match coordinator_scenario::file::read(&doc, program) {
-                    Ok(scenarios) => {
-                        let workflow = docs
-                            .text(&dir.join(coordinator_compiler::WORKFLOW_FILE))
-                            .unwrap_or_default();
-                        if let Some(ir) = &compiled.explain_data {
-                            hints = super::hints::unreached_steps(
-                                program, ir, &doc, &scenarios, &workflow,
-                            );
+                // Display names relative to the project, as the compiler's.
+                Some(program) => {
+                    match crate::commands::test::check_scenarios(dir, "", &doc, program) {
+                        Ok((scenarios, targets)) => {
+                            let workflow = docs
+                                .text(&dir.join(coordinator_compiler::WORKFLOW_FILE))
+                                .unwrap_or_default();
+                            if let Some(ir) = &compiled.explain_data {
+                                hints = super::hints::unreached_steps(
+                                    program, ir, &doc, &scenarios, &targets, &workflow,
+                                );
+                            }
+                            Vec::new()
                         }
-                        Vec::new()
+                        Err(diags) => diags,
                     }
-                    Err(diags) => diags,
-                },
+                }
                 // Without a Program the scenarios cannot be checked
                 // against it; only their reading as YAML is.
                 None => Vec::new(),

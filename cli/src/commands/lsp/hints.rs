@@ -7,6 +7,7 @@
 use coordinator_compiler::explain_data::ExplainData;
 use coordinator_ir::Program;
 use coordinator_scenario::file::ScenarioFile;
+use coordinator_scenario::moves::MoveTargets;
 use coordinator_source::YamlDocument;
 use lsp_types::{DiagnosticSeverity, Range};
 
@@ -22,13 +23,21 @@ pub fn unreached_steps(
     ir: &ExplainData,
     scenarios_doc: &YamlDocument,
     scenarios: &ScenarioFile,
+    targets: &MoveTargets,
     workflow: &str,
 ) -> Vec<lsp_types::Diagnostic> {
     let Ok(doc) = coordinator_source::parse(coordinator_compiler::WORKFLOW_FILE, workflow) else {
         return Vec::new();
     };
     let mut faults = Vec::new();
-    let reports = run_cases(program, scenarios_doc, scenarios, None, &mut faults);
+    let reports = run_cases(
+        program,
+        scenarios_doc,
+        scenarios,
+        targets,
+        None,
+        &mut faults,
+    );
     let found = coverage::workflow(ir, program, Some(&doc), &doc.file, &reports);
     found
         .items

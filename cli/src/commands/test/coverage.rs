@@ -6,7 +6,10 @@
 //! did in the cases ([`run::Exercised`]), never from the graph.
 //!
 //! The percentage counts every item alike: reached items over all items,
-//! steps, edges, outcomes and recovery paths together.
+//! steps, edges, outcomes and recovery paths together. The moves a case
+//! exercised (its run moved to another revision at a wait) are reported
+//! beside them, per wait step, and not counted in the percentage: a move
+//! is an option of an upgrade, not a route of the workflow.
 
 use coordinator_compiler::explain_data::{EdgeKind, ExplainData, StepData};
 use coordinator_ir::pointer::escape_token;
@@ -75,6 +78,41 @@ pub struct WorkflowCoverage {
     /// edges (by step, in explain's successor order), the outcomes in
     /// declaration order, and the recovery paths by call step.
     pub items: Vec<Item>,
+    /// The moves the cases exercised, per wait step (not counted in
+    /// `reached`, `total` or `percent`).
+    pub moves: MoveCoverage,
+}
+
+/// The moves to another revision the cases exercised: per wait step where
+/// a run can move (`wait-until`, `wait-for`), the cases whose run moved
+/// there (a case's `move`, docs/scenarios.md "Moves").
+#[derive(Clone, Debug, Default, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MoveCoverage {
+    /// Wait steps where a case's run moved.
+    pub exercised: usize,
+    /// Wait steps where a run can move.
+    pub waits: usize,
+    /// Per wait step, in explain's order.
+    pub items: Vec<MoveItem>,
+}
+
+/// One wait step and the cases whose run moved there.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MoveItem {
+    /// The wait step.
+    pub step: String,
+    /// Whether a case's run moved there.
+    pub exercised: bool,
+    /// The ids of the cases whose run moved there, in file order.
+    pub cases: Vec<String>,
+    /// 1-based line in `file` (0 when the file could not be read again).
+    pub line: u32,
+    /// 1-based column in `file`.
+    pub column: u32,
+    /// The JSON Pointer of the step in `workflow.yaml`.
+    pub pointer: String,
 }
 
 /// The figures by kind of item.
@@ -379,8 +417,14 @@ pub fn workflow(
             items.push(item);
         }
     }
+    let mut moves = move_items(program, ir, reports);
     if let Some(doc) = doc {
         for item in &mut items {
+            let at = doc.locate_key(&item.pointer);
+            item.line = at.line;
+            item.column = at.column;
+        }
+        for item in &mut moves.items {
             let at = doc.locate_key(&item.pointer);
             item.line = at.line;
             item.column = at.column;
@@ -394,6 +438,37 @@ pub fn workflow(
         total: items.len(),
         percent: percent(reached, items.len()),
         kinds,
+        items,
+        moves,
+    }
+}
+
+/// The wait steps where a run can move, each with the cases whose run
+/// moved there ([`run::Exercised::moves`]).
+fn move_items(program: &Program, ir: &ExplainData, reports: &[run::CaseReport]) -> MoveCoverage {
+    let items: Vec<MoveItem> = ir
+        .steps
+        .iter()
+        .filter(|s| coordinator_scenario::moves::is_movable_wait(program, &s.id))
+        .map(|s| {
+            let cases: Vec<String> = reports
+                .iter()
+                .filter(|r| r.exercised.moves.contains(&s.id))
+                .map(|r| r.id.clone())
+                .collect();
+            MoveItem {
+                step: s.id.clone(),
+                exercised: !cases.is_empty(),
+                cases,
+                line: 0,
+                column: 0,
+                pointer: steps_pointer(&s.id),
+            }
+        })
+        .collect();
+    MoveCoverage {
+        exercised: items.iter().filter(|i| i.exercised).count(),
+        waits: items.len(),
         items,
     }
 }
@@ -440,6 +515,24 @@ pub fn render_text(c: &Coverage) -> String {
             k.recoveries.reached,
             k.recoveries.total,
         ));
+        if w.moves.exercised > 0 {
+            let at: Vec<String> = w
+                .moves
+                .items
+                .iter()
+                .filter(|i| i.exercised)
+                .map(|i| {
+                    let n = i.cases.len();
+                    format!("{} ({n} case{})", i.step, if n == 1 { "" } else { "s" })
+                })
+                .collect();
+            out.push_str(&format!(
+                "  moves exercised at {} of {} wait steps: {}\n",
+                w.moves.exercised,
+                w.moves.waits,
+                at.join(", ")
+            ));
+        }
         let mut unreached: Vec<&Item> = w.items.iter().filter(|i| !i.reached).collect();
         unreached.sort_by_key(|i| (i.line, i.column));
         for item in unreached {

@@ -1,8 +1,9 @@
 //! The checks of a read scenarios document against the compiled Program
 //! (SPEC §7): the header, then each case in order (its id, its admission
-//! instant, the steps its replies, completions and recovery name, and what
-//! it expects). Every finding is one located `coordinator.scenario.*`
-//! diagnostic, collected in that order.
+//! instant, its move, the steps its replies, completions and recovery
+//! name, and what it expects). Every finding is one located
+//! `coordinator.scenario.*` diagnostic, collected in that order. A case
+//! that moves may name the steps and outcomes of either revision.
 
 use std::collections::BTreeSet;
 
@@ -10,26 +11,42 @@ use coordinator_ir::{Program, StepKind};
 use coordinator_source::{Diagnostic, YamlDocument};
 
 use super::{
-    Case, ExpectedOutcome, RecoveryAction, ScenarioFile, MAX_REPLIES, SCENARIOS_API_VERSION,
-    SCENARIOS_KIND,
+    Case, CaseMove, ExpectedOutcome, RecoveryAction, ScenarioFile, MAX_REPLIES,
+    SCENARIOS_API_VERSION, SCENARIOS_KIND,
 };
 use crate::codes;
+use crate::moves::{move_target, MoveTargets};
 
 /// Collects the findings about one document against one Program.
 pub(super) struct ScenarioChecks<'a> {
     doc: &'a YamlDocument,
     program: &'a Program,
+    targets: &'a MoveTargets,
+    /// The Program the case being checked moves to, once its move checked.
+    moved_to: Option<&'a Program>,
     /// The findings so far, in the order they were made.
     pub(super) diags: Vec<Diagnostic>,
 }
 
 impl<'a> ScenarioChecks<'a> {
-    pub(super) fn new(doc: &'a YamlDocument, program: &'a Program) -> Self {
+    pub(super) fn new(
+        doc: &'a YamlDocument,
+        program: &'a Program,
+        targets: &'a MoveTargets,
+    ) -> Self {
         ScenarioChecks {
             doc,
             program,
+            targets,
+            moved_to: None,
             diags: Vec::new(),
         }
+    }
+
+    /// The Programs a case's names are looked up in: this workflow's, then
+    /// the one it moves to.
+    fn programs(&self) -> impl Iterator<Item = &'a Program> {
+        std::iter::once(self.program).chain(self.moved_to)
     }
 
     /// A finding located at the value at `ptr`.
@@ -100,6 +117,10 @@ impl<'a> ScenarioChecks<'a> {
                 "Write an instant such as '2026-10-09T09:00:00Z'.",
             );
         }
+        self.moved_to = None;
+        if let Some(m) = &case.move_to {
+            self.moved_to = self.case_move(m, base);
+        }
         for (name, replies) in &case.replies {
             self.replies(base, name, replies.len());
         }
@@ -112,32 +133,102 @@ impl<'a> ScenarioChecks<'a> {
         self.expect(case, base);
     }
 
-    /// A step named under `section`: its pointer and kind, or an
-    /// `unknown-step` finding (with `hint`) and `None`.
+    /// A step named under `section`: its pointer and its kinds (in this
+    /// workflow, then in the one the case moves to), or an `unknown-step`
+    /// finding (with `hint`) and `None`.
     fn scripted_step(
         &mut self,
         base: &str,
         section: &str,
         name: &str,
         hint: &str,
-    ) -> Option<(String, StepKind)> {
+    ) -> Option<(String, Vec<StepKind>)> {
         let ptr = format!(
             "{base}/{section}/{}",
             coordinator_ir::pointer::escape_token(name)
         );
+        let kinds: Vec<StepKind> = self
+            .programs()
+            .filter_map(|p| p.step_id(name).and_then(|id| p.step(id)))
+            .map(|step| step.op.kind())
+            .collect();
+        if kinds.is_empty() {
+            self.err_at_key(
+                codes::SCENARIO_UNKNOWN_STEP,
+                ptr,
+                format!("the workflow has no step `{name}`"),
+                hint,
+            );
+            return None;
+        }
+        Some((ptr, kinds))
+    }
+
+    /// The move of a case at `base`: its step must be a wait of this
+    /// workflow, its project loaded, the same workflow, and a target the
+    /// VM's move takes. Returns the Program it moves to when it was loaded.
+    fn case_move(&mut self, m: &CaseMove, base: &str) -> Option<&'a Program> {
         let program = self.program;
-        match program.step_id(name).and_then(|id| program.step(id)) {
-            Some(step) => Some((ptr, step.op.kind())),
-            None => {
-                self.err_at_key(
-                    codes::SCENARIO_UNKNOWN_STEP,
-                    ptr,
-                    format!("the workflow has no step `{name}`"),
-                    hint,
+        let step_ptr = format!("{base}/move/step");
+        if program.step_id(&m.step).is_none() {
+            self.err(
+                codes::SCENARIO_UNKNOWN_STEP,
+                step_ptr.clone(),
+                format!("the workflow has no step `{}`", m.step),
+                "Name the wait-until or wait-for step where the run moves.",
+            );
+        } else if let Err(refused) = coordinator_vm::move_source(program, &m.step) {
+            self.err(
+                codes::SCENARIO_MOVE_NOT_A_WAIT,
+                step_ptr.clone(),
+                format!("a run moves only while it waits: {refused}"),
+                "Name a wait-until or wait-for step of the workflow.",
+            );
+        }
+        let project_ptr = format!("{base}/move/project");
+        let to = match self.targets.get(&m.project) {
+            Some(Ok(vm)) => vm.program(),
+            Some(Err(reason)) => {
+                self.err(
+                    codes::SCENARIO_MOVE_PROJECT,
+                    project_ptr,
+                    format!("the project `{}` cannot be moved to: {reason}", m.project),
+                    "Point move.project at a project directory (relative to this file's directory) that `coordinatorctl check` accepts.",
                 );
-                None
+                return None;
+            }
+            None => {
+                self.err(
+                    codes::SCENARIO_MOVE_PROJECT,
+                    project_ptr,
+                    format!("the project `{}` was not compiled for this run", m.project),
+                    "Run the case with `coordinatorctl test`, which compiles the projects the cases move to.",
+                );
+                return None;
+            }
+        };
+        let target = move_target(program, to, m);
+        match coordinator_vm::check_move_target(program, to, &target) {
+            Ok(()) => {}
+            // Found above, without the project.
+            Err(coordinator_vm::MoveRefused::NotAWait { .. }) => {}
+            Err(refused @ coordinator_vm::MoveRefused::WorkflowDiffers { .. }) => self.err(
+                codes::SCENARIO_MOVE_WORKFLOW,
+                project_ptr,
+                format!("a run moves only within its workflow: {refused}"),
+                "Point move.project at a revision of this workflow (the same project.id).",
+            ),
+            Err(refused) => {
+                let at = if m.to.is_some() { "to" } else { "step" };
+                self.err(
+                    codes::SCENARIO_MOVE_REFUSED,
+                    format!("{base}/move/{at}"),
+                    format!("the move from `{}` to `{}` is refused ({}): {refused}", m.step, target.to_step, refused.code()),
+                    "Move the run to a step of the same kind and wait contract (move.to names a renamed wait), or change the new revision.",
+                );
             }
         }
+        Some(to)
     }
 
     /// `count` replies scripted for step `name`: it must be a call, and
@@ -148,7 +239,7 @@ impl<'a> ScenarioChecks<'a> {
         else {
             return;
         };
-        if op != StepKind::Call {
+        if !op.contains(&StepKind::Call) {
             self.err_at_key(
                 codes::SCENARIO_NOT_A_CALL,
                 ptr,
@@ -177,7 +268,7 @@ impl<'a> ScenarioChecks<'a> {
         ) else {
             return;
         };
-        if op != StepKind::WaitFor {
+        if !op.contains(&StepKind::WaitFor) {
             self.err_at_key(
                 codes::SCENARIO_NOT_A_WAIT_FOR,
                 ptr,
@@ -195,7 +286,15 @@ impl<'a> ScenarioChecks<'a> {
         else {
             return;
         };
-        match coordinator_vm::recovery_support(self.program, name) {
+        let support = self
+            .programs()
+            .filter_map(|p| coordinator_vm::recovery_support(p, name))
+            .reduce(|a, b| coordinator_vm::RecoverySupport {
+                holds: a.holds && b.holds,
+                retry_same: a.retry_same && b.retry_same,
+                reconcile: a.reconcile && b.reconcile,
+            });
+        match support {
             Some(support) => {
                 let evaluation = !support.retry_same;
                 let receipt = support.reconcile;
@@ -228,7 +327,7 @@ impl<'a> ScenarioChecks<'a> {
     /// be the workflow's.
     fn expect(&mut self, case: &Case, base: &str) {
         for (j, name) in case.expect.path.iter().enumerate() {
-            if self.program.step_id(name).is_none() {
+            if !self.programs().any(|p| p.step_id(name).is_some()) {
                 self.err(
                     codes::SCENARIO_UNKNOWN_STEP,
                     format!("{base}/expect/path/{j}"),
@@ -238,7 +337,10 @@ impl<'a> ScenarioChecks<'a> {
             }
         }
         if let ExpectedOutcome::Named { value } = &case.expect.outcome {
-            if !self.program.outcomes.iter().any(|o| &o.name == value) {
+            if !self
+                .programs()
+                .any(|p| p.outcomes.iter().any(|o| &o.name == value))
+            {
                 self.err(
                     codes::SCENARIO_UNKNOWN_OUTCOME,
                     format!("{base}/expect/outcome/value"),

@@ -56,6 +56,8 @@ impl CaseHost<'_> {
             if state.status.is_terminal() {
                 return Ok(End::Settled(state));
             }
+            // The case's move, once the run waits at its step.
+            self.move_when_waiting(&mut state)?;
             let now = state.now;
             // 2. An operator's recovery after an unknown answer.
             if state.status == RunStatus::Attention {
@@ -93,8 +95,12 @@ impl CaseHost<'_> {
         let resumed = vm
             .resume(state, event)
             .map_err(|r| self.rejected(pointer, &r))?;
-        self.exercised
-            .record(vm, Some(event), vm.held_call(state), &resumed);
+        // After a move the run is on another revision: not this
+        // workflow's coverage.
+        if self.moved.is_none() {
+            self.exercised
+                .record(vm, Some(event), vm.held_call(state), &resumed);
+        }
         *state = resumed.state;
         queue.extend(resumed.commands);
         Ok(())

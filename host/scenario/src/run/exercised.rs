@@ -67,6 +67,10 @@ pub struct Exercised {
     /// (the run in `attention` with the call held) and the recoveries it
     /// accepted.
     pub recoveries: BTreeSet<(String, RecoveryPath)>,
+    /// The wait steps where the run moved to another revision (a case's
+    /// `move`, done by the VM's move); what it did after is not recorded
+    /// here (those are the other revision's steps).
+    pub moves: BTreeSet<String>,
 }
 
 impl Exercised {
