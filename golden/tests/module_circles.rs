@@ -103,6 +103,8 @@ fn paths_from(code: &str, at: usize) -> Vec<Vec<String>> {
     out
 }
 
+/// Reads the path or `use` tree at `at` (after a `::`) under `prefix`
+/// into `out`; returns where it ends. A glob (`*`) names the prefix.
 fn tree(code: &str, mut at: usize, mut prefix: Vec<String>, out: &mut Vec<Vec<String>>) -> usize {
     loop {
         at = skip_space(code, at);
@@ -110,15 +112,25 @@ fn tree(code: &str, mut at: usize, mut prefix: Vec<String>, out: &mut Vec<Vec<St
             at += 1;
             loop {
                 at = skip_space(code, at);
-                if code[at..].starts_with('}') || at >= code.len() {
+                if at >= code.len() {
+                    return code.len();
+                }
+                if code[at..].starts_with('}') {
                     return at + 1;
                 }
-                at = tree(code, at, prefix.clone(), out);
-                at = skip_space(code, at);
+                let start = at;
+                at = skip_space(code, tree(code, at, prefix.clone(), out));
                 if code[at..].starts_with(',') {
                     at += 1;
+                } else if at == start {
+                    // Not a path (stray text): step over it.
+                    at += code[at..].chars().next().map_or(1, char::len_utf8);
                 }
             }
+        }
+        if code[at..].starts_with('*') {
+            out.push(prefix);
+            return at + 1;
         }
         let name = identifier_at(code, at);
         if name.is_empty() {
@@ -395,7 +407,7 @@ fn a_circle_between_two_modules_is_named_with_its_lines() {
         ),
         (
             "vm/src/b/c.rs",
-            "\nuse super::super::{\n    a::{self, A},\n};\n",
+            "\nuse super::super::{\n    a::{self, A},\n    b::*,\n    x::{*, ?},\n};\nuse crate::{",
         ),
     ]));
     assert_eq!(
