@@ -28,8 +28,8 @@ use crate::diagnostic::finding::{Diagnostic, Located};
 use builder::Builder;
 pub use core_schema::resolve_plain;
 pub use typed::{
-    nested_error, read_nested, read_typed, Found, TypedError, TypedErrorKind, TypedFault,
-    ValueDeserializer, Wants,
+    nested_error, path_to_pointer, read_nested, read_typed, Found, TypedError, TypedErrorKind,
+    TypedFault, ValueDeserializer, Wants,
 };
 
 /// Deepest nesting of sequences and mappings accepted (SPEC §1).
@@ -260,20 +260,6 @@ fn readable_serde(message: &str) -> String {
     if let Some(i) = out.find("expected a map") {
         out.truncate(i);
         out.push_str("expected a mapping");
-    }
-    out
-}
-
-/// Converts a serde_path_to_error path to a JSON Pointer.
-pub fn path_to_pointer(path: &serde_path_to_error::Path) -> String {
-    use serde_path_to_error::Segment;
-    let mut out = String::new();
-    for seg in path.iter() {
-        match seg {
-            Segment::Seq { index } => out.push_str(&format!("/{index}")),
-            Segment::Map { key } => out.push_str(&format!("/{}", escape_token(key))),
-            Segment::Enum { .. } | Segment::Unknown => {}
-        }
     }
     out
 }

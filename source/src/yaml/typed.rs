@@ -33,7 +33,7 @@ use serde_json::Value;
 pub use deserializer::ValueDeserializer;
 pub use nested::{nested_error, read_nested};
 
-use super::path_to_pointer;
+use coordinator_ir::pointer::escape_token;
 
 /// What a typed-reading fault is, as serde's derived code reported it.
 /// (Serialized only to pass through another deserializer's error: see
@@ -345,6 +345,20 @@ impl de::Error for TypedError {
             format!("duplicate field `{field}`"),
         )
     }
+}
+
+/// Converts a serde_path_to_error path to a JSON Pointer.
+pub fn path_to_pointer(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut out = String::new();
+    for seg in path.iter() {
+        match seg {
+            Segment::Seq { index } => out.push_str(&format!("/{index}")),
+            Segment::Map { key } => out.push_str(&format!("/{}", escape_token(key))),
+            Segment::Enum { .. } | Segment::Unknown => {}
+        }
+    }
+    out
 }
 
 /// Reads `value` into `T`.
