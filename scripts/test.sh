@@ -88,6 +88,9 @@ cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
+echo "== intra-doc links"
+scripts/doc-links.sh
+
 echo "== cargo test"
 mkdir -p target
 rm -f target/tmp/production-figures.txt target/tmp/contract-figures.txt

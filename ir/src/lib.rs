@@ -12,7 +12,7 @@
 //! - [`moves`]: the move certificate (which waiting runs of one revision
 //!   can resume on another) and its digest.
 //! - [`name`]: the name rule of SPEC §1 (`^[a-z][a-z0-9-]{0,63}$`).
-//! - [`pointer`]: JSON Pointer reference tokens (RFC 6901), escaped and
+//! - [`pointer`](mod@pointer): JSON Pointer reference tokens (RFC 6901), escaped and
 //!   unescaped in one place.
 //! - [`step_kind`]: the five step kinds ([`StepKind`]) and their words.
 //! - [`validation`]: the JSON Schema validator the VM and the compiler share.

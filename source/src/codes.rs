@@ -1,6 +1,6 @@
 //! Diagnostic codes as data: one [`DiagnosticCode`] per code, with its
 //! severity, its page and what it means, declared once in a table. A crate
-//! that raises diagnostics declares its codes with [`diagnostic_codes!`]
+//! that raises diagnostics declares its codes with [`diagnostic_codes!`](crate::diagnostic_codes)
 //! (this crate's `file.*` and `yaml.*` codes below; the compiler's,
 //! the runtime check's, the scenario host's and `coordinatorctl`'s in their
 //! own `codes` modules), and its raise sites name the table's constants

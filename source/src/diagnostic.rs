@@ -2,7 +2,7 @@
 //! renderings (SPEC §2.3): the text form of seed 004 and the JSON report.
 //!
 //! The diagnostic and its text form are `diagnostic/finding.rs` (which
-//! takes nothing from the rest of this crate); [`mark`], the stretch a
+//! takes nothing from the rest of this crate); [`mark()`], the stretch a
 //! diagnostic marks in its text, is `diagnostic/mark.rs` (it reads the
 //! YAML document's spans). Both are re-exported here.
 

@@ -7,12 +7,15 @@
 //! duplicate keys, non-scalar keys, nesting deeper than [`MAX_DEPTH`],
 //! `.inf`/`.nan` (not JSON), and integers outside 64 bits.
 //!
-//! Typed reading ([`YamlDocument::deserialize`]) goes through serde with
-//! `serde_path_to_error`, so a wrong type, a missing key or an unknown key is
-//! reported at the offending node's position.
+//! Typed reading ([`YamlDocument::deserialize`], [`read_typed`]) goes
+//! through serde with `serde_path_to_error`, so a wrong type, a missing key
+//! or an unknown key is reported at the offending node's position; its
+//! code is chosen from the kind of fault serde's derived code reported
+//! ([`TypedErrorKind`]), not from serde's wording.
 
 mod builder;
 mod core_schema;
+mod typed;
 
 use std::collections::BTreeMap;
 
@@ -24,6 +27,10 @@ use crate::codes;
 use crate::diagnostic::finding::{Diagnostic, Located};
 use builder::Builder;
 pub use core_schema::resolve_plain;
+pub use typed::{
+    nested_error, path_to_pointer, read_nested, read_typed, Found, TypedError, TypedErrorKind,
+    TypedFault, ValueDeserializer, Wants,
+};
 
 /// Deepest nesting of sequences and mappings accepted (SPEC §1).
 pub const MAX_DEPTH: usize = 64;
@@ -136,82 +143,97 @@ impl YamlDocument {
         best.map(|(p, k, _)| (p.to_owned(), k))
     }
 
-    /// Reads the document into `T`. On failure, returns one located
-    /// diagnostic: `coordinator.yaml.unknown-key`, `coordinator.yaml.missing-key`
-    /// or `coordinator.yaml.wrong-type` (serde's own sentence as the message).
+    /// Reads the document into `T` ([`read_typed`]). On failure, returns
+    /// one located diagnostic, its code chosen from the fault's kind
+    /// ([`YamlDocument::typed_diagnostic`]).
     pub fn deserialize<T: DeserializeOwned>(&self) -> Result<T, Diagnostic> {
-        let de = self.value.clone();
-        serde_path_to_error::deserialize(de).map_err(|err| {
-            let pointer = path_to_pointer(err.path());
-            let inner = err.into_inner().to_string();
-            self.serde_diagnostic(&pointer, &inner)
-        })
+        read_typed(self.value.clone()).map_err(|fault| self.typed_diagnostic("", &fault))
     }
 
-    /// Turns a serde error sentence at `pointer` into a located diagnostic.
+    /// The located diagnostic of a typed-reading fault of the node at
+    /// `base` (`""` for the whole document; the fault's own pointer is
+    /// relative to it).
+    pub fn typed_diagnostic(&self, base: &str, fault: &TypedFault) -> Diagnostic {
+        self.error_diagnostic(&format!("{base}{}", fault.pointer), &fault.error)
+    }
+
+    /// Turns serde's sentence for a fault at `pointer` into a located
+    /// diagnostic, its kind read from the sentence
+    /// ([`TypedErrorKind::of_message`]): for a reader whose deserializer
+    /// is not [`ValueDeserializer`] (its error keeps no kind). Prefer
+    /// [`read_typed`] and [`YamlDocument::typed_diagnostic`].
     pub fn serde_diagnostic(&self, pointer: &str, message: &str) -> Diagnostic {
-        if let Some(field) = between(message, "unknown field `", "`") {
-            let token = format!("/{}", escape_token(field));
-            let ptr = if pointer.ends_with(&token) {
-                pointer.to_owned()
-            } else {
-                format!("{pointer}{token}")
-            };
-            let expected = message
-                .split_once(", expected ")
-                .map(|(_, e)| format!(" (expected {e})"))
-                .unwrap_or_default();
-            return Diagnostic::error(
-                codes::YAML_UNKNOWN_KEY,
-                self.locate_key(&ptr),
-                format!("unknown key `{field}`{expected}"),
-                "Remove the key or correct its spelling; this format refuses keys it does not define.",
-            );
-        }
-        if let Some(field) = between(message, "missing field `", "`") {
-            return Diagnostic::error(
+        self.error_diagnostic(pointer, &TypedError::from_message(message))
+    }
+
+    /// The diagnostic of `error` at `pointer`: `coordinator.yaml.unknown-key`
+    /// (at the key), `coordinator.yaml.missing-key`,
+    /// `coordinator.yaml.unknown-value`, `coordinator.yaml.duplicate-key`
+    /// (at the key) or `coordinator.yaml.wrong-type` (serde's sentence, its
+    /// Rust type names made readable), by the error's kind.
+    fn error_diagnostic(&self, pointer: &str, error: &TypedError) -> Diagnostic {
+        let pointer = &format!("{pointer}{}", error.below());
+        match error.kind() {
+            TypedErrorKind::UnknownKey { key, expected } => {
+                let token = format!("/{}", escape_token(key));
+                let ptr = if pointer.ends_with(&token) {
+                    pointer.to_owned()
+                } else {
+                    format!("{pointer}{token}")
+                };
+                let expected = if expected.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (expected {expected})")
+                };
+                Diagnostic::error(
+                    codes::YAML_UNKNOWN_KEY,
+                    self.locate_key(&ptr),
+                    format!("unknown key `{key}`{expected}"),
+                    "Remove the key or correct its spelling; this format refuses keys it does not define.",
+                )
+            }
+            TypedErrorKind::MissingKey { key } => Diagnostic::error(
                 codes::YAML_MISSING_KEY,
                 self.locate(pointer),
-                format!("missing required key `{field}`"),
-                format!("Add `{field}` here."),
-            );
+                format!("missing required key `{key}`"),
+                format!("Add `{key}` here."),
+            ),
+            TypedErrorKind::UnknownValue { value, expected } => {
+                let expected = if expected.is_empty() {
+                    String::new()
+                } else {
+                    format!("; expected {expected}")
+                };
+                Diagnostic::error(
+                    codes::YAML_UNKNOWN_VALUE,
+                    self.locate(pointer),
+                    format!("`{value}` is not an accepted value{expected}"),
+                    "Use one of the accepted values.",
+                )
+            }
+            TypedErrorKind::DuplicateKey { key } => Diagnostic::error(
+                codes::YAML_DUPLICATE_KEY,
+                self.locate_key(pointer),
+                format!("the key `{key}` is given twice (under two of its names)"),
+                "Keep one of them.",
+            ),
+            TypedErrorKind::WrongType { found, wants } => {
+                let next = match (found, wants) {
+                    (Found::String, Wants::Number) => "Write the number without quotes.",
+                    (_, Wants::String) => {
+                        "Quote the value to make it a string, e.g. \"1\"; values are never coerced."
+                    }
+                    _ => "Write a value of the expected type; values are never coerced.",
+                };
+                let message = if pointer.is_empty() && *found == Found::Null {
+                    "the file is empty; expected a mapping with apiVersion and kind".to_owned()
+                } else {
+                    readable_serde(error.message())
+                };
+                Diagnostic::error(codes::YAML_WRONG_TYPE, self.locate(pointer), message, next)
+            }
         }
-        if let Some(variant) = between(message, "unknown variant `", "`") {
-            let expected = message
-                .split_once(", expected ")
-                .map(|(_, e)| format!("; expected {e}"))
-                .unwrap_or_default();
-            return Diagnostic::error(
-                codes::YAML_UNKNOWN_VALUE,
-                self.locate(pointer),
-                format!("`{variant}` is not an accepted value{expected}"),
-                "Use one of the accepted values.",
-            );
-        }
-        let found_string = message.contains("invalid type: string");
-        let wants_number = [
-            "u8", "u16", "u32", "u64", "i32", "i64", "f64", "integer", "number",
-        ]
-        .iter()
-        .any(|t| {
-            message.contains(&format!("expected {t}"))
-                || message.contains(&format!("expected an {t}"))
-                || message.contains(&format!("expected a {t}"))
-        });
-        let wants_string = message.contains("expected a string");
-        let next = if found_string && wants_number {
-            "Write the number without quotes."
-        } else if wants_string {
-            "Quote the value to make it a string, e.g. \"1\"; values are never coerced."
-        } else {
-            "Write a value of the expected type; values are never coerced."
-        };
-        let message = if pointer.is_empty() && message.contains("invalid type: null") {
-            "the file is empty; expected a mapping with apiVersion and kind".to_owned()
-        } else {
-            readable_serde(message)
-        };
-        Diagnostic::error(codes::YAML_WRONG_TYPE, self.locate(pointer), message, next)
     }
 }
 
@@ -238,25 +260,6 @@ fn readable_serde(message: &str) -> String {
     if let Some(i) = out.find("expected a map") {
         out.truncate(i);
         out.push_str("expected a mapping");
-    }
-    out
-}
-
-fn between<'a>(s: &'a str, start: &str, end: &str) -> Option<&'a str> {
-    let rest = &s[s.find(start)? + start.len()..];
-    Some(&rest[..rest.find(end)?])
-}
-
-/// Converts a serde_path_to_error path to a JSON Pointer.
-pub fn path_to_pointer(path: &serde_path_to_error::Path) -> String {
-    use serde_path_to_error::Segment;
-    let mut out = String::new();
-    for seg in path.iter() {
-        match seg {
-            Segment::Seq { index } => out.push_str(&format!("/{index}")),
-            Segment::Map { key } => out.push_str(&format!("/{}", escape_token(key))),
-            Segment::Enum { .. } | Segment::Unknown => {}
-        }
     }
     out
 }

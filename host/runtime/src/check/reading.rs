@@ -88,15 +88,8 @@ impl Checker<'_> {
     }
 
     fn reread<T: DeserializeOwned>(&self, base: &str, body: Value) -> Option<Diagnostic> {
-        match serde_path_to_error::deserialize::<_, T>(body) {
-            Ok(_) => None,
-            Err(e) => {
-                let p = coordinator_source::yaml::path_to_pointer(e.path());
-                Some(
-                    self.doc
-                        .serde_diagnostic(&format!("{base}{p}"), &e.into_inner().to_string()),
-                )
-            }
-        }
+        coordinator_source::yaml::read_typed::<T>(body)
+            .err()
+            .map(|fault| self.doc.typed_diagnostic(base, &fault))
     }
 }
