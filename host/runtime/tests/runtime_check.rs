@@ -575,6 +575,49 @@ fn refuses_plaintext_http_to_a_non_loopback_host() {
     }
 }
 
+/// RFC 8707: a connection's `resource` is any absolute URI (the earlier
+/// product's runtime files use `urn:` ones), never contacted, so plaintext
+/// `http` to any host is no fault; a fragment or a relative reference is.
+#[test]
+fn a_resource_indicator_is_any_absolute_uri() {
+    let f = fixture();
+    let from = "resource: https://breg.example.org";
+    assert!(f.text.contains(from));
+    for resource in [
+        "urn:example:applications",
+        "http://breg.example.org",
+        "https://breg.example.org/api?tenant=a",
+        "tag:example.org,2026:applications",
+    ] {
+        let text = f.text.replace(from, &format!("resource: {resource}"));
+        let result = check(&text, Mode::Deployment, false);
+        assert!(result.is_valid(), "{resource}: {:#?}", result.diagnostics);
+    }
+    let r = refuses(
+        &f.text,
+        from,
+        "resource: https://breg.example.org/#applications",
+        Mode::Deployment,
+        false,
+        "coordinator.runtime.url",
+        "resource: |https://breg.example.org/#applications",
+    );
+    assert!(
+        r.diagnostics[0].message.contains("fragment"),
+        "{:?}",
+        r.diagnostics[0]
+    );
+    refuses(
+        &f.text,
+        from,
+        "resource: applications",
+        Mode::Deployment,
+        false,
+        "coordinator.runtime.url",
+        "resource: |applications",
+    );
+}
+
 #[test]
 fn refuses_a_bad_listener_bind_and_digest_format() {
     let f = fixture();

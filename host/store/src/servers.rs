@@ -548,6 +548,11 @@ mod tests {
             "postgres://u:p@localhost/x?sslmode=disable",
             "postgres://u:p@[::1]:5432/x",
             "postgres://u:p@%2Frun%2Fpostgresql/x",
+            // Other spellings of a loopback address (the one rule,
+            // `coordinator_runtime::net::is_loopback_host`).
+            "postgres://u:p@127.1:5432/x",
+            "postgres://u:p@[::ffff:127.0.0.1]:5432/x",
+            "postgres://u:p@LOCALHOST/x",
         ] {
             parse(local).expect(local);
         }
