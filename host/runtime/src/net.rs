@@ -7,6 +7,8 @@
 //! - [`absolute_uri`]: an absolute URI the runtime file names but the
 //!   service never contacts (an event source's `source`, an RFC 8707
 //!   `resource` indicator), parsed by the same crate.
+//! - [`is_private_address`]: the one rule of which addresses a listener
+//!   may bind (loopback, RFC 1918, unique-local, link-local).
 //! - [`is_loopback_host`]: the one "is this host loopback" rule, for
 //!   plaintext `http` URLs (the runtime check) and plaintext database
 //!   connections (`coordinator-store`).
@@ -48,6 +50,27 @@ pub fn is_loopback_host(host: &str) -> bool {
         IpAddr::V6(v6) => {
             v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
         }
+    }
+}
+
+/// Whether a listener on `ip` is reachable only from a private network
+/// (seed 000: "a service listener bound to a private address"): a
+/// loopback address, an IPv4 address of RFC 1918 (`10.0.0.0/8`,
+/// `172.16.0.0/12`, `192.168.0.0/16`) or link-local (`169.254.0.0/16`), an
+/// IPv6 unique-local (`fc00::/7`) or link-local (`fe80::/10`) address, or
+/// the IPv4-mapped form of an IPv4 one. The wildcard addresses (`0.0.0.0`,
+/// `::`), which listen on every interface, and every other (public)
+/// address are not. The one rule of the runtime check's
+/// `coordinator.runtime.listener-not-private`.
+pub fn is_private_address(ip: IpAddr) -> bool {
+    let v4_private =
+        |v4: std::net::Ipv4Addr| v4.is_loopback() || v4.is_private() || v4.is_link_local();
+    match ip {
+        IpAddr::V4(v4) => v4_private(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4_private(v4),
+            None => v6.is_loopback() || v6.is_unique_local() || v6.is_unicast_link_local(),
+        },
     }
 }
 
@@ -215,6 +238,44 @@ mod tests {
             "256.0.0.1",
         ] {
             assert!(!is_loopback_host(host), "{host}");
+        }
+    }
+
+    #[test]
+    fn private_addresses() {
+        let ip = |text: &str| text.parse::<IpAddr>().expect(text);
+        for private in [
+            "127.0.0.1",
+            "127.9.9.9",
+            "10.1.2.3",
+            "172.16.0.1",
+            "172.31.255.255",
+            "192.168.1.10",
+            "169.254.10.1",
+            "::1",
+            "fd12:3456:789a::1",
+            "fc00::1",
+            "fe80::1",
+            "::ffff:10.0.0.1",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(is_private_address(ip(private)), "{private}");
+        }
+        for exposed in [
+            "0.0.0.0",
+            "::",
+            "8.8.8.8",
+            "172.32.0.1",
+            "172.15.255.255",
+            "192.169.0.1",
+            "100.64.0.1",
+            "2001:db8::1",
+            "2a00:1450::1",
+            "fec0::1",
+            "::ffff:8.8.8.8",
+            "::ffff:0.0.0.0",
+        ] {
+            assert!(!is_private_address(ip(exposed)), "{exposed}");
         }
     }
 
