@@ -65,6 +65,8 @@ store_codes! {
         "The secret named by `database.runtimeUrlRef` or `database.migrationUrlRef` does not hold a PostgreSQL URL.");
     DEPLOYMENT_DATABASE_ID = ("coordinator.deployment.database-id",
         "The database records a different `databaseId` than the runtime file.");
+    DEPLOYMENT_DATABASE_URLS_DIFFER = ("coordinator.deployment.database-urls-differ",
+        "`apply` found that `database.runtimeUrlRef` and `database.migrationUrlRef` reach different databases.");
     DEPLOYMENT_DATABASE_VERSION = ("coordinator.deployment.database-version",
         "The database server is older than PostgreSQL 17.");
     DEPLOYMENT_NOT_APPLIED = ("coordinator.deployment.not-applied",
