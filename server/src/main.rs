@@ -1,5 +1,6 @@
 //! `coordinator --runtime-config F [--recovery-only] [--worker-threads N]`, in
-//! this order:
+//! this order (after a first log line with the package version and source
+//! revision, which `coordinator --version` prints too):
 //!
 //! 1. verifies the runtime file and its pinned packages, reads the keys,
 //!    the event sources' and connections' keys, and binds the listeners
@@ -72,7 +73,11 @@ const JOBS_PER_TICK: usize = 4;
 const WORKER_SAFETY_POLL: Duration = Duration::from_secs(1);
 
 #[derive(Parser)]
-#[command(name = "coordinator", about = "Registry Coordinator service")]
+#[command(
+    name = "coordinator",
+    about = "Registry Coordinator service",
+    version = coordinator::version::VERSION_LINE
+)]
 struct Args {
     /// The runtime file (CoordinatorRuntimeConfig).
     #[arg(long)]
@@ -156,6 +161,12 @@ fn main() -> ExitCode {
 /// documentation), on a runtime of `worker_threads` threads.
 async fn serve(args: Args, worker_threads: NonZeroUsize) -> ExitCode {
     init_json_logging();
+    tracing::info!(
+        version = coordinator::version::PACKAGE_VERSION,
+        source_revision = coordinator::version::SOURCE_REVISION,
+        "coordinator {}",
+        coordinator::version::VERSION_LINE
+    );
     serve_checked(args, worker_threads)
         .await
         .unwrap_or_else(|refused| refused)

@@ -4,8 +4,8 @@
 //! author journey byte for byte (`seed004`), bad input and closed pipes
 //! (`robustness`), scenario coverage (`coverage`), the deployment commands on PostgreSQL
 //! (`deploy_postgres`), the caller and operator commands over a real
-//! service (`ops`), explain's typed IR (`explain`) and the drawn graph
-//! (`graph`).
+//! service (`ops`), explain's typed IR (`explain`), the drawn graph
+//! (`graph`) and both binaries' `--version` (`version`).
 
 mod coverage;
 mod deploy_postgres;
@@ -16,6 +16,7 @@ mod ops;
 mod rich;
 mod robustness;
 mod seed004;
+mod version;
 
 use std::path::Path;
 use std::process::{Command, Output};
