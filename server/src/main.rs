@@ -173,15 +173,23 @@ async fn serve(args: Args, worker_threads: NonZeroUsize) -> ExitCode {
 }
 
 /// Logs one JSON line per event on stderr, at the level `RUST_LOG` sets
-/// (`info` when unset or unreadable).
+/// (`info` when unset or unreadable). sqlx's pool's own lines
+/// (`sqlx_core::pool::inner`: one per failed attempt of a new connection
+/// and per dropped idle one, dozens a second while PostgreSQL is down
+/// behind a pooler) are off whatever `RUST_LOG` says: the store logs when
+/// such failures begin and when they end (docs/decisions.md "One line when
+/// new database connections begin to fail").
 fn init_json_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter = match "sqlx_core::pool::inner=off".parse() {
+        Ok(quiet) => filter.add_directive(quiet),
+        Err(_) => filter,
+    };
     tracing_subscriber::fmt()
         .json()
         .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
+        .with_env_filter(filter)
         .init();
 }
 
