@@ -393,8 +393,13 @@ pub struct Ready {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Doctor {
-    /// The service verified its packages and serves at least one workflow.
-    pub activation_ready: bool,
+    /// The build this process runs (what `coordinator --version` prints).
+    pub version: BuildVersion,
+    /// The service verified its packages, serves at least one workflow,
+    /// and no `apply` changed the active packages since it started.
+    /// `None` (`null`) when the store did not answer: unknown, not false.
+    #[schemars(with = "Nullable<bool>")]
+    pub activation_ready: Option<bool>,
     /// This instance runs with `--recovery-only` (admits and dispatches
     /// nothing).
     pub recovery_only: bool,
@@ -402,6 +407,18 @@ pub struct Doctor {
     pub state: DoctorState,
     /// The deployment-wide holds.
     pub holds: Holds,
+}
+
+/// The `version` member of [`Doctor`]: the build a binary reports (seed
+/// 000: both binaries come from one source version).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BuildVersion {
+    /// The package version, e.g. `0.1.0`.
+    pub package: String,
+    /// The git commit the binary was built from (lowercase hex), or
+    /// `unknown` when it was built outside a checkout.
+    pub source_revision: String,
 }
 
 /// The `state` member of [`Doctor`].

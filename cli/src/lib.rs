@@ -26,12 +26,12 @@ mod service_client;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use commands::deploy::Which;
 
 /// Registry Coordinator's command-line tool.
 #[derive(Parser, Debug)]
-#[command(name = "coordinatorctl", version, about)]
+#[command(name = "coordinatorctl", about)]
 struct Cli {
     /// The deployment's runtime file (`runtime.yaml`), for deployment commands
     /// and `check` of a complete deployment.
@@ -100,8 +100,16 @@ fn deploy(which: Which, config: &Option<PathBuf>, remove: &[String], format: For
 }
 
 /// Parses the command line and runs the command; the process's exit code.
-pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+/// `version` is what `--version` prints after `coordinatorctl`: the
+/// product package's version and source revision
+/// (`coordinator::version::VERSION_LINE`, recorded when the binaries are
+/// built), so that both binaries report the same build.
+pub fn main(version: &'static str) -> ExitCode {
+    let matches = Cli::command().version(version).get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let code = match cli.command {
         Command::Init { directory } => commands::init::run(&directory),
         Command::Check(args) => commands::check::run(args, cli.runtime_config.as_deref()),

@@ -15,8 +15,9 @@
 //! (event source keys and signatures), [`strict`] (strict JSON),
 //! [`startup`] (the wait for the store and the checks before serving),
 //! [`gate`] (serving before the store is open), [`telemetry`] (the
-//! OpenTelemetry traces' provider and exporter, off unless configured)
-//! and [`worker_loop`].
+//! OpenTelemetry traces' provider and exporter, off unless configured),
+//! [`version`] (the package version and source revision both binaries
+//! report) and [`worker_loop`].
 
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
@@ -30,6 +31,7 @@ pub mod readiness;
 pub mod startup;
 pub mod strict;
 pub mod telemetry;
+pub mod version;
 pub mod worker_loop;
 
 pub use http::{

@@ -1,5 +1,6 @@
 //! `coordinator --runtime-config F [--recovery-only] [--worker-threads N]`, in
-//! this order:
+//! this order (after a first log line with the package version and source
+//! revision, which `coordinator --version` prints too):
 //!
 //! 1. verifies the runtime file and its pinned packages, reads the keys,
 //!    the event sources' and connections' keys, and binds the listeners
@@ -72,7 +73,11 @@ const JOBS_PER_TICK: usize = 4;
 const WORKER_SAFETY_POLL: Duration = Duration::from_secs(1);
 
 #[derive(Parser)]
-#[command(name = "coordinator", about = "Registry Coordinator service")]
+#[command(
+    name = "coordinator",
+    about = "Registry Coordinator service",
+    version = coordinator::version::VERSION_LINE
+)]
 struct Args {
     /// The runtime file (CoordinatorRuntimeConfig).
     #[arg(long)]
@@ -156,21 +161,35 @@ fn main() -> ExitCode {
 /// documentation), on a runtime of `worker_threads` threads.
 async fn serve(args: Args, worker_threads: NonZeroUsize) -> ExitCode {
     init_json_logging();
+    tracing::info!(
+        version = coordinator::version::PACKAGE_VERSION,
+        source_revision = coordinator::version::SOURCE_REVISION,
+        "coordinator {}",
+        coordinator::version::VERSION_LINE
+    );
     serve_checked(args, worker_threads)
         .await
         .unwrap_or_else(|refused| refused)
 }
 
 /// Logs one JSON line per event on stderr, at the level `RUST_LOG` sets
-/// (`info` when unset or unreadable).
+/// (`info` when unset or unreadable). sqlx's pool's own lines
+/// (`sqlx_core::pool::inner`: one per failed attempt of a new connection
+/// and per dropped idle one, dozens a second while PostgreSQL is down
+/// behind a pooler) are off whatever `RUST_LOG` says: the store logs when
+/// such failures begin and when they end (docs/decisions.md "One line when
+/// new database connections begin to fail").
 fn init_json_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter = match "sqlx_core::pool::inner=off".parse() {
+        Ok(quiet) => filter.add_directive(quiet),
+        Err(_) => filter,
+    };
     tracing_subscriber::fmt()
         .json()
         .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
+        .with_env_filter(filter)
         .init();
 }
 

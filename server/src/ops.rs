@@ -179,14 +179,17 @@ pub(crate) async fn doctor(
         Holds::default()
     };
     // Ready while the active packages are still the ones this process
-    // started with (an apply since asks for a restart).
+    // started with (an apply since asks for a restart); unknown (null),
+    // not false, while the store does not answer.
     let activation_current = if store_ready {
-        s.engine.activation_current().await.unwrap_or(false)
+        s.engine.activation_current().await.ok()
     } else {
-        false
+        None
     };
     let body = api::Doctor {
-        activation_ready: !s.engine.active_revisions().is_empty() && activation_current,
+        version: crate::version::build_version(),
+        activation_ready: activation_current
+            .map(|current| current && !s.engine.active_revisions().is_empty()),
         recovery_only: s.engine.recovery_only(),
         state: api::DoctorState {
             audit_ready: s.engine.audit_probe().await,

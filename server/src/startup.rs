@@ -155,8 +155,9 @@ pub enum StoreStartup {
 /// connection's 5 s, a connection lost during the checks, a server still
 /// starting up, or every server that answers is read-only:
 /// `database.read-only`). A refused login (`database.login`), a missing database
-/// (`database.missing`), an unreadable URL file and every check's
-/// refusal are not.
+/// (`database.missing`), a TLS configuration fault (`database.tls`), an
+/// unreadable URL or root certificate file and every check's refusal are
+/// not.
 pub fn is_outage(e: &store::DatabaseError) -> bool {
     e.kind == ErrorKind::Unavailable && matches!(e.code, "store-unavailable" | "database.read-only")
 }
@@ -322,6 +323,9 @@ mod tests {
         for refused in [
             store::DatabaseError::refused("coordinator.database.login", "m", "n"),
             store::DatabaseError::refused("coordinator.database.missing", "m", "n"),
+            // A TLS configuration fault (no TLS at the server, a refused
+            // certificate, an empty private root) is no outage either.
+            store::DatabaseError::refused("coordinator.database.tls", "m", "n"),
             store::DatabaseError::refused("coordinator.deployment.database-id", "m", "n"),
             store::DatabaseError::refused("coordinator.command.state-key-custody", "m", "n"),
             // An unreadable URL file is unavailable, but not an outage.

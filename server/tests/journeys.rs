@@ -764,6 +764,30 @@ async fn startup_refuses_a_taken_port_and_an_unusable_connection_key_by_name() {
         line["fields"]["next"].as_str().unwrap().contains("check"),
         "{log}"
     );
+
+    // A listener on every interface: the check's rule holds at startup,
+    // before anything is bound (seed 000: a listener on a private address).
+    let port = free_port();
+    let exposed = d.dir.path().join("exposed-runtime.yaml");
+    let text = std::fs::read_to_string(d.runtime_file(port)).unwrap();
+    std::fs::write(&exposed, text.replace("bind: 127.0.0.1:", "bind: 0.0.0.0:")).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_coordinator"))
+        .arg("--runtime-config")
+        .arg(&exposed)
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    let line: Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
+    assert_eq!(line["fields"]["code"], "deployment.refused", "{log}");
+    assert_eq!(
+        line["fields"]["reason"], "coordinator.runtime.listener-not-private",
+        "{log}"
+    );
+    assert!(
+        std::net::TcpListener::bind(("0.0.0.0", port)).is_ok(),
+        "the refused start left its port bound"
+    );
     d.cleanup().await;
 }
 

@@ -193,6 +193,12 @@ async fn doctor_reports_readiness_holds_and_uncertain_runs() {
     let env = Env::new(false).await;
     let (s, d) = env.call(Some(OPERATOR), "/v1/doctor", None).await;
     assert_eq!(s, 200, "{d}");
+    assert_eq!(d["version"]["package"], env!("CARGO_PKG_VERSION"), "{d}");
+    assert_eq!(
+        d["version"]["sourceRevision"],
+        coordinator::version::SOURCE_REVISION,
+        "{d}"
+    );
     assert_eq!(d["activationReady"], true);
     assert_eq!(d["recoveryOnly"], false);
     assert_eq!(d["state"]["auditReady"], true);
@@ -205,6 +211,18 @@ async fn doctor_reports_readiness_holds_and_uncertain_runs() {
     let (_, d) = env.call(Some(OPERATOR), "/v1/doctor", None).await;
     assert_eq!(d["state"]["uncertain"], 1, "{d}");
     assert_eq!(d["state"]["attention"], 1, "{d}");
+
+    // With the store down, what only the store knows is unknown (null),
+    // activationReady included: not false.
+    env.store.set_unavailable(true);
+    let (s, d) = env.call(Some(OPERATOR), "/v1/doctor", None).await;
+    assert_eq!(s, 200, "{d}");
+    assert_eq!(d["state"]["storeReady"], false, "{d}");
+    assert_eq!(d["activationReady"], Value::Null, "{d}");
+    assert_eq!(d["state"]["uncertain"], Value::Null, "{d}");
+    env.store.set_unavailable(false);
+    let (_, d) = env.call(Some(OPERATOR), "/v1/doctor", None).await;
+    assert_eq!(d["activationReady"], true, "{d}");
 
     let (s, p) = env.call(Some(PRODUCER), "/v1/doctor", None).await;
     assert_eq!(

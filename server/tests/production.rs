@@ -666,3 +666,60 @@ async fn ready_answers_a_probe_in_time_while_the_database_hangs() {
     );
     held.abort();
 }
+
+/// PostgreSQL down behind PgBouncer: PgBouncer keeps taking connections,
+/// and each fails its first statement (`server_login_retry`) while sqlx's
+/// pool tries a new one every few milliseconds for every statement
+/// waiting. The log says so once when it begins and once when it ends
+/// (the store's lines), never once per attempt (sqlx's own lines, dozens a
+/// second before), and the service serves again by itself.
+#[tokio::test]
+async fn postgresql_down_behind_pgbouncer_is_logged_once_when_it_begins_and_once_when_it_ends() {
+    if urls("pgbouncer_outage_log").is_none() {
+        return;
+    }
+    let db = cluster();
+    db.start();
+    let (_pooler, pooled) = Pooler::start(&db);
+    let d = Deployment::of_with_database(
+        Example::follow_up(),
+        pooled,
+        2_000,
+        "  poolingMode: transaction\n",
+    )
+    .await;
+    let mut c = d.spawn().await;
+    wait_ready(&d, &mut c, Duration::from_secs(60)).await;
+
+    let stopped = db.script("stop");
+    assert!(stopped.status.success(), "{stopped:?}");
+    // Fifteen seconds of probes and worker ticks asking for connections.
+    let outage = Instant::now();
+    while outage.elapsed() < Duration::from_secs(15) {
+        assert!(c.alive(), "the process died:\n{}", c.log_text());
+        let _ = ready(&d, &c).await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    db.start();
+    wait_ready(&d, &mut c, Duration::from_secs(60)).await;
+    let run = d.start(&c, "app-after", &rfc3339(unix_now() - 60)).await;
+    d.wait_state(&c, &run, "finished", Duration::from_secs(60))
+        .await;
+
+    let lines = log_lines(&c);
+    let count = |text: &str| {
+        lines
+            .iter()
+            .filter(|l| {
+                l["fields"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains(text))
+            })
+            .count()
+    };
+    let log = c.log_text();
+    assert_eq!(count("error returned from after_connect"), 0, "{log}");
+    assert_eq!(count("ping on idle connection"), 0, "{log}");
+    assert_eq!(count("new database connections fail"), 1, "{log}");
+    assert_eq!(count("new database connections succeed again"), 1, "{log}");
+}

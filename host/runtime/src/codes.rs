@@ -42,6 +42,8 @@ coordinator_source::diagnostic_codes! {
         "A listener `bind` (`deployment.listener` or `deployment.metricsListener`) is not an IP address and port.");
     RUNTIME_LISTENER_CONFLICT = ("coordinator.runtime.listener-conflict", Error,
         "`deployment.metricsListener.bind` is the API listener's address.");
+    RUNTIME_LISTENER_NOT_PRIVATE = ("coordinator.runtime.listener-not-private", Error,
+        "A listener `bind` (`deployment.listener` or `deployment.metricsListener`) is not a private address: a wildcard (`0.0.0.0`, `[::]`) or a public address, without `deployment.networkExposure: container-private`.");
     RUNTIME_NAME = ("coordinator.runtime.name", Error,
         "A connection or event source name does not match `^[a-z][a-z0-9-]{0,63}$`.");
     RUNTIME_NAMESPACE = ("coordinator.runtime.namespace", Error,

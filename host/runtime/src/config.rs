@@ -535,6 +535,16 @@ pub struct Deployment {
     /// The private `/metrics` listener.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics_listener: Option<MetricsListener>,
+    /// What keeps the listeners private (default `private-address`: each
+    /// `bind` is a loopback, RFC 1918, unique-local or link-local address;
+    /// `container-private`: the process runs in a network that is private
+    /// by construction, so any address, `0.0.0.0` included, is accepted).
+    #[serde(
+        default,
+        skip_serializing_if = "NetworkExposure::is_private_address",
+        deserialize_with = "crate::mapping::word"
+    )]
+    pub network_exposure: NetworkExposure,
     /// Caller token verification and policies.
     pub authentication: Authentication,
     /// Absolute path of the audit journal (see docs/runtime.md for several
@@ -579,6 +589,33 @@ pub struct Listener {
 pub enum TlsTermination {
     /// TLS ends at the operator's terminator in front of the listener.
     OperatorControlledUpstream,
+}
+
+/// `deployment.networkExposure`: what keeps the API and metrics listeners
+/// reachable from a private network only (seed 000: "a service listener
+/// bound to a private address").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetworkExposure {
+    /// The listeners' own addresses: each `bind` must be a loopback,
+    /// RFC 1918 (`10/8`, `172.16/12`, `192.168/16`), IPv6 unique-local
+    /// (`fc00::/7`) or link-local address
+    /// (`coordinator_runtime::net::is_private_address`); the wildcard
+    /// `0.0.0.0` / `[::]` and public addresses are refused.
+    #[default]
+    PrivateAddress,
+    /// The process runs in a network namespace that is private by
+    /// construction (a container whose ports only the TLS terminator
+    /// reaches), so the listeners may bind any address, the wildcard
+    /// included; the operator vouches for it.
+    ContainerPrivate,
+}
+
+impl NetworkExposure {
+    /// Whether this is the default, [`NetworkExposure::PrivateAddress`].
+    pub fn is_private_address(&self) -> bool {
+        *self == NetworkExposure::PrivateAddress
+    }
 }
 
 /// `deployment.metricsListener`.

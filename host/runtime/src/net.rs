@@ -4,26 +4,74 @@
 //!   `baseUrl`, a token endpoint, a resource, the issuer, a JWKS URI),
 //!   parsed by the `url` crate, the WHATWG URL parser reqwest itself uses,
 //!   so the check decides on the very host a request would reach.
+//! - [`absolute_uri`]: an absolute URI the runtime file names but the
+//!   service never contacts (an event source's `source`, an RFC 8707
+//!   `resource` indicator), parsed by the same crate.
+//! - [`is_private_address`]: the one rule of which addresses a listener
+//!   may bind (loopback, RFC 1918, unique-local, link-local).
 //! - [`is_loopback_host`]: the one "is this host loopback" rule, for
 //!   plaintext `http` URLs (the runtime check) and plaintext database
 //!   connections (`coordinator-store`).
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 
 pub use url::Url;
 
 /// Whether `host` is a loopback host: `localhost` (in any ASCII case), an
-/// IPv4 address in `127.0.0.0/8`, or the IPv6 loopback address `::1` (in
-/// any spelling, with or without brackets: `[::1]`, `0:0:0:0:0:0:0:1`).
-/// No name is resolved: any other name, `localhost.` included, is not
-/// loopback.
+/// IPv4 address in `127.0.0.0/8` in any spelling the WHATWG host parser
+/// (the `url` crate) and the C resolver's `inet_aton` read as one (`127.1`,
+/// `0x7f.0.0.1`, `2130706433`), the IPv6 loopback address `::1`, or an
+/// IPv4-mapped IPv6 address of `127.0.0.0/8` (`::ffff:127.0.0.1`), each
+/// IPv6 form with or without brackets and in any spelling
+/// (`[0:0:0:0:0:0:0:1]`, `[::ffff:7f00:1]`). No name is resolved: any
+/// other name is not loopback, and neither is a host ending in `.`
+/// (`localhost.`, `127.0.0.1.`), which a resolver may look up as a name.
 pub fn is_loopback_host(host: &str) -> bool {
+    if host.is_empty() || host.ends_with('.') {
+        return false;
+    }
     let bare = host
         .strip_prefix('[')
         .and_then(|h| h.strip_suffix(']'))
         .unwrap_or(host);
-    bare.eq_ignore_ascii_case("localhost")
-        || bare.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    let ip = match url::Host::parse(host) {
+        Ok(url::Host::Domain(name)) => return name == "localhost",
+        Ok(url::Host::Ipv4(ip)) => IpAddr::V4(ip),
+        Ok(url::Host::Ipv6(ip)) => IpAddr::V6(ip),
+        // An IPv6 address without brackets (how a database URL's host
+        // reads back), which the host parser takes only in brackets.
+        Err(_) => match bare.parse::<Ipv6Addr>() {
+            Ok(ip) => IpAddr::V6(ip),
+            Err(_) => return false,
+        },
+    };
+    match ip {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}
+
+/// Whether a listener on `ip` is reachable only from a private network
+/// (seed 000: "a service listener bound to a private address"): a
+/// loopback address, an IPv4 address of RFC 1918 (`10.0.0.0/8`,
+/// `172.16.0.0/12`, `192.168.0.0/16`) or link-local (`169.254.0.0/16`), an
+/// IPv6 unique-local (`fc00::/7`) or link-local (`fe80::/10`) address, or
+/// the IPv4-mapped form of an IPv4 one. The wildcard addresses (`0.0.0.0`,
+/// `::`), which listen on every interface, and every other (public)
+/// address are not. The one rule of the runtime check's
+/// `coordinator.runtime.listener-not-private`.
+pub fn is_private_address(ip: IpAddr) -> bool {
+    let v4_private =
+        |v4: std::net::Ipv4Addr| v4.is_loopback() || v4.is_private() || v4.is_link_local();
+    match ip {
+        IpAddr::V4(v4) => v4_private(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4_private(v4),
+            None => v6.is_loopback() || v6.is_unique_local() || v6.is_unicast_link_local(),
+        },
+    }
 }
 
 /// Why a URL is not a usable `http(s)` URL of the runtime file (the
@@ -82,16 +130,7 @@ pub fn http_url(text: &str, endpoint: bool) -> Result<Url, UrlFault> {
     if text.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(UrlFault::Spaces);
     }
-    let url = Url::parse(text).map_err(|e| {
-        UrlFault::Unparsable(match e {
-            url::ParseError::RelativeUrlWithoutBase => "it is not an absolute URL".into(),
-            url::ParseError::EmptyHost => "it has no host".into(),
-            url::ParseError::InvalidPort => "its port is not a number from 0 to 65535".into(),
-            url::ParseError::InvalidIpv6Address => "its IPv6 host is not valid".into(),
-            url::ParseError::InvalidIpv4Address => "its IPv4 host is not valid".into(),
-            other => format!("it does not parse ({other})"),
-        })
-    })?;
+    let url = Url::parse(text).map_err(unparsable)?;
     if url.scheme() != "https" && url.scheme() != "http" {
         return Err(UrlFault::Scheme);
     }
@@ -114,6 +153,45 @@ pub fn http_url(text: &str, endpoint: bool) -> Result<Url, UrlFault> {
     Ok(url)
 }
 
+/// The URL parser's refusal in words.
+fn unparsable(e: url::ParseError) -> UrlFault {
+    UrlFault::Unparsable(match e {
+        url::ParseError::RelativeUrlWithoutBase => "it is not an absolute URL".into(),
+        url::ParseError::EmptyHost => "it has no host".into(),
+        url::ParseError::InvalidPort => "its port is not a number from 0 to 65535".into(),
+        url::ParseError::InvalidIpv6Address => "its IPv6 host is not valid".into(),
+        url::ParseError::InvalidIpv4Address => "its IPv4 host is not valid".into(),
+        other => format!("it does not parse ({other})"),
+    })
+}
+
+/// Parses `text` as an absolute URI (RFC 3986 section 4.3) that names
+/// something rather than being contacted: an event source's `source`, a
+/// token request's RFC 8707 `resource` indicator
+/// (`urn:example:applications`, `https://breg.example.org`). Any scheme is
+/// accepted, and plaintext `http` to any host (nothing is sent there);
+/// the `url` crate reads it. Refused: whitespace or control characters, no
+/// scheme, nothing after the scheme, and, unless `fragment_allowed`, a
+/// fragment (RFC 8707 section 2 forbids one in a resource indicator).
+///
+/// # Errors
+/// [`UrlFault::Spaces`], [`UrlFault::Unparsable`], [`UrlFault::Fragment`].
+pub fn absolute_uri(text: &str, fragment_allowed: bool) -> Result<Url, UrlFault> {
+    if text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(UrlFault::Spaces);
+    }
+    let uri = Url::parse(text).map_err(unparsable)?;
+    if uri.as_str().len() <= uri.scheme().len() + 1 {
+        return Err(UrlFault::Unparsable(
+            "it has nothing after its scheme".into(),
+        ));
+    }
+    if !fragment_allowed && uri.fragment().is_some() {
+        return Err(UrlFault::Fragment);
+    }
+    Ok(uri)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,25 +203,118 @@ mod tests {
             "LocalHost",
             "127.0.0.1",
             "127.1.2.3",
+            // Spellings the resolver reads as 127.0.0.1 too.
+            "127.1",
+            "127.0.1",
+            "0x7f.0.0.1",
+            "0177.0.0.1",
+            "2130706433",
             "[::1]",
             "::1",
             "[0:0:0:0:0:0:0:1]",
+            "[::ffff:127.0.0.1]",
+            "::ffff:127.0.0.1",
+            "[::ffff:7f00:1]",
+            "[0:0:0:0:0:ffff:127.1.2.3]",
         ] {
             assert!(is_loopback_host(host), "{host}");
         }
         for host in [
             "",
             "localhost.",
+            "127.0.0.1.",
             "localhost.example.org",
+            "127.0.0.1.example.org",
             "128.0.0.1",
             "10.0.0.1",
             "[::2]",
-            "[::ffff:127.0.0.1]",
+            "[::ffff:10.0.0.1]",
+            "[::127.0.0.1]",
+            "[64:ff9b::127.0.0.1]",
             "example.org",
             "[::1",
+            "::1]",
+            "127.0.0.1.0.1",
+            "256.0.0.1",
         ] {
             assert!(!is_loopback_host(host), "{host}");
         }
+    }
+
+    #[test]
+    fn private_addresses() {
+        let ip = |text: &str| text.parse::<IpAddr>().expect(text);
+        for private in [
+            "127.0.0.1",
+            "127.9.9.9",
+            "10.1.2.3",
+            "172.16.0.1",
+            "172.31.255.255",
+            "192.168.1.10",
+            "169.254.10.1",
+            "::1",
+            "fd12:3456:789a::1",
+            "fc00::1",
+            "fe80::1",
+            "::ffff:10.0.0.1",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(is_private_address(ip(private)), "{private}");
+        }
+        for exposed in [
+            "0.0.0.0",
+            "::",
+            "8.8.8.8",
+            "172.32.0.1",
+            "172.15.255.255",
+            "192.169.0.1",
+            "100.64.0.1",
+            "2001:db8::1",
+            "2a00:1450::1",
+            "fec0::1",
+            "::ffff:8.8.8.8",
+            "::ffff:0.0.0.0",
+        ] {
+            assert!(!is_private_address(ip(exposed)), "{exposed}");
+        }
+    }
+
+    #[test]
+    fn absolute_uris_name_without_being_contacted() {
+        for uri in [
+            "urn:example:applications",
+            "https://breg.example.org",
+            "https://breg.example.org/api?x=1",
+            // Never contacted: plaintext to any host is no concern.
+            "http://api.example.org/",
+            "tag:example.org,2026:applications",
+        ] {
+            assert!(absolute_uri(uri, false).is_ok(), "{uri}");
+        }
+        assert_eq!(
+            absolute_uri("https://breg.example.org/#x", false).err(),
+            Some(UrlFault::Fragment)
+        );
+        assert!(absolute_uri("https://breg.example.org/#x", true).is_ok());
+        for (uri, why) in [
+            ("applications", "it is not an absolute URL"),
+            ("urn:", "it has nothing after its scheme"),
+            (":applications", "it is not an absolute URL"),
+            ("https://[::1/", "its IPv6 host is not valid"),
+        ] {
+            assert_eq!(
+                absolute_uri(uri, false)
+                    .err()
+                    .map(|f| f.to_string())
+                    .as_deref(),
+                Some(why),
+                "{uri}"
+            );
+        }
+        assert_eq!(
+            absolute_uri("urn:example: applications", false).err(),
+            Some(UrlFault::Spaces)
+        );
     }
 
     fn fault(text: &str, endpoint: bool) -> Option<UrlFault> {

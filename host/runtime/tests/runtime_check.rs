@@ -575,6 +575,115 @@ fn refuses_plaintext_http_to_a_non_loopback_host() {
     }
 }
 
+/// Seed 000: the service listener is bound to a private address. A
+/// wildcard or public `bind` (API or metrics listener) is refused, located
+/// at the value, unless `networkExposure: container-private` vouches for
+/// the network; private addresses of every kind pass.
+#[test]
+fn a_listener_on_an_address_that_is_not_private_is_refused() {
+    let f = fixture();
+    for (from, exposed) in [
+        ("bind: 127.0.0.1:8108", "0.0.0.0:8108"),
+        ("bind: 127.0.0.1:8108", "[::]:8108"),
+        ("bind: 127.0.0.1:8108", "203.0.113.7:8108"),
+        ("bind: 127.0.0.1:9108", "0.0.0.0:9108"),
+        ("bind: 127.0.0.1:9108", "[2001:db8::7]:9108"),
+    ] {
+        let r = refuses(
+            &f.text,
+            from,
+            &format!("bind: \"{exposed}\""),
+            Mode::Deployment,
+            false,
+            "coordinator.runtime.listener-not-private",
+            &format!("bind: |\"{exposed}\""),
+        );
+        assert!(
+            r.diagnostics[0]
+                .next
+                .contains("networkExposure: container-private"),
+            "{:?}",
+            r.diagnostics[0]
+        );
+        let vouched = f
+            .text
+            .replacen(from, &format!("bind: \"{exposed}\""), 1)
+            .replace(
+                "  listener:\n",
+                "  networkExposure: container-private\n  listener:\n",
+            );
+        let result = check(&vouched, Mode::Deployment, false);
+        assert!(result.is_valid(), "{exposed}: {:#?}", result.diagnostics);
+    }
+    for private in [
+        "10.0.0.5:8108",
+        "172.20.1.1:8108",
+        "192.168.10.2:8108",
+        "169.254.1.1:8108",
+        "[::1]:8108",
+        "[fd00::5]:8108",
+        "[fe80::1]:8108",
+    ] {
+        let text = f
+            .text
+            .replacen("bind: 127.0.0.1:8108", &format!("bind: \"{private}\""), 1);
+        let result = check(&text, Mode::Deployment, false);
+        assert!(result.is_valid(), "{private}: {:#?}", result.diagnostics);
+    }
+    refuses(
+        &f.text,
+        "  listener:\n",
+        "  networkExposure: public\n  listener:\n",
+        Mode::Deployment,
+        false,
+        "coordinator.yaml.unknown-value",
+        "networkExposure: |public",
+    );
+}
+
+/// RFC 8707: a connection's `resource` is any absolute URI (the earlier
+/// product's runtime files use `urn:` ones), never contacted, so plaintext
+/// `http` to any host is no fault; a fragment or a relative reference is.
+#[test]
+fn a_resource_indicator_is_any_absolute_uri() {
+    let f = fixture();
+    let from = "resource: https://breg.example.org";
+    assert!(f.text.contains(from));
+    for resource in [
+        "urn:example:applications",
+        "http://breg.example.org",
+        "https://breg.example.org/api?tenant=a",
+        "tag:example.org,2026:applications",
+    ] {
+        let text = f.text.replace(from, &format!("resource: {resource}"));
+        let result = check(&text, Mode::Deployment, false);
+        assert!(result.is_valid(), "{resource}: {:#?}", result.diagnostics);
+    }
+    let r = refuses(
+        &f.text,
+        from,
+        "resource: https://breg.example.org/#applications",
+        Mode::Deployment,
+        false,
+        "coordinator.runtime.url",
+        "resource: |https://breg.example.org/#applications",
+    );
+    assert!(
+        r.diagnostics[0].message.contains("fragment"),
+        "{:?}",
+        r.diagnostics[0]
+    );
+    refuses(
+        &f.text,
+        from,
+        "resource: applications",
+        Mode::Deployment,
+        false,
+        "coordinator.runtime.url",
+        "resource: |applications",
+    );
+}
+
 #[test]
 fn refuses_a_bad_listener_bind_and_digest_format() {
     let f = fixture();
@@ -597,9 +706,14 @@ fn refuses_a_bad_listener_bind_and_digest_format() {
         "expectedDigest: |\"sha256:Z",
     );
     assert!(r.packages.is_empty());
-    // The metrics listener on the API listener's address.
+    // The metrics listener on the API listener's address (the wildcard,
+    // accepted in a network private by construction).
+    let container = f.text.replace(
+        "  listener:\n",
+        "  networkExposure: container-private\n  listener:\n",
+    );
     refuses(
-        &f.text,
+        &container,
         "bind: 127.0.0.1:9108",
         "bind: 0.0.0.0:8108",
         Mode::Deployment,

@@ -61,10 +61,14 @@ store_codes! {
         "PostgreSQL answered, but the database named in the URL does not exist (SQLSTATE `3D000`).");
     DATABASE_READ_ONLY = ("coordinator.database.read-only",
         "Every server the database URL names that answered is a standby.");
+    DATABASE_TLS = ("coordinator.database.tls",
+        "TLS to the database server cannot work as configured: the server does not accept TLS while the URL asks for it, its certificate is refused (an unknown issuer, another host name, outside its validity), or `database.trustedRootCertificateRef` holds no certificate.");
     DATABASE_URL = ("coordinator.database.url",
         "The secret named by `database.runtimeUrlRef` or `database.migrationUrlRef` does not hold a PostgreSQL URL.");
     DEPLOYMENT_DATABASE_ID = ("coordinator.deployment.database-id",
         "The database records a different `databaseId` than the runtime file.");
+    DEPLOYMENT_DATABASE_URLS_DIFFER = ("coordinator.deployment.database-urls-differ",
+        "`apply` found that `database.runtimeUrlRef` and `database.migrationUrlRef` reach different databases.");
     DEPLOYMENT_DATABASE_VERSION = ("coordinator.deployment.database-version",
         "The database server is older than PostgreSQL 17.");
     DEPLOYMENT_NOT_APPLIED = ("coordinator.deployment.not-applied",

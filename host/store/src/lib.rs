@@ -278,7 +278,8 @@ pub(crate) fn namespace_of(config: &RuntimeConfig) -> Result<&str, DatabaseError
 /// settings are left out.
 ///
 /// # Errors
-/// Secret errors, `database.*` for the URL, the login or a server that is
+/// Secret errors, `database.*` for the URL, the login, TLS (a trusted root
+/// that holds no certificate, a handshake refused) or a server that is
 /// read-only, `store-unavailable` when no server can be reached,
 /// `deployment.database-version` below 17.
 pub(crate) async fn connect(
@@ -291,7 +292,11 @@ pub(crate) async fn connect(
 ) -> Result<session::Database, DatabaseError> {
     let url = resolver.resolve_text(reference)?;
     let root = match &config.database.trusted_root_certificate_ref {
-        Some(r) => Some(resolver.resolve(r)?.bytes().to_vec()),
+        Some(r) => {
+            let pem = resolver.resolve(r)?.bytes().to_vec();
+            servers::check_trusted_root(&pem, r)?;
+            Some(pem)
+        }
         None => None,
     };
     let pooling = config.database.pooling_mode;

@@ -292,8 +292,10 @@ impl ServerList {
     ///
     /// # Errors
     /// `database.login` when a server refuses the role or its password
-    /// (SQLSTATE class 28) and `database.missing` without the database
-    /// (3D000): configuration faults, not outages, returned at once.
+    /// (SQLSTATE class 28), `database.missing` without the database
+    /// (3D000) and `database.tls` for a TLS configuration fault (no TLS at
+    /// the server, a certificate the handshake refuses): configuration
+    /// faults, not outages, returned at once.
     /// Otherwise, when no server may be used: `database.read-only` when
     /// every one that answered is read-only, else `store-unavailable`; the
     /// message names each server and why it was passed over.
@@ -416,10 +418,13 @@ fn address_of(options: &PgConnectOptions) -> String {
     }
 }
 
-/// A failed connection attempt: a login or database fault refuses; any
-/// other (a refused or timed-out TCP connection, a TLS failure) is an
-/// unreachable server.
+/// A failed connection attempt: a login, database or TLS configuration
+/// fault ([`tls_fault`]) refuses; any other (a refused or timed-out TCP
+/// connection, a connection cut) is an unreachable server.
 fn classify_connect_error(e: &sqlx::Error, options: &PgConnectOptions, reference: &str) -> Probe {
+    if let Some(fault) = tls_fault(e, options) {
+        return Probe::Refused(fault);
+    }
     let code = match e {
         sqlx::Error::Database(d) => d.code().map(|c| c.into_owned()),
         _ => None,
@@ -451,6 +456,101 @@ fn classify_connect_error(e: &sqlx::Error, options: &PgConnectOptions, reference
         }
         _ => Probe::Unreachable(format!("cannot connect: {e}")),
     }
+}
+
+/// The generic next step of a TLS fault.
+const TLS_NEXT: &str = "check the server's TLS settings and certificate, the host name in the URL and database.trustedRootCertificateRef";
+
+/// A failed connection attempt that is a TLS configuration fault, not an
+/// outage (`database.tls`, refused at once, never waited out): the server
+/// does not accept TLS while the URL asks for it (`sslmode=require`), or
+/// the handshake refused its certificate (an issuer no trusted root
+/// vouches for, a name or address the certificate does not list, outside
+/// its validity) or otherwise failed (every error rustls raises: no
+/// network fault is one). The message names the server and the cause,
+/// the next step what to change. `None` for any other error.
+fn tls_fault(e: &sqlx::Error, options: &PgConnectOptions) -> Option<DatabaseError> {
+    use rustls::CertificateError as Cert;
+    let target = address_of(options);
+    let host = options.get_host();
+    let (cause, next) = match e {
+        sqlx::Error::Tls(inner) if inner.to_string().contains("does not support TLS") => (
+            format!("PostgreSQL at {target} does not accept TLS connections, and the URL asks for one (sslmode=require, taken as verify-full)"),
+            "turn TLS on at the server (`ssl = on` with a certificate), or, for a loopback host or a Unix socket only, drop `sslmode` from the URL".to_owned(),
+        ),
+        sqlx::Error::Tls(inner) => (
+            format!("TLS with PostgreSQL at {target} could not be set up: {inner}"),
+            TLS_NEXT.to_owned(),
+        ),
+        sqlx::Error::Io(io) => {
+            let tls = io.get_ref()?.downcast_ref::<rustls::Error>()?;
+            match tls {
+                rustls::Error::InvalidCertificate(Cert::UnknownIssuer) => (
+                    format!("the certificate of PostgreSQL at {target} is not signed by a trusted root"),
+                    "set database.trustedRootCertificateRef to the PEM of the root that signed the server's certificate (a private certificate authority), or give the server a certificate from a root in the system's store".to_owned(),
+                ),
+                rustls::Error::InvalidCertificate(
+                    Cert::NotValidForName | Cert::NotValidForNameContext { .. },
+                ) => (
+                    format!("the certificate of PostgreSQL at {target} is not valid for `{host}`, the host in the URL"),
+                    format!("write a host name (or address) into the URL that the server's certificate lists in its subjectAltName, or reissue the certificate for `{host}`"),
+                ),
+                rustls::Error::InvalidCertificate(
+                    Cert::Expired
+                    | Cert::ExpiredContext { .. }
+                    | Cert::NotValidYet
+                    | Cert::NotValidYetContext { .. },
+                ) => (
+                    format!("the certificate of PostgreSQL at {target} is outside its validity ({tls})"),
+                    "renew the server's certificate (and check this host's clock)".to_owned(),
+                ),
+                other => (
+                    format!("the TLS handshake with PostgreSQL at {target} failed: {other}"),
+                    TLS_NEXT.to_owned(),
+                ),
+            }
+        }
+        _ => return None,
+    };
+    Some(DatabaseError::refused(codes::DATABASE_TLS, cause, next))
+}
+
+/// Refuses (`database.tls`) a private root certificate
+/// (`database.trustedRootCertificateRef`, named `reference`) that holds no
+/// PEM certificate, or a PEM block that does not read: otherwise every
+/// connection would fail its handshake (an unknown issuer) and look like
+/// an outage.
+///
+/// # Errors
+/// `database.tls`.
+pub fn check_trusted_root(pem: &[u8], reference: &SecretRef) -> Result<(), DatabaseError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    let refuse = |why: &str| {
+        DatabaseError::refused(
+            codes::DATABASE_TLS,
+            format!(
+                "`{}` (database.trustedRootCertificateRef) {why}",
+                reference.0
+            ),
+            "write the PEM of the root certificate that signed the database server's certificate (`-----BEGIN CERTIFICATE-----` ...) into that secret, or remove trustedRootCertificateRef to use the system's roots",
+        )
+    };
+    let mut found = 0;
+    for certificate in CertificateDer::pem_slice_iter(pem) {
+        if certificate.is_err() {
+            return Err(refuse("holds a PEM block that does not read"));
+        }
+        found += 1;
+    }
+    if found == 0 {
+        return Err(refuse(if pem.iter().all(u8::is_ascii_whitespace) {
+            "is empty"
+        } else {
+            "holds no PEM certificate"
+        }));
+    }
+    Ok(())
 }
 
 /// `url` without its `target_session_attrs` query parameter, and that
@@ -548,6 +648,11 @@ mod tests {
             "postgres://u:p@localhost/x?sslmode=disable",
             "postgres://u:p@[::1]:5432/x",
             "postgres://u:p@%2Frun%2Fpostgresql/x",
+            // Other spellings of a loopback address (the one rule,
+            // `coordinator_runtime::net::is_loopback_host`).
+            "postgres://u:p@127.1:5432/x",
+            "postgres://u:p@[::ffff:127.0.0.1]:5432/x",
+            "postgres://u:p@LOCALHOST/x",
         ] {
             parse(local).expect(local);
         }

@@ -106,13 +106,14 @@ impl Database {
             )
         })?;
         let check = servers.clone();
+        let faults = Arc::new(NewConnectionFaults::default());
         let pool = PgPoolOptions::new()
             .max_connections(max_connections.max(1))
             .min_connections(0)
             .acquire_timeout(ACQUIRE_TIMEOUT)
             .after_connect(move |connection, _| {
-                let check = check.clone();
-                Box::pin(async move { refuse_unusable(connection, &check, access).await })
+                let (check, faults) = (check.clone(), faults.clone());
+                Box::pin(async move { refuse_unusable(connection, &check, access, &faults).await })
             })
             .connect_with(options)
             .await
@@ -291,24 +292,90 @@ impl Database {
 }
 
 /// `after_connect`: closes a new connection whose server may not be used
-/// (sqlx then opens another, within the acquire timeout).
+/// or does not answer (sqlx then opens another, within the acquire
+/// timeout), noting it in `faults` (logged once when such refusals begin,
+/// once when they end).
 async fn refuse_unusable(
     connection: &mut PgConnection,
     servers: &ServerList,
     access: Access,
+    faults: &NewConnectionFaults,
 ) -> Result<(), sqlx::Error> {
-    let found = servers::writable(connection).await?;
+    let found = match servers::writable(connection).await {
+        Ok(found) => found,
+        Err(e) => {
+            faults.failed(NewConnectionFault::Unanswered, &e.to_string());
+            return Err(e);
+        }
+    };
     if servers.accepts(access, &found) {
+        faults.succeeded();
         return Ok(());
     }
     let why = found.map(|w| w.to_string()).unwrap_or_default();
-    tracing::warn!(
-        code = "database.read-only",
-        "closed a new database connection: its server {why}"
-    );
+    faults.failed(NewConnectionFault::ReadOnly, &format!("its server {why}"));
     Err(sqlx::Error::Configuration(
         format!("the server {why}").into(),
     ))
+}
+
+/// Why new connections are being closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NewConnectionFault {
+    /// The server behind the connection did not answer its first statement
+    /// (a pooler such as PgBouncer takes the connection while PostgreSQL
+    /// behind it is down: `server_login_retry`).
+    Unanswered,
+    /// The server may not be used for this access (a standby, read-only).
+    ReadOnly,
+}
+
+/// Whether the pool's new connections are being closed, logged once when
+/// it begins (or its cause changes) and once when it ends. The pool tries
+/// a new connection again and again within its acquire timeout (from
+/// 10 ms, doubling), for every statement waiting, so a line per attempt
+/// would flood the log while PostgreSQL is down behind a pooler, which
+/// keeps taking connections; sqlx's own line per attempt is off in the
+/// service's log filter (docs/decisions.md "One line when new database
+/// connections begin to fail").
+#[derive(Debug, Default)]
+struct NewConnectionFaults(std::sync::Mutex<Option<NewConnectionFault>>);
+
+impl NewConnectionFaults {
+    /// A new connection was closed for `fault` (`why`, in words).
+    fn failed(&self, fault: NewConnectionFault, why: &str) {
+        let Ok(mut current) = self.0.lock() else {
+            return;
+        };
+        if *current == Some(fault) {
+            return;
+        }
+        *current = Some(fault);
+        match fault {
+            NewConnectionFault::Unanswered => tracing::warn!(
+                code = "store-unavailable",
+                "new database connections fail: {why}; retrying (logged again once they succeed)"
+            ),
+            NewConnectionFault::ReadOnly => tracing::warn!(
+                code = "database.read-only",
+                "closed a new database connection: {why}; retrying (logged again once one succeeds)"
+            ),
+        }
+    }
+
+    /// A new connection may be used.
+    fn succeeded(&self) {
+        let Ok(mut current) = self.0.lock() else {
+            return;
+        };
+        if let Some(was) = current.take() {
+            let was = match was {
+                NewConnectionFault::Unanswered => "store-unavailable",
+                NewConnectionFault::ReadOnly => "database.read-only",
+            };
+            tracing::info!(was, "new database connections succeed again");
+        }
+    }
 }
 
 /// Whether `e` says the server is gone, restarting or read-only (rather

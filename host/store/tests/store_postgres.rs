@@ -485,13 +485,16 @@ async fn plan_apply_status_unchanged_replace_unlisted_and_remove() {
     fx.cleanup(&[]).await;
 }
 
-/// `plan` previews `apply`: each fault `apply` refuses on an applied
-/// namespace (a group-readable state key, a superuser runtime role, a state
-/// key that is not the recorded one, a wrong migration password, a wrong
-/// runtime password) is refused by `plan` with the same code, and `apply`
-/// logs in with the runtime URL before it changes anything.
+/// `plan` previews `apply` as far as the runtime credential sees: each
+/// fault `apply` refuses on an applied namespace that needs no migration
+/// login (a group-readable state key, a superuser runtime role, a state
+/// key that is not the recorded one, a wrong runtime password, a runtime
+/// URL that is not `runtimeRole`'s) is refused by `plan` with the same
+/// code, and `apply` logs in with the runtime URL before it changes
+/// anything. Only `apply` reads the migration URL: with its secret wrong or
+/// absent, `plan` still plans and `apply` refuses.
 #[tokio::test]
-async fn plan_refuses_each_fault_apply_refuses_and_both_log_in_with_every_url() {
+async fn plan_refuses_each_fault_apply_refuses_and_only_apply_reads_the_migration_url() {
     let Some(urls) = urls("plan_previews_apply") else {
         return;
     };
@@ -529,23 +532,56 @@ async fn plan_refuses_each_fault_apply_refuses_and_both_log_in_with_every_url() 
     );
     fresh.cleanup(&[]).await;
 
+    // Only apply reads the migration URL: a fresh database whose migration
+    // secret is wrong or absent still gets a plan (every workflow
+    // `install`); apply is refused and changes nothing.
     let mut fx = Fx::new(urls);
-    fx.apply(&[]).await.expect("apply");
-    fx.plan(&[]).await.expect("plan");
-    // A wrong migration password: plan logs in with it too.
     let migration_url = fx.urls.migration.clone();
+    let migration_file = fx.secrets.join("migration-database-url");
     write_secret(
         &fx.secrets,
         "migration-database-url",
         wrong(&migration_url).as_bytes(),
     );
-    assert_eq!(code(fx.plan(&[]).await), "database.login");
+    let plan = fx
+        .plan(&[])
+        .await
+        .expect("plan without the migration login");
+    assert_eq!(plan.entries[0].action, PlanAction::Install);
+    assert!(plan.refusal.is_none());
     assert_eq!(code(fx.apply(&[]).await), "database.login");
+    std::fs::remove_file(&migration_file).expect("remove the migration secret");
+    let plan = fx
+        .plan(&[])
+        .await
+        .expect("plan without the migration secret");
+    assert_eq!(plan.entries[0].action, PlanAction::Install);
+    assert_eq!(code(fx.apply(&[]).await), "secret.unavailable");
     write_secret(
         &fx.secrets,
         "migration-database-url",
         migration_url.as_bytes(),
     );
+    fx.apply(&[]).await.expect("apply");
+    fx.plan(&[]).await.expect("plan");
+    std::fs::remove_file(&migration_file).expect("remove the migration secret");
+    let plan = fx.plan(&[]).await.expect("plan of an applied namespace");
+    assert_eq!(plan.entries[0].action, PlanAction::Unchanged);
+    write_secret(
+        &fx.secrets,
+        "migration-database-url",
+        migration_url.as_bytes(),
+    );
+    // A runtime URL that logs in as another role than runtimeRole: refused
+    // by both, before apply changes anything.
+    let kept_role = fx.runtime_role.clone();
+    fx.runtime_role = "coordinator_someone_else".into();
+    assert_eq!(code(fx.plan(&[]).await), "deployment.runtime-role-mismatch");
+    assert_eq!(
+        code(fx.apply(&[]).await),
+        "deployment.runtime-role-mismatch"
+    );
+    fx.runtime_role = kept_role;
     // A group-readable state key.
     let key = fx.secrets.join("state-key-1");
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).expect("chmod");
@@ -572,6 +608,57 @@ async fn plan_refuses_each_fault_apply_refuses_and_both_log_in_with_every_url() 
     fx.use_runtime_role(&kept_role, &kept_url);
     fx.plan(&[]).await.expect("plan again");
     fx.cleanup(&[&name]).await;
+}
+
+/// `apply` and `deployment-status` never disagree about where the
+/// deployment is: when the runtime URL reaches another database than the
+/// migration URL, `apply` refuses (`deployment.database-urls-differ`)
+/// before it changes anything, rather than migrating a database the
+/// service does not serve.
+#[tokio::test]
+async fn apply_refuses_a_runtime_url_that_reaches_another_database() {
+    let Some(urls) = urls("database_urls_differ") else {
+        return;
+    };
+    let fx = Fx::new(urls);
+    let other = format!("coordinator_other_{}", suffix());
+    let mut admin = fx.admin().await;
+    admin
+        .execute(format!("CREATE DATABASE {other}").as_str())
+        .await
+        .expect("create the other database");
+    let (head, _) = fx.urls.runtime.rsplit_once('/').expect("url database");
+    write_secret(
+        &fx.secrets,
+        "runtime-database-url",
+        format!("{head}/{other}").as_bytes(),
+    );
+    let refused = fx.apply(&[]).await.expect_err("refused");
+    assert_eq!(refused.code, "deployment.database-urls-differ", "{refused}");
+    assert!(refused.message.contains(&other), "{}", refused.message);
+    let exists: bool = sqlx::query("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)")
+        .bind(&fx.ns)
+        .fetch_one(&mut admin)
+        .await
+        .expect("q")
+        .get(0);
+    assert!(
+        !exists,
+        "a refused apply changed the migration URL's database"
+    );
+    // Pointed at the same database again, apply and deployment-status agree.
+    write_secret(
+        &fx.secrets,
+        "runtime-database-url",
+        fx.urls.runtime.as_bytes(),
+    );
+    fx.apply(&[]).await.expect("apply");
+    fx.status().await.expect("status");
+    admin
+        .execute(format!("DROP DATABASE {other}").as_str())
+        .await
+        .expect("drop the other database");
+    fx.cleanup(&[]).await;
 }
 
 #[tokio::test]

@@ -125,6 +125,26 @@ impl Fx {
 #[test]
 fn plan_apply_status_unchanged_and_unlisted_through_the_cli() {
     let Some(fx) = fixture() else { return };
+    // Only apply reads the migration URL: without its secret, plan plans
+    // and apply says what is missing.
+    let migration = fx.dir.path().join("secrets/migration-database-url");
+    let kept = std::fs::read(&migration).expect("read");
+    std::fs::remove_file(&migration).expect("rm");
+    let (code, out, err) = fx.ctl(&["plan"], true);
+    assert_eq!((code, out.as_str()), (0, "follow-up: install\n"), "{err}");
+    let (code, _, err) = fx.ctl(&["apply"], true);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("error[coordinator.secret.unavailable]") && err.contains("migration"),
+        "{err}"
+    );
+    secret(
+        &fx.dir.path().join("secrets"),
+        "migration-database-url",
+        &kept,
+        0o600,
+    );
+
     let (code, out, err) = fx.ctl(&["plan"], true);
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(out, "follow-up: install\n");

@@ -5,8 +5,9 @@
 //! (`robustness`), scenario coverage (`coverage`), cases that move their run
 //! to another revision (`scenario_moves`), the deployment commands on PostgreSQL
 //! (`deploy_postgres`), the caller and operator commands over a real
-//! service (`ops`), explain's typed IR (`explain`) and the drawn graph
-//! (`graph`), and `move plan` (`moves`).
+//! service (`ops`), explain's typed IR (`explain`), the drawn graph
+//! (`graph`), `move plan` (`moves`) and both binaries' `--version`
+//! (`version`).
 
 mod coverage;
 mod deploy_postgres;
@@ -19,6 +20,7 @@ mod rich;
 mod robustness;
 mod scenario_moves;
 mod seed004;
+mod version;
 
 use std::path::Path;
 use std::process::{Command, Output};

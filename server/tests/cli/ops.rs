@@ -406,7 +406,11 @@ fn doctor_text_and_json() {
     let svc = Service::start();
     let out = svc.ctl(OPERATOR, &["doctor"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
+    let version = format!("version: {}", env!("CARGO_PKG_VERSION"));
+    let revision = format!("sourceRevision: {}", coordinator::version::SOURCE_REVISION);
     for line in [
+        version.as_str(),
+        revision.as_str(),
         "activationReady: true",
         "state.auditReady: true",
         "state.uncertain: 0",

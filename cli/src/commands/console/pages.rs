@@ -561,7 +561,13 @@ pub(super) fn deployment(base: &str, doctor: &Fetched<api::Doctor>) -> Markup {
                 section #doctor {
                     h3 { "Doctor" }
                     dl {
-                        dt { "activation ready" } dd { (yes_no(d.activation_ready)) }
+                        dt { "version" } dd { (d.version.package) " (source " (d.version.source_revision) ")" }
+                        dt { "activation ready" } dd {
+                            @match d.activation_ready {
+                                Some(ready) => (yes_no(ready)),
+                                None => span.none { "unknown" },
+                            }
+                        }
                         dt { "recovery-only instance" } dd { (yes_no(d.recovery_only)) }
                         dt { "audit journal" } dd { (yes_no(d.state.audit_ready)) }
                         dt { "store" } dd { (yes_no(d.state.store_ready)) }

@@ -64,7 +64,12 @@ fn flag(value: bool) -> Option<&'static dyn std::fmt::Display> {
 
 /// A count the store may not have answered: `unknown` when it did not.
 fn count(n: Option<u64>) -> String {
-    n.map_or_else(|| "unknown".to_owned(), |n| n.to_string())
+    known(n)
+}
+
+/// A value the store may not have answered: `unknown` when it did not.
+fn known<T: std::fmt::Display>(value: Option<T>) -> String {
+    value.map_or_else(|| "unknown".to_owned(), |v| v.to_string())
 }
 
 impl Text for api::RunStatus {
@@ -206,6 +211,7 @@ pub(crate) fn answers_text(answers: &[api::InspectedAnswer]) -> String {
 impl Text for api::Doctor {
     fn text(&self) -> String {
         let api::Doctor {
+            version,
             activation_ready,
             recovery_only,
             state,
@@ -220,7 +226,9 @@ impl Text for api::Doctor {
             review_required,
         } = state;
         let mut out = String::new();
-        line(&mut out, "activationReady", Some(activation_ready));
+        line(&mut out, "version", Some(&version.package));
+        line(&mut out, "sourceRevision", Some(&version.source_revision));
+        line(&mut out, "activationReady", Some(&known(*activation_ready)));
         line(&mut out, "recoveryOnly", Some(recovery_only));
         line(&mut out, "state.auditReady", Some(audit_ready));
         line(&mut out, "state.storeReady", Some(store_ready));
@@ -349,7 +357,8 @@ mod tests {
     #[test]
     fn doctor_prints_every_member_flat_and_unknown_for_null() {
         let answer = json!({
-            "activationReady": true, "recoveryOnly": false,
+            "version": {"package": "0.1.0", "sourceRevision": "unknown"},
+            "activationReady": null, "recoveryOnly": false,
             "state": {"auditReady": true, "storeReady": false, "uncertain": null,
                       "attention": null, "live": null, "reviewRequired": null},
             "holds": {"restore": true, "admission": true,
@@ -357,7 +366,8 @@ mod tests {
         });
         assert_eq!(
             read::<api::Doctor>(&answer).unwrap(),
-            "activationReady: true\nrecoveryOnly: false\nstate.auditReady: true\n\
+            "version: 0.1.0\nsourceRevision: unknown\n\
+             activationReady: unknown\nrecoveryOnly: false\nstate.auditReady: true\n\
              state.storeReady: false\nstate.uncertain: unknown\nstate.attention: unknown\n\
              state.live: unknown\nstate.reviewRequired: unknown\nholds.restore: true\n\
              holds.admission: true\nholds.executionRecoveryCompleted: false\n\

@@ -32,7 +32,8 @@ impl Checker<'_> {
     }
 
     /// What every connection type shares: its name, `baseUrl`, the
-    /// `authorization` endpoints and client id, `requestTimeoutMilliseconds`.
+    /// `authorization` endpoint, resource indicator and client id,
+    /// `requestTimeoutMilliseconds`.
     fn connection_shared_settings(&mut self, base: &str, name: &str, conn: &Connection) {
         self.name(base, name, "connection");
         self.url(&format!("{base}/baseUrl"), conn.base_url(), true);
@@ -40,7 +41,14 @@ impl Checker<'_> {
             let a = format!("{base}/authorization");
             self.url(&format!("{a}/tokenEndpoint"), &auth.token_endpoint, true);
             if let Some(r) = &auth.resource {
-                self.url(&format!("{a}/resource"), r, false);
+                // RFC 8707: any absolute URI without a fragment; it is
+                // sent to the token endpoint, never contacted.
+                self.uri(
+                    &format!("{a}/resource"),
+                    r,
+                    &format!("connection `{name}`: `resource`"),
+                    false,
+                );
             }
             self.non_empty(&format!("{a}/clientId"), &auth.client_id);
         }

@@ -7,7 +7,8 @@ use std::net::SocketAddr;
 
 use super::{ptr, valid_digest, Checker, MAX_PACKAGES};
 use crate::codes;
-use crate::config::{Deployment, RuntimeConfig};
+use crate::config::{Deployment, NetworkExposure, RuntimeConfig};
+use crate::net::is_private_address;
 
 impl Checker<'_> {
     /// The `deployment` section: databaseId and runtime role, the pinned
@@ -93,12 +94,13 @@ impl Checker<'_> {
         }
     }
 
-    /// The API listener's and the metrics listener's socket addresses, and
-    /// that the metrics listener does not take the API listener's address.
+    /// The API listener's and the metrics listener's socket addresses (each
+    /// private, unless `networkExposure: container-private`), and that the
+    /// metrics listener does not take the API listener's address.
     fn listeners(&mut self, d: &Deployment) {
-        self.bind("/deployment/listener/bind", &d.listener.bind);
+        self.bind("/deployment/listener/bind", &d.listener.bind, d);
         if let Some(m) = &d.metrics_listener {
-            self.bind("/deployment/metricsListener/bind", &m.bind);
+            self.bind("/deployment/metricsListener/bind", &m.bind, d);
             let (api, metrics) = (
                 d.listener.bind.parse::<SocketAddr>(),
                 m.bind.parse::<SocketAddr>(),
@@ -123,16 +125,36 @@ impl Checker<'_> {
         }
     }
 
-    /// Refuses (`listener-bind`) a bind that is not `IP:PORT`.
-    fn bind(&mut self, at: &str, bind: &str) {
-        if bind.parse::<SocketAddr>().is_err() {
+    /// Refuses (`listener-bind`) a bind that is not `IP:PORT`, and
+    /// (`listener-not-private`) one whose address is not private
+    /// ([`is_private_address`]) unless `d`'s `networkExposure` is
+    /// `container-private`.
+    fn bind(&mut self, at: &str, bind: &str, d: &Deployment) {
+        let Ok(address) = bind.parse::<SocketAddr>() else {
             self.err(
                 codes::RUNTIME_LISTENER_BIND,
                 self.doc.locate(at),
                 format!("`{bind}` is not a socket address (IP:PORT)"),
                 "Write an address and port such as `127.0.0.1:8108` or `[::1]:8108`.",
             );
+            return;
+        };
+        if d.network_exposure == NetworkExposure::ContainerPrivate
+            || is_private_address(address.ip())
+        {
+            return;
         }
+        let what = if address.ip().is_unspecified() {
+            "listens on every interface of the host"
+        } else {
+            "is a public address"
+        };
+        self.err(
+            codes::RUNTIME_LISTENER_NOT_PRIVATE,
+            self.doc.locate(at),
+            format!("`{bind}` {what}, not a private address"),
+            "Bind a loopback, RFC 1918 (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16), unique-local (fc00::/7) or link-local address that only your TLS terminator reaches; if the process runs in a container whose network is private by construction, set `deployment.networkExposure: container-private`.",
+        );
     }
 
     /// State key versions are positive decimal numbers, and

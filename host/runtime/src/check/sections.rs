@@ -50,20 +50,12 @@ impl Checker<'_> {
         for (name, src) in &cfg.event_sources {
             let base = ptr(&["eventSources", name]);
             self.name(&base, name, "event source");
-            let scheme_ok = src.source.split_once(':').is_some_and(|(s, rest)| {
-                !rest.is_empty()
-                    && s.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-                    && s.chars()
-                        .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
-            });
-            if !scheme_ok {
-                self.err(
-                    codes::RUNTIME_URL,
-                    self.doc.locate(&format!("{base}/source")),
-                    format!("event source `{name}`: `source` is not an absolute URI"),
-                    "Write the producer's source URI exactly as its events carry it, e.g. `https://breg.example.org/applications`.",
-                );
-            }
+            self.uri(
+                &format!("{base}/source"),
+                &src.source,
+                &format!("event source `{name}`: `source`"),
+                true,
+            );
         }
     }
 }

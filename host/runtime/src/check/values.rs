@@ -1,12 +1,13 @@
 //! The rules for single values, used by every section: absolute paths,
 //! non-empty values, names, and the http(s) URLs the service contacts
-//! (TLS, or plaintext only to a loopback host).
+//! (TLS, or plaintext only to a loopback host), and the absolute URIs it
+//! only names.
 
 use coordinator_ir::name::{is_name, NAME_PATTERN};
 
 use super::Checker;
 use crate::codes;
-use crate::net::{http_url, UrlFault};
+use crate::net::{absolute_uri, http_url, UrlFault};
 
 impl Checker<'_> {
     /// Refuses (`relative-path`) a path that is not absolute.
@@ -68,6 +69,21 @@ impl Checker<'_> {
                 format!("`{url}` is not a usable URL: {why}"),
                 "Write an absolute https URL, e.g. `https://breg.example.org`.",
             ),
+        }
+    }
+
+    /// An absolute URI the service names but never contacts
+    /// ([`absolute_uri`]): any scheme, a fragment only when
+    /// `fragment_allowed`. `what` starts the message (`event source
+    /// `applications`: `source``).
+    pub(super) fn uri(&mut self, at: &str, text: &str, what: &str, fragment_allowed: bool) {
+        if let Err(why) = absolute_uri(text, fragment_allowed) {
+            self.err(
+                codes::RUNTIME_URL,
+                self.doc.locate(at),
+                format!("{what} is not an absolute URI: {why}"),
+                "Write an absolute URI with its scheme, e.g. `urn:example:applications` or `https://breg.example.org/applications`.",
+            );
         }
     }
 }

@@ -6,8 +6,9 @@
 use serde::Serialize;
 
 use super::checks::{
-    check_applied_namespace, check_database_id, check_layout, check_live_bindings, deployment_of,
-    load_pinned_packages, log_in_once, DeploymentKeysRead,
+    check_applied_namespace, check_database_id, check_layout, check_live_bindings,
+    check_same_database, deployment_of, load_pinned_packages, log_in_as_runtime_role,
+    DatabaseIdentity, DeploymentKeysRead,
 };
 use super::namespace::{active_workflows, deployment_row, has_table, layout, Layout};
 use super::plan::{compute_plan, PlanAction, PlanEntry};
@@ -37,7 +38,12 @@ pub struct ApplyReport {
     pub migrated: bool,
 }
 
-/// `apply`: the only use of the migration URL. In one transaction (under an
+/// `apply`: the only use of the migration URL. First it logs in with the
+/// runtime URL too, which must log in as `deployment.runtimeRole` and reach
+/// the database the migration URL reaches (the same PostgreSQL cluster,
+/// a standby or a pooler of it included, and the same database), so that
+/// `deployment-status` and the service, which read through the runtime URL,
+/// see what apply did. Then in one transaction (under an
 /// advisory lock per namespace): refuse a server below 17, an earlier or
 /// unknown layout, another databaseId; create schema version 4 when absent;
 /// record each state key version's custody fingerprint (a different key
@@ -50,7 +56,9 @@ pub struct ApplyReport {
 /// `deployment.apply` record is appended to `journal`.
 ///
 /// # Errors
-/// Everything [`plan`](fn@super::plan) refuses, plus `deployment.workflow-unlisted`,
+/// Everything [`plan`](fn@super::plan) refuses, plus the migration login's
+/// (`database.login`, ...), `deployment.database-urls-differ`,
+/// `deployment.workflow-unlisted`,
 /// `deployment.workflow-live-runs`, `deployment.remove-workflow`,
 /// `live-binding-conflict` (a connection's binding changed under runs that
 /// have not ended: nothing is written), `deployment.runtime-role-*`,
@@ -75,10 +83,13 @@ pub async fn apply(
         Access::Write,
     )
     .await?;
-    // The runtime role must be able to log in too before anything
-    // changes: apply alone would change the deployment for a service that
-    // then cannot start. (The migration URL first: it is apply's own.)
-    log_in_once(config, resolver, &config.database.runtime_url_ref).await?;
+    // The runtime role must be able to log in too, as itself and to this
+    // same database, before anything changes: apply alone would change the
+    // deployment for a service that then cannot start, or serves another
+    // database. (The migration URL first: it is apply's own.)
+    let migration_database = DatabaseIdentity::read(&pool).await;
+    let runtime_database = log_in_as_runtime_role(config, resolver, deployment).await?;
+    check_same_database(migration_database.as_ref(), runtime_database.as_ref())?;
     let mut tx = pool.begin().await?;
     sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
         .bind(format!("registry-coordinator:{ns}"))

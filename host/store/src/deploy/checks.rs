@@ -1,8 +1,9 @@
 //! The checks the deployment commands share, each in one place so that
 //! `plan` previews `apply` and `deployment-status` verifies what the service
 //! verifies: the runtime file's deployment section and pinned packages, the
-//! deployment keys as `apply` reads them, the logins with the migration and
-//! the runtime URL, the namespace's schema version and databaseId, what an
+//! deployment keys as `apply` reads them, the runtime URL's login (its role,
+//! and that it reaches the database the migration URL reaches), the
+//! namespace's schema version and databaseId, what an
 //! applied namespace refuses (runtime role, key custody), the connection
 //! bindings of runs that have not ended, and the active packages.
 
@@ -92,20 +93,115 @@ impl DeploymentKeysRead {
     }
 }
 
-/// Logs in once with the URL behind `reference` and closes the connection:
-/// `plan` and `apply` log in with every database URL the deployment names,
-/// so a wrong password is refused before anything changes.
+/// What a login reached: the PostgreSQL cluster (its system identifier,
+/// which a primary shares with its physical standbys and which reads the
+/// same through a pooler) and the database in it. `apply` compares the
+/// migration login's with the runtime login's, so that it never migrates
+/// one database while the service would serve another.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct DatabaseIdentity {
+    system_identifier: i64,
+    database: String,
+}
+
+impl DatabaseIdentity {
+    /// The identity of the database `executor` reaches; `None` when the
+    /// server does not say (`pg_control_system()` not permitted to the
+    /// role): nothing is compared then.
+    pub(super) async fn read<'e, E>(executor: E) -> Option<DatabaseIdentity>
+    where
+        E: sqlx::Executor<'e, Database = sqlx::Postgres>,
+    {
+        let row = sqlx::query(
+            "SELECT (SELECT system_identifier FROM pg_control_system()), current_database()::text",
+        )
+        .fetch_one(executor)
+        .await
+        .ok()?;
+        Some(DatabaseIdentity {
+            system_identifier: row.try_get(0).ok()?,
+            database: row.try_get(1).ok()?,
+        })
+    }
+}
+
+/// Refuses (`deployment.database-urls-differ`) a runtime URL that reaches
+/// another database than the migration URL: `apply` would lay out and
+/// activate the deployment where the service never looks, and
+/// `deployment-status` (the runtime URL's) would disagree with it.
+/// Passes when either side could not be read.
+pub(super) fn check_same_database(
+    migration: Option<&DatabaseIdentity>,
+    runtime: Option<&DatabaseIdentity>,
+) -> Result<(), DatabaseError> {
+    match (migration, runtime) {
+        (Some(m), Some(r)) if m != r => Err(DatabaseError::refused(
+            codes::DEPLOYMENT_DATABASE_URLS_DIFFER,
+            format!(
+                "the migration URL reaches database `{}` of PostgreSQL cluster {}, the runtime URL database `{}` of cluster {}; apply would change a database the service does not serve",
+                m.database, m.system_identifier, r.database, r.system_identifier
+            ),
+            "point `database.runtimeUrlRef` and `database.migrationUrlRef` at the same database (a pooler or a standby of it is fine), then run `apply` again",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Refuses (`deployment.runtime-role-mismatch`) a runtime URL whose login
+/// is not `deployment.runtimeRole`: `apply` grants that role, and the
+/// service (and `deployment-status`) refuse any other.
 ///
 /// # Errors
-/// [`connect`]'s (`database.login` for a refused login).
-pub(super) async fn log_in_once(
+/// `deployment.runtime-role-mismatch`, `store-unavailable`.
+pub(super) async fn check_runtime_login(
+    conn: &mut Transaction,
+    deployment: &Deployment,
+) -> Result<(), DatabaseError> {
+    let user: String = sqlx::query("SELECT current_user::text")
+        .fetch_one(conn.on())
+        .await
+        .map_err(db_error)?
+        .try_get(0)
+        .map_err(db_error)?;
+    if user == deployment.runtime_role {
+        return Ok(());
+    }
+    Err(DatabaseError::refused(
+        codes::DEPLOYMENT_RUNTIME_ROLE_MISMATCH,
+        format!(
+            "the runtime database URL logs in as `{user}`, but deployment.runtimeRole is `{}`",
+            deployment.runtime_role
+        ),
+        "make the runtime URL's role and deployment.runtimeRole the same",
+    ))
+}
+
+/// Logs in once with the runtime URL, as `apply` does before it changes
+/// anything (a service that then could not start would be left behind):
+/// the login must succeed and be `deployment.runtimeRole`
+/// ([`check_runtime_login`]). Returns the database it reached
+/// ([`DatabaseIdentity`]).
+///
+/// # Errors
+/// [`connect`]'s (`database.login` for a refused login),
+/// `deployment.runtime-role-mismatch`.
+pub(super) async fn log_in_as_runtime_role(
     config: &RuntimeConfig,
     resolver: &SecretResolver,
-    reference: &coordinator_runtime::config::SecretRef,
-) -> Result<(), DatabaseError> {
-    let pool = connect(config, resolver, reference, 1, &[], Access::Read).await?;
+    deployment: &Deployment,
+) -> Result<Option<DatabaseIdentity>, DatabaseError> {
+    let (pool, mut conn) = read_with_runtime_role(config, resolver).await?;
+    let checked = check_runtime_login(&mut conn, deployment).await;
+    drop(conn);
+    let identity = match checked {
+        Ok(()) => DatabaseIdentity::read(&pool).await,
+        Err(e) => {
+            pool.close().await;
+            return Err(e);
+        }
+    };
     pool.close().await;
-    Ok(())
+    Ok(identity)
 }
 
 /// One connection of the runtime role for reading (`plan`,
@@ -253,22 +349,7 @@ pub(crate) async fn verify_runtime(
     }
     let d = deployment_row(conn, ns).await?;
     check_database_id(&d.database_id, &deployment.database_id)?;
-    let user: String = sqlx::query("SELECT current_user::text")
-        .fetch_one(conn.on())
-        .await
-        .map_err(db_error)?
-        .try_get(0)
-        .map_err(db_error)?;
-    if user != deployment.runtime_role {
-        return Err(DatabaseError::refused(
-            codes::DEPLOYMENT_RUNTIME_ROLE_MISMATCH,
-            format!(
-                "the runtime database URL logs in as `{user}`, but deployment.runtimeRole is `{}`",
-                deployment.runtime_role
-            ),
-            "make the runtime URL's role and deployment.runtimeRole the same",
-        ));
-    }
+    check_runtime_login(conn, deployment).await?;
     verify_runtime_role(conn, ns, &deployment.runtime_role).await?;
     let recorded = check_custody(conn, ns, keyring).await?;
     if !check_admission_custody(conn, ns, admission).await? {

@@ -2,13 +2,18 @@
 //! "Change the workflows"), and the runtime-role safety check used by
 //! `apply` and at service startup.
 //!
-//! - [`plan()`] reads with the runtime credential and writes nothing; it
-//!   previews `apply`: it reads the keys as `apply` does, logs in with the
-//!   migration URL too, and on an applied namespace refuses what `apply`
-//!   refuses before writing ([`checks::check_applied_namespace`]: runtime role
-//!   safety, key custody). `apply` logs in with the runtime URL before it
-//!   changes anything.
-//! - [`apply()`] is the only user of `database.migrationUrlRef`: one
+//! - [`plan()`] resolves and logs in with the runtime URL only (as
+//!   `deployment-status` and the service do) and writes nothing; it
+//!   previews `apply` as far as the runtime credential sees: it reads the
+//!   keys as `apply` does, refuses a runtime login that is not
+//!   `deployment.runtimeRole`, and on an applied namespace refuses what
+//!   `apply` refuses before writing ([`checks::check_applied_namespace`]:
+//!   runtime role safety, key custody). A missing or wrong migration
+//!   secret does not stop it.
+//! - [`apply()`] is the only user of `database.migrationUrlRef`. It logs in
+//!   with the runtime URL before it changes anything, as
+//!   `deployment.runtimeRole` and to the database the migration URL reaches
+//!   (else `deployment.database-urls-differ`); then one
 //!   transaction migrates, checks the database id, records the key custody
 //!   fingerprints, records every pinned package's definition (kept forever)
 //!   and the active package per workflow, grants the runtime role exactly

@@ -1,13 +1,15 @@
 //! `plan`: what `apply` would do to each workflow, and why it would refuse,
-//! read with the runtime credential; it writes nothing.
+//! read with the runtime credential only (the migration URL is never
+//! resolved); it writes nothing.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
 use super::checks::{
-    check_applied_namespace, check_database_id, check_layout, check_live_bindings, deployment_of,
-    load_pinned_packages, log_in_once, read_with_runtime_role, DeploymentKeysRead,
+    check_applied_namespace, check_database_id, check_layout, check_live_bindings,
+    check_runtime_login, deployment_of, load_pinned_packages, read_with_runtime_role,
+    DeploymentKeysRead,
 };
 use super::namespace::WorkflowStatus;
 use super::namespace::{active_workflows, deployment_row, layout, live_runs, Layout};
@@ -160,15 +162,27 @@ pub(super) async fn compute_plan(
 }
 
 /// `plan`: per workflow, whether `apply` would install, replace, leave
-/// unchanged or remove its package. Reads with the runtime credential (a
-/// fresh database, where the namespace does not exist yet, plans an install
-/// of everything); writes nothing. `remove` holds the `--remove-workflow`
-/// ids. A plan apply would refuse carries [`Plan::refusal`].
+/// unchanged or remove its package. Resolves and logs in with the runtime
+/// URL only, as `deployment-status` and the service do: it never reads
+/// `database.migrationUrlRef`, so a deployment whose migration secret is
+/// absent or wrong still gets a plan (a fresh database, where the
+/// namespace does not exist yet, plans an install of everything); writes
+/// nothing. It refuses what it can see without the migration credential,
+/// as `apply` would: the packages, the key files (read as `apply` reads
+/// them), the runtime login (refused, or not `deployment.runtimeRole`),
+/// and on an applied namespace its layout, databaseId, the runtime role's
+/// authority ([`check_applied_namespace`]: role safety, key custody).
+/// `remove` holds the `--remove-workflow` ids. A plan apply would refuse
+/// carries [`Plan::refusal`]. Not seen without the migration login: that
+/// login itself, and a runtime URL reaching another database
+/// (`deployment.database-urls-differ`, `apply`'s).
 ///
 /// # Errors
 /// Secrets, packages (`deployment.package`), `store-unavailable`,
+/// `database.login`, `deployment.runtime-role-mismatch`,
 /// `deployment.database-version`, `deployment.schema-version`,
-/// `deployment.database-id`.
+/// `deployment.database-id`, `deployment.runtime-role-*`,
+/// `state-key-custody`.
 pub async fn plan(
     config: &RuntimeConfig,
     resolver: &SecretResolver,
@@ -179,7 +193,7 @@ pub async fn plan(
     let packages = load_pinned_packages(deployment)?;
     let keys = DeploymentKeysRead::load(resolver, deployment)?;
     let (pool, mut conn) = read_with_runtime_role(config, resolver).await?;
-    log_in_once(config, resolver, &config.database.migration_url_ref).await?;
+    check_runtime_login(&mut conn, deployment).await?;
     let found = layout(&mut conn, ns).await?;
     check_layout(found, ns)?;
     let active = if let Layout::Versioned(_) = found {
