@@ -158,7 +158,7 @@ pub(crate) async fn doctor(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     operator(&s, &headers, "doctor").await?;
-    let store_ready = s.engine.store().ping().await.is_ok();
+    let store_ready = s.engine.ping().await.is_ok();
     let survey = if store_ready {
         match survey(s.counts.as_ref(), &s.engine).await {
             Ok(v) => Some(v),

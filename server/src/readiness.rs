@@ -143,7 +143,7 @@ pub async fn not_ready_reason(engine: &Engine) -> Option<&'static str> {
     if engine.fenced() {
         return Some("restore.lease-incompatible");
     }
-    if let Err(e) = engine.store().ping().await {
+    if let Err(e) = engine.ping().await {
         let reason = match &e {
             StoreError::Refused { code, .. } => *code,
             _ => "store-unavailable",

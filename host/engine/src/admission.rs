@@ -3,6 +3,7 @@
 //! run whatever refuses new ones; a new start is checked by the VM and
 //! stored with its first jobs in one store step.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use coordinator_ir::instant::Instant;
@@ -14,8 +15,11 @@ use serde_json::Value;
 use coordinator_ports::store::LeaseOnInsert;
 use coordinator_ports::TraceParent;
 
-use crate::core::Core;
+use coordinator_ports::store::RunStore;
+use coordinator_runtime::keys::AdmissionKey;
+
 use crate::group::{Group, GROUP_MAX, GROUP_SLOTS};
+use crate::parts::Parts;
 
 /// A verified caller (from an RFC 9068 access token).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -168,23 +172,62 @@ pub(crate) type AdmittedOrError =
 /// runs through the group admission; its own state is the admissions in
 /// flight.
 pub(crate) struct Admission {
-    core: Arc<Core>,
+    /// Admits runs, finds starts, and tells whether the activation moved.
+    store: Arc<dyn RunStore>,
+    parts: Parts,
+    /// Derives start identities and request digests.
+    admission_key: AdmissionKey,
+    /// `--recovery-only`: no new start.
+    recovery_only: bool,
     /// Admissions of this process written together
     /// ([`RunAdmission::admit_batch`]).
+    ///
+    /// [`RunAdmission::admit_batch`]: coordinator_ports::store::RunAdmission::admit_batch
     admissions: Group<(NewRun, Option<LeaseOnInsert>), AdmittedOrError>,
 }
 
 impl Admission {
-    /// Admission over `core`.
-    pub(crate) fn new(core: Arc<Core>) -> Self {
+    /// Admission over `store` with `parts`, deriving start identities with
+    /// `admission_key`; no new start when `recovery_only`.
+    pub(crate) fn new(
+        store: Arc<dyn RunStore>,
+        parts: Parts,
+        admission_key: AdmissionKey,
+        recovery_only: bool,
+    ) -> Self {
         Admission {
-            core,
+            store,
+            parts,
+            admission_key,
+            recovery_only,
             admissions: Group::new(GROUP_SLOTS, GROUP_MAX),
         }
     }
 }
 
 impl Admission {
+    /// The active revision of each workflow.
+    pub(crate) fn active_revisions(&self) -> &BTreeMap<String, String> {
+        self.parts.committer.programs().active_revisions()
+    }
+
+    /// Whether the active packages are still the ones this process started
+    /// with (no `apply` changed them since; the doctor's `activationReady`).
+    ///
+    /// # Errors
+    /// The store's.
+    pub(crate) async fn activation_current(&self) -> Result<bool, StoreError> {
+        self.store
+            .activation_current()
+            .await
+            .map_err(|e| self.parts.fence.count_outage(e))
+    }
+
+    /// The engine clock's current instant, Unix seconds.
+    pub(crate) fn now_unix(&self) -> i64 {
+        self.parts.clock.now_unix()
+    }
+
     /// The work of [`Engine::admit`].
     pub(crate) async fn admit(
         &self,
@@ -212,7 +255,7 @@ impl Admission {
             Err(AdmitError::Store(_)) => "store-error",
             Err(_) => "refused",
         };
-        self.core.counters.admission(outcome);
+        self.parts.counters.admission(outcome);
     }
 
     pub(crate) async fn admit_run(
@@ -221,7 +264,7 @@ impl Admission {
         request: StartRequest,
         idempotency_key: &str,
     ) -> Result<(bool, RunRecord), AdmitError> {
-        let start_identity = self.core.admission_key.start_identity(
+        let start_identity = self.admission_key.start_identity(
             &principal.iss,
             &principal.sub,
             &request.workflow,
@@ -253,8 +296,7 @@ impl Admission {
     /// input): a repeat of a start identity with another one is
     /// `idempotency.key-reused`.
     pub(crate) fn request_digest(&self, revision: &str, input: &Value) -> String {
-        self.core
-            .admission_key
+        self.admission_key
             .request_fingerprint(revision, &coordinator_ir::canonical::to_vec(input))
     }
 
@@ -266,12 +308,12 @@ impl Admission {
         workflow: &str,
         revision: &str,
     ) -> Result<Arc<Vm>, AdmitError> {
-        if self.core.config.recovery_only {
+        if self.recovery_only {
             return Err(AdmitError::RecoveryOnly);
         }
-        let active = self
-            .core
-            .active
+        let programs = self.parts.committer.programs();
+        let active = programs
+            .active_revisions()
             .get(workflow)
             .ok_or(AdmitError::UnknownWorkflow)?;
         if active != revision {
@@ -279,7 +321,7 @@ impl Admission {
                 active: active.clone(),
             });
         }
-        self.core.cached(active).ok_or(AdmitError::UnknownWorkflow)
+        programs.cached(active).ok_or(AdmitError::UnknownWorkflow)
     }
 
     /// Refuses a start only if it is new: a start identity the store
@@ -296,11 +338,10 @@ impl Admission {
         refusal: AdmitError,
     ) -> Result<(bool, RunRecord), AdmitError> {
         match self
-            .core
             .store
             .find_start(start_identity, request_digest)
             .await
-            .map_err(|e| self.core.seen(e))?
+            .map_err(|e| self.parts.fence.count_outage(e))?
         {
             Some(Admitted::Existing(run)) => return Ok((false, run)),
             Some(_) => return Err(AdmitError::KeyReused),
@@ -310,11 +351,10 @@ impl Admission {
             refusal,
             AdmitError::UnknownWorkflow | AdmitError::RevisionNotActive { .. }
         ) && !self
-            .core
             .store
             .activation_current()
             .await
-            .map_err(|e| self.core.seen(e))?
+            .map_err(|e| self.parts.fence.count_outage(e))?
         {
             return Err(AdmitError::ActivationChanged);
         }
@@ -338,20 +378,20 @@ impl Admission {
         input: Value,
         inbound: Option<TraceParent>,
     ) -> Result<(bool, RunRecord), AdmitError> {
-        let Some(admitting) = self.core.trace_admission(inbound) else {
+        let Some(admitting) = self.parts.spans.trace_admission(inbound) else {
             let start = (owner, start_identity, request_digest, workflow, revision);
             return self.admit_checked(vm, start, input, None).await;
         };
-        let started = self.core.clock.now();
+        let started = self.parts.clock.now();
         let start = (owner, start_identity, request_digest, workflow, revision);
         let result = self
             .admit_checked(vm, start, input, admitting.trace_parent())
             .await;
-        let now = self.core.clock.now();
+        let now = self.parts.clock.now();
         match &result {
             Ok((created, run)) => {
                 if *created {
-                    self.core.trace_admitted_steps(run, &started);
+                    self.parts.spans.trace_admitted_steps(run, &started);
                 }
                 let outcome = if *created { "created" } else { "existing" };
                 admitting.end(outcome, Some(run), &now);
@@ -372,7 +412,7 @@ impl Admission {
         trace_parent: Option<TraceParent>,
     ) -> Result<(bool, RunRecord), AdmitError> {
         let (owner, start_identity, request_digest, workflow, revision) = start;
-        let now = self.core.clock.now_unix();
+        let now = self.parts.clock.now_unix();
         let resumed = match vm.admit(input, Instant::from_unix_seconds_capped(now)) {
             Ok(r) => r,
             Err(r) => {
@@ -386,10 +426,12 @@ impl Admission {
             }
         };
         let resumed = crate::jobs::take_due_waits(vm, resumed, now, true);
-        let jobs = self
-            .core
-            .jobs_for(&start_identity, &resumed.commands, now, false);
-        let bindings = binding::binding_digests(&self.core.connections, &vm.program().connections);
+        let jobs =
+            self.parts
+                .committer
+                .jobs()
+                .jobs_for(&start_identity, &resumed.commands, now, false);
+        let bindings = binding::binding_digests(&self.parts.connections, &vm.program().connections);
         let run = NewRun {
             id: uuid::Uuid::new_v4().to_string(),
             workflow,
@@ -403,22 +445,27 @@ impl Admission {
             trace_parent,
         };
         let due_now = {
-            let now = self.core.clock.now_unix();
+            let now = self.parts.clock.now_unix();
             run.jobs.iter().any(|j| j.due_unix <= now)
         };
-        let lease = self.core.lease_on_insert(now);
+        let lease = self.parts.committer.leases().on_insert(now);
         let (admitted, leased) = self
             .admit_grouped(run, lease.clone())
             .await
-            .map_err(|e| self.core.seen(e))?;
+            .map_err(|e| self.parts.fence.count_outage(e))?;
         match admitted {
             Admitted::Created(r) => {
                 tracing::info!(run = %r.id, workflow = %r.workflow, "admitted");
                 match lease.filter(|_| !leased.is_empty()) {
                     // Handed to a lane of this process: no lease statement,
                     // no re-read of the run.
-                    Some(lease) => self.core.hand_off(leased, &r, lease.lease_until),
-                    None if due_now => self.core.wake_one(),
+                    Some(lease) => {
+                        self.parts
+                            .committer
+                            .hand_off()
+                            .hand_off(leased, &r, lease.lease_until)
+                    }
+                    None if due_now => self.parts.committer.hand_off().wake_one(),
                     None => {}
                 }
                 Ok((true, r))
@@ -437,7 +484,8 @@ impl Admission {
 
     /// The work of [`Engine::trigger`].
     pub(crate) fn trigger(&self, workflow: &str, trigger: &str) -> Option<TriggerInfo> {
-        let vm = self.core.cached(self.core.active.get(workflow)?)?;
+        let programs = self.parts.committer.programs();
+        let vm = programs.cached(programs.active_revisions().get(workflow)?)?;
         vm.program()
             .triggers
             .iter()
@@ -472,21 +520,20 @@ impl Admission {
         event: &Value,
         trace_parent: Option<TraceParent>,
     ) -> Result<(bool, RunRecord), AdmitError> {
-        let Some(revision) = self.core.active.get(workflow) else {
+        let programs = self.parts.committer.programs();
+        let Some(revision) = programs.active_revisions().get(workflow) else {
             let changed = !self
-                .core
                 .store
                 .activation_current()
                 .await
-                .map_err(|e| self.core.seen(e))?;
+                .map_err(|e| self.parts.fence.count_outage(e))?;
             return Err(if changed {
                 AdmitError::ActivationChanged
             } else {
                 AdmitError::UnknownWorkflow
             });
         };
-        let vm = self
-            .core
+        let vm = programs
             .cached(revision)
             .ok_or(AdmitError::UnknownWorkflow)?;
         let t = vm
@@ -517,7 +564,7 @@ impl Admission {
                 "the trigger's idempotency value is empty".into(),
             ));
         }
-        let start_identity = self.core.admission_key.event_start_identity(
+        let start_identity = self.admission_key.event_start_identity(
             &origin.source,
             &origin.name,
             workflow,
@@ -525,7 +572,7 @@ impl Admission {
             &start.idempotency,
         );
         let request_digest = self.request_digest(revision, &start.input);
-        if self.core.config.recovery_only {
+        if self.recovery_only {
             return self
                 .refuse_new_start(&start_identity, &request_digest, AdmitError::RecoveryOnly)
                 .await;
@@ -556,7 +603,7 @@ impl Admission {
         run: NewRun,
         lease: Option<LeaseOnInsert>,
     ) -> AdmittedOrError {
-        let store = self.core.store.clone();
+        let store = self.store.clone();
         self.admissions
             .submit(
                 (run, lease),

@@ -1,13 +1,11 @@
-//! The [`Engine`]: its settings, its construction, and its public face.
-//! It is three roles over one shared [`Core`] (`core.rs`): admission
-//! ([`Admission`], `admission.rs`), the worker ([`Worker`], `worker.rs`)
-//! and operator actions ([`OperatorActions`], `actions.rs` and
-//! `restore.rs`), each with its own state; every method here hands the
-//! call to the role (or the core) that does the work. It feeds the VM
-//! events and turns the VM's commands into jobs; it never decides what a
-//! step does (ARCHITECTURE.md).
+//! The [`Engine`]: its construction, and its public face. It is three
+//! roles ([`Admission`], `admission.rs`; [`Worker`], `worker.rs`;
+//! [`Operator`], `operator/`) and a [`Health`] part, each built here from
+//! the ports it uses; what the roles share is the [`Committer`]
+//! (`committer.rs`). It feeds the VM events and turns the VM's commands
+//! into jobs; it never decides what a step does (ARCHITECTURE.md).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use coordinator_ir::Definition;
@@ -19,43 +17,35 @@ use coordinator_ports::store::{RunRecord, RunStore, StoreError};
 use coordinator_runtime::audit::{AuditJournal, AuditRecord};
 use coordinator_runtime::config::Connection;
 use coordinator_runtime::keys::{AdmissionKey, AuditKey};
-use coordinator_vm::Vm;
 
-use coordinator_ports::store::{Erasure, ReviewSurvey, RunFilter, RunPage};
+use coordinator_ports::store::{Erasure, RunFilter, RunPage};
 use serde_json::Value;
 
 use crate::admission::{Admission, AdmitError, EventOrigin, Principal, StartRequest, TriggerInfo};
+use crate::committer::{Committer, CommitterParts};
+use crate::config::EngineConfig;
+pub use crate::config::EngineError;
+use crate::health::{Fence, Health};
+use crate::jobs::JobMaker;
+use crate::leases::LeaseRule;
+use crate::metrics::Counters;
 use crate::operator::actions::{Action, ActionError, InspectedStep};
 use crate::operator::restore::HoldError;
-use crate::operator::OperatorActions;
-
-use crate::config::EngineConfig;
-use crate::core::Core;
-use crate::flow_gate::FlowGate;
-use crate::group::{Group, GROUP_MAX, GROUP_SLOTS};
-use crate::metrics::Counters;
+use crate::operator::Operator;
+use crate::parts::Parts;
+use crate::programs::Programs;
+use crate::spans::Spans;
 use crate::worker::Worker;
 
-/// The service host's engine: admission, the worker and operator actions
-/// over one shared core. `Send + Sync`; share it in an `Arc`.
+/// The service host's engine: admission, the worker and operator actions,
+/// and the health part. `Send + Sync`; share it in an `Arc`.
 pub struct Engine {
-    core: Arc<Core>,
     admission: Admission,
     worker: Worker,
-    operator: OperatorActions,
+    operator: Operator,
+    health: Health,
+    spans: Arc<Spans>,
 }
-
-/// Why an engine could not be built.
-#[derive(Debug)]
-pub struct EngineError(pub String);
-
-impl std::fmt::Display for EngineError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for EngineError {}
 
 impl Engine {
     /// Builds an engine serving `definitions` (each the active revision of
@@ -76,56 +66,64 @@ impl Engine {
         connections: BTreeMap<String, Connection>,
         definitions: &[Definition],
     ) -> Result<Engine, EngineError> {
-        let mut programs = HashMap::new();
-        let mut active = BTreeMap::new();
-        for d in definitions {
-            let vm = Vm::new(&d.program)
-                .map_err(|e| EngineError(format!("workflow `{}`: {}", d.program.workflow, e.0)))?;
-            for c in &d.program.connections {
-                if !connections.contains_key(c) {
-                    return Err(EngineError(format!(
-                        "workflow `{}` uses connection `{c}`, which the runtime file lacks",
-                        d.program.workflow
-                    )));
-                }
-            }
-            if active
-                .insert(d.program.workflow.clone(), d.revision.clone())
-                .is_some()
-            {
-                return Err(EngineError(format!(
-                    "two packages serve workflow `{}`",
-                    d.program.workflow
-                )));
-            }
-            programs.insert(d.revision.clone(), Arc::new(vm));
-        }
-        let core = Arc::new(Core {
-            store,
-            admission_key,
+        let connections = Arc::new(connections);
+        let counters = Arc::new(Counters::default());
+        let fence = Arc::new(Fence::new(counters.clone()));
+        let spans = Arc::new(Spans::new(clock.clone()));
+        let committer = Arc::new(Committer::new(
+            store.clone(),
+            CommitterParts {
+                programs: Programs::new(store.clone(), connections.clone(), definitions)?,
+                jobs: JobMaker::new(
+                    admission_key.clone(),
+                    config.database_id.clone(),
+                    connections.clone(),
+                    config.observation_floor_seconds,
+                ),
+                leases: LeaseRule::new(
+                    config.worker_id.clone(),
+                    config.lease_seconds,
+                    config.recovery_only,
+                    store.clone(),
+                    fence.clone(),
+                ),
+                counters: counters.clone(),
+                spans: spans.clone(),
+                clock: clock.clone(),
+            },
+        ));
+        let parts = Parts {
+            committer,
             clock,
-            adapter,
+            fence: fence.clone(),
+            counters: counters.clone(),
+            spans: spans.clone(),
             connections,
-            programs: std::sync::RwLock::new(programs),
-            active,
-            config,
-            counters: Counters::default(),
-            audit: std::sync::OnceLock::new(),
-            restore_epoch: std::sync::OnceLock::new(),
-            fenced: std::sync::atomic::AtomicBool::new(false),
-            wake: tokio::sync::Notify::new(),
-            handed: std::sync::Mutex::new(std::collections::VecDeque::new()),
-            commits: Group::new(GROUP_SLOTS, GROUP_MAX),
-            sendings: Group::new(GROUP_SLOTS, GROUP_MAX),
-            flow: FlowGate::new(),
-            tracer: std::sync::OnceLock::new(),
-        });
-        let worker = Worker::new(core.clone());
+        };
+        let worker = Worker::new(
+            store.clone(),
+            adapter,
+            parts.clone(),
+            config.batch,
+            config.request_budget_seconds,
+        );
         Ok(Engine {
-            admission: Admission::new(core.clone()),
-            operator: OperatorActions::new(core.clone(), worker.clone()),
+            admission: Admission::new(
+                store.clone(),
+                parts.clone(),
+                admission_key,
+                config.recovery_only,
+            ),
+            operator: Operator::new(
+                store.clone(),
+                worker.runner(),
+                parts,
+                config.observation_floor_seconds,
+                config.request_budget_seconds,
+            ),
             worker,
-            core,
+            health: Health::new(fence, counters, store, config.recovery_only),
+            spans,
         })
     }
 
@@ -134,7 +132,7 @@ impl Engine {
     /// [`Engine::audit`] records nothing and the doctor report says
     /// `auditReady: false`. A second journal is ignored (logged).
     pub fn with_audit(self, journal: Arc<AuditJournal>, key: AuditKey) -> Engine {
-        if self.core.audit.set((journal, key)).is_err() {
+        if !self.health.attach_audit(journal, key) {
             tracing::warn!("an audit journal is attached already; the second is ignored");
         }
         self
@@ -145,7 +143,7 @@ impl Engine {
     /// Without one, limits hold within this process only. A second one is
     /// ignored (logged).
     pub fn with_flow_control(self, flow: Arc<dyn FlowControl>) -> Engine {
-        if !self.core.flow.attach(flow) {
+        if !self.worker.attach_flow_control(flow) {
             tracing::warn!("a flow control is attached already; the second is ignored");
         }
         self
@@ -158,12 +156,7 @@ impl Engine {
     /// and stores no trace context. It never touches the global provider.
     /// A second tracer is ignored.
     pub fn with_tracer(self, tracer: opentelemetry::global::BoxedTracer) -> Engine {
-        if self
-            .core
-            .tracer
-            .set(crate::trace::RunTracer::new(tracer))
-            .is_err()
-        {
+        if !self.spans.attach(crate::trace::RunTracer::new(tracer)) {
             tracing::warn!("a tracer is attached already; the second is ignored");
         }
         self
@@ -171,7 +164,7 @@ impl Engine {
 
     /// Whether this engine runs with `--recovery-only`.
     pub fn recovery_only(&self) -> bool {
-        self.core.recovery_only()
+        self.health.recovery_only()
     }
 
     /// Reads the store's restore epoch and works under it from now on (the
@@ -182,25 +175,25 @@ impl Engine {
     /// # Errors
     /// The store's.
     pub async fn adopt_restore_epoch(&self) -> Result<u64, StoreError> {
-        self.core.adopt_restore_epoch().await
+        self.worker.adopt_restore_epoch().await
     }
 
     /// Whether the store refused this process's lease as
     /// `restore.lease-incompatible` (a restore hold was placed after it
     /// started): it leases nothing any more and should stop.
     pub fn fenced(&self) -> bool {
-        self.core.fenced()
+        self.health.fenced()
     }
 
     /// How many jobs one [`Engine::tick`] leases at most.
     pub fn batch(&self) -> usize {
-        self.core.batch()
+        self.worker.batch()
     }
 
     /// Wakes one idle worker lane of this process ([`Engine::woken`]); a
     /// wake while no lane waits is kept for the next lane that does.
     pub fn wake_one(&self) {
-        self.core.wake_one()
+        self.worker.wake_one()
     }
 
     /// Gives back the leases of handed-off jobs no lane has started (at
@@ -208,12 +201,12 @@ impl Engine {
     /// when their leases run out. Errors are logged: the leases then run
     /// out by themselves.
     pub async fn release_handed(&self) {
-        self.core.release_handed().await
+        self.worker.release_handed().await
     }
 
     /// Waits for [`Engine::wake_one`] (at once when a wake is kept).
     pub async fn woken(&self) {
-        self.core.woken().await
+        self.worker.woken().await
     }
 
     /// The earliest due instant (Unix seconds) of a job no lease holds
@@ -222,7 +215,7 @@ impl Engine {
     /// # Errors
     /// The store's.
     pub async fn next_due(&self) -> Result<Option<i64>, StoreError> {
-        self.core.next_due().await
+        self.worker.next_due().await
     }
 
     /// Whether an audited answer would be released now, without writing
@@ -230,14 +223,14 @@ impl Engine {
     /// attached did not fail its last append and its file is there
     /// ([`AuditJournal::healthy`]). `/ready` asks this.
     pub fn audit_ready(&self) -> bool {
-        self.core.audit_ready()
+        self.health.audit_ready()
     }
 
     /// Whether the audit journal takes an append now: a probe line
     /// appended and synced ([`AuditJournal::probe`]); false without a
     /// journal. Doctor asks this.
     pub async fn audit_probe(&self) -> bool {
-        self.core.audit_probe().await
+        self.health.audit_probe().await
     }
 
     /// Appends the record `build` makes with the audit key, `fsync`ed before
@@ -248,7 +241,7 @@ impl Engine {
     /// The journal's I/O error: the audited answer must not be released
     /// (`audit.response-unavailable`).
     pub fn audit(&self, build: impl FnOnce(&AuditKey) -> AuditRecord) -> std::io::Result<()> {
-        self.core.audit(build)
+        self.health.audit(build)
     }
 
     /// The deployment-wide holds, read from the store (every process on
@@ -257,7 +250,7 @@ impl Engine {
     /// # Errors
     /// The store's.
     pub async fn holds(&self) -> Result<Holds, StoreError> {
-        self.core.holds().await
+        self.operator.holds().await
     }
 
     /// Changes the holds: `change` sees the current holds and either
@@ -271,7 +264,7 @@ impl Engine {
         &self,
         change: impl Fn(&mut Holds) -> Result<(), E>,
     ) -> Result<Holds, E> {
-        self.core.update_holds(change).await
+        self.operator.update_holds(change).await
     }
 
     /// Each limited connection's calls in flight and waiting now, from
@@ -284,40 +277,37 @@ impl Engine {
     pub async fn connection_flows(
         &self,
     ) -> Result<BTreeMap<String, coordinator_ports::flow::ConnectionFlow>, StoreError> {
-        let mut flows = self.core.flow.port().flows(self.core.clock.now()).await?;
-        for (name, connection) in &self.core.connections {
-            if connection.limits().is_some() {
-                flows.entry(name.clone()).or_default();
-            }
-        }
-        Ok(flows)
+        self.worker.connection_flows().await
     }
 
     /// The counters the metrics listener renders.
     pub fn counters(&self) -> &Counters {
-        self.core.counters()
+        self.health.counters()
     }
 
     /// Counts a store error (the `coordinator_store_errors_total` metric)
     /// and hands it back.
     pub fn seen(&self, e: StoreError) -> StoreError {
-        self.core.seen(e)
+        self.health.count_outage(e)
     }
 
-    /// The store (for readiness).
-    pub fn store(&self) -> &Arc<dyn RunStore> {
-        self.core.store()
+    /// Whether the store answers and can be written to (readiness).
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        self.health.ping().await
     }
 
     /// The active revision of each workflow.
     pub fn active_revisions(&self) -> &BTreeMap<String, String> {
-        self.core.active_revisions()
+        self.admission.active_revisions()
     }
 
     /// The engine clock's current instant, Unix seconds (the event
     /// signature's clock-skew check uses it, so a manual clock drives it).
     pub fn now_unix(&self) -> i64 {
-        self.core.now_unix()
+        self.admission.now_unix()
     }
 
     /// One worker step: leases the due jobs and carries each out. Returns
@@ -391,15 +381,6 @@ impl Engine {
         self.admission
             .admit_event(origin, workflow, trigger, event, trace_parent)
             .await
-    }
-
-    /// Every run that has not ended (`running`, `attention`,
-    /// `cancel-requested`), scanning the store page by page.
-    ///
-    /// # Errors
-    /// The store's.
-    pub async fn live_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
-        self.operator.live_runs().await
     }
 
     /// The run with this id; `None` also for an id that is not a UUID.
@@ -510,29 +491,6 @@ impl Engine {
     /// # Errors
     /// The store's.
     pub async fn activation_current(&self) -> Result<bool, StoreError> {
-        self.operator.activation_current().await
-    }
-
-    /// The runs needing review and the live runs with an unknown effect
-    /// (doctor).
-    ///
-    /// # Errors
-    /// The store's.
-    pub async fn review_survey(&self) -> Result<ReviewSurvey, StoreError> {
-        self.operator.review_survey().await
-    }
-
-    /// Holds back every prepared command of a mutation or evaluation that
-    /// is `ready` or `sending` (the restore hold must be in place): each is
-    /// answered `uncertain` with code [`RESTORED`] through the VM, which
-    /// holds the run in `attention` with an `unknown` effect; the run's
-    /// review becomes [`Review::Required`] and the step's ledger says
-    /// `restored`. Commands of reads are left: resending a read is safe.
-    /// Returns how many were held back.
-    ///
-    /// # Errors
-    /// The store's.
-    pub async fn hold_back_restored_commands(&self) -> Result<u64, StoreError> {
-        self.operator.hold_back_restored_commands().await
+        self.admission.activation_current().await
     }
 }

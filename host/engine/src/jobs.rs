@@ -2,13 +2,16 @@
 //! time (a dispatch with its prepared command and idempotency key, a
 //! receipt lookup, a timer, an observation); retries wait their backoff.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
 use coordinator_ports::clock::due_unix;
 use coordinator_ports::store::{JobKind, NewJob};
 use coordinator_runtime::config::{Connection, DEFAULT_RESULT_CHECK_SECONDS};
+use coordinator_runtime::keys::AdmissionKey;
 use coordinator_vm::{Command, Event, Resumed, Vm, WakeKind};
 
 use crate::config::MAX_BACKOFF_SECONDS;
-use crate::core::Core;
 
 /// How many already-due waits one step takes in a row before it leaves
 /// the rest to timer jobs (a bound on the work of one transaction).
@@ -57,13 +60,41 @@ pub fn backoff(attempt: u32) -> i64 {
     (1i64 << exp).min(MAX_BACKOFF_SECONDS)
 }
 
-impl Core {
+/// Turns the VM's commands into jobs: the idempotency keys of dispatches
+/// (from the admission key and the deployment's database id) and the
+/// interval of observations (the connection's result check, never below
+/// the observation floor).
+pub(crate) struct JobMaker {
+    admission_key: AdmissionKey,
+    database_id: String,
+    connections: Arc<BTreeMap<String, Connection>>,
+    observation_floor_seconds: u64,
+}
+
+impl JobMaker {
+    /// Jobs keyed under `admission_key` and `database_id`, observing
+    /// through `connections` no more often than `observation_floor_seconds`.
+    pub(crate) fn new(
+        admission_key: AdmissionKey,
+        database_id: String,
+        connections: Arc<BTreeMap<String, Connection>>,
+        observation_floor_seconds: u64,
+    ) -> Self {
+        JobMaker {
+            admission_key,
+            database_id,
+            connections,
+            observation_floor_seconds,
+        }
+    }
+
+    /// Seconds between two observations through `connection`.
     pub(crate) fn observe_interval(&self, connection: &str) -> i64 {
         let check = self.connections.get(connection).map_or(
             DEFAULT_RESULT_CHECK_SECONDS,
             Connection::result_check_seconds,
         );
-        i64::try_from(check.max(self.config.observation_floor_seconds)).unwrap_or(i64::MAX)
+        i64::try_from(check.max(self.observation_floor_seconds)).unwrap_or(i64::MAX)
     }
 
     /// The jobs for the VM's commands. `answered`: the commands follow a
@@ -174,8 +205,8 @@ impl Core {
         jobs
     }
 
-    pub(crate) fn key(&self, start_identity: &str, step: &str) -> String {
+    fn key(&self, start_identity: &str, step: &str) -> String {
         self.admission_key
-            .idempotency_key(&self.config.database_id, start_identity, step)
+            .idempotency_key(&self.database_id, start_identity, step)
     }
 }

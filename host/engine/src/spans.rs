@@ -1,9 +1,9 @@
-//! The spans the core makes of runs (docs/operations.md "Traces"): the
-//! admission span, the step and wait spans `feed` makes after a commit,
-//! the attempt span the worker wraps a dispatch in, and the operator
-//! actions' spans, each through the tracer the core holds
+//! [`Spans`]: the spans the engine makes of runs (docs/operations.md
+//! "Traces"): the admission span, the step and wait spans `feed` makes
+//! after a commit, the attempt span the worker wraps a dispatch in, and the
+//! operator actions' spans, each through the tracer once handed over
 //! ([`crate::trace`]: the tracer, the keys, the SDK's terms); none without
-//! one.
+//! one. Spans are measured: each reads the clock where it starts and ends.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -18,13 +18,37 @@ use coordinator_vm::{Event, Vm};
 use opentelemetry::trace::{FutureExt, Span, SpanKind, Status, TraceContextExt, Tracer};
 use opentelemetry::{Context, KeyValue};
 
-use crate::core::Core;
+use coordinator_ports::clock::Clock;
+use std::sync::{Arc, OnceLock};
+
 use crate::trace::{
     answer_attributes, from_nanos, keys, run_attributes, run_context, system_time, Admitting,
     Before, RunTracer,
 };
 
-impl Core {
+/// The tracer of runs' spans, once handed over
+/// ([`crate::Engine::with_tracer`]), and the clock spans are timed by;
+/// without a tracer, no span is made.
+pub(crate) struct Spans {
+    tracer: OnceLock<RunTracer>,
+    clock: Arc<dyn Clock>,
+}
+
+impl Spans {
+    /// No tracer yet; spans timed by `clock`.
+    pub(crate) fn new(clock: Arc<dyn Clock>) -> Self {
+        Spans {
+            tracer: OnceLock::new(),
+            clock,
+        }
+    }
+
+    /// Makes spans with `tracer` from now on; `false` when one was handed
+    /// over already (the second is ignored).
+    pub(crate) fn attach(&self, tracer: RunTracer) -> bool {
+        self.tracer.set(tracer).is_ok()
+    }
+
     fn tracer(&self) -> Option<&RunTracer> {
         self.tracer.get()
     }
@@ -57,7 +81,7 @@ impl Core {
         self.ended_steps(tracer, &parent, run, 0, Some(start), &now);
     }
 
-    /// Notes what [`Core::trace_fed`] needs of a traced run before `feed`
+    /// Notes what [`Spans::trace_fed`] needs of a traced run before `feed`
     /// commits: its path's length and the wait it is in.
     pub(crate) fn trace_before(&self, vm: &Vm, run: &RunRecord) -> Option<Before> {
         self.tracer()?;

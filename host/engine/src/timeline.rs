@@ -1,7 +1,7 @@
 //! The run's timeline, kept in its ledger ([`StepLedger`]'s step times,
 //! wait due times and ends, and call answers): [`record_steps`] is the one
 //! place that stamps when a step started and ended, called by
-//! [`Core::feed`](crate::core::Core) for every event it commits;
+//! `Committer::feed` for every event it commits;
 //! [`answer_record`] is what a call step keeps of an answer (kind and code,
 //! never a body). Times are the engine clock's Unix seconds at the commit.
 

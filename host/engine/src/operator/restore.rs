@@ -20,14 +20,12 @@
 
 use coordinator_vm::{Answer, Event};
 
-use super::actions::OperatorActions;
+use super::Operator;
+use crate::committer::{Fed, Feeding};
 use crate::config::RESTORED;
-use crate::feed::{Fed, Feeding};
-use coordinator_ports::store::{
-    Holds, JobKind, JobState, Review, ReviewSurvey, StepLedger, StoreError,
-};
+use coordinator_ports::store::{Holds, JobKind, JobState, Review, StepLedger, StoreError};
 
-/// Jobs one round of [`Engine::hold_back_restored_commands`] claims.
+/// Jobs one round of [`Operator::hold_back_restored_commands`] claims.
 const HOLD_BACK_BATCH: usize = 100;
 
 /// Why a step of the restore sequence was refused (409, seed 000 "Codes
@@ -80,11 +78,40 @@ impl HoldError {
     }
 }
 
-impl OperatorActions {
+impl Operator {
+    /// The deployment-wide holds, read from the store (every process on
+    /// the database obeys the same holds).
+    ///
+    /// # Errors
+    /// The store's.
+    pub(crate) async fn holds(&self) -> Result<Holds, StoreError> {
+        self.store.holds().await
+    }
+
+    /// Changes the holds: `change` sees the current holds and either
+    /// changes them or refuses; the change is stored only if no other
+    /// process changed them meanwhile (else `change` runs again on the
+    /// new holds). Returns the holds after.
+    ///
+    /// # Errors
+    /// The refusal `change` returns, or the store's.
+    pub(crate) async fn update_holds<E: From<StoreError>>(
+        &self,
+        change: impl Fn(&mut Holds) -> Result<(), E>,
+    ) -> Result<Holds, E> {
+        loop {
+            let current = self.store.holds().await?;
+            let mut next = current.clone();
+            change(&mut next)?;
+            if next == current || self.store.swap_holds(&current, &next).await? {
+                return Ok(next);
+            }
+        }
+    }
+
     /// The work of [`Engine::place_restore_hold`].
     pub(crate) async fn place_restore_hold(&self) -> Result<(Holds, u64), HoldError> {
         let holds = self
-            .core
             .update_holds(|h: &mut Holds| {
                 if !h.restore {
                     h.execution_recovery_completed = false;
@@ -107,32 +134,30 @@ impl OperatorActions {
 
     /// The work of [`Engine::complete_execution_recovery`].
     pub(crate) async fn complete_execution_recovery(&self) -> Result<Holds, HoldError> {
-        self.core
-            .update_holds(|h: &mut Holds| {
-                if !h.restore {
-                    return Err(HoldError::HoldRequired(
-                        "place the restore hold first (restore-hold)",
-                    ));
-                }
-                h.execution_recovery_completed = true;
-                Ok(())
-            })
-            .await
+        self.update_holds(|h: &mut Holds| {
+            if !h.restore {
+                return Err(HoldError::HoldRequired(
+                    "place the restore hold first (restore-hold)",
+                ));
+            }
+            h.execution_recovery_completed = true;
+            Ok(())
+        })
+        .await
     }
 
     /// The work of [`Engine::release_restore_hold`].
     pub(crate) async fn release_restore_hold(&self) -> Result<Holds, HoldError> {
-        let current = self.core.store.holds().await?;
+        let current = self.store.holds().await?;
         if !current.restore {
             return Err(HoldError::HoldRequired("the restore hold is not in place"));
         }
         self.hold_back_restored_commands().await?;
-        let survey = self.core.store.review_survey().await?;
+        let survey = self.store.review_survey().await?;
         if current.execution_recovery_completed {
-            self.core.store.attest_reviews().await?;
+            self.store.attest_reviews().await?;
         }
         let holds = self
-            .core
             .update_holds(|h: &mut Holds| {
                 if !h.restore {
                     return Err(HoldError::HoldRequired("the restore hold is not in place"));
@@ -162,7 +187,6 @@ impl OperatorActions {
     /// The work of [`Engine::release_admission_hold`].
     pub(crate) async fn release_admission_hold(&self) -> Result<Holds, HoldError> {
         let holds = self
-            .core
             .update_holds(|h: &mut Holds| {
                 if !h.admission {
                     return Err(HoldError::HoldRequired(
@@ -182,32 +206,23 @@ impl OperatorActions {
         Ok(holds)
     }
 
-    /// The work of [`Engine::activation_current`].
-    pub(crate) async fn activation_current(&self) -> Result<bool, StoreError> {
-        self.core
-            .store
-            .activation_current()
-            .await
-            .map_err(|e| self.core.seen(e))
-    }
-
-    /// The work of [`Engine::review_survey`].
-    pub(crate) async fn review_survey(&self) -> Result<ReviewSurvey, StoreError> {
-        self.core
-            .store
-            .review_survey()
-            .await
-            .map_err(|e| self.core.seen(e))
-    }
-
-    /// The work of [`Engine::hold_back_restored_commands`].
-    pub(crate) async fn hold_back_restored_commands(&self) -> Result<u64, StoreError> {
-        let owner = self.core.config.worker_id.clone();
+    /// Holds back every prepared command of a mutation or evaluation that
+    /// is `ready` or `sending` (the restore hold must be in place): each is
+    /// answered `uncertain` with code [`RESTORED`] through the VM, which
+    /// holds the run in `attention` with an `unknown` effect; the run's
+    /// review becomes [`Review::Required`] and the step's ledger says
+    /// `restored`. Commands of reads are left: resending a read is safe.
+    /// Returns how many were held back.
+    ///
+    /// # Errors
+    /// The store's.
+    async fn hold_back_restored_commands(&self) -> Result<u64, StoreError> {
+        let leases = self.parts.committer.leases();
+        let owner = leases.owner().to_owned();
         let mut held_back = 0;
         loop {
-            let lease_until = self.core.lease_until(self.core.clock.now_unix());
+            let lease_until = leases.lease_until(self.parts.clock.now_unix());
             let jobs = self
-                .core
                 .store
                 .claim_restored_commands(&owner, lease_until, HOLD_BACK_BATCH)
                 .await?;
@@ -220,10 +235,10 @@ impl OperatorActions {
                 // A `sending` job's attempt was started (its request may
                 // have left): inspection counts it.
                 let started = (job.state == JobState::Sending).then_some(dispatch.attempt);
-                let run = match self.core.store.get(&job.run_id).await? {
+                let run = match self.store.get(&job.run_id).await? {
                     Some(r) if !r.status().is_terminal() => r,
                     _ => {
-                        self.core.store.discard(job.id, &owner).await?;
+                        self.store.discard(job.id, &owner).await?;
                         continue;
                     }
                 };
@@ -241,7 +256,8 @@ impl OperatorActions {
                     }
                 };
                 let fed = self
-                    .core
+                    .parts
+                    .committer
                     .feed(
                         run,
                         &event,
