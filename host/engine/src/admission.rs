@@ -15,7 +15,7 @@ use serde_json::Value;
 use coordinator_ports::store::LeaseOnInsert;
 use coordinator_ports::TraceParent;
 
-use coordinator_ports::store::RunStore;
+use coordinator_ports::store::{Definitions, RunAdmission};
 use coordinator_runtime::keys::AdmissionKey;
 
 use crate::group::{Group, GROUP_MAX, GROUP_SLOTS};
@@ -168,12 +168,20 @@ impl From<StoreError> for AdmitError {
 pub(crate) type AdmittedOrError =
     Result<(Admitted, Vec<coordinator_ports::store::Job>), StoreError>;
 
+/// The store ports admission may touch: nothing else of the store.
+pub(crate) struct AdmissionPorts {
+    /// Admits runs (in groups) and finds the run a start identity names.
+    pub(crate) admission: Arc<dyn RunAdmission>,
+    /// Whether the active packages are still those this process started
+    /// with.
+    pub(crate) definitions: Arc<dyn Definitions>,
+}
+
 /// One role of the engine: admission. Starts by token and by event become
 /// runs through the group admission; its own state is the admissions in
 /// flight.
 pub(crate) struct Admission {
-    /// Admits runs, finds starts, and tells whether the activation moved.
-    store: Arc<dyn RunStore>,
+    ports: AdmissionPorts,
     parts: Parts,
     /// Derives start identities and request digests.
     admission_key: AdmissionKey,
@@ -187,16 +195,16 @@ pub(crate) struct Admission {
 }
 
 impl Admission {
-    /// Admission over `store` with `parts`, deriving start identities with
-    /// `admission_key`; no new start when `recovery_only`.
+    /// Admission over `ports` with `parts`, deriving start
+    /// identities with `admission_key`; no new start when `recovery_only`.
     pub(crate) fn new(
-        store: Arc<dyn RunStore>,
+        ports: AdmissionPorts,
         parts: Parts,
         admission_key: AdmissionKey,
         recovery_only: bool,
     ) -> Self {
         Admission {
-            store,
+            ports,
             parts,
             admission_key,
             recovery_only,
@@ -217,7 +225,8 @@ impl Admission {
     /// # Errors
     /// The store's.
     pub(crate) async fn activation_current(&self) -> Result<bool, StoreError> {
-        self.store
+        self.ports
+            .definitions
             .activation_current()
             .await
             .map_err(|e| self.parts.fence.count_outage(e))
@@ -338,7 +347,8 @@ impl Admission {
         refusal: AdmitError,
     ) -> Result<(bool, RunRecord), AdmitError> {
         match self
-            .store
+            .ports
+            .admission
             .find_start(start_identity, request_digest)
             .await
             .map_err(|e| self.parts.fence.count_outage(e))?
@@ -351,7 +361,8 @@ impl Admission {
             refusal,
             AdmitError::UnknownWorkflow | AdmitError::RevisionNotActive { .. }
         ) && !self
-            .store
+            .ports
+            .definitions
             .activation_current()
             .await
             .map_err(|e| self.parts.fence.count_outage(e))?
@@ -523,7 +534,8 @@ impl Admission {
         let programs = self.parts.committer.programs();
         let Some(revision) = programs.active_revisions().get(workflow) else {
             let changed = !self
-                .store
+                .ports
+                .definitions
                 .activation_current()
                 .await
                 .map_err(|e| self.parts.fence.count_outage(e))?;
@@ -603,7 +615,7 @@ impl Admission {
         run: NewRun,
         lease: Option<LeaseOnInsert>,
     ) -> AdmittedOrError {
-        let store = self.store.clone();
+        let store = self.ports.admission.clone();
         self.admissions
             .submit(
                 (run, lease),

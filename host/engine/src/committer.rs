@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use coordinator_ports::clock::Clock;
-use coordinator_ports::store::{Commit, Committed, LeaseOnInsert, RunStore, StoreError};
+use coordinator_ports::store::{Commit, Committed, JobQueue, LeaseOnInsert, RunReads, StoreError};
 
 use crate::group::{Group, GROUP_MAX, GROUP_SLOTS};
 use crate::handoff::HandOff;
@@ -42,8 +42,10 @@ pub(crate) struct CommitterParts {
 
 /// The one commit path and what every role shares. Held in an `Arc`.
 pub(crate) struct Committer {
-    /// Commits, `sending` marks and discards of the job queue.
-    store: Arc<dyn RunStore>,
+    /// Commits, `sending` marks, discards.
+    queue: Arc<dyn JobQueue>,
+    /// The run read again when a commit is tried anew.
+    runs: Arc<dyn RunReads>,
     programs: Programs,
     jobs: JobMaker,
     leases: LeaseRule,
@@ -59,8 +61,13 @@ pub(crate) struct Committer {
 }
 
 impl Committer {
-    /// The committer over `store` with `parts`.
-    pub(crate) fn new(store: Arc<dyn RunStore>, parts: CommitterParts) -> Self {
+    /// The committer writing to `queue`, reading a run again from `runs`
+    /// after a conflict, with `parts`.
+    pub(crate) fn new(
+        queue: Arc<dyn JobQueue>,
+        runs: Arc<dyn RunReads>,
+        parts: CommitterParts,
+    ) -> Self {
         let CommitterParts {
             programs,
             jobs,
@@ -70,7 +77,8 @@ impl Committer {
             clock,
         } = parts;
         Committer {
-            store,
+            queue,
+            runs,
             programs,
             jobs,
             leases,
@@ -116,13 +124,13 @@ impl Committer {
         commit: Commit,
         lease: Option<LeaseOnInsert>,
     ) -> Result<Committed, StoreError> {
-        let store = self.store.clone();
+        let queue = self.queue.clone();
         self.commits
             .submit(
                 (commit, lease),
                 move |batch| {
-                    let store = store.clone();
-                    async move { store.commit_batch(batch).await }
+                    let queue = queue.clone();
+                    async move { queue.commit_batch(batch).await }
                 },
                 || {
                     Err(StoreError::Unavailable(
@@ -148,13 +156,13 @@ impl Committer {
         owner: &str,
         epoch: u64,
     ) -> Result<(), StoreError> {
-        let store = self.store.clone();
+        let queue = self.queue.clone();
         self.sendings
             .submit(
                 (job, owner.to_owned(), epoch),
                 move |batch| {
-                    let store = store.clone();
-                    async move { store.mark_sending_batch(batch).await }
+                    let queue = queue.clone();
+                    async move { queue.mark_sending_batch(batch).await }
                 },
                 || {
                     Err(StoreError::Unavailable(

@@ -13,7 +13,10 @@ use coordinator_ports::adapter::ProductAdapter;
 use coordinator_ports::clock::Clock;
 use coordinator_ports::flow::FlowControl;
 pub use coordinator_ports::store::Holds;
-use coordinator_ports::store::{RunRecord, RunStore, StoreError};
+use coordinator_ports::store::{
+    Definitions, HoldsAndReviews, JobQueue, Maintenance, RunAdmission, RunReads, RunRecord,
+    RunStore, StoreError,
+};
 use coordinator_runtime::audit::{AuditJournal, AuditRecord};
 use coordinator_runtime::config::Connection;
 use coordinator_runtime::keys::{AdmissionKey, AuditKey};
@@ -21,17 +24,20 @@ use coordinator_runtime::keys::{AdmissionKey, AuditKey};
 use coordinator_ports::store::{Erasure, RunFilter, RunPage};
 use serde_json::Value;
 
-use crate::admission::{Admission, AdmitError, EventOrigin, Principal, StartRequest, TriggerInfo};
+use crate::admission::{
+    Admission, AdmissionPorts, AdmitError, EventOrigin, Principal, StartRequest, TriggerInfo,
+};
 use crate::committer::{Committer, CommitterParts};
 use crate::config::EngineConfig;
 pub use crate::config::EngineError;
 use crate::health::{Fence, Health};
+use crate::job_runner::WorkerPorts;
 use crate::jobs::JobMaker;
 use crate::leases::LeaseRule;
 use crate::metrics::Counters;
 use crate::operator::actions::{Action, ActionError, InspectedStep};
 use crate::operator::restore::HoldError;
-use crate::operator::Operator;
+use crate::operator::{Operator, OperatorPorts};
 use crate::parts::Parts;
 use crate::programs::Programs;
 use crate::spans::Spans;
@@ -43,7 +49,7 @@ pub struct Engine {
     admission: Admission,
     worker: Worker,
     operator: Operator,
-    health: Health,
+    health: Arc<Health>,
     spans: Arc<Spans>,
 }
 
@@ -66,14 +72,27 @@ impl Engine {
         connections: BTreeMap<String, Connection>,
         definitions: &[Definition],
     ) -> Result<Engine, EngineError> {
+        // The store, upcast once to its narrow ports: from here on each
+        // role and part holds only the ports its constructor lists.
+        let admissions: Arc<dyn RunAdmission> = store.clone();
+        let queue: Arc<dyn JobQueue> = store.clone();
+        let runs: Arc<dyn RunReads> = store.clone();
+        let holds: Arc<dyn HoldsAndReviews> = store.clone();
+        let definitions_port: Arc<dyn Definitions> = store.clone();
+        let maintenance: Arc<dyn Maintenance> = store;
         let connections = Arc::new(connections);
         let counters = Arc::new(Counters::default());
         let fence = Arc::new(Fence::new(counters.clone()));
         let spans = Arc::new(Spans::new(clock.clone()));
-        let committer = Arc::new(Committer::new(
-            store.clone(),
+        let committer = Committer::new(
+            queue.clone(),
+            runs.clone(),
             CommitterParts {
-                programs: Programs::new(store.clone(), connections.clone(), definitions)?,
+                programs: Programs::new(
+                    definitions_port.clone(),
+                    connections.clone(),
+                    definitions,
+                )?,
                 jobs: JobMaker::new(
                     admission_key.clone(),
                     config.database_id.clone(),
@@ -84,45 +103,63 @@ impl Engine {
                     config.worker_id.clone(),
                     config.lease_seconds,
                     config.recovery_only,
-                    store.clone(),
+                    holds.clone(),
                     fence.clone(),
                 ),
                 counters: counters.clone(),
                 spans: spans.clone(),
                 clock: clock.clone(),
             },
-        ));
+        );
         let parts = Parts {
-            committer,
+            committer: Arc::new(committer),
             clock,
             fence: fence.clone(),
             counters: counters.clone(),
             spans: spans.clone(),
             connections,
         };
+        let health = Arc::new(Health::new(
+            fence,
+            counters,
+            maintenance.clone(),
+            config.recovery_only,
+        ));
         let worker = Worker::new(
-            store.clone(),
-            adapter,
+            WorkerPorts {
+                queue: queue.clone(),
+                runs: runs.clone(),
+                adapter,
+            },
             parts.clone(),
+            health.clone(),
             config.batch,
             config.request_budget_seconds,
         );
         Ok(Engine {
             admission: Admission::new(
-                store.clone(),
+                AdmissionPorts {
+                    admission: admissions,
+                    definitions: definitions_port,
+                },
                 parts.clone(),
                 admission_key,
                 config.recovery_only,
             ),
             operator: Operator::new(
-                store.clone(),
+                OperatorPorts {
+                    runs,
+                    holds,
+                    maintenance,
+                    queue,
+                },
                 worker.runner(),
                 parts,
                 config.observation_floor_seconds,
                 config.request_budget_seconds,
             ),
             worker,
-            health: Health::new(fence, counters, store, config.recovery_only),
+            health,
             spans,
         })
     }

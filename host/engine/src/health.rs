@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use coordinator_ports::store::{RunStore, StoreError};
+use coordinator_ports::store::{Maintenance, StoreError};
 use coordinator_runtime::audit::{AuditJournal, AuditRecord};
 use coordinator_runtime::keys::AuditKey;
 
@@ -67,27 +67,28 @@ impl Fence {
 /// The engine's health part: what `/ready`, doctor and `/metrics` ask of
 /// this process besides its roles. It holds the [`Fence`], the audit
 /// journal once attached ([`crate::Engine::with_audit`]), the counters, and
-/// the store, which it only pings.
+/// the store's upkeep port, which it only pings.
 pub struct Health {
     fence: Arc<Fence>,
     counters: Arc<Counters>,
-    store: Arc<dyn RunStore>,
+    maintenance: Arc<dyn Maintenance>,
     audit: OnceLock<(Arc<AuditJournal>, AuditKey)>,
     recovery_only: bool,
 }
 
 impl Health {
-    /// The health part over `fence` and `counters`, pinging `store`.
+    /// The health part over `fence` and `counters`, pinging through
+    /// `maintenance`.
     pub(crate) fn new(
         fence: Arc<Fence>,
         counters: Arc<Counters>,
-        store: Arc<dyn RunStore>,
+        maintenance: Arc<dyn Maintenance>,
         recovery_only: bool,
     ) -> Self {
         Health {
             fence,
             counters,
-            store,
+            maintenance,
             audit: OnceLock::new(),
             recovery_only,
         }
@@ -117,7 +118,7 @@ impl Health {
     /// # Errors
     /// `Unavailable`, or `Refused` with `database.read-only`.
     pub async fn ping(&self) -> Result<(), StoreError> {
-        self.store.ping().await
+        self.maintenance.ping().await
     }
 
     /// Whether an audited answer would be released now, without writing

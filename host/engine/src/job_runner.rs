@@ -15,7 +15,7 @@ use coordinator_ports::adapter::{
 use coordinator_ports::clock::due_unix;
 use coordinator_ports::flow::{CallWait, FlowLimit};
 use coordinator_ports::store::{
-    Commit, Job, JobKind, JobState, NewJob, RunRecord, RunStore, StepLedger, StoreError,
+    Commit, Job, JobKind, JobQueue, JobState, NewJob, RunReads, RunRecord, StepLedger, StoreError,
 };
 use coordinator_vm::{Answer, DispatchCommand, Event, Expected, Vm};
 
@@ -24,7 +24,19 @@ use std::sync::Arc;
 use crate::committer::{Committer, Feeding, StoreWait};
 use crate::config::{CANCELLED_UNSENT, INTERRUPTED, MAX_BACKOFF_SECONDS};
 use crate::flow_gate::{FlowGate, Turn};
+use crate::health::Health;
 use crate::parts::Parts;
+
+/// The store ports and the product adapter the worker may touch: nothing
+/// else of the store.
+pub(crate) struct WorkerPorts {
+    /// Leases, releases, discards jobs; tells the next due time.
+    pub(crate) queue: Arc<dyn JobQueue>,
+    /// Reads the run of a job.
+    pub(crate) runs: Arc<dyn RunReads>,
+    /// Sends calls, looks receipts up, observes completions.
+    pub(crate) adapter: Arc<dyn ProductAdapter>,
+}
 
 /// Removes a job from the in-flight set when its lane is done.
 struct InFlight<'a> {
@@ -44,14 +56,17 @@ impl Drop for InFlight<'_> {
 /// process's lanes are carrying out. Held in an `Arc` by the worker and
 /// by operator actions.
 pub(crate) struct JobRunner {
-    /// Reads the run of a job; releases and discards jobs; pings while the
-    /// store is away.
-    store: Arc<dyn RunStore>,
+    /// Releases and discards jobs.
+    queue: Arc<dyn JobQueue>,
+    /// Reads the run of a job.
+    runs: Arc<dyn RunReads>,
     /// Sends calls, looks receipts up, observes completions.
     adapter: Arc<dyn ProductAdapter>,
     /// Flow control of the calls to each connection.
     flow: Arc<FlowGate>,
     parts: Parts,
+    /// Pings the store while it is away.
+    health: Arc<Health>,
     /// The longest a job takes once started (`EngineConfig::request_budget_seconds`).
     request_budget_seconds: i64,
     /// Jobs a worker lane of this process is carrying out. The lanes share
@@ -63,21 +78,28 @@ pub(crate) struct JobRunner {
 }
 
 impl JobRunner {
-    /// The runner over `store`, calling products through `adapter` under
-    /// `flow`, starting a job only while `request_budget_seconds` of its
-    /// lease are left.
+    /// The runner over the worker's ports, under `flow`, waiting an outage
+    /// out through `health`, starting a job only while
+    /// `request_budget_seconds` of its lease are left.
     pub(crate) fn new(
-        store: Arc<dyn RunStore>,
-        adapter: Arc<dyn ProductAdapter>,
+        ports: WorkerPorts,
         flow: Arc<FlowGate>,
         parts: Parts,
+        health: Arc<Health>,
         request_budget_seconds: i64,
     ) -> Self {
+        let WorkerPorts {
+            queue,
+            runs,
+            adapter,
+        } = ports;
         JobRunner {
-            store,
+            queue,
+            runs,
             adapter,
             flow,
             parts,
+            health,
             request_budget_seconds,
             in_flight: std::sync::Mutex::new(std::collections::BTreeSet::new()),
         }
@@ -116,7 +138,7 @@ impl JobRunner {
             .saturating_add(self.request_budget_seconds)
             > lease_until
         {
-            let _ = self.store.release(id, owner, job.due_unix, None).await;
+            let _ = self.queue.release(id, owner, job.due_unix, None).await;
             return;
         }
         let fence = &self.parts.fence;
@@ -156,7 +178,7 @@ impl JobRunner {
     async fn wait_for_store(&self, deadline: i64) -> bool {
         let mut outage = StoreWait::new();
         loop {
-            match self.store.ping().await {
+            match self.health.ping().await {
                 Ok(()) => return true,
                 Err(e) => {
                     if self.parts.clock.now_unix() >= deadline {
@@ -180,13 +202,13 @@ impl JobRunner {
         let owner = self.parts.committer.leases().owner();
         let run = match carried {
             Some(run) => run,
-            None => match self.store.get(&job.run_id).await? {
+            None => match self.runs.get(&job.run_id).await? {
                 Some(run) => run,
-                None => return self.store.discard(job.id, owner).await.map(|()| None),
+                None => return self.queue.discard(job.id, owner).await.map(|()| None),
             },
         };
         if run.status().is_terminal() {
-            return self.store.discard(job.id, owner).await.map(|()| None);
+            return self.queue.discard(job.id, owner).await.map(|()| None);
         }
         let Some(vm) = self.parts.committer.programs().load(&run.revision).await? else {
             tracing::error!(run = %run.id, revision = %run.revision, "no Program for the run's revision; job held");
@@ -196,7 +218,7 @@ impl JobRunner {
                 .now_unix()
                 .saturating_add(MAX_BACKOFF_SECONDS);
             return self
-                .store
+                .queue
                 .release(job.id, owner, later, None)
                 .await
                 .map(|()| None);
@@ -270,7 +292,7 @@ impl JobRunner {
                         attempt,
                     },
                 ) {
-                    return self.store.discard(job.id, &owner).await;
+                    return self.queue.discard(job.id, &owner).await;
                 }
                 let call = Call {
                     step,
@@ -294,7 +316,7 @@ impl JobRunner {
                 ..
             } => {
                 if !vm.expects(&run.state, &Expected::ReceiptAnswer { step: &step }) {
-                    return self.store.discard(job.id, &owner).await;
+                    return self.queue.discard(job.id, &owner).await;
                 }
                 let request = ReceiptRequest {
                     operation_id,
@@ -311,7 +333,7 @@ impl JobRunner {
                 ..
             } => {
                 if !vm.expects(&run.state, &Expected::Completion { step: &step }) {
-                    return self.store.discard(job.id, &owner).await;
+                    return self.queue.discard(job.id, &owner).await;
                 }
                 let observation = Observing {
                     step,
@@ -538,7 +560,7 @@ impl JobRunner {
                 Err(e) => return Err(e),
             }
         }
-        self.store.release(job.id, owner, due, None).await
+        self.queue.release(job.id, owner, due, None).await
     }
 
     /// A receipt lookup the VM still expects (an operator's reconcile):
@@ -661,7 +683,7 @@ impl JobRunner {
             .clock
             .now_unix()
             .saturating_add(MAX_BACKOFF_SECONDS);
-        self.store
+        self.queue
             .release(job.id, self.parts.committer.leases().owner(), later, None)
             .await
     }

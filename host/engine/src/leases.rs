@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use coordinator_ports::store::{LeaseOnInsert, RunStore, StoreError};
+use coordinator_ports::store::{HoldsAndReviews, LeaseOnInsert, StoreError};
 
 use crate::health::Fence;
 
@@ -19,7 +19,7 @@ pub(crate) struct LeaseRule {
     /// startup ([`LeaseRule::adopt_restore_epoch`]) or at its first lease.
     epoch: OnceLock<u64>,
     /// Read once, for the restore epoch.
-    holds: Arc<dyn RunStore>,
+    holds: Arc<dyn HoldsAndReviews>,
     fence: Arc<Fence>,
 }
 
@@ -30,7 +30,7 @@ impl LeaseRule {
         owner: String,
         lease_seconds: i64,
         recovery_only: bool,
-        holds: Arc<dyn RunStore>,
+        holds: Arc<dyn HoldsAndReviews>,
         fence: Arc<Fence>,
     ) -> Self {
         LeaseRule {

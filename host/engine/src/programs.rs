@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 
 use coordinator_ir::Definition;
-use coordinator_ports::store::{RunStore, StoreError};
+use coordinator_ports::store::{Definitions, StoreError};
 use coordinator_runtime::config::Connection;
 use coordinator_vm::Vm;
 
@@ -14,7 +14,7 @@ use crate::config::EngineError;
 
 /// Programs by revision, and the active revision of each workflow.
 pub(crate) struct Programs {
-    definitions: Arc<dyn RunStore>,
+    definitions: Arc<dyn Definitions>,
     connections: Arc<BTreeMap<String, Connection>>,
     loaded: RwLock<HashMap<String, Arc<Vm>>>,
     active: BTreeMap<String, String>,
@@ -28,7 +28,7 @@ impl Programs {
     /// A Program the VM cannot load, two definitions of one workflow, or a
     /// connection a workflow names that `connections` lacks.
     pub(crate) fn new(
-        definitions: Arc<dyn RunStore>,
+        definitions: Arc<dyn Definitions>,
         connections: Arc<BTreeMap<String, Connection>>,
         active_definitions: &[Definition],
     ) -> Result<Programs, EngineError> {

@@ -6,19 +6,19 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use coordinator_ports::adapter::ProductAdapter;
 use coordinator_ports::flow::{ConnectionFlow, FlowControl};
-use coordinator_ports::store::{Job, LeaseRequest, RunStore, StoreError};
+use coordinator_ports::store::{Job, JobQueue, LeaseRequest, StoreError};
 
 use crate::flow_gate::FlowGate;
 use crate::handoff::HandedOff;
-use crate::job_runner::JobRunner;
+use crate::health::Health;
+use crate::job_runner::{JobRunner, WorkerPorts};
 use crate::parts::Parts;
 
 /// The worker: leases due jobs and carries each out. `Send + Sync`.
 pub struct Worker {
     /// Leases jobs, gives handed-off ones back, tells the next due time.
-    store: Arc<dyn RunStore>,
+    queue: Arc<dyn JobQueue>,
     /// Flow control of the calls to each connection (read for `/metrics`).
     flow: Arc<FlowGate>,
     /// Carries out one job.
@@ -29,26 +29,28 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// The worker over `store`, calling products through `adapter`,
-    /// `batch` jobs a tick, starting a job only while
-    /// `request_budget_seconds` of its lease are left.
+    /// The worker over `ports` with `parts`, `batch` jobs a tick, waiting
+    /// an outage out through `health`, starting a job only while
+    /// `request_budget_seconds` of its lease are left. Its flow gate uses
+    /// an in-memory flow control until the deployment's is attached.
     pub(crate) fn new(
-        store: Arc<dyn RunStore>,
-        adapter: Arc<dyn ProductAdapter>,
+        ports: WorkerPorts,
         parts: Parts,
+        health: Arc<Health>,
         batch: usize,
         request_budget_seconds: i64,
     ) -> Self {
         let flow = Arc::new(FlowGate::new());
+        let queue = ports.queue.clone();
         let runner = Arc::new(JobRunner::new(
-            store.clone(),
-            adapter,
+            ports,
             flow.clone(),
             parts.clone(),
+            health,
             request_budget_seconds,
         ));
         Worker {
-            store,
+            queue,
             flow,
             runner,
             parts,
@@ -107,7 +109,7 @@ impl Worker {
         let now = self.parts.clock.now_unix();
         let lease_until = leases.lease_until(now);
         let jobs = self
-            .store
+            .queue
             .lease(&LeaseRequest {
                 owner: leases.owner(),
                 now,
@@ -194,7 +196,7 @@ impl Worker {
         let owner = self.parts.committer.leases().owner();
         for h in self.parts.committer.hand_off().take(usize::MAX) {
             if let Err(e) = self
-                .store
+                .queue
                 .release(h.job.id, owner, h.job.due_unix, None)
                 .await
             {
@@ -211,7 +213,7 @@ impl Worker {
     ///
     /// [`JobQueue::next_due`]: coordinator_ports::store::JobQueue::next_due
     pub async fn next_due(&self) -> Result<Option<i64>, StoreError> {
-        self.store.next_due().await
+        self.queue.next_due().await
     }
 
     /// Each limited connection's calls in flight and waiting now, from

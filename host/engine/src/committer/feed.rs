@@ -133,7 +133,7 @@ impl Committer {
                         } else {
                             tracing::warn!(run = %run.id, error = %rejected, "event refused by the VM; job discarded");
                         }
-                        self.store.discard(job, &owner).await?;
+                        self.queue.discard(job, &owner).await?;
                     }
                     return Ok(Fed::Rejected(rejected));
                 }
@@ -211,7 +211,7 @@ impl Committer {
                 e => return Err(e),
             }
             run = loop {
-                match self.store.get(&run.id).await {
+                match self.runs.get(&run.id).await {
                     Ok(Some(r)) => break r,
                     Ok(None) => return Err(StoreError::NotFound),
                     Err(StoreError::Unavailable(e)) if complete.is_some() => {

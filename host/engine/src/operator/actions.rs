@@ -100,7 +100,8 @@ impl Operator {
         if uuid::Uuid::try_parse(run_id).is_err() {
             return Ok(None);
         }
-        self.store
+        self.ports
+            .runs
             .get(run_id)
             .await
             .map_err(|e| self.parts.fence.count_outage(e))
@@ -115,7 +116,8 @@ impl Operator {
         if let Some(workflows) = &mut filter.workflows {
             workflows.retain(|w| coordinator_ir::name::is_name(w));
         }
-        self.store
+        self.ports
+            .runs
             .list(&filter)
             .await
             .map_err(|e| self.parts.fence.count_outage(e))
@@ -186,7 +188,8 @@ impl Operator {
             return Err(ActionError::PayloadErased);
         }
         let holds = self
-            .store
+            .ports
+            .holds
             .holds()
             .await
             .map_err(|e| self.parts.fence.count_outage(e))?;
@@ -246,7 +249,7 @@ impl Operator {
                     // A call its connection's flow control holds back is
                     // looked at now: it ends cancelled, never sent.
                     let now = self.parts.clock.now_unix();
-                    match self.store.bring_run_forward(&r.id, now).await {
+                    match self.ports.queue.bring_run_forward(&r.id, now).await {
                         Ok(0) => {}
                         Ok(_) => self.parts.committer.hand_off().wake_one(),
                         Err(e) => {
@@ -261,7 +264,7 @@ impl Operator {
                 // shows what it found (it is a read: also under the restore
                 // hold and on a `--recovery-only` instance).
                 self.look_up_receipts_now(&r.id).await;
-                let after = self.store.get(&r.id).await?.unwrap_or(*r);
+                let after = self.ports.runs.get(&r.id).await?.unwrap_or(*r);
                 let expired = self
                     .parts
                     .committer
@@ -276,9 +279,12 @@ impl Operator {
             }
             // A cancel the VM does not take (the run ended meanwhile)
             // changes nothing: the run as it stands, as for an ended run.
-            Fed::Rejected(_) if action == Action::Cancel => {
-                self.store.get(run_id).await?.ok_or(ActionError::NotFound)
-            }
+            Fed::Rejected(_) if action == Action::Cancel => self
+                .ports
+                .runs
+                .get(run_id)
+                .await?
+                .ok_or(ActionError::NotFound),
             Fed::Rejected(r) => Err(ActionError::Refused(r)),
             Fed::Held => Err(ActionError::ExecutionHeld),
         }
@@ -308,7 +314,8 @@ impl Operator {
         let now = self.parts.clock.now_unix();
         let lease_until = leases.lease_until(now);
         let leased = self
-            .store
+            .ports
+            .queue
             .lease(&LeaseRequest {
                 owner: leases.owner(),
                 now,
@@ -338,7 +345,7 @@ impl Operator {
         let budget =
             std::time::Duration::from_secs(u64::try_from(self.request_budget_seconds).unwrap_or(0));
         while waited.elapsed() < budget {
-            let in_progress = match self.store.jobs(run_id).await {
+            let in_progress = match self.ports.runs.jobs(run_id).await {
                 Ok(jobs) => jobs
                     .iter()
                     .any(|j| matches!(j.kind, JobKind::LookupReceipt { .. }) && j.lease.is_some()),
@@ -354,7 +361,8 @@ impl Operator {
     /// The work of [`Engine::retain`].
     pub(crate) async fn retain(&self, before_unix: i64, limit: u32) -> Result<Erasure, StoreError> {
         let done = self
-            .store
+            .ports
+            .maintenance
             .erase_payloads(before_unix, limit, self.parts.clock.now_unix())
             .await
             .map_err(|e| self.parts.fence.count_outage(e))?;
@@ -365,7 +373,8 @@ impl Operator {
     /// The work of [`Engine::bring_forward`].
     pub(crate) async fn bring_forward(&self, review_request_id: &str) -> Result<usize, StoreError> {
         let moved = self
-            .store
+            .ports
+            .queue
             .bring_forward(
                 review_request_id,
                 self.parts.clock.now_unix(),

@@ -9,19 +9,32 @@ pub mod restore;
 
 use std::sync::Arc;
 
-use coordinator_ports::store::RunStore;
+use coordinator_ports::store::{HoldsAndReviews, JobQueue, Maintenance, RunReads};
 
 use crate::job_runner::JobRunner;
 use crate::parts::Parts;
+
+/// The store ports the operator may touch: nothing else of the store.
+/// An operator action takes what it needs from here and commits through
+/// the committer's one commit path.
+pub(crate) struct OperatorPorts {
+    /// Reads runs, pages of runs and a run's jobs.
+    pub(crate) runs: Arc<dyn RunReads>,
+    /// The deployment-wide holds, the review survey and attestations.
+    pub(crate) holds: Arc<dyn HoldsAndReviews>,
+    /// Retention.
+    pub(crate) maintenance: Arc<dyn Maintenance>,
+    /// The jobs it leases (a reconcile's lookup), claims (the restore
+    /// hold's sweep), discards and brings forward.
+    pub(crate) queue: Arc<dyn JobQueue>,
+}
 
 /// One role of the engine: operator actions (`cancel`, `retry-same`,
 /// `reconcile`), inspection, listing, retention, review completions, the
 /// deployment-wide holds and the restore sequence (`restore.rs`). It holds
 /// the job runner to carry out a reconcile's receipt lookup at once.
 pub struct Operator {
-    /// Reads runs and their jobs; the holds and reviews; retention; the
-    /// jobs it leases, claims, discards and brings forward.
-    store: Arc<dyn RunStore>,
+    ports: OperatorPorts,
     /// Carries out a reconcile's receipt lookup at once.
     runner: Arc<JobRunner>,
     parts: Parts,
@@ -33,17 +46,17 @@ pub struct Operator {
 }
 
 impl Operator {
-    /// Operator actions over `store` with `parts`, carrying lookups out
-    /// at once with `runner`.
+    /// Operator actions over `ports` with `parts`, carrying
+    /// lookups out at once with `runner`.
     pub(crate) fn new(
-        store: Arc<dyn RunStore>,
+        ports: OperatorPorts,
         runner: Arc<JobRunner>,
         parts: Parts,
         observation_floor_seconds: u64,
         request_budget_seconds: i64,
     ) -> Self {
         Operator {
-            store,
+            ports,
             runner,
             parts,
             observation_floor_seconds,

@@ -85,7 +85,7 @@ impl Operator {
     /// # Errors
     /// The store's.
     pub(crate) async fn holds(&self) -> Result<Holds, StoreError> {
-        self.store.holds().await
+        self.ports.holds.holds().await
     }
 
     /// Changes the holds: `change` sees the current holds and either
@@ -100,10 +100,10 @@ impl Operator {
         change: impl Fn(&mut Holds) -> Result<(), E>,
     ) -> Result<Holds, E> {
         loop {
-            let current = self.store.holds().await?;
+            let current = self.ports.holds.holds().await?;
             let mut next = current.clone();
             change(&mut next)?;
-            if next == current || self.store.swap_holds(&current, &next).await? {
+            if next == current || self.ports.holds.swap_holds(&current, &next).await? {
                 return Ok(next);
             }
         }
@@ -148,14 +148,14 @@ impl Operator {
 
     /// The work of [`Engine::release_restore_hold`].
     pub(crate) async fn release_restore_hold(&self) -> Result<Holds, HoldError> {
-        let current = self.store.holds().await?;
+        let current = self.ports.holds.holds().await?;
         if !current.restore {
             return Err(HoldError::HoldRequired("the restore hold is not in place"));
         }
         self.hold_back_restored_commands().await?;
-        let survey = self.store.review_survey().await?;
+        let survey = self.ports.holds.review_survey().await?;
         if current.execution_recovery_completed {
-            self.store.attest_reviews().await?;
+            self.ports.holds.attest_reviews().await?;
         }
         let holds = self
             .update_holds(|h: &mut Holds| {
@@ -223,7 +223,8 @@ impl Operator {
         loop {
             let lease_until = leases.lease_until(self.parts.clock.now_unix());
             let jobs = self
-                .store
+                .ports
+                .queue
                 .claim_restored_commands(&owner, lease_until, HOLD_BACK_BATCH)
                 .await?;
             let claimed = jobs.len();
@@ -235,10 +236,10 @@ impl Operator {
                 // A `sending` job's attempt was started (its request may
                 // have left): inspection counts it.
                 let started = (job.state == JobState::Sending).then_some(dispatch.attempt);
-                let run = match self.store.get(&job.run_id).await? {
+                let run = match self.ports.runs.get(&job.run_id).await? {
                     Some(r) if !r.status().is_terminal() => r,
                     _ => {
-                        self.store.discard(job.id, &owner).await?;
+                        self.ports.queue.discard(job.id, &owner).await?;
                         continue;
                     }
                 };
