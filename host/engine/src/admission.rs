@@ -180,7 +180,7 @@ pub(crate) struct AdmissionPorts {
 /// One role of the engine: admission. Starts by token and by event become
 /// runs through the group admission; its own state is the admissions in
 /// flight.
-pub(crate) struct Admission {
+pub struct Admission {
     ports: AdmissionPorts,
     parts: Parts,
     /// Derives start identities and request digests.
@@ -215,7 +215,7 @@ impl Admission {
 
 impl Admission {
     /// The active revision of each workflow.
-    pub(crate) fn active_revisions(&self) -> &BTreeMap<String, String> {
+    pub fn active_revisions(&self) -> &BTreeMap<String, String> {
         self.parts.committer.programs().active_revisions()
     }
 
@@ -224,7 +224,7 @@ impl Admission {
     ///
     /// # Errors
     /// The store's.
-    pub(crate) async fn activation_current(&self) -> Result<bool, StoreError> {
+    pub async fn activation_current(&self) -> Result<bool, StoreError> {
         self.ports
             .definitions
             .activation_current()
@@ -232,13 +232,14 @@ impl Admission {
             .map_err(|e| self.parts.fence.count_outage(e))
     }
 
-    /// The engine clock's current instant, Unix seconds.
-    pub(crate) fn now_unix(&self) -> i64 {
-        self.parts.clock.now_unix()
-    }
-
-    /// The work of [`Engine::admit`].
-    pub(crate) async fn admit(
+    /// Admits a run (SPEC §8 `POST /v1/runs`): the revision must be the
+    /// active one, the VM checks the input, and the run and its first jobs
+    /// are stored in one step. Returns `(created, run)`: `false` for a
+    /// repeat of the same key, revision and input.
+    ///
+    /// # Errors
+    /// See [`AdmitError`].
+    pub async fn admit(
         &self,
         principal: &Principal,
         request: StartRequest,
@@ -493,8 +494,9 @@ impl Admission {
         }
     }
 
-    /// The work of [`Engine::trigger`].
-    pub(crate) fn trigger(&self, workflow: &str, trigger: &str) -> Option<TriggerInfo> {
+    /// The trigger `trigger` of `workflow`'s active Program, or `None` when
+    /// no package serves the workflow or its Program has no such trigger.
+    pub fn trigger(&self, workflow: &str, trigger: &str) -> Option<TriggerInfo> {
         let programs = self.parts.committer.programs();
         let vm = programs.cached(programs.active_revisions().get(workflow)?)?;
         vm.program()
@@ -507,8 +509,21 @@ impl Admission {
             })
     }
 
-    /// The work of [`Engine::admit_event`].
-    pub(crate) async fn admit_event(
+    /// Admits a run from a verified event (SPEC §2.4 `POST
+    /// /v1/events/{workflow}/{trigger}`): the event's `source` must be
+    /// `origin`'s URI and its `type` the trigger's `eventType`; the
+    /// trigger's mappings give the idempotency value and the input; the run
+    /// is admitted under the active revision with `origin` as its owner and
+    /// the start identity [`AdmissionKey::event_start_identity`]. Returns
+    /// `(created, run)`: `false` for a repeat with the same idempotency
+    /// value and the same input. Counted as an admission. With traces on,
+    /// the run's admission span is the child of `trace_parent` (the
+    /// request's `traceparent`) when given.
+    ///
+    /// # Errors
+    /// See [`AdmitError`] (the `Event*` and `UnknownTrigger` variants are
+    /// this route's).
+    pub async fn admit_event(
         &self,
         origin: &EventOrigin,
         workflow: &str,

@@ -9,11 +9,11 @@
 /// ends `cancelled`.
 pub const CANCELLED_UNSENT: &str = "cancelled-unsent";
 
-/// The code fed as [`Answer::Uncertain`] for a mutation or evaluation whose
+/// The code fed as [`Answer::Uncertain`](coordinator_vm::Answer::Uncertain) for a mutation or evaluation whose
 /// job was found `sending` after its lease expired (a crash mid-request).
 pub const INTERRUPTED: &str = "dispatch-interrupted";
 
-/// The code fed as [`Answer::Uncertain`] for a prepared command the restore
+/// The code fed as [`Answer::Uncertain`](coordinator_vm::Answer::Uncertain) for a prepared command the restore
 /// hold found `ready` or `sending` (committed before the backup; the
 /// deployment the backup came from may have sent it since): held as an
 /// `unknown` effect for review, never dispatched by itself

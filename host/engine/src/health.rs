@@ -1,5 +1,5 @@
 //! The process's health: the fence a `restore.lease-incompatible` refusal
-//! raises ([`Fence`], held by every role that leases or acts), and the
+//! raises (`Fence`, held by every role that leases or acts), and the
 //! [`Health`] part of the [`Engine`](crate::Engine) that `/ready`, doctor
 //! and `/metrics` read (the fence, the audit journal, the store's ping, the
 //! counters).
@@ -65,7 +65,7 @@ impl Fence {
 }
 
 /// The engine's health part: what `/ready`, doctor and `/metrics` ask of
-/// this process besides its roles. It holds the [`Fence`], the audit
+/// this process besides its roles. It holds the fence, the audit
 /// journal once attached ([`crate::Engine::with_audit`]), the counters, and
 /// the store's upkeep port, which it only pings.
 pub struct Health {

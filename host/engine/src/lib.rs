@@ -46,12 +46,15 @@ pub(crate) mod timeline;
 pub mod trace;
 pub mod worker;
 
-pub use admission::{AdmitError, EventOrigin, Principal, StartRequest, TriggerInfo};
+pub use admission::{Admission, AdmitError, EventOrigin, Principal, StartRequest, TriggerInfo};
 pub use config::{EngineConfig, EngineError, INTERRUPTED, MAX_BACKOFF_SECONDS, RESTORED};
 pub use engine::Engine;
 pub use flow_gate::MAX_RETRY_AFTER_SECONDS;
+pub use health::Health;
 pub use operator::actions::{Action, ActionError, InspectedStep};
 pub use operator::restore::HoldError;
+pub use operator::Operator;
+pub use worker::Worker;
 
 /// The VM's run state names and effect states, re-exported for `server/`
 /// (which depends on the hosts and `api/` only).

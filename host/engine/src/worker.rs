@@ -1,6 +1,6 @@
 //! One role of the engine: the worker. [`Worker::tick`] takes the jobs
 //! this process's commits handed off, or leases the due jobs, and carries
-//! each out through the [`JobRunner`] (`job_runner.rs`); the server's lanes
+//! each out through the `JobRunner` (`job_runner.rs`); the server's lanes
 //! call it, woken by the hand-off or by the due time of the next job.
 
 use std::collections::BTreeMap;
@@ -205,15 +205,22 @@ impl Worker {
         }
     }
 
-    /// The earliest due instant (Unix seconds) of a job no lease holds
-    /// ([`JobQueue::next_due`]): the worker's timer sleeps until then.
+    /// How long until the earliest due job no lease holds (or run
+    /// deadline not yet a job, [`JobQueue::next_due`]) is due by the engine
+    /// clock: zero when one is due now, `None` when there is none. The
+    /// server's due timer sleeps that long, then wakes a lane.
     ///
     /// # Errors
     /// The store's.
     ///
     /// [`JobQueue::next_due`]: coordinator_ports::store::JobQueue::next_due
-    pub async fn next_due(&self) -> Result<Option<i64>, StoreError> {
-        self.queue.next_due().await
+    pub async fn next_due_in(&self) -> Result<Option<std::time::Duration>, StoreError> {
+        let Some(due) = self.queue.next_due().await? else {
+            return Ok(None);
+        };
+        let now = self.parts.clock.now_unix();
+        let seconds = u64::try_from(due.saturating_sub(now)).unwrap_or(0);
+        Ok(Some(std::time::Duration::from_secs(seconds)))
     }
 
     /// Each limited connection's calls in flight and waiting now, from

@@ -50,7 +50,7 @@ pub(crate) async fn start(
         input: request.input,
         trace_parent: crate::telemetry::inbound_trace_parent(&headers),
     };
-    let result = s.engine.admit(&who, start, &key).await;
+    let result = s.engine.admission.admit(&who, start, &key).await;
     admitted(&s, result, ops::principal_value(&who), None).await
 }
 
@@ -205,6 +205,7 @@ pub(crate) async fn list(
     };
     let page = s
         .engine
+        .operator
         .list(&filter)
         .await
         .map_err(|e| ApiError::store(&e))?;
@@ -231,6 +232,7 @@ pub(crate) async fn visible_run(
     }
     let run = s
         .engine
+        .operator
         .get(run_id)
         .await
         .map_err(|e| ApiError::store(&e))?
@@ -273,6 +275,7 @@ pub(crate) async fn inspect(
     let run = requested_run(&s, &headers, path, "inspect").await?;
     let steps = s
         .engine
+        .operator
         .inspect(&run)
         .await
         .map_err(|e| ApiError::store(&e))?;

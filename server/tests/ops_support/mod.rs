@@ -223,10 +223,11 @@ pub async fn start_journaled(
     } else {
         AuditJournal::open(&audit_dir.path().join("audit.jsonl")).unwrap()
     };
+    let clock = Arc::new(ManualClock::at("2026-03-02T09:00:00Z"));
     let engine = Engine::new(
         config,
         store.clone() as Arc<dyn RunStore>,
-        Arc::new(ManualClock::at("2026-03-02T09:00:00Z")),
+        clock.clone(),
         Arc::new(HttpAdapter::new(Arc::new(secrets)).unwrap()),
         AdmissionKey::new(&[7u8; 32]).unwrap(),
         connections.clone(),
@@ -243,6 +244,7 @@ pub async fn start_journaled(
     };
     let state = AppState {
         engine: engine.clone(),
+        clock,
         counts: store.clone(),
         verifier: Arc::new(Verifier::new(&authentication, KeySource::Discovery)),
         completions: Arc::new(Completions::default()),

@@ -92,9 +92,12 @@ pub struct InspectedStep {
 }
 
 impl Operator {
-    /// The work of [`Engine::get`].
-    pub(crate) async fn get(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
-        // Run ids are UUIDs ([`Engine::admit`] makes them): anything else
+    /// The run with this id; `None` also for an id that is not a UUID.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn get(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        // Run ids are UUIDs (`Admission::admit` makes them): anything else
         // names no run, and never reaches the store (a NUL byte there is a
         // database error, not an outage).
         if uuid::Uuid::try_parse(run_id).is_err() {
@@ -107,8 +110,11 @@ impl Operator {
             .map_err(|e| self.parts.fence.count_outage(e))
     }
 
-    /// The work of [`Engine::list`].
-    pub(crate) async fn list(&self, filter: &RunFilter) -> Result<RunPage, StoreError> {
+    /// A page of runs.
+    ///
+    /// # Errors
+    /// The store's ([`StoreError::BadCursor`] for a foreign cursor).
+    pub async fn list(&self, filter: &RunFilter) -> Result<RunPage, StoreError> {
         // Workflow names are names ([`coordinator_ir::name::is_name`]):
         // anything else names no workflow, and never reaches the store (a
         // NUL byte there is a database error, not an outage).
@@ -123,8 +129,12 @@ impl Operator {
             .map_err(|e| self.parts.fence.count_outage(e))
     }
 
-    /// The work of [`Engine::inspect`].
-    pub(crate) async fn inspect(&self, run: &RunRecord) -> Result<Vec<InspectedStep>, StoreError> {
+    /// Each visited step with its effect, attempts, and the current wait's
+    /// due time and observation count.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn inspect(&self, run: &RunRecord) -> Result<Vec<InspectedStep>, StoreError> {
         let vm = self.parts.committer.programs().load(&run.revision).await?;
         let wait = vm.as_ref().and_then(|v| v.current_wait(&run.state));
         let mut ledgers = run.ledger.clone();
@@ -154,8 +164,15 @@ impl Operator {
         Ok(out)
     }
 
-    /// The work of [`Engine::act`].
-    pub(crate) async fn act(&self, run_id: &str, action: Action) -> Result<RunRecord, ActionError> {
+    /// Applies an operator action (SPEC §8 `cancel`, `retry-same`,
+    /// `reconcile`) and returns the run after it. A cancel of an ended run
+    /// changes nothing and returns it.
+    ///
+    /// # Errors
+    /// [`ActionError::Refused`] when the VM refuses the event;
+    /// [`ActionError::BindingChanged`] for a `retry-same` or `reconcile` of
+    /// a run admitted under another binding of one of its connections.
+    pub async fn act(&self, run_id: &str, action: Action) -> Result<RunRecord, ActionError> {
         let started = self.parts.clock.now();
         let result = self.act_on(run_id, action).await;
         let name = match action {
@@ -358,8 +375,14 @@ impl Operator {
         }
     }
 
-    /// The work of [`Engine::retain`].
-    pub(crate) async fn retain(&self, before_unix: i64, limit: u32) -> Result<Erasure, StoreError> {
+    /// Retention (seed 000 "Erase ended payloads"): erases the payloads of
+    /// at most `limit` runs (1..=100) that ended before `before_unix`,
+    /// oldest ended first, never live or uncertain work
+    /// ([`Maintenance::erase_payloads`](coordinator_ports::store::Maintenance::erase_payloads)); stamped with this engine's clock.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn retain(&self, before_unix: i64, limit: u32) -> Result<Erasure, StoreError> {
         let done = self
             .ports
             .maintenance
@@ -370,8 +393,13 @@ impl Operator {
         Ok(done)
     }
 
-    /// The work of [`Engine::bring_forward`].
-    pub(crate) async fn bring_forward(&self, review_request_id: &str) -> Result<usize, StoreError> {
+    /// `POST /v1/review-completions`: brings the next read of this review
+    /// request forward (never sooner than the observation floor after the
+    /// last read). Returns how many waits moved.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn bring_forward(&self, review_request_id: &str) -> Result<usize, StoreError> {
         let moved = self
             .ports
             .queue

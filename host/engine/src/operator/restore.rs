@@ -7,7 +7,7 @@
 //! - Placing the restore hold moves the restore epoch ([`Holds::restore_epoch`]),
 //!   so no process that started before it leases again, and holds back
 //!   every prepared command of a mutation or evaluation that is `ready` or
-//!   `sending` ([`Engine::hold_back_restored_commands`]): each is answered
+//!   `sending` (`Operator::hold_back_restored_commands`): each is answered
 //!   `uncertain` ([`RESTORED`]), so the run waits in `attention` with an
 //!   `unknown` effect and review [`Review::Required`]. Such a command is
 //!   never dispatched by itself again: `reconcile`, `cancel`, or the
@@ -25,7 +25,7 @@ use crate::committer::{Fed, Feeding};
 use crate::config::RESTORED;
 use coordinator_ports::store::{Holds, JobKind, JobState, Review, StepLedger, StoreError};
 
-/// Jobs one round of [`Operator::hold_back_restored_commands`] claims.
+/// Jobs one round of `Operator::hold_back_restored_commands` claims.
 const HOLD_BACK_BATCH: usize = 100;
 
 /// Why a step of the restore sequence was refused (409, seed 000 "Codes
@@ -84,7 +84,7 @@ impl Operator {
     ///
     /// # Errors
     /// The store's.
-    pub(crate) async fn holds(&self) -> Result<Holds, StoreError> {
+    pub async fn holds(&self) -> Result<Holds, StoreError> {
         self.ports.holds.holds().await
     }
 
@@ -95,7 +95,7 @@ impl Operator {
     ///
     /// # Errors
     /// The refusal `change` returns, or the store's.
-    pub(crate) async fn update_holds<E: From<StoreError>>(
+    pub async fn update_holds<E: From<StoreError>>(
         &self,
         change: impl Fn(&mut Holds) -> Result<(), E>,
     ) -> Result<Holds, E> {
@@ -109,8 +109,16 @@ impl Operator {
         }
     }
 
-    /// The work of [`Engine::place_restore_hold`].
-    pub(crate) async fn place_restore_hold(&self) -> Result<(Holds, u64), HoldError> {
+    /// `restore-hold`: places the restore hold and the admission hold. A
+    /// new placement moves the restore epoch and clears the attestation.
+    /// Then holds back every restored prepared command (also when the hold
+    /// was in place already, so a placement that stopped half way is
+    /// finished by placing it again). Returns the holds after and how many
+    /// prepared commands this call held back.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn place_restore_hold(&self) -> Result<(Holds, u64), HoldError> {
         let holds = self
             .update_holds(|h: &mut Holds| {
                 if !h.restore {
@@ -132,8 +140,12 @@ impl Operator {
         Ok((holds, held_back))
     }
 
-    /// The work of [`Engine::complete_execution_recovery`].
-    pub(crate) async fn complete_execution_recovery(&self) -> Result<Holds, HoldError> {
+    /// `complete-execution-recovery`: the operator attests the execution
+    /// history; only under the restore hold.
+    ///
+    /// # Errors
+    /// [`HoldError::HoldRequired`] without the restore hold; the store's.
+    pub async fn complete_execution_recovery(&self) -> Result<Holds, HoldError> {
         self.update_holds(|h: &mut Holds| {
             if !h.restore {
                 return Err(HoldError::HoldRequired(
@@ -146,8 +158,15 @@ impl Operator {
         .await
     }
 
-    /// The work of [`Engine::release_restore_hold`].
-    pub(crate) async fn release_restore_hold(&self) -> Result<Holds, HoldError> {
+    /// `release-restore-hold`: refused while a live run needs review or
+    /// holds an unknown effect, unless execution recovery was attested (then
+    /// every run needing review is recorded [`Review::Attested`]). Holds
+    /// back any restored prepared command a placement left first.
+    ///
+    /// # Errors
+    /// [`HoldError::HoldRequired`], [`HoldError::ReviewRequired`],
+    /// [`HoldError::Unresolved`]; the store's.
+    pub async fn release_restore_hold(&self) -> Result<Holds, HoldError> {
         let current = self.ports.holds.holds().await?;
         if !current.restore {
             return Err(HoldError::HoldRequired("the restore hold is not in place"));
@@ -184,8 +203,13 @@ impl Operator {
         Ok(holds)
     }
 
-    /// The work of [`Engine::release_admission_hold`].
-    pub(crate) async fn release_admission_hold(&self) -> Result<Holds, HoldError> {
+    /// `release-admission-hold`: only once the restore hold is released.
+    ///
+    /// # Errors
+    /// [`HoldError::HoldRequired`] without the admission hold,
+    /// [`HoldError::Unresolved`] while the restore hold is in place; the
+    /// store's.
+    pub async fn release_admission_hold(&self) -> Result<Holds, HoldError> {
         let holds = self
             .update_holds(|h: &mut Holds| {
                 if !h.admission {
