@@ -6,8 +6,12 @@ use coordinator_ir::instant::Instant;
 /// Admission is keyed by start identity: a repeat with the same digest is
 /// the stored run, another digest a conflict; concurrent admissions of one
 /// identity give one run.
-pub async fn admission_is_keyed_by_start_identity(s: &dyn RunStore, fx: &Fixture) {
-    let created = s
+pub async fn admission_is_keyed_by_start_identity(
+    admission: &dyn RunAdmission,
+    reads: &dyn RunReads,
+    fx: &Fixture,
+) {
+    let created = admission
         .admit(new_run(fx, "run-a", "alice", "id-1", "d1"))
         .await
         .expect("admit");
@@ -16,18 +20,20 @@ pub async fn admission_is_keyed_by_start_identity(s: &dyn RunStore, fx: &Fixture
     };
     assert_eq!((a.version, a.id.as_str()), (1, "run-a"));
     assert!(matches!(
-        s.admit(new_run(fx, "run-b", "alice", "id-1", "d1")).await,
+        admission.admit(new_run(fx, "run-b", "alice", "id-1", "d1")).await,
         Ok(Admitted::Existing(r)) if r.id == "run-a"
     ));
     assert_eq!(
-        s.admit(new_run(fx, "run-c", "alice", "id-1", "d2")).await,
+        admission
+            .admit(new_run(fx, "run-c", "alice", "id-1", "d2"))
+            .await,
         Ok(Admitted::Conflict)
     );
-    assert_eq!(s.jobs("run-a").await.map(|j| j.len()), Ok(1));
-    assert_eq!(s.get("run-b").await, Ok(None));
+    assert_eq!(reads.jobs("run-a").await.map(|j| j.len()), Ok(1));
+    assert_eq!(reads.get("run-b").await, Ok(None));
     let (x, y) = tokio::join!(
-        s.admit(new_run(fx, "run-x", "bob", "id-2", "d")),
-        s.admit(new_run(fx, "run-y", "bob", "id-2", "d"))
+        admission.admit(new_run(fx, "run-x", "bob", "id-2", "d")),
+        admission.admit(new_run(fx, "run-y", "bob", "id-2", "d"))
     );
     let (x, y) = (x.expect("admit x"), y.expect("admit y"));
     assert_eq!(id(&x), id(&y), "one run for one identity");
@@ -39,7 +45,12 @@ pub async fn admission_is_keyed_by_start_identity(s: &dyn RunStore, fx: &Fixture
 
 /// What is stored reads back: state, owner, ledger, a dispatch job's
 /// command and key; `get` of an unknown run is `None`.
-pub async fn records_round_trip(s: &dyn RunStore, fx: &Fixture) {
+pub async fn records_round_trip(
+    admission: &dyn RunAdmission,
+    queue: &dyn JobQueue,
+    reads: &dyn RunReads,
+    fx: &Fixture,
+) {
     let mut run = new_run(fx, "run-a", "alice", "id-1", "d");
     run.trace_parent = coordinator_ports::TraceParent::parse(
         "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
@@ -49,10 +60,10 @@ pub async fn records_round_trip(s: &dyn RunStore, fx: &Fixture) {
         kind: dispatch("notify", 1),
         due_unix: 10,
     }];
-    let Admitted::Created(created) = s.admit(run.clone()).await.expect("admit") else {
+    let Admitted::Created(created) = admission.admit(run.clone()).await.expect("admit") else {
         panic!("created")
     };
-    let got = s.get("run-a").await.expect("get").expect("the run");
+    let got = reads.get("run-a").await.expect("get").expect("the run");
     assert_eq!(got, created);
     assert_eq!(got.state, run.state);
     assert_eq!(got.owner, owner("alice"));
@@ -63,7 +74,7 @@ pub async fn records_round_trip(s: &dyn RunStore, fx: &Fixture) {
     assert_eq!(got.bindings, run.bindings);
     assert_eq!(got.trace_parent, run.trace_parent);
     assert!(got.ledger.is_empty());
-    let jobs = s.jobs("run-a").await.expect("jobs");
+    let jobs = reads.jobs("run-a").await.expect("jobs");
     let job = jobs.first().expect("one job");
     assert_eq!(job.kind, dispatch("notify", 1));
     assert_eq!(
@@ -105,7 +116,7 @@ pub async fn records_round_trip(s: &dyn RunStore, fx: &Fixture) {
     );
     let mut next = state("run-a");
     next.path.push("notify".into());
-    let v = s
+    let v = queue
         .commit(Commit {
             review: None,
             run_id: "run-a".into(),
@@ -128,7 +139,7 @@ pub async fn records_round_trip(s: &dyn RunStore, fx: &Fixture) {
         .await
         .expect("commit");
     assert_eq!(v, 2);
-    let got = s.get("run-a").await.expect("get").expect("the run");
+    let got = reads.get("run-a").await.expect("get").expect("the run");
     assert_eq!(
         (
             got.state,
@@ -140,9 +151,9 @@ pub async fn records_round_trip(s: &dyn RunStore, fx: &Fixture) {
         (next, ledger, 2, run.bindings, run.trace_parent),
         "a commit keeps the bindings and trace context recorded at admission"
     );
-    assert_eq!(s.jobs("run-a").await.map(|j| j.len()), Ok(2));
-    assert_eq!(s.get("nope").await, Ok(None));
-    assert_eq!(s.jobs("nope").await, Ok(vec![]));
+    assert_eq!(reads.jobs("run-a").await.map(|j| j.len()), Ok(2));
+    assert_eq!(reads.get("nope").await, Ok(None));
+    assert_eq!(reads.jobs("nope").await, Ok(vec![]));
 }
 
 /// A group admission ([`RunAdmission::admit_batch`]) answers each start as
@@ -150,9 +161,14 @@ pub async fn records_round_trip(s: &dyn RunStore, fx: &Fixture) {
 /// job leased on insert), a repeat of a spent identity (its run), the same
 /// identity with another digest (conflict), and two starts of one new
 /// identity in the batch (one run, the other start answered with it).
-pub async fn group_admissions_answer_each_start_as_alone(s: &dyn RunStore, fx: &Fixture) {
+pub async fn group_admissions_answer_each_start_as_alone(
+    admission: &dyn RunAdmission,
+    reads: &dyn RunReads,
+    fx: &Fixture,
+) {
     use coordinator_ports::store::LeaseOnInsert;
-    s.admit(new_run(fx, "run-spent", "alice", "id-spent", "d"))
+    admission
+        .admit(new_run(fx, "run-spent", "alice", "id-spent", "d"))
         .await
         .expect("admit");
     let on_insert = LeaseOnInsert {
@@ -167,7 +183,7 @@ pub async fn group_admissions_answer_each_start_as_alone(s: &dyn RunStore, fx: &
             Some(on_insert.clone()),
         )
     };
-    let answers = s
+    let answers = admission
         .admit_batch(vec![
             start("run-new", "id-new", "d"),
             start("run-again", "id-spent", "d"),
@@ -199,7 +215,7 @@ pub async fn group_admissions_answer_each_start_as_alone(s: &dyn RunStore, fx: &
             || twins == ["existing run-twin-2", "created run-twin-2"],
         "one run for the identity, the other start answered with it: {twins:?}"
     );
-    let leased = s.jobs("run-new").await.expect("jobs");
+    let leased = reads.jobs("run-new").await.expect("jobs");
     assert_eq!(
         leased
             .iter()
@@ -208,6 +224,6 @@ pub async fn group_admissions_answer_each_start_as_alone(s: &dyn RunStore, fx: &
         vec![Some("w1".to_owned())],
         "the new run's due job is leased on insert"
     );
-    assert!(s.get("run-again").await.expect("get").is_none());
-    assert!(s.get("run-other").await.expect("get").is_none());
+    assert!(reads.get("run-again").await.expect("get").is_none());
+    assert!(reads.get("run-other").await.expect("get").is_none());
 }
