@@ -756,7 +756,11 @@ async fn ended_at_is_the_real_end_not_the_instant_of_the_last_timed_event() {
     use coordinator_ports::Maintenance;
     let erased = env
         .store
-        .erase_payloads(deadline_unix + 3_600, 100, env.clock.now_unix())
+        .erase_payloads(
+            coordinator_ports::clock::unix_to_instant(deadline_unix + 3_600),
+            100,
+            env.clock.now(),
+        )
         .await
         .unwrap();
     assert_eq!(

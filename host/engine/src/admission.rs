@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use coordinator_ir::instant::Instant;
+use coordinator_ports::clock::whole_second;
 use coordinator_ports::store::{Admitted, NewRun, Owner, RunRecord, StoreError};
 use coordinator_runtime::binding;
 use coordinator_vm::{RejectCode, Vm};
@@ -424,8 +424,8 @@ impl Admission {
         trace_parent: Option<TraceParent>,
     ) -> Result<(bool, RunRecord), AdmitError> {
         let (owner, start_identity, request_digest, workflow, revision) = start;
-        let now = self.parts.clock.now_unix();
-        let resumed = match vm.admit(input, Instant::from_unix_seconds_capped(now)) {
+        let now = self.parts.clock.now();
+        let resumed = match vm.admit(input, whole_second(&now)) {
             Ok(r) => r,
             Err(r) => {
                 return self
@@ -437,12 +437,12 @@ impl Admission {
                     .await
             }
         };
-        let resumed = crate::jobs::take_due_waits(vm, resumed, now, true);
+        let resumed = crate::jobs::take_due_waits(vm, resumed, &now, true);
         let jobs =
             self.parts
                 .committer
                 .jobs()
-                .jobs_for(&start_identity, &resumed.commands, now, false);
+                .jobs_for(&start_identity, &resumed.commands, &now, false);
         let bindings = binding::binding_digests(&self.parts.connections, &vm.program().connections);
         let run = NewRun {
             id: uuid::Uuid::new_v4().to_string(),
@@ -456,11 +456,8 @@ impl Admission {
             bindings,
             trace_parent,
         };
-        let due_now = {
-            let now = self.parts.clock.now_unix();
-            run.jobs.iter().any(|j| j.due_unix <= now)
-        };
-        let lease = self.parts.committer.leases().on_insert(now);
+        let due_now = run.jobs.iter().any(|j| j.due_at <= now);
+        let lease = self.parts.committer.leases().on_insert(&now);
         let (admitted, leased) = self
             .admit_grouped(run, lease.clone())
             .await

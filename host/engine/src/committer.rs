@@ -36,7 +36,8 @@ pub(crate) struct CommitterParts {
     pub(crate) counters: Arc<Counters>,
     /// The spans of the steps a commit ends.
     pub(crate) spans: Arc<Spans>,
-    /// The engine clock (read again when a commit is tried anew).
+    /// The engine clock, read again when a commit is tried anew after a
+    /// conflict or an outage (a new step of work).
     pub(crate) clock: Arc<dyn Clock>,
 }
 

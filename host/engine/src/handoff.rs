@@ -7,6 +7,7 @@
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
+use coordinator_ir::instant::Instant;
 use coordinator_ports::store::{Job, RunRecord};
 use tokio::sync::Notify;
 
@@ -16,8 +17,8 @@ pub(crate) struct HandedOff {
     pub(crate) job: Job,
     /// The run as the commit that made the job left it.
     pub(crate) run: RunRecord,
-    /// Unix seconds the job's lease runs until.
-    pub(crate) lease_until: i64,
+    /// When the job's lease runs out.
+    pub(crate) lease_until: Instant,
 }
 
 /// The queue of handed-off jobs and the wake of idle worker lanes.
@@ -40,7 +41,7 @@ impl HandOff {
 
     /// Queues `jobs`, which a commit leased to this process until
     /// `lease_until` and left `run` as it is, and wakes a lane for each.
-    pub(crate) fn hand_off(&self, jobs: Vec<Job>, run: &RunRecord, lease_until: i64) {
+    pub(crate) fn hand_off(&self, jobs: Vec<Job>, run: &RunRecord, lease_until: Instant) {
         let Ok(mut queue) = self.queue.lock() else {
             return;
         };

@@ -12,7 +12,7 @@ use coordinator_ports::adapter::{
     AdapterError, DispatchRequest, MarkSending, NoMark, Observation, Outcome, ProductAdapter,
     ReceiptRequest,
 };
-use coordinator_ports::clock::due_unix;
+use coordinator_ports::clock::{due_at, seconds_after, whole_second};
 use coordinator_ports::flow::{CallWait, FlowLimit};
 use coordinator_ports::store::{
     Commit, Job, JobKind, JobQueue, JobState, NewJob, RunReads, RunRecord, StepLedger, StoreError,
@@ -118,11 +118,16 @@ impl JobRunner {
 
     /// Carries out one leased job (of `carried`, the run as the commit
     /// that made the job left it, or of its run read from the store), unless
-    /// too little of its lease is left to start it safely (then it is given
-    /// back). A store outage before the request left is waited out while
-    /// the lease holds; other failures are logged and the lease left to
-    /// expire.
-    pub(crate) async fn carry_out(&self, job: Job, lease_until: i64, carried: Option<RunRecord>) {
+    /// too little of its lease (until `lease_until`) is left to start it
+    /// safely (then it is given back). A store outage before the request
+    /// left is waited out while the lease holds; other failures are logged
+    /// and the lease left to expire. Reads the engine clock once per try.
+    pub(crate) async fn carry_out(
+        &self,
+        job: Job,
+        lease_until: Instant,
+        carried: Option<RunRecord>,
+    ) {
         let id = job.id;
         // Another lane of this process holds the job (its lease ran out
         // while it waited for the store): leave it to that lane. The new
@@ -131,19 +136,14 @@ impl JobRunner {
             return;
         };
         let owner = self.parts.committer.leases().owner();
-        if self
-            .parts
-            .clock
-            .now_unix()
-            .saturating_add(self.request_budget_seconds)
-            > lease_until
-        {
-            let _ = self.queue.release(id, owner, job.due_unix, None).await;
+        let now = self.parts.clock.now();
+        if seconds_after(&whole_second(&now), self.request_budget_seconds) > lease_until {
+            let _ = self.queue.release(id, owner, job.due_at, None).await;
             return;
         }
         let fence = &self.parts.fence;
         let mut result = self
-            .run_job(job.clone(), carried)
+            .run_job(job.clone(), carried, now)
             .await
             .map_err(|e| fence.count_outage(e));
         // The store went away before the job's request left (an answer in
@@ -155,7 +155,7 @@ impl JobRunner {
                 break;
             }
             result = self
-                .run_job(job.clone(), None)
+                .run_job(job.clone(), None, self.parts.clock.now())
                 .await
                 .map_err(|e| fence.count_outage(e));
         }
@@ -175,13 +175,13 @@ impl JobRunner {
 
     /// Waits (real time, polling `ping`) until the store answers again, or
     /// until `deadline` (engine clock) passes. Returns whether it answers.
-    async fn wait_for_store(&self, deadline: i64) -> bool {
+    async fn wait_for_store(&self, deadline: Instant) -> bool {
         let mut outage = StoreWait::new();
         loop {
             match self.health.ping().await {
                 Ok(()) => return true,
                 Err(e) => {
-                    if self.parts.clock.now_unix() >= deadline {
+                    if self.parts.clock.now() >= deadline {
                         return false;
                     }
                     outage.wait("-", &e.to_string()).await;
@@ -198,6 +198,7 @@ impl JobRunner {
         &self,
         job: &Job,
         carried: Option<RunRecord>,
+        now: &Instant,
     ) -> Result<Option<(RunRecord, Arc<Vm>)>, StoreError> {
         let owner = self.parts.committer.leases().owner();
         let run = match carried {
@@ -212,11 +213,7 @@ impl JobRunner {
         }
         let Some(vm) = self.parts.committer.programs().load(&run.revision).await? else {
             tracing::error!(run = %run.id, revision = %run.revision, "no Program for the run's revision; job held");
-            let later = self
-                .parts
-                .clock
-                .now_unix()
-                .saturating_add(MAX_BACKOFF_SECONDS);
+            let later = seconds_after(now, MAX_BACKOFF_SECONDS);
             return self
                 .queue
                 .release(job.id, owner, later, None)
@@ -230,17 +227,18 @@ impl JobRunner {
     /// job of an ended or missing run is discarded, one of a run whose
     /// Program is missing is held ([`JobRunner::run_and_program`]), one found
     /// after the run's deadline expires the run instead; otherwise each
-    /// kind has its function.
-    pub(crate) async fn run_job(
+    /// kind has its function. `now` is the engine clock's reading for
+    /// this job.
+    async fn run_job(
         &self,
         job: Job,
         carried: Option<RunRecord>,
+        now: Instant,
     ) -> Result<(), StoreError> {
-        let Some((run, vm)) = self.run_and_program(&job, carried).await? else {
+        let Some((run, vm)) = self.run_and_program(&job, carried, &now).await? else {
             return Ok(());
         };
         let owner = self.parts.committer.leases().owner().to_owned();
-        let now = self.parts.clock.now_unix();
         // The run's deadline comes first. A job found once the deadline has
         // passed (after an outage or a restart: a wake, a timeout, a call
         // not yet sent, an observation) is not carried out: the run is fed
@@ -248,7 +246,7 @@ impl JobRunner {
         // and the run expires there, sending nothing. A call found
         // `sending` is answered below first (its request may be out), and a
         // receipt lookup (an operator's reconcile) is a read that settles.
-        let deadline_passed = now >= due_unix(&run.state.deadline_at);
+        let deadline_passed = now >= due_at(&run.state.deadline_at);
         if deadline_passed
             && job.state == JobState::Ready
             && !matches!(job.kind, JobKind::LookupReceipt { .. })
@@ -259,7 +257,7 @@ impl JobRunner {
             };
             self.parts
                 .committer
-                .feed(run, &event, Feeding::completing(job.id))
+                .feed(run, &event, now, Feeding::completing(job.id))
                 .await?;
             return Ok(());
         }
@@ -268,7 +266,7 @@ impl JobRunner {
                 let event = Event::TimerFired { at };
                 self.parts
                     .committer
-                    .feed(run, &event, Feeding::completing(job.id))
+                    .feed(run, &event, now, Feeding::completing(job.id))
                     .await?;
                 Ok(())
             }
@@ -306,7 +304,7 @@ impl JobRunner {
                         idempotency_key,
                     },
                 };
-                self.dispatch_job(run, &job, call).await
+                self.dispatch_job(run, &job, call, now).await
             }
             JobKind::LookupReceipt {
                 step,
@@ -352,8 +350,14 @@ impl JobRunner {
     /// while its request may have been out) is never sent again here: it
     /// is reported to the VM as uncertain, and the VM decides (a read goes
     /// again as a new attempt; a mutation or an evaluation is held for an
-    /// operator).
-    async fn dispatch_job(&self, run: RunRecord, job: &Job, call: Call) -> Result<(), StoreError> {
+    /// operator). The answer is stamped when it came.
+    async fn dispatch_job(
+        &self,
+        run: RunRecord,
+        job: &Job,
+        call: Call,
+        now: Instant,
+    ) -> Result<(), StoreError> {
         let Call {
             step,
             attempt,
@@ -361,6 +365,7 @@ impl JobRunner {
             resend_safe,
             request,
         } = call;
+        let mut answered_at = now;
         let answer = if job.state == JobState::Sending {
             tracing::warn!(run = %run.id, step = %step, attempt, "interrupted dispatch found; reported to the VM as uncertain");
             self.parts.counters.dispatch_attempt("interrupted");
@@ -388,13 +393,7 @@ impl JobRunner {
             let mark: &dyn MarkSending = if resend_safe { &NoMark } else { &marker };
             // The connection's flow control decides whether the request
             // may be written now; a wait goes back to the queue, durably.
-            let now = self.parts.clock.now();
-            let held_until = Instant::from_unix_seconds_capped(
-                self.parts
-                    .committer
-                    .leases()
-                    .lease_until(now.unix_seconds()),
-            );
+            let held_until = self.parts.committer.leases().lease_until(&now);
             let holds_slot = match self
                 .flow
                 .turn(&connection, conn.limits(), job.id, now, held_until)
@@ -404,7 +403,7 @@ impl JobRunner {
                 Turn::Wait { .. }
                     if run.state.status == coordinator_vm::RunStatus::CancelRequested =>
                 {
-                    return self.cancel_unsent(run, job, step).await;
+                    return self.cancel_unsent(run, job, step, now).await;
                 }
                 Turn::Wait { limit, until } => {
                     let wait = Waiting {
@@ -423,7 +422,9 @@ impl JobRunner {
                 .spans
                 .traced_attempt(&run, &step, &connection, attempt, sent)
                 .await;
-            self.after_call(&connection, holds_slot, &sent).await;
+            answered_at = self.parts.clock.now();
+            self.after_call(&connection, holds_slot, &sent, answered_at)
+                .await;
             match sent {
                 Ok(outcome) => {
                     tracing::info!(run = %run.id, step = %step, attempt, result = %outcome.label(), "dispatched");
@@ -437,7 +438,7 @@ impl JobRunner {
                 }
             }
         };
-        let kept = crate::timeline::answer_record(&answer, attempt, self.parts.clock.now_unix());
+        let kept = crate::timeline::answer_record(&answer, attempt, &answered_at);
         let event = Event::CallAnswered {
             step: step.clone(),
             answer,
@@ -452,7 +453,10 @@ impl JobRunner {
             ledger: Some(&count),
             ..Feeding::completing(job.id)
         };
-        self.parts.committer.feed(run, &event, feeding).await?;
+        self.parts
+            .committer
+            .feed(run, &event, answered_at, feeding)
+            .await?;
         Ok(())
     }
 
@@ -464,6 +468,7 @@ impl JobRunner {
         run: RunRecord,
         job: &Job,
         step: String,
+        now: Instant,
     ) -> Result<(), StoreError> {
         tracing::info!(run = %run.id, step = %step, "the call waited for its connection's flow control and is cancelled unsent");
         let clear = |l: &mut BTreeMap<String, StepLedger>| {
@@ -479,17 +484,19 @@ impl JobRunner {
             ledger: Some(&clear),
             ..Feeding::completing(job.id)
         };
-        self.parts.committer.feed(run, &event, feeding).await?;
+        self.parts.committer.feed(run, &event, now, feeding).await?;
         Ok(())
     }
 
-    /// After a dispatch: its in-flight slot back, and a product's
-    /// `Retry-After` recorded for every next call to the connection.
+    /// After a dispatch answered at `now`: its in-flight slot back, and a
+    /// product's `Retry-After` recorded for every next call to the
+    /// connection.
     async fn after_call(
         &self,
         connection: &str,
         holds_slot: bool,
         sent: &Result<Outcome, AdapterError>,
+        now: Instant,
     ) {
         let retry_after = match sent {
             Ok(Outcome::HeldBack { retry_after, .. }) => Some(*retry_after),
@@ -498,7 +505,6 @@ impl JobRunner {
         if !holds_slot && retry_after.is_none() {
             return;
         }
-        let now = self.parts.clock.now();
         let flow = &self.flow;
         if let Some(until) = flow.done(connection, holds_slot, retry_after, now).await {
             self.parts.counters.retry_after_honoured(connection);
@@ -525,7 +531,7 @@ impl JobRunner {
             now,
         } = wait;
         self.parts.counters.throttled(connection, limit);
-        let due = due_unix(&until).min(due_unix(&run.state.deadline_at));
+        let due = due_at(&until).min(due_at(&run.state.deadline_at));
         let owner = self.parts.committer.leases().owner();
         let recorded = run
             .ledger
@@ -546,7 +552,7 @@ impl JobRunner {
             let commit = Commit {
                 run_id: run.id.clone(),
                 expected_version: run.version,
-                at_unix: now.unix_seconds(),
+                at: now,
                 state: run.state.clone(),
                 ledger,
                 complete: None,
@@ -585,7 +591,8 @@ impl JobRunner {
             }
             Err(e) => return self.hold_job(job, &e.to_string()).await,
         };
-        let kept = crate::timeline::answer_record(&answer, 0, self.parts.clock.now_unix());
+        let answered_at = self.parts.clock.now();
+        let kept = crate::timeline::answer_record(&answer, 0, &answered_at);
         let keep = |l: &mut BTreeMap<String, StepLedger>| {
             l.entry(step.clone()).or_default().keep_answer(kept.clone());
         };
@@ -597,7 +604,10 @@ impl JobRunner {
             ledger: Some(&keep),
             ..Feeding::completing(job.id)
         };
-        self.parts.committer.feed(run, &event, feeding).await?;
+        self.parts
+            .committer
+            .feed(run, &event, answered_at, feeding)
+            .await?;
         Ok(())
     }
 
@@ -610,7 +620,7 @@ impl JobRunner {
         run: RunRecord,
         job: &Job,
         observation: Observing,
-        now: i64,
+        now: Instant,
     ) -> Result<(), StoreError> {
         let Observing {
             step,
@@ -633,13 +643,13 @@ impl JobRunner {
                 let event = Event::CompletionObserved {
                     step: step.clone(),
                     value,
-                    at: Instant::from_unix_seconds_capped(now),
+                    at: whole_second(&now),
                 };
                 let feeding = Feeding {
                     ledger: Some(&count),
                     ..Feeding::completing(job.id)
                 };
-                self.parts.committer.feed(run, &event, feeding).await?;
+                self.parts.committer.feed(run, &event, now, feeding).await?;
                 return Ok(());
             }
             Ok(_) => {}
@@ -658,14 +668,17 @@ impl JobRunner {
                 connection: connection.clone(),
                 completion,
                 review_request_id,
-                last_observed_unix: Some(now),
+                last_observed_at: Some(whole_second(&now)),
             },
-            due_unix: now.saturating_add(self.parts.committer.jobs().observe_interval(&connection)),
+            due_at: seconds_after(
+                &now,
+                self.parts.committer.jobs().observe_interval(&connection),
+            ),
         };
         let commit = Commit {
             run_id: run.id.clone(),
             expected_version: run.version,
-            at_unix: now,
+            at: now,
             state: run.state.clone(),
             ledger,
             complete: Some((job.id, self.parts.committer.leases().owner().to_owned())),
@@ -678,11 +691,7 @@ impl JobRunner {
     /// A host fault (nothing was sent): log and try the job again later.
     pub(crate) async fn hold_job(&self, job: &Job, why: &str) -> Result<(), StoreError> {
         tracing::error!(job = job.id, run = %job.run_id, reason = why, "host fault; job retried later");
-        let later = self
-            .parts
-            .clock
-            .now_unix()
-            .saturating_add(MAX_BACKOFF_SECONDS);
+        let later = seconds_after(&self.parts.clock.now(), MAX_BACKOFF_SECONDS);
         self.queue
             .release(job.id, self.parts.committer.leases().owner(), later, None)
             .await

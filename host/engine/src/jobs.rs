@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use coordinator_ports::clock::due_unix;
+use coordinator_ir::instant::Instant;
+use coordinator_ports::clock::{due_at, seconds_after};
 use coordinator_ports::store::{JobKind, NewJob};
 use coordinator_runtime::config::{Connection, DEFAULT_RESULT_CHECK_SECONDS};
 use coordinator_runtime::keys::AdmissionKey;
@@ -27,12 +28,12 @@ const MAX_DUE_WAITS_TAKEN: usize = 8;
 pub(crate) fn take_due_waits(
     vm: &Vm,
     mut resumed: Resumed,
-    now: i64,
+    now: &Instant,
     keep_running: bool,
 ) -> Resumed {
     for _ in 0..MAX_DUE_WAITS_TAKEN {
         let Some(i) = resumed.commands.iter().position(
-            |c| matches!(c, Command::ScheduleWake { at, kind: WakeKind::Wake } if due_unix(at) <= now),
+            |c| matches!(c, Command::ScheduleWake { at, kind: WakeKind::Wake } if due_at(at) <= *now),
         ) else {
             break;
         };
@@ -103,7 +104,7 @@ impl JobMaker {
         &self,
         start_identity: &str,
         commands: &[Command],
-        now: i64,
+        now: &Instant,
         answered: bool,
     ) -> Vec<NewJob> {
         let mut jobs = Vec::new();
@@ -117,10 +118,10 @@ impl JobMaker {
                     ..
                 } => {}
                 // Due at the whole second at or after the instant
-                // ([`due_unix`]), so a timer with a fraction of a second
+                // ([`due_at`]), so a timer with a fraction of a second
                 // (`sendAfter` at `…:15.9Z`) never fires before it.
                 Command::ScheduleWake { at, kind } => jobs.push(NewJob {
-                    due_unix: due_unix(at),
+                    due_at: due_at(at),
                     kind: JobKind::Timer {
                         at: *at,
                         wake: *kind,
@@ -137,7 +138,7 @@ impl JobMaker {
                         0
                     };
                     jobs.push(NewJob {
-                        due_unix: now.saturating_add(delay),
+                        due_at: seconds_after(now, delay),
                         kind: JobKind::Dispatch {
                             idempotency_key: needs_idempotency_key
                                 .then(|| self.key(start_identity, &dispatch.step)),
@@ -158,7 +159,7 @@ impl JobMaker {
                         0
                     };
                     jobs.push(NewJob {
-                        due_unix: now.saturating_add(delay),
+                        due_at: seconds_after(now, delay),
                         kind: JobKind::LookupReceipt {
                             step: step.clone(),
                             operation_id: operation_id.clone(),
@@ -177,7 +178,7 @@ impl JobMaker {
                     ..
                 } => {
                     jobs.push(NewJob {
-                        due_unix: due_unix(timeout_at),
+                        due_at: due_at(timeout_at),
                         kind: JobKind::Timer {
                             at: *timeout_at,
                             wake: WakeKind::Timeout,
@@ -185,13 +186,13 @@ impl JobMaker {
                     });
                     match handle {
                         Some(handle) => jobs.push(NewJob {
-                            due_unix: now.saturating_add(self.observe_interval(connection)),
+                            due_at: seconds_after(now, self.observe_interval(connection)),
                             kind: JobKind::Observe {
                                 step: step.clone(),
                                 connection: connection.clone(),
                                 completion: completion.clone(),
                                 review_request_id: handle.clone(),
-                                last_observed_unix: None,
+                                last_observed_at: None,
                             },
                         }),
                         None => {

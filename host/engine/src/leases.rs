@@ -6,6 +6,8 @@
 
 use std::sync::{Arc, OnceLock};
 
+use coordinator_ir::instant::Instant;
+use coordinator_ports::clock::{seconds_after, whole_second};
 use coordinator_ports::store::{HoldsAndReviews, LeaseOnInsert, StoreError};
 
 use crate::health::Fence;
@@ -48,23 +50,24 @@ impl LeaseRule {
         &self.owner
     }
 
-    /// When a lease taken at `now` (engine clock, Unix seconds) runs out:
-    /// the one lease rule (`EngineConfig::lease_seconds` later).
-    pub(crate) fn lease_until(&self, now: i64) -> i64 {
-        now.saturating_add(self.lease_seconds)
+    /// When a lease taken at `now` (engine clock) runs out: the one lease
+    /// rule, `EngineConfig::lease_seconds` after its whole second (a store
+    /// keeps leases in whole seconds).
+    pub(crate) fn lease_until(&self, now: &Instant) -> Instant {
+        seconds_after(&whole_second(now), self.lease_seconds)
     }
 
     /// The lease new jobs are inserted under ([`LeaseOnInsert`]): this
     /// process's worker id and adopted restore epoch; none on a
     /// `--recovery-only` instance or before an epoch is adopted.
-    pub(crate) fn on_insert(&self, now: i64) -> Option<LeaseOnInsert> {
+    pub(crate) fn on_insert(&self, now: &Instant) -> Option<LeaseOnInsert> {
         if self.recovery_only {
             return None;
         }
         let epoch = self.adopted_epoch()?;
         Some(LeaseOnInsert {
             owner: self.owner.clone(),
-            now,
+            now: *now,
             lease_until: self.lease_until(now),
             epoch,
         })

@@ -22,8 +22,7 @@ use coordinator_ports::clock::Clock;
 use std::sync::{Arc, OnceLock};
 
 use crate::trace::{
-    answer_attributes, from_nanos, keys, run_attributes, run_context, system_time, Admitting,
-    Before, RunTracer,
+    answer_attributes, keys, run_attributes, run_context, system_time, Admitting, Before, RunTracer,
 };
 
 /// The tracer of runs' spans, once handed over
@@ -76,9 +75,7 @@ impl Spans {
             return;
         };
         let now = self.clock.now();
-        let start = started.unix_nanos();
-        let start = i64::try_from(start).unwrap_or(0);
-        self.ended_steps(tracer, &parent, run, 0, Some(start), &now);
+        self.ended_steps(tracer, &parent, run, 0, Some(*started), &now);
     }
 
     /// Notes what [`Spans::trace_fed`] needs of a traced run before `feed`
@@ -104,9 +101,9 @@ impl Spans {
         ledger: &mut BTreeMap<String, StepLedger>,
     ) {
         let Some(before) = before else { return };
-        let now = i64::try_from(self.clock.now().unix_nanos()).unwrap_or(0);
+        let now = self.clock.now();
         for step in path.iter().skip(before.path_len) {
-            ledger.entry(step.clone()).or_default().entered_unix_nanos = Some(now);
+            ledger.entry(step.clone()).or_default().entered_at = Some(now);
         }
     }
 
@@ -124,7 +121,7 @@ impl Spans {
                 _ => "",
             };
             if !kind.is_empty() {
-                let started = run.ledger.get(step).and_then(|l| l.entered_unix_nanos);
+                let started = run.ledger.get(step).and_then(|l| l.entered_at);
                 let mut attributes = run_attributes(run);
                 attributes.push(KeyValue::new(keys::STEP, step.clone()));
                 attributes.push(KeyValue::new(keys::WAIT_KIND, kind));
@@ -132,7 +129,7 @@ impl Spans {
                     tracer,
                     &before.parent,
                     "coordinator.wait",
-                    started.map_or_else(|| system_time(&run.state.admitted_at), from_nanos),
+                    system_time(started.as_ref().unwrap_or(&run.state.admitted_at)),
                     attributes,
                     &now,
                 );
@@ -152,7 +149,7 @@ impl Spans {
         parent: &TraceParent,
         run: &RunRecord,
         from: usize,
-        fallback: Option<i64>,
+        fallback: Option<Instant>,
         now: &Instant,
     ) {
         let path = &run.state.path;
@@ -162,12 +159,8 @@ impl Spans {
             path.len().saturating_sub(1)
         };
         for step in path.iter().take(ended).skip(from) {
-            let started = run
-                .ledger
-                .get(step)
-                .and_then(|l| l.entered_unix_nanos)
-                .or(fallback)
-                .map_or_else(|| system_time(&run.state.admitted_at), from_nanos);
+            let started = run.ledger.get(step).and_then(|l| l.entered_at).or(fallback);
+            let started = system_time(started.as_ref().unwrap_or(&run.state.admitted_at));
             let mut attributes = run_attributes(run);
             attributes.push(KeyValue::new(keys::STEP, step.clone()));
             self.closed_span(tracer, parent, "coordinator.step", started, attributes, now);

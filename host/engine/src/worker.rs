@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use coordinator_ports::clock::whole_second;
 use coordinator_ports::flow::{ConnectionFlow, FlowControl};
 use coordinator_ports::store::{Job, JobQueue, LeaseRequest, StoreError};
 
@@ -106,8 +107,8 @@ impl Worker {
         }
         let leases = self.parts.committer.leases();
         let epoch = leases.lease_epoch().await?;
-        let now = self.parts.clock.now_unix();
-        let lease_until = leases.lease_until(now);
+        let now = self.parts.clock.now();
+        let lease_until = leases.lease_until(&now);
         let jobs = self
             .queue
             .lease(&LeaseRequest {
@@ -197,7 +198,7 @@ impl Worker {
         for h in self.parts.committer.hand_off().take(usize::MAX) {
             if let Err(e) = self
                 .queue
-                .release(h.job.id, owner, h.job.due_unix, None)
+                .release(h.job.id, owner, h.job.due_at, None)
                 .await
             {
                 tracing::warn!(job = h.job.id, error = %e, "handed-off job not released; its lease will run out");
@@ -218,8 +219,8 @@ impl Worker {
         let Some(due) = self.queue.next_due().await? else {
             return Ok(None);
         };
-        let now = self.parts.clock.now_unix();
-        let seconds = u64::try_from(due.saturating_sub(now)).unwrap_or(0);
+        let now = whole_second(&self.parts.clock.now());
+        let seconds = u64::try_from(now.seconds_until(&due)).unwrap_or(0);
         Ok(Some(std::time::Duration::from_secs(seconds)))
     }
 

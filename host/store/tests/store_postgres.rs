@@ -24,7 +24,7 @@ use coordinator_runtime::package::write_package;
 use coordinator_runtime::secrets::{load_keys, SecretResolver};
 use coordinator_runtime::{check_runtime_file, Mode, RuntimeConfig};
 use coordinator_store::{self as store, DatabaseError, PlanAction, Store};
-use coordinator_testkit::conformance::{self, committed_at, lease, Fixture};
+use coordinator_testkit::conformance::{self, committed_at, lease, unix, Fixture};
 use coordinator_vm::{DispatchCommand, RunState, RunStatus};
 use serde_json::{json, Value};
 use sqlx::{Connection, Executor, PgConnection, Row};
@@ -333,7 +333,7 @@ async fn admit(
                     },
                     idempotency_key: Some(command_key),
                 },
-                due_unix: t,
+                due_at: unix(t),
             }],
             bindings,
             trace_parent: None,
@@ -468,7 +468,7 @@ async fn plan_apply_status_unchanged_replace_unlisted_and_remove() {
             review: None,
             run_id: run.id.clone(),
             expected_version: loaded.version,
-            at_unix: committed_at(&ended),
+            at: committed_at(&ended),
             state: ended,
             ledger: Default::default(),
             complete: None,
@@ -1054,7 +1054,7 @@ async fn retention_leaves_no_byte_of_an_erased_payload_in_any_table() {
             review: None,
             run_id: run.id.clone(),
             expected_version: 1,
-            at_unix: committed_at(&ended),
+            at: committed_at(&ended),
             state: ended,
             ledger: Default::default(),
             complete: None,
@@ -1072,7 +1072,7 @@ async fn retention_leaves_no_byte_of_an_erased_payload_in_any_table() {
 
     let t = now.unix_timestamp();
     assert_eq!(
-        store.erase_payloads(t + 1, 100, t + 2).await,
+        store.erase_payloads(unix(t + 1), 100, unix(t + 2)).await,
         Ok(Erasure {
             erased: 1,
             more: false
@@ -1345,8 +1345,8 @@ async fn run_store_holds_are_persisted_for_every_process() {
     assert_eq!(
         b.lease(&LeaseRequest {
             owner: "w-b",
-            now: t + 600,
-            lease_until: t + 660,
+            now: unix(t + 600),
+            lease_until: unix(t + 660),
             limit: 100,
             epoch: Some(1),
             run_id: None,
@@ -1462,7 +1462,7 @@ async fn a_changed_binding_is_refused_while_a_run_is_live() {
             review: None,
             run_id: run.id.clone(),
             expected_version: run.version,
-            at_unix: now.unix_timestamp(),
+            at: unix(now.unix_timestamp()),
             state: {
                 let mut s = state(json!({}), now, RunStatus::Cancelled);
                 s.ended_at = Some(s.now);

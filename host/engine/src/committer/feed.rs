@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use coordinator_ir::instant::Instant;
 use coordinator_ports::store::{Commit, Committed, Review, RunRecord, StepLedger, StoreError};
 use coordinator_vm::{Command, Event, RejectCode, Rejected};
 
@@ -97,14 +98,17 @@ pub(crate) enum Fed {
 }
 
 impl Committer {
-    /// Feeds `event` to the run, commits the new state, the completed job
-    /// and the new jobs; on a version conflict re-reads the run and applies
-    /// the event again (an answer is never dropped because an operator
-    /// acted meanwhile). See [`Feeding`] for the options.
+    /// Feeds `event` to the run at `now` (the engine clock's reading for
+    /// this step of work), commits the new state, the completed job and the
+    /// new jobs; on a version conflict re-reads the run and applies the
+    /// event again at the clock's new reading (an answer is never dropped
+    /// because an operator acted meanwhile). See [`Feeding`] for the
+    /// options.
     pub(crate) async fn feed(
         &self,
         mut run: RunRecord,
         event: &Event,
+        mut now: Instant,
         feeding: Feeding<'_>,
     ) -> Result<Fed, StoreError> {
         let Feeding {
@@ -124,22 +128,9 @@ impl Committer {
         loop {
             let resumed = match vm.resume(&run.state, event) {
                 Ok(r) => r,
-                Err(rejected) => {
-                    if let Some(job) = complete {
-                        // A run that ended meanwhile (its deadline and a wake
-                        // taken by two lanes) is the common, harmless case.
-                        if rejected.code == RejectCode::RunEnded {
-                            tracing::info!(run = %run.id, "the run has ended meanwhile; job discarded");
-                        } else {
-                            tracing::warn!(run = %run.id, error = %rejected, "event refused by the VM; job discarded");
-                        }
-                        self.queue.discard(job, &owner).await?;
-                    }
-                    return Ok(Fed::Rejected(rejected));
-                }
+                Err(rejected) => return self.refused(&run.id, complete, rejected).await,
             };
-            let now = self.clock.now_unix();
-            let resumed = crate::jobs::take_due_waits(&vm, resumed, now, false);
+            let resumed = crate::jobs::take_due_waits(&vm, resumed, &now, false);
             if refuse_dispatch
                 && resumed
                     .commands
@@ -154,7 +145,7 @@ impl Committer {
                 Vec::new()
             } else {
                 self.jobs
-                    .jobs_for(&run.start_identity, &resumed.commands, now, answered)
+                    .jobs_for(&run.start_identity, &resumed.commands, &now, answered)
             };
             let mut ledger = run.ledger.clone();
             crate::timeline::record_admission(&vm, &run.state, &mut ledger);
@@ -164,20 +155,26 @@ impl Committer {
             let traced = self.spans.trace_before(&vm, &run);
             self.spans
                 .trace_entered(traced.as_ref(), &resumed.state.path, &mut ledger);
-            crate::timeline::record_steps(&vm, &run.state, &resumed.state, event, now, &mut ledger);
+            crate::timeline::record_steps(
+                &vm,
+                &run.state,
+                &resumed.state,
+                event,
+                &now,
+                &mut ledger,
+            );
             let commit = Commit {
                 run_id: run.id.clone(),
                 expected_version: run.version,
-                at_unix: self.clock.now_unix(),
+                at: now,
                 state: resumed.state.clone(),
                 ledger: ledger.clone(),
                 complete: complete.map(|j| (j, owner.clone())),
                 jobs,
                 review,
             };
-            let now = self.clock.now_unix();
-            let scheduled_due_now = commit.jobs.iter().any(|j| j.due_unix <= now);
-            let lease = self.leases.on_insert(now);
+            let scheduled_due_now = commit.jobs.iter().any(|j| j.due_at <= now);
+            let lease = self.leases.on_insert(&now);
             let failed = match self.commit(commit, lease.clone()).await {
                 Ok(Committed { version, leased }) => {
                     if scheduled_due_now && leased.is_empty() {
@@ -200,26 +197,61 @@ impl Committer {
                 Err(e) => e,
             };
             match failed {
-                StoreError::Conflict if retry_conflicts && conflicts < 8 => conflicts += 1,
+                StoreError::Conflict if retry_conflicts && conflicts < 8 => {
+                    conflicts += 1;
+                    run = self
+                        .read_again(&run.id, complete.is_some(), &mut outage)
+                        .await?;
+                }
                 // A worker holds an answer (a request may have left): it is
                 // never dropped for an outage; the commit is tried again
                 // until the store is back. An operator action fails fast.
                 StoreError::Unavailable(e) if complete.is_some() => {
                     outage.wait(&run.id, &e).await;
-                    continue;
                 }
                 e => return Err(e),
             }
-            run = loop {
-                match self.runs.get(&run.id).await {
-                    Ok(Some(r)) => break r,
-                    Ok(None) => return Err(StoreError::NotFound),
-                    Err(StoreError::Unavailable(e)) if complete.is_some() => {
-                        outage.wait(&run.id, &e).await;
-                    }
-                    Err(e) => return Err(e),
-                }
-            };
+            // Tried anew: a new step of work, at the clock's new reading.
+            now = self.clock.now();
+        }
+    }
+
+    /// The VM refused the event on run `run_id`: the leased job it answers
+    /// (`complete`), if any, is discarded.
+    async fn refused(
+        &self,
+        run_id: &str,
+        complete: Option<u64>,
+        rejected: Rejected,
+    ) -> Result<Fed, StoreError> {
+        if let Some(job) = complete {
+            // A run that ended meanwhile (its deadline and a wake taken by
+            // two lanes) is the common, harmless case.
+            if rejected.code == RejectCode::RunEnded {
+                tracing::info!(run = %run_id, "the run has ended meanwhile; job discarded");
+            } else {
+                tracing::warn!(run = %run_id, error = %rejected, "event refused by the VM; job discarded");
+            }
+            self.queue.discard(job, self.leases.owner()).await?;
+        }
+        Ok(Fed::Rejected(rejected))
+    }
+
+    /// Run `run_id` read again after a conflict; an outage is waited out
+    /// when `wait_out` (a worker holding an answer), else answered.
+    async fn read_again(
+        &self,
+        run_id: &str,
+        wait_out: bool,
+        outage: &mut StoreWait,
+    ) -> Result<RunRecord, StoreError> {
+        loop {
+            match self.runs.get(run_id).await {
+                Ok(Some(r)) => return Ok(r),
+                Ok(None) => return Err(StoreError::NotFound),
+                Err(StoreError::Unavailable(e)) if wait_out => outage.wait(run_id, &e).await,
+                Err(e) => return Err(e),
+            }
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use coordinator_ir::instant::Instant;
 use coordinator_ir::StepKind;
+use coordinator_ports::clock::whole_second;
 use coordinator_ports::store::{
     Erasure, JobKind, LeaseRequest, Review, RunFilter, RunPage, RunRecord, StepLedger, StoreError,
 };
@@ -174,7 +175,7 @@ impl Operator {
     /// a run admitted under another binding of one of its connections.
     pub async fn act(&self, run_id: &str, action: Action) -> Result<RunRecord, ActionError> {
         let started = self.parts.clock.now();
-        let result = self.act_on(run_id, action).await;
+        let result = self.act_on(run_id, action, started).await;
         let name = match action {
             Action::Cancel => "cancel",
             Action::RetrySame => "retry-same",
@@ -195,8 +196,14 @@ impl Operator {
         result
     }
 
-    /// [`Operator::act`] without its span.
-    async fn act_on(&self, run_id: &str, action: Action) -> Result<RunRecord, ActionError> {
+    /// [`Operator::act`] without its span, at `now` (the engine clock's
+    /// reading for this action).
+    async fn act_on(
+        &self,
+        run_id: &str,
+        action: Action,
+        now: Instant,
+    ) -> Result<RunRecord, ActionError> {
         let run = self.get(run_id).await?.ok_or(ActionError::NotFound)?;
         if action == Action::Cancel && run.status().is_terminal() {
             return Ok(run);
@@ -232,7 +239,7 @@ impl Operator {
                 });
             }
         }
-        let at = Instant::from_unix_seconds_capped(self.parts.clock.now_unix());
+        let at = whole_second(&now);
         let (event, review) = match action {
             Action::Cancel => (Event::CancelRequested { at }, Some(Review::Cancelled)),
             Action::RetrySame => (Event::RetrySame { at }, None),
@@ -244,6 +251,7 @@ impl Operator {
             .feed(
                 run,
                 &event,
+                now,
                 Feeding {
                     review,
                     refuse_dispatch: holds.restore,
@@ -265,7 +273,6 @@ impl Operator {
                 if r.status() == coordinator_vm::RunStatus::CancelRequested {
                     // A call its connection's flow control holds back is
                     // looked at now: it ends cancelled, never sent.
-                    let now = self.parts.clock.now_unix();
                     match self.ports.queue.bring_run_forward(&r.id, now).await {
                         Ok(0) => {}
                         Ok(_) => self.parts.committer.hand_off().wake_one(),
@@ -328,8 +335,8 @@ impl Operator {
                 return;
             }
         };
-        let now = self.parts.clock.now_unix();
-        let lease_until = leases.lease_until(now);
+        let now = self.parts.clock.now();
+        let lease_until = leases.lease_until(&now);
         let leased = self
             .ports
             .queue
@@ -376,17 +383,18 @@ impl Operator {
     }
 
     /// Retention (seed 000 "Erase ended payloads"): erases the payloads of
-    /// at most `limit` runs (1..=100) that ended before `before_unix`,
+    /// at most `limit` runs (1..=100) that ended before `before`,
     /// oldest ended first, never live or uncertain work
-    /// ([`Maintenance::erase_payloads`](coordinator_ports::store::Maintenance::erase_payloads)); stamped with this engine's clock.
+    /// ([`Maintenance::erase_payloads`](coordinator_ports::store::Maintenance::erase_payloads));
+    /// stamped with this engine's clock.
     ///
     /// # Errors
     /// The store's.
-    pub async fn retain(&self, before_unix: i64, limit: u32) -> Result<Erasure, StoreError> {
+    pub async fn retain(&self, before: Instant, limit: u32) -> Result<Erasure, StoreError> {
         let done = self
             .ports
             .maintenance
-            .erase_payloads(before_unix, limit, self.parts.clock.now_unix())
+            .erase_payloads(before, limit, self.parts.clock.now())
             .await
             .map_err(|e| self.parts.fence.count_outage(e))?;
         tracing::info!(erased = done.erased, more = done.more, "retention");
@@ -405,7 +413,7 @@ impl Operator {
             .queue
             .bring_forward(
                 review_request_id,
-                self.parts.clock.now_unix(),
+                self.parts.clock.now(),
                 i64::try_from(self.observation_floor_seconds).unwrap_or(i64::MAX),
             )
             .await?;

@@ -245,7 +245,7 @@ impl Operator {
         let owner = leases.owner().to_owned();
         let mut held_back = 0;
         loop {
-            let lease_until = leases.lease_until(self.parts.clock.now_unix());
+            let lease_until = leases.lease_until(&self.parts.clock.now());
             let jobs = self
                 .ports
                 .queue
@@ -286,6 +286,7 @@ impl Operator {
                     .feed(
                         run,
                         &event,
+                        self.parts.clock.now(),
                         Feeding {
                             ledger: Some(&mark),
                             review: Some(Review::Required),

@@ -58,7 +58,7 @@ pub async fn records_round_trip(
     assert!(run.trace_parent.is_some());
     run.jobs = vec![NewJob {
         kind: dispatch("notify", 1),
-        due_unix: 10,
+        due_at: unix(10),
     }];
     let Admitted::Created(created) = admission.admit(run.clone()).await.expect("admit") else {
         panic!("created")
@@ -78,7 +78,7 @@ pub async fn records_round_trip(
     let job = jobs.first().expect("one job");
     assert_eq!(job.kind, dispatch("notify", 1));
     assert_eq!(
-        (job.due_unix, job.state, job.lease.is_none()),
+        (job.due_at.unix_seconds(), job.state, job.lease.is_none()),
         (10, JobState::Ready, true)
     );
     let mut ledger = BTreeMap::new();
@@ -92,10 +92,10 @@ pub async fn records_round_trip(
                 limit: coordinator_ports::flow::FlowLimit::Rate,
                 since: Instant::from_unix_seconds_and_nanos(1_000, 250_000_000),
             }),
-            entered_unix_nanos: Some(1_700_000_000_123_456_789),
-            started_unix: Some(10),
+            entered_at: Some(nanos(1_700_000_000_123_456_789)),
+            started_at: Some(unix(10)),
             answers: vec![coordinator_ports::AnswerRecord {
-                at_unix: 11,
+                at: unix(11),
                 attempt: 1,
                 kind: "retryable".into(),
                 code: Some("503".into()),
@@ -107,9 +107,9 @@ pub async fn records_round_trip(
     ledger.insert(
         "due".to_owned(),
         StepLedger {
-            started_unix: Some(5),
-            ended_unix: Some(10),
-            due_unix: Some(10),
+            started_at: Some(unix(5)),
+            ended_at: Some(unix(10)),
+            due_at: Some(unix(10)),
             wait_end: Some(coordinator_ports::WaitEnd::Woke),
             ..StepLedger::default()
         },
@@ -121,7 +121,7 @@ pub async fn records_round_trip(
             review: None,
             run_id: "run-a".into(),
             expected_version: 1,
-            at_unix: committed_at(&next),
+            at: committed_at(&next),
             state: next.clone(),
             ledger: ledger.clone(),
             complete: None,
@@ -133,7 +133,7 @@ pub async fn records_round_trip(
                     idempotency_key: "key-notify".into(),
                     lookup: 1,
                 },
-                due_unix: 20,
+                due_at: unix(20),
             }],
         })
         .await
@@ -173,8 +173,8 @@ pub async fn group_admissions_answer_each_start_as_alone(
         .expect("admit");
     let on_insert = LeaseOnInsert {
         owner: "w1".into(),
-        now: 100,
-        lease_until: 200,
+        now: unix(100),
+        lease_until: unix(200),
         epoch: 0,
     };
     let start = |id: &str, identity: &str, digest: &str| {

@@ -24,7 +24,7 @@ pub async fn commits_lease_new_due_jobs_to_the_committer(
         review: None,
         run_id: "run-l".into(),
         expected_version: version,
-        at_unix: committed_at(&state("run-l")),
+        at: committed_at(&state("run-l")),
         state: state("run-l"),
         ledger: BTreeMap::new(),
         complete: None,
@@ -33,13 +33,13 @@ pub async fn commits_lease_new_due_jobs_to_the_committer(
     let due_now = |name: &str| {
         vec![NewJob {
             kind: dispatch(name, 1),
-            due_unix: 100,
+            due_at: unix(100),
         }]
     };
     let on_insert = LeaseOnInsert {
         owner: "w1".into(),
-        now: 100,
-        lease_until: 200,
+        now: unix(100),
+        lease_until: unix(200),
         epoch: 0,
     };
     let committed = queue
@@ -49,11 +49,11 @@ pub async fn commits_lease_new_due_jobs_to_the_committer(
                 vec![
                     NewJob {
                         kind: dispatch("now", 1),
-                        due_unix: 100,
+                        due_at: unix(100),
                     },
                     NewJob {
                         kind: dispatch("later", 1),
-                        due_unix: 150,
+                        due_at: unix(150),
                     },
                 ],
             ),
@@ -67,8 +67,10 @@ pub async fn commits_lease_new_due_jobs_to_the_committer(
         .iter()
         .map(|j| {
             (
-                j.due_unix,
-                j.lease.as_ref().map(|l| (l.owner.clone(), l.expires_unix)),
+                j.due_at.unix_seconds(),
+                j.lease
+                    .as_ref()
+                    .map(|l| (l.owner.clone(), l.expires_at.unix_seconds())),
             )
         })
         .collect();
@@ -77,7 +79,7 @@ pub async fn commits_lease_new_due_jobs_to_the_committer(
         .await
         .expect("lease")
         .iter()
-        .map(|j| j.due_unix)
+        .map(|j| j.due_at.unix_seconds())
         .collect();
     assert_eq!(
         taken,
@@ -186,21 +188,21 @@ fn group_commit(run: &str, version: u64, state: RunState, complete: Option<(u64,
         review: None,
         run_id: run.into(),
         expected_version: version,
-        at_unix: committed_at(&state),
+        at: committed_at(&state),
         state,
         ledger: BTreeMap::new(),
         complete: complete.map(|(job, owner)| (job, owner.to_owned())),
         jobs: vec![
             NewJob {
                 kind: dispatch(&format!("{run}-now"), 1),
-                due_unix: 100,
+                due_at: unix(100),
             },
             NewJob {
                 kind: JobKind::Timer {
                     at: instant("1970-01-01T00:02:30Z"),
                     wake: WakeKind::Wake,
                 },
-                due_unix: 150,
+                due_at: unix(150),
             },
         ],
     }
@@ -218,8 +220,8 @@ async fn commit_the_group_one_outcome_each(
     let job_of = |run: &str| leased_timer_of(leased, run);
     let on_insert = LeaseOnInsert {
         owner: "w1".into(),
-        now: 100,
-        lease_until: 200,
+        now: unix(100),
+        lease_until: unix(200),
         epoch: 0,
     };
     queue
@@ -266,7 +268,7 @@ fn answers_are_each_commit_alone_in_order(
         .map(|j| {
             (
                 j.run_id.clone(),
-                j.due_unix,
+                j.due_at.unix_seconds(),
                 j.lease.as_ref().map(|l| l.owner.clone()),
             )
         })
@@ -296,7 +298,7 @@ fn answers_are_each_commit_alone_in_order(
 async fn group_commits_left_each_run_as_alone(reads: &dyn RunReads) {
     let kinds = |jobs: Vec<Job>| -> Vec<(i64, bool)> {
         jobs.iter()
-            .map(|j| (j.due_unix, j.lease.is_some()))
+            .map(|j| (j.due_at.unix_seconds(), j.lease.is_some()))
             .collect()
     };
     assert_eq!(

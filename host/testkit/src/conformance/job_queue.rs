@@ -14,33 +14,44 @@ pub async fn leases_expire_and_commits_check_versions(
     let mut run = new_run(fx, "run-a", "alice", "id-1", "d");
     run.jobs.push(NewJob {
         kind: dispatch("notify", 1),
-        due_unix: 50,
+        due_at: unix(50),
     });
     run.jobs.push(NewJob {
         kind: JobKind::Timer {
             at: instant("1970-01-01T01:00:00Z"),
             wake: WakeKind::Deadline,
         },
-        due_unix: 3_600,
+        due_at: unix(3_600),
     });
     admission.admit(run).await.expect("admit");
-    assert_eq!(queue.next_due().await.expect("next due"), Some(50));
+    assert_eq!(
+        queue
+            .next_due()
+            .await
+            .expect("next due")
+            .map(|d| d.unix_seconds()),
+        Some(50)
+    );
     assert!(lease(queue, "w1", 49, 100, 10)
         .await
         .expect("lease")
         .is_empty());
     let jobs = lease(queue, "w1", 60, 100, 10).await.expect("lease");
-    let due: Vec<i64> = jobs.iter().map(|j| j.due_unix).collect();
+    let due: Vec<i64> = jobs.iter().map(|j| j.due_at.unix_seconds()).collect();
     assert_eq!(due, vec![50, 60], "oldest due first, not the later one");
     assert_eq!(
-        queue.next_due().await.expect("next due"),
+        queue
+            .next_due()
+            .await
+            .expect("next due")
+            .map(|d| d.unix_seconds()),
         Some(3_600),
         "leased jobs are not waited for"
     );
     assert!(jobs.iter().all(|j| j
         .lease
         .as_ref()
-        .is_some_and(|l| l.owner == "w1" && l.expires_unix == 100)));
+        .is_some_and(|l| l.owner == "w1" && l.expires_at.unix_seconds() == 100)));
     let send = jobs
         .iter()
         .find(|j| matches!(j.kind, JobKind::Dispatch { .. }))
@@ -62,7 +73,7 @@ pub async fn leases_expire_and_commits_check_versions(
     );
     assert_eq!(queue.discard(timer, "w2").await, Err(StoreError::LeaseLost));
     assert_eq!(
-        queue.release(timer, "w2", 70, None).await,
+        queue.release(timer, "w2", unix(70), None).await,
         Err(StoreError::LeaseLost)
     );
     let again = lease(queue, "w2", 100, 200, 1).await.expect("lease");
@@ -76,7 +87,7 @@ pub async fn leases_expire_and_commits_check_versions(
         review: None,
         run_id: "run-a".into(),
         expected_version: v,
-        at_unix: 300,
+        at: unix(300),
         state: if status == RunStatus::Running {
             state("run-a")
         } else {
@@ -153,7 +164,14 @@ pub async fn deadlines_become_timer_jobs_once_when_due(
         Ok(vec![]),
         "no deadline job at admission"
     );
-    assert_eq!(queue.next_due().await.expect("next due"), Some(deadline));
+    assert_eq!(
+        queue
+            .next_due()
+            .await
+            .expect("next due")
+            .map(|d| d.unix_seconds()),
+        Some(deadline)
+    );
     assert!(lease(queue, "w1", deadline - 1, deadline + 100, 10)
         .await
         .expect("lease")
@@ -163,7 +181,7 @@ pub async fn deadlines_become_timer_jobs_once_when_due(
         .expect("lease");
     let kinds: Vec<(&str, &JobKind, i64)> = leased
         .iter()
-        .map(|j| (j.run_id.as_str(), &j.kind, j.due_unix))
+        .map(|j| (j.run_id.as_str(), &j.kind, j.due_at.unix_seconds()))
         .collect();
     assert_eq!(
         kinds,
@@ -173,9 +191,13 @@ pub async fn deadlines_become_timer_jobs_once_when_due(
     assert!(leased.iter().all(|j| j
         .lease
         .as_ref()
-        .is_some_and(|l| l.owner == "w1" && l.expires_unix == deadline + 10_000)));
+        .is_some_and(|l| l.owner == "w1" && l.expires_at.unix_seconds() == deadline + 10_000)));
     assert_eq!(
-        queue.next_due().await.expect("next due"),
+        queue
+            .next_due()
+            .await
+            .expect("next due")
+            .map(|d| d.unix_seconds()),
         Some(deadline + 1),
         "run-c's deadline (a fraction past, rounded up) is not a job yet"
     );
@@ -185,12 +207,19 @@ pub async fn deadlines_become_timer_jobs_once_when_due(
     assert_eq!(
         leased
             .iter()
-            .map(|j| (&j.kind, j.due_unix))
+            .map(|j| (&j.kind, j.due_at.unix_seconds()))
             .collect::<Vec<_>>(),
         [(&deadline_timer("2026-02-01T00:00:01Z"), deadline + 1)],
         "rounded up, so the timer never fires before the deadline"
     );
-    assert_eq!(queue.next_due().await.expect("next due"), None);
+    assert_eq!(
+        queue
+            .next_due()
+            .await
+            .expect("next due")
+            .map(|d| d.unix_seconds()),
+        None
+    );
     assert!(lease(queue, "w3", deadline + 200, deadline + 300, 10)
         .await
         .expect("lease")
@@ -206,8 +235,8 @@ pub async fn deadlines_become_timer_jobs_once_when_due(
     let lookups = queue
         .lease(&LeaseRequest {
             owner: "w4",
-            now: deadline + 400,
-            lease_until: deadline + 500,
+            now: unix(deadline + 400),
+            lease_until: unix(deadline + 500),
             limit: 10,
             epoch: Some(0),
             run_id: None,
@@ -224,7 +253,14 @@ pub async fn deadlines_become_timer_jobs_once_when_due(
         [(&deadline_timer("2026-02-01T00:00:00Z"), true)],
         "made unleased"
     );
-    assert_eq!(queue.next_due().await.expect("next due"), Some(deadline));
+    assert_eq!(
+        queue
+            .next_due()
+            .await
+            .expect("next due")
+            .map(|d| d.unix_seconds()),
+        Some(deadline)
+    );
     let leased = lease(queue, "w5", deadline + 400, deadline + 500, 10)
         .await
         .expect("lease");
@@ -245,7 +281,7 @@ pub async fn release_and_discard(
     let mut run = new_run(fx, "run-a", "alice", "id-1", "d");
     run.jobs.push(NewJob {
         kind: dispatch("notify", 1),
-        due_unix: 60,
+        due_at: unix(60),
     });
     admission.admit(run).await.expect("admit");
     let jobs = lease(queue, "w1", 60, 1_000, 10).await.expect("lease");
@@ -262,7 +298,7 @@ pub async fn release_and_discard(
         .id;
     queue.mark_sending(send, "w1", 0).await.expect("sending");
     queue
-        .release(send, "w1", 400, Some(dispatch("notify", 2)))
+        .release(send, "w1", unix(400), Some(dispatch("notify", 2)))
         .await
         .expect("release");
     queue.discard(timer, "w1").await.expect("discard");
@@ -271,7 +307,12 @@ pub async fn release_and_discard(
     let job = left.first().expect("the dispatch is left");
     assert_eq!(left.len(), 1);
     assert_eq!(
-        (&job.kind, job.due_unix, job.state, job.lease.is_none()),
+        (
+            &job.kind,
+            job.due_at.unix_seconds(),
+            job.state,
+            job.lease.is_none()
+        ),
         (&dispatch("notify", 2), 400, JobState::Ready, true)
     );
     assert!(lease(queue, "w2", 399, 2_000, 10)
@@ -300,20 +341,21 @@ pub async fn bring_forward_respects_the_floor_and_lists_page(
             connection: "review".into(),
             completion: "result".into(),
             review_request_id: "rr-1".into(),
-            last_observed_unix: Some(1_000),
+            last_observed_at: Some(unix(1_000)),
         },
-        due_unix: 1_900,
+        due_at: unix(1_900),
     }];
     admission.admit(run).await.expect("admit");
-    assert_eq!(queue.bring_forward("rr-1", 1_010, 30).await, Ok(1));
-    let due = |jobs: Vec<coordinator_ports::store::Job>| jobs.first().map(|j| j.due_unix);
+    assert_eq!(queue.bring_forward("rr-1", unix(1_010), 30).await, Ok(1));
+    let due =
+        |jobs: Vec<coordinator_ports::store::Job>| jobs.first().map(|j| j.due_at.unix_seconds());
     assert_eq!(due(reads.jobs("run-a").await.expect("jobs")), Some(1_030));
     assert_eq!(
-        queue.bring_forward("rr-1", 1_010, 30).await,
+        queue.bring_forward("rr-1", unix(1_010), 30).await,
         Ok(0),
         "never later"
     );
-    assert_eq!(queue.bring_forward("rr-2", 1_010, 30).await, Ok(0));
+    assert_eq!(queue.bring_forward("rr-2", unix(1_010), 30).await, Ok(0));
     admission
         .admit(new_run(fx, "run-b", "bob", "id-2", "d"))
         .await
@@ -332,7 +374,7 @@ pub async fn bring_forward_respects_the_floor_and_lists_page(
             review: None,
             run_id: "run-c".into(),
             expected_version: 1,
-            at_unix: committed_at(&held),
+            at: committed_at(&held),
             state: held,
             ledger: BTreeMap::new(),
             complete: None,
@@ -446,7 +488,7 @@ async fn list_filters_by_current_step_and_admission(reads: &dyn RunReads) {
         "the page scanned run-c only"
     );
     let admitted = |before: &str| RunFilter {
-        admitted_before_unix: Some(instant(before).unix_seconds()),
+        admitted_before: Some(instant(before)),
         limit: 100,
         ..RunFilter::default()
     };

@@ -78,9 +78,22 @@ pub fn state(marker: &str) -> RunState {
 }
 
 /// When a commit of `state` happens, as the engine would give it: the
-/// state's end, else its `now` (Unix seconds).
-pub fn committed_at(state: &RunState) -> i64 {
-    state.ended_at.unwrap_or(state.now).unix_seconds()
+/// state's end, else its `now`.
+pub fn committed_at(state: &RunState) -> Instant {
+    state.ended_at.unwrap_or(state.now)
+}
+
+/// The instant `seconds` after 1970-01-01T00:00:00Z: the checks' times are
+/// small Unix seconds, written as numbers.
+pub fn unix(seconds: i64) -> Instant {
+    Instant::from_unix_seconds(seconds)
+}
+
+/// The instant `nanos` nanoseconds after 1970-01-01T00:00:00Z.
+pub fn nanos(nanos: i64) -> Instant {
+    const PER_SECOND: i64 = 1_000_000_000;
+    let rest = u32::try_from(nanos.rem_euclid(PER_SECOND)).unwrap_or(0);
+    Instant::from_unix_seconds_and_nanos(nanos.div_euclid(PER_SECOND), rest)
 }
 
 fn ended(marker: &str, status: RunStatus) -> RunState {
@@ -119,7 +132,7 @@ pub fn new_run(fx: &Fixture, id: &str, sub: &str, identity: &str, digest: &str) 
                 at: instant("1970-01-01T00:01:00Z"),
                 wake: WakeKind::Wake,
             },
-            due_unix: 60,
+            due_at: unix(60),
         }],
         bindings: [("notices".to_owned(), NOTICES_BINDING.to_owned())].into(),
         trace_parent: None,
@@ -156,8 +169,8 @@ pub async fn lease(
     queue
         .lease(&LeaseRequest {
             owner,
-            now,
-            lease_until,
+            now: unix(now),
+            lease_until: unix(lease_until),
             limit,
             epoch: Some(0),
             run_id: None,
@@ -180,7 +193,7 @@ async fn settle(queue: &dyn JobQueue, id: &str, state: RunState) {
             review: None,
             run_id: id.into(),
             expected_version: 1,
-            at_unix: committed_at(&state),
+            at: committed_at(&state),
             state,
             ledger: BTreeMap::new(),
             complete: None,

@@ -82,7 +82,7 @@ pub async fn live_bindings_count_runs_that_have_not_ended(
             review: None,
             run_id: "run-c".into(),
             expected_version: 1,
-            at_unix: committed_at(&ended("run-c", RunStatus::Cancelled)),
+            at: committed_at(&ended("run-c", RunStatus::Cancelled)),
             state: ended("run-c", RunStatus::Cancelled),
             ledger: BTreeMap::new(),
             complete: None,
@@ -138,7 +138,7 @@ pub async fn reviews_are_recorded_surveyed_and_attested(
             review,
             run_id: run.into(),
             expected_version: version,
-            at_unix: committed_at(&st),
+            at: committed_at(&st),
             state: st,
             ledger: BTreeMap::new(),
             complete: None,
@@ -211,7 +211,7 @@ pub async fn reviews_are_recorded_surveyed_and_attested(
     ended.effects.insert("send".into(), EffectState::Unknown);
     queue
         .commit(Commit {
-            at_unix: committed_at(&ended),
+            at: committed_at(&ended),
             state: ended,
             ..commit("run-y", 2, None, true)
         })
@@ -270,7 +270,7 @@ fn counted_commit(
     Commit {
         run_id: id.into(),
         expected_version: version,
-        at_unix: committed_at(&state),
+        at: committed_at(&state),
         state,
         ledger: BTreeMap::new(),
         complete: None,
@@ -343,7 +343,7 @@ async fn commit_counted_runs_to_other_states_then_count(
             state("count-a"),
             vec![NewJob {
                 kind: dispatch("notify", 1),
-                due_unix: 10,
+                due_at: unix(10),
             }],
             None,
         ))

@@ -111,7 +111,9 @@ async fn erase_ended_payloads_oldest_first_in_batches(
     cutoff: i64,
 ) -> RunRecord {
     assert_eq!(
-        maintenance.erase_payloads(cutoff, 1, 5_000_000_000).await,
+        maintenance
+            .erase_payloads(unix(cutoff), 1, unix(5_000_000_000))
+            .await,
         Ok(Erasure {
             erased: 1,
             more: true
@@ -129,14 +131,18 @@ async fn erase_ended_payloads_oldest_first_in_batches(
             .payload_erased
     );
     assert_eq!(
-        maintenance.erase_payloads(cutoff, 100, 5_000_000_000).await,
+        maintenance
+            .erase_payloads(unix(cutoff), 100, unix(5_000_000_000))
+            .await,
         Ok(Erasure {
             erased: 1,
             more: false
         })
     );
     assert_eq!(
-        maintenance.erase_payloads(cutoff, 100, 5_000_000_000).await,
+        maintenance
+            .erase_payloads(unix(cutoff), 100, unix(5_000_000_000))
+            .await,
         Ok(Erasure::default()),
         "an erased run is never erased again"
     );
@@ -215,7 +221,7 @@ async fn erased_run_answers_its_start_key_and_refuses_commits(
             review: None,
             run_id: "run-b".into(),
             expected_version: b.version,
-            at_unix: committed_at(&state("run-b")),
+            at: committed_at(&state("run-b")),
             state: state("run-b"),
             ledger: BTreeMap::new(),
             complete: None,
@@ -298,22 +304,22 @@ pub async fn restore_hold_leases_lookups_only_and_fences_old_epochs(
     run.jobs = vec![
         NewJob {
             kind: dispatch("send", 1),
-            due_unix: 10,
+            due_at: unix(10),
         },
         NewJob {
             kind: lookup.clone(),
-            due_unix: 10,
+            due_at: unix(10),
         },
         NewJob {
             kind: read,
-            due_unix: 10,
+            due_at: unix(10),
         },
     ];
     admission.admit(run).await.expect("admit");
     let ask = |owner: &'static str, epoch: Option<u64>| LeaseRequest {
         owner,
-        now: 20,
-        lease_until: 25,
+        now: unix(20),
+        lease_until: unix(25),
         limit: 10,
         epoch,
         run_id: None,
@@ -357,8 +363,8 @@ pub async fn restore_hold_leases_lookups_only_and_fences_old_epochs(
     // A process of the new epoch is given lookups only while the hold
     // stands, and cannot mark anything sending.
     let after = LeaseRequest {
-        now: 30,
-        lease_until: 40,
+        now: unix(30),
+        lease_until: unix(40),
         ..ask("w2", Some(1))
     };
     let got = queue.lease(&after).await.expect("lease");
@@ -373,7 +379,7 @@ pub async fn restore_hold_leases_lookups_only_and_fences_old_epochs(
     );
     // The mutation is claimed from its holder; the read is not.
     let claimed = queue
-        .claim_restored_commands("sweeper", 100, 10)
+        .claim_restored_commands("sweeper", unix(100), 10)
         .await
         .expect("claim");
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![send]);
