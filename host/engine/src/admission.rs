@@ -163,6 +163,22 @@ impl From<StoreError> for AdmitError {
     }
 }
 
+/// A start about to be admitted, once its workflow and revision are known
+/// to be served: who starts which workflow at which revision, and the
+/// start identity and request digest it is kept under.
+struct NewStart {
+    /// The run's owner (a token's principal, or an event source).
+    owner: Owner,
+    /// The start identity (a repeated start finds its run by it).
+    start_identity: String,
+    /// The keyed fingerprint of the revision and input.
+    request_digest: String,
+    /// The workflow.
+    workflow: String,
+    /// The active revision it runs under.
+    revision: String,
+}
+
 /// What an admission answers: the store's answer and the jobs leased on
 /// insert, or the store's error.
 pub(crate) type AdmittedOrError =
@@ -289,17 +305,15 @@ impl Admission {
                     .await
             }
         };
-        self.admit_prepared(
-            &vm,
-            principal.owner(),
+        let start = NewStart {
+            owner: principal.owner(),
             start_identity,
             request_digest,
-            request.workflow,
-            request.revision,
-            request.input,
-            request.trace_parent,
-        )
-        .await
+            workflow: request.workflow,
+            revision: request.revision,
+        };
+        self.admit_prepared(&vm, start, request.input, request.trace_parent)
+            .await
     }
 
     /// The keyed fingerprint of a start request (revision and canonical
@@ -373,29 +387,22 @@ impl Admission {
         Err(refusal)
     }
 
-    /// Checks the input with the VM and stores the run with its first jobs
-    /// under `start_identity` (one store step, which looks the identity up
-    /// first and then checks the admission hold and the activation). With
-    /// traces on, inside the admission span (the child of `inbound`), whose
-    /// context is stored with the run.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn admit_prepared(
+    /// Checks `input` with the VM and stores the run of `start` with its
+    /// first jobs under its start identity (one store step, which looks the
+    /// identity up first and then checks the admission hold and the
+    /// activation). With traces on, inside the admission span (the child of
+    /// `inbound`), whose context is stored with the run.
+    async fn admit_prepared(
         &self,
         vm: &Vm,
-        owner: Owner,
-        start_identity: String,
-        request_digest: String,
-        workflow: String,
-        revision: String,
+        start: NewStart,
         input: Value,
         inbound: Option<TraceParent>,
     ) -> Result<(bool, RunRecord), AdmitError> {
         let Some(admitting) = self.parts.spans.trace_admission(inbound) else {
-            let start = (owner, start_identity, request_digest, workflow, revision);
             return self.admit_checked(vm, start, input, None).await;
         };
         let started = self.parts.clock.now();
-        let start = (owner, start_identity, request_digest, workflow, revision);
         let result = self
             .admit_checked(vm, start, input, admitting.trace_parent())
             .await;
@@ -413,17 +420,22 @@ impl Admission {
         result
     }
 
-    /// [`Admission::admit_prepared`] once its span (if any) is started:
-    /// `start` is the owner, start identity, request digest, workflow and
-    /// revision; `trace_parent` the context stored with the run.
+    /// [`Admission::admit_prepared`] once its span (if any) is started;
+    /// `trace_parent` is the context stored with the run.
     async fn admit_checked(
         &self,
         vm: &Vm,
-        start: (Owner, String, String, String, String),
+        start: NewStart,
         input: Value,
         trace_parent: Option<TraceParent>,
     ) -> Result<(bool, RunRecord), AdmitError> {
-        let (owner, start_identity, request_digest, workflow, revision) = start;
+        let NewStart {
+            owner,
+            start_identity,
+            request_digest,
+            workflow,
+            revision,
+        } = start;
         let now = self.parts.clock.now();
         let resumed = match vm.admit(input, whole_second(&now)) {
             Ok(r) => r,
@@ -601,23 +613,21 @@ impl Admission {
                 .refuse_new_start(&start_identity, &request_digest, AdmitError::RecoveryOnly)
                 .await;
         }
-        self.admit_prepared(
-            &vm,
-            origin.owner(),
+        let new_start = NewStart {
+            owner: origin.owner(),
             start_identity,
             request_digest,
-            workflow.to_owned(),
-            revision.clone(),
-            start.input,
-            trace_parent,
-        )
-        .await
-        .map_err(|e| match e {
-            AdmitError::InputRefused(m) => {
-                AdmitError::EventRefused(format!("the input schema refuses the mapped input: {m}"))
-            }
-            other => other,
-        })
+            workflow: workflow.to_owned(),
+            revision: revision.clone(),
+        };
+        self.admit_prepared(&vm, new_start, start.input, trace_parent)
+            .await
+            .map_err(|e| match e {
+                AdmitError::InputRefused(m) => AdmitError::EventRefused(format!(
+                    "the input schema refuses the mapped input: {m}"
+                )),
+                other => other,
+            })
     }
 
     /// Admits through the group commit ([`crate::group`]), answered as
