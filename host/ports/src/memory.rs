@@ -1,4 +1,4 @@
-//! [`MemoryRunStore`]: the in-memory implementation of the [`RunStore`]
+//! [`MemoryRunStore`]: the in-memory implementation of the [`RunStore`](crate::store::RunStore)
 //! port, for tests and for a service started without PostgreSQL (nothing
 //! survives the process). It keeps every rule the port states, as the
 //! conformance checks (`coordinator_testkit::conformance`) prove on both stores.
@@ -117,7 +117,7 @@ impl Memory {
     }
 }
 
-/// An in-memory [`RunStore`] for tests and for a service started without
+/// An in-memory [`RunStore`](crate::store::RunStore) for tests and for a service started without
 /// PostgreSQL (nothing survives the process).
 #[derive(Default)]
 pub struct MemoryRunStore {

@@ -1,5 +1,5 @@
 //! The run store port: its data (this file) and its narrow traits
-//! ([`ports`]: [`RunAdmission`], [`JobQueue`], [`RunReads`],
+//! (`ports.rs`: [`RunAdmission`], [`JobQueue`], [`RunReads`],
 //! [`HoldsAndReviews`], [`Definitions`], [`Maintenance`]; [`RunStore`] is
 //! all of them, what a store implements).
 //!

@@ -247,8 +247,8 @@ pub trait HoldsAndReviews: Send + Sync {
     /// effect ([`ReviewSurvey`]).
     async fn review_survey(&self) -> Result<ReviewSurvey, StoreError>;
 
-    /// Records [`Review::Attested`] on every run whose review is
-    /// [`Review::Required`] (`release-restore-hold` after
+    /// Records [`Review::Attested`](super::Review::Attested) on every run whose review is
+    /// [`Review::Required`](super::Review::Required) (`release-restore-hold` after
     /// `complete-execution-recovery`). Returns how many.
     async fn attest_reviews(&self) -> Result<u64, StoreError>;
 }
@@ -274,8 +274,8 @@ pub trait Maintenance: Send + Sync {
     /// Retention (seed 000 "Erase ended payloads"), one atomic step:
     /// erases the payloads (sealed input, state, output; a job's prepared
     /// command cannot remain, as an erasable run has no job) of at most
-    /// `limit` (clamped to 1..=[`MAX_ERASE_LIMIT`]) runs that ended before
-    /// `before` and are [`erasable`], oldest ended first (then by
+    /// `limit` (clamped to 1..=[`MAX_ERASE_LIMIT`](super::MAX_ERASE_LIMIT)) runs that ended before
+    /// `before` and are [`erasable`](super::erasable), oldest ended first (then by
     /// admission order), stamping them erased at `now`. Keeps the run
     /// row (id, workflow, revision, owner, state name, timestamps, start
     /// identity, request digest) and every spent start and command

@@ -5,7 +5,7 @@
 //! - [`plan()`] reads with the runtime credential and writes nothing; it
 //!   previews `apply`: it reads the keys as `apply` does, logs in with the
 //!   migration URL too, and on an applied namespace refuses what `apply`
-//!   refuses before writing ([`checks::check_applied_namespace`]: runtime role
+//!   refuses before writing (`checks::check_applied_namespace`: runtime role
 //!   safety, key custody). `apply` logs in with the runtime URL before it
 //!   changes anything.
 //! - [`apply()`] is the only user of `database.migrationUrlRef`: one
@@ -17,11 +17,11 @@
 //! - [`deployment_status`] reads with the runtime credential and verifies
 //!   what the service verifies before it serves.
 //!
-//! One file per concern: [`plan`](mod@plan), [`apply`](mod@apply),
-//! [`status`] (`deployment_status`); [`checks`], every check these share
-//! (and the service's startup), each in one place; [`namespace`], the reads
-//! of what a namespace records; [`runtime_role`], the runtime role's grants
-//! and safety check.
+//! One file per concern: `plan.rs`, `apply.rs`, `status.rs`
+//! (`deployment_status`); `checks.rs`, every check these share (and the
+//! service's startup), each in one place; `namespace.rs`, the reads of what
+//! a namespace records; `runtime_role.rs`, the runtime role's grants and
+//! safety check.
 
 mod apply;
 mod checks;
