@@ -17,7 +17,7 @@ use coordinator_adapters::{HttpAdapter, MemorySecrets};
 use coordinator_engine::{Engine, EngineConfig};
 use coordinator_fakes::{FakeBreg, FakeIssuer, KeyKind, Mint, TestKey};
 use coordinator_ir::Definition;
-use coordinator_ports::{Clock, ManualClock, MemoryRunStore, RunStore, StoreError};
+use coordinator_ports::{Clock, ManualClock, MemoryRunStore, StoreError};
 use coordinator_runtime::config::{
     Authentication, Authorization, BregConnection, Connection, Policy, SecretRef,
 };
@@ -89,7 +89,7 @@ impl Env {
         let engine = Arc::new(
             Engine::new(
                 config,
-                store.clone() as Arc<dyn RunStore>,
+                store.clone(),
                 Arc::new(clock.clone()),
                 Arc::new(HttpAdapter::new(Arc::new(secrets)).unwrap()),
                 AdmissionKey::new(&[7u8; 32]).unwrap(),

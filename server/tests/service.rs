@@ -17,7 +17,7 @@ use coordinator_fakes::{
     FakeBreg, FakeCasework, FakeIssuer, FakeMessaging, Flaw, KeyKind, Mint, Reply, TestKey,
 };
 use coordinator_ir::Definition;
-use coordinator_ports::{Clock, ManualClock, MemoryRunStore, RunReads, RunStore};
+use coordinator_ports::{Clock, ManualClock, MemoryRunStore, RunReads};
 use coordinator_runtime::config::{
     Authentication, Authorization, BregConnection, CaseworkConnection, Connection, PlainConnection,
     Policy, ReviewCompletion, SecretRef,
@@ -330,7 +330,7 @@ fn build_engine(
     let adapter = HttpAdapter::new(Arc::new(secrets.clone())).unwrap();
     Engine::new(
         EngineConfig::new("db-test-1", worker),
-        store.clone() as Arc<dyn RunStore>,
+        store.clone(),
         Arc::new(clock.clone()),
         Arc::new(adapter),
         AdmissionKey::new(&[7u8; 32]).unwrap(),
