@@ -42,23 +42,13 @@ pub async fn commits_lease_new_due_jobs_to_the_committer(
         lease_until: unix(200),
         epoch: 0,
     };
+    let mut first = due_now("now");
+    first.push(NewJob {
+        kind: dispatch("later", 1),
+        due_at: unix(150),
+    });
     let committed = queue
-        .commit_leasing(
-            step(
-                1,
-                vec![
-                    NewJob {
-                        kind: dispatch("now", 1),
-                        due_at: unix(100),
-                    },
-                    NewJob {
-                        kind: dispatch("later", 1),
-                        due_at: unix(150),
-                    },
-                ],
-            ),
-            Some(&on_insert),
-        )
+        .commit_leasing(step(1, first), Some(&on_insert))
         .await
         .expect("commit");
     assert_eq!(committed.version, 2);

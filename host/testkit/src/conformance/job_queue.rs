@@ -24,14 +24,7 @@ pub async fn leases_expire_and_commits_check_versions(
         due_at: unix(3_600),
     });
     admission.admit(run).await.expect("admit");
-    assert_eq!(
-        queue
-            .next_due()
-            .await
-            .expect("next due")
-            .map(|d| d.unix_seconds()),
-        Some(50)
-    );
+    assert_eq!(next_due(queue).await, Some(50));
     assert!(lease(queue, "w1", 49, 100, 10)
         .await
         .expect("lease")
@@ -40,11 +33,7 @@ pub async fn leases_expire_and_commits_check_versions(
     let due: Vec<i64> = jobs.iter().map(|j| j.due_at.unix_seconds()).collect();
     assert_eq!(due, vec![50, 60], "oldest due first, not the later one");
     assert_eq!(
-        queue
-            .next_due()
-            .await
-            .expect("next due")
-            .map(|d| d.unix_seconds()),
+        next_due(queue).await,
         Some(3_600),
         "leased jobs are not waited for"
     );
@@ -164,14 +153,7 @@ pub async fn deadlines_become_timer_jobs_once_when_due(
         Ok(vec![]),
         "no deadline job at admission"
     );
-    assert_eq!(
-        queue
-            .next_due()
-            .await
-            .expect("next due")
-            .map(|d| d.unix_seconds()),
-        Some(deadline)
-    );
+    assert_eq!(next_due(queue).await, Some(deadline));
     assert!(lease(queue, "w1", deadline - 1, deadline + 100, 10)
         .await
         .expect("lease")
@@ -193,11 +175,7 @@ pub async fn deadlines_become_timer_jobs_once_when_due(
         .as_ref()
         .is_some_and(|l| l.owner == "w1" && l.expires_at.unix_seconds() == deadline + 10_000)));
     assert_eq!(
-        queue
-            .next_due()
-            .await
-            .expect("next due")
-            .map(|d| d.unix_seconds()),
+        next_due(queue).await,
         Some(deadline + 1),
         "run-c's deadline (a fraction past, rounded up) is not a job yet"
     );
@@ -212,14 +190,7 @@ pub async fn deadlines_become_timer_jobs_once_when_due(
         [(&deadline_timer("2026-02-01T00:00:01Z"), deadline + 1)],
         "rounded up, so the timer never fires before the deadline"
     );
-    assert_eq!(
-        queue
-            .next_due()
-            .await
-            .expect("next due")
-            .map(|d| d.unix_seconds()),
-        None
-    );
+    assert_eq!(next_due(queue).await, None);
     assert!(lease(queue, "w3", deadline + 200, deadline + 300, 10)
         .await
         .expect("lease")
@@ -253,14 +224,7 @@ pub async fn deadlines_become_timer_jobs_once_when_due(
         [(&deadline_timer("2026-02-01T00:00:00Z"), true)],
         "made unleased"
     );
-    assert_eq!(
-        queue
-            .next_due()
-            .await
-            .expect("next due")
-            .map(|d| d.unix_seconds()),
-        Some(deadline)
-    );
+    assert_eq!(next_due(queue).await, Some(deadline));
     let leased = lease(queue, "w5", deadline + 400, deadline + 500, 10)
         .await
         .expect("lease");
@@ -369,19 +333,7 @@ pub async fn bring_forward_respects_the_floor_and_lists_page(
     held.status = RunStatus::Attention;
     held.path.push("notify".into());
     held.effects.insert("notify".into(), EffectState::Unknown);
-    queue
-        .commit(Commit {
-            review: None,
-            run_id: "run-c".into(),
-            expected_version: 1,
-            at: committed_at(&held),
-            state: held,
-            ledger: BTreeMap::new(),
-            complete: None,
-            jobs: vec![],
-        })
-        .await
-        .expect("commit");
+    settle(queue, "run-c", held).await;
     let ids = |page: &coordinator_ports::store::RunPage| -> Vec<String> {
         page.runs.iter().map(|r| r.id.clone()).collect()
     };
@@ -452,7 +404,7 @@ pub async fn bring_forward_respects_the_floor_and_lists_page(
     maintenance.ping().await.expect("ping");
 }
 
-/// `step`, `effect` and `admitted_before_unix` over run-a, run-b (at
+/// `step`, `effect` and `admitted_before` over run-a, run-b (at
 /// `due`) and run-c (held at `notify`, `unknown`), all admitted at
 /// 2026-01-01T00:00:00Z: step and effect are decided on the page scanned,
 /// so a page may be empty while its cursor goes on.

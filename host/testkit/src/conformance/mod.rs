@@ -179,6 +179,15 @@ pub async fn lease(
         .await
 }
 
+/// The queue's next due time ([`JobQueue::next_due`]) as Unix seconds.
+///
+/// # Panics
+/// When the store fails.
+pub async fn next_due(queue: &dyn JobQueue) -> Option<i64> {
+    let due = queue.next_due().await.expect("next due");
+    due.map(|d| d.unix_seconds())
+}
+
 fn id(admitted: &Admitted) -> String {
     match admitted {
         Admitted::Created(r) | Admitted::Existing(r) => r.id.clone(),

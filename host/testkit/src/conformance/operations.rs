@@ -145,23 +145,15 @@ pub async fn reviews_are_recorded_surveyed_and_attested(
             jobs: vec![],
         }
     };
-    queue
-        .commit(commit("run-x", 1, Some(Review::Reconciled), false))
-        .await
-        .expect("commit");
+    let commit_it = |c: Commit| async move { queue.commit(c).await.expect("commit") };
+    commit_it(commit("run-x", 1, Some(Review::Reconciled), false)).await;
     assert_eq!(
         reads.get("run-x").await.expect("get").expect("run").review,
         None,
         "an outcome over no review records nothing"
     );
-    queue
-        .commit(commit("run-x", 2, Some(Review::Required), true))
-        .await
-        .expect("commit");
-    queue
-        .commit(commit("run-y", 1, Some(Review::Required), true))
-        .await
-        .expect("commit");
+    commit_it(commit("run-x", 2, Some(Review::Required), true)).await;
+    commit_it(commit("run-y", 1, Some(Review::Required), true)).await;
     assert_eq!(
         holds.review_survey().await,
         Ok(ReviewSurvey {
@@ -170,19 +162,13 @@ pub async fn reviews_are_recorded_surveyed_and_attested(
             ended_unknown_effects: 0,
         })
     );
-    queue
-        .commit(commit("run-x", 3, None, true))
-        .await
-        .expect("commit");
+    commit_it(commit("run-x", 3, None, true)).await;
     assert_eq!(
         reads.get("run-x").await.expect("get").expect("run").review,
         Some(Review::Required),
         "no review leaves it"
     );
-    queue
-        .commit(commit("run-x", 4, Some(Review::Cancelled), false))
-        .await
-        .expect("commit");
+    commit_it(commit("run-x", 4, Some(Review::Cancelled), false)).await;
     assert_eq!(
         reads.get("run-x").await.expect("get").expect("run").review,
         Some(Review::Cancelled)
@@ -209,14 +195,12 @@ pub async fn reviews_are_recorded_surveyed_and_attested(
     ended.status = RunStatus::Cancelled;
     ended.ended_at = Some(instant("2026-01-01T00:05:00Z"));
     ended.effects.insert("send".into(), EffectState::Unknown);
-    queue
-        .commit(Commit {
-            at: committed_at(&ended),
-            state: ended,
-            ..commit("run-y", 2, None, true)
-        })
-        .await
-        .expect("commit");
+    commit_it(Commit {
+        at: committed_at(&ended),
+        state: ended,
+        ..commit("run-y", 2, None, true)
+    })
+    .await;
     assert_eq!(
         holds.review_survey().await,
         Ok(ReviewSurvey {

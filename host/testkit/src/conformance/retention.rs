@@ -301,20 +301,13 @@ pub async fn restore_hold_leases_lookups_only_and_fences_old_epochs(
         },
         idempotency_key: None,
     };
-    run.jobs = vec![
-        NewJob {
-            kind: dispatch("send", 1),
+    run.jobs = [dispatch("send", 1), lookup.clone(), read]
+        .into_iter()
+        .map(|kind| NewJob {
+            kind,
             due_at: unix(10),
-        },
-        NewJob {
-            kind: lookup.clone(),
-            due_at: unix(10),
-        },
-        NewJob {
-            kind: read,
-            due_at: unix(10),
-        },
-    ];
+        })
+        .collect();
     admission.admit(run).await.expect("admit");
     let ask = |owner: &'static str, epoch: Option<u64>| LeaseRequest {
         owner,
