@@ -267,7 +267,7 @@ impl Admission {
     }
 
     /// Counts an admission's outcome (`coordinator_admissions_total`).
-    pub(crate) fn count_admission(&self, result: &Result<(bool, RunRecord), AdmitError>) {
+    fn count_admission(&self, result: &Result<(bool, RunRecord), AdmitError>) {
         let outcome = match result {
             Ok((true, _)) => "created",
             Ok((false, _)) => "existing",
@@ -284,7 +284,7 @@ impl Admission {
         self.parts.counters.admission(outcome);
     }
 
-    pub(crate) async fn admit_run(
+    async fn admit_run(
         &self,
         principal: &Principal,
         request: StartRequest,
@@ -319,7 +319,7 @@ impl Admission {
     /// The keyed fingerprint of a start request (revision and canonical
     /// input): a repeat of a start identity with another one is
     /// `idempotency.key-reused`.
-    pub(crate) fn request_digest(&self, revision: &str, input: &Value) -> String {
+    fn request_digest(&self, revision: &str, input: &Value) -> String {
         self.admission_key
             .request_fingerprint(revision, &coordinator_ir::canonical::to_vec(input))
     }
@@ -327,7 +327,7 @@ impl Admission {
     /// The Program a new start of `workflow` at `revision` runs under, or
     /// why this process admits no such start (`--recovery-only`, no such
     /// workflow, another active revision).
-    pub(crate) fn start_program(
+    fn start_program(
         &self,
         workflow: &str,
         revision: &str,
@@ -355,7 +355,7 @@ impl Admission {
     /// a repeated start away). A refusal about the workflow or revision
     /// becomes [`AdmitError::ActivationChanged`] when an `apply` changed
     /// the active packages since this process started.
-    pub(crate) async fn refuse_new_start(
+    async fn refuse_new_start(
         &self,
         start_identity: &str,
         request_digest: &str,
@@ -547,7 +547,7 @@ impl Admission {
         result
     }
 
-    pub(crate) async fn admit_event_run(
+    async fn admit_event_run(
         &self,
         origin: &EventOrigin,
         workflow: &str,
@@ -632,7 +632,7 @@ impl Admission {
 
     /// Admits through the group commit ([`crate::group`]), answered as
     /// [`RunAdmission::admit_leasing`] answers.
-    pub(crate) async fn admit_grouped(
+    async fn admit_grouped(
         &self,
         run: NewRun,
         lease: Option<LeaseOnInsert>,

@@ -689,7 +689,7 @@ impl JobRunner {
     }
 
     /// A host fault (nothing was sent): log and try the job again later.
-    pub(crate) async fn hold_job(&self, job: &Job, why: &str) -> Result<(), StoreError> {
+    async fn hold_job(&self, job: &Job, why: &str) -> Result<(), StoreError> {
         tracing::error!(job = job.id, run = %job.run_id, reason = why, "host fault; job retried later");
         let later = seconds_after(&self.parts.clock.now(), MAX_BACKOFF_SECONDS);
         self.queue

@@ -318,7 +318,7 @@ impl Operator {
     /// (after a reconcile). A lookup a worker took first is left to it, and
     /// waited for (at most the request budget); failures are logged, and a
     /// lookup not carried out stays due for the workers.
-    pub(crate) async fn look_up_receipts_now(&self, run_id: &str) {
+    async fn look_up_receipts_now(&self, run_id: &str) {
         // The reconcile's own commit may have leased the lookup to this
         // process already (handed off to the lanes): carry it out here.
         let committer = &self.parts.committer;
