@@ -48,7 +48,7 @@ use coordinator::{AppState, Completions, SHUTDOWN_GRACE};
 use coordinator_adapters::token::{check_signing_key, TokenError};
 use coordinator_adapters::HttpAdapter;
 use coordinator_engine::{Engine, EngineConfig};
-use coordinator_ports::SystemClock;
+use coordinator_ports::{Clock, SystemClock};
 use coordinator_runtime::audit::AuditJournal;
 use coordinator_runtime::config::{Connection, Deployment};
 use coordinator_runtime::secrets::{load_keys, DeploymentKeys, SecretError, SecretResolver};
@@ -222,8 +222,10 @@ async fn serve_checked(args: Args, worker_threads: NonZeroUsize) -> Result<ExitC
         StoreStartup::Stopped => return Ok(stop_before_store_open(servers).await),
     };
     tracing::info!(namespace = %runtime.config.namespace, "run store: PostgreSQL");
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let engine = build_engine(
         &runtime,
+        clock.clone(),
         args.recovery_only,
         &secrets.keys,
         secrets.adapter,
@@ -242,6 +244,7 @@ async fn serve_checked(args: Args, worker_threads: NonZeroUsize) -> Result<ExitC
     adopt_restore_epoch(&engine, args.recovery_only).await;
     let state = AppState {
         engine: engine.clone(),
+        clock,
         counts: store.clone(),
         verifier: Arc::new(Verifier::new(
             &runtime.deployment.authentication,
@@ -577,6 +580,7 @@ async fn stop_before_store_open(servers: GatedServers) -> ExitCode {
 /// connections, this process's worker id, and the worker's settings.
 fn build_engine(
     runtime: &CheckedRuntimeFile,
+    clock: Arc<dyn Clock>,
     recovery_only: bool,
     keys: &DeploymentKeys,
     adapter: HttpAdapter,
@@ -600,7 +604,7 @@ fn build_engine(
     Engine::new(
         engine_config,
         store,
-        Arc::new(SystemClock),
+        clock,
         Arc::new(adapter),
         keys.admission.clone(),
         config
@@ -631,7 +635,7 @@ async fn adopt_restore_epoch(engine: &Engine, recovery_only: bool) {
     // (Should the store drop away just now, the first lease adopts it.)
     // (A `--recovery-only` instance states no epoch: it never dispatches.)
     if !recovery_only {
-        match engine.adopt_restore_epoch().await {
+        match engine.worker.adopt_restore_epoch().await {
             Ok(epoch) => tracing::info!(restore_epoch = epoch, "restore epoch adopted"),
             Err(e) => tracing::warn!(
                 code = "store-unavailable",

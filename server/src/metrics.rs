@@ -278,7 +278,7 @@ async fn register_connection_flows(
     engine: &Engine,
     counters: &coordinator_engine::metrics::CounterValues,
 ) {
-    match engine.connection_flows().await {
+    match engine.worker.connection_flows().await {
         Ok(flows) => {
             let in_flight = flows
                 .iter()
@@ -352,9 +352,9 @@ fn register_store_ready(registry: &mut Registry, ready: bool) {
 /// `_total`; the encoders add it.
 pub async fn registry(engine: &Engine, counts: &dyn RunCounts) -> Registry {
     let surveyed = survey(counts, engine).await;
-    let counters = engine.counters().values();
+    let counters = engine.health.counters().values();
     // Unknown (shown as not placed) while the store is unreachable.
-    let holds = engine.holds().await.unwrap_or_default();
+    let holds = engine.operator.holds().await.unwrap_or_default();
     let mut registry = Registry::default();
     match &surveyed {
         Ok(s) => {

@@ -7,8 +7,8 @@
 //! `complete-execution-recovery`, `release-admission-hold`, `retain`);
 //! anything else is 403 `authorization.refused`.
 //!
-//! The holds live in the store's deployment row ([`Engine::holds`],
-//! [`Engine::update_holds`]), so every process obeys them; see
+//! The holds live in the store's deployment row ([`Operator::holds`](coordinator_engine::Operator::holds),
+//! [`Operator::update_holds`](coordinator_engine::Operator::update_holds)), so every process obeys them; see
 //! docs/operations.md "Where the holds are kept".
 
 use std::sync::Arc;
@@ -38,7 +38,10 @@ pub const MAX_REFERENCE_BYTES: usize = 256;
 /// # Errors
 /// The store's.
 pub async fn survey(counts: &dyn RunCounts, engine: &Engine) -> Result<LiveCounts, StoreError> {
-    counts.live_counts().await.map_err(|e| engine.seen(e))
+    counts
+        .live_counts()
+        .await
+        .map_err(|e| engine.health.count_outage(e))
 }
 
 /// Appends the record `build` makes to the audit journal (fsynced) on a
@@ -49,7 +52,7 @@ pub(crate) async fn audited(
     build: impl FnOnce(&AuditKey) -> AuditRecord + Send + 'static,
 ) -> Result<(), ApiError> {
     let engine = engine.clone();
-    let appended = tokio::task::spawn_blocking(move || engine.audit(build))
+    let appended = tokio::task::spawn_blocking(move || engine.health.audit(build))
         .await
         .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
     appended.map_err(|e| {
@@ -158,7 +161,7 @@ pub(crate) async fn doctor(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     operator(&s, &headers, "doctor").await?;
-    let store_ready = s.engine.store().ping().await.is_ok();
+    let store_ready = s.engine.health.ping().await.is_ok();
     let survey = if store_ready {
         match survey(s.counts.as_ref(), &s.engine).await {
             Ok(v) => Some(v),
@@ -174,7 +177,7 @@ pub(crate) async fn doctor(
     // unknown and shown as not placed (read them with `storeReady: false`
     // as unknown).
     let holds = if store_ready {
-        s.engine.holds().await.unwrap_or_default()
+        s.engine.operator.holds().await.unwrap_or_default()
     } else {
         Holds::default()
     };
@@ -182,17 +185,17 @@ pub(crate) async fn doctor(
     // started with (an apply since asks for a restart); unknown (null),
     // not false, while the store does not answer.
     let activation_current = if store_ready {
-        s.engine.activation_current().await.ok()
+        s.engine.admission.activation_current().await.ok()
     } else {
         None
     };
     let body = api::Doctor {
         version: crate::version::build_version(),
         activation_ready: activation_current
-            .map(|current| current && !s.engine.active_revisions().is_empty()),
-        recovery_only: s.engine.recovery_only(),
+            .map(|current| current && !s.engine.admission.active_revisions().is_empty()),
+        recovery_only: s.engine.health.recovery_only(),
         state: api::DoctorState {
-            audit_ready: s.engine.audit_probe().await,
+            audit_ready: s.engine.health.audit_probe().await,
             store_ready: store_ready && survey.is_some(),
             // Also runs that ended still holding an unknown effect (a run
             // cancelled during an uncertain call): someone must find out.
@@ -208,7 +211,7 @@ pub(crate) async fn doctor(
 
 /// `POST /v1/restore-hold`: places the restore hold and the admission
 /// hold, moves the restore epoch and holds back the restored prepared
-/// commands ([`Engine::place_restore_hold`]). Placing it again changes no
+/// commands ([`Operator::place_restore_hold`](coordinator_engine::Operator::place_restore_hold)). Placing it again changes no
 /// hold (it finishes a hold-back left half done) and is audited again.
 pub(crate) async fn restore_hold(
     State(s): State<AppState>,
@@ -218,7 +221,12 @@ pub(crate) async fn restore_hold(
     let who = operator(&s, &headers, "restore-hold").await?;
     let req: api::HoldReason = strict::from_slice(&body(bytes)?).map_err(ApiError::bad_request)?;
     reference("reason", &req.reason)?;
-    let (after, _held_back) = s.engine.place_restore_hold().await.map_err(hold_refused)?;
+    let (after, _held_back) = s
+        .engine
+        .operator
+        .place_restore_hold()
+        .await
+        .map_err(hold_refused)?;
     answer_holds(
         &s,
         hold_record("restore.hold", &who, "reason", req.reason, &after),
@@ -265,6 +273,7 @@ pub(crate) async fn complete_execution_recovery(
     )?;
     let after = s
         .engine
+        .operator
         .complete_execution_recovery()
         .await
         .map_err(hold_refused)?;
@@ -285,7 +294,7 @@ pub(crate) async fn complete_execution_recovery(
 /// `POST /v1/release-restore-hold`: refused with `restore.review-required`
 /// while a restored prepared command awaits review and with
 /// `restore.unresolved` while runs hold unknown effects, unless execution
-/// recovery was attested ([`Engine::release_restore_hold`]).
+/// recovery was attested ([`Operator::release_restore_hold`](coordinator_engine::Operator::release_restore_hold)).
 pub(crate) async fn release_restore_hold(
     State(s): State<AppState>,
     headers: HeaderMap,
@@ -296,6 +305,7 @@ pub(crate) async fn release_restore_hold(
     reference("reason", &req.reason)?;
     let after = s
         .engine
+        .operator
         .release_restore_hold()
         .await
         .map_err(hold_refused)?;
@@ -324,6 +334,7 @@ pub(crate) async fn release_admission_hold(
     )?;
     let after = s
         .engine
+        .operator
         .release_admission_hold()
         .await
         .map_err(hold_refused)?;
@@ -357,11 +368,12 @@ pub(crate) async fn retention(
     if req.limit == 0 || req.limit > api::MAX_RETENTION_LIMIT {
         return Err(ApiError::bad_request("limit must be 1..=100"));
     }
-    let Some(before) = coordinator_ports::clock::rfc3339_to_unix(&req.before) else {
+    let Some(before) = coordinator_ports::clock::rfc3339_to_instant(&req.before) else {
         return Err(ApiError::bad_request("before must be an RFC 3339 instant"));
     };
     let done = s
         .engine
+        .operator
         .retain(before, req.limit)
         .await
         .map_err(|e| ApiError::store(&e))?;

@@ -140,10 +140,10 @@ pub(crate) async fn ready(State(s): State<AppState>) -> Response {
 /// since it started (`deployment.activation-changed`). A `--recovery-only`
 /// instance admits nothing by design and is ready while its store is.
 pub async fn not_ready_reason(engine: &Engine) -> Option<&'static str> {
-    if engine.fenced() {
+    if engine.health.fenced() {
         return Some("restore.lease-incompatible");
     }
-    if let Err(e) = engine.store().ping().await {
+    if let Err(e) = engine.health.ping().await {
         let reason = match &e {
             StoreError::Refused { code, .. } => *code,
             _ => "store-unavailable",
@@ -151,18 +151,18 @@ pub async fn not_ready_reason(engine: &Engine) -> Option<&'static str> {
         tracing::debug!(code = reason, error = %e, "not ready");
         return Some(reason);
     }
-    if engine.recovery_only() {
+    if engine.health.recovery_only() {
         return None;
     }
-    if !engine.audit_ready() {
+    if !engine.health.audit_ready() {
         return Some("audit.response-unavailable");
     }
-    match engine.holds().await {
+    match engine.operator.holds().await {
         Ok(holds) if holds.admission => return Some("admission.held"),
         Ok(_) => {}
         Err(_) => return Some("store-unavailable"),
     }
-    match engine.activation_current().await {
+    match engine.admission.activation_current().await {
         Ok(true) => None,
         Ok(false) => Some("deployment.activation-changed"),
         Err(_) => Some("store-unavailable"),

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
 
-use coordinator_ports::{RunStore, StoreError};
+use coordinator_ports::{RunReads, StoreError};
 use coordinator_runtime::binding::{self, BindingConflict};
 use coordinator_runtime::config::{Connection, RuntimeConfig};
 use coordinator_runtime::package::LoadedPackage;
@@ -53,7 +53,7 @@ pub enum BindingStartup {
 /// The store's (at startup, [`open_store`] waits out `store-unavailable`
 /// as it does for the other startup reads).
 pub async fn check_bindings(
-    store: &dyn RunStore,
+    store: &dyn RunReads,
     connections: &BTreeMap<String, Connection>,
     recovery_only: bool,
 ) -> Result<BindingStartup, StoreError> {

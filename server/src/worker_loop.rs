@@ -15,10 +15,10 @@ pub const WORKER_LANES: usize = 8;
 /// The worker: [`WORKER_LANES`] lanes and a due-time timer, until
 /// `shutdown` says stop.
 ///
-/// A lane leases due jobs ([`Engine::tick`]) and carries them out; leases
+/// A lane leases due jobs ([`Worker::tick`](coordinator_engine::Worker::tick)) and carries them out; leases
 /// keep the lanes (and other processes) from taking the same job, so a
 /// product call that hangs until its timeout holds up one lane, not the
-/// process. An idle lane sleeps until woken ([`Engine::woken`]: an
+/// process. An idle lane sleeps until woken ([`Worker::woken`](coordinator_engine::Worker::woken): an
 /// admission, a commit that made the run's next job, or a review
 /// completion of this process wakes one lane at once), or for
 /// `safety_poll` at most (which finds what no wake announced: a lease that
@@ -31,7 +31,7 @@ pub const WORKER_LANES: usize = 8;
 ///
 /// A store error is logged as `store-unavailable` and the lane backs off
 /// (up to 5 s). Returns before `shutdown` only when the engine is fenced
-/// ([`Engine::fenced`]: a restore hold was placed after this process
+/// ([`Health::fenced`](coordinator_engine::Health::fenced): a restore hold was placed after this process
 /// started), so the caller can stop the process.
 pub async fn work(
     engine: Arc<Engine>,
@@ -44,10 +44,10 @@ pub async fn work(
     )
     .await;
     timer.abort();
-    engine.release_handed().await;
+    engine.worker.release_handed().await;
 }
 
-/// Sleeps until the store's earliest due job ([`Engine::next_due`]; at
+/// Sleeps until the store's earliest due job ([`Worker::next_due_in`](coordinator_engine::Worker::next_due_in); at
 /// most `safety_poll`), then wakes a lane when it is due. Errors are left
 /// to the lanes to log.
 async fn due_timer(
@@ -56,20 +56,15 @@ async fn due_timer(
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     loop {
-        if *shutdown.borrow() || engine.fenced() {
+        if *shutdown.borrow() || engine.health.fenced() {
             return;
         }
-        let pause = match engine.next_due().await {
-            Ok(Some(due)) => {
-                let now = engine.now_unix();
-                if due <= now {
-                    engine.wake_one();
-                    safety_poll
-                } else {
-                    let seconds = u64::try_from(due.saturating_sub(now)).unwrap_or(u64::MAX);
-                    Duration::from_secs(seconds).min(safety_poll)
-                }
+        let pause = match engine.worker.next_due_in().await {
+            Ok(Some(wait)) if wait.is_zero() => {
+                engine.worker.wake_one();
+                safety_poll
             }
+            Ok(Some(wait)) => wait.min(safety_poll),
             Ok(None) | Err(_) => safety_poll,
         };
         tokio::select! {
@@ -88,17 +83,17 @@ async fn lane(
     // first failure and every 20th, so an outage does not flood the log.
     let mut failures: u32 = 0;
     loop {
-        if *shutdown.borrow() || engine.fenced() {
+        if *shutdown.borrow() || engine.health.fenced() {
             return;
         }
-        let full_batch = match engine.tick().await {
+        let full_batch = match engine.worker.tick().await {
             Ok(n) => {
                 failures = 0;
-                n >= engine.batch()
+                n >= engine.worker.batch()
             }
             // Logged by the engine (`restore.lease-incompatible`); the
             // lane stops.
-            Err(_) if engine.fenced() => return,
+            Err(_) if engine.health.fenced() => return,
             Err(e) => {
                 failures = failures.saturating_add(1);
                 if failures == 1 || failures.is_multiple_of(20) {
@@ -116,7 +111,7 @@ async fn lane(
         };
         if full_batch {
             // More may be due: lease again, and let another lane help.
-            engine.wake_one();
+            engine.worker.wake_one();
             continue;
         }
         let pause = if failures == 0 {
@@ -128,7 +123,7 @@ async fn lane(
         };
         tokio::select! {
             _ = tokio::time::sleep(pause) => {}
-            _ = engine.woken(), if failures == 0 => {}
+            _ = engine.worker.woken(), if failures == 0 => {}
             _ = shutdown.changed() => {}
         }
     }

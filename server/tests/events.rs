@@ -17,7 +17,7 @@ use coordinator_adapters::{HttpAdapter, MemorySecrets};
 use coordinator_engine::{Engine, EngineConfig};
 use coordinator_fakes::{FakeBreg, FakeIssuer, KeyKind, Mint, TestKey};
 use coordinator_ir::Definition;
-use coordinator_ports::{Clock, ManualClock, MemoryRunStore, RunStore, StoreError};
+use coordinator_ports::{Clock, ManualClock, MemoryRunStore, StoreError};
 use coordinator_runtime::config::{
     Authentication, Authorization, BregConnection, Connection, Policy, SecretRef,
 };
@@ -89,7 +89,7 @@ impl Env {
         let engine = Arc::new(
             Engine::new(
                 config,
-                store.clone() as Arc<dyn RunStore>,
+                store.clone(),
                 Arc::new(clock.clone()),
                 Arc::new(HttpAdapter::new(Arc::new(secrets)).unwrap()),
                 AdmissionKey::new(&[7u8; 32]).unwrap(),
@@ -125,6 +125,7 @@ impl Env {
         events.add(SOURCE_NAME, SOURCE_URI, KEY.to_vec()).unwrap();
         let state = AppState {
             engine: engine.clone(),
+            clock: Arc::new(clock.clone()),
             counts: store.clone(),
             verifier: Arc::new(Verifier::new(&authentication, KeySource::Discovery)),
             completions: Arc::new(Completions::default()),
@@ -239,11 +240,11 @@ async fn a_signed_event_starts_a_run_that_finishes_once() {
     assert_eq!((s, code(&p)), (409, "idempotency.key-reused"), "{p}");
 
     // The run waits until the event's `time`, reads the record, finishes.
-    env.engine.run_until_idle(50).await.unwrap();
+    env.engine.worker.run_until_idle(50).await.unwrap();
     assert!(env.breg.fake().requests().is_empty(), "nothing before time");
     env.clock.advance(3600);
-    env.engine.run_until_idle(50).await.unwrap();
-    let stored = env.engine.get(&id).await.unwrap().unwrap();
+    env.engine.worker.run_until_idle(50).await.unwrap();
+    let stored = env.engine.operator.get(&id).await.unwrap().unwrap();
     assert_eq!(stored.status().as_str(), "finished");
     assert_eq!(stored.state.outcome.as_deref(), Some("read"));
     assert_eq!(env.breg.fake().requests().len(), 1);
@@ -261,7 +262,7 @@ async fn a_signed_event_starts_a_run_that_finishes_once() {
     let (s, other) = env.post(&event("evt-2", "app-1")).await;
     assert_eq!(s, 201, "{other}");
     assert_ne!(other["run"], run["run"]);
-    let counted = env.engine.counters().values().admissions;
+    let counted = env.engine.health.counters().values().admissions;
     assert_eq!(counted.get("created"), Some(&2), "{counted:?}");
     assert_eq!(counted.get("existing"), Some(&2), "{counted:?}");
     assert_eq!(counted.get("key-reused"), Some(&1), "{counted:?}");
@@ -371,6 +372,7 @@ async fn events_that_do_not_fit_are_refused() {
 
     // The admission hold and a store outage, as on `POST /v1/runs`.
     env.engine
+        .operator
         .update_holds(|h| {
             h.admission = true;
             Ok::<(), StoreError>(())
@@ -380,6 +382,7 @@ async fn events_that_do_not_fit_are_refused() {
     let (s, p) = env.post(&body).await;
     assert_eq!((s, code(&p)), (409, "admission.held"), "{p}");
     env.engine
+        .operator
         .update_holds(|h| {
             h.admission = false;
             Ok::<(), StoreError>(())

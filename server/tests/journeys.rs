@@ -1320,7 +1320,11 @@ async fn state_key_rotation_under_live_runs_and_early_removal_refused() {
     support::write_secret(&d.secrets, "state-key-1", &[1; 32]);
     let store = d.open_store(&rotated).await.expect("store");
     let now = unix_now();
-    let erased = store.erase_payloads(now + 1, 100, now).await.unwrap();
+    let at = coordinator_ports::clock::unix_to_instant;
+    let erased = store
+        .erase_payloads(at(now + 1), 100, at(now))
+        .await
+        .unwrap();
     assert_eq!((erased.erased, erased.more), (4, false));
     store.close().await;
     std::fs::remove_file(d.secrets.join("state-key-1")).unwrap();

@@ -136,7 +136,7 @@ impl Env {
     }
 
     async fn start(&self, key: &str) -> (u16, Value) {
-        let revision = self.engine.active_revisions()["reviewed-notice"].clone();
+        let revision = self.engine.admission.active_revisions()["reviewed-notice"].clone();
         let url = format!("{}/v1/runs", self.base);
         let resp = self
             .http
@@ -167,7 +167,7 @@ impl Env {
             .script("/v1/review-requests", [Reply::Reset]);
         let (s, run) = self.start(key).await;
         assert_eq!(s, 201, "{run}");
-        self.engine.run_until_idle(10).await.unwrap();
+        self.engine.worker.run_until_idle(10).await.unwrap();
         let id = run["run"].as_str().unwrap().to_owned();
         let (_, status) = self
             .call(Some(OPERATOR), &format!("/v1/runs/{id}"), None)
@@ -309,7 +309,7 @@ async fn restore_sequence_holds_execution_and_admissions() {
     assert_eq!(d["state"]["reviewRequired"], 1, "{d}");
     assert_eq!(d["state"]["uncertain"], 2, "{d}");
     // No dispatch while held.
-    assert_eq!(recovery.engine.run_until_idle(5).await.unwrap(), 0);
+    assert_eq!(recovery.engine.worker.run_until_idle(5).await.unwrap(), 0);
     assert_eq!(
         env.casework.fake().requests_to("/v1/review-requests").len(),
         1
@@ -377,7 +377,7 @@ async fn restore_sequence_holds_execution_and_admissions() {
         (Some("attention"), Some("attested")),
         "{st}"
     );
-    ordinary.engine.run_until_idle(10).await.unwrap();
+    ordinary.engine.worker.run_until_idle(10).await.unwrap();
     assert_eq!(
         env.casework.fake().requests_to("/v1/review-requests").len(),
         1
@@ -392,7 +392,7 @@ async fn restore_sequence_holds_execution_and_admissions() {
         )
         .await;
     assert_eq!(s, 200, "{st}");
-    ordinary.engine.run_until_idle(10).await.unwrap();
+    ordinary.engine.worker.run_until_idle(10).await.unwrap();
     let sent = env.casework.fake().requests_to("/v1/review-requests");
     assert_eq!(sent.len(), 2);
     let (_, st) = ordinary
@@ -523,7 +523,7 @@ async fn a_cancel_reviews_a_restored_command_and_unknown_effects_stay_unresolved
 #[tokio::test]
 async fn a_process_that_predates_the_restore_hold_is_fenced() {
     let old = Env::new(false).await;
-    assert_eq!(old.engine.adopt_restore_epoch().await.unwrap(), 0);
+    assert_eq!(old.engine.worker.adopt_restore_epoch().await.unwrap(), 0);
     let recovery = old.restarted(true).await;
     let (s, _) = recovery
         .call(
@@ -533,7 +533,7 @@ async fn a_process_that_predates_the_restore_hold_is_fenced() {
         )
         .await;
     assert_eq!(s, 200);
-    let refused = old.engine.tick().await;
+    let refused = old.engine.worker.tick().await;
     assert!(
         matches!(
             refused,
@@ -544,9 +544,9 @@ async fn a_process_that_predates_the_restore_hold_is_fenced() {
         ),
         "{refused:?}"
     );
-    assert!(old.engine.fenced());
+    assert!(old.engine.health.fenced());
     assert_eq!(
-        old.engine.tick().await.unwrap(),
+        old.engine.worker.tick().await.unwrap(),
         0,
         "a fenced engine leases nothing"
     );
@@ -564,9 +564,9 @@ async fn a_process_that_predates_the_restore_hold_is_fenced() {
         assert_eq!(s, 200, "{path}: {p}");
     }
     let new = old.restarted(false).await;
-    assert_eq!(new.engine.adopt_restore_epoch().await.unwrap(), 1);
+    assert_eq!(new.engine.worker.adopt_restore_epoch().await.unwrap(), 1);
     let uncertain = new.uncertain_run("k-9").await;
-    assert!(!new.engine.fenced());
+    assert!(!new.engine.health.fenced());
     let (s, p) = old
         .call(
             Some(OPERATOR),
@@ -579,7 +579,7 @@ async fn a_process_that_predates_the_restore_hold_is_fenced() {
         (409, Some("restore.lease-incompatible")),
         "{p}"
     );
-    assert_eq!(old.engine.tick().await.unwrap(), 0);
+    assert_eq!(old.engine.worker.tick().await.unwrap(), 0);
 }
 
 /// seed 000 "Change the workflows": after an apply changed the active
@@ -702,7 +702,7 @@ async fn recovery_only_admits_nothing_and_dispatches_nothing() {
     );
     let (_, d) = env.call(Some(OPERATOR), "/v1/doctor", None).await;
     assert_eq!(d["recoveryOnly"], true);
-    assert_eq!(env.engine.tick().await.unwrap(), 0);
+    assert_eq!(env.engine.worker.tick().await.unwrap(), 0);
     // Recovery operations are served.
     let (s, _) = env
         .call(
@@ -722,7 +722,7 @@ async fn recovery_only_admits_nothing_and_dispatches_nothing() {
 async fn a_changed_binding_refuses_startup_and_recovery_actions() {
     let first = Env::new(false).await;
     let id = first.uncertain_run("k-bound").await;
-    let run = first.engine.get(&id).await.unwrap().unwrap();
+    let run = first.engine.operator.get(&id).await.unwrap().unwrap();
     assert_eq!(
         run.bindings.keys().collect::<Vec<_>>(),
         ["notices", "review"],
@@ -784,7 +784,7 @@ async fn a_changed_binding_refuses_startup_and_recovery_actions() {
             "{p}"
         );
     }
-    let after = second.engine.get(&id).await.unwrap().unwrap();
+    let after = second.engine.operator.get(&id).await.unwrap().unwrap();
     assert_eq!(
         after.version, run.version,
         "a refused action changes nothing"
@@ -826,7 +826,7 @@ async fn retention_erases_ended_payloads_only_and_is_audited() {
         )
         .await;
     assert_eq!(s, 200);
-    env.engine.run_until_idle(10).await.unwrap();
+    env.engine.worker.run_until_idle(10).await.unwrap();
     let (_, st) = env
         .call(Some(OPERATOR), &format!("/v1/runs/{id}"), None)
         .await;
@@ -1191,7 +1191,7 @@ async fn run_ids_and_reasons_are_checked_at_the_edge() {
         .await;
     assert_eq!((s, p["code"].as_str()), (404, Some("run.not-found")), "{p}");
     assert!(
-        env.engine.counters().values().store_errors == 0,
+        env.engine.health.counters().values().store_errors == 0,
         "no store error was counted"
     );
     let run = env.uncertain_run("k-1").await;

@@ -17,7 +17,7 @@ use coordinator_fakes::{
     FakeBreg, FakeCasework, FakeIssuer, FakeMessaging, Flaw, KeyKind, Mint, Reply, TestKey,
 };
 use coordinator_ir::Definition;
-use coordinator_ports::{Clock, ManualClock, MemoryRunStore, RunReads, RunStore};
+use coordinator_ports::{Clock, ManualClock, MemoryRunStore, RunReads};
 use coordinator_runtime::config::{
     Authentication, Authorization, BregConnection, CaseworkConnection, Connection, PlainConnection,
     Policy, ReviewCompletion, SecretRef,
@@ -197,6 +197,7 @@ impl Env {
         completions.add(BINDING, COMPLETION_TOKEN.as_bytes().to_vec());
         let state = AppState {
             engine: self.engine.clone(),
+            clock: Arc::new(self.clock.clone()),
             counts: self.store.clone(),
             verifier: Arc::new(Verifier::new(&authentication, source)),
             completions: Arc::new(completions),
@@ -216,7 +217,7 @@ impl Env {
     }
 
     fn revision(&self, workflow: &str) -> String {
-        self.engine.active_revisions()[workflow].clone()
+        self.engine.admission.active_revisions()[workflow].clone()
     }
 
     async fn send(
@@ -277,7 +278,7 @@ impl Env {
     }
 
     async fn idle(&self) {
-        self.engine.run_until_idle(50).await.unwrap();
+        self.engine.worker.run_until_idle(50).await.unwrap();
     }
 
     fn review_id(&self) -> String {
@@ -293,7 +294,7 @@ impl Env {
     /// aborting the tick.
     async fn crash_worker_when(&self, reached: impl Fn() -> usize) {
         let engine = self.engine.clone();
-        let worker = tokio::spawn(async move { engine.tick().await });
+        let worker = tokio::spawn(async move { engine.worker.tick().await });
         for _ in 0..200 {
             if reached() == 1 {
                 break;
@@ -329,7 +330,7 @@ fn build_engine(
     let adapter = HttpAdapter::new(Arc::new(secrets.clone())).unwrap();
     Engine::new(
         EngineConfig::new("db-test-1", worker),
-        store.clone() as Arc<dyn RunStore>,
+        store.clone(),
         Arc::new(clock.clone()),
         Arc::new(adapter),
         AdmissionKey::new(&[7u8; 32]).unwrap(),
@@ -755,7 +756,11 @@ async fn ended_at_is_the_real_end_not_the_instant_of_the_last_timed_event() {
     use coordinator_ports::Maintenance;
     let erased = env
         .store
-        .erase_payloads(deadline_unix + 3_600, 100, env.clock.now_unix())
+        .erase_payloads(
+            coordinator_ports::clock::unix_to_instant(deadline_unix + 3_600),
+            100,
+            env.clock.now(),
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -782,17 +787,17 @@ async fn interrupted_mutation_is_unknown_and_never_resent() {
     // Worker 2 on the same store finds the job `sending` once the lease
     // expired.
     let engine2 = env.second_worker();
-    engine2.run_until_idle(10).await.unwrap();
+    engine2.worker.run_until_idle(10).await.unwrap();
     let (_, status) = env.get(PRODUCER, &format!("/v1/runs/{id}")).await;
     assert_eq!(status["state"], "running", "lease not expired yet");
     env.clock.advance(611);
-    engine2.run_until_idle(10).await.unwrap();
+    engine2.worker.run_until_idle(10).await.unwrap();
 
     let (_, inspection) = env.get(PRODUCER, &format!("/v1/runs/{id}/inspect")).await;
     assert_eq!(inspection["status"]["state"], "attention", "{inspection}");
     assert_eq!(effect(&inspection, "submit-review"), "unknown");
     env.clock.advance(86_400);
-    engine2.run_until_idle(10).await.unwrap();
+    engine2.worker.run_until_idle(10).await.unwrap();
     assert_eq!(sent(), 1, "the mutation was never resent");
 
     // The operator sees it in the attention list; reconcile is unsupported
@@ -840,7 +845,7 @@ async fn a_crash_during_the_token_request_holds_nothing_and_sends_once() {
     // Worker 2 takes the job once the lease ran out and sends it once.
     let engine2 = env.second_worker();
     env.clock.advance(611);
-    engine2.run_until_idle(10).await.unwrap();
+    engine2.worker.run_until_idle(10).await.unwrap();
     assert_eq!(sent(), 1);
     let (_, inspection) = env.get(PRODUCER, &format!("/v1/runs/{id}/inspect")).await;
     assert_ne!(inspection["status"]["state"], "attention", "{inspection}");
@@ -1308,7 +1313,7 @@ async fn a_run_keeps_its_revision_after_the_workflow_moves_on() {
         &definitions,
     );
     env.store.add_definition(old.clone());
-    engine.run_until_idle(20).await.unwrap();
+    engine.worker.run_until_idle(20).await.unwrap();
     let stored = env.store.get(&id).await.unwrap().unwrap();
     assert_eq!(stored.revision, old.revision);
     assert_eq!(stored.status().as_str(), "finished", "{:?}", stored.state);
@@ -1387,7 +1392,7 @@ async fn a_lane_holding_an_answer_through_an_outage_keeps_its_job() {
     let id = run["run"].as_str().unwrap().to_owned();
 
     let engine = env.engine.clone();
-    let holder = tokio::spawn(async move { engine.tick().await });
+    let holder = tokio::spawn(async move { engine.worker.tick().await });
     let sent = || env.casework.fake().requests_to("/v1/review-requests").len();
     for _ in 0..300 {
         if sent() == 1 {
@@ -1403,7 +1408,7 @@ async fn a_lane_holding_an_answer_through_an_outage_keeps_its_job() {
     env.clock.advance(611);
     env.store.set_unavailable(false);
     // Another lane leases the job again before the holder retries.
-    env.engine.tick().await.unwrap();
+    env.engine.worker.tick().await.unwrap();
     holder.await.unwrap().unwrap();
 
     let (_, inspection) = env.get(PRODUCER, &format!("/v1/runs/{id}/inspect")).await;

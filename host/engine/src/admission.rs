@@ -3,9 +3,10 @@
 //! run whatever refuses new ones; a new start is checked by the VM and
 //! stored with its first jobs in one store step.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use coordinator_ir::instant::Instant;
+use coordinator_ports::clock::whole_second;
 use coordinator_ports::store::{Admitted, NewRun, Owner, RunRecord, StoreError};
 use coordinator_runtime::binding;
 use coordinator_vm::{RejectCode, Vm};
@@ -14,8 +15,11 @@ use serde_json::Value;
 use coordinator_ports::store::LeaseOnInsert;
 use coordinator_ports::TraceParent;
 
-use crate::core::Core;
+use coordinator_ports::store::{Definitions, RunAdmission};
+use coordinator_runtime::keys::AdmissionKey;
+
 use crate::group::{Group, GROUP_MAX, GROUP_SLOTS};
+use crate::parts::Parts;
 
 /// A verified caller (from an RFC 9068 access token).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -159,34 +163,99 @@ impl From<StoreError> for AdmitError {
     }
 }
 
+/// A start about to be admitted, once its workflow and revision are known
+/// to be served: who starts which workflow at which revision, and the
+/// start identity and request digest it is kept under.
+struct NewStart {
+    /// The run's owner (a token's principal, or an event source).
+    owner: Owner,
+    /// The start identity (a repeated start finds its run by it).
+    start_identity: String,
+    /// The keyed fingerprint of the revision and input.
+    request_digest: String,
+    /// The workflow.
+    workflow: String,
+    /// The active revision it runs under.
+    revision: String,
+}
+
 /// What an admission answers: the store's answer and the jobs leased on
 /// insert, or the store's error.
 pub(crate) type AdmittedOrError =
     Result<(Admitted, Vec<coordinator_ports::store::Job>), StoreError>;
 
+/// The store ports admission may touch: nothing else of the store.
+pub(crate) struct AdmissionPorts {
+    /// Admits runs (in groups) and finds the run a start identity names.
+    pub(crate) admission: Arc<dyn RunAdmission>,
+    /// Whether the active packages are still those this process started
+    /// with.
+    pub(crate) definitions: Arc<dyn Definitions>,
+}
+
 /// One role of the engine: admission. Starts by token and by event become
 /// runs through the group admission; its own state is the admissions in
 /// flight.
-pub(crate) struct Admission {
-    core: Arc<Core>,
+pub struct Admission {
+    ports: AdmissionPorts,
+    parts: Parts,
+    /// Derives start identities and request digests.
+    admission_key: AdmissionKey,
+    /// `--recovery-only`: no new start.
+    recovery_only: bool,
     /// Admissions of this process written together
     /// ([`RunAdmission::admit_batch`]).
+    ///
+    /// [`RunAdmission::admit_batch`]: coordinator_ports::store::RunAdmission::admit_batch
     admissions: Group<(NewRun, Option<LeaseOnInsert>), AdmittedOrError>,
 }
 
 impl Admission {
-    /// Admission over `core`.
-    pub(crate) fn new(core: Arc<Core>) -> Self {
+    /// Admission over `ports` with `parts`, deriving start
+    /// identities with `admission_key`; no new start when `recovery_only`.
+    pub(crate) fn new(
+        ports: AdmissionPorts,
+        parts: Parts,
+        admission_key: AdmissionKey,
+        recovery_only: bool,
+    ) -> Self {
         Admission {
-            core,
+            ports,
+            parts,
+            admission_key,
+            recovery_only,
             admissions: Group::new(GROUP_SLOTS, GROUP_MAX),
         }
     }
 }
 
 impl Admission {
-    /// The work of [`Engine::admit`].
-    pub(crate) async fn admit(
+    /// The active revision of each workflow.
+    pub fn active_revisions(&self) -> &BTreeMap<String, String> {
+        self.parts.committer.programs().active_revisions()
+    }
+
+    /// Whether the active packages are still the ones this process started
+    /// with (no `apply` changed them since; the doctor's `activationReady`).
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn activation_current(&self) -> Result<bool, StoreError> {
+        self.ports
+            .definitions
+            .activation_current()
+            .await
+            .map_err(|e| self.parts.fence.count_outage(e))
+    }
+
+    /// Admits a run (SPEC §8 `POST /v1/runs`): the revision must be the
+    /// active one, the VM checks the input, and the run and its first jobs
+    /// are stored in one step. Returns `(created, run)`: `false` for a
+    /// repeat of the same key, revision and input.
+    ///
+    /// # Errors
+    /// See [`AdmitError`].
+    pub async fn admit(
         &self,
         principal: &Principal,
         request: StartRequest,
@@ -198,7 +267,7 @@ impl Admission {
     }
 
     /// Counts an admission's outcome (`coordinator_admissions_total`).
-    pub(crate) fn count_admission(&self, result: &Result<(bool, RunRecord), AdmitError>) {
+    fn count_admission(&self, result: &Result<(bool, RunRecord), AdmitError>) {
         let outcome = match result {
             Ok((true, _)) => "created",
             Ok((false, _)) => "existing",
@@ -212,16 +281,16 @@ impl Admission {
             Err(AdmitError::Store(_)) => "store-error",
             Err(_) => "refused",
         };
-        self.core.counters.admission(outcome);
+        self.parts.counters.admission(outcome);
     }
 
-    pub(crate) async fn admit_run(
+    async fn admit_run(
         &self,
         principal: &Principal,
         request: StartRequest,
         idempotency_key: &str,
     ) -> Result<(bool, RunRecord), AdmitError> {
-        let start_identity = self.core.admission_key.start_identity(
+        let start_identity = self.admission_key.start_identity(
             &principal.iss,
             &principal.sub,
             &request.workflow,
@@ -236,42 +305,39 @@ impl Admission {
                     .await
             }
         };
-        self.admit_prepared(
-            &vm,
-            principal.owner(),
+        let start = NewStart {
+            owner: principal.owner(),
             start_identity,
             request_digest,
-            request.workflow,
-            request.revision,
-            request.input,
-            request.trace_parent,
-        )
-        .await
+            workflow: request.workflow,
+            revision: request.revision,
+        };
+        self.admit_prepared(&vm, start, request.input, request.trace_parent)
+            .await
     }
 
     /// The keyed fingerprint of a start request (revision and canonical
     /// input): a repeat of a start identity with another one is
     /// `idempotency.key-reused`.
-    pub(crate) fn request_digest(&self, revision: &str, input: &Value) -> String {
-        self.core
-            .admission_key
+    fn request_digest(&self, revision: &str, input: &Value) -> String {
+        self.admission_key
             .request_fingerprint(revision, &coordinator_ir::canonical::to_vec(input))
     }
 
     /// The Program a new start of `workflow` at `revision` runs under, or
     /// why this process admits no such start (`--recovery-only`, no such
     /// workflow, another active revision).
-    pub(crate) fn start_program(
+    fn start_program(
         &self,
         workflow: &str,
         revision: &str,
     ) -> Result<Arc<Vm>, AdmitError> {
-        if self.core.config.recovery_only {
+        if self.recovery_only {
             return Err(AdmitError::RecoveryOnly);
         }
-        let active = self
-            .core
-            .active
+        let programs = self.parts.committer.programs();
+        let active = programs
+            .active_revisions()
             .get(workflow)
             .ok_or(AdmitError::UnknownWorkflow)?;
         if active != revision {
@@ -279,7 +345,7 @@ impl Admission {
                 active: active.clone(),
             });
         }
-        self.core.cached(active).ok_or(AdmitError::UnknownWorkflow)
+        programs.cached(active).ok_or(AdmitError::UnknownWorkflow)
     }
 
     /// Refuses a start only if it is new: a start identity the store
@@ -289,18 +355,18 @@ impl Admission {
     /// a repeated start away). A refusal about the workflow or revision
     /// becomes [`AdmitError::ActivationChanged`] when an `apply` changed
     /// the active packages since this process started.
-    pub(crate) async fn refuse_new_start(
+    async fn refuse_new_start(
         &self,
         start_identity: &str,
         request_digest: &str,
         refusal: AdmitError,
     ) -> Result<(bool, RunRecord), AdmitError> {
         match self
-            .core
-            .store
+            .ports
+            .admission
             .find_start(start_identity, request_digest)
             .await
-            .map_err(|e| self.core.seen(e))?
+            .map_err(|e| self.parts.fence.count_outage(e))?
         {
             Some(Admitted::Existing(run)) => return Ok((false, run)),
             Some(_) => return Err(AdmitError::KeyReused),
@@ -310,48 +376,41 @@ impl Admission {
             refusal,
             AdmitError::UnknownWorkflow | AdmitError::RevisionNotActive { .. }
         ) && !self
-            .core
-            .store
+            .ports
+            .definitions
             .activation_current()
             .await
-            .map_err(|e| self.core.seen(e))?
+            .map_err(|e| self.parts.fence.count_outage(e))?
         {
             return Err(AdmitError::ActivationChanged);
         }
         Err(refusal)
     }
 
-    /// Checks the input with the VM and stores the run with its first jobs
-    /// under `start_identity` (one store step, which looks the identity up
-    /// first and then checks the admission hold and the activation). With
-    /// traces on, inside the admission span (the child of `inbound`), whose
-    /// context is stored with the run.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn admit_prepared(
+    /// Checks `input` with the VM and stores the run of `start` with its
+    /// first jobs under its start identity (one store step, which looks the
+    /// identity up first and then checks the admission hold and the
+    /// activation). With traces on, inside the admission span (the child of
+    /// `inbound`), whose context is stored with the run.
+    async fn admit_prepared(
         &self,
         vm: &Vm,
-        owner: Owner,
-        start_identity: String,
-        request_digest: String,
-        workflow: String,
-        revision: String,
+        start: NewStart,
         input: Value,
         inbound: Option<TraceParent>,
     ) -> Result<(bool, RunRecord), AdmitError> {
-        let Some(admitting) = self.core.trace_admission(inbound) else {
-            let start = (owner, start_identity, request_digest, workflow, revision);
+        let Some(admitting) = self.parts.spans.trace_admission(inbound) else {
             return self.admit_checked(vm, start, input, None).await;
         };
-        let started = self.core.clock.now();
-        let start = (owner, start_identity, request_digest, workflow, revision);
+        let started = self.parts.clock.now();
         let result = self
             .admit_checked(vm, start, input, admitting.trace_parent())
             .await;
-        let now = self.core.clock.now();
+        let now = self.parts.clock.now();
         match &result {
             Ok((created, run)) => {
                 if *created {
-                    self.core.trace_admitted_steps(run, &started);
+                    self.parts.spans.trace_admitted_steps(run, &started);
                 }
                 let outcome = if *created { "created" } else { "existing" };
                 admitting.end(outcome, Some(run), &now);
@@ -361,19 +420,24 @@ impl Admission {
         result
     }
 
-    /// [`Admission::admit_prepared`] once its span (if any) is started:
-    /// `start` is the owner, start identity, request digest, workflow and
-    /// revision; `trace_parent` the context stored with the run.
+    /// [`Admission::admit_prepared`] once its span (if any) is started;
+    /// `trace_parent` is the context stored with the run.
     async fn admit_checked(
         &self,
         vm: &Vm,
-        start: (Owner, String, String, String, String),
+        start: NewStart,
         input: Value,
         trace_parent: Option<TraceParent>,
     ) -> Result<(bool, RunRecord), AdmitError> {
-        let (owner, start_identity, request_digest, workflow, revision) = start;
-        let now = self.core.clock.now_unix();
-        let resumed = match vm.admit(input, Instant::from_unix_seconds_capped(now)) {
+        let NewStart {
+            owner,
+            start_identity,
+            request_digest,
+            workflow,
+            revision,
+        } = start;
+        let now = self.parts.clock.now();
+        let resumed = match vm.admit(input, whole_second(&now)) {
             Ok(r) => r,
             Err(r) => {
                 return self
@@ -385,11 +449,13 @@ impl Admission {
                     .await
             }
         };
-        let resumed = crate::jobs::take_due_waits(vm, resumed, now, true);
-        let jobs = self
-            .core
-            .jobs_for(&start_identity, &resumed.commands, now, false);
-        let bindings = binding::binding_digests(&self.core.connections, &vm.program().connections);
+        let resumed = crate::jobs::take_due_waits(vm, resumed, &now, true);
+        let jobs =
+            self.parts
+                .committer
+                .jobs()
+                .jobs_for(&start_identity, &resumed.commands, &now, false);
+        let bindings = binding::binding_digests(&self.parts.connections, &vm.program().connections);
         let run = NewRun {
             id: uuid::Uuid::new_v4().to_string(),
             workflow,
@@ -402,23 +468,25 @@ impl Admission {
             bindings,
             trace_parent,
         };
-        let due_now = {
-            let now = self.core.clock.now_unix();
-            run.jobs.iter().any(|j| j.due_unix <= now)
-        };
-        let lease = self.core.lease_on_insert(now);
+        let due_now = run.jobs.iter().any(|j| j.due_at <= now);
+        let lease = self.parts.committer.leases().on_insert(&now);
         let (admitted, leased) = self
             .admit_grouped(run, lease.clone())
             .await
-            .map_err(|e| self.core.seen(e))?;
+            .map_err(|e| self.parts.fence.count_outage(e))?;
         match admitted {
             Admitted::Created(r) => {
                 tracing::info!(run = %r.id, workflow = %r.workflow, "admitted");
                 match lease.filter(|_| !leased.is_empty()) {
                     // Handed to a lane of this process: no lease statement,
                     // no re-read of the run.
-                    Some(lease) => self.core.hand_off(leased, &r, lease.lease_until),
-                    None if due_now => self.core.wake_one(),
+                    Some(lease) => {
+                        self.parts
+                            .committer
+                            .hand_off()
+                            .hand_off(leased, &r, lease.lease_until)
+                    }
+                    None if due_now => self.parts.committer.hand_off().wake_one(),
                     None => {}
                 }
                 Ok((true, r))
@@ -435,9 +503,11 @@ impl Admission {
         }
     }
 
-    /// The work of [`Engine::trigger`].
-    pub(crate) fn trigger(&self, workflow: &str, trigger: &str) -> Option<TriggerInfo> {
-        let vm = self.core.cached(self.core.active.get(workflow)?)?;
+    /// The trigger `trigger` of `workflow`'s active Program, or `None` when
+    /// no package serves the workflow or its Program has no such trigger.
+    pub fn trigger(&self, workflow: &str, trigger: &str) -> Option<TriggerInfo> {
+        let programs = self.parts.committer.programs();
+        let vm = programs.cached(programs.active_revisions().get(workflow)?)?;
         vm.program()
             .triggers
             .iter()
@@ -448,8 +518,21 @@ impl Admission {
             })
     }
 
-    /// The work of [`Engine::admit_event`].
-    pub(crate) async fn admit_event(
+    /// Admits a run from a verified event (SPEC §2.4 `POST
+    /// /v1/events/{workflow}/{trigger}`): the event's `source` must be
+    /// `origin`'s URI and its `type` the trigger's `eventType`; the
+    /// trigger's mappings give the idempotency value and the input; the run
+    /// is admitted under the active revision with `origin` as its owner and
+    /// the start identity [`AdmissionKey::event_start_identity`]. Returns
+    /// `(created, run)`: `false` for a repeat with the same idempotency
+    /// value and the same input. Counted as an admission. With traces on,
+    /// the run's admission span is the child of `trace_parent` (the
+    /// request's `traceparent`) when given.
+    ///
+    /// # Errors
+    /// See [`AdmitError`] (the `Event*` and `UnknownTrigger` variants are
+    /// this route's).
+    pub async fn admit_event(
         &self,
         origin: &EventOrigin,
         workflow: &str,
@@ -464,7 +547,7 @@ impl Admission {
         result
     }
 
-    pub(crate) async fn admit_event_run(
+    async fn admit_event_run(
         &self,
         origin: &EventOrigin,
         workflow: &str,
@@ -472,21 +555,21 @@ impl Admission {
         event: &Value,
         trace_parent: Option<TraceParent>,
     ) -> Result<(bool, RunRecord), AdmitError> {
-        let Some(revision) = self.core.active.get(workflow) else {
+        let programs = self.parts.committer.programs();
+        let Some(revision) = programs.active_revisions().get(workflow) else {
             let changed = !self
-                .core
-                .store
+                .ports
+                .definitions
                 .activation_current()
                 .await
-                .map_err(|e| self.core.seen(e))?;
+                .map_err(|e| self.parts.fence.count_outage(e))?;
             return Err(if changed {
                 AdmitError::ActivationChanged
             } else {
                 AdmitError::UnknownWorkflow
             });
         };
-        let vm = self
-            .core
+        let vm = programs
             .cached(revision)
             .ok_or(AdmitError::UnknownWorkflow)?;
         let t = vm
@@ -517,7 +600,7 @@ impl Admission {
                 "the trigger's idempotency value is empty".into(),
             ));
         }
-        let start_identity = self.core.admission_key.event_start_identity(
+        let start_identity = self.admission_key.event_start_identity(
             &origin.source,
             &origin.name,
             workflow,
@@ -525,38 +608,36 @@ impl Admission {
             &start.idempotency,
         );
         let request_digest = self.request_digest(revision, &start.input);
-        if self.core.config.recovery_only {
+        if self.recovery_only {
             return self
                 .refuse_new_start(&start_identity, &request_digest, AdmitError::RecoveryOnly)
                 .await;
         }
-        self.admit_prepared(
-            &vm,
-            origin.owner(),
+        let new_start = NewStart {
+            owner: origin.owner(),
             start_identity,
             request_digest,
-            workflow.to_owned(),
-            revision.clone(),
-            start.input,
-            trace_parent,
-        )
-        .await
-        .map_err(|e| match e {
-            AdmitError::InputRefused(m) => {
-                AdmitError::EventRefused(format!("the input schema refuses the mapped input: {m}"))
-            }
-            other => other,
-        })
+            workflow: workflow.to_owned(),
+            revision: revision.clone(),
+        };
+        self.admit_prepared(&vm, new_start, start.input, trace_parent)
+            .await
+            .map_err(|e| match e {
+                AdmitError::InputRefused(m) => AdmitError::EventRefused(format!(
+                    "the input schema refuses the mapped input: {m}"
+                )),
+                other => other,
+            })
     }
 
     /// Admits through the group commit ([`crate::group`]), answered as
     /// [`RunAdmission::admit_leasing`] answers.
-    pub(crate) async fn admit_grouped(
+    async fn admit_grouped(
         &self,
         run: NewRun,
         lease: Option<LeaseOnInsert>,
     ) -> AdmittedOrError {
-        let store = self.core.store.clone();
+        let store = self.ports.admission.clone();
         self.admissions
             .submit(
                 (run, lease),

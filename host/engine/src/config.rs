@@ -1,6 +1,7 @@
 //! The engine's settings ([`EngineConfig`]) and the constants every role
 //! reads: the codes fed as uncertain answers ([`INTERRUPTED`],
-//! [`RESTORED`]) and the longest retry backoff.
+//! [`RESTORED`]) and the longest retry backoff; [`EngineError`], why an
+//! engine could not be built.
 
 /// The code of the answer a call is given when its run's cancel was
 /// requested while the call waited for its connection's flow control: it
@@ -8,11 +9,11 @@
 /// ends `cancelled`.
 pub const CANCELLED_UNSENT: &str = "cancelled-unsent";
 
-/// The code fed as [`Answer::Uncertain`] for a mutation or evaluation whose
+/// The code fed as [`Answer::Uncertain`](coordinator_vm::Answer::Uncertain) for a mutation or evaluation whose
 /// job was found `sending` after its lease expired (a crash mid-request).
 pub const INTERRUPTED: &str = "dispatch-interrupted";
 
-/// The code fed as [`Answer::Uncertain`] for a prepared command the restore
+/// The code fed as [`Answer::Uncertain`](coordinator_vm::Answer::Uncertain) for a prepared command the restore
 /// hold found `ready` or `sending` (committed before the backup; the
 /// deployment the backup came from may have sent it since): held as an
 /// `unknown` effect for review, never dispatched by itself
@@ -71,3 +72,15 @@ impl EngineConfig {
         self
     }
 }
+
+/// Why an engine could not be built.
+#[derive(Debug)]
+pub struct EngineError(pub String);
+
+impl std::fmt::Display for EngineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for EngineError {}

@@ -31,6 +31,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use coordinator_ir::instant::Instant;
 use coordinator_ports::adapter::RetryAfter;
+use coordinator_ports::clock::whole_second;
 use coordinator_ports::flow::{
     instant_after, seconds_between, FlowControl, FlowLimit, MemoryFlowControl, SlotAnswer,
     SlotRequest, SlotsAsk, TokensAsk,
@@ -61,8 +62,8 @@ pub(crate) struct FlowGate {
     /// is held across an ask, so one ask per connection is in progress at
     /// a time and the calls behind it use what it brought.
     shares: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Share>>>>,
-    /// Connection → (Unix second it was read, the hold then recorded).
-    holds_read: Mutex<HashMap<String, (i64, Option<Instant>)>>,
+    /// Connection → (the whole second it was read, the hold then recorded).
+    holds_read: Mutex<HashMap<String, (Instant, Option<Instant>)>>,
 }
 
 /// This process's share of one connection's limits.
@@ -283,7 +284,7 @@ impl FlowGate {
             tracing::warn!(connection = name, error = %e, "Retry-After not recorded for the other processes");
         }
         if let Ok(mut read) = self.holds_read.lock() {
-            read.insert(name.to_owned(), (now.unix_seconds(), Some(until)));
+            read.insert(name.to_owned(), (whole_second(&now), Some(until)));
         }
         Some(until)
     }
@@ -306,7 +307,7 @@ impl FlowGate {
         name: &str,
         now: &Instant,
     ) -> Result<Option<Instant>, StoreError> {
-        let second = now.unix_seconds();
+        let second = whole_second(now);
         if let Ok(read) = self.holds_read.lock() {
             if let Some((at, hold)) = read.get(name) {
                 if *at == second {

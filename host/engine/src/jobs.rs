@@ -2,13 +2,17 @@
 //! time (a dispatch with its prepared command and idempotency key, a
 //! receipt lookup, a timer, an observation); retries wait their backoff.
 
-use coordinator_ports::clock::due_unix;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use coordinator_ir::instant::Instant;
+use coordinator_ports::clock::{due_at, seconds_after};
 use coordinator_ports::store::{JobKind, NewJob};
 use coordinator_runtime::config::{Connection, DEFAULT_RESULT_CHECK_SECONDS};
+use coordinator_runtime::keys::AdmissionKey;
 use coordinator_vm::{Command, Event, Resumed, Vm, WakeKind};
 
 use crate::config::MAX_BACKOFF_SECONDS;
-use crate::core::Core;
 
 /// How many already-due waits one step takes in a row before it leaves
 /// the rest to timer jobs (a bound on the work of one transaction).
@@ -24,12 +28,12 @@ const MAX_DUE_WAITS_TAKEN: usize = 8;
 pub(crate) fn take_due_waits(
     vm: &Vm,
     mut resumed: Resumed,
-    now: i64,
+    now: &Instant,
     keep_running: bool,
 ) -> Resumed {
     for _ in 0..MAX_DUE_WAITS_TAKEN {
         let Some(i) = resumed.commands.iter().position(
-            |c| matches!(c, Command::ScheduleWake { at, kind: WakeKind::Wake } if due_unix(at) <= now),
+            |c| matches!(c, Command::ScheduleWake { at, kind: WakeKind::Wake } if due_at(at) <= *now),
         ) else {
             break;
         };
@@ -57,13 +61,41 @@ pub fn backoff(attempt: u32) -> i64 {
     (1i64 << exp).min(MAX_BACKOFF_SECONDS)
 }
 
-impl Core {
+/// Turns the VM's commands into jobs: the idempotency keys of dispatches
+/// (from the admission key and the deployment's database id) and the
+/// interval of observations (the connection's result check, never below
+/// the observation floor).
+pub(crate) struct JobMaker {
+    admission_key: AdmissionKey,
+    database_id: String,
+    connections: Arc<BTreeMap<String, Connection>>,
+    observation_floor_seconds: u64,
+}
+
+impl JobMaker {
+    /// Jobs keyed under `admission_key` and `database_id`, observing
+    /// through `connections` no more often than `observation_floor_seconds`.
+    pub(crate) fn new(
+        admission_key: AdmissionKey,
+        database_id: String,
+        connections: Arc<BTreeMap<String, Connection>>,
+        observation_floor_seconds: u64,
+    ) -> Self {
+        JobMaker {
+            admission_key,
+            database_id,
+            connections,
+            observation_floor_seconds,
+        }
+    }
+
+    /// Seconds between two observations through `connection`.
     pub(crate) fn observe_interval(&self, connection: &str) -> i64 {
         let check = self.connections.get(connection).map_or(
             DEFAULT_RESULT_CHECK_SECONDS,
             Connection::result_check_seconds,
         );
-        i64::try_from(check.max(self.config.observation_floor_seconds)).unwrap_or(i64::MAX)
+        i64::try_from(check.max(self.observation_floor_seconds)).unwrap_or(i64::MAX)
     }
 
     /// The jobs for the VM's commands. `answered`: the commands follow a
@@ -72,7 +104,7 @@ impl Core {
         &self,
         start_identity: &str,
         commands: &[Command],
-        now: i64,
+        now: &Instant,
         answered: bool,
     ) -> Vec<NewJob> {
         let mut jobs = Vec::new();
@@ -86,10 +118,10 @@ impl Core {
                     ..
                 } => {}
                 // Due at the whole second at or after the instant
-                // ([`due_unix`]), so a timer with a fraction of a second
+                // ([`due_at`]), so a timer with a fraction of a second
                 // (`sendAfter` at `…:15.9Z`) never fires before it.
                 Command::ScheduleWake { at, kind } => jobs.push(NewJob {
-                    due_unix: due_unix(at),
+                    due_at: due_at(at),
                     kind: JobKind::Timer {
                         at: *at,
                         wake: *kind,
@@ -106,7 +138,7 @@ impl Core {
                         0
                     };
                     jobs.push(NewJob {
-                        due_unix: now.saturating_add(delay),
+                        due_at: seconds_after(now, delay),
                         kind: JobKind::Dispatch {
                             idempotency_key: needs_idempotency_key
                                 .then(|| self.key(start_identity, &dispatch.step)),
@@ -127,7 +159,7 @@ impl Core {
                         0
                     };
                     jobs.push(NewJob {
-                        due_unix: now.saturating_add(delay),
+                        due_at: seconds_after(now, delay),
                         kind: JobKind::LookupReceipt {
                             step: step.clone(),
                             operation_id: operation_id.clone(),
@@ -146,7 +178,7 @@ impl Core {
                     ..
                 } => {
                     jobs.push(NewJob {
-                        due_unix: due_unix(timeout_at),
+                        due_at: due_at(timeout_at),
                         kind: JobKind::Timer {
                             at: *timeout_at,
                             wake: WakeKind::Timeout,
@@ -154,13 +186,13 @@ impl Core {
                     });
                     match handle {
                         Some(handle) => jobs.push(NewJob {
-                            due_unix: now.saturating_add(self.observe_interval(connection)),
+                            due_at: seconds_after(now, self.observe_interval(connection)),
                             kind: JobKind::Observe {
                                 step: step.clone(),
                                 connection: connection.clone(),
                                 completion: completion.clone(),
                                 review_request_id: handle.clone(),
-                                last_observed_unix: None,
+                                last_observed_at: None,
                             },
                         }),
                         None => {
@@ -174,8 +206,8 @@ impl Core {
         jobs
     }
 
-    pub(crate) fn key(&self, start_identity: &str, step: &str) -> String {
+    fn key(&self, start_identity: &str, step: &str) -> String {
         self.admission_key
-            .idempotency_key(&self.config.database_id, start_identity, step)
+            .idempotency_key(&self.database_id, start_identity, step)
     }
 }

@@ -1,9 +1,9 @@
-//! The spans the core makes of runs (docs/operations.md "Traces"): the
-//! admission span, the step and wait spans `feed` makes after a commit,
-//! the attempt span the worker wraps a dispatch in, and the operator
-//! actions' spans, each through the tracer the core holds
+//! [`Spans`]: the spans the engine makes of runs (docs/operations.md
+//! "Traces"): the admission span, the step and wait spans `feed` makes
+//! after a commit, the attempt span the worker wraps a dispatch in, and the
+//! operator actions' spans, each through the tracer once handed over
 //! ([`crate::trace`]: the tracer, the keys, the SDK's terms); none without
-//! one.
+//! one. Spans are measured: each reads the clock where it starts and ends.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -18,13 +18,36 @@ use coordinator_vm::{Event, Vm};
 use opentelemetry::trace::{FutureExt, Span, SpanKind, Status, TraceContextExt, Tracer};
 use opentelemetry::{Context, KeyValue};
 
-use crate::core::Core;
+use coordinator_ports::clock::Clock;
+use std::sync::{Arc, OnceLock};
+
 use crate::trace::{
-    answer_attributes, from_nanos, keys, run_attributes, run_context, system_time, Admitting,
-    Before, RunTracer,
+    answer_attributes, keys, run_attributes, run_context, system_time, Admitting, Before, RunTracer,
 };
 
-impl Core {
+/// The tracer of runs' spans, once handed over
+/// ([`crate::Engine::with_tracer`]), and the clock spans are timed by;
+/// without a tracer, no span is made.
+pub(crate) struct Spans {
+    tracer: OnceLock<RunTracer>,
+    clock: Arc<dyn Clock>,
+}
+
+impl Spans {
+    /// No tracer yet; spans timed by `clock`.
+    pub(crate) fn new(clock: Arc<dyn Clock>) -> Self {
+        Spans {
+            tracer: OnceLock::new(),
+            clock,
+        }
+    }
+
+    /// Makes spans with `tracer` from now on; `false` when one was handed
+    /// over already (the second is ignored).
+    pub(crate) fn attach(&self, tracer: RunTracer) -> bool {
+        self.tracer.set(tracer).is_ok()
+    }
+
     fn tracer(&self) -> Option<&RunTracer> {
         self.tracer.get()
     }
@@ -52,12 +75,10 @@ impl Core {
             return;
         };
         let now = self.clock.now();
-        let start = started.unix_nanos();
-        let start = i64::try_from(start).unwrap_or(0);
-        self.ended_steps(tracer, &parent, run, 0, Some(start), &now);
+        self.ended_steps(tracer, &parent, run, 0, Some(*started), &now);
     }
 
-    /// Notes what [`Core::trace_fed`] needs of a traced run before `feed`
+    /// Notes what [`Spans::trace_fed`] needs of a traced run before `feed`
     /// commits: its path's length and the wait it is in.
     pub(crate) fn trace_before(&self, vm: &Vm, run: &RunRecord) -> Option<Before> {
         self.tracer()?;
@@ -80,9 +101,9 @@ impl Core {
         ledger: &mut BTreeMap<String, StepLedger>,
     ) {
         let Some(before) = before else { return };
-        let now = i64::try_from(self.clock.now().unix_nanos()).unwrap_or(0);
+        let now = self.clock.now();
         for step in path.iter().skip(before.path_len) {
-            ledger.entry(step.clone()).or_default().entered_unix_nanos = Some(now);
+            ledger.entry(step.clone()).or_default().entered_at = Some(now);
         }
     }
 
@@ -100,7 +121,7 @@ impl Core {
                 _ => "",
             };
             if !kind.is_empty() {
-                let started = run.ledger.get(step).and_then(|l| l.entered_unix_nanos);
+                let started = run.ledger.get(step).and_then(|l| l.entered_at);
                 let mut attributes = run_attributes(run);
                 attributes.push(KeyValue::new(keys::STEP, step.clone()));
                 attributes.push(KeyValue::new(keys::WAIT_KIND, kind));
@@ -108,7 +129,7 @@ impl Core {
                     tracer,
                     &before.parent,
                     "coordinator.wait",
-                    started.map_or_else(|| system_time(&run.state.admitted_at), from_nanos),
+                    system_time(started.as_ref().unwrap_or(&run.state.admitted_at)),
                     attributes,
                     &now,
                 );
@@ -128,7 +149,7 @@ impl Core {
         parent: &TraceParent,
         run: &RunRecord,
         from: usize,
-        fallback: Option<i64>,
+        fallback: Option<Instant>,
         now: &Instant,
     ) {
         let path = &run.state.path;
@@ -138,12 +159,8 @@ impl Core {
             path.len().saturating_sub(1)
         };
         for step in path.iter().take(ended).skip(from) {
-            let started = run
-                .ledger
-                .get(step)
-                .and_then(|l| l.entered_unix_nanos)
-                .or(fallback)
-                .map_or_else(|| system_time(&run.state.admitted_at), from_nanos);
+            let started = run.ledger.get(step).and_then(|l| l.entered_at).or(fallback);
+            let started = system_time(started.as_ref().unwrap_or(&run.state.admitted_at));
             let mut attributes = run_attributes(run);
             attributes.push(KeyValue::new(keys::STEP, step.clone()));
             self.closed_span(tracer, parent, "coordinator.step", started, attributes, now);

@@ -1,13 +1,16 @@
 //! The run's timeline, kept in its ledger ([`StepLedger`]'s step times,
 //! wait due times and ends, and call answers): [`record_steps`] is the one
 //! place that stamps when a step started and ended, called by
-//! [`Core::feed`](crate::core::Core) for every event it commits;
+//! `Committer::feed` for every event it commits;
 //! [`answer_record`] is what a call step keeps of an answer (kind and code,
-//! never a body). Times are the engine clock's Unix seconds at the commit.
+//! never a body). Times are whole seconds of the engine clock at the
+//! commit ([`whole_second`]).
 
 use std::collections::BTreeMap;
 
+use coordinator_ir::instant::Instant;
 use coordinator_ir::StepKind;
+use coordinator_ports::clock::whole_second;
 use coordinator_ports::store::{AnswerRecord, StepLedger, WaitEnd};
 use coordinator_vm::{Answer, Event, RunState, Vm};
 
@@ -26,13 +29,13 @@ pub(crate) fn record_admission(
     if !ledger.is_empty() || state.now != state.admitted_at {
         return;
     }
-    let at = state.admitted_at.unix_seconds();
+    let at = whole_second(&state.admitted_at);
     let last = state.path.len().saturating_sub(1);
     for (i, name) in state.path.iter().enumerate() {
         let l = ledger.entry(name.clone()).or_default();
-        l.started_unix.get_or_insert(at);
+        l.started_at.get_or_insert(at);
         if i < last || state.status.is_terminal() {
-            l.ended_unix.get_or_insert(at);
+            l.ended_at.get_or_insert(at);
             let kind = vm.step_kind(name);
             if matches!(kind, Some(StepKind::WaitUntil | StepKind::WaitFor)) {
                 // Only its own timer ends a wait before any event.
@@ -42,13 +45,14 @@ pub(crate) fn record_admission(
     }
     if let Some(w) = vm.current_wait(state) {
         let l = ledger.entry(w.step.to_owned()).or_default();
-        l.due_unix.get_or_insert(w.due_at.unix_seconds());
+        l.due_at.get_or_insert(whole_second(&w.due_at));
     }
 }
 
 /// What a call step keeps of `answer` to dispatch attempt `attempt` (`0`
-/// for a receipt lookup), answered at `at_unix`: its kind and code only.
-pub(crate) fn answer_record(answer: &Answer, attempt: u32, at_unix: i64) -> AnswerRecord {
+/// for a receipt lookup), answered at `at` (its whole second is kept): its
+/// kind and code only.
+pub(crate) fn answer_record(answer: &Answer, attempt: u32, at: &Instant) -> AnswerRecord {
     let code = match answer {
         Answer::Retryable { code }
         | Answer::Refused { code }
@@ -59,7 +63,7 @@ pub(crate) fn answer_record(answer: &Answer, attempt: u32, at_unix: i64) -> Answ
         Answer::Success { .. } | Answer::ReceiptExpired | Answer::ReceiptUnresolved => None,
     };
     AnswerRecord {
-        at_unix,
+        at: whole_second(at),
         attempt,
         kind: answer.kind().to_owned(),
         code,
@@ -67,7 +71,7 @@ pub(crate) fn answer_record(answer: &Answer, attempt: u32, at_unix: i64) -> Answ
 }
 
 /// Stamps in `ledger` the step times that `event` moving the run from
-/// `before` to `after` implies, at `now` (engine clock, Unix seconds)
+/// `before` to `after` implies, at `now`'s whole second (engine clock)
 /// (the caller has applied [`record_admission`] to `before` first, before
 /// any other change to the ledger):
 ///
@@ -83,14 +87,15 @@ pub(crate) fn record_steps(
     before: &RunState,
     after: &RunState,
     event: &Event,
-    now: i64,
+    now: &Instant,
     ledger: &mut BTreeMap<String, StepLedger>,
 ) {
+    let now = whole_second(now);
     for name in after.path.iter().skip(before.path.len()) {
         ledger
             .entry(name.clone())
             .or_default()
-            .started_unix
+            .started_at
             .get_or_insert(now);
     }
     let waited = vm.current_wait(before).map(|w| w.step.to_owned());
@@ -101,10 +106,10 @@ pub(crate) fn record_steps(
     };
     for name in after.path.iter().take(ended) {
         let l = ledger.entry(name.clone()).or_default();
-        if l.ended_unix.is_some() {
+        if l.ended_at.is_some() {
             continue;
         }
-        l.ended_unix = Some(now);
+        l.ended_at = Some(now);
         let kind = vm.step_kind(name);
         if matches!(kind, Some(StepKind::WaitUntil | StepKind::WaitFor)) {
             let was_waiting = waited.as_deref() == Some(name.as_str());
@@ -113,7 +118,7 @@ pub(crate) fn record_steps(
     }
     if let Some(w) = vm.current_wait(after) {
         let l = ledger.entry(w.step.to_owned()).or_default();
-        l.due_unix.get_or_insert(w.due_at.unix_seconds());
+        l.due_at.get_or_insert(whole_second(&w.due_at));
     }
 }
 
@@ -151,17 +156,17 @@ mod tests {
         let ok = Answer::Success {
             value: serde_json::json!({"secret": "x"}),
         };
-        let r = answer_record(&ok, 2, 7);
+        let r = answer_record(&ok, 2, &Instant::from_unix_seconds_and_nanos(7, 5));
         assert_eq!(
-            (r.kind.as_str(), r.code, r.attempt, r.at_unix),
-            ("success", None, 2, 7)
+            (r.kind.as_str(), r.code, r.attempt, r.at),
+            ("success", None, 2, Instant::from_unix_seconds(7))
         );
         let r = answer_record(
             &Answer::DeclaredRefusal {
                 refusal_code: "no-permission".into(),
             },
             1,
-            8,
+            &Instant::from_unix_seconds(8),
         );
         assert_eq!(
             (r.kind.as_str(), r.code.as_deref()),
@@ -176,7 +181,7 @@ mod tests {
             l.keep_answer(answer_record(
                 &Answer::Retryable { code: "503".into() },
                 i + 1,
-                i64::from(i),
+                &Instant::from_unix_seconds(i64::from(i)),
             ));
         }
         assert_eq!(l.answers.len(), coordinator_ports::store::ANSWERS_KEPT);

@@ -21,8 +21,6 @@
 //! Here: the tracer, the attribute keys and the conversions to the SDK's
 //! terms; the core's methods that make the spans are `spans.rs`.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
 use coordinator_ir::instant::Instant;
 use coordinator_ports::store::RunRecord;
 use coordinator_ports::TraceParent;
@@ -70,18 +68,8 @@ impl RunTracer {
     }
 }
 
-/// An instant as the SDK takes it.
-pub(crate) fn system_time(instant: &Instant) -> SystemTime {
-    let nanos = instant.unix_nanos().max(0);
-    let secs = u64::try_from(nanos / 1_000_000_000).unwrap_or(0);
-    let sub = u32::try_from(nanos % 1_000_000_000).unwrap_or(0);
-    UNIX_EPOCH + Duration::new(secs, sub)
-}
-
-/// Unix nanoseconds as the SDK takes them.
-pub(crate) fn from_nanos(nanos: i64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_nanos(u64::try_from(nanos).unwrap_or(0))
-}
+/// An instant as the SDK takes it ([`coordinator_ports::clock::system_time`]).
+pub(crate) use coordinator_ports::clock::system_time;
 
 /// The context of the run's admission span, as a remote parent.
 pub(crate) fn run_context(parent: &TraceParent) -> Context {

@@ -1,65 +1,91 @@
-//! The worker: [`Engine::tick`] leases due jobs and carries each out (a
-//! dispatch, a receipt lookup, a timer, an observation), feeding the VM the
-//! answer and committing the result ([`Engine::feed`]). Store outages with
-//! an answer in hand are waited out; nothing not yet sent outlives its
-//! lease.
+//! One role of the engine: the worker. [`Worker::tick`] takes the jobs
+//! this process's commits handed off, or leases the due jobs, and carries
+//! each out through the `JobRunner` (`job_runner.rs`); the server's lanes
+//! call it, woken by the hand-off or by the due time of the next job.
 
 use std::collections::BTreeMap;
-
-use coordinator_ir::instant::Instant;
-use coordinator_ports::adapter::{
-    AdapterError, DispatchRequest, MarkSending, NoMark, Observation, Outcome, ReceiptRequest,
-};
-use coordinator_ports::clock::due_unix;
-use coordinator_ports::flow::{CallWait, FlowLimit};
-use coordinator_ports::store::{
-    Commit, Job, JobKind, JobState, LeaseRequest, NewJob, RunRecord, StepLedger, StoreError,
-};
-use coordinator_vm::{Answer, DispatchCommand, Event, Expected, Vm};
-
 use std::sync::Arc;
 
-use crate::config::{CANCELLED_UNSENT, INTERRUPTED, MAX_BACKOFF_SECONDS};
-use crate::core::{Core, HandedOff, InFlight};
-use crate::feed::Feeding;
-use crate::flow_gate::Turn;
+use coordinator_ports::clock::whole_second;
+use coordinator_ports::flow::{ConnectionFlow, FlowControl};
+use coordinator_ports::store::{Job, JobQueue, LeaseRequest, StoreError};
 
-/// One role of the engine: the worker. It leases due jobs and carries
-/// each out (a dispatch, a receipt lookup, a timer, an observation),
-/// feeding the VM the answer through the core's one commit path
-/// ([`Core::feed`]). Its own state is the set of jobs its lanes are
-/// carrying out. Cheap to clone (operator actions hold one to run a
-/// receipt lookup at once).
-#[derive(Clone)]
-pub(crate) struct Worker {
-    core: Arc<Core>,
-    /// Jobs a worker lane of this process is carrying out. The lanes share
-    /// one lease owner, so a job whose lease ran out while its lane waited
-    /// for the store (holding a product answer) can be leased again by
-    /// another lane; that lane must leave it to the holder instead of
-    /// taking it for an interrupted attempt.
-    in_flight: Arc<std::sync::Mutex<std::collections::BTreeSet<u64>>>,
+use crate::flow_gate::FlowGate;
+use crate::handoff::HandedOff;
+use crate::health::Health;
+use crate::job_runner::{JobRunner, WorkerPorts};
+use crate::parts::Parts;
+
+/// The worker: leases due jobs and carries each out. `Send + Sync`.
+pub struct Worker {
+    /// Leases jobs, gives handed-off ones back, tells the next due time.
+    queue: Arc<dyn JobQueue>,
+    /// Flow control of the calls to each connection (read for `/metrics`).
+    flow: Arc<FlowGate>,
+    /// Carries out one job.
+    runner: Arc<JobRunner>,
+    parts: Parts,
+    /// Jobs one tick takes at most.
+    batch: usize,
 }
 
 impl Worker {
-    /// The worker over `core`, carrying out nothing yet.
-    pub(crate) fn new(core: Arc<Core>) -> Self {
+    /// The worker over `ports` with `parts`, `batch` jobs a tick, waiting
+    /// an outage out through `health`, starting a job only while
+    /// `request_budget_seconds` of its lease are left. Its flow gate uses
+    /// an in-memory flow control until the deployment's is attached.
+    pub(crate) fn new(
+        ports: WorkerPorts,
+        parts: Parts,
+        health: Arc<Health>,
+        batch: usize,
+        request_budget_seconds: i64,
+    ) -> Self {
+        let flow = Arc::new(FlowGate::new());
+        let queue = ports.queue.clone();
+        let runner = Arc::new(JobRunner::new(
+            ports,
+            flow.clone(),
+            parts.clone(),
+            health,
+            request_budget_seconds,
+        ));
         Worker {
-            core,
-            in_flight: Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new())),
+            queue,
+            flow,
+            runner,
+            parts,
+            batch,
         }
     }
-}
 
-impl Worker {
-    /// The work of [`Engine::tick`].
-    pub(crate) async fn tick(&self) -> Result<usize, StoreError> {
-        if self.core.fenced() {
+    /// The job runner, for operator actions that carry a job out at once.
+    pub(crate) fn runner(&self) -> Arc<JobRunner> {
+        self.runner.clone()
+    }
+
+    /// Uses the deployment's shared flow control from now on; `false` when
+    /// one was attached already.
+    pub(crate) fn attach_flow_control(&self, flow: Arc<dyn FlowControl>) -> bool {
+        self.flow.attach(flow)
+    }
+
+    /// One worker step: carries out the jobs this process's commits handed
+    /// off, or else leases the due jobs and carries each out. Returns how
+    /// many jobs it took. Under the restore hold, and on a
+    /// `--recovery-only` instance, only receipt lookups are leased (reads,
+    /// never dispatches). A fenced engine leases nothing.
+    ///
+    /// # Errors
+    /// The store's; [`StoreError::LeaseIncompatible`] when a restore hold
+    /// was placed after this process started (it is fenced from then on).
+    pub async fn tick(&self) -> Result<usize, StoreError> {
+        if self.parts.fence.fenced() {
             return Ok(0);
         }
         // Jobs this process's own commits leased to it come first: no lease
         // statement and no re-read of the run.
-        let handed = self.core.take_handed(self.core.config.batch);
+        let handed = self.parts.committer.hand_off().take(self.batch);
         if !handed.is_empty() {
             let n = handed.len();
             let mut by_run: Vec<(String, Vec<HandedOff>)> = Vec::new();
@@ -71,30 +97,32 @@ impl Worker {
             }
             futures_util::future::join_all(by_run.into_iter().map(|(_, group)| async move {
                 for h in group {
-                    self.carry_out_with(h.job, h.lease_until, Some(h.run)).await;
+                    self.runner
+                        .carry_out(h.job, h.lease_until, Some(h.run))
+                        .await;
                 }
             }))
             .await;
             return Ok(n);
         }
-        let epoch = self.core.lease_epoch().await?;
-        let now = self.core.clock.now_unix();
+        let leases = self.parts.committer.leases();
+        let epoch = leases.lease_epoch().await?;
+        let now = self.parts.clock.now();
+        let lease_until = leases.lease_until(&now);
         let jobs = self
-            .core
-            .store
+            .queue
             .lease(&LeaseRequest {
-                owner: &self.core.config.worker_id,
+                owner: leases.owner(),
                 now,
-                lease_until: self.core.lease_until(now),
-                limit: self.core.config.batch,
+                lease_until,
+                limit: self.batch,
                 epoch,
                 run_id: None,
                 receipt_lookups_only: false,
             })
             .await
-            .map_err(|e| self.core.noted(e))?;
+            .map_err(|e| self.parts.fence.fence_if_incompatible(e))?;
         let n = jobs.len();
-        let lease_until = self.core.lease_until(now);
         // Jobs of one run are carried out in lease order, one after
         // another (each sees the state its predecessor committed); jobs of
         // different runs go concurrently, so one slow product call does
@@ -108,94 +136,19 @@ impl Worker {
         }
         futures_util::future::join_all(by_run.into_iter().map(|(_, group)| async move {
             for job in group {
-                self.carry_out(job, lease_until).await;
+                self.runner.carry_out(job, lease_until, None).await;
             }
         }))
         .await;
         Ok(n)
     }
 
-    /// Marks job `id` in flight in this process; `None` when a lane
-    /// already carries it out.
-    pub(crate) fn hold(&self, id: u64) -> Option<InFlight<'_>> {
-        let inserted = self.in_flight.lock().ok()?.insert(id);
-        // (The guard is gone before an `InFlight` exists: its drop locks.)
-        inserted.then(|| InFlight {
-            set: &self.in_flight,
-            job: id,
-        })
-    }
-
-    /// Carries out one leased job, unless too little of its lease is left
-    /// to start it safely (then it is given back). A store outage before
-    /// the request left is waited out while the lease holds; other failures
-    /// are logged and the lease left to expire.
-    pub(crate) async fn carry_out(&self, job: Job, lease_until: i64) {
-        self.carry_out_with(job, lease_until, None).await;
-    }
-
-    /// [`Engine::carry_out`] with the run as the commit that made the job
-    /// left it (`carried`), read from the store when `None`.
-    pub(crate) async fn carry_out_with(
-        &self,
-        job: Job,
-        lease_until: i64,
-        carried: Option<RunRecord>,
-    ) {
-        let id = job.id;
-        // Another lane of this process holds the job (its lease ran out
-        // while it waited for the store): leave it to that lane. The new
-        // lease just taken only extends the holder's.
-        let Some(_held) = self.hold(id) else {
-            return;
-        };
-        if self
-            .core
-            .clock
-            .now_unix()
-            .saturating_add(self.core.config.request_budget_seconds)
-            > lease_until
-        {
-            let _ = self
-                .core
-                .store
-                .release(id, &self.core.config.worker_id, job.due_unix, None)
-                .await;
-            return;
-        }
-        let mut result = self
-            .run_job(job.clone(), carried)
-            .await
-            .map_err(|e| self.core.seen(e));
-        // The store went away before the job's request left (an answer in
-        // hand is held by `feed`): wait for it, then carry the job out
-        // again while the lease holds.
-        while let Err(StoreError::Unavailable(e)) = &result {
-            tracing::error!(code = "store-unavailable", job = id, error = %e, "store unavailable; the job waits for it");
-            if !self.core.wait_for_store(lease_until).await {
-                break;
-            }
-            result = self
-                .run_job(job.clone(), None)
-                .await
-                .map_err(|e| self.core.seen(e));
-        }
-        match result {
-            Ok(()) => {}
-            // The job is no longer this lane's: it was deleted (its run
-            // ended or was cancelled meanwhile) or, its lease having run
-            // out, another lane or process holds it. Nothing waits here.
-            Err(e @ StoreError::LeaseLost) => {
-                tracing::warn!(job = id, error = %e, "job not completed: it was removed or taken over meanwhile");
-            }
-            Err(e) => {
-                tracing::warn!(job = id, error = %e, "job not completed; it is taken again once its lease expires");
-            }
-        }
-    }
-
-    /// The work of [`Engine::run_until_idle`].
-    pub(crate) async fn run_until_idle(&self, max_ticks: usize) -> Result<usize, StoreError> {
+    /// Ticks until a tick takes nothing (at most `max_ticks` times);
+    /// returns the jobs taken in all. For tests and for draining.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn run_until_idle(&self, max_ticks: usize) -> Result<usize, StoreError> {
         let mut total = 0;
         for _ in 0..max_ticks {
             let n = self.tick().await?;
@@ -207,543 +160,84 @@ impl Worker {
         Ok(total)
     }
 
-    /// The run of a leased job (`carried`, or read) and its Program, or
-    /// `None` once the job is dealt with: discarded when its run ended or
-    /// is gone, held (released for later) when no Program serves its
-    /// revision.
-    async fn run_and_program(
-        &self,
-        job: &Job,
-        carried: Option<RunRecord>,
-    ) -> Result<Option<(RunRecord, Arc<Vm>)>, StoreError> {
-        let owner = &self.core.config.worker_id;
-        let run = match carried {
-            Some(run) => run,
-            None => match self.core.store.get(&job.run_id).await? {
-                Some(run) => run,
-                None => return self.core.store.discard(job.id, owner).await.map(|()| None),
-            },
-        };
-        if run.status().is_terminal() {
-            return self.core.store.discard(job.id, owner).await.map(|()| None);
-        }
-        let Some(vm) = self.core.vm(&run.revision).await? else {
-            tracing::error!(run = %run.id, revision = %run.revision, "no Program for the run's revision; job held");
-            let later = self
-                .core
-                .clock
-                .now_unix()
-                .saturating_add(MAX_BACKOFF_SECONDS);
-            return self
-                .core
-                .store
-                .release(job.id, owner, later, None)
+    /// How many jobs one [`Worker::tick`] takes at most.
+    pub fn batch(&self) -> usize {
+        self.batch
+    }
+
+    /// Reads the store's restore epoch and works under it from now on (the
+    /// `coordinator` binary calls it once at startup, so the epoch is the
+    /// one the process started under; else the first lease adopts it). A
+    /// later call changes nothing. Returns the epoch this process works
+    /// under.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn adopt_restore_epoch(&self) -> Result<u64, StoreError> {
+        self.parts.committer.leases().adopt_restore_epoch().await
+    }
+
+    /// Wakes one idle worker lane of this process ([`Worker::woken`]); a
+    /// wake while no lane waits is kept for the next lane that does.
+    pub fn wake_one(&self) {
+        self.parts.committer.hand_off().wake_one();
+    }
+
+    /// Waits for [`Worker::wake_one`] or a job handed off (at once when a
+    /// wake is kept).
+    pub async fn woken(&self) {
+        self.parts.committer.hand_off().woken().await;
+    }
+
+    /// Gives back the leases of handed-off jobs no lane has started (at
+    /// shutdown), so that another process takes them at once rather than
+    /// when their leases run out. Errors are logged: the leases then run
+    /// out by themselves.
+    pub async fn release_handed(&self) {
+        let owner = self.parts.committer.leases().owner();
+        for h in self.parts.committer.hand_off().take(usize::MAX) {
+            if let Err(e) = self
+                .queue
+                .release(h.job.id, owner, h.job.due_at, None)
                 .await
-                .map(|()| None);
-        };
-        Ok(Some((run, vm)))
-    }
-
-    /// Carries out one leased job of `carried` (or of its run, read): a
-    /// job of an ended or missing run is discarded, one of a run whose
-    /// Program is missing is held ([`Worker::run_and_program`]), one found
-    /// after the run's deadline expires the run instead; otherwise each
-    /// kind has its function.
-    pub(crate) async fn run_job(
-        &self,
-        job: Job,
-        carried: Option<RunRecord>,
-    ) -> Result<(), StoreError> {
-        let Some((run, vm)) = self.run_and_program(&job, carried).await? else {
-            return Ok(());
-        };
-        let owner = self.core.config.worker_id.clone();
-        let now = self.core.clock.now_unix();
-        // The run's deadline comes first. A job found once the deadline has
-        // passed (after an outage or a restart: a wake, a timeout, a call
-        // not yet sent, an observation) is not carried out: the run is fed
-        // `TimerFired` at its deadline, so the timers due before it fire
-        // and the run expires there, sending nothing. A call found
-        // `sending` is answered below first (its request may be out), and a
-        // receipt lookup (an operator's reconcile) is a read that settles.
-        let deadline_passed = now >= due_unix(&run.state.deadline_at);
-        if deadline_passed
-            && job.state == JobState::Ready
-            && !matches!(job.kind, JobKind::LookupReceipt { .. })
-        {
-            tracing::info!(run = %run.id, job = job.id, "the run's deadline has passed: it expires instead");
-            let event = Event::TimerFired {
-                at: run.state.deadline_at,
-            };
-            self.core
-                .feed(run, &event, Feeding::completing(job.id))
-                .await?;
-            return Ok(());
-        }
-        match job.kind.clone() {
-            JobKind::Timer { at, .. } => {
-                let event = Event::TimerFired { at };
-                self.core
-                    .feed(run, &event, Feeding::completing(job.id))
-                    .await?;
-                Ok(())
-            }
-            JobKind::Dispatch {
-                dispatch:
-                    DispatchCommand {
-                        step,
-                        operation_id,
-                        connection,
-                        action,
-                        command,
-                        attempt,
-                        resend_safe,
-                    },
-                idempotency_key,
-            } => {
-                if !vm.expects(
-                    &run.state,
-                    &Expected::CallAnswer {
-                        step: &step,
-                        attempt,
-                    },
-                ) {
-                    return self.core.store.discard(job.id, &owner).await;
-                }
-                let call = Call {
-                    step,
-                    attempt,
-                    connection,
-                    resend_safe,
-                    request: DispatchRequest {
-                        operation_id,
-                        action,
-                        command,
-                        idempotency_key,
-                    },
-                };
-                self.dispatch_job(run, &job, call).await
-            }
-            JobKind::LookupReceipt {
-                step,
-                operation_id,
-                connection,
-                idempotency_key,
-                ..
-            } => {
-                if !vm.expects(&run.state, &Expected::ReceiptAnswer { step: &step }) {
-                    return self.core.store.discard(job.id, &owner).await;
-                }
-                let request = ReceiptRequest {
-                    operation_id,
-                    idempotency_key,
-                };
-                self.lookup_receipt_job(run, &job, step, &connection, request)
-                    .await
-            }
-            JobKind::Observe {
-                step,
-                connection,
-                completion,
-                review_request_id,
-                ..
-            } => {
-                if !vm.expects(&run.state, &Expected::Completion { step: &step }) {
-                    return self.core.store.discard(job.id, &owner).await;
-                }
-                let observation = Observing {
-                    step,
-                    connection,
-                    completion,
-                    review_request_id,
-                };
-                self.observe_job(run, &job, observation, now).await
-            }
-        }
-    }
-
-    /// A dispatch job the VM still expects: sends the call (marking the
-    /// job `sending` first unless it is safe to resend) and feeds the VM
-    /// the answer. An attempt found `sending` (a crash or a lost lease
-    /// while its request may have been out) is never sent again here: it
-    /// is reported to the VM as uncertain, and the VM decides (a read goes
-    /// again as a new attempt; a mutation or an evaluation is held for an
-    /// operator).
-    async fn dispatch_job(&self, run: RunRecord, job: &Job, call: Call) -> Result<(), StoreError> {
-        let Call {
-            step,
-            attempt,
-            connection,
-            resend_safe,
-            request,
-        } = call;
-        let answer = if job.state == JobState::Sending {
-            tracing::warn!(run = %run.id, step = %step, attempt, "interrupted dispatch found; reported to the VM as uncertain");
-            self.core.counters.dispatch_attempt("interrupted");
-            Answer::Uncertain {
-                code: INTERRUPTED.to_owned(),
-            }
-        } else {
-            let Some(conn) = self.core.connections.get(&connection) else {
-                return self.hold_job(job, "unknown connection").await;
-            };
-            let Some(epoch) = self.core.restore_epoch.get().copied() else {
-                return self.hold_job(job, "no restore epoch adopted").await;
-            };
-            // The job is marked `sending` by the adapter just before the
-            // request is written (after the token and the request's bytes),
-            // so a crash before that point leaves it `ready` and it is sent
-            // once later. A read that is safe to resend is not marked at
-            // all: a crash sends it again.
-            let marker = JobSending {
-                core: &self.core,
-                job: job.id,
-                owner: &self.core.config.worker_id,
-                epoch,
-            };
-            let mark: &dyn MarkSending = if resend_safe { &NoMark } else { &marker };
-            // The connection's flow control decides whether the request
-            // may be written now; a wait goes back to the queue, durably.
-            let now = self.core.clock.now();
-            let held_until =
-                Instant::from_unix_seconds_capped(self.core.lease_until(now.unix_seconds()));
-            let holds_slot = match self
-                .core
-                .flow
-                .turn(&connection, conn.limits(), job.id, now, held_until)
-                .await?
             {
-                Turn::Go { holds_slot } => holds_slot,
-                Turn::Wait { .. }
-                    if run.state.status == coordinator_vm::RunStatus::CancelRequested =>
-                {
-                    return self.cancel_unsent(run, job, step).await;
-                }
-                Turn::Wait { limit, until } => {
-                    let wait = Waiting {
-                        step: &step,
-                        connection: &connection,
-                        limit,
-                        until,
-                        now,
-                    };
-                    return self.wait_for_turn(&run, job, wait).await;
-                }
-            };
-            let sent = self.core.adapter.dispatch_marking(conn, &request, mark);
-            let sent = self
-                .core
-                .traced_attempt(&run, &step, &connection, attempt, sent)
-                .await;
-            self.after_call(&connection, holds_slot, &sent).await;
-            match sent {
-                Ok(outcome) => {
-                    tracing::info!(run = %run.id, step = %step, attempt, result = %outcome.label(), "dispatched");
-                    self.core.counters.dispatch_attempt(outcome.kind());
-                    outcome.into_answer()
-                }
-                Err(AdapterError::NotSent(e)) => return Err(e),
-                Err(e) => {
-                    self.core.counters.dispatch_attempt("host-fault");
-                    return self.hold_job(job, &e.to_string()).await;
-                }
-            }
-        };
-        let kept = crate::timeline::answer_record(&answer, attempt, self.core.clock.now_unix());
-        let event = Event::CallAnswered {
-            step: step.clone(),
-            answer,
-        };
-        let count = |l: &mut BTreeMap<String, StepLedger>| {
-            let l = l.entry(step.clone()).or_default();
-            l.attempts = attempt;
-            l.keep_answer(kept.clone());
-            l.waiting = None;
-        };
-        let feeding = Feeding {
-            ledger: Some(&count),
-            ..Feeding::completing(job.id)
-        };
-        self.core.feed(run, &event, feeding).await?;
-        Ok(())
-    }
-
-    /// A call its connection's flow control holds back, of a run whose
-    /// cancel was requested: it was never sent, so the VM is answered "not
-    /// processed" (retryable) and the run ends cancelled.
-    async fn cancel_unsent(
-        &self,
-        run: RunRecord,
-        job: &Job,
-        step: String,
-    ) -> Result<(), StoreError> {
-        tracing::info!(run = %run.id, step = %step, "the call waited for its connection's flow control and is cancelled unsent");
-        let clear = |l: &mut BTreeMap<String, StepLedger>| {
-            l.entry(step.clone()).or_default().waiting = None;
-        };
-        let event = Event::CallAnswered {
-            step: step.clone(),
-            answer: Answer::Retryable {
-                code: CANCELLED_UNSENT.to_owned(),
-            },
-        };
-        let feeding = Feeding {
-            ledger: Some(&clear),
-            ..Feeding::completing(job.id)
-        };
-        self.core.feed(run, &event, feeding).await?;
-        Ok(())
-    }
-
-    /// After a dispatch: its in-flight slot back, and a product's
-    /// `Retry-After` recorded for every next call to the connection.
-    async fn after_call(
-        &self,
-        connection: &str,
-        holds_slot: bool,
-        sent: &Result<Outcome, AdapterError>,
-    ) {
-        let retry_after = match sent {
-            Ok(Outcome::HeldBack { retry_after, .. }) => Some(*retry_after),
-            _ => None,
-        };
-        if !holds_slot && retry_after.is_none() {
-            return;
-        }
-        let now = self.core.clock.now();
-        let flow = &self.core.flow;
-        if let Some(until) = flow.done(connection, holds_slot, retry_after, now).await {
-            self.core.counters.retry_after_honoured(connection);
-            tracing::info!(connection, until = %until, "the product asked to be called again later; the connection's calls wait until then");
-        }
-    }
-
-    /// A dispatch its connection's flow control holds back: the job goes
-    /// back to the queue, due when the limit lets it go (never after the
-    /// run's deadline, where the run expires having sent nothing). The
-    /// first wait of a call is recorded on the run's ledger, visibly (one
-    /// commit); a wait already recorded only moves the job (one statement).
-    async fn wait_for_turn(
-        &self,
-        run: &RunRecord,
-        job: &Job,
-        wait: Waiting<'_>,
-    ) -> Result<(), StoreError> {
-        let Waiting {
-            step,
-            connection,
-            limit,
-            until,
-            now,
-        } = wait;
-        self.core.counters.throttled(connection, limit);
-        let due = due_unix(&until).min(due_unix(&run.state.deadline_at));
-        let owner = &self.core.config.worker_id;
-        let recorded = run
-            .ledger
-            .get(step)
-            .and_then(|l| l.waiting.as_ref())
-            .is_some_and(|w| w.connection == connection && w.limit == limit);
-        if !recorded {
-            tracing::info!(run = %run.id, step, connection, limit = limit.as_str(), until = %until, "the call waits for its connection's flow control");
-            let mut ledger = run.ledger.clone();
-            if let Ok(Some(vm)) = self.core.vm(&run.revision).await {
-                crate::timeline::record_admission(&vm, &run.state, &mut ledger);
-            }
-            ledger.entry(step.to_owned()).or_default().waiting = Some(CallWait {
-                connection: connection.to_owned(),
-                limit,
-                since: now,
-            });
-            let commit = Commit {
-                run_id: run.id.clone(),
-                expected_version: run.version,
-                at_unix: now.unix_seconds(),
-                state: run.state.clone(),
-                ledger,
-                complete: None,
-                jobs: Vec::new(),
-                review: None,
-            };
-            match self.core.commit_grouped(commit, None).await {
-                // The run moved meanwhile (a cancel): the job is looked at
-                // again when due, and records its wait then.
-                Ok(_) | Err(StoreError::Conflict) => {}
-                Err(e) => return Err(e),
+                tracing::warn!(job = h.job.id, error = %e, "handed-off job not released; its lease will run out");
             }
         }
-        self.core.store.release(job.id, owner, due, None).await
     }
 
-    /// A receipt lookup the VM still expects (an operator's reconcile):
-    /// asks the product and feeds the VM what it found.
-    async fn lookup_receipt_job(
-        &self,
-        run: RunRecord,
-        job: &Job,
-        step: String,
-        connection: &str,
-        request: ReceiptRequest,
-    ) -> Result<(), StoreError> {
-        let Some(conn) = self.core.connections.get(connection) else {
-            return self.hold_job(job, "unknown connection").await;
+    /// How long until the earliest due job no lease holds (or run
+    /// deadline not yet a job, [`JobQueue::next_due`]) is due by the engine
+    /// clock: zero when one is due now, `None` when there is none. The
+    /// server's due timer sleeps that long, then wakes a lane.
+    ///
+    /// # Errors
+    /// The store's.
+    ///
+    /// [`JobQueue::next_due`]: coordinator_ports::store::JobQueue::next_due
+    pub async fn next_due_in(&self) -> Result<Option<std::time::Duration>, StoreError> {
+        let Some(due) = self.queue.next_due().await? else {
+            return Ok(None);
         };
-        let answer = match self.core.adapter.lookup_receipt(conn, &request).await {
-            Ok(o) => {
-                // What reconcile found (never a body): the operator's only
-                // trace when the lookup settles nothing.
-                tracing::info!(run = %run.id, step = %step, answer = %o.label(), "receipt lookup answered");
-                o.into_answer()
-            }
-            Err(e) => return self.hold_job(job, &e.to_string()).await,
-        };
-        let kept = crate::timeline::answer_record(&answer, 0, self.core.clock.now_unix());
-        let keep = |l: &mut BTreeMap<String, StepLedger>| {
-            l.entry(step.clone()).or_default().keep_answer(kept.clone());
-        };
-        let event = Event::CallAnswered {
-            step: step.clone(),
-            answer,
-        };
-        let feeding = Feeding {
-            ledger: Some(&keep),
-            ..Feeding::completing(job.id)
-        };
-        self.core.feed(run, &event, feeding).await?;
-        Ok(())
+        let now = whole_second(&self.parts.clock.now());
+        let seconds = u64::try_from(now.seconds_until(&due)).unwrap_or(0);
+        Ok(Some(std::time::Duration::from_secs(seconds)))
     }
 
-    /// An observation the VM still expects: reads the completion once. A
-    /// completed one is fed to the VM; a pending (or unanswered) one is
-    /// counted and the next observation scheduled, in one commit through
-    /// the group commit like every other.
-    async fn observe_job(
-        &self,
-        run: RunRecord,
-        job: &Job,
-        observation: Observing,
-        now: i64,
-    ) -> Result<(), StoreError> {
-        let Observing {
-            step,
-            connection,
-            completion,
-            review_request_id,
-        } = observation;
-        let Some(conn) = self.core.connections.get(&connection) else {
-            return self.hold_job(job, "unknown connection").await;
-        };
-        let read = self
-            .core
-            .adapter
-            .observe(conn, &completion, &review_request_id)
-            .await;
-        let count = |l: &mut BTreeMap<String, StepLedger>| {
-            l.entry(step.clone()).or_default().observations += 1;
-        };
-        match read {
-            Ok(Observation::Completed { value }) => {
-                let event = Event::CompletionObserved {
-                    step: step.clone(),
-                    value,
-                    at: Instant::from_unix_seconds_capped(now),
-                };
-                let feeding = Feeding {
-                    ledger: Some(&count),
-                    ..Feeding::completing(job.id)
-                };
-                self.core.feed(run, &event, feeding).await?;
-                return Ok(());
-            }
-            Ok(_) => {}
-            Err(e) => {
-                tracing::info!(run = %run.id, step = %step, error = %e, "observation unanswered")
+    /// Each limited connection's calls in flight and waiting now, from
+    /// the shared flow control: every connection of the runtime file with
+    /// `limits` (zero when it saw no call yet), and any other the flow
+    /// control holds (a `Retry-After` of a connection without `limits`).
+    ///
+    /// # Errors
+    /// The flow control's (the store's).
+    pub async fn connection_flows(&self) -> Result<BTreeMap<String, ConnectionFlow>, StoreError> {
+        let mut flows = self.flow.port().flows(self.parts.clock.now()).await?;
+        for (name, connection) in self.parts.connections.iter() {
+            if connection.limits().is_some() {
+                flows.entry(name.clone()).or_default();
             }
         }
-        let mut ledger = run.ledger.clone();
-        if let Ok(Some(vm)) = self.core.vm(&run.revision).await {
-            crate::timeline::record_admission(&vm, &run.state, &mut ledger);
-        }
-        count(&mut ledger);
-        let next = NewJob {
-            kind: JobKind::Observe {
-                step: step.clone(),
-                connection: connection.clone(),
-                completion,
-                review_request_id,
-                last_observed_unix: Some(now),
-            },
-            due_unix: now.saturating_add(self.core.observe_interval(&connection)),
-        };
-        let commit = Commit {
-            run_id: run.id.clone(),
-            expected_version: run.version,
-            at_unix: now,
-            state: run.state.clone(),
-            ledger,
-            complete: Some((job.id, self.core.config.worker_id.clone())),
-            jobs: vec![next],
-            review: None,
-        };
-        self.core.commit_grouped(commit, None).await.map(|_| ())
-    }
-
-    /// A host fault (nothing was sent): log and try the job again later.
-    pub(crate) async fn hold_job(&self, job: &Job, why: &str) -> Result<(), StoreError> {
-        tracing::error!(job = job.id, run = %job.run_id, reason = why, "host fault; job retried later");
-        let later = self
-            .core
-            .clock
-            .now_unix()
-            .saturating_add(MAX_BACKOFF_SECONDS);
-        self.core
-            .store
-            .release(job.id, &self.core.config.worker_id, later, None)
-            .await
-    }
-}
-
-/// A dispatch job's call, as [`Engine::dispatch_job`] sends it.
-struct Call {
-    step: String,
-    attempt: u32,
-    connection: String,
-    resend_safe: bool,
-    request: DispatchRequest,
-}
-
-/// A dispatch held back by its connection's flow control
-/// ([`Worker::wait_for_turn`]).
-struct Waiting<'a> {
-    step: &'a str,
-    connection: &'a str,
-    limit: FlowLimit,
-    until: Instant,
-    now: Instant,
-}
-
-/// An observe job's completion read, as [`Engine::observe_job`] makes it.
-struct Observing {
-    step: String,
-    connection: String,
-    completion: String,
-    review_request_id: String,
-}
-
-/// Marks dispatch job `job` `sending` under this process's lease and
-/// restore epoch ([`MarkSending`]; `JobQueue::mark_sending`).
-struct JobSending<'a> {
-    core: &'a Core,
-    job: u64,
-    owner: &'a str,
-    epoch: u64,
-}
-
-#[async_trait::async_trait]
-impl MarkSending for JobSending<'_> {
-    async fn mark_sending(&self) -> Result<(), StoreError> {
-        self.core
-            .mark_sending_grouped(self.job, self.owner, self.epoch)
-            .await
+        Ok(flows)
     }
 }

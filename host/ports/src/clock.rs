@@ -1,10 +1,13 @@
 //! The clock port ([`Clock`], [`SystemClock`], [`ManualClock`]; defined in
-//! `coordinator_runtime::clock`, re-exported here) and the engine's
-//! conversions between instants and its whole-second Unix time: the VM's
-//! instants are [`Instant`]s ([`Instant::unix_seconds`] truncates,
-//! [`due_unix`] rounds up); RFC 3339 text is read only at a host's own
-//! boundary ([`rfc3339_to_unix`]) and written for the API
-//! ([`unix_to_rfc3339`]).
+//! `coordinator_runtime::clock`, re-exported here) and the one time type of
+//! the engine and the store port, [`Instant`], with the rules of its whole
+//! seconds: a stamp is the whole second of the clock's reading
+//! ([`whole_second`], truncated), a timer is due at the whole second at or
+//! after its instant ([`due_at`], [`due_unix`]), a span of seconds is added
+//! with [`seconds_after`]. Unix seconds appear only where a store writes an
+//! instant ([`due_unix`], [`unix_seconds`]) and at a host's own boundary
+//! (RFC 3339 text read with [`rfc3339_to_unix`], written with
+//! [`unix_to_rfc3339`]).
 
 use coordinator_ir::instant::{format_unix_seconds, Instant};
 
@@ -30,6 +33,140 @@ pub fn due_unix(at: &Instant) -> i64 {
     }
 }
 
+/// The whole second of `at` (truncated toward zero, as
+/// [`Instant::unix_seconds`]), capped to years 0001–9999 so it is always
+/// written: the engine's stamps (a step's times, an answer's, a commit's)
+/// and the instants it hands the VM are whole seconds of its clock.
+pub fn whole_second(at: &Instant) -> Instant {
+    Instant::from_unix_seconds_capped(at.unix_seconds())
+}
+
+/// When `at` is due, as an instant: the whole second at or after it
+/// ([`due_unix`]).
+pub fn due_at(at: &Instant) -> Instant {
+    Instant::from_unix_seconds(due_unix(at))
+}
+
+/// `seconds` after `at` (before it when negative), saturating at the ends
+/// of Unix time (a lease's end, a retry's due time).
+pub fn seconds_after(at: &Instant, seconds: i64) -> Instant {
+    at.plus_seconds(seconds).unwrap_or_else(|| {
+        Instant::from_unix_seconds(if seconds < 0 { i64::MIN } else { i64::MAX })
+    })
+}
+
+/// `at` as the standard library's [`std::time::SystemTime`] (what the
+/// OpenTelemetry SDK takes); an instant before 1970 reads as 1970.
+pub fn system_time(at: &Instant) -> std::time::SystemTime {
+    let nanos = at.unix_nanos().max(0);
+    let seconds = u64::try_from(nanos / 1_000_000_000).unwrap_or(0);
+    let rest = u32::try_from(nanos % 1_000_000_000).unwrap_or(0);
+    std::time::UNIX_EPOCH + std::time::Duration::new(seconds, rest)
+}
+
+/// Serde forms of instants stored as Unix seconds or nanoseconds (the
+/// ledger's step times and answers, an observation's last read): the
+/// stored JSON keeps the integers it always had.
+pub mod unix_seconds {
+    use coordinator_ir::instant::Instant;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Writes `at` as its Unix seconds (truncated).
+    ///
+    /// # Errors
+    /// The serializer's.
+    pub fn serialize<S: Serializer>(at: &Instant, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_i64(at.unix_seconds())
+    }
+
+    /// Reads Unix seconds as an instant.
+    ///
+    /// # Errors
+    /// The deserializer's (not an integer).
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Instant, D::Error> {
+        i64::deserialize(d).map(Instant::from_unix_seconds)
+    }
+
+    /// [`unix_seconds`](self) of an optional instant (`null` for `None`).
+    pub mod option {
+        use coordinator_ir::instant::Instant;
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        /// Writes `at` as its Unix seconds, or `null`.
+        ///
+        /// # Errors
+        /// The serializer's.
+        pub fn serialize<S: Serializer>(at: &Option<Instant>, s: S) -> Result<S::Ok, S::Error> {
+            match at {
+                Some(at) => s.serialize_some(&at.unix_seconds()),
+                None => s.serialize_none(),
+            }
+        }
+
+        /// Reads Unix seconds, or `null`, as an instant.
+        ///
+        /// # Errors
+        /// The deserializer's.
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Instant>, D::Error> {
+            Ok(Option::<i64>::deserialize(d)?.map(Instant::from_unix_seconds))
+        }
+    }
+
+    /// An optional instant as Unix nanoseconds (`null` for `None`): the
+    /// instant a traced run entered a step, the start of its span.
+    pub mod nanos_option {
+        use coordinator_ir::instant::Instant;
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        const NANOS_PER_SECOND: i64 = 1_000_000_000;
+
+        /// Writes `at` as its Unix nanoseconds (0 outside the `i64` range),
+        /// or `null`.
+        ///
+        /// # Errors
+        /// The serializer's.
+        pub fn serialize<S: Serializer>(at: &Option<Instant>, s: S) -> Result<S::Ok, S::Error> {
+            match at {
+                Some(at) => s.serialize_some(&i64::try_from(at.unix_nanos()).unwrap_or(0)),
+                None => s.serialize_none(),
+            }
+        }
+
+        /// Reads Unix nanoseconds, or `null`, as an instant.
+        ///
+        /// # Errors
+        /// The deserializer's.
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Instant>, D::Error> {
+            Ok(Option::<i64>::deserialize(d)?.map(|nanos| {
+                let seconds = nanos.div_euclid(NANOS_PER_SECOND);
+                let rest = u32::try_from(nanos.rem_euclid(NANOS_PER_SECOND)).unwrap_or(0);
+                Instant::from_unix_seconds_and_nanos(seconds, rest)
+            }))
+        }
+    }
+}
+
+/// `at`'s whole second as RFC 3339 UTC with `Z` ([`unix_to_rfc3339`]):
+/// how the API writes the instants a store keeps (a step's times, a run's
+/// end).
+pub fn instant_to_rfc3339(at: &Instant) -> String {
+    unix_to_rfc3339(at.unix_seconds())
+}
+
+/// An RFC 3339 text as an instant; `None` when malformed
+/// ([`Instant::parse`]). For text a host reads at its own boundary (a
+/// request's cutoff).
+pub fn rfc3339_to_instant(text: &str) -> Option<Instant> {
+    Instant::parse(text).ok()
+}
+
+/// The instant `unix` seconds after 1970-01-01T00:00:00Z (no fraction):
+/// for Unix seconds a host reads at its own boundary (a signature's `t=`,
+/// a test's literal).
+pub fn unix_to_instant(unix: i64) -> Instant {
+    Instant::from_unix_seconds(unix)
+}
+
 /// An RFC 3339 text as Unix seconds (fractions truncated toward zero);
 /// `None` when malformed ([`Instant::parse`]). For text a host reads at its
 /// own boundary (a request, a test's literal); an [`Instant`] already has
@@ -49,5 +186,38 @@ mod tests {
         assert_eq!(due("1970-01-01T00:01:00.001Z"), Ok(61));
         assert_eq!(due("1970-01-01T00:00:59.999999999Z"), Ok(60));
         assert_eq!(due("1969-12-31T23:59:59.5Z"), Ok(0));
+    }
+
+    #[test]
+    fn stamps_are_whole_seconds_and_spans_saturate() {
+        let at = Instant::from_unix_seconds_and_nanos(61, 900_000_000);
+        assert_eq!(whole_second(&at), Instant::from_unix_seconds(61));
+        assert_eq!(due_at(&at), Instant::from_unix_seconds(62));
+        assert_eq!(seconds_after(&at, 10).unix_seconds(), 71);
+        assert_eq!(
+            seconds_after(&Instant::from_unix_seconds(i64::MAX - 1), 5).unix_seconds(),
+            i64::MAX
+        );
+    }
+
+    #[test]
+    fn stored_instants_keep_their_integers() {
+        #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+        struct Stamped {
+            #[serde(with = "unix_seconds")]
+            at: Instant,
+            #[serde(with = "unix_seconds::option")]
+            ended: Option<Instant>,
+            #[serde(with = "unix_seconds::nanos_option")]
+            entered: Option<Instant>,
+        }
+        let stamped = Stamped {
+            at: Instant::from_unix_seconds(7),
+            ended: None,
+            entered: Some(Instant::from_unix_seconds_and_nanos(1, 5)),
+        };
+        let text = serde_json::to_string(&stamped).unwrap_or_default();
+        assert_eq!(text, r#"{"at":7,"ended":null,"entered":1000000005}"#);
+        assert_eq!(serde_json::from_str::<Stamped>(&text).ok(), Some(stamped));
     }
 }

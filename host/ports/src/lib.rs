@@ -9,7 +9,7 @@
 //!   same trait.
 //! - [`counts`]: the [`RunCounts`] port (doctor's and `/metrics`' counts,
 //!   read in time independent of the number of runs).
-//! - [`waiting`]: [`FlowLimit`](waiting::FlowLimit) and [`CallWait`](waiting::CallWait), a flow-control wait as
+//! - [`waiting`]: [`FlowLimit`] and [`CallWait`](waiting::CallWait), a flow-control wait as
 //!   data (the ledger's and the port's).
 //! - [`flow`]: the [`FlowControl`] port (a connection's `limits` and a
 //!   product's `Retry-After`, shared by every process) and

@@ -1,16 +1,20 @@
-//! [`MemoryRunStore`]: the in-memory implementation of the [`RunStore`]
+//! [`MemoryRunStore`]: the in-memory implementation of the [`RunStore`](crate::store::RunStore)
 //! port, for tests and for a service started without PostgreSQL (nothing
 //! survives the process). It keeps every rule the port states, as the
 //! conformance checks (`coordinator_testkit::conformance`) prove on both stores.
+//! Like the PostgreSQL store it keeps the whole seconds of the instants it
+//! is given ([`whole_second`]), and compares those.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
+use coordinator_ir::instant::Instant;
 use coordinator_ir::Definition;
 use coordinator_runtime::binding::LiveBinding;
 use coordinator_vm::{DispatchCommand, RunStatus};
 
+use crate::clock::{due_at, seconds_after, whole_second};
 use crate::store::{
     erasable, erased_state, Admitted, Commit, Committed, Definitions, Erasure, Holds,
     HoldsAndReviews, Job, JobKind, JobQueue, JobState, Lease, LeaseOnInsert, LeaseRequest,
@@ -60,12 +64,14 @@ impl Memory {
             let job = Job {
                 id: self.next_job,
                 run_id: run_id.to_owned(),
-                lease: lease.filter(|l| j.due_unix <= l.now).map(|l| Lease {
-                    owner: l.owner.clone(),
-                    expires_unix: l.lease_until,
-                }),
+                lease: lease
+                    .filter(|l| whole_second(&j.due_at) <= whole_second(&l.now))
+                    .map(|l| Lease {
+                        owner: l.owner.clone(),
+                        expires_at: whole_second(&l.lease_until),
+                    }),
                 kind: j.kind,
-                due_unix: j.due_unix,
+                due_at: whole_second(&j.due_at),
                 state: JobState::Ready,
             };
             if job.lease.is_some() {
@@ -92,15 +98,15 @@ impl Memory {
         }))
     }
 
-    /// The deadlines not yet timer jobs, as (due Unix seconds, run id): of
+    /// The deadlines not yet timer jobs, as (due second, run id): of
     /// the runs that have not ended ([`JobQueue::lease`] makes them jobs,
     /// [`JobQueue::next_due`] waits for them).
-    fn deadlines_not_yet_jobs(&self) -> impl Iterator<Item = (i64, &str)> {
+    fn deadlines_not_yet_jobs(&self) -> impl Iterator<Item = (Instant, &str)> {
         self.runs
             .values()
             .filter(|r| !r.state.status.is_terminal())
             .filter(|r| !self.deadline_jobs_created.contains(&r.id))
-            .map(|r| (crate::clock::due_unix(&r.state.deadline_at), r.id.as_str()))
+            .map(|r| (due_at(&r.state.deadline_at), r.id.as_str()))
     }
 
     fn leased(&mut self, job_id: u64, owner: &str) -> Result<&mut Job, StoreError> {
@@ -111,7 +117,7 @@ impl Memory {
     }
 }
 
-/// An in-memory [`RunStore`] for tests and for a service started without
+/// An in-memory [`RunStore`](crate::store::RunStore) for tests and for a service started without
 /// PostgreSQL (nothing survives the process).
 #[derive(Default)]
 pub struct MemoryRunStore {
@@ -246,8 +252,8 @@ impl MemoryRunStore {
         }
         let ended = commit.state.status.is_terminal();
         if let Some(r) = m.runs.get_mut(&commit.run_id) {
-            if ended && r.ended_unix.is_none() {
-                r.ended_unix = Some(commit.at_unix);
+            if ended && r.ended_at.is_none() {
+                r.ended_at = Some(whole_second(&commit.at));
             }
             r.state = commit.state;
             r.ledger = commit.ledger;
@@ -300,11 +306,12 @@ impl JobQueue for MemoryRunStore {
         }
         let lookups_only =
             request.receipt_lookups_only || m.holds.restore || request.epoch.is_none();
-        let now = request.now;
+        let now = whole_second(&request.now);
+        let lease_until = whole_second(&request.lease_until);
         let limit = request.limit.clamp(1, 1000);
         // The deadlines that came due become timer jobs (once per run),
         // leased at once when timers may be leased.
-        let mut deadlines: Vec<(i64, String)> = m
+        let mut deadlines: Vec<(Instant, String)> = m
             .deadlines_not_yet_jobs()
             .filter(|(due, id)| *due <= now && request.run_id.is_none_or(|r| r == *id))
             .map(|(due, id)| (due, id.to_owned()))
@@ -314,7 +321,7 @@ impl JobQueue for MemoryRunStore {
         let timer_lease = (!lookups_only).then(|| LeaseOnInsert {
             owner: request.owner.to_owned(),
             now,
-            lease_until: request.lease_until,
+            lease_until,
             epoch: m.holds.restore_epoch,
         });
         let mut out = Vec::new();
@@ -322,23 +329,23 @@ impl JobQueue for MemoryRunStore {
             m.deadline_jobs_created.insert(run_id.clone());
             let job = NewJob {
                 kind: JobKind::Timer {
-                    at: coordinator_ir::instant::Instant::from_unix_seconds_capped(due),
+                    at: due,
                     wake: coordinator_vm::WakeKind::Deadline,
                 },
-                due_unix: due,
+                due_at: due,
             };
             out.extend(m.add_jobs(&run_id, vec![job], timer_lease.as_ref()));
         }
         let created = out.iter().map(|j| j.id).collect::<Vec<_>>();
-        let mut due: Vec<(i64, u64)> = m
+        let mut due: Vec<(Instant, u64)> = m
             .jobs
             .values()
-            .filter(|j| j.due_unix <= now)
-            .filter(|j| j.lease.as_ref().is_none_or(|l| l.expires_unix <= now))
+            .filter(|j| j.due_at <= now)
+            .filter(|j| j.lease.as_ref().is_none_or(|l| l.expires_at <= now))
             .filter(|j| !lookups_only || matches!(j.kind, JobKind::LookupReceipt { .. }))
             .filter(|j| request.run_id.is_none_or(|r| r == j.run_id))
             .filter(|j| !created.contains(&j.id))
-            .map(|j| (j.due_unix, j.id))
+            .map(|j| (j.due_at, j.id))
             .collect();
         due.sort_unstable();
         due.truncate(limit.saturating_sub(out.len()));
@@ -346,22 +353,22 @@ impl JobQueue for MemoryRunStore {
             if let Some(j) = m.jobs.get_mut(&id) {
                 j.lease = Some(Lease {
                     owner: request.owner.to_owned(),
-                    expires_unix: request.lease_until,
+                    expires_at: lease_until,
                 });
                 out.push(j.clone());
             }
         }
-        out.sort_by_key(|j| (j.due_unix, j.id));
+        out.sort_by_key(|j| (j.due_at, j.id));
         Ok(out)
     }
 
-    async fn next_due(&self) -> Result<Option<i64>, StoreError> {
+    async fn next_due(&self) -> Result<Option<Instant>, StoreError> {
         let m = self.lock()?;
         let jobs = m
             .jobs
             .values()
             .filter(|j| j.lease.is_none())
-            .map(|j| j.due_unix);
+            .map(|j| j.due_at);
         let deadlines = m.deadlines_not_yet_jobs().map(|(due, _)| due);
         Ok(jobs.chain(deadlines).min())
     }
@@ -390,14 +397,14 @@ impl JobQueue for MemoryRunStore {
         &self,
         job_id: u64,
         owner: &str,
-        due_unix: i64,
+        due: Instant,
         kind: Option<JobKind>,
     ) -> Result<(), StoreError> {
         let mut m = self.lock()?;
         let job = m.leased(job_id, owner)?;
         job.lease = None;
         job.state = JobState::Ready;
-        job.due_unix = due_unix;
+        job.due_at = whole_second(&due);
         if let Some(k) = kind {
             job.kind = k;
         }
@@ -414,9 +421,10 @@ impl JobQueue for MemoryRunStore {
     async fn claim_restored_commands(
         &self,
         owner: &str,
-        lease_until: i64,
+        lease_until: Instant,
         limit: usize,
     ) -> Result<Vec<Job>, StoreError> {
+        let lease_until = whole_second(&lease_until);
         let mut m = self.lock()?;
         let mut out = Vec::new();
         for j in m.jobs.values_mut() {
@@ -433,7 +441,7 @@ impl JobQueue for MemoryRunStore {
             {
                 j.lease = Some(Lease {
                     owner: owner.to_owned(),
-                    expires_unix: lease_until,
+                    expires_at: lease_until,
                 });
                 out.push(j.clone());
             }
@@ -441,7 +449,8 @@ impl JobQueue for MemoryRunStore {
         Ok(out)
     }
 
-    async fn bring_run_forward(&self, run_id: &str, now: i64) -> Result<usize, StoreError> {
+    async fn bring_run_forward(&self, run_id: &str, now: Instant) -> Result<usize, StoreError> {
+        let now = whole_second(&now);
         let mut m = self.lock()?;
         let mut moved = 0;
         for j in m.jobs.values_mut() {
@@ -449,9 +458,9 @@ impl JobQueue for MemoryRunStore {
                 && matches!(j.kind, JobKind::Dispatch { .. })
                 && j.state == JobState::Ready
                 && j.lease.is_none()
-                && j.due_unix > now
+                && j.due_at > now
             {
-                j.due_unix = now;
+                j.due_at = now;
                 moved += 1;
             }
         }
@@ -461,25 +470,26 @@ impl JobQueue for MemoryRunStore {
     async fn bring_forward(
         &self,
         review_request_id: &str,
-        now: i64,
+        now: Instant,
         floor_seconds: i64,
     ) -> Result<usize, StoreError> {
+        let now = whole_second(&now);
         let mut m = self.lock()?;
         let mut moved = 0;
         for j in m.jobs.values_mut() {
             if let JobKind::Observe {
                 review_request_id: id,
-                last_observed_unix,
+                last_observed_at,
                 ..
             } = &j.kind
             {
                 if id == review_request_id {
-                    let earliest = last_observed_unix
-                        .map(|t| t.saturating_add(floor_seconds))
+                    let earliest = last_observed_at
+                        .map(|t| seconds_after(&whole_second(&t), floor_seconds))
                         .unwrap_or(now)
                         .max(now);
-                    if j.due_unix > earliest {
-                        j.due_unix = earliest;
+                    if j.due_at > earliest {
+                        j.due_at = earliest;
                         moved += 1;
                     }
                 }
@@ -518,8 +528,8 @@ impl RunReads for MemoryRunStore {
             })
             .filter(|r| {
                 filter
-                    .admitted_before_unix
-                    .is_none_or(|b| r.state.admitted_at.unix_seconds() < b)
+                    .admitted_before
+                    .is_none_or(|b| r.state.admitted_at.unix_seconds() < b.unix_seconds())
             })
             .collect();
         runs.sort_by_key(|r| std::cmp::Reverse(r.sequence));
@@ -627,20 +637,21 @@ impl Definitions for MemoryRunStore {
 impl Maintenance for MemoryRunStore {
     async fn erase_payloads(
         &self,
-        before_unix: i64,
+        before: Instant,
         limit: u32,
-        _now_unix: i64,
+        _now: Instant,
     ) -> Result<Erasure, StoreError> {
+        let before = whole_second(&before);
         let mut m = self.lock()?;
         let limit = limit.clamp(1, MAX_ERASE_LIMIT) as usize;
-        let mut due: Vec<(i64, u64, String)> = m
+        let mut due: Vec<(Instant, u64, String)> = m
             .runs
             .values()
             .filter(|r| !r.payload_erased && erasable(&r.state))
             .filter(|r| !m.jobs.values().any(|j| j.run_id == r.id))
             .filter_map(|r| {
-                let ended = r.ended_unix?;
-                (ended < before_unix).then(|| (ended, r.sequence, r.id.clone()))
+                let ended = r.ended_at?;
+                (ended < before).then(|| (ended, r.sequence, r.id.clone()))
             })
             .collect();
         due.sort_unstable();
@@ -650,10 +661,10 @@ impl Maintenance for MemoryRunStore {
             if let Some(r) = m.runs.get_mut(id) {
                 r.state = erased_state(
                     r.state.status,
-                    r.state.admitted_at.unix_seconds(),
-                    r.state.deadline_at.unix_seconds(),
-                    r.state.now.unix_seconds(),
-                    r.ended_unix,
+                    &r.state.admitted_at,
+                    &r.state.deadline_at,
+                    &r.state.now,
+                    r.ended_at.as_ref(),
                 );
                 r.payload_erased = true;
                 r.version += 1;

@@ -4,30 +4,36 @@
 use coordinator_ports::MemoryRunStore;
 use coordinator_testkit::conformance::{self, Fixture};
 
-/// One `#[tokio::test]` per conformance check, each on a new store.
+/// One `#[tokio::test]` per conformance check, each on a new store:
+/// `check(ports)`, the store passed for each port the check takes.
 macro_rules! conformance_tests {
-    ($($check:ident),+ $(,)?) => {$(
+    ($($check:ident($($port:ident),+)),+ $(,)?) => {$(
         #[tokio::test]
         async fn $check() {
-            conformance::$check(&MemoryRunStore::new(), &Fixture::any()).await;
+            let store = MemoryRunStore::new();
+            conformance::$check($({
+                let $port = &store;
+                $port
+            }),+, &Fixture::any())
+            .await;
         }
     )+};
 }
 
 conformance_tests!(
-    admission_is_keyed_by_start_identity,
-    records_round_trip,
-    leases_expire_and_commits_check_versions,
-    deadlines_become_timer_jobs_once_when_due,
-    commits_lease_new_due_jobs_to_the_committer,
-    group_commits_answer_each_commit_as_alone,
-    group_admissions_answer_each_start_as_alone,
-    release_and_discard,
-    live_bindings_count_runs_that_have_not_ended,
-    retention_erases_only_ended_payloads,
-    bring_forward_respects_the_floor_and_lists_page,
-    restore_hold_leases_lookups_only_and_fences_old_epochs,
-    reviews_are_recorded_surveyed_and_attested,
+    admission_is_keyed_by_start_identity(admission, reads),
+    records_round_trip(admission, queue, reads),
+    leases_expire_and_commits_check_versions(admission, queue, reads),
+    deadlines_become_timer_jobs_once_when_due(admission, queue, reads),
+    commits_lease_new_due_jobs_to_the_committer(admission, queue, reads, holds),
+    group_commits_answer_each_commit_as_alone(admission, queue, reads),
+    group_admissions_answer_each_start_as_alone(admission, reads),
+    release_and_discard(admission, queue, reads),
+    live_bindings_count_runs_that_have_not_ended(admission, queue, reads),
+    retention_erases_only_ended_payloads(admission, queue, reads, maintenance),
+    bring_forward_respects_the_floor_and_lists_page(admission, queue, reads, maintenance),
+    restore_hold_leases_lookups_only_and_fences_old_epochs(admission, queue, holds),
+    reviews_are_recorded_surveyed_and_attested(admission, queue, reads, holds),
 );
 
 #[tokio::test]
@@ -38,7 +44,7 @@ async fn holds_are_swapped_only_from_what_was_read() {
 #[tokio::test]
 async fn counts_follow_every_change() {
     let store = MemoryRunStore::new();
-    conformance::counts_follow_every_change(&store, &store, &Fixture::any()).await;
+    conformance::counts_follow_every_change(&store, &store, &store, &Fixture::any()).await;
 }
 
 #[tokio::test]

@@ -379,8 +379,8 @@ pub fn flow_routines(ns: &str) -> Vec<String> {
 }
 
 /// What brings a namespace laid out by a build of version 4 without the
-/// flow-control tables to this build's layout: the tables of [`V4`] from
-/// [`FLOW_TABLES_START`] on (`apply` runs it when `connection_flow` is
+/// flow-control tables to this build's layout: the tables of `V4` from
+/// `FLOW_TABLES_START` on (`apply` runs it when `connection_flow` is
 /// missing, before [`flow_routines`]).
 pub fn amend_v4_flow(ns: &str) -> Vec<String> {
     let start = V4.find(FLOW_TABLES_START).unwrap_or(V4.len());
@@ -475,7 +475,7 @@ pub fn count_routines(ns: &str) -> Vec<String> {
 const TRACE_COLUMN: &str = "ALTER TABLE {ns}.runs ADD COLUMN IF NOT EXISTS trace_parent";
 
 /// What brings a namespace laid out by an earlier build of version 4
-/// without `runs.trace_parent` to this build's layout: [`V4`]'s statement
+/// without `runs.trace_parent` to this build's layout: `V4`'s statement
 /// that adds it (a no-op where it exists), run by every `apply` of a
 /// namespace already laid out.
 pub fn amend_v4_trace(ns: &str) -> Vec<String> {

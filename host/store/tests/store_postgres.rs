@@ -24,7 +24,7 @@ use coordinator_runtime::package::write_package;
 use coordinator_runtime::secrets::{load_keys, SecretResolver};
 use coordinator_runtime::{check_runtime_file, Mode, RuntimeConfig};
 use coordinator_store::{self as store, DatabaseError, PlanAction, Store};
-use coordinator_testkit::conformance::{self, committed_at, lease, Fixture};
+use coordinator_testkit::conformance::{self, committed_at, lease, unix, Fixture};
 use coordinator_vm::{DispatchCommand, RunState, RunStatus};
 use serde_json::{json, Value};
 use sqlx::{Connection, Executor, PgConnection, Row};
@@ -333,7 +333,7 @@ async fn admit(
                     },
                     idempotency_key: Some(command_key),
                 },
-                due_unix: t,
+                due_at: unix(t),
             }],
             bindings,
             trace_parent: None,
@@ -468,7 +468,7 @@ async fn plan_apply_status_unchanged_replace_unlisted_and_remove() {
             review: None,
             run_id: run.id.clone(),
             expected_version: loaded.version,
-            at_unix: committed_at(&ended),
+            at: committed_at(&ended),
             state: ended,
             ledger: Default::default(),
             complete: None,
@@ -963,15 +963,19 @@ async fn fresh(test: &str) -> Option<(Fx, Store, Fixture)> {
 // (host/ports/src/conformance.rs), each on a fresh namespace.
 
 /// One `#[tokio::test]` per conformance check: `test => namespace label,
-/// check`.
+/// check(ports)`, the store passed for each port the check takes.
 macro_rules! conformance_tests {
-    ($($test:ident => $label:literal, $check:ident;)+) => {$(
+    ($($test:ident => $label:literal, $check:ident($($port:ident),+);)+) => {$(
         #[tokio::test]
         async fn $test() {
             let Some((fx, s, fixture)) = fresh($label).await else {
                 return;
             };
-            conformance::$check(&s, &fixture).await;
+            conformance::$check($({
+                let $port = &s;
+                $port
+            }),+, &fixture)
+            .await;
             s.close().await;
             fx.cleanup(&[]).await;
         }
@@ -979,19 +983,19 @@ macro_rules! conformance_tests {
 }
 
 conformance_tests! {
-    run_store_admission_is_keyed_by_start_identity => "run_store_admission", admission_is_keyed_by_start_identity;
-    run_store_records_round_trip => "run_store_round_trip", records_round_trip;
-    run_store_leases_expire_and_commits_check_versions => "run_store_leases", leases_expire_and_commits_check_versions;
-    run_store_commits_lease_new_due_jobs => "run_store_lease_on_insert", commits_lease_new_due_jobs_to_the_committer;
-    run_store_group_commits_answer_each_commit_as_alone => "run_store_group_commit", group_commits_answer_each_commit_as_alone;
-    run_store_group_admissions_answer_each_start_as_alone => "run_store_group_admission", group_admissions_answer_each_start_as_alone;
-    run_store_deadlines_become_timer_jobs => "run_store_deadlines", deadlines_become_timer_jobs_once_when_due;
-    run_store_release_and_discard => "run_store_release", release_and_discard;
-    run_store_bring_forward_and_listing => "run_store_listing", bring_forward_respects_the_floor_and_lists_page;
-    run_store_live_bindings_count_runs_that_have_not_ended => "run_store_live_bindings", live_bindings_count_runs_that_have_not_ended;
-    run_store_retention_erases_only_ended_payloads => "run_store_retention", retention_erases_only_ended_payloads;
-    run_store_restore_hold_leases_lookups_only => "run_store_restore_hold", restore_hold_leases_lookups_only_and_fences_old_epochs;
-    run_store_reviews_are_recorded_and_attested => "run_store_reviews", reviews_are_recorded_surveyed_and_attested;
+    run_store_admission_is_keyed_by_start_identity => "run_store_admission", admission_is_keyed_by_start_identity(admission, reads);
+    run_store_records_round_trip => "run_store_round_trip", records_round_trip(admission, queue, reads);
+    run_store_leases_expire_and_commits_check_versions => "run_store_leases", leases_expire_and_commits_check_versions(admission, queue, reads);
+    run_store_commits_lease_new_due_jobs => "run_store_lease_on_insert", commits_lease_new_due_jobs_to_the_committer(admission, queue, reads, holds);
+    run_store_group_commits_answer_each_commit_as_alone => "run_store_group_commit", group_commits_answer_each_commit_as_alone(admission, queue, reads);
+    run_store_group_admissions_answer_each_start_as_alone => "run_store_group_admission", group_admissions_answer_each_start_as_alone(admission, reads);
+    run_store_deadlines_become_timer_jobs => "run_store_deadlines", deadlines_become_timer_jobs_once_when_due(admission, queue, reads);
+    run_store_release_and_discard => "run_store_release", release_and_discard(admission, queue, reads);
+    run_store_bring_forward_and_listing => "run_store_listing", bring_forward_respects_the_floor_and_lists_page(admission, queue, reads, maintenance);
+    run_store_live_bindings_count_runs_that_have_not_ended => "run_store_live_bindings", live_bindings_count_runs_that_have_not_ended(admission, queue, reads);
+    run_store_retention_erases_only_ended_payloads => "run_store_retention", retention_erases_only_ended_payloads(admission, queue, reads, maintenance);
+    run_store_restore_hold_leases_lookups_only => "run_store_restore_hold", restore_hold_leases_lookups_only_and_fences_old_epochs(admission, queue, holds);
+    run_store_reviews_are_recorded_and_attested => "run_store_reviews", reviews_are_recorded_surveyed_and_attested(admission, queue, reads, holds);
 }
 
 /// Every store behaviour again with `database.poolingMode: transaction`
@@ -1001,7 +1005,7 @@ conformance_tests! {
 #[tokio::test]
 async fn run_store_behaves_the_same_in_transaction_pooling_mode() {
     macro_rules! in_transaction_mode {
-        ($($check:ident),+ $(,)?) => {$({
+        ($($check:ident($($port:ident),+)),+ $(,)?) => {$({
             let Some(urls) = urls("run_store_transaction_pooling") else {
                 return;
             };
@@ -1023,23 +1027,27 @@ async fn run_store_behaves_the_same_in_transaction_pooling_mode() {
                 workflow: first.workflow.clone(),
                 revision: first.revision.clone(),
             };
-            conformance::$check(&s, &fixture).await;
+            conformance::$check($({
+                let $port = &s;
+                $port
+            }),+, &fixture)
+            .await;
             s.close().await;
             fx.cleanup(&[]).await;
         })+};
     }
     in_transaction_mode!(
-        admission_is_keyed_by_start_identity,
-        records_round_trip,
-        leases_expire_and_commits_check_versions,
-        commits_lease_new_due_jobs_to_the_committer,
-        group_commits_answer_each_commit_as_alone,
-        group_admissions_answer_each_start_as_alone,
-        deadlines_become_timer_jobs_once_when_due,
-        release_and_discard,
-        bring_forward_respects_the_floor_and_lists_page,
-        retention_erases_only_ended_payloads,
-        reviews_are_recorded_surveyed_and_attested,
+        admission_is_keyed_by_start_identity(admission, reads),
+        records_round_trip(admission, queue, reads),
+        leases_expire_and_commits_check_versions(admission, queue, reads),
+        commits_lease_new_due_jobs_to_the_committer(admission, queue, reads, holds),
+        group_commits_answer_each_commit_as_alone(admission, queue, reads),
+        group_admissions_answer_each_start_as_alone(admission, reads),
+        deadlines_become_timer_jobs_once_when_due(admission, queue, reads),
+        release_and_discard(admission, queue, reads),
+        bring_forward_respects_the_floor_and_lists_page(admission, queue, reads, maintenance),
+        retention_erases_only_ended_payloads(admission, queue, reads, maintenance),
+        reviews_are_recorded_surveyed_and_attested(admission, queue, reads, holds),
     );
 }
 
@@ -1133,7 +1141,7 @@ async fn retention_leaves_no_byte_of_an_erased_payload_in_any_table() {
             review: None,
             run_id: run.id.clone(),
             expected_version: 1,
-            at_unix: committed_at(&ended),
+            at: committed_at(&ended),
             state: ended,
             ledger: Default::default(),
             complete: None,
@@ -1151,7 +1159,7 @@ async fn retention_leaves_no_byte_of_an_erased_payload_in_any_table() {
 
     let t = now.unix_timestamp();
     assert_eq!(
-        store.erase_payloads(t + 1, 100, t + 2).await,
+        store.erase_payloads(unix(t + 1), 100, unix(t + 2)).await,
         Ok(Erasure {
             erased: 1,
             more: false
@@ -1403,7 +1411,7 @@ async fn run_store_counts_follow_every_change() {
     let Some((fx, s, fixture)) = fresh("run_store_counts").await else {
         return;
     };
-    conformance::counts_follow_every_change(&s, &s, &fixture).await;
+    conformance::counts_follow_every_change(&s, &s, &s, &fixture).await;
     s.close().await;
     fx.cleanup(&[]).await;
 }
@@ -1424,8 +1432,8 @@ async fn run_store_holds_are_persisted_for_every_process() {
     assert_eq!(
         b.lease(&LeaseRequest {
             owner: "w-b",
-            now: t + 600,
-            lease_until: t + 660,
+            now: unix(t + 600),
+            lease_until: unix(t + 660),
             limit: 100,
             epoch: Some(1),
             run_id: None,
@@ -1541,7 +1549,7 @@ async fn a_changed_binding_is_refused_while_a_run_is_live() {
             review: None,
             run_id: run.id.clone(),
             expected_version: run.version,
-            at_unix: now.unix_timestamp(),
+            at: unix(now.unix_timestamp()),
             state: {
                 let mut s = state(json!({}), now, RunStatus::Cancelled);
                 s.ended_at = Some(s.now);

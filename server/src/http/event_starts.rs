@@ -28,12 +28,18 @@ pub(crate) async fn event_start(
 ) -> Result<Response, ApiError> {
     let bytes = body(bytes)?;
     let (workflow, trigger) = path_segments(path)?;
-    let Some(info) = s.engine.trigger(&workflow, &trigger) else {
-        return Err(if s.engine.active_revisions().contains_key(&workflow) {
-            ApiError::of(&problems::TRIGGER_NOT_FOUND)
-        } else {
-            ApiError::of(&problems::WORKFLOW_NOT_FOUND)
-        });
+    let Some(info) = s.engine.admission.trigger(&workflow, &trigger) else {
+        return Err(
+            if s.engine
+                .admission
+                .active_revisions()
+                .contains_key(&workflow)
+            {
+                ApiError::of(&problems::TRIGGER_NOT_FOUND)
+            } else {
+                ApiError::of(&problems::WORKFLOW_NOT_FOUND)
+            },
+        );
     };
     let Some(source) = s.events.source(&info.source) else {
         // The runtime check refuses a trigger whose event source is not
@@ -55,7 +61,7 @@ pub(crate) async fn event_start(
         .and_then(|v| v.to_str().ok());
     if let Err(e) = s
         .events
-        .verify(&origin.name, header, &bytes, s.engine.now_unix())
+        .verify(&origin.name, header, &bytes, s.clock.now_unix())
     {
         tracing::info!(
             code = "authentication.refused",
@@ -68,6 +74,7 @@ pub(crate) async fn event_start(
     events::check_event(&event).map_err(ApiError::bad_request)?;
     let result = s
         .engine
+        .admission
         .admit_event(
             &origin,
             &workflow,

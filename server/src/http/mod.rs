@@ -35,8 +35,13 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
 /// What every handler shares.
 #[derive(Clone)]
 pub struct AppState {
-    /// The engine (admission, runs, operator actions).
+    /// The engine: its roles (admission, the worker, the operator) and its
+    /// health part.
     pub engine: Arc<Engine>,
+    /// The engine's clock, handed over where the engine is assembled (the
+    /// event signature's clock-skew check reads it, so a manual clock
+    /// drives it).
+    pub clock: Arc<dyn coordinator_ports::Clock>,
     /// The store's counts (doctor), the same store the engine uses.
     pub counts: Arc<dyn coordinator_ports::RunCounts>,
     /// Token verification and policies.

@@ -37,7 +37,7 @@ pub(crate) async fn recover(
     let run = visible_run(&s, &who, &run, name).await?;
     // A reconcile that found the receipt expired happened all the same: it
     // is audited, then answered 409 `receipt.expired`.
-    let (after, expired) = match s.engine.act(&run.id, act).await {
+    let (after, expired) = match s.engine.operator.act(&run.id, act).await {
         Ok(after) => (Ok(after), false),
         Err(ActionError::ReceiptExpired(after)) => (Ok(*after), true),
         Err(e) => (Err(e), false),

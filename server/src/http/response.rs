@@ -29,8 +29,9 @@ pub(crate) fn run_status(r: &RunRecord) -> api::RunStatus {
         // The engine's clock when the run ended (the VM's `ended_at` is
         // the instant of the event that ended it, which may be long before).
         ended_at: r
-            .ended_unix
-            .map(coordinator_ports::clock::unix_to_rfc3339)
+            .ended_at
+            .as_ref()
+            .map(coordinator_ports::clock::instant_to_rfc3339)
             .or_else(|| st.ended_at.map(|t| t.to_string())),
         outcome: st.outcome.clone(),
         output: if st.status == RunStatus::Finished || st.outcome.is_some() {
@@ -91,7 +92,7 @@ mod tests {
             bindings: new.bindings,
             payload_erased: false,
             review: None,
-            ended_unix: Some(1_800_000_000),
+            ended_at: coordinator_ports::clock::rfc3339_to_instant("2027-01-15T08:00:00Z"),
             trace_parent: None,
         };
         let status = super::run_status(&record);

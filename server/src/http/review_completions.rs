@@ -69,6 +69,7 @@ pub(crate) async fn review_completion(
     let event: api::ReviewCompletion = strict::from_slice(&bytes).map_err(ApiError::bad_request)?;
     let moved = s
         .engine
+        .operator
         .bring_forward(&event.review_request_id)
         .await
         .map_err(|e| ApiError::store(&e))?;

@@ -11,7 +11,7 @@ use axum::response::Response;
 use coordinator_api as api;
 use coordinator_api::problems;
 use coordinator_engine::{AdmitError, EffectState, Principal, RunStatus, StartRequest};
-use coordinator_ports::clock::unix_to_rfc3339 as format_unix_seconds;
+use coordinator_ports::clock::instant_to_rfc3339;
 use coordinator_ports::{RunFilter, RunRecord};
 use coordinator_runtime::audit::AuditRecord;
 use serde::Deserialize;
@@ -50,7 +50,7 @@ pub(crate) async fn start(
         input: request.input,
         trace_parent: crate::telemetry::inbound_trace_parent(&headers),
     };
-    let result = s.engine.admit(&who, start, &key).await;
+    let result = s.engine.admission.admit(&who, start, &key).await;
     admitted(&s, result, ops::principal_value(&who), None).await
 }
 
@@ -171,13 +171,14 @@ pub(crate) async fn list(
         None => None,
         Some(t) => Some(parse_state(t).ok_or_else(|| ApiError::bad_request("unknown state; one of running, attention, cancel-requested, finished, failed, cancelled, cancelled-after-effect, expired"))?),
     };
-    let admitted_before_unix =
-        match q.admitted_before.as_deref() {
-            None => None,
-            Some(t) => Some(coordinator_ports::clock::rfc3339_to_unix(t).ok_or_else(|| {
+    let admitted_before = match q.admitted_before.as_deref() {
+        None => None,
+        Some(t) => Some(
+            coordinator_ports::clock::rfc3339_to_instant(t).ok_or_else(|| {
                 ApiError::bad_request("admittedBefore must be an RFC 3339 instant")
-            })?),
-        };
+            })?,
+        ),
+    };
     let effect = match q.effect.as_deref() {
         None => None,
         Some(e) => Some(
@@ -197,7 +198,7 @@ pub(crate) async fn list(
         workflows,
         state,
         attention: q.attention,
-        admitted_before_unix,
+        admitted_before,
         step: q.step,
         effect,
         limit,
@@ -205,6 +206,7 @@ pub(crate) async fn list(
     };
     let page = s
         .engine
+        .operator
         .list(&filter)
         .await
         .map_err(|e| ApiError::store(&e))?;
@@ -231,6 +233,7 @@ pub(crate) async fn visible_run(
     }
     let run = s
         .engine
+        .operator
         .get(run_id)
         .await
         .map_err(|e| ApiError::store(&e))?
@@ -273,6 +276,7 @@ pub(crate) async fn inspect(
     let run = requested_run(&s, &headers, path, "inspect").await?;
     let steps = s
         .engine
+        .operator
         .inspect(&run)
         .await
         .map_err(|e| ApiError::store(&e))?;
@@ -299,16 +303,16 @@ pub(crate) async fn inspect(
                     limit: w.limit.as_str().to_owned(),
                     since: w.since.to_string(),
                 }),
-                started_at: st.timeline.started_unix.map(format_unix_seconds),
-                ended_at: st.timeline.ended_unix.map(format_unix_seconds),
-                wait_due_at: st.timeline.due_unix.map(format_unix_seconds),
+                started_at: st.timeline.started_at.as_ref().map(instant_to_rfc3339),
+                ended_at: st.timeline.ended_at.as_ref().map(instant_to_rfc3339),
+                wait_due_at: st.timeline.due_at.as_ref().map(instant_to_rfc3339),
                 wait_ended: st.timeline.wait_end.map(|e| e.as_str().to_owned()),
                 answers: st
                     .timeline
                     .answers
                     .into_iter()
                     .map(|a| api::InspectedAnswer {
-                        at: format_unix_seconds(a.at_unix),
+                        at: instant_to_rfc3339(&a.at),
                         attempt: a.attempt,
                         kind: a.kind,
                         code: a.code,

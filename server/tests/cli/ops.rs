@@ -79,7 +79,7 @@ impl Service {
 
     /// Starts a run as the producer; returns its id.
     fn start_run(&self, key: &str) -> String {
-        let revision = self.engine.active_revisions()["reviewed-notice"].clone();
+        let revision = self.engine.admission.active_revisions()["reviewed-notice"].clone();
         let token = self.token(PRODUCER);
         let url = format!("{}/v1/runs", self.base);
         self.rt.block_on(async {
@@ -324,7 +324,9 @@ fn retain_erases_ended_runs_in_text_and_json() {
     let live = svc.start_run("k-2");
     let out = svc.ctl(OPERATOR, &["cancel", "--run", &id, "--reason", "ticket-1"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    svc.rt.block_on(svc.engine.run_until_idle(10)).unwrap();
+    svc.rt
+        .block_on(svc.engine.worker.run_until_idle(10))
+        .unwrap();
 
     let out = svc.ctl(OPERATOR, &["retain", "--before", "yesterday"]);
     assert_eq!(out.code, 1);

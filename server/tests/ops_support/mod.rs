@@ -17,7 +17,7 @@ use coordinator_adapters::{HttpAdapter, MemorySecrets};
 use coordinator_engine::{Engine, EngineConfig};
 use coordinator_fakes::{FakeCasework, FakeIssuer, FakeMessaging, KeyKind, Mint, TestKey};
 use coordinator_ir::Definition;
-use coordinator_ports::{ManualClock, MemoryRunStore, RunStore};
+use coordinator_ports::{ManualClock, MemoryRunStore};
 use coordinator_runtime::audit::AuditJournal;
 use coordinator_runtime::config::{
     Authentication, Authorization, CaseworkConnection, Connection, PlainConnection, Policy,
@@ -223,10 +223,11 @@ pub async fn start_journaled(
     } else {
         AuditJournal::open(&audit_dir.path().join("audit.jsonl")).unwrap()
     };
+    let clock = Arc::new(ManualClock::at("2026-03-02T09:00:00Z"));
     let engine = Engine::new(
         config,
-        store.clone() as Arc<dyn RunStore>,
-        Arc::new(ManualClock::at("2026-03-02T09:00:00Z")),
+        store.clone(),
+        clock.clone(),
         Arc::new(HttpAdapter::new(Arc::new(secrets)).unwrap()),
         AdmissionKey::new(&[7u8; 32]).unwrap(),
         connections.clone(),
@@ -243,6 +244,7 @@ pub async fn start_journaled(
     };
     let state = AppState {
         engine: engine.clone(),
+        clock,
         counts: store.clone(),
         verifier: Arc::new(Verifier::new(&authentication, KeySource::Discovery)),
         completions: Arc::new(Completions::default()),

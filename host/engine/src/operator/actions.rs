@@ -3,17 +3,15 @@
 
 use coordinator_ir::instant::Instant;
 use coordinator_ir::StepKind;
+use coordinator_ports::clock::whole_second;
 use coordinator_ports::store::{
     Erasure, JobKind, LeaseRequest, Review, RunFilter, RunPage, RunRecord, StepLedger, StoreError,
 };
 use coordinator_runtime::binding;
 use coordinator_vm::{EffectState, Event, Rejected};
 
-use std::sync::Arc;
-
-use crate::core::Core;
-use crate::feed::{Fed, Feeding};
-use crate::worker::Worker;
+use super::Operator;
+use crate::committer::{Fed, Feeding};
 
 /// Why an operator action was refused.
 #[derive(Debug)]
@@ -94,72 +92,30 @@ pub struct InspectedStep {
     pub timeline: StepLedger,
 }
 
-/// One role of the engine: operator actions (`cancel`, `retry-same`,
-/// `reconcile`), inspection, listing, retention and the restore sequence
-/// (`restore.rs`). It holds the worker to carry out a reconcile's receipt
-/// lookup at once.
-pub(crate) struct OperatorActions {
-    pub(super) core: Arc<Core>,
-    pub(super) worker: Worker,
-}
-
-impl OperatorActions {
-    /// Operator actions over `core`, with `worker` for lookups run at once.
-    pub(crate) fn new(core: Arc<Core>, worker: Worker) -> Self {
-        OperatorActions { core, worker }
-    }
-}
-
-impl OperatorActions {
-    /// The work of [`Engine::live_runs`].
-    pub(crate) async fn live_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
-        let mut out = Vec::new();
-        for state in [
-            coordinator_vm::RunStatus::Running,
-            coordinator_vm::RunStatus::Attention,
-            coordinator_vm::RunStatus::CancelRequested,
-        ] {
-            let mut cursor = None;
-            loop {
-                let filter = RunFilter {
-                    state: Some(state),
-                    limit: 100,
-                    cursor,
-                    ..RunFilter::default()
-                };
-                let page = self
-                    .core
-                    .store
-                    .list(&filter)
-                    .await
-                    .map_err(|e| self.core.seen(e))?;
-                out.extend(page.runs);
-                match page.next_cursor {
-                    Some(c) => cursor = Some(c),
-                    None => break,
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    /// The work of [`Engine::get`].
-    pub(crate) async fn get(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
-        // Run ids are UUIDs ([`Engine::admit`] makes them): anything else
+impl Operator {
+    /// The run with this id; `None` also for an id that is not a UUID.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn get(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        // Run ids are UUIDs (`Admission::admit` makes them): anything else
         // names no run, and never reaches the store (a NUL byte there is a
         // database error, not an outage).
         if uuid::Uuid::try_parse(run_id).is_err() {
             return Ok(None);
         }
-        self.core
-            .store
+        self.ports
+            .runs
             .get(run_id)
             .await
-            .map_err(|e| self.core.seen(e))
+            .map_err(|e| self.parts.fence.count_outage(e))
     }
 
-    /// The work of [`Engine::list`].
-    pub(crate) async fn list(&self, filter: &RunFilter) -> Result<RunPage, StoreError> {
+    /// A page of runs.
+    ///
+    /// # Errors
+    /// The store's ([`StoreError::BadCursor`] for a foreign cursor).
+    pub async fn list(&self, filter: &RunFilter) -> Result<RunPage, StoreError> {
         // Workflow names are names ([`coordinator_ir::name::is_name`]):
         // anything else names no workflow, and never reaches the store (a
         // NUL byte there is a database error, not an outage).
@@ -167,16 +123,20 @@ impl OperatorActions {
         if let Some(workflows) = &mut filter.workflows {
             workflows.retain(|w| coordinator_ir::name::is_name(w));
         }
-        self.core
-            .store
+        self.ports
+            .runs
             .list(&filter)
             .await
-            .map_err(|e| self.core.seen(e))
+            .map_err(|e| self.parts.fence.count_outage(e))
     }
 
-    /// The work of [`Engine::inspect`].
-    pub(crate) async fn inspect(&self, run: &RunRecord) -> Result<Vec<InspectedStep>, StoreError> {
-        let vm = self.core.vm(&run.revision).await?;
+    /// Each visited step with its effect, attempts, and the current wait's
+    /// due time and observation count.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn inspect(&self, run: &RunRecord) -> Result<Vec<InspectedStep>, StoreError> {
+        let vm = self.parts.committer.programs().load(&run.revision).await?;
         let wait = vm.as_ref().and_then(|v| v.current_wait(&run.state));
         let mut ledgers = run.ledger.clone();
         if let Some(vm) = &vm {
@@ -205,19 +165,30 @@ impl OperatorActions {
         Ok(out)
     }
 
-    /// The work of [`Engine::act`].
-    pub(crate) async fn act(&self, run_id: &str, action: Action) -> Result<RunRecord, ActionError> {
-        let started = self.core.clock.now();
-        let result = self.act_on(run_id, action).await;
+    /// Applies an operator action (SPEC §8 `cancel`, `retry-same`,
+    /// `reconcile`) and returns the run after it. A cancel of an ended run
+    /// changes nothing and returns it.
+    ///
+    /// # Errors
+    /// [`ActionError::Refused`] when the VM refuses the event;
+    /// [`ActionError::BindingChanged`] for a `retry-same` or `reconcile` of
+    /// a run admitted under another binding of one of its connections.
+    pub async fn act(&self, run_id: &str, action: Action) -> Result<RunRecord, ActionError> {
+        let started = self.parts.clock.now();
+        let result = self.act_on(run_id, action, started).await;
         let name = match action {
             Action::Cancel => "cancel",
             Action::RetrySame => "retry-same",
             Action::Reconcile => "reconcile",
         };
         match &result {
-            Ok(run) => self.core.trace_action(run, name, &started, "applied"),
+            Ok(run) => self
+                .parts
+                .spans
+                .trace_action(run, name, &started, "applied"),
             Err(ActionError::ReceiptExpired(run)) => {
-                self.core
+                self.parts
+                    .spans
                     .trace_action(run, name, &started, "receipt-expired")
             }
             Err(_) => {}
@@ -225,8 +196,14 @@ impl OperatorActions {
         result
     }
 
-    /// [`OperatorActions::act`] without its span.
-    async fn act_on(&self, run_id: &str, action: Action) -> Result<RunRecord, ActionError> {
+    /// [`Operator::act`] without its span, at `now` (the engine clock's
+    /// reading for this action).
+    async fn act_on(
+        &self,
+        run_id: &str,
+        action: Action,
+        now: Instant,
+    ) -> Result<RunRecord, ActionError> {
         let run = self.get(run_id).await?.ok_or(ActionError::NotFound)?;
         if action == Action::Cancel && run.status().is_terminal() {
             return Ok(run);
@@ -235,14 +212,14 @@ impl OperatorActions {
             return Err(ActionError::PayloadErased);
         }
         let holds = self
-            .core
-            .store
+            .ports
+            .holds
             .holds()
             .await
-            .map_err(|e| self.core.seen(e))?;
-        if let Some(process) = self.core.lease_epoch().await? {
+            .map_err(|e| self.parts.fence.count_outage(e))?;
+        if let Some(process) = self.parts.committer.leases().lease_epoch().await? {
             if process != holds.restore_epoch {
-                return Err(ActionError::Store(self.core.noted(
+                return Err(ActionError::Store(self.parts.fence.fence_if_incompatible(
                     StoreError::LeaseIncompatible {
                         process,
                         store: holds.restore_epoch,
@@ -256,23 +233,25 @@ impl OperatorActions {
         if action != Action::Cancel {
             // Never resend or look up a receipt where, or as whom, the run
             // was not admitted (docs/service.md "Connection bindings").
-            if let Some(c) = binding::changed_connection(&run.bindings, &self.core.connections) {
+            if let Some(c) = binding::changed_connection(&run.bindings, &self.parts.connections) {
                 return Err(ActionError::BindingChanged {
                     connection: c.to_owned(),
                 });
             }
         }
-        let at = Instant::from_unix_seconds_capped(self.core.clock.now_unix());
+        let at = whole_second(&now);
         let (event, review) = match action {
             Action::Cancel => (Event::CancelRequested { at }, Some(Review::Cancelled)),
             Action::RetrySame => (Event::RetrySame { at }, None),
             Action::Reconcile => (Event::Reconcile { at }, Some(Review::Reconciled)),
         };
         let fed = self
-            .core
+            .parts
+            .committer
             .feed(
                 run,
                 &event,
+                now,
                 Feeding {
                     review,
                     refuse_dispatch: holds.restore,
@@ -294,10 +273,9 @@ impl OperatorActions {
                 if r.status() == coordinator_vm::RunStatus::CancelRequested {
                     // A call its connection's flow control holds back is
                     // looked at now: it ends cancelled, never sent.
-                    let now = self.core.clock.now_unix();
-                    match self.core.store.bring_run_forward(&r.id, now).await {
+                    match self.ports.queue.bring_run_forward(&r.id, now).await {
                         Ok(0) => {}
-                        Ok(_) => self.core.wake_one(),
+                        Ok(_) => self.parts.committer.hand_off().wake_one(),
                         Err(e) => {
                             tracing::warn!(run = %r.id, error = %e, "a waiting call is cancelled when its wait ends")
                         }
@@ -310,10 +288,12 @@ impl OperatorActions {
                 // shows what it found (it is a read: also under the restore
                 // hold and on a `--recovery-only` instance).
                 self.look_up_receipts_now(&r.id).await;
-                let after = self.core.store.get(&r.id).await?.unwrap_or(*r);
+                let after = self.ports.runs.get(&r.id).await?.unwrap_or(*r);
                 let expired = self
-                    .core
-                    .vm(&after.revision)
+                    .parts
+                    .committer
+                    .programs()
+                    .load(&after.revision)
                     .await?
                     .is_some_and(|vm| vm.receipt_expired(&after.state));
                 if expired {
@@ -324,8 +304,8 @@ impl OperatorActions {
             // A cancel the VM does not take (the run ended meanwhile)
             // changes nothing: the run as it stands, as for an ended run.
             Fed::Rejected(_) if action == Action::Cancel => self
-                .core
-                .store
+                .ports
+                .runs
                 .get(run_id)
                 .await?
                 .ok_or(ActionError::NotFound),
@@ -338,28 +318,30 @@ impl OperatorActions {
     /// (after a reconcile). A lookup a worker took first is left to it, and
     /// waited for (at most the request budget); failures are logged, and a
     /// lookup not carried out stays due for the workers.
-    pub(crate) async fn look_up_receipts_now(&self, run_id: &str) {
+    async fn look_up_receipts_now(&self, run_id: &str) {
         // The reconcile's own commit may have leased the lookup to this
         // process already (handed off to the lanes): carry it out here.
-        for h in self.core.take_handed_of(run_id) {
-            self.worker
-                .carry_out_with(h.job, h.lease_until, Some(h.run))
+        let committer = &self.parts.committer;
+        for h in committer.hand_off().take_of_run(run_id) {
+            self.runner
+                .carry_out(h.job, h.lease_until, Some(h.run))
                 .await;
         }
-        let epoch = match self.core.lease_epoch().await {
+        let leases = committer.leases();
+        let epoch = match leases.lease_epoch().await {
             Ok(e) => e,
             Err(e) => {
                 tracing::warn!(run = %run_id, error = %e, "receipt lookup left to the workers");
                 return;
             }
         };
-        let now = self.core.clock.now_unix();
-        let lease_until = self.core.lease_until(now);
+        let now = self.parts.clock.now();
+        let lease_until = leases.lease_until(&now);
         let leased = self
-            .core
-            .store
+            .ports
+            .queue
             .lease(&LeaseRequest {
-                owner: &self.core.config.worker_id,
+                owner: leases.owner(),
                 now,
                 lease_until,
                 limit: 1,
@@ -371,11 +353,11 @@ impl OperatorActions {
         match leased {
             Ok(jobs) => {
                 for job in jobs {
-                    self.worker.carry_out(job, lease_until).await;
+                    self.runner.carry_out(job, lease_until, None).await;
                 }
             }
             Err(e) => {
-                let e = self.core.noted(e);
+                let e = self.parts.fence.fence_if_incompatible(e);
                 tracing::warn!(run = %run_id, error = %e, "receipt lookup left to the workers");
                 return;
             }
@@ -384,11 +366,10 @@ impl OperatorActions {
         // (at most one request budget, real time), so the answer shows what
         // the receipt said rather than the lookup in progress.
         let waited = std::time::Instant::now();
-        let budget = std::time::Duration::from_secs(
-            u64::try_from(self.core.config.request_budget_seconds).unwrap_or(0),
-        );
+        let budget =
+            std::time::Duration::from_secs(u64::try_from(self.request_budget_seconds).unwrap_or(0));
         while waited.elapsed() < budget {
-            let in_progress = match self.core.store.jobs(run_id).await {
+            let in_progress = match self.ports.runs.jobs(run_id).await {
                 Ok(jobs) => jobs
                     .iter()
                     .any(|j| matches!(j.kind, JobKind::LookupReceipt { .. }) && j.lease.is_some()),
@@ -401,31 +382,43 @@ impl OperatorActions {
         }
     }
 
-    /// The work of [`Engine::retain`].
-    pub(crate) async fn retain(&self, before_unix: i64, limit: u32) -> Result<Erasure, StoreError> {
+    /// Retention (seed 000 "Erase ended payloads"): erases the payloads of
+    /// at most `limit` runs (1..=100) that ended before `before`,
+    /// oldest ended first, never live or uncertain work
+    /// ([`Maintenance::erase_payloads`](coordinator_ports::store::Maintenance::erase_payloads));
+    /// stamped with this engine's clock.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn retain(&self, before: Instant, limit: u32) -> Result<Erasure, StoreError> {
         let done = self
-            .core
-            .store
-            .erase_payloads(before_unix, limit, self.core.clock.now_unix())
+            .ports
+            .maintenance
+            .erase_payloads(before, limit, self.parts.clock.now())
             .await
-            .map_err(|e| self.core.seen(e))?;
+            .map_err(|e| self.parts.fence.count_outage(e))?;
         tracing::info!(erased = done.erased, more = done.more, "retention");
         Ok(done)
     }
 
-    /// The work of [`Engine::bring_forward`].
-    pub(crate) async fn bring_forward(&self, review_request_id: &str) -> Result<usize, StoreError> {
+    /// `POST /v1/review-completions`: brings the next read of this review
+    /// request forward (never sooner than the observation floor after the
+    /// last read). Returns how many waits moved.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn bring_forward(&self, review_request_id: &str) -> Result<usize, StoreError> {
         let moved = self
-            .core
-            .store
+            .ports
+            .queue
             .bring_forward(
                 review_request_id,
-                self.core.clock.now_unix(),
-                i64::try_from(self.core.config.observation_floor_seconds).unwrap_or(i64::MAX),
+                self.parts.clock.now(),
+                i64::try_from(self.observation_floor_seconds).unwrap_or(i64::MAX),
             )
             .await?;
         if moved > 0 {
-            self.core.wake_one();
+            self.parts.committer.hand_off().wake_one();
         }
         Ok(moved)
     }

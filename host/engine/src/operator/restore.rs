@@ -7,7 +7,7 @@
 //! - Placing the restore hold moves the restore epoch ([`Holds::restore_epoch`]),
 //!   so no process that started before it leases again, and holds back
 //!   every prepared command of a mutation or evaluation that is `ready` or
-//!   `sending` ([`Engine::hold_back_restored_commands`]): each is answered
+//!   `sending` (`Operator::hold_back_restored_commands`): each is answered
 //!   `uncertain` ([`RESTORED`]), so the run waits in `attention` with an
 //!   `unknown` effect and review [`Review::Required`]. Such a command is
 //!   never dispatched by itself again: `reconcile`, `cancel`, or the
@@ -20,14 +20,12 @@
 
 use coordinator_vm::{Answer, Event};
 
-use super::actions::OperatorActions;
+use super::Operator;
+use crate::committer::{Fed, Feeding};
 use crate::config::RESTORED;
-use crate::feed::{Fed, Feeding};
-use coordinator_ports::store::{
-    Holds, JobKind, JobState, Review, ReviewSurvey, StepLedger, StoreError,
-};
+use coordinator_ports::store::{Holds, JobKind, JobState, Review, StepLedger, StoreError};
 
-/// Jobs one round of [`Engine::hold_back_restored_commands`] claims.
+/// Jobs one round of `Operator::hold_back_restored_commands` claims.
 const HOLD_BACK_BATCH: usize = 100;
 
 /// Why a step of the restore sequence was refused (409, seed 000 "Codes
@@ -80,11 +78,48 @@ impl HoldError {
     }
 }
 
-impl OperatorActions {
-    /// The work of [`Engine::place_restore_hold`].
-    pub(crate) async fn place_restore_hold(&self) -> Result<(Holds, u64), HoldError> {
+impl Operator {
+    /// The deployment-wide holds, read from the store (every process on
+    /// the database obeys the same holds).
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn holds(&self) -> Result<Holds, StoreError> {
+        self.ports.holds.holds().await
+    }
+
+    /// Changes the holds: `change` sees the current holds and either
+    /// changes them or refuses; the change is stored only if no other
+    /// process changed them meanwhile (else `change` runs again on the
+    /// new holds). Returns the holds after.
+    ///
+    /// # Errors
+    /// The refusal `change` returns, or the store's.
+    pub async fn update_holds<E: From<StoreError>>(
+        &self,
+        change: impl Fn(&mut Holds) -> Result<(), E>,
+    ) -> Result<Holds, E> {
+        loop {
+            let current = self.ports.holds.holds().await?;
+            let mut next = current.clone();
+            change(&mut next)?;
+            if next == current || self.ports.holds.swap_holds(&current, &next).await? {
+                return Ok(next);
+            }
+        }
+    }
+
+    /// `restore-hold`: places the restore hold and the admission hold. A
+    /// new placement moves the restore epoch and clears the attestation.
+    /// Then holds back every restored prepared command (also when the hold
+    /// was in place already, so a placement that stopped half way is
+    /// finished by placing it again). Returns the holds after and how many
+    /// prepared commands this call held back.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn place_restore_hold(&self) -> Result<(Holds, u64), HoldError> {
         let holds = self
-            .core
             .update_holds(|h: &mut Holds| {
                 if !h.restore {
                     h.execution_recovery_completed = false;
@@ -105,34 +140,43 @@ impl OperatorActions {
         Ok((holds, held_back))
     }
 
-    /// The work of [`Engine::complete_execution_recovery`].
-    pub(crate) async fn complete_execution_recovery(&self) -> Result<Holds, HoldError> {
-        self.core
-            .update_holds(|h: &mut Holds| {
-                if !h.restore {
-                    return Err(HoldError::HoldRequired(
-                        "place the restore hold first (restore-hold)",
-                    ));
-                }
-                h.execution_recovery_completed = true;
-                Ok(())
-            })
-            .await
+    /// `complete-execution-recovery`: the operator attests the execution
+    /// history; only under the restore hold.
+    ///
+    /// # Errors
+    /// [`HoldError::HoldRequired`] without the restore hold; the store's.
+    pub async fn complete_execution_recovery(&self) -> Result<Holds, HoldError> {
+        self.update_holds(|h: &mut Holds| {
+            if !h.restore {
+                return Err(HoldError::HoldRequired(
+                    "place the restore hold first (restore-hold)",
+                ));
+            }
+            h.execution_recovery_completed = true;
+            Ok(())
+        })
+        .await
     }
 
-    /// The work of [`Engine::release_restore_hold`].
-    pub(crate) async fn release_restore_hold(&self) -> Result<Holds, HoldError> {
-        let current = self.core.store.holds().await?;
+    /// `release-restore-hold`: refused while a live run needs review or
+    /// holds an unknown effect, unless execution recovery was attested (then
+    /// every run needing review is recorded [`Review::Attested`]). Holds
+    /// back any restored prepared command a placement left first.
+    ///
+    /// # Errors
+    /// [`HoldError::HoldRequired`], [`HoldError::ReviewRequired`],
+    /// [`HoldError::Unresolved`]; the store's.
+    pub async fn release_restore_hold(&self) -> Result<Holds, HoldError> {
+        let current = self.ports.holds.holds().await?;
         if !current.restore {
             return Err(HoldError::HoldRequired("the restore hold is not in place"));
         }
         self.hold_back_restored_commands().await?;
-        let survey = self.core.store.review_survey().await?;
+        let survey = self.ports.holds.review_survey().await?;
         if current.execution_recovery_completed {
-            self.core.store.attest_reviews().await?;
+            self.ports.holds.attest_reviews().await?;
         }
         let holds = self
-            .core
             .update_holds(|h: &mut Holds| {
                 if !h.restore {
                     return Err(HoldError::HoldRequired("the restore hold is not in place"));
@@ -159,10 +203,14 @@ impl OperatorActions {
         Ok(holds)
     }
 
-    /// The work of [`Engine::release_admission_hold`].
-    pub(crate) async fn release_admission_hold(&self) -> Result<Holds, HoldError> {
+    /// `release-admission-hold`: only once the restore hold is released.
+    ///
+    /// # Errors
+    /// [`HoldError::HoldRequired`] without the admission hold,
+    /// [`HoldError::Unresolved`] while the restore hold is in place; the
+    /// store's.
+    pub async fn release_admission_hold(&self) -> Result<Holds, HoldError> {
         let holds = self
-            .core
             .update_holds(|h: &mut Holds| {
                 if !h.admission {
                     return Err(HoldError::HoldRequired(
@@ -182,33 +230,25 @@ impl OperatorActions {
         Ok(holds)
     }
 
-    /// The work of [`Engine::activation_current`].
-    pub(crate) async fn activation_current(&self) -> Result<bool, StoreError> {
-        self.core
-            .store
-            .activation_current()
-            .await
-            .map_err(|e| self.core.seen(e))
-    }
-
-    /// The work of [`Engine::review_survey`].
-    pub(crate) async fn review_survey(&self) -> Result<ReviewSurvey, StoreError> {
-        self.core
-            .store
-            .review_survey()
-            .await
-            .map_err(|e| self.core.seen(e))
-    }
-
-    /// The work of [`Engine::hold_back_restored_commands`].
-    pub(crate) async fn hold_back_restored_commands(&self) -> Result<u64, StoreError> {
-        let owner = self.core.config.worker_id.clone();
+    /// Holds back every prepared command of a mutation or evaluation that
+    /// is `ready` or `sending` (the restore hold must be in place): each is
+    /// answered `uncertain` with code [`RESTORED`] through the VM, which
+    /// holds the run in `attention` with an `unknown` effect; the run's
+    /// review becomes [`Review::Required`] and the step's ledger says
+    /// `restored`. Commands of reads are left: resending a read is safe.
+    /// Returns how many were held back.
+    ///
+    /// # Errors
+    /// The store's.
+    async fn hold_back_restored_commands(&self) -> Result<u64, StoreError> {
+        let leases = self.parts.committer.leases();
+        let owner = leases.owner().to_owned();
         let mut held_back = 0;
         loop {
-            let lease_until = self.core.lease_until(self.core.clock.now_unix());
+            let lease_until = leases.lease_until(&self.parts.clock.now());
             let jobs = self
-                .core
-                .store
+                .ports
+                .queue
                 .claim_restored_commands(&owner, lease_until, HOLD_BACK_BATCH)
                 .await?;
             let claimed = jobs.len();
@@ -220,10 +260,10 @@ impl OperatorActions {
                 // A `sending` job's attempt was started (its request may
                 // have left): inspection counts it.
                 let started = (job.state == JobState::Sending).then_some(dispatch.attempt);
-                let run = match self.core.store.get(&job.run_id).await? {
+                let run = match self.ports.runs.get(&job.run_id).await? {
                     Some(r) if !r.status().is_terminal() => r,
                     _ => {
-                        self.core.store.discard(job.id, &owner).await?;
+                        self.ports.queue.discard(job.id, &owner).await?;
                         continue;
                     }
                 };
@@ -241,10 +281,12 @@ impl OperatorActions {
                     }
                 };
                 let fed = self
-                    .core
+                    .parts
+                    .committer
                     .feed(
                         run,
                         &event,
+                        self.parts.clock.now(),
                         Feeding {
                             ledger: Some(&mark),
                             review: Some(Review::Required),

@@ -1,5 +1,5 @@
 //! The run store port: its data (this file) and its narrow traits
-//! ([`ports`]: [`RunAdmission`], [`JobQueue`], [`RunReads`],
+//! (`ports.rs`: [`RunAdmission`], [`JobQueue`], [`RunReads`],
 //! [`HoldsAndReviews`], [`Definitions`], [`Maintenance`]; [`RunStore`] is
 //! all of them, what a store implements).
 //!
@@ -77,25 +77,47 @@ pub struct StepLedger {
     /// (`limits`, a product's `Retry-After`); `None` once it went.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting: Option<crate::waiting::CallWait>,
-    /// When the run entered the step, Unix nanoseconds of the engine's
-    /// clock; kept only for a run with a trace context (the start of the
-    /// step's span, exported when the step ends; docs/operations.md
-    /// "Traces").
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub entered_unix_nanos: Option<i64>,
-    /// When the run reached the step, Unix seconds of the engine's clock
-    /// (the commit that visited it); `None` in a ledger written before
-    /// step times were kept.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub started_unix: Option<i64>,
-    /// When the run left the step (or ended there), Unix seconds of the
-    /// engine's clock; `None` while the run is at it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ended_unix: Option<i64>,
+    /// When the run entered the step, the engine clock's reading (to the
+    /// nanosecond; stored as Unix nanoseconds, `entered_unix_nanos`); kept
+    /// only for a run with a trace context (the start of the step's span,
+    /// exported when the step ends; docs/operations.md "Traces").
+    #[serde(
+        rename = "entered_unix_nanos",
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::clock::unix_seconds::nanos_option"
+    )]
+    pub entered_at: Option<Instant>,
+    /// When the run reached the step, a whole second of the engine's clock
+    /// (the commit that visited it; stored as Unix seconds,
+    /// `started_unix`); `None` in a ledger written before step times were
+    /// kept.
+    #[serde(
+        rename = "started_unix",
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::clock::unix_seconds::option"
+    )]
+    pub started_at: Option<Instant>,
+    /// When the run left the step (or ended there), a whole second of the
+    /// engine's clock (stored as `ended_unix`); `None` while the run is at
+    /// it.
+    #[serde(
+        rename = "ended_unix",
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::clock::unix_seconds::option"
+    )]
+    pub ended_at: Option<Instant>,
     /// Wait steps: when the wait was due (a wait-until's instant, a
-    /// wait-for's timeout), Unix seconds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub due_unix: Option<i64>,
+    /// wait-for's timeout), its whole second (stored as `due_unix`).
+    #[serde(
+        rename = "due_unix",
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::clock::unix_seconds::option"
+    )]
+    pub due_at: Option<Instant>,
     /// Wait steps: how the wait ended ([`WaitEnd`]); `None` while it waits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_end: Option<WaitEnd>,
@@ -142,8 +164,10 @@ impl WaitEnd {
 /// One answer a call step received, as its [`StepLedger`] keeps it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AnswerRecord {
-    /// When it was answered, Unix seconds of the engine's clock.
-    pub at_unix: i64,
+    /// When it was answered, a whole second of the engine's clock (stored
+    /// as Unix seconds, `at_unix`).
+    #[serde(rename = "at_unix", with = "crate::clock::unix_seconds")]
+    pub at: Instant,
     /// The dispatch attempt it answered (from 1); `0` for a receipt lookup.
     pub attempt: u32,
     /// The answer's kind (`success`, `retryable`, `uncertain`, ...: the
@@ -261,12 +285,16 @@ pub struct RunRecord {
     /// its prepared commands back ([`Review`]).
     #[serde(default)]
     pub review: Option<Review>,
-    /// When the run ended, Unix seconds of the engine's clock at the commit
-    /// that ended it ([`Commit::at_unix`]; at admission, its admission
+    /// When the run ended, the whole second of the engine's clock at the
+    /// commit that ended it ([`Commit::at`]; at admission, its admission
     /// instant); `None` while it has not ended. What the API shows as
     /// `endedAt` and what retention compares.
-    #[serde(default)]
-    pub ended_unix: Option<i64>,
+    #[serde(
+        rename = "ended_unix",
+        default,
+        with = "crate::clock::unix_seconds::option"
+    )]
+    pub ended_at: Option<Instant>,
     /// The run's trace context: the W3C `traceparent` of its admission
     /// span, which every later span of the run descends from, whichever
     /// process exports it; `None` when traces were off at admission
@@ -280,13 +308,13 @@ impl RunRecord {
     /// an empty ledger, nothing erased or reviewed (every store's
     /// [`Admitted::Created`]).
     pub fn admitted(run: NewRun, sequence: u64) -> RunRecord {
-        let ended_unix = run
+        let ended_at = run
             .state
             .status
             .is_terminal()
-            .then(|| run.state.admitted_at.unix_seconds());
+            .then(|| crate::clock::whole_second(&run.state.admitted_at));
         RunRecord {
-            ended_unix,
+            ended_at,
             id: run.id,
             sequence,
             workflow: run.workflow,
@@ -364,9 +392,14 @@ pub enum JobKind {
         /// `ObserveCompletion` names it (a Casework review request id;
         /// completion events bring reads forward by it).
         review_request_id: String,
-        /// Unix seconds of the last observation, if any (the floor counts
-        /// from it when a completion event brings the read forward).
-        last_observed_unix: Option<i64>,
+        /// The last observation, if any (the floor counts from it when a
+        /// completion event brings the read forward; stored as Unix
+        /// seconds, `lastObservedUnix`).
+        #[serde(
+            rename = "lastObservedUnix",
+            with = "crate::clock::unix_seconds::option"
+        )]
+        last_observed_at: Option<Instant>,
     },
 }
 
@@ -387,8 +420,10 @@ pub enum JobState {
 pub struct Lease {
     /// The worker's id (unique per process).
     pub owner: String,
-    /// Unix seconds; after it, another worker may lease the job.
-    pub expires_unix: i64,
+    /// When it runs out (a whole second as stored); after it, another
+    /// worker may lease the job.
+    #[serde(rename = "expires_unix", with = "crate::clock::unix_seconds")]
+    pub expires_at: Instant,
 }
 
 /// A stored job.
@@ -400,8 +435,10 @@ pub struct Job {
     pub run_id: String,
     /// What to do.
     pub kind: JobKind,
-    /// Unix seconds; the job is not leased before.
-    pub due_unix: i64,
+    /// When it is due (a whole second as stored); the job is not leased
+    /// before.
+    #[serde(rename = "due_unix", with = "crate::clock::unix_seconds")]
+    pub due_at: Instant,
     /// Where it stands.
     pub state: JobState,
     /// The current lease, if any.
@@ -413,8 +450,8 @@ pub struct Job {
 pub struct NewJob {
     /// What to do.
     pub kind: JobKind,
-    /// Unix seconds.
-    pub due_unix: i64,
+    /// When it is due; a store keeps its whole second (truncated).
+    pub due_at: Instant,
 }
 
 /// A run to admit with its first jobs.
@@ -481,11 +518,12 @@ pub enum Admitted {
 pub struct Commit {
     /// The run.
     pub run_id: String,
-    /// When the engine commits, Unix seconds of its clock: a commit that
-    /// ends the run records it as the run's end ([`RunRecord::ended_unix`];
-    /// the VM's `state.ended_at` is its logical time, the instant of the
-    /// event that ended it, which may be long before).
-    pub at_unix: i64,
+    /// When the engine commits, its clock's reading (a store keeps its
+    /// whole second): a commit that ends the run records it as the run's
+    /// end ([`RunRecord::ended_at`]; the VM's `state.ended_at` is its
+    /// logical time, the instant of the event that ended it, which may be
+    /// long before).
+    pub at: Instant,
     /// The version read; the commit fails with [`StoreError::Conflict`] if
     /// the stored version differs.
     pub expected_version: u64,
@@ -509,10 +547,10 @@ pub struct Commit {
 pub struct LeaseOnInsert {
     /// The lease owner (this process's worker id).
     pub owner: String,
-    /// Now, Unix seconds: only jobs due by then are leased.
-    pub now: i64,
-    /// Unix seconds the leases run until.
-    pub lease_until: i64,
+    /// Now (engine clock): only jobs due by then are leased.
+    pub now: Instant,
+    /// When the leases run out.
+    pub lease_until: Instant,
     /// This process's restore epoch: nothing is leased unless the
     /// deployment is under it and no restore hold is in place (the jobs are
     /// then inserted unleased, for whoever may lease them).
@@ -534,11 +572,11 @@ pub struct Committed {
 pub struct LeaseRequest<'a> {
     /// The lease owner (this process's worker id).
     pub owner: &'a str,
-    /// Unix seconds (engine clock): jobs due at or before it, with no lease
-    /// or an expired one.
-    pub now: i64,
-    /// Unix seconds: when the lease expires.
-    pub lease_until: i64,
+    /// Now (engine clock): jobs due at or before it, with no lease or an
+    /// expired one.
+    pub now: Instant,
+    /// When the lease expires.
+    pub lease_until: Instant,
     /// At most this many jobs (clamped to 1..=1000).
     pub limit: usize,
     /// The restore epoch ([`Holds::restore_epoch`]) this process read when
@@ -590,27 +628,22 @@ pub fn erasable(state: &RunState) -> bool {
 }
 
 /// What an erased run's state reads as: its state name and timestamps
-/// (Unix seconds, rendered RFC 3339), nothing else. No input, path, step
-/// outputs, effects, outcome, output or failure: those were payload. Both
-/// stores build it the same way, so an erased run reads the same from
-/// either.
+/// (whole seconds, as a store keeps them), nothing else. No input, path,
+/// step outputs, effects, outcome, output or failure: those were payload.
+/// Both stores build it the same way, so an erased run reads the same
+/// from either.
 pub fn erased_state(
     status: RunStatus,
-    admitted_unix: i64,
-    deadline_unix: i64,
-    now_unix: i64,
-    ended_unix: Option<i64>,
+    admitted: &Instant,
+    deadline: &Instant,
+    now: &Instant,
+    ended: Option<&Instant>,
 ) -> RunState {
-    let instant = Instant::from_unix_seconds_capped;
-    let mut state = RunState::new(
-        status,
-        Value::Null,
-        instant(admitted_unix),
-        instant(deadline_unix),
-        instant(now_unix),
-    );
-    state.elapsed_seconds = u64::try_from(now_unix.saturating_sub(admitted_unix)).unwrap_or(0);
-    state.ended_at = ended_unix.map(instant);
+    let whole = crate::clock::whole_second;
+    let (admitted, now) = (whole(admitted), whole(now));
+    let mut state = RunState::new(status, Value::Null, admitted, whole(deadline), now);
+    state.elapsed_seconds = u64::try_from(admitted.seconds_until(&now)).unwrap_or(0);
+    state.ended_at = ended.map(whole);
     state
 }
 
@@ -629,9 +662,9 @@ pub struct RunFilter {
     pub state: Option<RunStatus>,
     /// `Some(true)`: only `attention`; `Some(false)`: all but `attention`.
     pub attention: Option<bool>,
-    /// Only runs admitted before this instant (Unix seconds of the
-    /// engine's clock, exclusive).
-    pub admitted_before_unix: Option<i64>,
+    /// Only runs admitted before this instant (exclusive; a store compares
+    /// whole seconds).
+    pub admitted_before: Option<Instant>,
     /// Only runs whose current step (the last they visited,
     /// [`current_step`]) is this one.
     pub step: Option<String>,

@@ -2,15 +2,20 @@
 //! "host/": a small port): admission ([`RunAdmission`]), the worker's job
 //! queue ([`JobQueue`]), operators' reads ([`RunReads`]), the
 //! deployment-wide holds and reviews ([`HoldsAndReviews`]), definitions
-//! ([`Definitions`]) and upkeep ([`Maintenance`]). [`RunStore`] is all of
-//! them: what a store implements and the engine holds.
+//! ([`Definitions`]) and upkeep ([`Maintenance`]).
 //!
-//! Every method is atomic. Unix seconds come from the engine's clock, never
-//! from the store's, so a manual clock drives leases and due times too.
+//! Every method is atomic. Instants come from the engine's clock, never
+//! from the store's, so a manual clock drives leases and due times too; a
+//! store keeps their whole seconds (truncated), and compares those.
+//! The narrow traits are what the engine's roles take: each role's
+//! constructor lists the ones it may touch (ARCHITECTURE.md).
+//! [`RunStore`] is all of them: what a store implements, and what the
+//! engine holds only where it is assembled.
 //! Where a batch form exists, only it is required: the single forms are
 //! batches of one.
 
 use async_trait::async_trait;
+use coordinator_ir::instant::Instant;
 use coordinator_ir::Definition;
 
 use super::{
@@ -81,8 +86,8 @@ pub trait RunAdmission: Send + Sync {
 /// The job queue: what the worker leases, marks, commits and gives back.
 #[async_trait]
 pub trait JobQueue: Send + Sync {
-    /// Leases up to `request.limit` jobs with `due_unix <= now` that have
-    /// no lease or an expired one (`expires_unix <= now`), oldest due
+    /// Leases up to `request.limit` jobs with `due_at <= now` that have
+    /// no lease or an expired one (`expires_at <= now`), oldest due
     /// first, for `request.owner` until `request.lease_until`. A job is
     /// never leased by two workers at once (PostgreSQL: `FOR UPDATE SKIP
     /// LOCKED`). While the restore hold is in place, and for a request
@@ -103,12 +108,12 @@ pub trait JobQueue: Send + Sync {
     /// store's restore epoch (nothing is leased or inserted).
     async fn lease(&self, request: &LeaseRequest<'_>) -> Result<Vec<Job>, StoreError>;
 
-    /// The earliest due instant (Unix seconds) of a job no lease holds
+    /// The earliest due instant (a whole second) of a job no lease holds
     /// or of a run deadline not yet a job ([`JobQueue::lease`]), or `None`
     /// when there is none: an idle worker sleeps until then rather than
     /// polling. (A job whose lease ran out is found by the
     /// worker's safety poll, which leases it.)
-    async fn next_due(&self) -> Result<Option<i64>, StoreError>;
+    async fn next_due(&self) -> Result<Option<Instant>, StoreError>;
 
     /// Marks leased jobs `sending` (committed before their requests leave),
     /// each `(job_id, owner, epoch)` fenced on its own and answered in the
@@ -162,14 +167,14 @@ pub trait JobQueue: Send + Sync {
         self.commit_leasing(commit, None).await.map(|c| c.version)
     }
 
-    /// Gives a leased job back: ready again, due at `due_unix`, lease
-    /// cleared (a host fault, a conflict to retry, a pending observation).
-    /// `kind`, when given, replaces the job's kind.
+    /// Gives a leased job back: ready again, due at `due`, lease cleared (a
+    /// host fault, a conflict to retry, a pending observation). `kind`,
+    /// when given, replaces the job's kind.
     async fn release(
         &self,
         job_id: u64,
         owner: &str,
-        due_unix: i64,
+        due: Instant,
         kind: Option<JobKind>,
     ) -> Result<(), StoreError>;
 
@@ -187,7 +192,7 @@ pub trait JobQueue: Send + Sync {
     async fn claim_restored_commands(
         &self,
         owner: &str,
-        lease_until: i64,
+        lease_until: Instant,
         limit: usize,
     ) -> Result<Vec<Job>, StoreError>;
 
@@ -198,14 +203,14 @@ pub trait JobQueue: Send + Sync {
     async fn bring_forward(
         &self,
         review_request_id: &str,
-        now: i64,
+        now: Instant,
         floor_seconds: i64,
     ) -> Result<usize, StoreError>;
 
     /// Makes run `run_id`'s dispatch jobs that wait (ready, unleased, due
     /// after `now`) due at `now`: a cancel reaches a call its connection's
     /// flow control holds back at once. Returns how many it moved.
-    async fn bring_run_forward(&self, run_id: &str, now: i64) -> Result<usize, StoreError>;
+    async fn bring_run_forward(&self, run_id: &str, now: Instant) -> Result<usize, StoreError>;
 }
 
 /// What operators, the console and startup read about runs.
@@ -242,8 +247,8 @@ pub trait HoldsAndReviews: Send + Sync {
     /// effect ([`ReviewSurvey`]).
     async fn review_survey(&self) -> Result<ReviewSurvey, StoreError>;
 
-    /// Records [`Review::Attested`] on every run whose review is
-    /// [`Review::Required`] (`release-restore-hold` after
+    /// Records [`Review::Attested`](super::Review::Attested) on every run whose review is
+    /// [`Review::Required`](super::Review::Required) (`release-restore-hold` after
     /// `complete-execution-recovery`). Returns how many.
     async fn attest_reviews(&self) -> Result<u64, StoreError>;
 }
@@ -269,9 +274,9 @@ pub trait Maintenance: Send + Sync {
     /// Retention (seed 000 "Erase ended payloads"), one atomic step:
     /// erases the payloads (sealed input, state, output; a job's prepared
     /// command cannot remain, as an erasable run has no job) of at most
-    /// `limit` (clamped to 1..=[`MAX_ERASE_LIMIT`]) runs that ended before
-    /// `before_unix` and are [`erasable`], oldest ended first (then by
-    /// admission order), stamping them erased at `now_unix`. Keeps the run
+    /// `limit` (clamped to 1..=[`MAX_ERASE_LIMIT`](super::MAX_ERASE_LIMIT)) runs that ended before
+    /// `before` and are [`erasable`](super::erasable), oldest ended first (then by
+    /// admission order), stamping them erased at `now`. Keeps the run
     /// row (id, workflow, revision, owner, state name, timestamps, start
     /// identity, request digest) and every spent start and command
     /// identity, so a repeated start key still finds its run. Returns how
@@ -279,9 +284,9 @@ pub trait Maintenance: Send + Sync {
     /// erased again.
     async fn erase_payloads(
         &self,
-        before_unix: i64,
+        before: Instant,
         limit: u32,
-        now_unix: i64,
+        now: Instant,
     ) -> Result<Erasure, StoreError>;
 
     /// Whether the store answers and can be written to (for `/ready`):

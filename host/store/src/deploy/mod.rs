@@ -7,7 +7,7 @@
 //!   previews `apply` as far as the runtime credential sees: it reads the
 //!   keys as `apply` does, refuses a runtime login that is not
 //!   `deployment.runtimeRole`, and on an applied namespace refuses what
-//!   `apply` refuses before writing ([`checks::check_applied_namespace`]:
+//!   `apply` refuses before writing (`checks::check_applied_namespace`:
 //!   runtime role safety, key custody). A missing or wrong migration
 //!   secret does not stop it.
 //! - [`apply()`] is the only user of `database.migrationUrlRef`. It logs in
@@ -22,11 +22,11 @@
 //! - [`deployment_status`] reads with the runtime credential and verifies
 //!   what the service verifies before it serves.
 //!
-//! One file per concern: [`plan`](mod@plan), [`apply`](mod@apply),
-//! [`status`] (`deployment_status`); [`checks`], every check these share
-//! (and the service's startup), each in one place; [`namespace`], the reads
-//! of what a namespace records; [`runtime_role`], the runtime role's grants
-//! and safety check.
+//! One file per concern: `plan.rs`, `apply.rs`, `status.rs`
+//! (`deployment_status`); `checks.rs`, every check these share (and the
+//! service's startup), each in one place; `namespace.rs`, the reads of what
+//! a namespace records; `runtime_role.rs`, the runtime role's grants and
+//! safety check.
 
 mod apply;
 mod checks;

@@ -68,7 +68,7 @@ async fn role_exists(conn: &mut Transaction, role: &str) -> Result<(), DatabaseE
 /// that owns the namespace, i.e. the migration role, or that role itself),
 /// `deployment.runtime-role-create` (may `CREATE` in the namespace, also
 /// through `PUBLIC`). Also `deployment.runtime-role-missing`. Used by
-/// [`super::apply`] (after granting) and at service startup ([`crate::Store::open`]).
+/// [`super::apply()`] (after granting) and at service startup ([`crate::Store::open`]).
 ///
 /// # Errors
 /// The codes above, `deployment.not-applied` when the namespace is absent,

@@ -10,8 +10,8 @@ use time::OffsetDateTime;
 
 use super::errors::tampered;
 
-/// Unix seconds (the engine's clock) as a `timestamptz` value, capped to
-/// years 0001–9999 as every instant we write is
+/// Unix seconds as a `timestamptz` value, capped to years 0001–9999 as
+/// every instant we write is
 /// ([`coordinator_ir::instant::format_unix_seconds`]).
 pub(super) fn at(unix: i64) -> OffsetDateTime {
     use coordinator_ir::instant::{MAX_UNIX_SECONDS, MIN_UNIX_SECONDS};
@@ -23,10 +23,17 @@ pub(super) fn at(unix: i64) -> OffsetDateTime {
     }
 }
 
-/// An instant of a run's VM state as a `timestamptz` value: its whole Unix
-/// seconds (fractions truncated toward zero), capped as [`at`] caps.
+/// An instant (the engine's clock, or of a run's VM state) as a
+/// `timestamptz` value: its whole Unix seconds (fractions truncated toward
+/// zero), capped as [`at`] caps. The one place the store turns the port's
+/// instants into stored seconds.
 pub(super) fn at_instant(instant: &Instant) -> OffsetDateTime {
     at(instant.unix_seconds())
+}
+
+/// A `timestamptz` value as the port's instant (whole seconds, as stored).
+pub(super) fn instant_of(t: OffsetDateTime) -> Instant {
+    Instant::from_unix_seconds(t.unix_timestamp())
 }
 
 /// A run's columns as [`Store::record`](super::Store) reads them.

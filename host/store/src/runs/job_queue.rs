@@ -5,6 +5,7 @@
 //! (`batch.rs`).
 
 use async_trait::async_trait;
+use coordinator_ir::instant::Instant;
 use coordinator_ports::store::{
     Commit, Committed, Job, JobKind, JobQueue, LeaseOnInsert, LeaseRequest, StoreError as PortError,
 };
@@ -12,7 +13,7 @@ use sqlx::Row;
 use time::OffsetDateTime;
 
 use super::batch;
-use super::columns::{at, epoch_column, epoch_of};
+use super::columns::{at_instant, epoch_column, epoch_of, instant_of};
 use super::errors::{pdb, port, tampered};
 use super::new_jobs::job_row;
 use super::Store;
@@ -97,9 +98,9 @@ impl JobQueue for Store {
                SELECT * FROM leased
                UNION ALL SELECT * FROM deadline_jobs WHERE lease_owner IS NOT NULL) l ON true"
         ))
-        .bind(at(request.now))
+        .bind(at_instant(&request.now))
         .bind(request.owner)
-        .bind(at(request.lease_until))
+        .bind(at_instant(&request.lease_until))
         .bind(limit)
         .bind(request.epoch.map(epoch_column))
         .bind(request.run_id)
@@ -123,11 +124,11 @@ impl JobQueue for Store {
                 jobs.push(self.job(row)?);
             }
         }
-        jobs.sort_by_key(|j| (j.due_unix, j.id));
+        jobs.sort_by_key(|j| (j.due_at, j.id));
         Ok(jobs)
     }
 
-    async fn next_due(&self) -> Result<Option<i64>, PortError> {
+    async fn next_due(&self) -> Result<Option<Instant>, PortError> {
         // The due-time index in order, skipping the (few) leased jobs, and
         // the earliest deadline not yet a job (`runs_deadline_due`).
         let due: Option<OffsetDateTime> = sqlx::query_scalar(&format!(
@@ -141,7 +142,7 @@ impl JobQueue for Store {
         .fetch_one(&self.db)
         .await
         .map_err(pdb)?;
-        Ok(due.map(OffsetDateTime::unix_timestamp))
+        Ok(due.map(instant_of))
     }
 
     async fn mark_sending_batch(
@@ -162,7 +163,7 @@ impl JobQueue for Store {
         &self,
         job_id: u64,
         owner: &str,
-        due_unix: i64,
+        due: Instant,
         kind: Option<JobKind>,
     ) -> Result<(), PortError> {
         let ns = &self.ns;
@@ -187,7 +188,7 @@ impl JobQueue for Store {
                 due_at = $2 WHERE job_id = $1"
         ))
         .bind(job_id)
-        .bind(at(due_unix))
+        .bind(at_instant(&due))
         .execute(tx.on())
         .await
         .map_err(pdb)?;
@@ -227,7 +228,7 @@ impl JobQueue for Store {
     async fn claim_restored_commands(
         &self,
         owner: &str,
-        lease_until: i64,
+        lease_until: Instant,
         limit: usize,
     ) -> Result<Vec<Job>, PortError> {
         let ns = &self.ns;
@@ -244,7 +245,7 @@ impl JobQueue for Store {
                     j.lease_expires_at, j.detail::text AS detail, j.sealed_command"
         ))
         .bind(owner)
-        .bind(at(lease_until))
+        .bind(at_instant(&lease_until))
         .bind(limit)
         .fetch_all(&self.db)
         .await
@@ -257,7 +258,7 @@ impl JobQueue for Store {
         Ok(jobs)
     }
 
-    async fn bring_run_forward(&self, run_id: &str, now: i64) -> Result<usize, PortError> {
+    async fn bring_run_forward(&self, run_id: &str, now: Instant) -> Result<usize, PortError> {
         let done = sqlx::query(&format!(
             "UPDATE {ns}.jobs SET due_at = $2
               WHERE run_id = $1 AND kind = 'dispatch' AND state = 'ready'
@@ -265,7 +266,7 @@ impl JobQueue for Store {
             ns = self.ns
         ))
         .bind(run_id)
-        .bind(at(now))
+        .bind(at_instant(&now))
         .execute(&self.db)
         .await
         .map_err(pdb)?;
@@ -275,7 +276,7 @@ impl JobQueue for Store {
     async fn bring_forward(
         &self,
         review_request_id: &str,
-        now: i64,
+        now: Instant,
         floor_seconds: i64,
     ) -> Result<usize, PortError> {
         let done = sqlx::query(&format!(
@@ -289,7 +290,7 @@ impl JobQueue for Store {
             ns = self.ns
         ))
         .bind(review_request_id)
-        .bind(at(now))
+        .bind(at_instant(&now))
         .bind(floor_seconds)
         .execute(&self.db)
         .await

@@ -4,12 +4,13 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use coordinator_ir::instant::Instant;
 use coordinator_ports::store::{
     Erasure, Maintenance, Owner, StoreError as PortError, MAX_ERASE_LIMIT,
 };
 use sqlx::Row;
 
-use super::columns::at;
+use super::columns::at_instant;
 use super::errors::{pdb, port, tampered};
 use super::Store;
 
@@ -20,9 +21,9 @@ pub const PING_TIMEOUT: Duration = Duration::from_secs(2);
 impl Maintenance for Store {
     async fn erase_payloads(
         &self,
-        before_unix: i64,
+        before: Instant,
         limit: u32,
-        now_unix: i64,
+        now: Instant,
     ) -> Result<Erasure, PortError> {
         let ns = &self.ns;
         // Ended, not held, no unknown effect, no job left, not yet erased.
@@ -37,7 +38,7 @@ impl Maintenance for Store {
             "SELECT r.run_id, r.sealed_owner FROM {ns}.runs r WHERE {qualifies}
               ORDER BY r.ended_at, r.seq LIMIT $2 FOR UPDATE SKIP LOCKED"
         ))
-        .bind(at(before_unix))
+        .bind(at_instant(&before))
         .bind(limit)
         .fetch_all(tx.on())
         .await
@@ -60,7 +61,7 @@ impl Maintenance for Store {
             .bind(&id)
             .bind(self.seal_json(&id, "owner", "", &owner))
             .bind(active)
-            .bind(at(now_unix))
+            .bind(at_instant(&now))
             .execute(tx.on())
             .await
             .map_err(pdb)?;
@@ -68,7 +69,7 @@ impl Maintenance for Store {
         let more: bool = sqlx::query(&format!(
             "SELECT EXISTS (SELECT 1 FROM {ns}.runs r WHERE {qualifies})"
         ))
-        .bind(at(before_unix))
+        .bind(at_instant(&before))
         .fetch_one(tx.on())
         .await
         .map_err(pdb)?

@@ -2,11 +2,12 @@
 //! command sealed, and the values a group statement binds for it
 //! ([`JobValues`]); a job leased on insert as handed back to its lane.
 
+use coordinator_ports::clock::whole_second;
 use coordinator_ports::store::{Job, JobKind, JobState, Lease, LeaseOnInsert, NewJob};
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use super::columns::at;
+use super::columns::at_instant;
 use super::Store;
 
 /// A job's columns: what is stored in the clear and the sealed command.
@@ -84,11 +85,11 @@ pub(super) fn leased_job(
         id: u64::try_from(job_id).unwrap_or(0),
         run_id: run_id.to_owned(),
         kind: job.kind.clone(),
-        due_unix: job.due_unix,
+        due_at: whole_second(&job.due_at),
         state: JobState::Ready,
         lease: Some(Lease {
             owner,
-            expires_unix: l.lease_until,
+            expires_at: whole_second(&l.lease_until),
         }),
     })
 }
@@ -127,8 +128,8 @@ impl Store {
             row,
             sealed,
             key_version,
-            due_at: at(job.due_unix),
-            lease: lease.filter(|l| job.due_unix <= l.now),
+            due_at: at_instant(&job.due_at),
+            lease: lease.filter(|l| whole_second(&job.due_at) <= whole_second(&l.now)),
         }
     }
 }

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
+use coordinator_ir::instant::Instant;
 use coordinator_ports::store::{
     erased_state, Job, JobKind, JobState, Lease, Owner, Review, RunFilter, RunPage, RunReads,
     RunRecord, StepLedger, StoreError as PortError,
@@ -17,7 +18,7 @@ use sqlx::postgres::PgRow;
 use sqlx::Row;
 use time::OffsetDateTime;
 
-use super::columns::{at as at_unix, JOB_COLUMNS, RUN_COLUMNS};
+use super::columns::{at_instant, instant_of, JOB_COLUMNS, RUN_COLUMNS};
 use super::errors::{erased, pdb, port, tampered};
 use super::Store;
 use crate::deploy::live_bindings;
@@ -105,10 +106,10 @@ impl Store {
             bindings,
             payload_erased: erased_at.is_some(),
             review,
-            ended_unix: row
+            ended_at: row
                 .try_get::<Option<OffsetDateTime>, _>("ended_at")
                 .map_err(pdb)?
-                .map(OffsetDateTime::unix_timestamp),
+                .map(instant_of),
             trace_parent: row
                 .try_get::<Option<String>, _>("trace_parent")
                 .map_err(pdb)?
@@ -127,17 +128,17 @@ impl Store {
         let name: String = row.try_get("state").map_err(pdb)?;
         let status: RunStatus = serde_json::from_value(Value::String(name))
             .map_err(|e| tampered(format!("run {id} state: {e}")))?;
-        let unix = |column: &str| -> Result<i64, PortError> {
+        let instant = |column: &str| -> Result<Instant, PortError> {
             let t: OffsetDateTime = row.try_get(column).map_err(pdb)?;
-            Ok(t.unix_timestamp())
+            Ok(instant_of(t))
         };
         let ended: Option<OffsetDateTime> = row.try_get("ended_at").map_err(pdb)?;
         Ok(erased_state(
             status,
-            unix("created_at")?,
-            unix("deadline_at")?,
-            unix("updated_at")?,
-            ended.map(|t| t.unix_timestamp()),
+            &instant("created_at")?,
+            &instant("deadline_at")?,
+            &instant("updated_at")?,
+            ended.map(instant_of).as_ref(),
         ))
     }
 
@@ -166,7 +167,7 @@ impl Store {
             id: u64::try_from(id).unwrap_or(0),
             run_id,
             kind,
-            due_unix: due.unix_timestamp(),
+            due_at: instant_of(due),
             state: if state == "sending" {
                 JobState::Sending
             } else {
@@ -174,7 +175,7 @@ impl Store {
             },
             lease: owner.zip(expires).map(|(owner, e)| Lease {
                 owner,
-                expires_unix: e.unix_timestamp(),
+                expires_at: instant_of(e),
             }),
         })
     }
@@ -219,7 +220,7 @@ impl RunReads for Store {
         .bind(filter.attention)
         .bind(before)
         .bind(i64::from(limit) + 1)
-        .bind(filter.admitted_before_unix.map(at_unix))
+        .bind(filter.admitted_before.as_ref().map(at_instant))
         // A run whose current step's effect is `unknown` holds an
         // `unknown` effect: the column narrows the scan.
         .bind(filter.effect == Some(EffectState::Unknown))

@@ -6,8 +6,12 @@ use coordinator_ir::instant::Instant;
 /// Admission is keyed by start identity: a repeat with the same digest is
 /// the stored run, another digest a conflict; concurrent admissions of one
 /// identity give one run.
-pub async fn admission_is_keyed_by_start_identity(s: &dyn RunStore, fx: &Fixture) {
-    let created = s
+pub async fn admission_is_keyed_by_start_identity(
+    admission: &dyn RunAdmission,
+    reads: &dyn RunReads,
+    fx: &Fixture,
+) {
+    let created = admission
         .admit(new_run(fx, "run-a", "alice", "id-1", "d1"))
         .await
         .expect("admit");
@@ -16,18 +20,20 @@ pub async fn admission_is_keyed_by_start_identity(s: &dyn RunStore, fx: &Fixture
     };
     assert_eq!((a.version, a.id.as_str()), (1, "run-a"));
     assert!(matches!(
-        s.admit(new_run(fx, "run-b", "alice", "id-1", "d1")).await,
+        admission.admit(new_run(fx, "run-b", "alice", "id-1", "d1")).await,
         Ok(Admitted::Existing(r)) if r.id == "run-a"
     ));
     assert_eq!(
-        s.admit(new_run(fx, "run-c", "alice", "id-1", "d2")).await,
+        admission
+            .admit(new_run(fx, "run-c", "alice", "id-1", "d2"))
+            .await,
         Ok(Admitted::Conflict)
     );
-    assert_eq!(s.jobs("run-a").await.map(|j| j.len()), Ok(1));
-    assert_eq!(s.get("run-b").await, Ok(None));
+    assert_eq!(reads.jobs("run-a").await.map(|j| j.len()), Ok(1));
+    assert_eq!(reads.get("run-b").await, Ok(None));
     let (x, y) = tokio::join!(
-        s.admit(new_run(fx, "run-x", "bob", "id-2", "d")),
-        s.admit(new_run(fx, "run-y", "bob", "id-2", "d"))
+        admission.admit(new_run(fx, "run-x", "bob", "id-2", "d")),
+        admission.admit(new_run(fx, "run-y", "bob", "id-2", "d"))
     );
     let (x, y) = (x.expect("admit x"), y.expect("admit y"));
     assert_eq!(id(&x), id(&y), "one run for one identity");
@@ -39,7 +45,12 @@ pub async fn admission_is_keyed_by_start_identity(s: &dyn RunStore, fx: &Fixture
 
 /// What is stored reads back: state, owner, ledger, a dispatch job's
 /// command and key; `get` of an unknown run is `None`.
-pub async fn records_round_trip(s: &dyn RunStore, fx: &Fixture) {
+pub async fn records_round_trip(
+    admission: &dyn RunAdmission,
+    queue: &dyn JobQueue,
+    reads: &dyn RunReads,
+    fx: &Fixture,
+) {
     let mut run = new_run(fx, "run-a", "alice", "id-1", "d");
     run.trace_parent = coordinator_ports::TraceParent::parse(
         "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
@@ -47,12 +58,12 @@ pub async fn records_round_trip(s: &dyn RunStore, fx: &Fixture) {
     assert!(run.trace_parent.is_some());
     run.jobs = vec![NewJob {
         kind: dispatch("notify", 1),
-        due_unix: 10,
+        due_at: unix(10),
     }];
-    let Admitted::Created(created) = s.admit(run.clone()).await.expect("admit") else {
+    let Admitted::Created(created) = admission.admit(run.clone()).await.expect("admit") else {
         panic!("created")
     };
-    let got = s.get("run-a").await.expect("get").expect("the run");
+    let got = reads.get("run-a").await.expect("get").expect("the run");
     assert_eq!(got, created);
     assert_eq!(got.state, run.state);
     assert_eq!(got.owner, owner("alice"));
@@ -63,11 +74,11 @@ pub async fn records_round_trip(s: &dyn RunStore, fx: &Fixture) {
     assert_eq!(got.bindings, run.bindings);
     assert_eq!(got.trace_parent, run.trace_parent);
     assert!(got.ledger.is_empty());
-    let jobs = s.jobs("run-a").await.expect("jobs");
+    let jobs = reads.jobs("run-a").await.expect("jobs");
     let job = jobs.first().expect("one job");
     assert_eq!(job.kind, dispatch("notify", 1));
     assert_eq!(
-        (job.due_unix, job.state, job.lease.is_none()),
+        (job.due_at.unix_seconds(), job.state, job.lease.is_none()),
         (10, JobState::Ready, true)
     );
     let mut ledger = BTreeMap::new();
@@ -81,10 +92,10 @@ pub async fn records_round_trip(s: &dyn RunStore, fx: &Fixture) {
                 limit: coordinator_ports::flow::FlowLimit::Rate,
                 since: Instant::from_unix_seconds_and_nanos(1_000, 250_000_000),
             }),
-            entered_unix_nanos: Some(1_700_000_000_123_456_789),
-            started_unix: Some(10),
+            entered_at: Some(nanos(1_700_000_000_123_456_789)),
+            started_at: Some(unix(10)),
             answers: vec![coordinator_ports::AnswerRecord {
-                at_unix: 11,
+                at: unix(11),
                 attempt: 1,
                 kind: "retryable".into(),
                 code: Some("503".into()),
@@ -96,21 +107,21 @@ pub async fn records_round_trip(s: &dyn RunStore, fx: &Fixture) {
     ledger.insert(
         "due".to_owned(),
         StepLedger {
-            started_unix: Some(5),
-            ended_unix: Some(10),
-            due_unix: Some(10),
+            started_at: Some(unix(5)),
+            ended_at: Some(unix(10)),
+            due_at: Some(unix(10)),
             wait_end: Some(coordinator_ports::WaitEnd::Woke),
             ..StepLedger::default()
         },
     );
     let mut next = state("run-a");
     next.path.push("notify".into());
-    let v = s
+    let v = queue
         .commit(Commit {
             review: None,
             run_id: "run-a".into(),
             expected_version: 1,
-            at_unix: committed_at(&next),
+            at: committed_at(&next),
             state: next.clone(),
             ledger: ledger.clone(),
             complete: None,
@@ -122,13 +133,13 @@ pub async fn records_round_trip(s: &dyn RunStore, fx: &Fixture) {
                     idempotency_key: "key-notify".into(),
                     lookup: 1,
                 },
-                due_unix: 20,
+                due_at: unix(20),
             }],
         })
         .await
         .expect("commit");
     assert_eq!(v, 2);
-    let got = s.get("run-a").await.expect("get").expect("the run");
+    let got = reads.get("run-a").await.expect("get").expect("the run");
     assert_eq!(
         (
             got.state,
@@ -140,9 +151,9 @@ pub async fn records_round_trip(s: &dyn RunStore, fx: &Fixture) {
         (next, ledger, 2, run.bindings, run.trace_parent),
         "a commit keeps the bindings and trace context recorded at admission"
     );
-    assert_eq!(s.jobs("run-a").await.map(|j| j.len()), Ok(2));
-    assert_eq!(s.get("nope").await, Ok(None));
-    assert_eq!(s.jobs("nope").await, Ok(vec![]));
+    assert_eq!(reads.jobs("run-a").await.map(|j| j.len()), Ok(2));
+    assert_eq!(reads.get("nope").await, Ok(None));
+    assert_eq!(reads.jobs("nope").await, Ok(vec![]));
 }
 
 /// A group admission ([`RunAdmission::admit_batch`]) answers each start as
@@ -150,15 +161,20 @@ pub async fn records_round_trip(s: &dyn RunStore, fx: &Fixture) {
 /// job leased on insert), a repeat of a spent identity (its run), the same
 /// identity with another digest (conflict), and two starts of one new
 /// identity in the batch (one run, the other start answered with it).
-pub async fn group_admissions_answer_each_start_as_alone(s: &dyn RunStore, fx: &Fixture) {
+pub async fn group_admissions_answer_each_start_as_alone(
+    admission: &dyn RunAdmission,
+    reads: &dyn RunReads,
+    fx: &Fixture,
+) {
     use coordinator_ports::store::LeaseOnInsert;
-    s.admit(new_run(fx, "run-spent", "alice", "id-spent", "d"))
+    admission
+        .admit(new_run(fx, "run-spent", "alice", "id-spent", "d"))
         .await
         .expect("admit");
     let on_insert = LeaseOnInsert {
         owner: "w1".into(),
-        now: 100,
-        lease_until: 200,
+        now: unix(100),
+        lease_until: unix(200),
         epoch: 0,
     };
     let start = |id: &str, identity: &str, digest: &str| {
@@ -167,7 +183,7 @@ pub async fn group_admissions_answer_each_start_as_alone(s: &dyn RunStore, fx: &
             Some(on_insert.clone()),
         )
     };
-    let answers = s
+    let answers = admission
         .admit_batch(vec![
             start("run-new", "id-new", "d"),
             start("run-again", "id-spent", "d"),
@@ -199,7 +215,7 @@ pub async fn group_admissions_answer_each_start_as_alone(s: &dyn RunStore, fx: &
             || twins == ["existing run-twin-2", "created run-twin-2"],
         "one run for the identity, the other start answered with it: {twins:?}"
     );
-    let leased = s.jobs("run-new").await.expect("jobs");
+    let leased = reads.jobs("run-new").await.expect("jobs");
     assert_eq!(
         leased
             .iter()
@@ -208,6 +224,6 @@ pub async fn group_admissions_answer_each_start_as_alone(s: &dyn RunStore, fx: &
         vec![Some("w1".to_owned())],
         "the new run's due job is leased on insert"
     );
-    assert!(s.get("run-again").await.expect("get").is_none());
-    assert!(s.get("run-other").await.expect("get").is_none());
+    assert!(reads.get("run-again").await.expect("get").is_none());
+    assert!(reads.get("run-other").await.expect("get").is_none());
 }

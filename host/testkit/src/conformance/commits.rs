@@ -8,16 +8,23 @@ use coordinator_ports::store::Committed;
 /// (and returns them) only under its restore epoch and without a restore
 /// hold; another process cannot lease them; a job due later stays
 /// unleased.
-pub async fn commits_lease_new_due_jobs_to_the_committer(s: &dyn RunStore, fx: &Fixture) {
+pub async fn commits_lease_new_due_jobs_to_the_committer(
+    admission: &dyn RunAdmission,
+    queue: &dyn JobQueue,
+    reads: &dyn RunReads,
+    holds: &dyn HoldsAndReviews,
+    fx: &Fixture,
+) {
     use coordinator_ports::store::{Holds, LeaseOnInsert};
-    s.admit(new_run(fx, "run-l", "alice", "id-l", "d"))
+    admission
+        .admit(new_run(fx, "run-l", "alice", "id-l", "d"))
         .await
         .expect("admit");
     let step = |version: u64, jobs: Vec<NewJob>| Commit {
         review: None,
         run_id: "run-l".into(),
         expected_version: version,
-        at_unix: committed_at(&state("run-l")),
+        at: committed_at(&state("run-l")),
         state: state("run-l"),
         ledger: BTreeMap::new(),
         complete: None,
@@ -26,32 +33,22 @@ pub async fn commits_lease_new_due_jobs_to_the_committer(s: &dyn RunStore, fx: &
     let due_now = |name: &str| {
         vec![NewJob {
             kind: dispatch(name, 1),
-            due_unix: 100,
+            due_at: unix(100),
         }]
     };
     let on_insert = LeaseOnInsert {
         owner: "w1".into(),
-        now: 100,
-        lease_until: 200,
+        now: unix(100),
+        lease_until: unix(200),
         epoch: 0,
     };
-    let committed = s
-        .commit_leasing(
-            step(
-                1,
-                vec![
-                    NewJob {
-                        kind: dispatch("now", 1),
-                        due_unix: 100,
-                    },
-                    NewJob {
-                        kind: dispatch("later", 1),
-                        due_unix: 150,
-                    },
-                ],
-            ),
-            Some(&on_insert),
-        )
+    let mut first = due_now("now");
+    first.push(NewJob {
+        kind: dispatch("later", 1),
+        due_at: unix(150),
+    });
+    let committed = queue
+        .commit_leasing(step(1, first), Some(&on_insert))
         .await
         .expect("commit");
     assert_eq!(committed.version, 2);
@@ -60,17 +57,19 @@ pub async fn commits_lease_new_due_jobs_to_the_committer(s: &dyn RunStore, fx: &
         .iter()
         .map(|j| {
             (
-                j.due_unix,
-                j.lease.as_ref().map(|l| (l.owner.clone(), l.expires_unix)),
+                j.due_at.unix_seconds(),
+                j.lease
+                    .as_ref()
+                    .map(|l| (l.owner.clone(), l.expires_at.unix_seconds())),
             )
         })
         .collect();
     assert_eq!(leased, vec![(100, Some(("w1".to_owned(), 200)))]);
-    let taken: Vec<i64> = lease(s, "w2", 120, 300, 10)
+    let taken: Vec<i64> = lease(queue, "w2", 120, 300, 10)
         .await
         .expect("lease")
         .iter()
-        .map(|j| j.due_unix)
+        .map(|j| j.due_at.unix_seconds())
         .collect();
     assert_eq!(
         taken,
@@ -78,7 +77,8 @@ pub async fn commits_lease_new_due_jobs_to_the_committer(s: &dyn RunStore, fx: &
         "only the admission's job: the handed-off one is w1's, the later one not due"
     );
     let handed = committed.leased.first().expect("one leased job").id;
-    s.mark_sending(handed, "w1", 0)
+    queue
+        .mark_sending(handed, "w1", 0)
         .await
         .expect("w1 holds the lease it was given");
     // Under a restore hold, or another epoch, nothing is leased on insert.
@@ -88,8 +88,8 @@ pub async fn commits_lease_new_due_jobs_to_the_committer(s: &dyn RunStore, fx: &
         execution_recovery_completed: false,
         restore_epoch: 1,
     };
-    assert_eq!(s.swap_holds(&Holds::default(), &placed).await, Ok(true));
-    let held = s
+    assert_eq!(holds.swap_holds(&Holds::default(), &placed).await, Ok(true));
+    let held = queue
         .commit_leasing(
             step(2, due_now("held")),
             Some(&LeaseOnInsert {
@@ -105,13 +105,13 @@ pub async fn commits_lease_new_due_jobs_to_the_committer(s: &dyn RunStore, fx: &
         admission: false,
         ..placed.clone()
     };
-    assert_eq!(s.swap_holds(&placed, &released).await, Ok(true));
-    let stale = s
+    assert_eq!(holds.swap_holds(&placed, &released).await, Ok(true));
+    let stale = queue
         .commit_leasing(step(3, due_now("stale")), Some(&on_insert))
         .await
         .expect("commit");
     assert!(stale.leased.is_empty(), "a stale epoch leases nothing");
-    let jobs = s.jobs("run-l").await.expect("jobs");
+    let jobs = reads.jobs("run-l").await.expect("jobs");
     assert_eq!(
         jobs.iter().filter(|j| j.lease.is_some()).count(),
         2,
@@ -126,29 +126,39 @@ pub async fn commits_lease_new_due_jobs_to_the_committer(s: &dyn RunStore, fx: &
 /// holds (lease lost), a run that ends (every job gone), a run that does
 /// not exist. [`JobQueue::mark_sending_batch`] likewise fences each job on
 /// its own.
-pub async fn group_commits_answer_each_commit_as_alone(s: &dyn RunStore, fx: &Fixture) {
-    let leased = admit_group_runs_and_lease_their_timers(s, fx).await;
-    let answers = commit_the_group_one_outcome_each(s, &leased).await;
+pub async fn group_commits_answer_each_commit_as_alone(
+    admission: &dyn RunAdmission,
+    queue: &dyn JobQueue,
+    reads: &dyn RunReads,
+    fx: &Fixture,
+) {
+    let leased = admit_group_runs_and_lease_their_timers(admission, queue, fx).await;
+    let answers = commit_the_group_one_outcome_each(queue, &leased).await;
     let first = answers_are_each_commit_alone_in_order(answers);
-    group_commits_left_each_run_as_alone(s).await;
-    mark_sending_grouped_each_job_under_its_own_lease(s, &first, &leased).await;
+    group_commits_left_each_run_as_alone(reads).await;
+    mark_sending_grouped_each_job_under_its_own_lease(queue, &first, &leased).await;
 }
 
 /// Admits `run-ga` to `run-gd` (each with its timer job due at 60) and
 /// leases their timers to `w1` (lease until 300).
-async fn admit_group_runs_and_lease_their_timers(s: &dyn RunStore, fx: &Fixture) -> Vec<Job> {
+async fn admit_group_runs_and_lease_their_timers(
+    admission: &dyn RunAdmission,
+    queue: &dyn JobQueue,
+    fx: &Fixture,
+) -> Vec<Job> {
     for name in ["a", "b", "c", "d"] {
-        s.admit(new_run(
-            fx,
-            &format!("run-g{name}"),
-            "alice",
-            &format!("id-g{name}"),
-            "d",
-        ))
-        .await
-        .expect("admit");
+        admission
+            .admit(new_run(
+                fx,
+                &format!("run-g{name}"),
+                "alice",
+                &format!("id-g{name}"),
+                "d",
+            ))
+            .await
+            .expect("admit");
     }
-    lease(s, "w1", 100, 300, 10).await.expect("lease")
+    lease(queue, "w1", 100, 300, 10).await.expect("lease")
 }
 
 /// The id of `run`'s leased timer job among `leased`.
@@ -168,21 +178,21 @@ fn group_commit(run: &str, version: u64, state: RunState, complete: Option<(u64,
         review: None,
         run_id: run.into(),
         expected_version: version,
-        at_unix: committed_at(&state),
+        at: committed_at(&state),
         state,
         ledger: BTreeMap::new(),
         complete: complete.map(|(job, owner)| (job, owner.to_owned())),
         jobs: vec![
             NewJob {
                 kind: dispatch(&format!("{run}-now"), 1),
-                due_unix: 100,
+                due_at: unix(100),
             },
             NewJob {
                 kind: JobKind::Timer {
                     at: instant("1970-01-01T00:02:30Z"),
                     wake: WakeKind::Wake,
                 },
-                due_unix: 150,
+                due_at: unix(150),
             },
         ],
     }
@@ -193,42 +203,43 @@ fn group_commit(run: &str, version: u64, state: RunState, complete: Option<(u64,
 /// `run-gc` completes a timer `w2` does not hold; `run-gd` ends; `run-none`
 /// does not exist.
 async fn commit_the_group_one_outcome_each(
-    s: &dyn RunStore,
+    queue: &dyn JobQueue,
     leased: &[Job],
 ) -> Vec<Result<Committed, StoreError>> {
     use coordinator_ports::store::LeaseOnInsert;
     let job_of = |run: &str| leased_timer_of(leased, run);
     let on_insert = LeaseOnInsert {
         owner: "w1".into(),
-        now: 100,
-        lease_until: 200,
+        now: unix(100),
+        lease_until: unix(200),
         epoch: 0,
     };
-    s.commit_batch(vec![
-        (
-            group_commit("run-ga", 1, state("run-ga"), Some((job_of("run-ga"), "w1"))),
-            Some(on_insert.clone()),
-        ),
-        (
-            group_commit("run-gb", 5, state("run-gb"), Some((job_of("run-gb"), "w1"))),
-            Some(on_insert.clone()),
-        ),
-        (
-            group_commit("run-gc", 1, state("run-gc"), Some((job_of("run-gc"), "w2"))),
-            Some(on_insert.clone()),
-        ),
-        (
-            group_commit(
-                "run-gd",
-                1,
-                ended("run-gd", RunStatus::Finished),
-                Some((job_of("run-gd"), "w1")),
+    queue
+        .commit_batch(vec![
+            (
+                group_commit("run-ga", 1, state("run-ga"), Some((job_of("run-ga"), "w1"))),
+                Some(on_insert.clone()),
             ),
-            Some(on_insert.clone()),
-        ),
-        (group_commit("run-none", 1, state("run-none"), None), None),
-    ])
-    .await
+            (
+                group_commit("run-gb", 5, state("run-gb"), Some((job_of("run-gb"), "w1"))),
+                Some(on_insert.clone()),
+            ),
+            (
+                group_commit("run-gc", 1, state("run-gc"), Some((job_of("run-gc"), "w2"))),
+                Some(on_insert.clone()),
+            ),
+            (
+                group_commit(
+                    "run-gd",
+                    1,
+                    ended("run-gd", RunStatus::Finished),
+                    Some((job_of("run-gd"), "w1")),
+                ),
+                Some(on_insert.clone()),
+            ),
+            (group_commit("run-none", 1, state("run-none"), None), None),
+        ])
+        .await
 }
 
 /// The five answers, in order: `run-ga` commits and is handed only its
@@ -247,7 +258,7 @@ fn answers_are_each_commit_alone_in_order(
         .map(|j| {
             (
                 j.run_id.clone(),
-                j.due_unix,
+                j.due_at.unix_seconds(),
                 j.lease.as_ref().map(|l| l.owner.clone()),
             )
         })
@@ -274,32 +285,32 @@ fn answers_are_each_commit_alone_in_order(
 /// What each commit of the group left: `run-ga`'s new jobs, `run-gb`'s
 /// and `run-gc`'s timers untouched, `run-gd` ended with no job, and each
 /// run's version.
-async fn group_commits_left_each_run_as_alone(s: &dyn RunStore) {
+async fn group_commits_left_each_run_as_alone(reads: &dyn RunReads) {
     let kinds = |jobs: Vec<Job>| -> Vec<(i64, bool)> {
         jobs.iter()
-            .map(|j| (j.due_unix, j.lease.is_some()))
+            .map(|j| (j.due_at.unix_seconds(), j.lease.is_some()))
             .collect()
     };
     assert_eq!(
-        kinds(s.jobs("run-ga").await.expect("jobs")),
+        kinds(reads.jobs("run-ga").await.expect("jobs")),
         vec![(100, true), (150, false)],
         "the timer completed, the two new jobs inserted"
     );
     assert_eq!(
-        kinds(s.jobs("run-gb").await.expect("jobs")),
+        kinds(reads.jobs("run-gb").await.expect("jobs")),
         vec![(60, true)],
         "a refused commit changes nothing"
     );
     assert_eq!(
-        kinds(s.jobs("run-gc").await.expect("jobs")),
+        kinds(reads.jobs("run-gc").await.expect("jobs")),
         vec![(60, true)]
     );
-    assert!(s.jobs("run-gd").await.expect("jobs").is_empty());
+    assert!(reads.jobs("run-gd").await.expect("jobs").is_empty());
     for (run, version) in [("run-ga", 2), ("run-gb", 1), ("run-gc", 1), ("run-gd", 2)] {
-        let record = s.get(run).await.expect("get").expect("the run");
+        let record = reads.get(run).await.expect("get").expect("the run");
         assert_eq!(record.version, version, "{run}");
     }
-    assert!(s
+    assert!(reads
         .get("run-gd")
         .await
         .expect("get")
@@ -312,12 +323,12 @@ async fn group_commits_left_each_run_as_alone(s: &dyn RunStore) {
 /// is marked for `w1` only; another owner, another epoch (`run-gb`'s timer
 /// among `leased`) and no such job are refused.
 async fn mark_sending_grouped_each_job_under_its_own_lease(
-    s: &dyn RunStore,
+    queue: &dyn JobQueue,
     first: &Committed,
     leased: &[Job],
 ) {
     let dispatch_job = first.leased.first().expect("one").id;
-    let marked = s
+    let marked = queue
         .mark_sending_batch(vec![
             (dispatch_job, "w1".into(), 0),
             (dispatch_job, "w2".into(), 0),

@@ -1,7 +1,12 @@
-//! The `RunStore` behaviours every implementation keeps, as reusable
+//! The run store behaviours every implementation keeps, as reusable
 //! checks: the in-memory store's unit tests and the PostgreSQL store's
 //! tests (host/store/tests/store_postgres.rs) run the same functions, each on a
 //! fresh, empty store. A failed check panics (they are test assertions).
+//!
+//! Each check takes the narrow ports it tests ([`RunAdmission`],
+//! [`JobQueue`], [`RunReads`], [`HoldsAndReviews`], [`Maintenance`]), one
+//! parameter per port in that order, then the fixture; a caller passes the
+//! same store for each.
 //!
 //! Times are small Unix seconds chosen by the checks (the engine's clock
 //! drives a store, never the store's own).
@@ -28,8 +33,8 @@ use serde_json::json;
 
 use coordinator_ports::counts::{LiveCounts, RunCounts};
 use coordinator_ports::store::{
-    Admitted, Commit, Erasure, Job, JobKind, JobState, LeaseRequest, NewJob, NewRun, Owner,
-    RunFilter, RunStore, StepLedger, StoreError,
+    Admitted, Commit, Erasure, HoldsAndReviews, Job, JobKind, JobQueue, JobState, LeaseRequest,
+    Maintenance, NewJob, NewRun, Owner, RunAdmission, RunFilter, RunReads, StepLedger, StoreError,
 };
 
 /// What a store needs to admit runs: a workflow and a revision it knows
@@ -73,9 +78,22 @@ pub fn state(marker: &str) -> RunState {
 }
 
 /// When a commit of `state` happens, as the engine would give it: the
-/// state's end, else its `now` (Unix seconds).
-pub fn committed_at(state: &RunState) -> i64 {
-    state.ended_at.unwrap_or(state.now).unix_seconds()
+/// state's end, else its `now`.
+pub fn committed_at(state: &RunState) -> Instant {
+    state.ended_at.unwrap_or(state.now)
+}
+
+/// The instant `seconds` after 1970-01-01T00:00:00Z: the checks' times are
+/// small Unix seconds, written as numbers.
+pub fn unix(seconds: i64) -> Instant {
+    Instant::from_unix_seconds(seconds)
+}
+
+/// The instant `nanos` nanoseconds after 1970-01-01T00:00:00Z.
+pub fn nanos(nanos: i64) -> Instant {
+    const PER_SECOND: i64 = 1_000_000_000;
+    let rest = u32::try_from(nanos.rem_euclid(PER_SECOND)).unwrap_or(0);
+    Instant::from_unix_seconds_and_nanos(nanos.div_euclid(PER_SECOND), rest)
 }
 
 fn ended(marker: &str, status: RunStatus) -> RunState {
@@ -114,7 +132,7 @@ pub fn new_run(fx: &Fixture, id: &str, sub: &str, identity: &str, digest: &str) 
                 at: instant("1970-01-01T00:01:00Z"),
                 wake: WakeKind::Wake,
             },
-            due_unix: 60,
+            due_at: unix(60),
         }],
         bindings: [("notices".to_owned(), NOTICES_BINDING.to_owned())].into(),
         trace_parent: None,
@@ -140,24 +158,34 @@ fn dispatch(step: &str, attempt: u32) -> JobKind {
 /// `lease_until`, as an ordinary process under restore epoch 0 would.
 ///
 /// # Errors
-/// The store's ([`JobQueue::lease`](coordinator_ports::store::JobQueue::lease)).
+/// The store's ([`JobQueue::lease`]).
 pub async fn lease(
-    s: &dyn RunStore,
+    queue: &dyn JobQueue,
     owner: &str,
     now: i64,
     lease_until: i64,
     limit: usize,
 ) -> Result<Vec<Job>, StoreError> {
-    s.lease(&LeaseRequest {
-        owner,
-        now,
-        lease_until,
-        limit,
-        epoch: Some(0),
-        run_id: None,
-        receipt_lookups_only: false,
-    })
-    .await
+    queue
+        .lease(&LeaseRequest {
+            owner,
+            now: unix(now),
+            lease_until: unix(lease_until),
+            limit,
+            epoch: Some(0),
+            run_id: None,
+            receipt_lookups_only: false,
+        })
+        .await
+}
+
+/// The queue's next due time ([`JobQueue::next_due`]) as Unix seconds.
+///
+/// # Panics
+/// When the store fails.
+pub async fn next_due(queue: &dyn JobQueue) -> Option<i64> {
+    let due = queue.next_due().await.expect("next due");
+    due.map(|d| d.unix_seconds())
 }
 
 fn id(admitted: &Admitted) -> String {
@@ -168,17 +196,18 @@ fn id(admitted: &Admitted) -> String {
 }
 
 /// Moves run `id` (version 1, as admitted) to `state` with one commit.
-async fn settle(s: &dyn RunStore, id: &str, state: RunState) {
-    s.commit(Commit {
-        review: None,
-        run_id: id.into(),
-        expected_version: 1,
-        at_unix: committed_at(&state),
-        state,
-        ledger: BTreeMap::new(),
-        complete: None,
-        jobs: vec![],
-    })
-    .await
-    .expect("commit");
+async fn settle(queue: &dyn JobQueue, id: &str, state: RunState) {
+    queue
+        .commit(Commit {
+            review: None,
+            run_id: id.into(),
+            expected_version: 1,
+            at: committed_at(&state),
+            state,
+            ledger: BTreeMap::new(),
+            complete: None,
+            jobs: vec![],
+        })
+        .await
+        .expect("commit");
 }

@@ -4,19 +4,19 @@ use super::*;
 
 /// The holds start released; a swap succeeds only from the holds it
 /// expects, so a change made meanwhile by another process is never lost.
-pub async fn holds_are_swapped_only_from_what_was_read(s: &dyn RunStore) {
+pub async fn holds_are_swapped_only_from_what_was_read(holds: &dyn HoldsAndReviews) {
     use coordinator_ports::store::Holds;
-    assert_eq!(s.holds().await, Ok(Holds::default()));
+    assert_eq!(holds.holds().await, Ok(Holds::default()));
     let placed = Holds {
         restore: true,
         admission: true,
         execution_recovery_completed: false,
         restore_epoch: 1,
     };
-    assert_eq!(s.swap_holds(&Holds::default(), &placed).await, Ok(true));
-    assert_eq!(s.holds().await, Ok(placed.clone()));
+    assert_eq!(holds.swap_holds(&Holds::default(), &placed).await, Ok(true));
+    assert_eq!(holds.holds().await, Ok(placed.clone()));
     assert_eq!(
-        s.swap_holds(&Holds::default(), &Holds::default()).await,
+        holds.swap_holds(&Holds::default(), &Holds::default()).await,
         Ok(false),
         "a stale expectation changes nothing"
     );
@@ -24,29 +24,36 @@ pub async fn holds_are_swapped_only_from_what_was_read(s: &dyn RunStore) {
         execution_recovery_completed: true,
         ..placed.clone()
     };
-    assert_eq!(s.swap_holds(&placed, &attested).await, Ok(true));
-    assert_eq!(s.holds().await, Ok(attested.clone()));
+    assert_eq!(holds.swap_holds(&placed, &attested).await, Ok(true));
+    assert_eq!(holds.holds().await, Ok(attested.clone()));
     let stale_epoch = Holds {
         restore_epoch: 0,
         ..attested.clone()
     };
     assert_eq!(
-        s.swap_holds(&stale_epoch, &Holds::default()).await,
+        holds.swap_holds(&stale_epoch, &Holds::default()).await,
         Ok(false),
         "the restore epoch is part of what a swap expects"
     );
-    assert_eq!(s.holds().await, Ok(attested));
+    assert_eq!(holds.holds().await, Ok(attested));
 }
 
 /// `live_bindings` counts, per (connection, digest), the runs that have not
 /// ended; an ended run no longer counts.
-pub async fn live_bindings_count_runs_that_have_not_ended(s: &dyn RunStore, fx: &Fixture) {
-    assert_eq!(s.live_bindings().await, Ok(vec![]));
+pub async fn live_bindings_count_runs_that_have_not_ended(
+    admission: &dyn RunAdmission,
+    queue: &dyn JobQueue,
+    reads: &dyn RunReads,
+    fx: &Fixture,
+) {
+    assert_eq!(reads.live_bindings().await, Ok(vec![]));
     let other = format!("sha256:{}", "2".repeat(64));
-    s.admit(new_run(fx, "run-a", "alice", "id-1", "d"))
+    admission
+        .admit(new_run(fx, "run-a", "alice", "id-1", "d"))
         .await
         .expect("admit");
-    s.admit(new_run(fx, "run-b", "alice", "id-2", "d"))
+    admission
+        .admit(new_run(fx, "run-b", "alice", "id-2", "d"))
         .await
         .expect("admit");
     let mut c = new_run(fx, "run-c", "bob", "id-3", "d");
@@ -55,7 +62,7 @@ pub async fn live_bindings_count_runs_that_have_not_ended(s: &dyn RunStore, fx: 
         ("review".to_owned(), other.clone()),
     ]
     .into();
-    s.admit(c).await.expect("admit");
+    admission.admit(c).await.expect("admit");
     let binding =
         |connection: &str, digest: &str, runs| coordinator_runtime::binding::LiveBinding {
             connection: connection.into(),
@@ -63,19 +70,19 @@ pub async fn live_bindings_count_runs_that_have_not_ended(s: &dyn RunStore, fx: 
             runs,
         };
     assert_eq!(
-        s.live_bindings().await,
+        reads.live_bindings().await,
         Ok(vec![
             binding("notices", NOTICES_BINDING, 2),
             binding("notices", &other, 1),
             binding("review", &other, 1),
         ])
     );
-    let v = s
+    let v = queue
         .commit(Commit {
             review: None,
             run_id: "run-c".into(),
             expected_version: 1,
-            at_unix: committed_at(&ended("run-c", RunStatus::Cancelled)),
+            at: committed_at(&ended("run-c", RunStatus::Cancelled)),
             state: ended("run-c", RunStatus::Cancelled),
             ledger: BTreeMap::new(),
             complete: None,
@@ -84,7 +91,7 @@ pub async fn live_bindings_count_runs_that_have_not_ended(s: &dyn RunStore, fx: 
         .await;
     assert_eq!(v, Ok(2));
     assert_eq!(
-        s.live_bindings().await,
+        reads.live_bindings().await,
         Ok(vec![binding("notices", NOTICES_BINDING, 2)]),
         "an ended run's bindings no longer count"
     );
@@ -95,22 +102,32 @@ pub async fn live_bindings_count_runs_that_have_not_ended(s: &dyn RunStore, fx: 
 /// counts live runs needing review and live runs with an unknown effect;
 /// attesting turns every `required` into `attested`. `find_start` answers
 /// a known identity without admitting anything.
-pub async fn reviews_are_recorded_surveyed_and_attested(s: &dyn RunStore, fx: &Fixture) {
+pub async fn reviews_are_recorded_surveyed_and_attested(
+    admission: &dyn RunAdmission,
+    queue: &dyn JobQueue,
+    reads: &dyn RunReads,
+    holds: &dyn HoldsAndReviews,
+    fx: &Fixture,
+) {
     use coordinator_ports::store::{Review, ReviewSurvey};
     for (id, identity) in [("run-x", "id-x"), ("run-y", "id-y")] {
-        s.admit(new_run(fx, id, "alice", identity, "d"))
+        admission
+            .admit(new_run(fx, id, "alice", identity, "d"))
             .await
             .expect("admit");
     }
     assert_eq!(
-        s.find_start("id-x", "d").await.map(|a| a.map(|a| id(&a))),
+        admission
+            .find_start("id-x", "d")
+            .await
+            .map(|a| a.map(|a| id(&a))),
         Ok(Some("run-x".to_owned()))
     );
     assert_eq!(
-        s.find_start("id-x", "other").await,
+        admission.find_start("id-x", "other").await,
         Ok(Some(Admitted::Conflict))
     );
-    assert_eq!(s.find_start("id-new", "d").await, Ok(None));
+    assert_eq!(admission.find_start("id-new", "d").await, Ok(None));
     let commit = |run: &str, version: u64, review: Option<Review>, held: bool| {
         let mut st = state(run);
         if held {
@@ -121,78 +138,71 @@ pub async fn reviews_are_recorded_surveyed_and_attested(s: &dyn RunStore, fx: &F
             review,
             run_id: run.into(),
             expected_version: version,
-            at_unix: committed_at(&st),
+            at: committed_at(&st),
             state: st,
             ledger: BTreeMap::new(),
             complete: None,
             jobs: vec![],
         }
     };
-    s.commit(commit("run-x", 1, Some(Review::Reconciled), false))
-        .await
-        .expect("commit");
+    let commit_it = |c: Commit| async move { queue.commit(c).await.expect("commit") };
+    commit_it(commit("run-x", 1, Some(Review::Reconciled), false)).await;
     assert_eq!(
-        s.get("run-x").await.expect("get").expect("run").review,
+        reads.get("run-x").await.expect("get").expect("run").review,
         None,
         "an outcome over no review records nothing"
     );
-    s.commit(commit("run-x", 2, Some(Review::Required), true))
-        .await
-        .expect("commit");
-    s.commit(commit("run-y", 1, Some(Review::Required), true))
-        .await
-        .expect("commit");
+    commit_it(commit("run-x", 2, Some(Review::Required), true)).await;
+    commit_it(commit("run-y", 1, Some(Review::Required), true)).await;
     assert_eq!(
-        s.review_survey().await,
+        holds.review_survey().await,
         Ok(ReviewSurvey {
             review_required: 2,
             unknown_effects: 2,
             ended_unknown_effects: 0,
         })
     );
-    s.commit(commit("run-x", 3, None, true))
-        .await
-        .expect("commit");
+    commit_it(commit("run-x", 3, None, true)).await;
     assert_eq!(
-        s.get("run-x").await.expect("get").expect("run").review,
+        reads.get("run-x").await.expect("get").expect("run").review,
         Some(Review::Required),
         "no review leaves it"
     );
-    s.commit(commit("run-x", 4, Some(Review::Cancelled), false))
-        .await
-        .expect("commit");
+    commit_it(commit("run-x", 4, Some(Review::Cancelled), false)).await;
     assert_eq!(
-        s.get("run-x").await.expect("get").expect("run").review,
+        reads.get("run-x").await.expect("get").expect("run").review,
         Some(Review::Cancelled)
     );
     assert_eq!(
-        s.review_survey().await,
+        holds.review_survey().await,
         Ok(ReviewSurvey {
             review_required: 1,
             unknown_effects: 1,
             ended_unknown_effects: 0,
         })
     );
-    assert_eq!(s.attest_reviews().await, Ok(1));
+    assert_eq!(holds.attest_reviews().await, Ok(1));
     assert_eq!(
-        s.get("run-y").await.expect("get").expect("run").review,
+        reads.get("run-y").await.expect("get").expect("run").review,
         Some(Review::Attested)
     );
-    assert_eq!(s.review_survey().await.map(|v| v.review_required), Ok(0));
+    assert_eq!(
+        holds.review_survey().await.map(|v| v.review_required),
+        Ok(0)
+    );
     // A run that ends still holding an unknown effect is counted apart.
     let mut ended = state("run-y");
     ended.status = RunStatus::Cancelled;
     ended.ended_at = Some(instant("2026-01-01T00:05:00Z"));
     ended.effects.insert("send".into(), EffectState::Unknown);
-    s.commit(Commit {
-        at_unix: committed_at(&ended),
+    commit_it(Commit {
+        at: committed_at(&ended),
         state: ended,
         ..commit("run-y", 2, None, true)
     })
-    .await
-    .expect("commit");
+    .await;
     assert_eq!(
-        s.review_survey().await,
+        holds.review_survey().await,
         Ok(ReviewSurvey {
             review_required: 0,
             unknown_effects: 0,
@@ -215,11 +225,16 @@ fn waiting(marker: &str, pending: serde_json::Value) -> RunState {
 /// commits to other states, waits entered and left, unknown effects held
 /// and kept after the end, reviews, dispatch jobs leased and marked
 /// `sending`; a refused commit changes nothing.
-pub async fn counts_follow_every_change(s: &dyn RunStore, counts: &dyn RunCounts, fx: &Fixture) {
-    admit_runs_waiting_and_held_then_count(s, counts, fx).await;
-    commit_counted_runs_to_other_states_then_count(s, counts).await;
-    let send = lease_and_mark_sending_the_counted_dispatch(s, counts).await;
-    finish_the_counted_run_with_its_dispatch(s, counts, send).await;
+pub async fn counts_follow_every_change(
+    admission: &dyn RunAdmission,
+    queue: &dyn JobQueue,
+    counts: &dyn RunCounts,
+    fx: &Fixture,
+) {
+    admit_runs_waiting_and_held_then_count(admission, counts, fx).await;
+    commit_counted_runs_to_other_states_then_count(queue, counts).await;
+    let send = lease_and_mark_sending_the_counted_dispatch(queue, counts).await;
+    finish_the_counted_run_with_its_dispatch(queue, counts, send).await;
 }
 
 /// The live counts as `counts` reads them now.
@@ -239,7 +254,7 @@ fn counted_commit(
     Commit {
         run_id: id.into(),
         expected_version: version,
-        at_unix: committed_at(&state),
+        at: committed_at(&state),
         state,
         ledger: BTreeMap::new(),
         complete: None,
@@ -252,7 +267,7 @@ fn counted_commit(
 /// completion (both admitted in one batch), `count-c` is held with an
 /// unknown effect; a repeated start changes nothing.
 async fn admit_runs_waiting_and_held_then_count(
-    s: &dyn RunStore,
+    admission: &dyn RunAdmission,
     counts: &dyn RunCounts,
     fx: &Fixture,
 ) {
@@ -272,14 +287,14 @@ async fn admit_runs_waiting_and_held_then_count(
     c.state
         .effects
         .insert("notify".into(), EffectState::Unknown);
-    let answers = s
+    let answers = admission
         .admit_batch(vec![(a, None), (b, None)])
         .await
         .into_iter()
         .map(|r| r.expect("admitted").0)
         .collect::<Vec<_>>();
     assert!(answers.iter().all(|r| matches!(r, Admitted::Created(_))));
-    s.admit(c).await.expect("admit");
+    admission.admit(c).await.expect("admit");
     assert_eq!(
         live_counts_now(counts).await,
         LiveCounts {
@@ -292,7 +307,8 @@ async fn admit_runs_waiting_and_held_then_count(
         }
     );
     // A repeated start changes nothing.
-    s.admit(new_run(fx, "count-a2", "alice", "count-id-a", "d"))
+    admission
+        .admit(new_run(fx, "count-a2", "alice", "count-id-a", "d"))
         .await
         .expect("repeat");
 }
@@ -300,46 +316,53 @@ async fn admit_runs_waiting_and_held_then_count(
 /// `a` leaves its wait for a dispatch; `c` ends still holding its
 /// unknown effect; `b` is asked to cancel and its review is required; a
 /// refused commit (a stale version) moves nothing.
-async fn commit_counted_runs_to_other_states_then_count(s: &dyn RunStore, counts: &dyn RunCounts) {
-    s.commit(counted_commit(
-        "count-a",
-        1,
-        state("count-a"),
-        vec![NewJob {
-            kind: dispatch("notify", 1),
-            due_unix: 10,
-        }],
-        None,
-    ))
-    .await
-    .expect("commit a");
+async fn commit_counted_runs_to_other_states_then_count(
+    queue: &dyn JobQueue,
+    counts: &dyn RunCounts,
+) {
+    queue
+        .commit(counted_commit(
+            "count-a",
+            1,
+            state("count-a"),
+            vec![NewJob {
+                kind: dispatch("notify", 1),
+                due_at: unix(10),
+            }],
+            None,
+        ))
+        .await
+        .expect("commit a");
     let mut failed = ended("count-c", RunStatus::Failed);
     failed.effects.insert("notify".into(), EffectState::Unknown);
-    s.commit(counted_commit("count-c", 1, failed, Vec::new(), None))
+    queue
+        .commit(counted_commit("count-c", 1, failed, Vec::new(), None))
         .await
         .expect("commit c");
     let mut cancelling = state("count-b");
     cancelling.status = RunStatus::CancelRequested;
-    s.commit(counted_commit(
-        "count-b",
-        1,
-        cancelling,
-        Vec::new(),
-        Some(coordinator_ports::store::Review::Required),
-    ))
-    .await
-    .expect("commit b");
-    // Refused (a stale version): nothing moves.
-    assert_eq!(
-        s.commit(counted_commit(
+    queue
+        .commit(counted_commit(
             "count-b",
             1,
-            state("count-b"),
+            cancelling,
             Vec::new(),
-            None
+            Some(coordinator_ports::store::Review::Required),
         ))
         .await
-        .map(|_| ()),
+        .expect("commit b");
+    // Refused (a stale version): nothing moves.
+    assert_eq!(
+        queue
+            .commit(counted_commit(
+                "count-b",
+                1,
+                state("count-b"),
+                Vec::new(),
+                None
+            ))
+            .await
+            .map(|_| ()),
         Err(StoreError::Conflict)
     );
     assert_eq!(
@@ -358,10 +381,10 @@ async fn commit_counted_runs_to_other_states_then_count(s: &dyn RunStore, counts
 /// `a`'s dispatch counts as leased once leased, then as sending once
 /// marked; returns its job id.
 async fn lease_and_mark_sending_the_counted_dispatch(
-    s: &dyn RunStore,
+    queue: &dyn JobQueue,
     counts: &dyn RunCounts,
 ) -> u64 {
-    let leased = lease(s, "w1", 20, 100, 10).await.expect("lease");
+    let leased = lease(queue, "w1", 20, 100, 10).await.expect("lease");
     let send = leased
         .iter()
         .find(|j| matches!(j.kind, JobKind::Dispatch { .. }))
@@ -369,7 +392,7 @@ async fn lease_and_mark_sending_the_counted_dispatch(
         .id;
     let counted = live_counts_now(counts).await;
     assert_eq!((counted.dispatch_ready, counted.dispatch_leased), (0, 1));
-    s.mark_sending(send, "w1", 0).await.expect("sending");
+    queue.mark_sending(send, "w1", 0).await.expect("sending");
     let counted = live_counts_now(counts).await;
     assert_eq!((counted.dispatch_leased, counted.dispatch_sending), (0, 1));
     send
@@ -377,22 +400,23 @@ async fn lease_and_mark_sending_the_counted_dispatch(
 
 /// `a` finishes with its dispatch `send`: no live run is left running.
 async fn finish_the_counted_run_with_its_dispatch(
-    s: &dyn RunStore,
+    queue: &dyn JobQueue,
     counts: &dyn RunCounts,
     send: u64,
 ) {
-    s.commit(Commit {
-        complete: Some((send, "w1".into())),
-        ..counted_commit(
-            "count-a",
-            2,
-            ended("count-a", RunStatus::Finished),
-            Vec::new(),
-            None,
-        )
-    })
-    .await
-    .expect("finish a");
+    queue
+        .commit(Commit {
+            complete: Some((send, "w1".into())),
+            ..counted_commit(
+                "count-a",
+                2,
+                ended("count-a", RunStatus::Finished),
+                Vec::new(),
+                None,
+            )
+        })
+        .await
+        .expect("finish a");
     assert_eq!(
         live_counts_now(counts).await,
         LiveCounts {

@@ -19,20 +19,28 @@ pub fn ended_at(marker: &str, status: RunStatus, ended_at: &str) -> RunState {
 /// identity and request digest; its input, path, outputs and output are
 /// gone; a repeat of its start key still finds it (another digest is a
 /// conflict); a commit on it is refused `run.payload-erased`.
-pub async fn retention_erases_only_ended_payloads(s: &dyn RunStore, fx: &Fixture) {
+pub async fn retention_erases_only_ended_payloads(
+    admission: &dyn RunAdmission,
+    queue: &dyn JobQueue,
+    reads: &dyn RunReads,
+    maintenance: &dyn Maintenance,
+    fx: &Fixture,
+) {
     let cutoff = instant("2026-02-01T00:00:00Z").unix_seconds();
-    let before = admit_and_settle_runs_around_the_cutoff(s, fx).await;
-    let b = erase_ended_payloads_oldest_first_in_batches(s, cutoff).await;
-    erased_runs_keep_their_record_and_lose_their_payload(s, &before, &b).await;
-    erased_run_answers_its_start_key_and_refuses_commits(s, fx, &b).await;
-    erased_runs_still_answer_list(s).await;
+    let before = admit_and_settle_runs_around_the_cutoff(admission, queue, reads, fx).await;
+    let b = erase_ended_payloads_oldest_first_in_batches(reads, maintenance, cutoff).await;
+    erased_runs_keep_their_record_and_lose_their_payload(reads, &before, &b).await;
+    erased_run_answers_its_start_key_and_refuses_commits(admission, queue, reads, fx, &b).await;
+    erased_runs_still_answer_list(reads).await;
 }
 
 /// Admits runs `run-a` to `run-f` and settles them: `a` ended after `b`;
 /// `c` ended earliest holding an unknown effect; `d` is live; `e` is held;
 /// `f` ended after the cutoff. Returns each run as it was before erasure.
 async fn admit_and_settle_runs_around_the_cutoff(
-    s: &dyn RunStore,
+    admission: &dyn RunAdmission,
+    queue: &dyn JobQueue,
+    reads: &dyn RunReads,
     fx: &Fixture,
 ) -> BTreeMap<&'static str, RunRecord> {
     for (id, sub) in [
@@ -43,25 +51,26 @@ async fn admit_and_settle_runs_around_the_cutoff(
         ("run-e", "bob"),
         ("run-f", "bob"),
     ] {
-        s.admit(new_run(
-            fx,
-            id,
-            sub,
-            &format!("id-{id}"),
-            &format!("d-{id}"),
-        ))
-        .await
-        .expect("admit");
+        admission
+            .admit(new_run(
+                fx,
+                id,
+                sub,
+                &format!("id-{id}"),
+                &format!("d-{id}"),
+            ))
+            .await
+            .expect("admit");
     }
     // a ended after b: b goes first.
     settle(
-        s,
+        queue,
         "run-a",
         ended_at("run-a", RunStatus::Finished, "2026-01-01T00:05:00Z"),
     )
     .await;
     settle(
-        s,
+        queue,
         "run-b",
         ended_at("run-b", RunStatus::Failed, "2026-01-01T00:03:00Z"),
     )
@@ -73,22 +82,22 @@ async fn admit_and_settle_runs_around_the_cutoff(
         "2026-01-01T00:01:00Z",
     );
     uncertain.effects.insert("pay".into(), EffectState::Unknown);
-    settle(s, "run-c", uncertain).await;
+    settle(queue, "run-c", uncertain).await;
     // d is live (running, with its timer job); e is held.
     let mut held = state("run-e");
     held.status = RunStatus::Attention;
     held.effects.insert("pay".into(), EffectState::Unknown);
-    settle(s, "run-e", held).await;
+    settle(queue, "run-e", held).await;
     // f ended after the cutoff.
     settle(
-        s,
+        queue,
         "run-f",
         ended_at("run-f", RunStatus::Finished, "2026-03-01T00:00:00Z"),
     )
     .await;
     let mut before = BTreeMap::new();
     for id in ["run-a", "run-b", "run-c", "run-d", "run-e", "run-f"] {
-        before.insert(id, s.get(id).await.expect("get").expect("the run"));
+        before.insert(id, reads.get(id).await.expect("get").expect("the run"));
     }
     before
 }
@@ -96,33 +105,44 @@ async fn admit_and_settle_runs_around_the_cutoff(
 /// Erases before `cutoff` (Unix seconds): one at a time with `more` while
 /// others qualify, `run-b` (the oldest ended) first, then `run-a`, then
 /// nothing again. Returns `run-b` as erased.
-async fn erase_ended_payloads_oldest_first_in_batches(s: &dyn RunStore, cutoff: i64) -> RunRecord {
+async fn erase_ended_payloads_oldest_first_in_batches(
+    reads: &dyn RunReads,
+    maintenance: &dyn Maintenance,
+    cutoff: i64,
+) -> RunRecord {
     assert_eq!(
-        s.erase_payloads(cutoff, 1, 5_000_000_000).await,
+        maintenance
+            .erase_payloads(unix(cutoff), 1, unix(5_000_000_000))
+            .await,
         Ok(Erasure {
             erased: 1,
             more: true
         }),
         "at most `limit`, and more remain"
     );
-    let b = s.get("run-b").await.expect("get").expect("run-b");
+    let b = reads.get("run-b").await.expect("get").expect("run-b");
     assert!(b.payload_erased, "the oldest ended run goes first");
     assert!(
-        !s.get("run-a")
+        !reads
+            .get("run-a")
             .await
             .expect("get")
             .expect("run-a")
             .payload_erased
     );
     assert_eq!(
-        s.erase_payloads(cutoff, 100, 5_000_000_000).await,
+        maintenance
+            .erase_payloads(unix(cutoff), 100, unix(5_000_000_000))
+            .await,
         Ok(Erasure {
             erased: 1,
             more: false
         })
     );
     assert_eq!(
-        s.erase_payloads(cutoff, 100, 5_000_000_000).await,
+        maintenance
+            .erase_payloads(unix(cutoff), 100, unix(5_000_000_000))
+            .await,
         Ok(Erasure::default()),
         "an erased run is never erased again"
     );
@@ -133,7 +153,7 @@ async fn erase_ended_payloads_oldest_first_in_batches(s: &dyn RunStore, cutoff: 
 /// lost; `run-a` is erased too; the other runs and `run-d`'s job are
 /// untouched.
 async fn erased_runs_keep_their_record_and_lose_their_payload(
-    s: &dyn RunStore,
+    reads: &dyn RunReads,
     before: &BTreeMap<&'static str, RunRecord>,
     b: &RunRecord,
 ) {
@@ -157,28 +177,30 @@ async fn erased_runs_keep_their_record_and_lose_their_payload(
     assert!(b.state.output.is_none() && b.state.outcome.is_none());
     assert!(b.state.path.is_empty() && b.state.outputs.is_empty());
     assert!(b.version > was.version, "erasure moves the version");
-    let a = s.get("run-a").await.expect("get").expect("run-a");
+    let a = reads.get("run-a").await.expect("get").expect("run-a");
     assert!(a.payload_erased);
     assert_eq!(
         a.state.ended_at.map(|t| t.to_string()).as_deref(),
         Some("2026-01-01T00:05:00Z")
     );
     for id in ["run-c", "run-d", "run-e", "run-f"] {
-        let now = s.get(id).await.expect("get").expect("the run");
+        let now = reads.get(id).await.expect("get").expect("the run");
         assert_eq!(Some(&now), before.get(id), "{id} is untouched");
     }
-    assert_eq!(s.jobs("run-d").await.map(|j| j.len()), Ok(1));
+    assert_eq!(reads.jobs("run-d").await.map(|j| j.len()), Ok(1));
 }
 
 /// The spent start identity of the erased `b` outlives its payload (a
 /// repeat finds it, another digest conflicts, never a second run), and a
 /// commit on it is refused `run.payload-erased`.
 async fn erased_run_answers_its_start_key_and_refuses_commits(
-    s: &dyn RunStore,
+    admission: &dyn RunAdmission,
+    queue: &dyn JobQueue,
+    reads: &dyn RunReads,
     fx: &Fixture,
     b: &RunRecord,
 ) {
-    match s
+    match admission
         .admit(new_run(fx, "run-b2", "alice", "id-run-b", "d-run-b"))
         .await
     {
@@ -186,19 +208,20 @@ async fn erased_run_answers_its_start_key_and_refuses_commits(
         other => panic!("the erased run answers its repeated key: {other:?}"),
     }
     assert_eq!(
-        s.admit(new_run(fx, "run-b3", "alice", "id-run-b", "other"))
+        admission
+            .admit(new_run(fx, "run-b3", "alice", "id-run-b", "other"))
             .await,
         Ok(Admitted::Conflict)
     );
-    assert_eq!(s.get("run-b2").await, Ok(None), "never a second run");
+    assert_eq!(reads.get("run-b2").await, Ok(None), "never a second run");
 
     // Nothing moves an erased run.
-    let refused = s
+    let refused = queue
         .commit(Commit {
             review: None,
             run_id: "run-b".into(),
             expected_version: b.version,
-            at_unix: committed_at(&state("run-b")),
+            at: committed_at(&state("run-b")),
             state: state("run-b"),
             ledger: BTreeMap::new(),
             complete: None,
@@ -219,8 +242,8 @@ async fn erased_run_answers_its_start_key_and_refuses_commits(
 
 /// Status and list still answer: all six runs, `a` and `b` erased, and
 /// alice's failed run is `b`.
-async fn erased_runs_still_answer_list(s: &dyn RunStore) {
-    let all = s
+async fn erased_runs_still_answer_list(reads: &dyn RunReads) {
+    let all = reads
         .list(&RunFilter {
             limit: 100,
             ..RunFilter::default()
@@ -233,7 +256,7 @@ async fn erased_runs_still_answer_list(s: &dyn RunStore) {
         2,
         "a and b"
     );
-    let failed = s
+    let failed = reads
         .list(&RunFilter {
             state: Some(RunStatus::Failed),
             owner: Some(owner("alice")),
@@ -252,7 +275,9 @@ async fn erased_runs_still_answer_list(s: &dyn RunStore) {
 /// an epoch (`--recovery-only`) gets receipt lookups only; the prepared
 /// commands of mutations are claimed whoever leased them, reads are not.
 pub async fn restore_hold_leases_lookups_only_and_fences_old_epochs(
-    s: &dyn RunStore,
+    admission: &dyn RunAdmission,
+    queue: &dyn JobQueue,
+    holds: &dyn HoldsAndReviews,
     fx: &Fixture,
 ) {
     use coordinator_ports::store::Holds;
@@ -276,45 +301,38 @@ pub async fn restore_hold_leases_lookups_only_and_fences_old_epochs(
         },
         idempotency_key: None,
     };
-    run.jobs = vec![
-        NewJob {
-            kind: dispatch("send", 1),
-            due_unix: 10,
-        },
-        NewJob {
-            kind: lookup.clone(),
-            due_unix: 10,
-        },
-        NewJob {
-            kind: read,
-            due_unix: 10,
-        },
-    ];
-    s.admit(run).await.expect("admit");
+    run.jobs = [dispatch("send", 1), lookup.clone(), read]
+        .into_iter()
+        .map(|kind| NewJob {
+            kind,
+            due_at: unix(10),
+        })
+        .collect();
+    admission.admit(run).await.expect("admit");
     let ask = |owner: &'static str, epoch: Option<u64>| LeaseRequest {
         owner,
-        now: 20,
-        lease_until: 25,
+        now: unix(20),
+        lease_until: unix(25),
         limit: 10,
         epoch,
         run_id: None,
         receipt_lookups_only: false,
     };
     // A recovery-only instance (no epoch) is given the lookup only.
-    let got = s.lease(&ask("recovery", None)).await.expect("lease");
+    let got = queue.lease(&ask("recovery", None)).await.expect("lease");
     assert_eq!(
         got.iter().map(|j| j.kind.clone()).collect::<Vec<_>>(),
         vec![lookup.clone()]
     );
     // The ordinary worker leases the mutation and marks it sending.
-    let got = s.lease(&ask("w1", Some(0))).await.expect("lease");
+    let got = queue.lease(&ask("w1", Some(0))).await.expect("lease");
     assert_eq!(got.len(), 2, "{got:?}");
     let send = got
         .iter()
         .find(|j| j.kind == dispatch("send", 1))
         .expect("the mutation")
         .id;
-    s.mark_sending(send, "w1", 0).await.expect("sending");
+    queue.mark_sending(send, "w1", 0).await.expect("sending");
     // The restore hold is placed (epoch 1).
     let placed = Holds {
         restore: true,
@@ -322,39 +340,39 @@ pub async fn restore_hold_leases_lookups_only_and_fences_old_epochs(
         execution_recovery_completed: false,
         restore_epoch: 1,
     };
-    assert_eq!(s.swap_holds(&Holds::default(), &placed).await, Ok(true));
+    assert_eq!(holds.swap_holds(&Holds::default(), &placed).await, Ok(true));
     // The old process is refused, whatever it asks.
     assert_eq!(
-        s.lease(&ask("w1", Some(0))).await,
+        queue.lease(&ask("w1", Some(0))).await,
         Err(StoreError::LeaseIncompatible {
             process: 0,
             store: 1
         })
     );
     assert_eq!(
-        s.mark_sending(send, "w1", 0).await,
+        queue.mark_sending(send, "w1", 0).await,
         Err(StoreError::LeaseLost)
     );
     // A process of the new epoch is given lookups only while the hold
     // stands, and cannot mark anything sending.
     let after = LeaseRequest {
-        now: 30,
-        lease_until: 40,
+        now: unix(30),
+        lease_until: unix(40),
         ..ask("w2", Some(1))
     };
-    let got = s.lease(&after).await.expect("lease");
+    let got = queue.lease(&after).await.expect("lease");
     assert!(
         got.iter()
             .all(|j| matches!(j.kind, JobKind::LookupReceipt { .. })),
         "{got:?}"
     );
     assert_eq!(
-        s.mark_sending(send, "w1", 1).await,
+        queue.mark_sending(send, "w1", 1).await,
         Err(StoreError::LeaseLost)
     );
     // The mutation is claimed from its holder; the read is not.
-    let claimed = s
-        .claim_restored_commands("sweeper", 100, 10)
+    let claimed = queue
+        .claim_restored_commands("sweeper", unix(100), 10)
         .await
         .expect("claim");
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![send]);
@@ -364,7 +382,8 @@ pub async fn restore_hold_leases_lookups_only_and_fences_old_epochs(
         first.lease.as_ref().map(|l| l.owner.as_str()),
         Some("sweeper")
     );
-    s.discard(send, "sweeper")
+    queue
+        .discard(send, "sweeper")
         .await
         .expect("the sweeper holds it");
 }

@@ -14,7 +14,7 @@ use time::OffsetDateTime;
 
 use super::inserted_jobs::{new_jobs_sql, LEASED_COLUMNS, LEASED_NONE};
 use super::{columns_of, GroupAnswer, GroupQuery, ItemColumns, StateColumns};
-use crate::runs::columns::at;
+use crate::runs::columns::at_instant;
 use crate::runs::errors::{erased, port};
 use crate::runs::Store;
 
@@ -124,7 +124,7 @@ impl<'a> ItemColumns<'a, Commit> for CommitColumns<'a> {
         // The run's end is the engine's clock at this commit, not the
         // VM's logical instant of the event that ended it.
         self.ended_at
-            .push(c.state.status.is_terminal().then(|| at(c.at_unix)));
+            .push(c.state.status.is_terminal().then(|| at_instant(&c.at)));
         self.ledgers
             .push(serde_json::to_string(&c.ledger).unwrap_or_else(|_| "{}".into()));
         self.reviews.push(c.review.map(Review::as_str));

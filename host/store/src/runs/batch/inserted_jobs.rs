@@ -11,7 +11,7 @@ use sqlx::Row;
 use time::OffsetDateTime;
 
 use super::GroupQuery;
-use crate::runs::columns::{at, epoch_column};
+use crate::runs::columns::{at_instant, epoch_column};
 use crate::runs::new_jobs::{leased_job, JobValues};
 
 /// The new jobs of a batch as bound: one array element per job, with the
@@ -49,7 +49,8 @@ impl<'a> JobArrays<'a> {
             self.key_versions.push(v.key_version);
             self.sealed_commands.push(v.sealed.as_deref());
             self.owners.push(v.lease.map(|l| l.owner.as_str()));
-            self.untils.push(v.lease.map(|l| at(l.lease_until)));
+            self.untils
+                .push(v.lease.map(|l| at_instant(&l.lease_until)));
             self.epochs.push(v.lease.map(|l| epoch_column(l.epoch)));
         }
     }
@@ -148,7 +149,7 @@ impl LeasedRows {
         };
         for (job, v) in jobs.iter().zip(values) {
             let Some(lease) = v.lease else { continue };
-            if let Some(row) = rows.iter_mut().find(|r| !r.taken && r.is(job, v)) {
+            if let Some(row) = rows.iter_mut().find(|r| !r.taken && r.is(v)) {
                 row.taken = true;
                 leased.extend(leased_job(
                     run_id,
@@ -175,14 +176,14 @@ struct LeasedRow {
 }
 
 impl LeasedRow {
-    /// Whether this row is the insert of `job` (`values` as bound): the
+    /// Whether this row is the insert of the new job `values` binds: the
     /// same kind, step, due time, idempotency key and detail (compared as
     /// JSON values: `jsonb` orders keys its own way). Two new jobs of one
     /// run alike in all of these are interchangeable.
-    fn is(&self, job: &NewJob, values: &JobValues<'_>) -> bool {
+    fn is(&self, values: &JobValues<'_>) -> bool {
         self.kind == values.row.kind
             && self.step == values.row.step
-            && self.due_at.unix_timestamp() == job.due_unix
+            && self.due_at == values.due_at
             && self.idempotency_key == values.row.idempotency_key
             && serde_json::from_str::<Value>(&self.detail).ok()
                 == serde_json::from_str::<Value>(&values.row.detail).ok()

@@ -10,7 +10,7 @@ use crate::runs::errors::pdb;
 use crate::runs::Store;
 
 impl Store {
-    /// [`JobQueue::mark_sending_batch`] on PostgreSQL: one statement; each
+    /// [`JobQueue::mark_sending_batch`](coordinator_ports::store::JobQueue::mark_sending_batch) on PostgreSQL: one statement; each
     /// job is marked only under its owner's lease, its epoch and no
     /// restore hold. A lost connection answers every job unavailable; a
     /// job not marked answers [`PortError::LeaseLost`].

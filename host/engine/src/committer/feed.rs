@@ -1,4 +1,4 @@
-//! The one commit path of the engine: [`Core::feed`] gives the VM an
+//! The one commit path of the engine: [`Committer::feed`] gives the VM an
 //! event, turns its commands into jobs and commits the new state, the
 //! completed job and the new jobs through the group commit; every role
 //! (the worker's answers, an operator's action, the restore sweep) goes
@@ -7,15 +7,16 @@
 
 use std::collections::BTreeMap;
 
+use coordinator_ir::instant::Instant;
 use coordinator_ports::store::{Commit, Committed, Review, RunRecord, StepLedger, StoreError};
 use coordinator_vm::{Command, Event, RejectCode, Rejected};
 
-use crate::core::Core;
+use super::Committer;
 
 /// A change to a run's ledger, made in the commit of an event.
 pub(crate) type LedgerUpdate<'a> = dyn Fn(&mut BTreeMap<String, StepLedger>) + Sync + 'a;
 
-/// How [`Engine::feed`] commits an event.
+/// How [`Committer::feed`] commits an event.
 pub(crate) struct Feeding<'a> {
     /// The leased job the event answers: completed (deleted) by the commit,
     /// discarded when the VM refuses the event; an outage is waited out
@@ -62,11 +63,14 @@ pub(crate) struct StoreWait {
 }
 
 impl StoreWait {
-    fn new() -> Self {
+    /// No wait yet.
+    pub(crate) fn new() -> Self {
         StoreWait { waits: 0 }
     }
 
-    async fn wait(&mut self, run: &str, error: &str) {
+    /// Waits the next backoff (run `run` is the one waiting; `error` the
+    /// outage's).
+    pub(crate) async fn wait(&mut self, run: &str, error: &str) {
         if self.waits.is_multiple_of(10) {
             tracing::error!(
                 code = "store-unavailable",
@@ -81,23 +85,30 @@ impl StoreWait {
     }
 }
 
+/// What [`Committer::feed`] did.
 pub(crate) enum Fed {
+    /// The event was committed: the run after it.
     Applied(Box<RunRecord>),
+    /// The VM refused the event; nothing was committed (a completed job
+    /// was discarded).
     Rejected(Rejected),
     /// The event would dispatch while the restore hold is in place; nothing
     /// was committed.
     Held,
 }
 
-impl Core {
-    /// Feeds `event` to the run, commits the new state, the completed job
-    /// and the new jobs; on a version conflict re-reads the run and applies
-    /// the event again (an answer is never dropped because an operator
-    /// acted meanwhile). See [`Feeding`] for the options.
+impl Committer {
+    /// Feeds `event` to the run at `now` (the engine clock's reading for
+    /// this step of work), commits the new state, the completed job and the
+    /// new jobs; on a version conflict re-reads the run and applies the
+    /// event again at the clock's new reading (an answer is never dropped
+    /// because an operator acted meanwhile). See [`Feeding`] for the
+    /// options.
     pub(crate) async fn feed(
         &self,
         mut run: RunRecord,
         event: &Event,
+        mut now: Instant,
         feeding: Feeding<'_>,
     ) -> Result<Fed, StoreError> {
         let Feeding {
@@ -107,8 +118,8 @@ impl Core {
             refuse_dispatch,
             retry_conflicts,
         } = feeding;
-        let owner = self.config.worker_id.clone();
-        let Some(vm) = self.vm(&run.revision).await? else {
+        let owner = self.leases.owner().to_owned();
+        let Some(vm) = self.programs.load(&run.revision).await? else {
             return Err(StoreError::NotFound);
         };
         let answered = matches!(event, Event::CallAnswered { .. });
@@ -117,22 +128,9 @@ impl Core {
         loop {
             let resumed = match vm.resume(&run.state, event) {
                 Ok(r) => r,
-                Err(rejected) => {
-                    if let Some(job) = complete {
-                        // A run that ended meanwhile (its deadline and a wake
-                        // taken by two lanes) is the common, harmless case.
-                        if rejected.code == RejectCode::RunEnded {
-                            tracing::info!(run = %run.id, "the run has ended meanwhile; job discarded");
-                        } else {
-                            tracing::warn!(run = %run.id, error = %rejected, "event refused by the VM; job discarded");
-                        }
-                        self.store.discard(job, &owner).await?;
-                    }
-                    return Ok(Fed::Rejected(rejected));
-                }
+                Err(rejected) => return self.refused(&run.id, complete, rejected).await,
             };
-            let now = self.clock.now_unix();
-            let resumed = crate::jobs::take_due_waits(&vm, resumed, now, false);
+            let resumed = crate::jobs::take_due_waits(&vm, resumed, &now, false);
             if refuse_dispatch
                 && resumed
                     .commands
@@ -146,33 +144,41 @@ impl Core {
             let jobs = if resumed.status.is_terminal() {
                 Vec::new()
             } else {
-                self.jobs_for(&run.start_identity, &resumed.commands, now, answered)
+                self.jobs
+                    .jobs_for(&run.start_identity, &resumed.commands, &now, answered)
             };
             let mut ledger = run.ledger.clone();
             crate::timeline::record_admission(&vm, &run.state, &mut ledger);
             if let Some(update) = ledger_update {
                 update(&mut ledger);
             }
-            let traced = self.trace_before(&vm, &run);
-            self.trace_entered(traced.as_ref(), &resumed.state.path, &mut ledger);
-            crate::timeline::record_steps(&vm, &run.state, &resumed.state, event, now, &mut ledger);
+            let traced = self.spans.trace_before(&vm, &run);
+            self.spans
+                .trace_entered(traced.as_ref(), &resumed.state.path, &mut ledger);
+            crate::timeline::record_steps(
+                &vm,
+                &run.state,
+                &resumed.state,
+                event,
+                &now,
+                &mut ledger,
+            );
             let commit = Commit {
                 run_id: run.id.clone(),
                 expected_version: run.version,
-                at_unix: self.clock.now_unix(),
+                at: now,
                 state: resumed.state.clone(),
                 ledger: ledger.clone(),
                 complete: complete.map(|j| (j, owner.clone())),
                 jobs,
                 review,
             };
-            let now = self.clock.now_unix();
-            let scheduled_due_now = commit.jobs.iter().any(|j| j.due_unix <= now);
-            let lease = self.lease_on_insert(now);
-            let failed = match self.commit_grouped(commit, lease.clone()).await {
+            let scheduled_due_now = commit.jobs.iter().any(|j| j.due_at <= now);
+            let lease = self.leases.on_insert(&now);
+            let failed = match self.commit(commit, lease.clone()).await {
                 Ok(Committed { version, leased }) => {
                     if scheduled_due_now && leased.is_empty() {
-                        self.wake_one();
+                        self.hand_off.wake_one();
                     }
                     if resumed.status.is_terminal() {
                         tracing::info!(run = %run.id, state = resumed.status.as_str(), "run ended");
@@ -182,51 +188,69 @@ impl Core {
                     run.ledger = ledger;
                     run.version = version;
                     run.review = Review::after(run.review, review);
-                    self.trace_fed(traced, &run, event);
+                    self.spans.trace_fed(traced, &run, event);
                     if let Some(lease) = lease.filter(|_| !leased.is_empty()) {
-                        self.hand_off(leased, &run, lease.lease_until);
+                        self.hand_off.hand_off(leased, &run, lease.lease_until);
                     }
                     return Ok(Fed::Applied(Box::new(run)));
                 }
                 Err(e) => e,
             };
             match failed {
-                StoreError::Conflict if retry_conflicts && conflicts < 8 => conflicts += 1,
+                StoreError::Conflict if retry_conflicts && conflicts < 8 => {
+                    conflicts += 1;
+                    run = self
+                        .read_again(&run.id, complete.is_some(), &mut outage)
+                        .await?;
+                }
                 // A worker holds an answer (a request may have left): it is
                 // never dropped for an outage; the commit is tried again
                 // until the store is back. An operator action fails fast.
                 StoreError::Unavailable(e) if complete.is_some() => {
                     outage.wait(&run.id, &e).await;
-                    continue;
                 }
                 e => return Err(e),
             }
-            run = loop {
-                match self.store.get(&run.id).await {
-                    Ok(Some(r)) => break r,
-                    Ok(None) => return Err(StoreError::NotFound),
-                    Err(StoreError::Unavailable(e)) if complete.is_some() => {
-                        outage.wait(&run.id, &e).await;
-                    }
-                    Err(e) => return Err(e),
-                }
-            };
+            // Tried anew: a new step of work, at the clock's new reading.
+            now = self.clock.now();
         }
     }
 
-    /// Waits (real time, polling `ping`) until the store answers again, or
-    /// until `deadline` (engine clock) passes. Returns whether it answers.
-    pub(crate) async fn wait_for_store(&self, deadline: i64) -> bool {
-        let mut outage = StoreWait::new();
+    /// The VM refused the event on run `run_id`: the leased job it answers
+    /// (`complete`), if any, is discarded.
+    async fn refused(
+        &self,
+        run_id: &str,
+        complete: Option<u64>,
+        rejected: Rejected,
+    ) -> Result<Fed, StoreError> {
+        if let Some(job) = complete {
+            // A run that ended meanwhile (its deadline and a wake taken by
+            // two lanes) is the common, harmless case.
+            if rejected.code == RejectCode::RunEnded {
+                tracing::info!(run = %run_id, "the run has ended meanwhile; job discarded");
+            } else {
+                tracing::warn!(run = %run_id, error = %rejected, "event refused by the VM; job discarded");
+            }
+            self.queue.discard(job, self.leases.owner()).await?;
+        }
+        Ok(Fed::Rejected(rejected))
+    }
+
+    /// Run `run_id` read again after a conflict; an outage is waited out
+    /// when `wait_out` (a worker holding an answer), else answered.
+    async fn read_again(
+        &self,
+        run_id: &str,
+        wait_out: bool,
+        outage: &mut StoreWait,
+    ) -> Result<RunRecord, StoreError> {
         loop {
-            match self.store.ping().await {
-                Ok(()) => return true,
-                Err(e) => {
-                    if self.clock.now_unix() >= deadline {
-                        return false;
-                    }
-                    outage.wait("-", &e.to_string()).await;
-                }
+            match self.runs.get(run_id).await {
+                Ok(Some(r)) => return Ok(r),
+                Ok(None) => return Err(StoreError::NotFound),
+                Err(StoreError::Unavailable(e)) if wait_out => outage.wait(run_id, &e).await,
+                Err(e) => return Err(e),
             }
         }
     }
