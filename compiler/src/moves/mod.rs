@@ -12,9 +12,10 @@
 //!   kept, so B's `until` and `timeoutSeconds` do not matter);
 //! - every mapping of B after the target reads only what the run is
 //!   certain to have: its input as A's input type admits it, the outputs of
-//!   A's steps completed on every route to the wait that B keeps (the same
-//!   id, kind, operation and output schema: "carried"), and the outputs of
-//!   B's own steps after the target. This is `check`'s own route-sensitive
+//!   A's steps completed on every route to the wait that B carries
+//!   ([`coordinator_ir::carried::carried_steps`], the one rule: the same
+//!   id, kind, operation, BReg action and output schema; a `wait-for` only
+//!   with its call), and the outputs of B's own steps after the target. This is `check`'s own route-sensitive
 //!   typing run from that state ([`crate::check`]'s `resume.rs`), not a
 //!   second copy of it;
 //! - no step of B after the target has the id of a call A may already have
