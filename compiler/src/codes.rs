@@ -75,6 +75,8 @@ coordinator_source::diagnostic_codes! {
         "A `--map OLD=NEW` of `move plan` is not `OLD=NEW`, names no wait step of revision A, maps a wait twice or names no valid step id.");
     MOVE_READ_UNAVAILABLE = ("coordinator.move.read-unavailable", Error,
         "A mapping of revision B after the move's target reads a step output that a moved run does not have.");
+    MOVE_SCENARIO_FAILED = ("coordinator.move.scenario-failed", Error,
+        "A scenario case of revision A that moves its run at a wait to revision B does not pass, so `move plan` refuses that wait.");
     MOVE_SKIP_INVALID = ("coordinator.move.skip-invalid", Error,
         "`move plan --accept-skipped STEP` names no call step of revision B.");
     MOVE_TARGET_KIND = ("coordinator.move.target-kind", Error,

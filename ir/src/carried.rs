@@ -1,88 +1,126 @@
 //! Which step outputs a run keeps when it moves from one revision of a
 //! workflow to another (docs/decisions.md "Moving waiting runs"). The rule
 //! is stated here once, over two [`Program`]s: the compiler's cross-revision
-//! check writes its result into a move certificate (`carried`), and the
-//! scenario host hands it to the VM's move (`coordinator_vm::MoveTarget`).
+//! check writes its result into a move certificate (`carried`) and starts
+//! its data check from it, the scenario host hands it to the VM's move
+//! (`coordinator_vm::MoveTarget`), and the service reads it from the
+//! certificate.
+
+use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::{Program, StepId, StepOp};
+use crate::{OperationBinding, Program, SchemaId, StepId, StepOp};
 
 /// The steps of `from` whose outputs (and effects) a run waiting at step
 /// `from_wait` keeps when it moves to `to`, by name, sorted.
 ///
-/// A step of `from` is carried when both hold:
-/// - it may have completed before the wait: `from_wait` can be reached
-///   from it (`from_wait` itself is not: a run waiting there has no
-///   output of it yet);
-/// - `to` has a step with the same name, of the same kind (`call` or
-///   `wait-for`), on the same catalogue operation (a `wait-for`: its
-///   call's operation and the same completion name) whose output schema
-///   (a `wait-for`: the completion's schema) is the same resolved schema,
-///   compared as JSON.
+/// A step of `from` is carried when it may have completed before the wait
+/// (`from_wait` can be reached from it; `from_wait` itself cannot: a run
+/// waiting there has no output of it yet) and its output means the same
+/// thing in `to`:
+/// - a `call`: `to` has a `call` of the same name on the same catalogue
+///   operation, the same BReg action (the same `uses` with another action
+///   is another effect) and the same resolved output schema (the Programs'
+///   `schemas` entries, compared as JSON);
+/// - a `wait-for`: `to` has a `wait-for` of the same name waiting for the
+///   same completion name on a call of the same name, that call is itself
+///   carried (a completion belongs to its call's effect), and the
+///   completion's schema is the same.
 ///
 /// Steps of other kinds have no output and are never carried. An unknown
-/// `from_wait` gives an empty list.
+/// `from_wait` gives an empty list. Whether a carried step completed on
+/// *every* route to the wait (what a moved run is certain to have) is the
+/// compiler's must-dataflow, not this rule: a run keeps the output of a
+/// carried step when it has one.
 pub fn carried_steps(from: &Program, to: &Program, from_wait: &str) -> Vec<String> {
     let Some(wait) = from.step_id(from_wait) else {
         return Vec::new();
     };
     let before = reaching(from, wait);
-    let mut carried: Vec<String> = from
+    let candidates: Vec<&str> = from
         .steps
         .iter()
         .enumerate()
         .filter(|(i, _)| before.get(*i).copied().unwrap_or(false))
-        .filter_map(|(_, step)| {
-            let theirs = to.step_id(&step.name)?;
-            let ours = output_signature(from, from.step_id(&step.name)?)?;
-            (output_signature(to, theirs)? == ours).then(|| step.name.clone())
-        })
+        .map(|(_, step)| step.name.as_str())
         .collect();
+    let calls: BTreeSet<&str> = candidates
+        .iter()
+        .copied()
+        .filter(|name| same_call(from, to, name))
+        .collect();
+    let waits: Vec<&str> = candidates
+        .iter()
+        .copied()
+        .filter(|name| same_wait_for(from, to, name, &calls))
+        .collect();
+    let mut carried: Vec<String> = calls.into_iter().chain(waits).map(str::to_owned).collect();
     carried.sort();
     carried
 }
 
-/// What a step's output is, as far as carrying it goes: its kind, the
-/// catalogue operation, the completion name (a wait-for) and the schema.
-#[derive(PartialEq)]
-struct OutputSignature<'p> {
-    wait_for: bool,
-    operation: &'p str,
-    completion: Option<&'p str>,
-    schema: Option<&'p Value>,
+/// The operation binding of step `name` of `program`, when it is a call.
+fn call_binding<'p>(program: &'p Program, name: &str) -> Option<&'p OperationBinding> {
+    match &program.step(program.step_id(name)?)?.op {
+        StepOp::Call { operation, .. } => program.operations.get(operation.index()),
+        StepOp::Choose { .. }
+        | StepOp::WaitUntil { .. }
+        | StepOp::WaitFor { .. }
+        | StepOp::Finish { .. } => None,
+    }
 }
 
-/// The output signature of step `id` of `program`; `None` for a step
-/// without an output (choose, wait-until, finish) or an index out of range.
-fn output_signature(program: &Program, id: StepId) -> Option<OutputSignature<'_>> {
-    let schema = |s: crate::SchemaId| program.schemas.get(s.index());
-    match &program.step(id)?.op {
-        StepOp::Call { operation, .. } => {
-            let binding = program.operations.get(operation.index())?;
-            Some(OutputSignature {
-                wait_for: false,
-                operation: &binding.descriptor.id,
-                completion: None,
-                schema: schema(binding.output),
-            })
+/// Schema `id` of `program`.
+fn schema(program: &Program, id: SchemaId) -> Option<&Value> {
+    program.schemas.get(id.index())
+}
+
+/// Whether step `name` is a call in `from` and in `to` with the same
+/// catalogue operation, BReg action and output schema.
+fn same_call(from: &Program, to: &Program, name: &str) -> bool {
+    match (call_binding(from, name), call_binding(to, name)) {
+        (Some(a), Some(b)) => {
+            a.descriptor.id == b.descriptor.id
+                && a.action == b.action
+                && schema(from, a.output) == schema(to, b.output)
         }
+        _ => false,
+    }
+}
+
+/// The call a `wait-for` step `name` of `program` waits on (its name) and
+/// the completion name, when it is a `wait-for`.
+fn wait_for<'p>(program: &'p Program, name: &str) -> Option<(&'p str, &'p str)> {
+    match &program.step(program.step_id(name)?)?.op {
         StepOp::WaitFor {
             call, completion, ..
-        } => {
-            let StepOp::Call { operation, .. } = &program.step(*call)?.op else {
-                return None;
-            };
-            let binding = program.operations.get(operation.index())?;
-            Some(OutputSignature {
-                wait_for: true,
-                operation: &binding.descriptor.id,
-                completion: Some(completion),
-                schema: binding.completion.and_then(schema),
-            })
-        }
-        StepOp::Choose { .. } | StepOp::WaitUntil { .. } | StepOp::Finish { .. } => None,
+        } => Some((program.step(*call)?.name.as_str(), completion.as_str())),
+        StepOp::Call { .. }
+        | StepOp::Choose { .. }
+        | StepOp::WaitUntil { .. }
+        | StepOp::Finish { .. } => None,
     }
+}
+
+/// Whether step `name` is a `wait-for` in `from` and in `to` waiting for
+/// the same completion of the same call, carried (in `calls`), with the
+/// same completion schema.
+fn same_wait_for(from: &Program, to: &Program, name: &str, calls: &BTreeSet<&str>) -> bool {
+    let (Some((call_a, completion_a)), Some((call_b, completion_b))) =
+        (wait_for(from, name), wait_for(to, name))
+    else {
+        return false;
+    };
+    let completion_schema = |program: &Program, call: &str| {
+        call_binding(program, call)
+            .and_then(|b| b.completion)
+            .and_then(|s| schema(program, s).cloned())
+    };
+    call_a == call_b
+        && completion_a == completion_b
+        && calls.contains(call_a)
+        && completion_schema(from, call_a) == completion_schema(to, call_b)
 }
 
 /// Per step of `program`, whether `target` can be reached from it by one
@@ -125,7 +163,7 @@ mod tests {
     use super::*;
 
     use crate::catalogue::lookup;
-    use crate::{Expr, Instr, OperationBinding, OperationId, Outcome, SchemaId, Step, StepKind};
+    use crate::{Expr, Instr, OperationId, Outcome, Step, StepKind};
 
     fn call(name: &str, operation: u32, next: u32) -> Step {
         Step {
@@ -260,5 +298,37 @@ mod tests {
         let mut renamed = a.clone();
         renamed.steps[0].name = "read-again".into();
         assert_eq!(carried_steps(&a, &renamed, "due"), ["decided", "review"]);
+    }
+
+    #[test]
+    fn another_breg_action_is_another_effect() {
+        let mut a = program("due", json!({"type": "object"}));
+        a.operations[0].descriptor = lookup("breg.invoke-action/v1").unwrap();
+        a.operations[0].action = Some("close-case".into());
+        let mut b = a.clone();
+        assert_eq!(carried_steps(&a, &b, "due"), ["decided", "read", "review"]);
+        b.operations[0].action = Some("reopen-case".into());
+        assert_eq!(carried_steps(&a, &b, "due"), ["decided", "review"]);
+    }
+
+    #[test]
+    fn a_wait_for_is_carried_only_with_its_call() {
+        let a = program("due", json!({"type": "object"}));
+        // The review call's output differs in B: neither the call nor the
+        // completion awaited on it means the same thing there.
+        let mut narrower = a.clone();
+        narrower.schemas[2] = json!({"type": "object", "required": ["id"]});
+        assert_eq!(carried_steps(&a, &narrower, "due"), ["read"]);
+        // B's `decided` waits on `read` (the same completion name): another
+        // call's completion.
+        let mut other_call = a.clone();
+        if let StepOp::WaitFor { call, .. } = &mut other_call.steps[2].op {
+            *call = StepId(0);
+        }
+        assert_eq!(carried_steps(&a, &other_call, "due"), ["read", "review"]);
+        // The completion's schema differs.
+        let mut other_schema = a.clone();
+        other_schema.schemas[3] = json!({"type": "object"});
+        assert_eq!(carried_steps(&a, &other_schema, "due"), ["read", "review"]);
     }
 }

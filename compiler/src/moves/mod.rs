@@ -12,9 +12,10 @@
 //!   kept, so B's `until` and `timeoutSeconds` do not matter);
 //! - every mapping of B after the target reads only what the run is
 //!   certain to have: its input as A's input type admits it, the outputs of
-//!   A's steps completed on every route to the wait that B keeps (the same
-//!   id, kind, operation and output schema: "carried"), and the outputs of
-//!   B's own steps after the target. This is `check`'s own route-sensitive
+//!   A's steps completed on every route to the wait that B carries
+//!   ([`coordinator_ir::carried::carried_steps`], the one rule: the same
+//!   id, kind, operation, BReg action and output schema; a `wait-for` only
+//!   with its call), and the outputs of B's own steps after the target. This is `check`'s own route-sensitive
 //!   typing run from that state ([`crate::check`]'s `resume.rs`), not a
 //!   second copy of it;
 //! - no step of B after the target has the id of a call A may already have
@@ -23,11 +24,19 @@
 //!   plan accepts the skip (`--accept-skipped STEP`; a read of it after the
 //!   target is still refused by the data check).
 //!
+//! - every scenario case of A that moves its run at the wait to the target
+//!   passes (`cases.rs`: the caller runs them and hands over
+//!   [`MovedCases`]).
+//!
 //! Revision A is read from its Program alone (a project's or a package's),
 //! revision B from its project: B's findings need its sources and their
-//! positions. Every finding is located in B where B causes it.
+//! positions. Every finding is located in B where B causes it, except a
+//! failed scenario case, located at the case in A's `scenarios.yaml`.
 
+mod cases;
 mod wait;
+
+pub use cases::{CasesByWait, MovedCaseRun, MovedCases};
 
 use std::collections::BTreeSet;
 
@@ -67,6 +76,11 @@ pub struct MovePlan {
     pub certificate: MoveCertificate,
     /// Every finding of every wait, as the diagnostic it was made from.
     pub diagnostics: Vec<Diagnostic>,
+    /// Per wait step of A (every one, in the certificate), the scenario
+    /// cases held to its move, in file order (empty: no case moves there
+    /// to the target). Not part of the certificate: a failed case is there
+    /// only as its finding.
+    pub moved_cases: CasesByWait,
 }
 
 /// Why no plan was made.
@@ -76,8 +90,9 @@ pub enum PlanRefused {
     /// `coordinator.move.skip-invalid`): a usage error (exit 2).
     Usage(Vec<Diagnostic>),
     /// The revisions cannot be compared: B did not compile (its own
-    /// diagnostics), or A and B are different workflows
-    /// (`coordinator.move.workflow-differs`): exit 1.
+    /// diagnostics), A and B are different workflows
+    /// (`coordinator.move.workflow-differs`), or A's scenarios file has
+    /// faults ([`MovedCases::faults`]): exit 1.
     Refused(Vec<Diagnostic>),
 }
 
@@ -210,13 +225,15 @@ fn listed(names: &[&str]) -> String {
 /// Plans the move of the runs waiting on revision `from` (A, a Program:
 /// a project's or a package's) to the project `to` (B, compiled without
 /// errors): one verdict per wait step of A, in A's step order, sealed into
-/// a certificate. Usage faults (`options`) and a refusal (B did not
-/// compile, another workflow) come back as [`PlanRefused`], every fault at
-/// once.
+/// a certificate; `cases` are A's scenario cases that move to B, as the
+/// caller ran them (none for a package). Usage faults (`options`) and a
+/// refusal (B did not compile, another workflow, faults of A's scenarios)
+/// come back as [`PlanRefused`], every fault at once.
 pub fn plan_move(
     from: &Program,
     to: &Compiled,
     options: &MoveOptions,
+    cases: &MovedCases,
 ) -> Result<MovePlan, PlanRefused> {
     let (Some(b_program), Some(b), false) = (&to.program, &to.analysis, to.has_errors()) else {
         let mut diags: Vec<Diagnostic> = to
@@ -249,10 +266,14 @@ pub fn plan_move(
             ),
         )]));
     }
+    if !cases.faults.is_empty() {
+        return Err(PlanRefused::Refused(cases.faults.clone()));
+    }
     let accepted: BTreeSet<String> = options.accept_skipped.iter().cloned().collect();
     let check = wait::Revisions::new(from, b_program, b, &to.diagnostics, &accepted);
     let mut waits = Vec::new();
     let mut diagnostics = Vec::new();
+    let mut moved_cases = CasesByWait::new();
     for step in from.steps.iter().filter(|s| s.op.kind().is_wait()) {
         let target = options
             .map
@@ -260,6 +281,9 @@ pub fn plan_move(
             .find(|m| m.from == step.name)
             .map_or(step.name.as_str(), |m| m.to.as_str());
         let (verdict, mut found) = check.decide(step, target);
+        let held = cases.at(&step.name, target);
+        found.extend(cases::failed(&held, &step.name, target));
+        moved_cases.insert(step.name.clone(), held.into_iter().cloned().collect());
         diagnostic::sort(&mut found);
         waits.push(coordinator_ir::moves::WaitVerdict {
             movable: found.is_empty(),
@@ -288,6 +312,7 @@ pub fn plan_move(
     Ok(MovePlan {
         certificate,
         diagnostics,
+        moved_cases,
     })
 }
 

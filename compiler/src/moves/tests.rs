@@ -6,9 +6,11 @@ use std::path::{Path, PathBuf};
 
 use coordinator_ir::moves::StepMapEntry;
 use coordinator_ir::Program;
-use coordinator_source::Diagnostic;
+use coordinator_source::{Diagnostic, Located};
 
-use super::{plan_move, read_step_map, MoveOptions, MovePlan, PlanRefused};
+use super::{
+    plan_move, read_step_map, MoveOptions, MovePlan, MovedCaseRun, MovedCases, PlanRefused,
+};
 use crate::check::Graph;
 use crate::{compile_sources, Compiled};
 
@@ -49,7 +51,7 @@ fn program(c: &Compiled) -> &Program {
 }
 
 fn plan(a: &Compiled, b: &Compiled, options: &MoveOptions) -> MovePlan {
-    plan_move(program(a), b, options).expect("a plan")
+    plan_move(program(a), b, options, &MovedCases::default()).expect("a plan")
 }
 
 fn codes(diags: &[Diagnostic]) -> Vec<&str> {
@@ -438,7 +440,7 @@ fn bad_maps_and_skips_are_usage_errors() {
                 .expect("well formed"),
             accept_skipped: accept.iter().map(|s| (*s).to_owned()).collect(),
         };
-        match plan_move(program(&a), &b, &options) {
+        match plan_move(program(&a), &b, &options, &MovedCases::default()) {
             Err(PlanRefused::Usage(d)) => d,
             other => panic!("expected a usage error, got {other:?}"),
         }
@@ -471,7 +473,12 @@ fn another_workflow_or_a_broken_b_is_refused() {
         &edited(&w, &[("  id: follow-up\n", "  id: other\n")]),
         &f,
     );
-    match plan_move(program(&a), &other, &MoveOptions::default()) {
+    match plan_move(
+        program(&a),
+        &other,
+        &MoveOptions::default(),
+        &MovedCases::default(),
+    ) {
         Err(PlanRefused::Refused(d)) => {
             assert_eq!(codes(&d), ["coordinator.move.workflow-differs"]);
             assert_eq!(d.first().map(|d| d.pointer.as_str()), Some("/project/id"));
@@ -484,7 +491,7 @@ fn another_workflow_or_a_broken_b_is_refused() {
         Some(&f),
     );
     assert!(matches!(
-        plan_move(program(&a), &broken, &MoveOptions::default()),
+        plan_move(program(&a), &broken, &MoveOptions::default(), &MovedCases::default()),
         Err(PlanRefused::Refused(d)) if codes(&d) == ["coordinator.step.unknown"]
     ));
 }
@@ -623,4 +630,126 @@ fn a_function_input_bound_by_type_keeps_the_binding_b_runs() {
         "{:#?}",
         p.diagnostics
     );
+}
+
+/// The starter with another notice text: `due` moves.
+fn notice_text_b() -> Compiled {
+    let (w, f) = texts("delayed-follow-up");
+    let f = edited(
+        &f,
+        &[("\"application-follow-up\"", "\"application-reminder\"")],
+    );
+    compiled("b", &w, &f)
+}
+
+/// A moved case of A's scenarios, as the caller ran it (`problem`: failed).
+fn case_run(case: &str, index: u32, to: &str, problem: Option<&str>) -> MovedCaseRun {
+    MovedCaseRun {
+        case: case.into(),
+        wait: "due".into(),
+        to: to.into(),
+        passed: problem.is_none(),
+        problem: problem.map(str::to_owned),
+        at: Located {
+            file: "a/scenarios.yaml".into(),
+            line: 17 + 40 * index,
+            column: 3,
+            pointer: format!("/cases/{index}/move"),
+        },
+    }
+}
+
+/// The cases a plan held to `due`.
+fn held_at_due(p: &MovePlan) -> &[MovedCaseRun] {
+    p.moved_cases
+        .get("due")
+        .map(Vec::as_slice)
+        .expect("every wait has its list")
+}
+
+fn plan_with(a: &Compiled, b: &Compiled, cases: &MovedCases) -> Result<MovePlan, PlanRefused> {
+    plan_move(program(a), b, &MoveOptions::default(), cases)
+}
+
+#[test]
+fn a_moved_case_that_fails_refuses_its_wait_at_the_case() {
+    let (a, b) = (starter(), notice_text_b());
+    let bare = plan(&a, &b, &MoveOptions::default());
+    let passing = MovedCases {
+        runs: vec![case_run("sent", 0, "due", None)],
+        faults: Vec::new(),
+    };
+    let p = plan_with(&a, &b, &passing).expect("a plan");
+    assert!(
+        p.certificate.movable_wait("due").is_some(),
+        "{:#?}",
+        p.diagnostics
+    );
+    assert_eq!(held_at_due(&p), passing.runs);
+    // Cases enter the certificate only through their findings: passing
+    // ones leave the digest as it is without them.
+    assert_eq!(p.certificate.digest, bare.certificate.digest);
+    assert!(held_at_due(&bare).is_empty());
+
+    let failing = MovedCases {
+        runs: vec![
+            case_run("sent", 0, "due", None),
+            case_run(
+                "skipped",
+                1,
+                "due",
+                Some("path: expected [due, x], got [due, y]"),
+            ),
+        ],
+        faults: Vec::new(),
+    };
+    let p = plan_with(&a, &b, &failing).expect("a plan");
+    let due = p.certificate.wait("due").expect("due");
+    assert!(!due.movable);
+    assert_eq!(codes(&p.diagnostics), ["coordinator.move.scenario-failed"]);
+    let d = p.diagnostics.first().expect("one finding");
+    assert_eq!(
+        (d.file.as_str(), d.line, d.column, d.pointer.as_str()),
+        ("a/scenarios.yaml", 57, 3, "/cases/1/move")
+    );
+    assert!(
+        d.message.contains("case `skipped`")
+            && d.message.ends_with("path: expected [due, x], got [due, y]"),
+        "{}",
+        d.message
+    );
+    let codes_in_certificate: Vec<&str> = due.findings.iter().map(|f| f.code.as_str()).collect();
+    assert_eq!(codes_in_certificate, ["coordinator.move.scenario-failed"]);
+    assert_ne!(p.certificate.digest, bare.certificate.digest);
+    assert!(p.certificate.verify_digest().is_ok());
+    assert_eq!(held_at_due(&p).len(), 2);
+}
+
+#[test]
+fn a_case_moving_to_another_step_is_not_held_to_the_plan_and_faults_refuse_it() {
+    let (a, b) = (starter(), notice_text_b());
+    // The case moves `due` to a step the plan does not move it to: it
+    // tests another move.
+    let elsewhere = MovedCases {
+        runs: vec![case_run("later", 0, "due-later", Some("it failed"))],
+        faults: Vec::new(),
+    };
+    let p = plan_with(&a, &b, &elsewhere).expect("a plan");
+    assert!(p.certificate.movable_wait("due").is_some());
+    assert!(held_at_due(&p).is_empty());
+
+    let fault = Diagnostic::error(
+        "coordinator.scenario.move-project",
+        Located::default(),
+        "the project cannot be moved to",
+        "fix it",
+    );
+    let faulty = MovedCases {
+        runs: Vec::new(),
+        faults: vec![fault.clone()],
+    };
+    match plan_with(&a, &b, &faulty) {
+        Err(PlanRefused::Refused(d)) => assert_eq!(d, [fault]),
+        other => panic!("refused with the scenario faults, got {other:?}"),
+    }
 }

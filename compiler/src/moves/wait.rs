@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use coordinator_ir::carried::carried_steps;
 use coordinator_ir::moves::WaitVerdict;
 use coordinator_ir::pointer::escape_token;
 use coordinator_ir::{Program, SchemaId, Step, StepId, StepOp};
@@ -114,13 +115,13 @@ impl<'a> Revisions<'a> {
     /// The verdict on A's wait step `wait` moving to B's step `target`
     /// (`movable` and `findings` left to the caller), and its findings.
     pub(super) fn decide(&self, wait: &Step, target: &str) -> (WaitVerdict, Vec<Diagnostic>) {
-        let carried = self.carried(&wait.name);
+        let (kept, carried) = self.carried(&wait.name);
         let verdict = WaitVerdict {
             from: wait.name.clone(),
             to: target.to_owned(),
             kind: wait.op.kind(),
             movable: false,
-            carried: carried.keys().cloned().collect(),
+            carried: kept,
             findings: Vec::new(),
         };
         let mut found = Vec::new();
@@ -139,51 +140,26 @@ impl<'a> Revisions<'a> {
         (verdict, found)
     }
 
-    /// The steps of A completed on every route to `wait` whose outputs B
-    /// keeps, with the outputs they may have there: calls with the same
-    /// id, operation (`uses` and BReg action) and output schema in B, and
-    /// wait-fors with the same id, completion name and schema, waiting on
-    /// the same call, itself carried.
-    pub(super) fn carried(&self, wait: &str) -> Facts {
-        let Some(facts) = self.a_facts.get(wait) else {
-            return Facts::new();
-        };
-        let calls: Facts = facts
-            .iter()
-            .filter(|(id, _)| self.same_call(id))
-            .map(|(id, v)| (id.clone(), v.clone()))
-            .collect();
-        let waits: Facts = facts
-            .iter()
-            .filter(|(id, _)| self.same_wait_for(id, &calls))
-            .map(|(id, v)| (id.clone(), v.clone()))
-            .collect();
-        calls.into_iter().chain(waits).collect()
-    }
-
-    /// Whether step `id` is a call in A and B with the same operation and
-    /// output schema.
-    fn same_call(&self, id: &str) -> bool {
-        let ops = (
-            self.a_step(id).map(|s| &s.op),
-            self.b_step(id).map(|s| &s.op),
-        );
-        let (Some(StepOp::Call { operation: oa, .. }), Some(StepOp::Call { operation: ob, .. })) =
-            ops
-        else {
-            return false;
-        };
-        match (
-            self.a.operations.get(oa.index()),
-            self.b.operations.get(ob.index()),
-        ) {
-            (Some(x), Some(y)) => {
-                x.descriptor.id == y.descriptor.id
-                    && x.action == y.action
-                    && schema(self.a, x.output) == schema(self.b, y.output)
-            }
-            _ => false,
-        }
+    /// The steps a run moved from `wait` keeps, by the one rule
+    /// ([`carried_steps`]: it may have completed before the wait, and B has
+    /// it with the same meaning), for the certificate; and of those, the
+    /// ones completed on every route to `wait`, with the outputs they may
+    /// have there: what a moved run is certain to have, the state the
+    /// other rules and the resumed data check start from.
+    pub(super) fn carried(&self, wait: &str) -> (Vec<String>, Facts) {
+        let kept = carried_steps(self.a, self.b, wait);
+        let certain = self
+            .a_facts
+            .get(wait)
+            .map(|facts| {
+                facts
+                    .iter()
+                    .filter(|(id, _)| kept.contains(id))
+                    .map(|(id, v)| (id.clone(), v.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        (kept, certain)
     }
 
     /// The completion schema of call `call` of `p`, when it exposes one.
@@ -197,35 +173,6 @@ impl<'a> Revisions<'a> {
             | StepOp::WaitFor { .. }
             | StepOp::Finish { .. } => None,
         }
-    }
-
-    /// Whether step `id` is a wait-for in A and B waiting for the same
-    /// completion of the same call, carried (in `calls`).
-    fn same_wait_for(&self, id: &str, calls: &Facts) -> bool {
-        let ops = (
-            self.a_step(id).map(|s| &s.op),
-            self.b_step(id).map(|s| &s.op),
-        );
-        let (
-            Some(StepOp::WaitFor {
-                call: ca,
-                completion: na,
-                ..
-            }),
-            Some(StepOp::WaitFor {
-                call: cb,
-                completion: nb,
-                ..
-            }),
-        ) = ops
-        else {
-            return false;
-        };
-        let call = name_of(self.a, *ca);
-        call == name_of(self.b, *cb)
-            && na == nb
-            && calls.contains_key(call)
-            && Self::completion_schema(self.a, *ca) == Self::completion_schema(self.b, *cb)
     }
 
     fn target_missing(&self, wait: &str, target: &str) -> Diagnostic {
@@ -298,7 +245,7 @@ impl<'a> Revisions<'a> {
         if call_a != call_b {
             differs(format!("{cp}/step"), format!("step `{t}` of revision B waits on call `{call_b}`; a run waiting at `{w}` of revision A waits on call `{call_a}`"));
         } else if !carried.contains_key(call_a) {
-            differs(format!("{cp}/step"), format!("call `{call_a}` is not carried to revision B (its operation or output differs there), so the completion a run waiting at `{w}` awaits belongs to no call of B"));
+            differs(format!("{cp}/step"), format!("call `{call_a}` is not carried to revision B (its operation, BReg action or output differs there), so the completion a run waiting at `{w}` awaits belongs to no call of B"));
         } else if Self::completion_schema(self.a, *ca) != Self::completion_schema(self.b, *cb) {
             differs(format!("{cp}/name"), format!("completion `{na}` of call `{call_a}` has another schema in revision B than the one a run waiting at `{w}` of revision A awaits"));
         }
@@ -346,7 +293,7 @@ impl<'a> Revisions<'a> {
                         format!("`{s}` of revision A is not completed on every route to `{wait}`")
                     }
                     Some(_) => format!(
-                        "`{s}` of revision A has another kind, operation or output type"
+                        "`{s}` of revision A has another kind, operation, BReg action or output type"
                     ),
                 };
                 Diagnostic::error(

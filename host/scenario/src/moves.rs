@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use coordinator_ir::carried::carried_steps;
 use coordinator_ir::Program;
-use coordinator_source::YamlDocument;
+use coordinator_source::{Located, YamlDocument};
 use coordinator_vm::{MoveTarget, Vm};
 use serde::Serialize;
 
@@ -89,12 +89,18 @@ pub fn move_target(from: &Program, to: &Program, m: &CaseMove) -> MoveTarget {
 pub struct MovedCase {
     /// The case id.
     pub case: String,
+    /// The step of revision B the run moves to ([`CaseMove::target_step`]).
+    pub to: String,
     /// Whether it ran and every expectation held.
     pub passed: bool,
-    /// Why not, for a case that did not pass: the first difference (with
-    /// the run's failure, if it failed), or the scenario faults that
-    /// stopped it, in text form.
+    /// Why not, for a case that did not pass, on one line: the first
+    /// difference (then the run's failure, if it failed), or the scenario
+    /// faults that stopped it (`error[CODE] message`), joined by `; `.
     pub problem: Option<String>,
+    /// The case's `move` member in the scenarios file (at its key): where
+    /// `move plan` locates a finding about the case.
+    #[serde(skip)]
+    pub at: Located,
 }
 
 /// Runs the cases of `file` (read from `doc`, checked with [`crate::file::check`])
@@ -116,17 +122,25 @@ pub fn run_moved_cases(
         if targets.revision(&m.project) != Some(to_revision) {
             continue;
         }
-        let moved = match run::run_case_with_moves(from, targets, doc, i, case) {
-            Ok(report) => MovedCase {
-                case: case.id.clone(),
-                passed: report.passed,
-                problem: (!report.passed).then(|| report.problem()),
-            },
-            Err(faults) => MovedCase {
-                case: case.id.clone(),
-                passed: false,
-                problem: Some(coordinator_source::diagnostic::render_text(&faults)),
-            },
+        let (passed, problem) = match run::run_case_with_moves(from, targets, doc, i, case) {
+            Ok(report) => (
+                report.passed,
+                (!report.passed).then(|| report.problem().lines().collect::<Vec<_>>().join("; ")),
+            ),
+            Err(faults) => {
+                let each: Vec<String> = faults
+                    .iter()
+                    .map(|d| format!("{}[{}] {}", d.severity.as_str(), d.code, d.message))
+                    .collect();
+                (false, Some(each.join("; ")))
+            }
+        };
+        let moved = MovedCase {
+            case: case.id.clone(),
+            to: m.target_step().to_owned(),
+            passed,
+            problem,
+            at: doc.locate_key(&format!("/cases/{i}/move")),
         };
         by_wait.entry(m.step.clone()).or_default().push(moved);
     }

@@ -268,11 +268,27 @@ fn the_moved_cases_of_one_revision_are_reported_by_wait() {
     let due = &to_bad["due"];
     assert_eq!(due.len(), 1);
     assert_eq!((due[0].case.as_str(), due[0].passed), ("to-bad", false));
-    assert!(due[0]
-        .problem
-        .as_deref()
-        .unwrap_or("")
-        .contains("after the move"));
+    let problem = due[0].problem.as_deref().unwrap_or("");
+    assert!(problem.contains("after the move"), "{problem}");
+    assert!(!problem.contains('\n'), "one line: {problem}");
+    // Where `move plan` locates a finding about the case: its `move` key.
+    let move_line = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.starts_with("  move:"))
+        .nth(1)
+        .map(|(i, _)| i + 1)
+        .expect("the second case's move");
+    assert_eq!(
+        (
+            due[0].to.as_str(),
+            due[0].at.file.as_str(),
+            due[0].at.line as usize,
+            due[0].at.column,
+            due[0].at.pointer.as_str()
+        ),
+        ("due", "a/scenarios.yaml", move_line, 3, "/cases/1/move")
+    );
     let to_good = run_moved_cases(&vm, &doc, &scenarios, &t, &good.revision());
     let ids: Vec<(&str, bool)> = to_good["due"]
         .iter()

@@ -6,8 +6,8 @@
 //! to another revision (`scenario_moves`), the deployment commands on PostgreSQL
 //! (`deploy_postgres`), the caller and operator commands over a real
 //! service (`ops`), explain's typed IR (`explain`), the drawn graph
-//! (`graph`), `move plan` (`moves`) and both binaries' `--version`
-//! (`version`).
+//! (`graph`), `move plan` (`moves`) holding waits to the moved scenario
+//! cases (`plan_moved_cases`), and both binaries' `--version` (`version`).
 
 mod coverage;
 mod deploy_postgres;
@@ -16,6 +16,7 @@ mod graph;
 mod lsp;
 mod moves;
 mod ops;
+mod plan_moved_cases;
 mod rich;
 mod robustness;
 mod scenario_moves;

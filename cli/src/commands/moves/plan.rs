@@ -9,24 +9,33 @@
 //! pinned package); B is a project directory, since its findings are
 //! located in its files (a package for B is refused,
 //! `coordinator.move.to-package`). Both must compile cleanly and be the
-//! same workflow. The decision is `coordinator_compiler::moves::plan_move`;
-//! this command reads the arguments, loads the revisions, writes the
-//! certificate whole (a temporary sibling, then a rename) and reports.
+//! same workflow. When A is a project, the cases of its `scenarios.yaml`
+//! that move their run to B are run first (`test/moves.rs`,
+//! `moved_case_results`), and a wait one of whose cases fails is refused.
+//! The decision is `coordinator_compiler::moves::plan_move`; this command
+//! reads the arguments, loads the revisions, runs the moved cases, writes
+//! the certificate whole (a temporary sibling, then a rename) and reports.
 //!
 //! Text: the findings on stderr in `check`'s form, then on stdout one line
-//! per wait (`movable:` or `refused:`) and the certificate's path and
-//! digest. `--format json`: one `CoordinatorCtlReport` with the findings
-//! as its diagnostics and the certificate as `certificate`.
+//! per wait (`movable:` or `refused:`, with the moved cases it ran there:
+//! `, 2 moved cases passed`) and the certificate's path and digest.
+//! `--format json`: one `CoordinatorCtlReport` with the findings as its
+//! diagnostics, the certificate as `certificate` and, per wait of A, the
+//! moved cases run as `movedCases`.
 //!
 //! Exit codes: 0 at least one wait movable, 1 none (the certificate is
-//! written in both cases), or A or B refused (no certificate); 2 usage (a
-//! bad `--map`, `--accept-skipped` or `--output`, a package for B); 3 a
-//! file cannot be read or the certificate cannot be written.
+//! written in both cases), or A or B refused, or A's scenarios file has
+//! faults (no certificate); 2 usage (a bad `--map`, `--accept-skipped` or
+//! `--output`, a package for B); 3 a file cannot be read or the
+//! certificate cannot be written.
 
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use coordinator_compiler::moves::{plan_move, read_step_map, MoveOptions, MovePlan, PlanRefused};
+use coordinator_compiler::moves::{
+    plan_move, read_step_map, CasesByWait, MoveOptions, MovePlan, MovedCaseRun, MovedCases,
+    PlanRefused,
+};
 use coordinator_compiler::Compiled;
 use coordinator_ir::moves::MoveCertificate;
 use coordinator_ir::Program;
@@ -65,13 +74,17 @@ pub struct PlanArgs {
     pub format: Format,
 }
 
-/// The JSON report's members beside the shared ones.
+/// The JSON report's members beside the shared ones: the certificate, and
+/// per wait of A the scenario cases held to its move (`case`, `wait`,
+/// `to`, `passed`, `problem`; an empty list when none moves there).
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct PlanExtra<'a> {
     output: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     certificate: Option<&'a MoveCertificate>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    moved_cases: Option<&'a CasesByWait>,
 }
 
 /// Why no plan was made: what to print and the exit code.
@@ -208,7 +221,14 @@ fn make_plan(args: &PlanArgs) -> Result<MovePlan, Stop> {
         map,
         accept_skipped: args.accept_skipped.clone(),
     };
-    plan_move(&a, &b, &options).map_err(|refused| match refused {
+    // A's scenario cases that move to B; a package holds no scenarios.
+    let cases = match &b.program {
+        Some(b_program) if !is_package(&args.from) => {
+            crate::commands::test::moves::moved_case_results(&args.from, &a, b_program)
+        }
+        Some(_) | None => MovedCases::default(),
+    };
+    plan_move(&a, &b, &options, &cases).map_err(|refused| match refused {
         PlanRefused::Usage(d) => Stop::new(d, EXIT_USAGE),
         PlanRefused::Refused(d) => Stop::new(d, EXIT_REFUSED),
     })
@@ -249,19 +269,32 @@ pub fn run(args: PlanArgs) -> u8 {
     } else {
         EXIT_REFUSED
     };
-    finish(&args, exit, &plan.diagnostics, Some(&plan.certificate));
+    finish(&args, exit, &plan.diagnostics, Some(&plan));
     exit
+}
+
+/// What a wait's moved scenario cases gave, for its line: `, 2 moved
+/// cases passed`, `, 1 of 2 moved cases failed`; empty when none moves
+/// there.
+fn cases_said(cases: Option<&Vec<MovedCaseRun>>) -> String {
+    let Some(cases) = cases.filter(|c| !c.is_empty()) else {
+        return String::new();
+    };
+    let failed = cases.iter().filter(|c| !c.passed).count();
+    let s = if cases.len() == 1 { "" } else { "s" };
+    if failed == 0 {
+        format!(", {} moved case{s} passed", cases.len())
+    } else {
+        format!(", {failed} of {} moved case{s} failed", cases.len())
+    }
 }
 
 /// Prints the report: JSON, or the findings on stderr and the verdicts on
 /// stdout.
-fn finish(
-    args: &PlanArgs,
-    exit: u8,
-    diagnostics: &[Diagnostic],
-    certificate: Option<&MoveCertificate>,
-) {
+fn finish(args: &PlanArgs, exit: u8, diagnostics: &[Diagnostic], plan: Option<&MovePlan>) {
     let output = args.output.display().to_string();
+    let certificate = plan.map(|p| &p.certificate);
+    let moved_cases = plan.map(|p| &p.moved_cases);
     match args.format {
         Format::Json => report::print_json(
             "move plan",
@@ -275,6 +308,7 @@ fn finish(
             PlanExtra {
                 output,
                 certificate,
+                moved_cases,
             },
         ),
         Format::Text => {
@@ -297,19 +331,21 @@ fn finish(
                         w.carried.join(", ")
                     };
                     outln!(
-                        "movable: {} -> {} ({}), carrying {carried}",
+                        "movable: {} -> {} ({}), carrying {carried}{}",
                         w.from,
                         w.to,
-                        w.kind
+                        w.kind,
+                        cases_said(moved_cases.and_then(|m| m.get(&w.from)))
                     );
                 } else {
                     let n = w.findings.len();
                     let s = if n == 1 { "" } else { "s" };
                     outln!(
-                        "refused: {} -> {} ({}), {n} finding{s}",
+                        "refused: {} -> {} ({}), {n} finding{s}{}",
                         w.from,
                         w.to,
-                        w.kind
+                        w.kind,
+                        cases_said(moved_cases.and_then(|m| m.get(&w.from)))
                     );
                 }
             }

@@ -3,12 +3,12 @@
 //! compiles nothing, and handed over as [`MoveTargets`]; and the moved
 //! cases of one revision B run for `move plan` ([`moved_case_results`]).
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
+use coordinator_compiler::moves::{MovedCaseRun, MovedCases};
 use coordinator_ir::Program;
 use coordinator_scenario::file::ScenarioFile;
-use coordinator_scenario::moves::{run_moved_cases, MoveTargets, MovedCase};
+use coordinator_scenario::moves::{run_moved_cases, MoveTargets};
 use coordinator_source::Diagnostic;
 
 /// Compiles each project the cases of `file` move to: `move.project`
@@ -49,53 +49,55 @@ fn not_compiled(diagnostics: &[Diagnostic]) -> String {
     )
 }
 
-/// What the moved cases of a project gave for one revision B.
-// `move plan` (issue 34) calls these; until it lands only the tests do.
-#[cfg_attr(not(test), allow(dead_code))]
-#[derive(Debug, Default)]
-pub struct MovedCaseResults {
-    /// Per wait step of A (`move.step`), the cases that move there to B,
-    /// run, in file order (each passed or not, with why not).
-    pub by_wait: BTreeMap<String, Vec<MovedCase>>,
-    /// Faults of the scenarios file that kept every case from running
-    /// (it cannot be read, or a case is refused before running); empty
-    /// when the cases ran.
-    pub diagnostics: Vec<Diagnostic>,
-}
-
 /// Runs the scenario cases of `project` (A, compiled to `from`) whose
 /// `move.project` compiles to revision `to` (compared by revision, so B
-/// may be given as a directory or a package), starting on A and moving at
-/// their wait; per A wait step, the cases run and whether each passed.
-/// A project without `scenarios.yaml` has no moved cases. `move plan`
-/// refuses a wait one of whose cases did not pass.
-#[cfg_attr(not(test), allow(dead_code))]
-pub fn moved_case_results(project: &Path, from: &Program, to: &Program) -> MovedCaseResults {
+/// may be given as any directory that compiles to it), starting on A and
+/// moving at their wait: what `move plan` holds each wait to
+/// (`coordinator_compiler::moves::plan_move`). `runs` are grouped by A's
+/// wait step, each group in file order; `faults` are the faults of the
+/// scenarios file that kept every case from running (it cannot be read,
+/// or a case is refused before running), which refuse the plan. A project
+/// without `scenarios.yaml` has no moved cases.
+pub fn moved_case_results(project: &Path, from: &Program, to: &Program) -> MovedCases {
     if !project.join("scenarios.yaml").is_file() {
-        return MovedCaseResults::default();
+        return MovedCases::default();
     }
     let display = project.display().to_string();
     let (doc, scenarios, targets) = match super::read_scenarios(project, &display, from) {
         Ok(read) => read,
-        Err(diagnostics) => {
-            return MovedCaseResults {
-                by_wait: BTreeMap::new(),
-                diagnostics,
+        Err(faults) => {
+            return MovedCases {
+                runs: Vec::new(),
+                faults,
             }
         }
     };
     let vm = match coordinator_scenario::run::load_vm(from, &doc.file) {
         Ok(vm) => vm,
         Err(d) => {
-            return MovedCaseResults {
-                by_wait: BTreeMap::new(),
-                diagnostics: vec![d],
+            return MovedCases {
+                runs: Vec::new(),
+                faults: vec![d],
             }
         }
     };
-    MovedCaseResults {
-        by_wait: run_moved_cases(&vm, &doc, &scenarios, &targets, &to.revision()),
-        diagnostics: Vec::new(),
+    let by_wait = run_moved_cases(&vm, &doc, &scenarios, &targets, &to.revision());
+    let runs = by_wait
+        .into_iter()
+        .flat_map(|(wait, cases)| {
+            cases.into_iter().map(move |c| MovedCaseRun {
+                case: c.case,
+                wait: wait.clone(),
+                to: c.to,
+                passed: c.passed,
+                problem: c.problem,
+                at: c.at,
+            })
+        })
+        .collect();
+    MovedCases {
+        runs,
+        faults: Vec::new(),
     }
 }
 
@@ -145,15 +147,26 @@ mod tests {
         let a = compiled(&a_dir);
         let b = compiled(&dir.path().join("delayed-follow-up-v2"));
         let results = moved_case_results(&a_dir, &a, &b);
-        assert!(results.diagnostics.is_empty(), "{:?}", results.diagnostics);
-        let due = &results.by_wait["due"];
-        assert_eq!(due.len(), 3);
-        assert!(due.iter().all(|c| c.passed), "{due:?}");
+        assert!(results.faults.is_empty(), "{:?}", results.faults);
+        let due: Vec<(&str, &str, bool)> = results
+            .runs
+            .iter()
+            .map(|r| (r.wait.as_str(), r.to.as_str(), r.passed))
+            .collect();
+        assert_eq!(due, [("due", "due", true); 3], "{:?}", results.runs);
+        assert_eq!(results.runs[2].at.pointer, "/cases/2/move");
         // Another revision B: no case moves to it.
-        assert!(moved_case_results(&a_dir, &a, &a).by_wait.is_empty());
+        assert!(moved_case_results(&a_dir, &a, &a).runs.is_empty());
         // No scenarios file: nothing to run.
         let empty = tempfile::tempdir().expect("temp dir");
-        assert!(moved_case_results(empty.path(), &a, &b).by_wait.is_empty());
+        assert_eq!(
+            moved_case_results(empty.path(), &a, &b),
+            MovedCases::default()
+        );
+        // A scenarios file with faults: no case runs, the faults say why.
+        std::fs::write(a_dir.join("scenarios.yaml"), "cases: [").expect("write");
+        let broken = moved_case_results(&a_dir, &a, &b);
+        assert!(broken.runs.is_empty() && !broken.faults.is_empty());
     }
 
     #[test]
