@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
-use crate::moves::MoveTargets;
+use crate::targets::MoveTargets;
 use checks::ScenarioChecks;
 
 /// `apiVersion` of the scenarios format (SPEC §1).
@@ -92,6 +92,18 @@ impl CaseMove {
     /// B's step the run waits at after the move: `to`, else `step`.
     pub fn target_step(&self) -> &str {
         self.to.as_deref().unwrap_or(&self.step)
+    }
+
+    /// The VM's move of this case's run from `from` to `to`: from `step`
+    /// to [`CaseMove::target_step`], carrying what
+    /// [`coordinator_ir::carried::carried_steps`] says (the rule the move
+    /// certificate is written with).
+    pub fn vm_target(&self, from: &Program, to: &Program) -> coordinator_vm::MoveTarget {
+        coordinator_vm::MoveTarget {
+            from_step: self.step.clone(),
+            to_step: self.target_step().to_owned(),
+            carried: coordinator_ir::carried::carried_steps(from, to, &self.step),
+        }
     }
 }
 

@@ -16,3 +16,4 @@ pub mod codes;
 pub mod file;
 pub mod moves;
 pub mod run;
+pub mod targets;

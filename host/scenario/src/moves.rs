@@ -1,87 +1,19 @@
 //! Cases that move their run to another revision of the workflow
 //! (`move: {project, step, to}`, docs/scenarios.md "Moves"): the revisions
-//! they move to ([`MoveTargets`], which the caller compiles: this crate
-//! compiles nothing), the VM's [`MoveTarget`] of a case, and the moved
+//! they move to ([`MoveTargets`], `targets.rs`, re-exported here: the
+//! caller compiles them, this crate compiles nothing), and the moved
 //! cases run for a given revision B ([`run_moved_cases`], what
 //! `coordinatorctl move plan` holds a wait to).
 
 use std::collections::BTreeMap;
 
-use coordinator_ir::carried::carried_steps;
-use coordinator_ir::Program;
 use coordinator_source::{Located, YamlDocument};
-use coordinator_vm::{MoveTarget, Vm};
+use coordinator_vm::Vm;
 use serde::Serialize;
 
-use crate::file::{CaseMove, ScenarioFile};
+use crate::file::ScenarioFile;
 use crate::run;
-
-/// The revisions the cases of one scenarios file move to, by `move.project`
-/// as written: each loaded (a [`Vm`] and its revision) or the reason it
-/// could not be (it does not compile, or its Program does not load).
-#[derive(Debug, Default)]
-pub struct MoveTargets {
-    loaded: BTreeMap<String, Result<Target, String>>,
-}
-
-#[derive(Debug)]
-struct Target {
-    vm: Vm,
-    revision: String,
-}
-
-impl MoveTargets {
-    /// Records `project` (as written in `move.project`) as compiled to
-    /// `program`, or as refused with `reason` (a sentence naming what is
-    /// wrong: it does not compile, its files are missing); a Program that
-    /// does not load is recorded as refused with the VM's reason.
-    pub fn insert(&mut self, project: &str, program: Result<&Program, String>) {
-        let loaded = program.and_then(|p| {
-            Vm::new(p)
-                .map(|vm| Target {
-                    vm,
-                    revision: p.revision(),
-                })
-                .map_err(|e| format!("its compiled workflow does not load: {}", e.0))
-        });
-        self.loaded.insert(project.to_owned(), loaded);
-    }
-
-    /// `project`'s loaded revision, or the reason it could not be loaded;
-    /// `None` when it was never given.
-    pub fn get(&self, project: &str) -> Option<Result<&Vm, &str>> {
-        self.loaded.get(project).map(|t| match t {
-            Ok(t) => Ok(&t.vm),
-            Err(reason) => Err(reason.as_str()),
-        })
-    }
-
-    /// `project`'s revision (`sha256:...`), when it was loaded.
-    pub fn revision(&self, project: &str) -> Option<&str> {
-        match self.loaded.get(project) {
-            Some(Ok(t)) => Some(&t.revision),
-            Some(Err(_)) | None => None,
-        }
-    }
-}
-
-/// Whether `step` of `program` is a step where a run can move (a
-/// `wait-until` or `wait-for`: the VM's [`coordinator_vm::move_source`]).
-pub fn is_movable_wait(program: &Program, step: &str) -> bool {
-    coordinator_vm::move_source(program, step).is_ok()
-}
-
-/// The VM's move of a case's run from `from` to `to`: from `m.step` to
-/// [`CaseMove::target_step`], carrying what
-/// [`coordinator_ir::carried::carried_steps`] says (the rule the move
-/// certificate is written with).
-pub fn move_target(from: &Program, to: &Program, m: &CaseMove) -> MoveTarget {
-    MoveTarget {
-        from_step: m.step.clone(),
-        to_step: m.target_step().to_owned(),
-        carried: carried_steps(from, to, &m.step),
-    }
-}
+pub use crate::targets::{is_movable_wait, MoveTargets};
 
 /// One moved case run for [`run_moved_cases`].
 #[derive(Clone, Debug, Serialize)]

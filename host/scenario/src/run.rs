@@ -30,7 +30,7 @@ use serde_json::Value;
 
 use super::file::{Case, ExpectedOutcome, Reply};
 use crate::codes;
-use crate::moves::MoveTargets;
+use crate::targets::MoveTargets;
 
 /// What happened in one case.
 #[derive(Clone, Debug, Serialize)]

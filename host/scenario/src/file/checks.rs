@@ -15,7 +15,7 @@ use super::{
     SCENARIOS_API_VERSION, SCENARIOS_KIND,
 };
 use crate::codes;
-use crate::moves::{move_target, MoveTargets};
+use crate::targets::MoveTargets;
 
 /// Collects the findings about one document against one Program.
 pub(super) struct ScenarioChecks<'a> {
@@ -207,7 +207,7 @@ impl<'a> ScenarioChecks<'a> {
                 return None;
             }
         };
-        let target = move_target(program, to, m);
+        let target = m.vm_target(program, to);
         match coordinator_vm::check_move_target(program, to, &target) {
             Ok(()) => {}
             // Found above, without the project.

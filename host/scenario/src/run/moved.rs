@@ -10,7 +10,6 @@ use coordinator_vm::RunState;
 
 use super::{CaseHost, End, MoveReport};
 use crate::codes;
-use crate::moves::move_target;
 
 impl CaseHost<'_> {
     /// Moves the run when the case moves and the run now waits at the
@@ -48,7 +47,7 @@ impl CaseHost<'_> {
                 ))
             }
         };
-        let target = move_target(self.vm.program(), to.program(), m);
+        let target = m.vm_target(self.vm.program(), to.program());
         let moved = coordinator_vm::move_waiting_run(self.vm, to, state, &target).map_err(|r| {
             self.fault(
                 codes::SCENARIO_MOVE_REFUSED,
