@@ -327,11 +327,7 @@ impl Admission {
     /// The Program a new start of `workflow` at `revision` runs under, or
     /// why this process admits no such start (`--recovery-only`, no such
     /// workflow, another active revision).
-    fn start_program(
-        &self,
-        workflow: &str,
-        revision: &str,
-    ) -> Result<Arc<Vm>, AdmitError> {
+    fn start_program(&self, workflow: &str, revision: &str) -> Result<Arc<Vm>, AdmitError> {
         if self.recovery_only {
             return Err(AdmitError::RecoveryOnly);
         }
@@ -632,11 +628,7 @@ impl Admission {
 
     /// Admits through the group commit ([`crate::group`]), answered as
     /// [`RunAdmission::admit_leasing`] answers.
-    async fn admit_grouped(
-        &self,
-        run: NewRun,
-        lease: Option<LeaseOnInsert>,
-    ) -> AdmittedOrError {
+    async fn admit_grouped(&self, run: NewRun, lease: Option<LeaseOnInsert>) -> AdmittedOrError {
         let store = self.ports.admission.clone();
         self.admissions
             .submit(
