@@ -17,7 +17,6 @@ cd "$(dirname "$0")/.."
 PENDING=(
   coordinator-store
   coordinator-compiler
-  coordinator-scenario
   coordinatorctl
   registry-coordinator
 )
