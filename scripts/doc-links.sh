@@ -15,7 +15,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PENDING=(
-  coordinatorctl
   registry-coordinator
 )
 
