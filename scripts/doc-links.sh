@@ -15,7 +15,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PENDING=(
-  registry-coordinator
 )
 
 exclude=()
