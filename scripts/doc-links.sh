@@ -15,14 +15,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PENDING=(
-  coordinator-ports
-  coordinator-engine
-  coordinator-store
-  coordinator-testkit
-  coordinator-compiler
-  coordinator-scenario
-  coordinatorctl
-  registry-coordinator
 )
 
 exclude=()

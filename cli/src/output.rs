@@ -1,7 +1,7 @@
 //! Standard output and standard error without panics: `println!` panics when
 //! stdout is closed (a pipe into `head`, a closed terminal), so every line
-//! `coordinatorctl` prints goes through [`outln!`] / [`out!`] (stdout) and
-//! [`errln!`] / [`err!`] (stderr).
+//! `coordinatorctl` prints goes through [`crate::outln!`] / [`crate::out!`] (stdout) and
+//! [`crate::errln!`] / [`crate::err!`] (stderr).
 //!
 //! A stdout whose reader went away (a broken pipe: `| head` has its lines)
 //! ends the output quietly: nothing more is written, and the command goes
@@ -47,27 +47,27 @@ pub fn stderr(args: std::fmt::Arguments<'_>) {
     let _ = std::io::stderr().lock().write_fmt(args);
 }
 
-/// `println!` to stdout without a panic (see [`stdout`]).
+/// `println!` to stdout without a panic (see `output::stdout`).
 #[macro_export]
 macro_rules! outln {
     () => { $crate::output::stdout(format_args!("\n")) };
     ($($arg:tt)*) => { $crate::output::stdout(format_args!("{}\n", format_args!($($arg)*))) };
 }
 
-/// `print!` to stdout without a panic (see [`stdout`]).
+/// `print!` to stdout without a panic (see `output::stdout`).
 #[macro_export]
 macro_rules! out {
     ($($arg:tt)*) => { $crate::output::stdout(format_args!($($arg)*)) };
 }
 
-/// `eprintln!` without a panic (see [`stderr`]).
+/// `eprintln!` without a panic (see `output::stderr`).
 #[macro_export]
 macro_rules! errln {
     () => { $crate::output::stderr(format_args!("\n")) };
     ($($arg:tt)*) => { $crate::output::stderr(format_args!("{}\n", format_args!($($arg)*))) };
 }
 
-/// `eprint!` without a panic (see [`stderr`]).
+/// `eprint!` without a panic (see `output::stderr`).
 #[macro_export]
 macro_rules! err {
     ($($arg:tt)*) => { $crate::output::stderr(format_args!($($arg)*)) };

@@ -7,7 +7,7 @@
 //! When on, this process owns one tracer provider: a batch span processor
 //! (its own thread; `OTEL_BSP_*` tune it) and the OTLP/HTTP protobuf
 //! exporter, which posts over the reqwest client the service already
-//! uses, on the service's runtime ([`ExportClient`]). Its tracer is handed
+//! uses, on the service's runtime (`ExportClient`). Its tracer is handed
 //! to the engine and the product adapter; the global provider is never
 //! set, so a process that embeds the service keeps its own.
 //!

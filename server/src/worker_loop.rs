@@ -25,7 +25,7 @@ pub const WORKER_LANES: usize = 8;
 /// ran out after a crash). A lane that leased a full batch leases again at
 /// once and wakes another lane, so a backlog spreads over the lanes.
 ///
-/// The timer ([`due_timer`]) sleeps until the earliest due job in the
+/// The timer (`due_timer`) sleeps until the earliest due job in the
 /// store (the due-time index), then wakes a lane: timers and jobs other
 /// processes made due are taken on time, without polling by every lane.
 ///

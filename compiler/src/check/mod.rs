@@ -13,7 +13,7 @@
 //!   revision produced (a run moved to this revision at one of its steps):
 //!   the starting step, the completed steps and the input schema given.
 //!
-//! This file holds the [`Checker`] and what every part shares. Checking
+//! This file holds the `Checker` and what every part shares. Checking
 //! collects every independent finding and never stops at the first.
 
 use std::collections::{BTreeMap, HashMap};

@@ -6,7 +6,7 @@
 //! Nothing here types a mapping: the checker's own step checks
 //! (`steps.rs`, `mapping.rs`) run unchanged over every step after `step`,
 //! with three things given instead of derived from `workflow.start` — the
-//! starting step, the steps completed there ([`Graph::must_complete_from`])
+//! starting step, the steps completed there ([`super::graph::Graph::must_complete_from`])
 //! and the input schema. So a move is held to exactly the rules `check`
 //! holds a start to.
 

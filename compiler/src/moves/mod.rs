@@ -2,7 +2,7 @@
 //! step of revision A where a run waits (`wait-until`, `wait-for`), whether
 //! a run waiting there can resume at a step of revision B, proven offline
 //! from the two revisions alone, and written as a
-//! [`MoveCertificate`](coordinator_ir::moves::MoveCertificate)
+//! [`MoveCertificate`]
 //! (docs/decisions.md "Moving waiting runs").
 //!
 //! A wait is movable when (`wait.rs`, one function per rule):

@@ -8,7 +8,7 @@
 //! - `literal.rs`: a literal's fit, decided by the run's own validator.
 //!
 //! This file holds what they share: [`Sch`], a node inside a schema
-//! document, and the Program form of a node ([`materialise`]).
+//! document, and the Program form of a node (`materialise`).
 
 // Matches here are over `serde_json::Value`, a foreign enum whose variants are
 // the JSON data model and will not grow; listing them all would add nothing.

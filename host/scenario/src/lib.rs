@@ -1,5 +1,5 @@
 //! `coordinator-scenario`: the scenario host (SPEC §7). Reads
-//! `scenarios.yaml` ([`file`]) and runs each case on a virtual clock against
+//! `scenarios.yaml` ([`mod@file`]) and runs each case on a virtual clock against
 //! fake product replies ([`run`]), driving the VM exactly as the service
 //! does (`coordinatorctl test`), a case's run moved to another revision of
 //! the workflow at a wait when it says so ([`moves`]). Its codes are data:

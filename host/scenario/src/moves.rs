@@ -21,7 +21,7 @@ pub use crate::targets::{is_movable_wait, MoveTargets};
 pub struct MovedCase {
     /// The case id.
     pub case: String,
-    /// The step of revision B the run moves to ([`CaseMove::target_step`]).
+    /// The step of revision B the run moves to ([`crate::file::CaseMove::target_step`]).
     pub to: String,
     /// Whether it ran and every expectation held.
     pub passed: bool,

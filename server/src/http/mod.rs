@@ -1,4 +1,4 @@
-//! The HTTP edge of SPEC §8: the [`router`] of the implemented routes,
+//! The HTTP edge of SPEC §8: the [`router()`] of the implemented routes,
 //! its middleware, the handlers and the [`ApiError`] every refusal is
 //! answered with. Handlers only translate HTTP ↔ domain and call the
 //! engine in `coordinator_engine`; request and response bodies come from

@@ -28,7 +28,7 @@ pub fn load_move_targets(dir: &Path, display_dir: &str, file: &ScenarioFile) -> 
     targets
 }
 
-/// "it does not compile: N errors, the first: error[CODE] FILE:LINE:COLUMN MESSAGE".
+/// "it does not compile: N errors, the first: error\[CODE\] FILE:LINE:COLUMN MESSAGE".
 fn not_compiled(diagnostics: &[Diagnostic]) -> String {
     let errors: Vec<&Diagnostic> = diagnostics.iter().filter(|d| d.is_error()).collect();
     let first = errors

@@ -171,7 +171,7 @@ pub(super) async fn compute_plan(
 /// as `apply` would: the packages, the key files (read as `apply` reads
 /// them), the runtime login (refused, or not `deployment.runtimeRole`),
 /// and on an applied namespace its layout, databaseId, the runtime role's
-/// authority ([`check_applied_namespace`]: role safety, key custody).
+/// authority (`check_applied_namespace`: role safety, key custody).
 /// `remove` holds the `--remove-workflow` ids. A plan apply would refuse
 /// carries [`Plan::refusal`]. Not seen without the migration login: that
 /// login itself, and a runtime URL reaching another database
