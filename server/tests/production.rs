@@ -720,6 +720,12 @@ async fn postgresql_down_behind_pgbouncer_is_logged_once_when_it_begins_and_once
     let log = c.log_text();
     assert_eq!(count("error returned from after_connect"), 0, "{log}");
     assert_eq!(count("ping on idle connection"), 0, "{log}");
-    assert_eq!(count("new database connections fail"), 1, "{log}");
-    assert_eq!(count("new database connections succeed again"), 1, "{log}");
+    // One line when failures begin and one when they end, per episode.
+    // PgBouncer may refuse a login or two more just after PostgreSQL is
+    // back (its `server_login_retry`), which is a second, short episode;
+    // the flood this guards against was 121 lines in 20 s.
+    let began = count("new database connections fail");
+    let ended = count("new database connections succeed again");
+    assert!((1..=3).contains(&began), "{began} episodes began:\n{log}");
+    assert_eq!(began, ended, "every episode that began ended:\n{log}");
 }
