@@ -8,6 +8,9 @@
 use std::borrow::Cow;
 
 use coordinator_ir::step_kind::{StepKind, UnknownStepKind};
+use coordinator_source::yaml::{
+    nested_error, read_nested, Found, TypedError, TypedErrorKind, Wants,
+};
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::de::{self, DeserializeOwned, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
@@ -130,50 +133,54 @@ impl<T: JsonSchema> JsonSchema for Members<T> {
     }
 }
 
-/// Marks a nested error's pointer inside a serde message, so the reader can
-/// rebuild the full pointer of a fault inside a two-phase read.
-const MARK: char = '\u{1}';
-
-/// Joins a nested error pointer into a message (see [`split_nested`]).
-fn nest(pointer: &str, message: &str) -> String {
-    match message.strip_prefix(MARK).and_then(|r| r.split_once(MARK)) {
-        Some((inner, msg)) => format!("{MARK}{pointer}{inner}{MARK}{msg}"),
-        None => format!("{MARK}{pointer}{MARK}{message}"),
-    }
-}
-
-/// Splits a serde message produced by a two-phase read into the pointer
-/// suffix and the message proper.
-pub fn split_nested(message: &str) -> (String, String) {
-    match message.strip_prefix(MARK).and_then(|r| r.split_once(MARK)) {
-        Some((p, m)) => (p.to_owned(), m.to_owned()),
-        None => (String::new(), message.to_owned()),
-    }
-}
-
+/// Reads a tagged value (a step, a mapping) as its variant: the `type`
+/// key removed, a fault passed up with its pointer and kind
+/// ([`read_nested`]).
 fn read_variant<T: DeserializeOwned, E: de::Error>(mut v: Value) -> Result<T, E> {
     if let Value::Object(m) = &mut v {
         m.shift_remove("type");
     }
-    serde_path_to_error::deserialize(v).map_err(|e| {
-        let p = coordinator_source::yaml::path_to_pointer(e.path());
-        E::custom(nest(&p, &e.into_inner().to_string()))
-    })
+    read_nested(v)
+}
+
+/// The fault of a `type` that names none of `variants` (kind
+/// `UnknownValue`, pointer `/type`), worded as before: `` unknown variant
+/// `x`, expected one of a, b `` (the names unquoted).
+fn unknown_type<E: de::Error>(other: &str, variants: &[&str]) -> E {
+    let expected = format!("one of {}", variants.join(", "));
+    let error = TypedError::with_kind(
+        TypedErrorKind::UnknownValue {
+            value: other.to_owned(),
+            expected: expected.clone(),
+        },
+        format!("unknown variant `{other}`, expected {expected}"),
+    );
+    nested_error("/type", &error)
+}
+
+/// A wrong-typed tagged value (kind `WrongType`) at `pointer` below it.
+fn wrong_tag_type<E: de::Error>(pointer: &str, message: String) -> E {
+    let kind = TypedErrorKind::WrongType {
+        found: Found::Other,
+        wants: Wants::Other,
+    };
+    nested_error(pointer, &TypedError::with_kind(kind, message))
 }
 
 fn tag<E: de::Error>(v: &Value, variants: &'static [&'static str]) -> Result<String, E> {
     match v {
         Value::Object(m) => match m.get("type") {
             Some(Value::String(s)) => Ok(s.clone()),
-            Some(_) => Err(E::custom(nest(
+            Some(_) => Err(wrong_tag_type(
                 "/type",
-                &format!("invalid type: expected one of {}", variants.join(", ")),
-            ))),
+                format!("invalid type: expected one of {}", variants.join(", ")),
+            )),
             None => Err(E::missing_field("type")),
         },
         Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) | Value::Array(_) => {
-            Err(E::custom(
-                "invalid type: expected a mapping with a `type` key",
+            Err(wrong_tag_type(
+                "",
+                "invalid type: expected a mapping with a `type` key".to_owned(),
             ))
         }
     }
@@ -439,13 +446,7 @@ impl<'de> Deserialize<'de> for Step {
             Ok(StepKind::WaitUntil) => read_variant(v).map(Step::WaitUntil),
             Ok(StepKind::WaitFor) => read_variant(v).map(Step::WaitFor),
             Ok(StepKind::Finish) => read_variant(v).map(Step::Finish),
-            Err(UnknownStepKind(other)) => Err(de::Error::custom(nest(
-                "/type",
-                &format!(
-                    "unknown variant `{other}`, expected one of {}",
-                    STEP_TYPES.join(", ")
-                ),
-            ))),
+            Err(UnknownStepKind(other)) => Err(unknown_type(&other, STEP_TYPES)),
         }
     }
 }
@@ -573,13 +574,7 @@ impl<'de> Deserialize<'de> for Mapping {
             "fields" => read_variant(v).map(Mapping::Fields),
             "function" => read_variant(v).map(Mapping::Function),
             "event" => read_variant(v).map(Mapping::Event),
-            other => Err(de::Error::custom(nest(
-                "/type",
-                &format!(
-                    "unknown variant `{other}`, expected one of {}",
-                    MAPPING_TYPES.join(", ")
-                ),
-            ))),
+            other => Err(unknown_type(other, MAPPING_TYPES)),
         }
     }
 }

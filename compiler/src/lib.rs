@@ -272,11 +272,8 @@ fn header(doc: &YamlDocument) -> Vec<Diagnostic> {
 }
 
 fn typed(doc: &YamlDocument) -> Result<ast::ProjectFile, Diagnostic> {
-    serde_path_to_error::deserialize(doc.value.clone()).map_err(|err| {
-        let outer = coordinator_source::yaml::path_to_pointer(err.path());
-        let (inner, msg) = ast::split_nested(&err.into_inner().to_string());
-        doc.serde_diagnostic(&format!("{outer}{inner}"), &msg)
-    })
+    coordinator_source::yaml::read_typed(doc.value.clone())
+        .map_err(|fault| doc.typed_diagnostic("", &fault))
 }
 
 fn compile_with(

@@ -183,3 +183,65 @@ fn unsaved_texts_take_the_place_of_the_files_on_disk() {
     });
     assert_eq!(same.revision(), on_disk.revision());
 }
+
+/// The typed-reading fault of the starter with `from` replaced by `to`,
+/// and the code `check` gives it.
+fn typed_fault_of(from: &str, to: &str) -> (coordinator_source::yaml::TypedErrorKind, String) {
+    let (c, workflow) = starter_with(from, to);
+    let doc = coordinator_source::parse("workflow.yaml", &workflow).expect("still YAML");
+    let fault = coordinator_source::yaml::read_typed::<crate::ast::ProjectFile>(doc.value)
+        .expect_err("the change is a typed-reading fault");
+    assert_eq!(c.diagnostics.len(), 1, "{:?}", c.diagnostics);
+    let code = c
+        .diagnostics
+        .first()
+        .map(|d| d.code.clone())
+        .unwrap_or_default();
+    (fault.error.kind().clone(), code)
+}
+
+#[test]
+fn workflow_yaml_typed_faults_take_their_code_from_the_kind_serde_reported() {
+    use coordinator_source::yaml::{Found, TypedErrorKind, Wants};
+    // Each fault is inside a step, so it passes through the step's
+    // two-phase read (`read_nested`) with its kind, not as a sentence.
+    let (kind, code) = typed_fault_of(
+        "      operation: applications-read-record\n",
+        "      operation: applications-read-record\n      retries: 3\n",
+    );
+    assert!(
+        matches!(&kind, TypedErrorKind::UnknownKey { key, .. } if key == "retries"),
+        "{kind:?}"
+    );
+    assert_eq!(code, "coordinator.yaml.unknown-key");
+
+    let (kind, code) = typed_fault_of("      outcome: no-current-permission\n", "");
+    assert_eq!(
+        kind,
+        TypedErrorKind::MissingKey {
+            key: "outcome".to_owned()
+        }
+    );
+    assert_eq!(code, "coordinator.yaml.missing-key");
+
+    let (kind, code) = typed_fault_of("      next: permission\n", "      next: 7\n");
+    assert_eq!(
+        kind,
+        TypedErrorKind::WrongType {
+            found: Found::Other,
+            wants: Wants::String
+        }
+    );
+    assert_eq!(code, "coordinator.yaml.wrong-type");
+
+    let (kind, code) = typed_fault_of(
+        "      type: finish\n      outcome: no-current-permission\n",
+        "      type: halt\n      outcome: no-current-permission\n",
+    );
+    assert!(
+        matches!(&kind, TypedErrorKind::UnknownValue { value, expected }
+            if value == "halt" && expected.starts_with("one of call, choose")),
+        "{kind:?}"
+    );
+    assert_eq!(code, "coordinator.yaml.unknown-value");
+}

@@ -116,6 +116,13 @@ impl TypedError {
         })
     }
 
+    /// A fault of a known `kind` with the sentence `message`, for a
+    /// hand-written `Deserialize` that words its own fault (the kind is
+    /// taken as given, never read from `message`).
+    pub fn with_kind(kind: TypedErrorKind, message: impl Into<String>) -> TypedError {
+        TypedError::new(kind, message.into())
+    }
+
     /// The pointer below the node being read when the fault was raised
     /// (a nested read's, carried by its message; empty otherwise).
     pub(crate) fn below(&self) -> &str {
