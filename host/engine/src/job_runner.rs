@@ -439,24 +439,38 @@ impl JobRunner {
             }
         };
         let kept = crate::timeline::answer_record(&answer, attempt, &answered_at);
+        self.feed_call_answer(run, job, step, answer, answered_at, &|l| {
+            l.attempts = attempt;
+            l.keep_answer(kept.clone());
+            l.waiting = None;
+        })
+        .await
+    }
+
+    /// Feeds the VM `answer` to call step `step`, answered at `at`, in the
+    /// commit that completes `job` and applies `update` to the step's
+    /// ledger entry: the one way a dispatch, a cancel unsent and a receipt
+    /// lookup answer their call.
+    async fn feed_call_answer(
+        &self,
+        run: RunRecord,
+        job: &Job,
+        step: String,
+        answer: Answer,
+        at: Instant,
+        update: &(dyn Fn(&mut StepLedger) + Sync),
+    ) -> Result<(), StoreError> {
+        let ledger =
+            |l: &mut BTreeMap<String, StepLedger>| update(l.entry(step.clone()).or_default());
         let event = Event::CallAnswered {
             step: step.clone(),
             answer,
         };
-        let count = |l: &mut BTreeMap<String, StepLedger>| {
-            let l = l.entry(step.clone()).or_default();
-            l.attempts = attempt;
-            l.keep_answer(kept.clone());
-            l.waiting = None;
-        };
         let feeding = Feeding {
-            ledger: Some(&count),
+            ledger: Some(&ledger),
             ..Feeding::completing(job.id)
         };
-        self.parts
-            .committer
-            .feed(run, &event, answered_at, feeding)
-            .await?;
+        self.parts.committer.feed(run, &event, at, feeding).await?;
         Ok(())
     }
 
@@ -471,21 +485,11 @@ impl JobRunner {
         now: Instant,
     ) -> Result<(), StoreError> {
         tracing::info!(run = %run.id, step = %step, "the call waited for its connection's flow control and is cancelled unsent");
-        let clear = |l: &mut BTreeMap<String, StepLedger>| {
-            l.entry(step.clone()).or_default().waiting = None;
+        let unsent = Answer::Retryable {
+            code: CANCELLED_UNSENT.to_owned(),
         };
-        let event = Event::CallAnswered {
-            step: step.clone(),
-            answer: Answer::Retryable {
-                code: CANCELLED_UNSENT.to_owned(),
-            },
-        };
-        let feeding = Feeding {
-            ledger: Some(&clear),
-            ..Feeding::completing(job.id)
-        };
-        self.parts.committer.feed(run, &event, now, feeding).await?;
-        Ok(())
+        self.feed_call_answer(run, job, step, unsent, now, &|l| l.waiting = None)
+            .await
     }
 
     /// After a dispatch answered at `now`: its in-flight slot back, and a
@@ -593,22 +597,10 @@ impl JobRunner {
         };
         let answered_at = self.parts.clock.now();
         let kept = crate::timeline::answer_record(&answer, 0, &answered_at);
-        let keep = |l: &mut BTreeMap<String, StepLedger>| {
-            l.entry(step.clone()).or_default().keep_answer(kept.clone());
-        };
-        let event = Event::CallAnswered {
-            step: step.clone(),
-            answer,
-        };
-        let feeding = Feeding {
-            ledger: Some(&keep),
-            ..Feeding::completing(job.id)
-        };
-        self.parts
-            .committer
-            .feed(run, &event, answered_at, feeding)
-            .await?;
-        Ok(())
+        self.feed_call_answer(run, job, step, answer, answered_at, &|l| {
+            l.keep_answer(kept.clone())
+        })
+        .await
     }
 
     /// An observation the VM still expects: reads the completion once. A
