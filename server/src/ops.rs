@@ -368,7 +368,7 @@ pub(crate) async fn retention(
     if req.limit == 0 || req.limit > api::MAX_RETENTION_LIMIT {
         return Err(ApiError::bad_request("limit must be 1..=100"));
     }
-    let Some(before) = coordinator_ports::clock::rfc3339_to_instant(&req.before) else {
+    let Some(before) = coordinator_ports::clock::Instant::parse(&req.before).ok() else {
         return Err(ApiError::bad_request("before must be an RFC 3339 instant"));
     };
     let done = s

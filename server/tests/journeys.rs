@@ -1320,7 +1320,7 @@ async fn state_key_rotation_under_live_runs_and_early_removal_refused() {
     support::write_secret(&d.secrets, "state-key-1", &[1; 32]);
     let store = d.open_store(&rotated).await.expect("store");
     let now = unix_now();
-    let at = coordinator_ports::clock::unix_to_instant;
+    let at = coordinator_ir::instant::Instant::from_unix_seconds;
     let erased = store
         .erase_payloads(at(now + 1), 100, at(now))
         .await

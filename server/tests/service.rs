@@ -757,7 +757,7 @@ async fn ended_at_is_the_real_end_not_the_instant_of_the_last_timed_event() {
     let erased = env
         .store
         .erase_payloads(
-            coordinator_ports::clock::unix_to_instant(deadline_unix + 3_600),
+            coordinator_ir::instant::Instant::from_unix_seconds(deadline_unix + 3_600),
             100,
             env.clock.now(),
         )

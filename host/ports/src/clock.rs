@@ -9,7 +9,10 @@
 //! (RFC 3339 text read with [`rfc3339_to_unix`], written with
 //! [`unix_to_rfc3339`]).
 
-use coordinator_ir::instant::{format_unix_seconds, Instant};
+use coordinator_ir::instant::format_unix_seconds;
+/// The one time type of the engine and the store port (`ir::instant`), re-exported
+/// for the hosts that reach it only through the ports (the server).
+pub use coordinator_ir::instant::Instant;
 
 pub use coordinator_runtime::clock::{Clock, ManualClock, SystemClock};
 
@@ -151,20 +154,6 @@ pub mod unix_seconds {
 /// end).
 pub fn instant_to_rfc3339(at: &Instant) -> String {
     unix_to_rfc3339(at.unix_seconds())
-}
-
-/// An RFC 3339 text as an instant; `None` when malformed
-/// ([`Instant::parse`]). For text a host reads at its own boundary (a
-/// request's cutoff).
-pub fn rfc3339_to_instant(text: &str) -> Option<Instant> {
-    Instant::parse(text).ok()
-}
-
-/// The instant `unix` seconds after 1970-01-01T00:00:00Z (no fraction):
-/// for Unix seconds a host reads at its own boundary (a signature's `t=`,
-/// a test's literal).
-pub fn unix_to_instant(unix: i64) -> Instant {
-    Instant::from_unix_seconds(unix)
 }
 
 /// An RFC 3339 text as Unix seconds (fractions truncated toward zero);

@@ -92,7 +92,7 @@ mod tests {
             bindings: new.bindings,
             payload_erased: false,
             review: None,
-            ended_at: coordinator_ports::clock::rfc3339_to_instant("2027-01-15T08:00:00Z"),
+            ended_at: coordinator_ports::clock::Instant::parse("2027-01-15T08:00:00Z").ok(),
             trace_parent: None,
         };
         let status = super::run_status(&record);

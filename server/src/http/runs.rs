@@ -174,9 +174,11 @@ pub(crate) async fn list(
     let admitted_before = match q.admitted_before.as_deref() {
         None => None,
         Some(t) => Some(
-            coordinator_ports::clock::rfc3339_to_instant(t).ok_or_else(|| {
-                ApiError::bad_request("admittedBefore must be an RFC 3339 instant")
-            })?,
+            coordinator_ports::clock::Instant::parse(t)
+                .ok()
+                .ok_or_else(|| {
+                    ApiError::bad_request("admittedBefore must be an RFC 3339 instant")
+                })?,
         ),
     };
     let effect = match q.effect.as_deref() {
