@@ -70,13 +70,17 @@ pub struct Compiled {
 }
 
 /// A project as the checks read it: `workflow.yaml` with the position of
-/// every node, its typed form and the Functions `functions.rhai` defines
-/// (`None` when it could not be read or parsed).
+/// every node, its typed form, the Functions `functions.rhai` defines
+/// (`None` when it could not be read or parsed) and the implicit bindings
+/// its own check made (what its Program binds each Function input omitted
+/// under `arguments` to; a check resumed from another revision's state
+/// keeps them).
 #[derive(Debug)]
 pub(crate) struct Analysis {
     pub doc: YamlDocument,
     pub project: ast::ProjectFile,
     pub script: Option<Vec<functions::ScriptFn>>,
+    pub bindings: check::Bindings,
 }
 
 impl Compiled {
@@ -351,6 +355,7 @@ fn compile_with(
         doc,
         project,
         script,
+        bindings: checked.bindings,
     }));
     out
 }

@@ -35,7 +35,7 @@ mod resume;
 mod steps;
 
 pub(crate) use graph::{Facts, Graph};
-pub(crate) use resume::{check_resumed, own_bindings, Resume};
+pub(crate) use resume::{check_resumed, Resume};
 
 /// Limits of SPEC §2.
 pub const MAX_STEPS: usize = 64;

@@ -13,7 +13,7 @@
 use coordinator_source::Diagnostic;
 use serde_json::Value;
 
-use super::{Bindings, Checker, Facts};
+use super::{Checker, Facts};
 use crate::schema::Sch;
 use crate::Analysis;
 
@@ -32,26 +32,16 @@ pub(crate) struct Resume<'r> {
     /// revision's `Program::schemas` entry); `None` for this project's own
     /// workflow input schema.
     pub input: Option<Value>,
-    /// The implicit bindings of the project's own check
-    /// ([`own_bindings`]): the Program binds a Function input by its type
-    /// once, from `workflow.start`, and a moved run runs that binding.
-    pub bindings: &'r Bindings,
-}
-
-/// The implicit bindings of the project's own check (what its Program
-/// binds each Function input omitted under `arguments` to).
-pub(crate) fn own_bindings(analysis: &Analysis) -> Bindings {
-    Checker::new(&analysis.doc, &analysis.project, analysis.script.clone())
-        .run()
-        .0
-        .bindings
 }
 
 /// The diagnostics of the step checks of every step reachable after
 /// `resume.step`, the run's state given by `resume`. The project's own
 /// resolution (types, aliases, Functions) is done again and its findings
 /// dropped: a project that compiled has none, and they do not depend on the
-/// state. The result is unsorted.
+/// state. A Function input omitted under `arguments` keeps the binding the
+/// project's own check made (`analysis.bindings`): the Program binds it by
+/// its type once, from `workflow.start`, and a moved run runs that
+/// binding. The result is unsorted.
 pub(crate) fn check_resumed(analysis: &Analysis, resume: &Resume) -> Vec<Diagnostic> {
     let mut checker = Checker::new(&analysis.doc, &analysis.project, analysis.script.clone());
     checker.resolve_all();
@@ -61,7 +51,7 @@ pub(crate) fn check_resumed(analysis: &Analysis, resume: &Resume) -> Vec<Diagnos
         checker.input_label = MOVED_INPUT_LABEL;
     }
     checker.start = resume.step.to_owned();
-    checker.own_bindings = Some(resume.bindings);
+    checker.own_bindings = Some(&analysis.bindings);
     let facts = checker
         .graph
         .must_complete_from(resume.step, resume.completed.clone());

@@ -13,7 +13,7 @@ use coordinator_source::Diagnostic;
 use serde_json::Value;
 
 use super::is_call;
-use crate::check::{check_resumed, own_bindings, Bindings, Facts, Graph, Resume};
+use crate::check::{check_resumed, Facts, Graph, Resume};
 use crate::codes;
 use crate::Analysis;
 
@@ -30,8 +30,6 @@ pub(super) struct Revisions<'a> {
     b: &'a Program,
     b_graph: Graph,
     analysis: &'a Analysis,
-    /// B's implicit bindings, as its Program runs them.
-    b_bindings: Bindings,
     /// B's own diagnostics (warnings: B compiled), as (code, pointer): a
     /// finding of the resumed check that B's own check makes too is not
     /// caused by the move.
@@ -90,7 +88,6 @@ impl<'a> Revisions<'a> {
             b,
             b_graph: Graph::from_program(b),
             analysis,
-            b_bindings: own_bindings(analysis),
             b_own: b_diags.iter().map(key).collect(),
             accepted,
         }
@@ -320,7 +317,6 @@ impl<'a> Revisions<'a> {
             step: target,
             completed: carried.clone(),
             input,
-            bindings: &self.b_bindings,
         };
         let with_b_input = check_resumed(self.analysis, &resume(None));
         let a_input = schema(self.a, self.a.input);
