@@ -8,6 +8,12 @@
 //! asked for) — so a type reads the same, and a fault says the same, as
 //! through `serde_json::from_value`. (serde_json's `RawValue` is not
 //! supported: nothing read from an authored file holds one.)
+//!
+//! Why not a crate: `serde-value`'s and `serde_json`'s own `Value`
+//! deserializers were tried. The first reads a mapping's keys in sorted
+//! order and lets a sequence's leftover elements pass, so a fault would
+//! name another field or none; the second's error type loses the kind of a
+//! fault, which is what the stable `yaml.*` codes are made from.
 
 use serde::de::{
     self, DeserializeSeed, EnumAccess, IntoDeserializer, MapAccess, SeqAccess, Unexpected,
