@@ -219,7 +219,12 @@ async fn serve_checked(args: Args, worker_threads: NonZeroUsize) -> Result<ExitC
     let store = match startup::open_store(start, StoreWait::default(), &mut signal).await {
         StoreStartup::Serve(s) => Arc::new(s),
         StoreStartup::Refused => return Err(ExitCode::from(1)),
-        StoreStartup::Stopped => return Ok(stop_before_store_open(servers).await),
+        StoreStartup::Stopped => {
+            let stopping = std::time::Instant::now();
+            let exit = stop_before_store_open(servers, drain_budget(&traces)).await;
+            flush_traces(traces, stopping).await;
+            return Ok(exit);
+        }
     };
     tracing::info!(namespace = %runtime.config.namespace, "run store: PostgreSQL");
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
@@ -266,12 +271,45 @@ async fn serve_checked(args: Args, worker_threads: NonZeroUsize) -> Result<ExitC
     ));
     tracing::info!(bind = %runtime.deployment.listener.bind, recovery_only = args.recovery_only, "serving");
     let exit = serve_until_stop_or_fence(&mut signal, &mut worker).await;
-    shut_down(servers, worker, &journal).await;
-    if let Some(t) = traces {
-        // The batch processor's last export blocks: off the runtime's threads.
-        let _ = tokio::task::spawn_blocking(move || t.shutdown()).await;
-    }
+    let stopping = std::time::Instant::now();
+    shut_down(servers, worker, &journal, drain_budget(&traces)).await;
+    flush_traces(traces, stopping).await;
     Ok(exit)
+}
+
+/// The part of [`SHUTDOWN_GRACE`] the trace flush always gets, however
+/// long the drain took (docs/operations.md "Stopping").
+const TRACE_FLUSH_FLOOR: Duration = Duration::from_secs(1);
+
+/// Kept back from [`SHUTDOWN_GRACE`] for the process's own exit after the
+/// drain and the flush.
+const EXIT_MARGIN: Duration = Duration::from_millis(500);
+
+/// How long the drain (open requests, the worker, the metrics listener)
+/// may take: the grace less the exit margin and, with traces on, less the
+/// flush's floor — so the drain and the flush share one grace.
+fn drain_budget(traces: &Option<coordinator::telemetry::Traces>) -> Duration {
+    let flush = if traces.is_some() {
+        TRACE_FLUSH_FLOOR
+    } else {
+        Duration::ZERO
+    };
+    SHUTDOWN_GRACE - EXIT_MARGIN - flush
+}
+
+/// Exports the spans still queued within what the grace has left since
+/// `stopping` (at least [`TRACE_FLUSH_FLOOR`]); an OTLP receiver that
+/// does not answer in time loses them (logged), never delays the stop
+/// past the grace.
+async fn flush_traces(
+    traces: Option<coordinator::telemetry::Traces>,
+    stopping: std::time::Instant,
+) {
+    let Some(traces) = traces else { return };
+    let left = (SHUTDOWN_GRACE - EXIT_MARGIN).saturating_sub(stopping.elapsed());
+    let budget = left.max(TRACE_FLUSH_FLOOR);
+    // The batch processor's last export blocks: off the runtime's threads.
+    let _ = tokio::task::spawn_blocking(move || traces.shutdown(budget)).await;
 }
 
 /// The service's traces (`coordinator::telemetry`), `None` when off. A
@@ -569,10 +607,10 @@ fn serve_gates_while_store_awaited(listeners: BoundListeners) -> GatedServers {
 
 /// A stop signal while the store was awaited: the API server drains
 /// (within the grace) and the process exits 0.
-async fn stop_before_store_open(servers: GatedServers) -> ExitCode {
+async fn stop_before_store_open(servers: GatedServers, drain: Duration) -> ExitCode {
     tracing::info!("stopping before the store was open");
     let _ = servers.stop_tx.send(true);
-    let _ = tokio::time::timeout(SHUTDOWN_GRACE - Duration::from_secs(1), servers.server).await;
+    let _ = tokio::time::timeout(drain, servers.server).await;
     ExitCode::SUCCESS
 }
 
@@ -668,17 +706,18 @@ where
     exit
 }
 
-/// Stops the servers and the worker and waits for them within the grace;
-/// after a full drain, removes this process's audit journal if it holds
-/// nothing.
+/// Stops the servers and the worker and waits for them for at most
+/// `drain` ([`drain_budget`]); after a full drain, removes this process's
+/// audit journal if it holds nothing.
 async fn shut_down(
     servers: GatedServers,
     mut worker: tokio::task::JoinHandle<()>,
     journal: &AuditJournal,
+    drain: Duration,
 ) {
     tracing::info!("stopping");
     let _ = servers.stop_tx.send(true);
-    let drained = tokio::time::timeout(SHUTDOWN_GRACE - Duration::from_secs(1), async {
+    let drained = tokio::time::timeout(drain, async {
         if !worker.is_finished() {
             let _ = (&mut worker).await;
         }

@@ -52,11 +52,12 @@ impl Traces {
         BoxedTracer::new(self.provider.boxed_tracer(scope))
     }
 
-    /// Exports what is still queued and stops the processor's thread
-    /// (blocking: call it off the async runtime's threads). Failures are
-    /// logged; a stop never waits on them.
-    pub fn shutdown(self) {
-        if let Err(e) = self.provider.shutdown() {
+    /// Exports what is still queued and stops the processor's thread,
+    /// waiting at most `timeout` (blocking: call it off the async
+    /// runtime's threads). Failures and a receiver that does not answer in
+    /// time are logged; a stop never waits longer.
+    pub fn shutdown(self, timeout: Duration) {
+        if let Err(e) = self.provider.shutdown_with_timeout(timeout) {
             tracing::warn!(error = %e, "traces: the last spans could not be exported");
         }
     }

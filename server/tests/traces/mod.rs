@@ -478,3 +478,78 @@ async fn a_signed_event_start_joins_the_caller_trace() {
     drop(c);
     d.cleanup().await;
 }
+
+/// SIGTERM stops the service within seed 000's 15 s with traces on, while
+/// its OTLP receiver accepts connections and never answers, a product
+/// call is in flight and a start's body is still arriving: the drain and the last export share one budget
+/// (docs/service.md "Shutdown"), and the spans the stalled receiver never
+/// took are logged as lost.
+#[tokio::test]
+async fn sigterm_stops_within_15_s_with_a_stalled_otlp_receiver_and_a_call_in_flight() {
+    let Some(urls) =
+        urls("sigterm_stops_within_15_s_with_a_stalled_otlp_receiver_and_a_call_in_flight")
+    else {
+        return;
+    };
+    // A receiver that accepts every connection and never reads or answers.
+    let stalled = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let stalled_base = format!("http://{}", stalled.local_addr().unwrap());
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = stalled.accept().await {
+            open.push(socket);
+        }
+    });
+    let d = Deployment::new(urls, 2_000).await;
+    // The notice never answers: the worker holds a call while it drains.
+    d.messaging.fake().script("/v1/messages", [Reply::Hang]);
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", stalled_base.as_str()),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+        // Spans stay queued until the stop's own export.
+        ("OTEL_BSP_SCHEDULE_DELAY", "600000"),
+    ];
+    let port = crate::support::free_port();
+    let mut c = d.spawn_env(&d.runtime_file(port), port, &[], &env).await;
+    d.start(&c, "app-stop-3b7e", &rfc3339(unix_now())).await;
+    let began = Instant::now();
+    while d.messaging.fake().requests_to("/v1/messages").is_empty() {
+        assert!(
+            began.elapsed() < Duration::from_secs(30),
+            "no notice sent in 30 s:\n{}",
+            c.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // A start whose body never finishes arriving: a request in flight
+    // that the drain waits on until its budget ends.
+    let mut slow = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let head = format!(
+        "POST /v1/runs HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {}\r\n\
+         idempotency-key: stop-slow-1\r\ncontent-type: application/json\r\n\
+         content-length: 4000\r\n\r\n{{\"workflow\":",
+        d.token(PRODUCER)
+    );
+    tokio::io::AsyncWriteExt::write_all(&mut slow, head.as_bytes())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let status = c.terminate(Duration::from_secs(15)).await;
+    assert!(
+        status.is_some(),
+        "not stopped by SIGTERM within 15 s with a stalled OTLP receiver:\n{}",
+        c.log_text()
+    );
+    assert!(
+        c.log_text()
+            .contains("traces: the last spans could not be exported"),
+        "{}",
+        c.log_text()
+    );
+    held.abort();
+    drop(slow);
+    drop(c);
+    d.cleanup().await;
+}
