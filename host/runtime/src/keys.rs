@@ -100,7 +100,20 @@ pub struct Binding<'a> {
     pub step: &'a str,
 }
 
-impl Binding<'_> {
+impl<'a> Binding<'a> {
+    /// The binding of a stored definition (a revision's Program):
+    /// (database id, the revision in the run id's place, purpose
+    /// `definition`, no step). A definition copied under another revision
+    /// or database does not open.
+    pub fn definition(database_id: &'a str, revision: &'a str) -> Binding<'a> {
+        Binding {
+            database_id,
+            run_id: revision,
+            purpose: "definition",
+            step: "",
+        }
+    }
+
     fn associated_data(&self, version: u32) -> Vec<u8> {
         let mut out = Vec::new();
         out.push(SEALED_FORMAT);

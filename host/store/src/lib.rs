@@ -405,7 +405,8 @@ pub(crate) async fn check_custody(
                     // An erased run keeps only its owner, re-sealed under
                     // the version active at erasure (both columns name it).
                     "SELECT EXISTS (SELECT 1 FROM {ns}.runs WHERE key_version = $1 OR input_key_version = $1)
-                         OR EXISTS (SELECT 1 FROM {ns}.jobs WHERE key_version = $1)"
+                         OR EXISTS (SELECT 1 FROM {ns}.jobs WHERE key_version = $1)
+                         OR EXISTS (SELECT 1 FROM {ns}.definitions WHERE key_version = $1)"
                 ))
                 .bind(version as i32)
                 .fetch_one(conn.on())

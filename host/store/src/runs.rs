@@ -74,6 +74,7 @@ use coordinator_runtime::keys::{AdmissionKey, StateKeyring};
 
 use super::session::Database;
 
+pub(crate) use definitions::read_definition;
 pub use maintenance::PING_TIMEOUT;
 
 /// The run store: a pool of runtime connections, the namespace, the

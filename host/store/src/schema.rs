@@ -89,6 +89,13 @@ CREATE TABLE {ns}.definitions (
     recorded_at timestamptz NOT NULL DEFAULT now()
 );
 
+-- A definition is sealed with the payload state key, bound to the
+-- database id and its revision, and `key_version` names the key. (Its own
+-- statement, SEALED_DEFINITION_COLUMN: a namespace laid out by an earlier
+-- build holds plaintext definitions, NULL here, until `apply` seals them.)
+ALTER TABLE {ns}.definitions ADD COLUMN IF NOT EXISTS key_version integer
+    CHECK (key_version > 0);
+
 CREATE TABLE {ns}.active_workflows (
     workflow text PRIMARY KEY,
     revision text NOT NULL REFERENCES {ns}.definitions (revision),
@@ -473,6 +480,24 @@ pub fn count_routines(ns: &str) -> Vec<String> {
 /// also runs on a namespace laid out by an earlier build of version 4
 /// ([`amend_v4_trace`]).
 const TRACE_COLUMN: &str = "ALTER TABLE {ns}.runs ADD COLUMN IF NOT EXISTS trace_parent";
+
+/// The statement of [`V4`] that adds `definitions.key_version`, which
+/// `apply` also runs on a namespace laid out by an earlier build of
+/// version 4 ([`amend_v4_sealed_definitions`]).
+const SEALED_DEFINITION_COLUMN: &str =
+    "ALTER TABLE {ns}.definitions ADD COLUMN IF NOT EXISTS key_version";
+
+/// What brings a namespace laid out by an earlier build of version 4,
+/// whose definitions are stored in plaintext, to this build's layout:
+/// `V4`'s statement that adds `definitions.key_version` (a no-op where it
+/// exists), run by every `apply` of a namespace already laid out; `apply`
+/// then seals each definition whose `key_version` is NULL.
+pub fn amend_v4_sealed_definitions(ns: &str) -> Vec<String> {
+    statements(V4)
+        .filter(|s| s.contains(SEALED_DEFINITION_COLUMN))
+        .map(|s| in_namespace(s, ns))
+        .collect()
+}
 
 /// What brings a namespace laid out by an earlier build of version 4
 /// without `runs.trace_parent` to this build's layout: `V4`'s statement

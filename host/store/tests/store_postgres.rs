@@ -829,6 +829,11 @@ async fn rotation_keeps_old_runs_readable_and_a_removed_version_is_custody() {
     fx.apply(&[]).await.expect("apply rotation");
     let status = fx.status().await.expect("status");
     assert_eq!(status.state_key_versions, vec![1, 2]);
+    // Apply re-sealed the definition under the active version, so only the
+    // runs keep version 1 in use.
+    let mut admin = fx.admin().await;
+    let (_, version) = stored_definition(&mut admin, &fx.ns, &revision).await;
+    assert_eq!(version, Some(2));
     let store = fx.store().await.expect("store");
     let loaded = store
         .get(&old.id)
@@ -1380,6 +1385,88 @@ async fn earlier_layouts_unknown_layouts_and_another_database_id_are_refused() {
         .await
         .expect("table");
     assert_eq!(code(fx.apply(&[]).await), "deployment.schema-version");
+    fx.cleanup(&[]).await;
+}
+
+/// The stored bytes and key version of `revision`'s definition.
+async fn stored_definition(
+    admin: &mut PgConnection,
+    ns: &str,
+    revision: &str,
+) -> (Vec<u8>, Option<i32>) {
+    let row = sqlx::query(&format!(
+        "SELECT definition, key_version FROM {ns}.definitions WHERE revision = $1"
+    ))
+    .bind(revision)
+    .fetch_one(admin)
+    .await
+    .expect("row");
+    (row.get(0), row.get(1))
+}
+
+/// A stored definition is sealed with the payload state key (no Program
+/// text in the row, the key version recorded), opens only under its own
+/// revision, and a namespace whose definitions an earlier build stored in
+/// plaintext (no `key_version` column) is refused by the service until
+/// `apply` seals them in place.
+#[tokio::test]
+async fn definitions_are_sealed_and_apply_seals_an_earlier_namespace() {
+    let Some((fx, s, fixture)) = fresh("sealed_definitions").await else {
+        return;
+    };
+    let plaintext = s
+        .definition(&fixture.revision)
+        .await
+        .expect("read")
+        .expect("recorded")
+        .canonical_bytes();
+    s.close().await;
+    let mut admin = fx.admin().await;
+    let (sealed, version) = stored_definition(&mut admin, &fx.ns, &fixture.revision).await;
+    assert_eq!(version, Some(1));
+    assert_ne!(sealed, plaintext);
+    let workflow = fixture.workflow.as_bytes();
+    assert!(!sealed.windows(workflow.len()).any(|w| w == workflow));
+
+    // A flipped byte does not open.
+    admin
+        .execute(
+            format!(
+                "UPDATE {}.definitions SET definition = overlay(definition placing '\\x00'::bytea from 40 for 1)",
+                fx.ns
+            )
+            .as_str(),
+        )
+        .await
+        .expect("tamper");
+    let s = fx.store().await.expect("store");
+    let tampered = s.definition(&fixture.revision).await.expect_err("tampered");
+    assert_eq!(tampered.code, "state-tampered", "{tampered:?}");
+    s.close().await;
+
+    // As an earlier build left it: plaintext, no key_version column.
+    admin
+        .execute(format!("ALTER TABLE {}.definitions DROP COLUMN key_version", fx.ns).as_str())
+        .await
+        .expect("an earlier layout");
+    sqlx::query(&format!("UPDATE {}.definitions SET definition = $1", fx.ns))
+        .bind(&plaintext)
+        .execute(&mut admin)
+        .await
+        .expect("plaintext");
+    assert_eq!(code(fx.store().await), "deployment.schema-version");
+    fx.apply(&[]).await.expect("apply seals it");
+    let (sealed, version) = stored_definition(&mut admin, &fx.ns, &fixture.revision).await;
+    assert_eq!(version, Some(1));
+    assert_ne!(sealed, plaintext);
+    let s = fx.store().await.expect("store");
+    let read = s
+        .definition(&fixture.revision)
+        .await
+        .expect("read")
+        .expect("recorded");
+    assert_eq!(read.canonical_bytes(), plaintext);
+    s.close().await;
     fx.cleanup(&[]).await;
 }
 

@@ -4,6 +4,7 @@
 //! and checks the runtime role; then one audit record.
 
 use serde::Serialize;
+use sqlx::Row;
 
 use super::checks::{
     check_applied_namespace, check_database_id, check_layout, check_live_bindings,
@@ -14,6 +15,7 @@ use super::namespace::{active_workflows, deployment_row, has_table, layout, Layo
 use super::plan::{compute_plan, PlanAction, PlanEntry};
 use super::runtime_role::{grant_runtime_role, verify_runtime_role};
 use crate::codes;
+use crate::runs::read_definition;
 use crate::schema::{self, SCHEMA_VERSION};
 use crate::servers::Access;
 use crate::session::Transaction;
@@ -22,7 +24,7 @@ use crate::{
 };
 use coordinator_runtime::audit::{AuditJournal, AuditRecord};
 use coordinator_runtime::config::{Deployment, RuntimeConfig};
-use coordinator_runtime::keys::AuditKey;
+use coordinator_runtime::keys::{AuditKey, Binding};
 use coordinator_runtime::package::LoadedPackage;
 use coordinator_runtime::secrets::SecretResolver;
 
@@ -106,7 +108,13 @@ pub async fn apply(
         return Err(refusal);
     }
     check_live_bindings(&mut tx, ns, config).await?;
-    record_definitions(&mut tx, ns, &packages).await?;
+    let sealing = DefinitionSealing {
+        ns,
+        keyring: &keys.state,
+        database_id: &deployment.database_id,
+    };
+    sealing.reseal_definitions(&mut tx).await?;
+    sealing.record_definitions(&mut tx, &packages).await?;
     let changed = activate_planned_workflows(&mut tx, ns, &plan.entries).await?;
     record_activation_and_bindings(&mut tx, ns, config, changed).await?;
 
@@ -160,6 +168,7 @@ async fn check_and_migrate_namespace(
     execute_each(tx, schema::flow_routines(ns)).await?;
     if !migrated {
         execute_each(tx, schema::amend_v4_trace(ns)).await?;
+        execute_each(tx, schema::amend_v4_sealed_definitions(ns)).await?;
     }
     if !migrated {
         // Refuse an unsafe role as found, before the grants below would
@@ -263,30 +272,97 @@ async fn record_key_custody(
     Ok(())
 }
 
-/// Records every pinned package's definition under its revision (kept
-/// forever; a revision already recorded is left as it is).
-///
-/// # Errors
-/// `store-unavailable`.
-async fn record_definitions(
-    tx: &mut Transaction,
-    ns: &str,
-    packages: &[LoadedPackage],
-) -> Result<(), DatabaseError> {
-    for p in packages {
-        sqlx::query(&format!(
-            "INSERT INTO {ns}.definitions (revision, workflow, definition, package_digest)
-             VALUES ($1, $2, $3, $4) ON CONFLICT (revision) DO NOTHING"
+/// How `apply` seals definitions: with the active payload state key,
+/// bound to the database id and the revision
+/// ([`coordinator_runtime::keys::Binding::definition`]).
+struct DefinitionSealing<'a> {
+    ns: &'a str,
+    keyring: &'a coordinator_runtime::keys::StateKeyring,
+    database_id: &'a str,
+}
+
+impl DefinitionSealing<'_> {
+    /// `bytes` of `revision` sealed under the active key.
+    fn seal(&self, revision: &str, bytes: &[u8]) -> Vec<u8> {
+        self.keyring
+            .seal(&Binding::definition(self.database_id, revision), bytes)
+    }
+
+    /// Records every pinned package's definition under its revision,
+    /// sealed (kept forever; a revision already recorded is left as it
+    /// is).
+    ///
+    /// # Errors
+    /// `store-unavailable`.
+    async fn record_definitions(
+        &self,
+        tx: &mut Transaction,
+        packages: &[LoadedPackage],
+    ) -> Result<(), DatabaseError> {
+        let ns = self.ns;
+        for p in packages {
+            let revision = &p.definition.revision;
+            sqlx::query(&format!(
+                "INSERT INTO {ns}.definitions (revision, workflow, definition, package_digest, key_version)
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (revision) DO NOTHING"
+            ))
+            .bind(revision)
+            .bind(&p.definition.program.workflow)
+            .bind(self.seal(revision, &p.definition.canonical_bytes()))
+            .bind(&p.digest)
+            .bind(self.keyring.active_version() as i32)
+            .execute(tx.on())
+            .await
+            .map_err(db_error)?;
+        }
+        Ok(())
+    }
+
+    /// Seals, in place, under the active key, every definition that is
+    /// not sealed under it: one an earlier build stored in plaintext
+    /// (`key_version` NULL; how `apply` carries a namespace over,
+    /// [`schema::amend_v4_sealed_definitions`]) and one sealed under an
+    /// earlier state key version (so that version can be removed once
+    /// retention has erased the runs it sealed). A definition that does
+    /// not read back as its revision is refused, not sealed.
+    ///
+    /// # Errors
+    /// `store-unavailable`; `state-tampered`; `state-key-custody` (the
+    /// version it is sealed under is not configured).
+    async fn reseal_definitions(&self, tx: &mut Transaction) -> Result<(), DatabaseError> {
+        let ns = self.ns;
+        let active = self.keyring.active_version() as i32;
+        let rows = sqlx::query(&format!(
+            "SELECT revision, definition, key_version FROM {ns}.definitions
+              WHERE key_version IS DISTINCT FROM $1 FOR UPDATE"
         ))
-        .bind(&p.definition.revision)
-        .bind(&p.definition.program.workflow)
-        .bind(p.definition.canonical_bytes())
-        .bind(&p.digest)
-        .execute(tx.on())
+        .bind(active)
+        .fetch_all(tx.on())
         .await
         .map_err(db_error)?;
+        for row in rows {
+            let revision: String = row.try_get(0).map_err(db_error)?;
+            let stored: Vec<u8> = row.try_get(1).map_err(db_error)?;
+            let key_version: Option<i32> = row.try_get(2).map_err(db_error)?;
+            let bytes = match key_version {
+                None => stored,
+                Some(_) => self
+                    .keyring
+                    .open(&Binding::definition(self.database_id, &revision), &stored)?,
+            };
+            read_definition(&revision, &bytes)?;
+            sqlx::query(&format!(
+                "UPDATE {ns}.definitions SET definition = $2, key_version = $3 WHERE revision = $1"
+            ))
+            .bind(&revision)
+            .bind(self.seal(&revision, &bytes))
+            .bind(active)
+            .execute(tx.on())
+            .await
+            .map_err(db_error)?;
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Carries out the plan's entries on the active workflows: installs and

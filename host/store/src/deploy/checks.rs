@@ -13,8 +13,8 @@ use sqlx::Row;
 
 use super::namespace::WorkflowStatus;
 use super::namespace::{
-    active_workflows, deployment_row, has_table, has_trace_parent, layout, live_bindings,
-    not_applied, DeploymentRow, Layout,
+    active_workflows, deployment_row, has_column, has_table, layout, live_bindings, not_applied,
+    DeploymentRow, Layout,
 };
 use super::runtime_role::verify_runtime_role;
 use crate::codes;
@@ -340,12 +340,25 @@ pub(crate) async fn verify_runtime(
             ));
         }
     }
-    if !has_trace_parent(conn, ns).await? {
-        return Err(DatabaseError::refused(
-            codes::DEPLOYMENT_SCHEMA_VERSION,
-            format!("namespace `{ns}` was laid out by an earlier build of state schema version {SCHEMA_VERSION} (its runs have no trace_parent column)"),
-            "run `coordinatorctl --runtime-config FILE apply`, which brings it to this build's layout",
-        ));
+    for (table, column, what) in [
+        (
+            "runs",
+            "trace_parent",
+            "its runs have no trace_parent column",
+        ),
+        (
+            "definitions",
+            "key_version",
+            "its definitions are not sealed",
+        ),
+    ] {
+        if !has_column(conn, ns, table, column).await? {
+            return Err(DatabaseError::refused(
+                codes::DEPLOYMENT_SCHEMA_VERSION,
+                format!("namespace `{ns}` was laid out by an earlier build of state schema version {SCHEMA_VERSION} ({what})"),
+                "run `coordinatorctl --runtime-config FILE apply`, which brings it to this build's layout",
+            ));
+        }
     }
     let d = deployment_row(conn, ns).await?;
     check_database_id(&d.database_id, &deployment.database_id)?;

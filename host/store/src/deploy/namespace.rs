@@ -210,19 +210,25 @@ pub(super) async fn has_table(
         .map_err(db_error)
 }
 
-/// Whether the namespace's `runs` has `trace_parent` (a namespace laid out
-/// by an earlier build of version 4 has not; `apply` adds it,
-/// [`crate::schema::amend_v4_trace`]).
-pub(super) async fn has_trace_parent(
+/// Whether the namespace's `table` has `column` (a namespace laid out by
+/// an earlier build of version 4 has no `runs.trace_parent` nor
+/// `definitions.key_version`; `apply` adds them,
+/// [`crate::schema::amend_v4_trace`],
+/// [`crate::schema::amend_v4_sealed_definitions`]).
+pub(super) async fn has_column(
     conn: &mut Transaction,
     ns: &str,
+    table: &str,
+    column: &str,
 ) -> Result<bool, DatabaseError> {
     sqlx::query_scalar(
         "SELECT EXISTS (SELECT 1 FROM information_schema.columns
-                         WHERE table_schema = $1 AND table_name = 'runs'
-                           AND column_name = 'trace_parent')",
+                         WHERE table_schema = $1 AND table_name = $2
+                           AND column_name = $3)",
     )
     .bind(ns)
+    .bind(table)
+    .bind(column)
     .fetch_one(conn.on())
     .await
     .map_err(db_error)

@@ -7,8 +7,11 @@ use coordinator_ir::Definition;
 use coordinator_ports::store::{Definitions, StoreError as PortError};
 use sqlx::Row;
 
+use coordinator_runtime::keys::Binding;
+
 use super::errors::port;
 use super::Store;
+use crate::codes;
 use crate::deploy::WorkflowStatus;
 use crate::{db_error, DatabaseError};
 
@@ -36,14 +39,19 @@ impl Store {
             .collect()
     }
 
-    /// The definition (Program) of `revision`, kept forever by apply.
+    /// The definition (Program) of `revision`, kept forever by apply,
+    /// sealed with the payload state key (bound to the database id and
+    /// the revision) and checked against the revision once opened.
     ///
     /// # Errors
-    /// `store-unavailable`; `state-tampered` when the stored bytes do not
-    /// read back.
+    /// `store-unavailable`; `state-key-custody` (the key it names is not
+    /// configured); `state-tampered` when the stored bytes do not open or
+    /// read back as `revision`; `deployment.schema-version` for a
+    /// definition an earlier build stored in plaintext (not yet sealed by
+    /// this build's `apply`).
     pub async fn definition(&self, revision: &str) -> Result<Option<Definition>, DatabaseError> {
         let row = sqlx::query(&format!(
-            "SELECT definition FROM {}.definitions WHERE revision = $1",
+            "SELECT definition, key_version FROM {}.definitions WHERE revision = $1",
             self.ns
         ))
         .bind(revision)
@@ -51,14 +59,19 @@ impl Store {
         .await
         .map_err(db_error)?;
         let Some(row) = row else { return Ok(None) };
-        let bytes: Vec<u8> = row.try_get(0).map_err(db_error)?;
-        Definition::from_slice(&bytes).map(Some).map_err(|e| {
-            DatabaseError::refused(
-                "state-tampered",
-                format!("stored definition {revision}: {e}"),
-                "investigate the database",
-            )
-        })
+        let sealed: Vec<u8> = row.try_get(0).map_err(db_error)?;
+        let key_version: Option<i32> = row.try_get(1).map_err(db_error)?;
+        if key_version.is_none() {
+            return Err(DatabaseError::refused(
+                codes::DEPLOYMENT_SCHEMA_VERSION,
+                format!("stored definition {revision} is not sealed: namespace `{}` was carried by an earlier build's apply", self.ns),
+                "run `coordinatorctl --runtime-config FILE apply` with this build, which seals it",
+            ));
+        }
+        let bytes = self
+            .keyring
+            .open(&Binding::definition(&self.database_id, revision), &sealed)?;
+        read_definition(revision, &bytes).map(Some)
     }
 
     /// Apply's activation counter; a service compares it with the value at
@@ -89,4 +102,28 @@ impl Definitions for Store {
         let generation = self.activation_generation().await.map_err(port)?;
         Ok(generation == self.activation_generation)
     }
+}
+
+/// A stored definition's bytes read as the definition of `revision`
+/// (`Definition::from_slice` checks that its Program hashes to the
+/// revision it records; this, that the revision is the row's).
+///
+/// # Errors
+/// `state-tampered`.
+pub(crate) fn read_definition(revision: &str, bytes: &[u8]) -> Result<Definition, DatabaseError> {
+    let tampered = |e: String| {
+        DatabaseError::refused(
+            "state-tampered",
+            format!("stored definition {revision}: {e}"),
+            "investigate the database",
+        )
+    };
+    let definition = Definition::from_slice(bytes).map_err(tampered)?;
+    if definition.revision != revision {
+        return Err(tampered(format!(
+            "it is the definition of revision {}",
+            definition.revision
+        )));
+    }
+    Ok(definition)
 }
