@@ -521,8 +521,10 @@ pub struct Retention {
     /// Erase the payloads of runs that ended before this RFC 3339 instant.
     #[schemars(schema_with = "date_time_schema")]
     pub before: String,
-    /// At most this many runs per call (1..=100).
+    /// At most this many runs per call (1..=100). Any JSON number of
+    /// integral value, as JSON Schema's `integer` admits (`1.0` is 1).
     #[schemars(range(min = 1, max = MAX_RETENTION_LIMIT))]
+    #[serde(deserialize_with = "integral_u32")]
     pub limit: u32,
 }
 
@@ -555,6 +557,32 @@ pub struct ReviewCompletion {
     pub review_request_id: String,
 }
 
+/// A `u32` from any JSON number of integral value: JSON Schema's
+/// `integer` (which the document states) admits `1.0` as well as `1`, so
+/// a body a client generated from the document is read as it says.
+/// `1.5`, a negative number or one above `u32::MAX` is refused with
+/// serde's own error (answered 400 `request.invalid`).
+fn integral_u32<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u32, D::Error> {
+    use serde::de::{Error, Unexpected};
+    let number = serde_json::Number::deserialize(deserializer)?;
+    if let Some(n) = number.as_u64() {
+        return u32::try_from(n).map_err(|_| {
+            D::Error::invalid_value(Unexpected::Unsigned(n), &"an integer up to 4294967295")
+        });
+    }
+    let Some(f) = number.as_f64() else {
+        return Err(D::Error::custom("not a number"));
+    };
+    if f.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&f) {
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        return Ok(f as u32);
+    }
+    Err(D::Error::invalid_value(
+        Unexpected::Float(f),
+        &"a non-negative integer",
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -578,5 +606,22 @@ mod tests {
         assert_eq!(v["type"], "about:blank");
         assert_eq!(v["code"], "idempotency.key-reused");
         assert!(v.get("detail").is_none());
+    }
+
+    #[test]
+    fn retention_limit_is_any_number_of_integral_value() {
+        let read = |limit: &str| {
+            serde_json::from_str::<Retention>(&format!(
+                r#"{{"before":"2026-01-01T00:00:00Z","limit":{limit}}}"#
+            ))
+            .map(|r| r.limit)
+        };
+        assert_eq!(read("1").expect("1"), 1);
+        assert_eq!(read("1.0").expect("1.0"), 1);
+        assert_eq!(read("100.0").expect("100.0"), 100);
+        assert_eq!(read("1e2").expect("1e2"), 100);
+        for refused in ["1.5", "-1", "-1.0", "4294967296", "4294967296.0", "\"1\""] {
+            assert!(read(refused).is_err(), "{refused}");
+        }
     }
 }

@@ -193,7 +193,77 @@ pub fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
     all.extend(run_operations(generator, &status));
     all.extend(inbound_operations(generator, &status));
     all.extend(operator_operations(generator, &holds));
+    all.push(served_document_operation());
     all
+}
+
+/// `GET /v1/openapi.json`: the document as the serving process admits
+/// starts ([`served_document`]).
+fn served_document_operation() -> Operation {
+    Operation {
+        method: "get",
+        path: SERVED_DOCUMENT_PATH,
+        id: "openApiDocument",
+        summary: "This document as this process serves it: the start's body one variant per active workflow, with that revision's input schema.",
+        security: Security::Caller,
+        request: None,
+        success: vec![(
+            200,
+            "The OpenAPI 3.1 document.",
+            json!({"type": "object", "required": ["openapi", "paths"]}),
+        )],
+        problems: codes(&[&STORE, &CALLER], &[]),
+        parameters: vec![],
+    }
+}
+
+/// Where a service serves [`served_document`].
+pub const SERVED_DOCUMENT_PATH: &str = "/v1/openapi.json";
+
+/// A workflow as a serving process admits it: one variant of the start's
+/// body in [`served_document`].
+#[derive(Clone, Copy, Debug)]
+pub struct ServedWorkflow<'a> {
+    /// The workflow name.
+    pub workflow: &'a str,
+    /// Its active revision (`sha256:<hex>`).
+    pub revision: &'a str,
+    /// That revision's input schema (JSON Schema, self-contained: the
+    /// Program's resolved schema).
+    pub input: &'a Value,
+}
+
+/// The document a service serves at [`SERVED_DOCUMENT_PATH`]: [`document`]
+/// with the start's request body (`POST /v1/runs`) narrowed to one
+/// variant per workflow in `workflows` (`workflow` and `revision` as
+/// constants, `input` as that revision's input schema), so a client
+/// generated from it is typed per workflow and a generator of requests
+/// sends only starts the service could accept. With no workflow (a caller
+/// granted no start) it is [`document`] unchanged.
+pub fn served_document(workflows: &[ServedWorkflow<'_>]) -> Value {
+    let mut doc = document();
+    if workflows.is_empty() {
+        return doc;
+    }
+    let variants: Vec<Value> = workflows
+        .iter()
+        .map(|w| {
+            json!({
+                "type": "object",
+                "title": format!("Start {}", w.workflow),
+                "additionalProperties": false,
+                "required": ["workflow", "revision", "input"],
+                "properties": {
+                    "workflow": {"const": w.workflow, "description": "The workflow name."},
+                    "revision": {"const": w.revision, "description": "Its active revision."},
+                    "input": w.input,
+                },
+            })
+        })
+        .collect();
+    doc["paths"]["/v1/runs"]["post"]["requestBody"]["content"]["application/json"]["schema"] =
+        json!({"oneOf": variants});
+    doc
 }
 
 /// The schema of `T`, as a reference into the generator's components.

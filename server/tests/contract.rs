@@ -1,7 +1,9 @@
 //! The published contract against the real binary (issue 27): Schemathesis
-//! (PyPI; scripts/test.sh installs it into the tools cache) runs
-//! `docs/openapi.json` against a `coordinator` on PostgreSQL 17, once with
-//! a producer's token and once with an operator's, with every check,
+//! (PyPI; scripts/test.sh installs it into the tools cache) runs the
+//! document the service serves to each caller (`GET /v1/openapi.json`:
+//! `docs/openapi.json` with the start's body one variant per workflow the
+//! caller may start) against a `coordinator` on PostgreSQL 17, with no
+//! hook, once with a producer's token and once with an operator's, with every check,
 //! positive and negative data, and its stateful phase (the document's
 //! `links` from a start's answer to status, inspect, cancel, retry-same and
 //! reconcile), under a fixed seed and a bounded number of examples: any
@@ -110,21 +112,18 @@ fn schemathesis(
     base: &str,
     who: &'static str,
     token: &str,
-    start: &serde_json::Value,
+    document: &Path,
     report: &Path,
 ) -> Figures {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let examples = std::env::var("COORDINATOR_CONTRACT_EXAMPLES")
         .ok()
         .and_then(|v| v.parse::<u32>().ok())
         .unwrap_or(EXAMPLES);
-    let hooks = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/contract");
-    let python_path = format!("{}:{}", tool.display(), hooks.display());
     let began = Instant::now();
     let mut command = Command::new("python3");
     command
         .args(["-m", "schemathesis.cli", "run"])
-        .arg(root.join("docs/openapi.json"))
+        .arg(document)
         .args(["--url", base])
         .args(["--checks", "all", "--mode", "all"])
         .args(["--phases", "examples,coverage,fuzzing,stateful"])
@@ -141,9 +140,7 @@ fn schemathesis(
         .arg(format!("Authorization: Bearer {token}"))
         .args(["--report", "junit", "--report-dir"])
         .arg(report)
-        .env("PYTHONPATH", python_path)
-        .env("SCHEMATHESIS_HOOKS", "schemathesis_hooks")
-        .env("COORDINATOR_CONTRACT_START", start.to_string());
+        .env("PYTHONPATH", tool);
     for id in EXCLUDED_OPERATIONS {
         command.args(["--exclude-operation-id", id]);
     }
@@ -189,23 +186,73 @@ async fn schemathesis_finds_the_service_true_to_its_document() {
     };
     let d = Deployment::new(urls, 2_000).await;
     let c = d.spawn().await;
-    // A start the workflow accepts, waiting an hour: its run stays
-    // `running`, so cancel, retry-same and reconcile have a live run.
-    d.record("app-contract");
-    let start = json!({"workflow": d.example.workflow, "revision": d.revision,
-        "input": {"applicationId": "app-contract", "sendAfter": rfc3339(unix_now() + 3600)}});
     let token = |client: &str| {
         let mut mint = Mint::new(client, AUDIENCE);
         mint.lifetime_seconds = 3600;
         d.issuer.mint(&mint)
     };
     let report = d.dir.path().join("schemathesis");
-    let base = c.base.clone();
+    std::fs::create_dir_all(&report).unwrap();
     let (producer, operator) = (token(PRODUCER), token(OPERATOR));
+    // The document each caller reads from the service itself: the
+    // producer's names the served workflow's start with its input schema,
+    // the operator's (granted no start) is the published one.
+    let mut documents = Vec::new();
+    for (who, token) in [("producer", &producer), ("operator", &operator)] {
+        let answer = d
+            .http
+            .get(format!("{}/v1/openapi.json", c.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status().as_u16(), 200);
+        assert_eq!(
+            answer.headers()["content-type"],
+            "application/json",
+            "{who}"
+        );
+        let document: serde_json::Value =
+            serde_json::from_str(&answer.text().await.unwrap()).unwrap();
+        let path = report.join(format!("openapi-{who}.json"));
+        std::fs::write(&path, document.to_string()).unwrap();
+        documents.push((who, document, path));
+    }
+    let anonymous = d
+        .http
+        .get(format!("{}/v1/openapi.json", c.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status().as_u16(), 401);
+    let start_schema = |doc: &serde_json::Value| {
+        doc["paths"]["/v1/runs"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+            .clone()
+    };
+    let variants = start_schema(&documents[0].1)["oneOf"].clone();
+    assert_eq!(variants.as_array().map(Vec::len), Some(1), "{variants}");
+    assert_eq!(
+        variants[0]["properties"]["workflow"]["const"],
+        d.example.workflow
+    );
+    assert_eq!(
+        variants[0]["properties"]["revision"]["const"],
+        d.revision.as_str()
+    );
+    assert_eq!(
+        start_schema(&documents[1].1),
+        json!({"$ref": "#/components/schemas/StartRun"})
+    );
+    let base = c.base.clone();
+    let runs: [(&'static str, String, std::path::PathBuf); 2] = [
+        ("producer", producer, documents[0].2.clone()),
+        ("operator", operator, documents[1].2.clone()),
+    ];
     let figures = tokio::task::spawn_blocking(move || {
-        [("producer", producer), ("operator", operator)]
-            .into_iter()
-            .map(|(who, token)| schemathesis(&tool, &base, who, &token, &start, &report))
+        runs.into_iter()
+            .map(|(who, token, document)| {
+                schemathesis(&tool, &base, who, &token, &document, &report)
+            })
             .collect::<Vec<_>>()
     })
     .await

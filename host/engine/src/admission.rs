@@ -235,6 +235,23 @@ impl Admission {
         self.parts.committer.programs().active_revisions()
     }
 
+    /// Each active workflow with its revision and that revision's input
+    /// schema (the Program's resolved JSON Schema), by workflow name: what
+    /// this process admits (the served OpenAPI document's start variants).
+    pub fn active_input_schemas(&self) -> Vec<(String, String, serde_json::Value)> {
+        let programs = self.parts.committer.programs();
+        programs
+            .active_revisions()
+            .iter()
+            .filter_map(|(workflow, revision)| {
+                let vm = programs.cached(revision)?;
+                let program = vm.program();
+                let input = program.schemas.get(program.input.index())?.clone();
+                Some((workflow.clone(), revision.clone(), input))
+            })
+            .collect()
+    }
+
     /// Whether the active packages are still the ones this process started
     /// with (no `apply` changed them since; the doctor's `activationReady`).
     ///

@@ -14,6 +14,7 @@ use coordinator_engine::Engine;
 use crate::auth::Verifier;
 use crate::events;
 
+mod document;
 mod error;
 mod event_starts;
 pub(crate) mod middleware;

@@ -9,6 +9,7 @@ use axum::Router;
 use coordinator_api as api;
 use coordinator_api::problems;
 
+use super::document::openapi_document;
 use super::event_starts::event_start;
 use super::middleware::{json_bodies_only, no_store, single_valued_headers};
 use super::recovery::recover;
@@ -44,6 +45,7 @@ pub fn router(state: AppState) -> Router {
             json_post(ops::release_admission_hold),
         )
         .route("/v1/retention", json_post(ops::retention))
+        .route(api::openapi::SERVED_DOCUMENT_PATH, get(openapi_document))
         .fallback(|| async { ApiError::of(&problems::ROUTE_NOT_FOUND) })
         .method_not_allowed_fallback(|| async {
             ApiError::of(&problems::METHOD_NOT_ALLOWED)
