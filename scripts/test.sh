@@ -50,6 +50,19 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
 fi
 
+# Debian's systemd for `systemd-analyze verify` / `security` over the unit
+# in deploy/systemd (server/tests/cli/install_files.rs); systemd is not
+# started.
+if ! command -v systemd-analyze >/dev/null; then
+  echo "== installing systemd (Debian package) for systemd-analyze"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "test.sh: systemd-analyze is missing: apt-get install systemd as root" >&2
+    exit 1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd >/dev/null
+fi
+
 # Debian's PgBouncer for the journey through a pooler in transaction mode
 # (server/tests/production.rs, scripts/pgbouncer.sh), without its service.
 if [ ! -x /usr/sbin/pgbouncer ]; then

@@ -270,11 +270,26 @@ async fn serve_checked(args: Args, worker_threads: NonZeroUsize) -> Result<ExitC
         servers.stop_rx.clone(),
     ));
     tracing::info!(bind = %runtime.deployment.listener.bind, recovery_only = args.recovery_only, "serving");
+    tell_service_manager(sd_notify::NotifyState::Ready);
     let exit = serve_until_stop_or_fence(&mut signal, &mut worker).await;
     let stopping = std::time::Instant::now();
     shut_down(servers, worker, &journal, drain_budget(&traces)).await;
     flush_traces(traces, stopping).await;
     Ok(exit)
+}
+
+/// Tells systemd (a `Type=notify` unit, deploy/systemd/coordinator.service)
+/// that the service is serving (`READY=1`: the store is open and checked,
+/// the listener routes every request) or stopping (`STOPPING=1`), through
+/// `NOTIFY_SOCKET`; nothing where the variable is unset. A failure is
+/// logged and never stops the service.
+fn tell_service_manager(state: sd_notify::NotifyState<'_>) {
+    if std::env::var_os("NOTIFY_SOCKET").is_none() {
+        return;
+    }
+    if let Err(e) = sd_notify::notify(false, &[state]) {
+        tracing::warn!(error = %e, "could not notify the service manager (NOTIFY_SOCKET)");
+    }
 }
 
 /// The part of [`SHUTDOWN_GRACE`] the trace flush always gets, however
@@ -716,6 +731,7 @@ async fn shut_down(
     drain: Duration,
 ) {
     tracing::info!("stopping");
+    tell_service_manager(sd_notify::NotifyState::Stopping);
     let _ = servers.stop_tx.send(true);
     let drained = tokio::time::timeout(drain, async {
         if !worker.is_finished() {

@@ -985,6 +985,48 @@ async fn a_process_that_audited_nothing_leaves_no_journal_file() {
     d.cleanup().await;
 }
 
+/// Under systemd (`Type=notify`, deploy/systemd/coordinator.service) the
+/// service says `READY=1` through `NOTIFY_SOCKET` once it serves (the
+/// store open and checked: `/ready` is 200 by then) and `STOPPING=1` when
+/// SIGTERM begins its drain; nothing else.
+#[tokio::test]
+async fn the_service_tells_systemd_when_it_is_ready_and_when_it_stops() {
+    let Some(urls) = urls("the_service_tells_systemd_when_it_is_ready_and_when_it_stops") else {
+        return;
+    };
+    let d = Deployment::new(urls, 2_000).await;
+    let socket_path = d.dir.path().join("notify.sock");
+    let socket = std::os::unix::net::UnixDatagram::bind(&socket_path).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let port = free_port();
+    let path = socket_path.display().to_string();
+    let mut c = d
+        .spawn_env(
+            &d.runtime_file(port),
+            port,
+            &[],
+            &[("NOTIFY_SOCKET", path.as_str())],
+        )
+        .await;
+    let mut buffer = [0u8; 512];
+    let read = |buffer: &mut [u8]| {
+        let n = socket.recv(buffer).expect("a notification within 30 s");
+        String::from_utf8_lossy(&buffer[..n]).into_owned()
+    };
+    assert_eq!(read(&mut buffer).trim(), "READY=1");
+    assert_eq!(d.ready(&c).await, Some(200));
+    let status = c.terminate(Duration::from_secs(15)).await;
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", c.log_text());
+    assert_eq!(read(&mut buffer).trim(), "STOPPING=1");
+    socket
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    assert!(socket.recv(&mut buffer).is_err(), "a third notification");
+    d.cleanup().await;
+}
+
 /// `--worker-threads N` sizes the async runtime (logged as
 /// `worker_threads` when listening); without it the runtime has half the
 /// available cores, rounded up; 0 is refused before anything starts.

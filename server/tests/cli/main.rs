@@ -7,12 +7,14 @@
 //! (`deploy_postgres`), the caller and operator commands over a real
 //! service (`ops`), explain's typed IR (`explain`), the drawn graph
 //! (`graph`), `move plan` (`moves`) holding waits to the moved scenario
-//! cases (`plan_moved_cases`), and both binaries' `--version` (`version`).
+//! cases (`plan_moved_cases`), both binaries' `--version` (`version`), and
+//! the installation files under `deploy/` (`install_files`).
 
 mod coverage;
 mod deploy_postgres;
 mod explain;
 mod graph;
+mod install_files;
 mod lsp;
 mod moves;
 mod ops;
