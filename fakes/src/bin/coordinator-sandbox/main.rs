@@ -206,26 +206,7 @@ async fn run(dir: &Path) -> Result<(), String> {
     mint_tokens(&issuer, &producer_file, &operator_file)?;
 
     let (listener_port, metrics_port) = (free_port()?, free_port()?);
-    let mut completion = Mint::new(CASEWORK_CLIENT, CASEWORK_CLIENT);
-    completion.lifetime_seconds = TOKEN_LIFETIME_SECONDS;
-    let completion_token = issuer.mint(&completion);
-    write_private(
-        &secrets.join("review-completion-token"),
-        completion_token.as_bytes(),
-    )?;
-    let control_token = uuid::Uuid::new_v4().simple().to_string();
-    write_private(
-        &dir.join(review::CONTROL_TOKEN_FILE),
-        control_token.as_bytes(),
-    )?;
-    let control_url = review::serve_control(review::ReviewDesk {
-        casework: casework.clone(),
-        completion_url: format!("http://127.0.0.1:{listener_port}/v1/review-completions"),
-        completion_token,
-        control_token,
-    })
-    .await
-    .map_err(|e| format!("cannot start the control listener: {e}"))?;
+    let control_url = open_review_desk(&issuer, &casework, &dir, listener_port).await?;
     let path = |p: &Path| p.display().to_string();
     let values: Vec<(&str, String)> = vec![
         ("SANDBOX_ISSUER", issuer.issuer().to_owned()),
@@ -248,19 +229,7 @@ async fn run(dir: &Path) -> Result<(), String> {
         ),
         ("SANDBOX_CONTROL_URL", control_url),
     ];
-    let object: Map<String, Value> = values
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), Value::String(v.clone())))
-        .collect();
-    write_private(
-        &dir.join("sandbox.json"),
-        format!("{:#}\n", Value::Object(object)).as_bytes(),
-    )?;
-    let env: String = values
-        .iter()
-        .map(|(k, v)| format!("{k}={}\n", shell_quote(v)))
-        .collect();
-    write_private(&dir.join("sandbox.env"), env.as_bytes())?;
+    write_settings(&dir, &values)?;
 
     println!(
         "coordinator-sandbox: local trial stand-ins, not for production\n  issuer    {}\n  breg      {}\n  messaging {}\n  casework  {}\n  written   {}\nrunning until SIGTERM or Ctrl-C",
@@ -299,6 +268,57 @@ async fn run(dir: &Path) -> Result<(), String> {
         counts.messages_accepted, counts.tokens_issued
     );
     Ok(())
+}
+
+/// The review desk of reviewed-notice's Casework stand-in: writes the
+/// review-completion token (minted by `issuer` for client `casework`) into
+/// `DIR/secrets/` and the control token into DIR, starts the control
+/// listener (the `review` module) that sends completions to the
+/// coordinator on `listener_port`; the listener's base URL.
+async fn open_review_desk(
+    issuer: &FakeIssuer,
+    casework: &FakeCasework,
+    dir: &Path,
+    listener_port: u16,
+) -> Result<String, String> {
+    let mut completion = Mint::new(CASEWORK_CLIENT, CASEWORK_CLIENT);
+    completion.lifetime_seconds = TOKEN_LIFETIME_SECONDS;
+    let completion_token = issuer.mint(&completion);
+    write_private(
+        &dir.join("secrets/review-completion-token"),
+        completion_token.as_bytes(),
+    )?;
+    let control_token = uuid::Uuid::new_v4().simple().to_string();
+    write_private(
+        &dir.join(review::CONTROL_TOKEN_FILE),
+        control_token.as_bytes(),
+    )?;
+    review::serve_control(review::ReviewDesk {
+        casework: casework.clone(),
+        completion_url: format!("http://127.0.0.1:{listener_port}/v1/review-completions"),
+        completion_token,
+        control_token,
+    })
+    .await
+    .map_err(|e| format!("cannot start the control listener: {e}"))
+}
+
+/// Writes `DIR/sandbox.json` (one JSON object) and then `DIR/sandbox.env`
+/// (`KEY='value'` lines; its presence means ready).
+fn write_settings(dir: &Path, values: &[(&str, String)]) -> Result<(), String> {
+    let object: Map<String, Value> = values
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), Value::String(v.clone())))
+        .collect();
+    write_private(
+        &dir.join("sandbox.json"),
+        format!("{:#}\n", Value::Object(object)).as_bytes(),
+    )?;
+    let env: String = values
+        .iter()
+        .map(|(k, v)| format!("{k}={}\n", shell_quote(v)))
+        .collect();
+    write_private(&dir.join("sandbox.env"), env.as_bytes())
 }
 
 /// What the sandbox counted of what it forgot.
