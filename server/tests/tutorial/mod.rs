@@ -5,12 +5,15 @@
 //! build, so no release build), coordinator-sandbox's Casework stand-in
 //! and the test PostgreSQL 17. Each path must exit 0 with the outcome it
 //! decided: `approval-notice-sent` and one message Messaging accepted, or
-//! `application-rejected` and none. The namespace the script applied is
-//! dropped afterwards. Prints each path's wall time.
+//! `application-rejected` and none. Without `--decide`, the script waits
+//! for the person: the test runs the approve command the script printed.
+//! The namespace the script applied is dropped afterwards. Prints each
+//! path's wall time.
 
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::Instant;
+use std::process::{Command, Stdio};
+use std::time::{Instant, SystemTime};
 
 use sqlx::{Connection, Executor, PgConnection};
 
@@ -26,7 +29,14 @@ fn binaries(test: &str) -> Option<PathBuf> {
         .unwrap()
         .to_owned();
     assert!(dir.join("coordinatorctl").is_file(), "{}", dir.display());
-    if dir.join("coordinator-sandbox").is_file() {
+    if let Ok(built) = std::fs::metadata(dir.join("coordinator-sandbox")).and_then(|m| m.modified())
+    {
+        let newest = newest_source(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../fakes/src"));
+        assert!(
+            newest <= built,
+            "{} is older than fakes/src: cargo build -p coordinator-fakes (cargo test --workspace builds it)",
+            dir.join("coordinator-sandbox").display()
+        );
         return Some(dir);
     }
     coordinator_testkit::postgres::missing(
@@ -36,17 +46,27 @@ fn binaries(test: &str) -> Option<PathBuf> {
     None
 }
 
-/// Runs `scripts/run.sh reviewed-notice ARGS WORK` against the test
-/// PostgreSQL; its exit code, standard output and error, and wall time.
-fn run_tutorial(
-    urls: &Urls,
-    bin: &Path,
-    args: &[&str],
-    work: &Path,
-) -> (Option<i32>, String, String, f64) {
+/// The latest modification time of a file under `dir`.
+fn newest_source(dir: &Path) -> SystemTime {
+    let mut newest = SystemTime::UNIX_EPOCH;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let meta = entry.metadata().unwrap();
+        let time = if meta.is_dir() {
+            newest_source(&entry.path())
+        } else {
+            meta.modified().unwrap()
+        };
+        newest = newest.max(time);
+    }
+    newest
+}
+
+/// `scripts/run.sh reviewed-notice ARGS WORK` against the test PostgreSQL.
+fn tutorial_command(urls: &Urls, bin: &Path, args: &[&str], work: &Path) -> Command {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let started = Instant::now();
-    let out = Command::new("bash")
+    let mut command = Command::new("bash");
+    command
         .arg(root.join("scripts/run.sh"))
         .arg("reviewed-notice")
         .args(args)
@@ -56,9 +76,20 @@ fn run_tutorial(
         .env_remove("COORDINATOR_RUN_KEEP_SERVING")
         .env("COORDINATOR_TEST_DATABASE_URL", &urls.admin)
         .env("COORDINATOR_TEST_MIGRATION_URL", &urls.migration)
-        .env("COORDINATOR_TEST_RUNTIME_URL", &urls.runtime)
-        .output()
-        .unwrap();
+        .env("COORDINATOR_TEST_RUNTIME_URL", &urls.runtime);
+    command
+}
+
+/// Runs the tutorial with `--decide`-style ARGS; its exit code, standard
+/// output and error, and wall time (seconds).
+fn run_tutorial(
+    urls: &Urls,
+    bin: &Path,
+    args: &[&str],
+    work: &Path,
+) -> (Option<i32>, String, String, f64) {
+    let started = Instant::now();
+    let out = tutorial_command(urls, bin, args, work).output().unwrap();
     let took = started.elapsed().as_secs_f64();
     (
         out.status.code(),
@@ -108,6 +139,12 @@ async fn decided_path(test: &str, decision: &str, outcome: &str, messages: usize
     drop_namespace(&urls, &work).await;
     eprintln!("{test}: scripts/run.sh reviewed-notice --decide {decision} took {took:.1} s");
     assert_eq!(code, Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert_tutorial_ended(&stdout, &work, outcome, messages);
+}
+
+/// What every path prints and leaves: the wait for the review, the decide
+/// command, the completion accepted, `outcome`, `messages` messages.
+fn assert_tutorial_ended(stdout: &str, work: &Path, outcome: &str, messages: usize) {
     assert!(
         stdout.contains("is waiting for the review: Casework holds review request"),
         "{stdout}"
@@ -127,7 +164,7 @@ async fn decided_path(test: &str, decision: &str, outcome: &str, messages: usize
         stdout.contains("the coordinator answered 202"),
         "the completion was sent and accepted: {stdout}"
     );
-    assert_eq!(messages_sent(&work), messages, "{stdout}");
+    assert_eq!(messages_sent(work), messages, "{stdout}");
 }
 
 #[tokio::test]
@@ -139,6 +176,64 @@ async fn the_tutorial_approved_delivers_the_notice() {
         1,
     )
     .await;
+}
+
+/// Without `--decide`: the script prints the approve command and waits;
+/// the person (this test) runs it, and the run ends as approved.
+#[tokio::test]
+async fn the_tutorial_waits_for_the_person_and_follows_their_approval() {
+    let test = "the_tutorial_waits_for_the_person_and_follows_their_approval";
+    let Some(urls) = urls(test) else { return };
+    let Some(bin) = binaries(test) else { return };
+    let scratch = tempfile::tempdir().unwrap();
+    let work = scratch.path().join("tutorial");
+    let started = Instant::now();
+    let mut child = tutorial_command(&urls, &bin, &[], &work)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The script ends by itself when the run does not wait (60 s), so
+    // reading until the command line is bounded.
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut seen = String::new();
+    let mut approve = None;
+    let mut line = String::new();
+    while approve.is_none() && stdout.read_line(&mut line).unwrap() > 0 {
+        if line.contains("coordinator-sandbox decide ") && line.trim_end().ends_with(" approve") {
+            approve = Some(line.trim().to_owned());
+        }
+        seen.push_str(&line);
+        line.clear();
+    }
+    let approve = approve.unwrap_or_else(|| panic!("no approve command printed:\n{seen}"));
+    let words: Vec<&str> = approve.split_whitespace().collect();
+    let decided = Command::new(words[0]).args(&words[1..]).output().unwrap();
+    assert!(
+        decided.status.success(),
+        "{approve}: {}",
+        String::from_utf8_lossy(&decided.stderr)
+    );
+    stdout.read_to_string(&mut seen).unwrap();
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    drop_namespace(&urls, &work).await;
+    eprintln!(
+        "{test}: scripts/run.sh reviewed-notice with a person's approval took {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(status.success(), "stdout:\n{seen}\nstderr:\n{stderr}");
+    assert!(
+        seen.contains("(waiting for the decision; Ctrl-C stops everything)"),
+        "{seen}"
+    );
+    assert_tutorial_ended(&seen, &work, "approval-notice-sent", 1);
 }
 
 #[tokio::test]
