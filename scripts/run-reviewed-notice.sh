@@ -57,15 +57,15 @@ reviewed_notice_tutorial() {
   echo "run $run is waiting for the review: Casework holds review request $review (pending)."
 
   # 2. The decision: the person's, or --decide's.
-  local approve="$sandbox decide $work/sandbox approve"
-  local decline="$sandbox decide $work/sandbox decline"
+  local command
+  command="$(printf '%q decide %q' "$sandbox" "$work/sandbox")"
   if [ -n "$decide" ]; then
-    echo "\$ $sandbox decide $work/sandbox $decide"
+    echo "\$ $command $decide"
     "$sandbox" decide "$work/sandbox" "$decide" || die "coordinator-sandbox decide $decide failed (above)"
   else
     echo "Approve or decline it, as the reviewer in Casework would, from another terminal:"
-    echo "  $approve"
-    echo "  $decline"
+    echo "  $command approve"
+    echo "  $command decline"
     echo "(waiting for the decision; Ctrl-C stops everything)"
   fi
 
