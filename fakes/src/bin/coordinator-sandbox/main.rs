@@ -1,8 +1,9 @@
 //! `coordinator-sandbox DIR`: local stand-ins for a trial of the starter
 //! workflow (`coordinatorctl init`, `examples/delayed-follow-up`) and of
-//! `examples/reviewed-notice` on this machine. **A local trial stand-in, not for production**: the issuer and
-//! products are the test fakes of this crate, keep everything in memory,
-//! accept any scope, and mint tokens for whoever runs this program.
+//! `examples/reviewed-notice` on this machine. **A local trial stand-in,
+//! not for production**: the issuer and products are the test fakes of
+//! this crate, keep everything in memory, accept any scope, and mint tokens
+//! for whoever runs this program.
 //!
 //! It starts, each on a free `127.0.0.1` port:
 //! - a [`FakeIssuer`] (discovery, JWKS, a token endpoint accepting
