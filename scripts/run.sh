@@ -22,6 +22,21 @@
 #                            directory); its follow-up*, sandbox, runtime.yaml,
 #                            audit and logs entries are replaced.
 #
+#   scripts/run.sh reviewed-notice [--decide approve|decline] [DIR]
+#                            the tutorial "Review an application and send an
+#                            approval notice": the same journey and serving
+#                            for examples/reviewed-notice (copied into DIR),
+#                            with the sandbox's Casework stand-in; the run
+#                            waits for the review, which a person approves or
+#                            declines with the printed `coordinator-sandbox
+#                            decide` command; followed to its end
+#                            (scripts/run-reviewed-notice.sh). With --decide
+#                            the script decides itself and exits 0 only when
+#                            the run ended as decided.
+#
+# COORDINATOR_RUN_BIN_DIR=D  take coordinatorctl, coordinator and
+#                            coordinator-sandbox from D (already built; no
+#                            cargo build), e.g. target/debug in the tests.
 # COORDINATOR_RUN_PG_PORT=N  use scripts/postgres.sh --port N (default 54317).
 # COORDINATOR_RUN_KEEP_SERVING=1  keep coordinator and the sandbox serving
 #                            after the run (for the printed `coordinatorctl
@@ -34,6 +49,28 @@
 # applies a new namespace (coordinator_follow_up_<random>) and database id.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
+# The project served: the starter (follow-up), or the reviewed-notice
+# tutorial with its optional --decide.
+project=follow-up
+decide=""
+if [ "${1:-}" = reviewed-notice ]; then
+  project=reviewed-notice
+  shift
+  if [ "${1:-}" = --decide ]; then
+    case "${2:-}" in
+      approve | decline) decide="$2" ;;
+      *)
+        printf 'run.sh: error: --decide takes approve or decline\n' >&2
+        exit 2
+        ;;
+    esac
+    shift 2
+  fi
+fi
+if [ $# -gt 1 ] || [[ "${1:-}" == -* ]]; then
+  printf 'usage: scripts/run.sh [DIR]\n       scripts/run.sh reviewed-notice [--decide approve|decline] [DIR]\n' >&2
+  exit 2
+fi
 work="${1:-$(mktemp -d)}"
 mkdir -p "$work"
 work="$(cd "$work" && pwd)"
@@ -49,20 +86,31 @@ case "$work" in
   *[\"\\\'$'\n']*) die "the work directory '$work' holds a quote, backslash or newline; choose a plainer path" ;;
 esac
 
-cargo build --release --quiet --manifest-path "$root/Cargo.toml" \
-  -p registry-coordinator -p coordinator-fakes
-target="$(cd "${CARGO_TARGET_DIR:-$root/target}" && pwd)"
-ctl="$target/release/coordinatorctl"
-coordinator="$target/release/coordinator"
-sandbox="$target/release/coordinator-sandbox"
+if [ -n "${COORDINATOR_RUN_BIN_DIR:-}" ]; then
+  bin="$(cd "$COORDINATOR_RUN_BIN_DIR" && pwd)" || die "COORDINATOR_RUN_BIN_DIR=$COORDINATOR_RUN_BIN_DIR is not a directory"
+else
+  cargo build --release --quiet --manifest-path "$root/Cargo.toml" \
+    -p registry-coordinator -p coordinator-fakes
+  bin="$(cd "${CARGO_TARGET_DIR:-$root/target}" && pwd)/release"
+fi
+ctl="$bin/coordinatorctl"
+coordinator="$bin/coordinator"
+sandbox="$bin/coordinator-sandbox"
+for b in "$ctl" "$coordinator" "$sandbox"; do
+  [ -x "$b" ] || die "$b is missing (build it, or unset COORDINATOR_RUN_BIN_DIR)"
+done
 cd "$work"
-rm -rf follow-up follow-up-package sandbox runtime.yaml audit logs
+rm -rf follow-up follow-up-package reviewed-notice reviewed-notice-package sandbox runtime.yaml audit logs
 mkdir -m 0700 logs
-"$ctl" init --directory follow-up
-"$ctl" test --project follow-up
-"$ctl" explain --project follow-up
-"$ctl" check --project follow-up --runtime-config follow-up/runtime.yaml
-"$ctl" package --project follow-up --output follow-up-package | tee logs/package.txt
+if [ "$project" = follow-up ]; then
+  "$ctl" init --directory follow-up
+else
+  cp -R "$root/examples/reviewed-notice" reviewed-notice
+fi
+"$ctl" test --project "$project"
+"$ctl" explain --project "$project"
+"$ctl" check --project "$project" --runtime-config "$project/runtime.yaml"
+"$ctl" package --project "$project" --output "$project-package" | tee logs/package.txt
 
 # ------------------------------------------------------------------ serve
 logs="$work/logs"
@@ -116,7 +164,8 @@ trap 'stop_requested=1; exit 130' INT
 trap 'stop_requested=1; exit 143' TERM
 
 echo
-echo "== serving the starter: local PostgreSQL 17, sandbox stand-ins, coordinator =="
+if [ "$project" = follow-up ]; then served="the starter"; else served="$project"; fi
+echo "== serving $served: local PostgreSQL 17, sandbox stand-ins, coordinator =="
 
 # 1. PostgreSQL 17 (started, or reused when it already runs).
 pg_args=()
@@ -132,17 +181,17 @@ echo "postgresql: ${COORDINATOR_TEST_RUNTIME_URL##*@} (runtime role $role)"
 
 # 2. Stand-ins for the issuer and the products.
 sandbox_start "$sandbox" "$work/sandbox" "$logs/sandbox.log"
-echo "sandbox: issuer $SANDBOX_ISSUER, breg $SANDBOX_BREG_URL, messaging $SANDBOX_MESSAGING_URL (pid $sandbox_pid)"
+echo "sandbox: issuer $SANDBOX_ISSUER, breg $SANDBOX_BREG_URL, messaging $SANDBOX_MESSAGING_URL, casework $SANDBOX_CASEWORK_URL (pid $sandbox_pid)"
 
 # 3. Keys, database URL secrets, the completed runtime file
 # (scripts/sandbox-deployment.sh, shared with scripts/bench.sh).
 sandbox_write_secrets "$work/audit"
 digest="$(sandbox_package_digest logs/package.txt)"
-revision="$(sandbox_package_revision follow-up-package)"
+revision="$(sandbox_package_revision "$project-package")"
 suffix="$(head -c 4 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-namespace="coordinator_follow_up_$suffix"
-sandbox_runtime_file follow-up/runtime.yaml "$runtime" "$namespace" "run-sh-$suffix" \
-  "$work/follow-up-package" "$digest" "$work/audit"
+namespace="coordinator_${project//-/_}_$suffix"
+sandbox_runtime_file "$project/runtime.yaml" "$runtime" "$namespace" "run-sh-$suffix" \
+  "$work/$project-package" "$digest" "$work/audit" "$project"
 echo "runtime file: $runtime (namespace $namespace)"
 
 # 4. Check, plan, apply, deployment-status.
@@ -166,6 +215,25 @@ for _ in $(seq 1 240); do
 done
 [ -n "$ready" ] || die "coordinator did not answer /ready within 60 s; see $logs/coordinator.log"
 echo "coordinator: $base (pid $coordinator_pid), /ready: $ready"
+
+# 6. Stop, and say where everything is.
+finish() {
+  echo
+  echo "stopping coordinator and the sandbox"
+  stop_all
+  grep -e '^messaging: ' -e '^casework: ' -e '^coordinator-sandbox: stopping' "$logs/sandbox.log" || true
+  echo "work directory: $work"
+  echo "runtime file:   $runtime"
+  echo "logs:           $logs (coordinator.log, sandbox.log, postgres-start.log, package.txt)"
+  echo "PostgreSQL 17 keeps running for the next run; stop it with: $root/scripts/postgres.sh stop${pg_args[*]:+ ${pg_args[*]}}"
+}
+
+if [ "$project" = reviewed-notice ]; then
+  # shellcheck source=scripts/run-reviewed-notice.sh
+  . "$root/scripts/run-reviewed-notice.sh"
+  reviewed_notice_tutorial
+  exit 0
+fi
 
 # The bearer token goes to curl in a header file, never on a command line.
 header="$work/sandbox/producer-authorization"
@@ -232,12 +300,4 @@ else
   echo "  (coordinator stops below; run with COORDINATOR_RUN_KEEP_SERVING=1 to keep it serving for the console)"
 fi
 
-# 6. Stop, and say where everything is.
-echo
-echo "stopping coordinator and the sandbox"
-stop_all
-grep -e '^messaging: ' -e '^coordinator-sandbox: stopping' "$logs/sandbox.log" || true
-echo "work directory: $work"
-echo "runtime file:   $runtime"
-echo "logs:           $logs (coordinator.log, sandbox.log, postgres-start.log, package.txt)"
-echo "PostgreSQL 17 keeps running for the next run; stop it with: $root/scripts/postgres.sh stop${pg_args[*]:+ ${pg_args[*]}}"
+finish

@@ -75,16 +75,20 @@ sandbox_package_revision() {
 }
 
 # sandbox_runtime_file STARTER_RUNTIME OUT NAMESPACE DATABASE_ID PACKAGE_DIR
-#   DIGEST AUDIT_DIR: the starter's runtime.yaml with the sandbox's
-# endpoints, the secrets directory and NAMESPACE, completed with a
-# `deployment` section (the runtime role, the package, the sandbox's
-# listener ports, issuer and clients, the audit journal and the keys).
+#   DIGEST AUDIT_DIR [WORKFLOW]: the starter's (or another example's)
+# runtime.yaml with the sandbox's endpoints, the secrets directory and
+# NAMESPACE, completed with a `deployment` section (the runtime role, the
+# package, the sandbox's listener ports, issuer and clients, the audit
+# journal and the keys). WORKFLOW (default follow-up) is the workflow the
+# producer client may start.
 sandbox_runtime_file() {
   local starter="$1" out="$2" namespace="$3" database_id="$4" package="$5" digest="$6" audit="$7"
+  local workflow="${8:-follow-up}"
   sed -e "s|^namespace: .*|namespace: $namespace|" \
       -e "s|root: /run/registry-coordinator/secrets|root: \"$SANDBOX_SECRETS\"|" \
       -e "s|https://breg.example.org|$SANDBOX_BREG_URL|" \
       -e "s|https://messaging.example.org|$SANDBOX_MESSAGING_URL|" \
+      -e "s|https://casework.example.org|${SANDBOX_CASEWORK_URL:-https://casework.example.org}|" \
       -e "s|https://login.example.org/oauth/token|$SANDBOX_TOKEN_ENDPOINT|" \
       "$starter" >"$out"
   if grep -q 'example\.org\|/run/registry-coordinator' "$out"; then
@@ -109,7 +113,7 @@ deployment:
     audience: $SANDBOX_AUDIENCE
     policies:
       $SANDBOX_PRODUCER_CLIENT:
-        workflows: [follow-up]
+        workflows: [$workflow]
         actions: [start, status, inspect]
       $SANDBOX_OPERATOR_CLIENT:
         actions: [status, inspect, cancel, retry-same, reconcile, doctor, restore-hold, release-restore-hold, complete-execution-recovery, release-admission-hold, retain]

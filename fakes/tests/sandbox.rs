@@ -75,7 +75,11 @@ fn writes_owner_only_files_mints_verifiable_tokens_and_stops_on_sigterm() {
     let secrets = dir.join("secrets");
     assert_eq!(json["SANDBOX_SECRETS"], secrets.display().to_string());
     assert_eq!(mode(&secrets), 0o700);
-    for name in ["applications-client-key", "notices-client-key"] {
+    for name in [
+        "applications-client-key",
+        "notices-client-key",
+        "review-client-key",
+    ] {
         let path = secrets.join(name);
         assert_eq!(mode(&path), 0o600, "{name}");
         let jwk: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
@@ -84,8 +88,10 @@ fn writes_owner_only_files_mints_verifiable_tokens_and_stops_on_sigterm() {
     for name in [
         "producer-token",
         "operator-token",
+        "control-token",
         "sandbox.env",
         "sandbox.json",
+        "secrets/review-completion-token",
     ] {
         assert_eq!(mode(&dir.join(name)), 0o600, "{name}");
     }
@@ -107,16 +113,26 @@ fn writes_owner_only_files_mints_verifiable_tokens_and_stops_on_sigterm() {
             .unwrap();
         serde_json::from_str(&text).unwrap()
     });
-    for (file, client) in [
-        ("SANDBOX_PRODUCER_TOKEN_FILE", "producer-app"),
-        ("SANDBOX_OPERATOR_TOKEN_FILE", "ops-console"),
+    let completion = secrets.join("review-completion-token");
+    for (file, client, audience) in [
+        (
+            json["SANDBOX_PRODUCER_TOKEN_FILE"].as_str().unwrap(),
+            "producer-app",
+            "registry-coordinator",
+        ),
+        (
+            json["SANDBOX_OPERATOR_TOKEN_FILE"].as_str().unwrap(),
+            "ops-console",
+            "registry-coordinator",
+        ),
+        (completion.to_str().unwrap(), "casework", "casework"),
     ] {
-        let token = std::fs::read_to_string(json[file].as_str().unwrap()).unwrap();
+        let token = std::fs::read_to_string(file).unwrap();
         let header = decode_header(&token).unwrap();
         assert_eq!(header.typ.as_deref(), Some("at+jwt"));
         let jwk = jwks.find(header.kid.as_deref().unwrap()).unwrap();
         let mut validation = Validation::new(header.alg);
-        validation.set_audience(&["registry-coordinator"]);
+        validation.set_audience(&[audience]);
         validation.set_issuer(&[issuer.as_str()]);
         let claims = decode::<Value>(&token, &DecodingKey::from_jwk(jwk).unwrap(), &validation)
             .unwrap()
@@ -147,6 +163,38 @@ fn writes_owner_only_files_mints_verifiable_tokens_and_stops_on_sigterm() {
     let ports = ["SANDBOX_LISTENER_PORT", "SANDBOX_METRICS_PORT"]
         .map(|k| json[k].as_str().unwrap().parse::<u16>().unwrap());
     assert_ne!(ports[0], ports[1]);
+
+    // `decide`: usage, and a refusal while Casework holds no request (the
+    // run of scripts/run.sh reviewed-notice is the journey's,
+    // server/tests/tutorial/).
+    let decide = |args: &[&str]| Command::new(BIN).arg("decide").args(args).output().unwrap();
+    let out = decide(&[dir.to_str().unwrap(), "maybe"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = decide(&[dir.to_str().unwrap(), "approve"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no review request is pending"), "{stderr}");
+    let out = decide(&[scratch.path().to_str().unwrap(), "decline"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("is coordinator-sandbox serving"),
+        "{stderr}"
+    );
+    // The control listener takes only DIR's control token.
+    let control = json["SANDBOX_CONTROL_URL"].as_str().unwrap().to_owned();
+    let refused = rt.block_on(async {
+        http.post(format!("{control}/review-decisions"))
+            .bearer_auth("not-the-control-token")
+            .header("content-type", "application/json")
+            .body(r#"{"outcome":"approved"}"#)
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    });
+    assert_eq!(refused, 401);
 
     let killed = Command::new("kill")
         .arg("-TERM")

@@ -17,6 +17,7 @@ mod console;
 mod flow;
 mod support;
 mod traces;
+mod tutorial;
 mod typed_callers;
 
 use std::path::PathBuf;

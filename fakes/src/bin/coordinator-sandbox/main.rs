@@ -1,8 +1,9 @@
 //! `coordinator-sandbox DIR`: local stand-ins for a trial of the starter
-//! workflow (`coordinatorctl init`, `examples/delayed-follow-up`) on this
-//! machine. **A local trial stand-in, not for production**: the issuer and
-//! products are the test fakes of this crate, keep everything in memory,
-//! accept any scope, and mint tokens for whoever runs this program.
+//! workflow (`coordinatorctl init`, `examples/delayed-follow-up`) and of
+//! `examples/reviewed-notice` on this machine. **A local trial stand-in,
+//! not for production**: the issuer and products are the test fakes of
+//! this crate, keep everything in memory, accept any scope, and mint tokens
+//! for whoever runs this program.
 //!
 //! It starts, each on a free `127.0.0.1` port:
 //! - a [`FakeIssuer`] (discovery, JWKS, a token endpoint accepting
@@ -10,18 +11,28 @@
 //! - a [`FakeBreg`] holding one record, `applications`/`demo-application`
 //!   (`noticeAllowed: true`), the record the trial run reads,
 //! - a [`FakeMessaging`] that accepts messages (printed on standard output
-//!   as they arrive).
+//!   as they arrive),
+//! - a [`FakeCasework`] holding the review requests it is sent (printed as
+//!   they arrive) until a person decides one with `coordinator-sandbox
+//!   decide` (the `review` module: the control listener, the completion
+//!   sent to the coordinator as Casework would).
 //!
 //! The products accept only access tokens this issuer's token endpoint
-//! issued. For the starter's two connections, `applications` (ES256 key) and
-//! `notices` (EdDSA key), it generates a key pair, registers the public JWK
-//! with the issuer under client id `coordinator-<name>`, and writes the
-//! private JWK where the starter's `signingKeyRef` points
-//! (`secret:file/<name>-client-key`).
+//! issued. For the connections `applications` (ES256 key), `notices`
+//! (EdDSA key) and `review` (ES256 key, reviewed-notice's Casework), it
+//! generates a key pair, registers the public JWK with the issuer under
+//! client id `coordinator-<name>`, and writes the private JWK where the
+//! examples' `signingKeyRef` points (`secret:file/<name>-client-key`).
 //!
 //! It writes into DIR (created with mode 0700; it must not exist or be
 //! empty), every file owner-only (0600):
 //! - `secrets/` (0700): `applications-client-key`, `notices-client-key`,
+//!   `review-client-key`, and `review-completion-token`: the bearer token
+//!   Casework's review completions carry (reviewed-notice's
+//!   `completion.bearerTokenRef`), an access token this issuer minted for
+//!   client `casework`,
+//! - `control-token`: the bearer token of the control listener
+//!   (`coordinator-sandbox decide` reads it),
 //! - `producer-token`: a caller token of client `producer-app`,
 //! - `operator-token`: a caller token of client `ops-console`,
 //!   both RFC 9068 access tokens with audience `registry-coordinator`, valid
@@ -36,17 +47,29 @@
 //! `SANDBOX_OPERATOR_CLIENT`, `SANDBOX_APPLICATION_ID`, `SANDBOX_SECRETS`,
 //! `SANDBOX_PRODUCER_TOKEN_FILE`, `SANDBOX_OPERATOR_TOKEN_FILE`,
 //! `SANDBOX_LISTENER_PORT` and `SANDBOX_METRICS_PORT` (two loopback ports
-//! that were free at startup, for the coordinator's listener and metrics).
+//! that were free at startup, for the coordinator's listener and metrics),
+//! `SANDBOX_CASEWORK_URL`, `SANDBOX_RECIPIENT_BINDING` (the completions'
+//! `registry-recipient-binding`) and `SANDBOX_CONTROL_URL`.
 //!
 //! Then it stays up until SIGTERM or SIGINT. Exit codes: 0 stopped by a
 //! signal, 1 a start-up failure (message on standard error), 2 usage.
+//!
+//! `coordinator-sandbox decide DIR approve|decline [--review-request ID]`
+//! asks the sandbox serving DIR to decide the pending review request
+//! (`approved` or `rejected` in Casework) and send the coordinator its
+//! review completion; exit 0 when the coordinator accepted it (202), 1
+//! otherwise, 2 usage.
 
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use coordinator_fakes::{FakeBreg, FakeIssuer, FakeMessaging, KeyKind, Mint, TestKey};
+mod review;
+
+use coordinator_fakes::{
+    FakeBreg, FakeCasework, FakeIssuer, FakeMessaging, KeyKind, Mint, TestKey,
+};
 use serde_json::{json, Map, Value};
 
 /// The caller tokens' audience (`deployment.authentication.audience`).
@@ -61,20 +84,28 @@ const APPLICATION_ID: &str = "demo-application";
 const TOKEN_LIFETIME_SECONDS: u64 = 3600;
 /// How often the caller tokens are re-minted.
 const REMINT_EVERY: Duration = Duration::from_secs(1800);
-/// The starter's connections: name and key type.
-const CONNECTIONS: [(&str, KeyKind); 2] = [
+/// The examples' connections: name and key type.
+const CONNECTIONS: [(&str, KeyKind); 3] = [
     ("applications", KeyKind::Es256),
     ("notices", KeyKind::EdDsa),
+    ("review", KeyKind::Es256),
 ];
+/// The client id (and audience) of the review-completion token.
+const CASEWORK_CLIENT: &str = "casework";
 
-const USAGE: &str = "usage: coordinator-sandbox DIR\n\n\
-Local trial stand-ins (NOT for production): a fake OIDC issuer, BReg and\n\
-Messaging on loopback ports for the starter workflow. Writes keys, caller\n\
-tokens and DIR/sandbox.env into DIR (new or empty), then runs until\n\
-SIGTERM or Ctrl-C.";
+const USAGE: &str = "usage: coordinator-sandbox DIR\n       \
+coordinator-sandbox decide DIR approve|decline [--review-request ID]\n\n\
+Local trial stand-ins (NOT for production): a fake OIDC issuer, BReg,\n\
+Messaging and Casework on loopback ports for the starter workflow and\n\
+reviewed-notice. Writes keys, caller tokens and DIR/sandbox.env into DIR\n\
+(new or empty), then runs until SIGTERM or Ctrl-C. `decide` decides the\n\
+pending review request of the sandbox serving DIR.";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("decide") {
+        return decide(args.get(1..).unwrap_or_default());
+    }
     let dir = match args.as_slice() {
         [flag] if flag == "-h" || flag == "--help" => {
             println!("{USAGE}");
@@ -106,6 +137,31 @@ fn main() -> ExitCode {
     }
 }
 
+/// `coordinator-sandbox decide ...` (the `review` module).
+fn decide(args: &[String]) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("coordinator-sandbox: error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(review::decide_command(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err((2, usage)) => {
+            eprintln!("{usage}");
+            ExitCode::from(2)
+        }
+        Err((code, message)) => {
+            eprintln!("coordinator-sandbox decide: error: {message}");
+            ExitCode::from(code)
+        }
+    }
+}
+
 /// Starts the fakes, writes DIR, serves until a signal.
 async fn run(dir: &Path) -> Result<(), String> {
     let dir = prepare_dir(dir)?;
@@ -123,9 +179,13 @@ async fn run(dir: &Path) -> Result<(), String> {
     let messaging = FakeMessaging::start()
         .await
         .map_err(|e| started("Messaging", e))?;
+    let casework = FakeCasework::start()
+        .await
+        .map_err(|e| started("Casework", e))?;
     let check = issuer.token_check();
     breg.fake().require_bearer(check.clone());
-    messaging.fake().require_bearer(check);
+    messaging.fake().require_bearer(check.clone());
+    casework.fake().require_bearer(check);
 
     for (name, kind) in CONNECTIONS {
         let key = TestKey::generate(kind, &format!("{name}-sandbox"));
@@ -147,6 +207,7 @@ async fn run(dir: &Path) -> Result<(), String> {
     mint_tokens(&issuer, &producer_file, &operator_file)?;
 
     let (listener_port, metrics_port) = (free_port()?, free_port()?);
+    let control_url = open_review_desk(&issuer, &casework, &dir, listener_port).await?;
     let path = |p: &Path| p.display().to_string();
     let values: Vec<(&str, String)> = vec![
         ("SANDBOX_ISSUER", issuer.issuer().to_owned()),
@@ -162,7 +223,90 @@ async fn run(dir: &Path) -> Result<(), String> {
         ("SANDBOX_OPERATOR_TOKEN_FILE", path(&operator_file)),
         ("SANDBOX_LISTENER_PORT", listener_port.to_string()),
         ("SANDBOX_METRICS_PORT", metrics_port.to_string()),
+        ("SANDBOX_CASEWORK_URL", casework.base_url().to_owned()),
+        (
+            "SANDBOX_RECIPIENT_BINDING",
+            review::RECIPIENT_BINDING.to_owned(),
+        ),
+        ("SANDBOX_CONTROL_URL", control_url),
     ];
+    write_settings(&dir, &values)?;
+
+    println!(
+        "coordinator-sandbox: local trial stand-ins, not for production\n  issuer    {}\n  breg      {}\n  messaging {}\n  casework  {}\n  written   {}\nrunning until SIGTERM or Ctrl-C",
+        issuer.issuer(),
+        breg.base_url(),
+        messaging.base_url(),
+        casework.base_url(),
+        dir.join("sandbox.env").display()
+    );
+
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| format!("cannot watch SIGTERM: {e}"))?;
+    let mut remint = tokio::time::interval(REMINT_EVERY);
+    remint.tick().await;
+    let mut watch = tokio::time::interval(Duration::from_millis(500));
+    let mut counts = Counts::default();
+    let mut reviews_seen = 0;
+    loop {
+        tokio::select! {
+            _ = terminate.recv() => break,
+            _ = tokio::signal::ctrl_c() => break,
+            _ = remint.tick() => {
+                if let Err(e) = mint_tokens(&issuer, &producer_file, &operator_file) {
+                    eprintln!("coordinator-sandbox: warning: {e}");
+                }
+            }
+            _ = watch.tick() => {
+                review::print_new_review_requests(&casework, &mut reviews_seen);
+                print_the_messages_and_forget(&issuer, &breg, &messaging, &mut counts);
+            }
+        }
+    }
+    print_the_messages_and_forget(&issuer, &breg, &messaging, &mut counts);
+    println!(
+        "coordinator-sandbox: stopping ({} message(s) accepted, {} token(s) issued to connections)",
+        counts.messages_accepted, counts.tokens_issued
+    );
+    Ok(())
+}
+
+/// The review desk of reviewed-notice's Casework stand-in: writes the
+/// review-completion token (minted by `issuer` for client `casework`) into
+/// `DIR/secrets/` and the control token into DIR, starts the control
+/// listener (the `review` module) that sends completions to the
+/// coordinator on `listener_port`; the listener's base URL.
+async fn open_review_desk(
+    issuer: &FakeIssuer,
+    casework: &FakeCasework,
+    dir: &Path,
+    listener_port: u16,
+) -> Result<String, String> {
+    let mut completion = Mint::new(CASEWORK_CLIENT, CASEWORK_CLIENT);
+    completion.lifetime_seconds = TOKEN_LIFETIME_SECONDS;
+    let completion_token = issuer.mint(&completion);
+    write_private(
+        &dir.join("secrets/review-completion-token"),
+        completion_token.as_bytes(),
+    )?;
+    let control_token = uuid::Uuid::new_v4().simple().to_string();
+    write_private(
+        &dir.join(review::CONTROL_TOKEN_FILE),
+        control_token.as_bytes(),
+    )?;
+    review::serve_control(review::ReviewDesk {
+        casework: casework.clone(),
+        completion_url: format!("http://127.0.0.1:{listener_port}/v1/review-completions"),
+        completion_token,
+        control_token,
+    })
+    .await
+    .map_err(|e| format!("cannot start the control listener: {e}"))
+}
+
+/// Writes `DIR/sandbox.json` (one JSON object) and then `DIR/sandbox.env`
+/// (`KEY='value'` lines; its presence means ready).
+fn write_settings(dir: &Path, values: &[(&str, String)]) -> Result<(), String> {
     let object: Map<String, Value> = values
         .iter()
         .map(|(k, v)| ((*k).to_owned(), Value::String(v.clone())))
@@ -175,40 +319,7 @@ async fn run(dir: &Path) -> Result<(), String> {
         .iter()
         .map(|(k, v)| format!("{k}={}\n", shell_quote(v)))
         .collect();
-    write_private(&dir.join("sandbox.env"), env.as_bytes())?;
-
-    println!(
-        "coordinator-sandbox: local trial stand-ins, not for production\n  issuer    {}\n  breg      {}\n  messaging {}\n  written   {}\nrunning until SIGTERM or Ctrl-C",
-        issuer.issuer(),
-        breg.base_url(),
-        messaging.base_url(),
-        dir.join("sandbox.env").display()
-    );
-
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| format!("cannot watch SIGTERM: {e}"))?;
-    let mut remint = tokio::time::interval(REMINT_EVERY);
-    remint.tick().await;
-    let mut watch = tokio::time::interval(Duration::from_millis(500));
-    let mut counts = Counts::default();
-    loop {
-        tokio::select! {
-            _ = terminate.recv() => break,
-            _ = tokio::signal::ctrl_c() => break,
-            _ = remint.tick() => {
-                if let Err(e) = mint_tokens(&issuer, &producer_file, &operator_file) {
-                    eprintln!("coordinator-sandbox: warning: {e}");
-                }
-            }
-            _ = watch.tick() => print_the_messages_and_forget(&issuer, &breg, &messaging, &mut counts),
-        }
-    }
-    print_the_messages_and_forget(&issuer, &breg, &messaging, &mut counts);
-    println!(
-        "coordinator-sandbox: stopping ({} message(s) accepted, {} token(s) issued to connections)",
-        counts.messages_accepted, counts.tokens_issued
-    );
-    Ok(())
+    write_private(&dir.join("sandbox.env"), env.as_bytes())
 }
 
 /// What the sandbox counted of what it forgot.
