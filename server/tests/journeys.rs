@@ -1562,8 +1562,20 @@ async fn restore_rehearsal_reviews_every_restored_command_and_sends_nothing_twic
     );
 
     // The ordinary service: W's timers fire and their sends replay under
-    // the original keys; V is retried with its original command.
+    // the original keys; V is retried with its original command. Behind
+    // the admission hold it is ready (a probe keeps it in rotation) and
+    // names the hold; starts get the hold's code.
     let ordinary = d.spawn().await;
+    assert_eq!(
+        d.ready_answer(&ordinary).await,
+        (200, json!({"ready": true, "holds": ["admission"]}))
+    );
+    let (status, p) = d.try_start(&ordinary, "app-held", &d.revision, &past).await;
+    assert_eq!(
+        (status, p["code"].as_str()),
+        (409, Some("admission.held")),
+        "{p}"
+    );
     for run in &w {
         let st = d
             .wait_state(&ordinary, run, "finished", Duration::from_secs(60))
@@ -1589,6 +1601,10 @@ async fn restore_rehearsal_reviews_every_restored_command_and_sends_nothing_twic
         )
         .await;
     assert_eq!(code, 200, "{body}");
+    assert_eq!(
+        d.ready_answer(&ordinary).await,
+        (200, json!({"ready": true}))
+    );
     let x = d.start(&ordinary, "app-x", &past).await;
     let mut all = vec![f, u, v, s, t, x];
     all.extend(w);

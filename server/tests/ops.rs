@@ -1284,10 +1284,12 @@ async fn recovery_refusals_and_an_unwritable_journal_answer_their_codes() {
     );
 }
 
-/// `/ready` is 503 with the reason while the admission hold is in place
-/// (every start would be `admission.held`).
+/// `/ready` stays 200 while a hold is in place and names it: a hold
+/// refuses starts (`admission.held`) or dispatches, never the operator's
+/// routes, so a probe must not take the only instance out of rotation
+/// during a restore (docs/operations.md "Restore from a backup", 7-8).
 #[tokio::test]
-async fn ready_answers_503_admission_held_under_the_admission_hold() {
+async fn ready_stays_200_and_names_the_holds_while_they_are_in_place() {
     let env = Env::new(false).await;
     assert_eq!(
         env.call(None, "/ready", None).await,
@@ -1301,10 +1303,54 @@ async fn ready_answers_503_admission_held_under_the_admission_hold() {
         )
         .await;
     assert_eq!(s, 200, "{p}");
-    // The restore hold places the admission hold: every start would be
-    // refused (this instance runs no worker, so nothing fenced it yet).
+    // The restore hold places the admission hold (this instance runs no
+    // worker, so nothing fenced it yet): still ready, the holds named.
     assert_eq!(
         env.call(None, "/ready", None).await,
-        (503, json!({"ready": false, "reason": "admission.held"}))
+        (
+            200,
+            json!({"ready": true, "holds": ["restore", "admission"]})
+        )
+    );
+    let (s, p) = env
+        .call(
+            Some(OPERATOR),
+            "/v1/release-restore-hold",
+            Some(json!({"reason": "r-1"})),
+        )
+        .await;
+    assert_eq!(s, 200, "{p}");
+    assert_eq!(
+        env.call(None, "/ready", None).await,
+        (200, json!({"ready": true, "holds": ["admission"]}))
+    );
+    // Starts are still answered with the hold's problem code, and the
+    // gauge and doctor name the hold.
+    let (s, p) = env.start("held-after-ready").await;
+    assert_eq!(
+        (s, p["code"].as_str()),
+        (409, Some("admission.held")),
+        "{p}"
+    );
+    let (s, doctor) = env.call(Some(OPERATOR), "/v1/doctor", None).await;
+    assert_eq!(s, 200, "{doctor}");
+    assert_eq!(doctor["holds"]["admission"], json!(true), "{doctor}");
+    assert_eq!(doctor["holds"]["restore"], json!(false), "{doctor}");
+    let metrics = env
+        .http
+        .get(&env.metrics)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("coordinator_hold{hold=\"admission\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("coordinator_hold{hold=\"restore\"} 0"),
+        "{metrics}"
     );
 }
