@@ -565,6 +565,23 @@ async fn reviewed_notice_finishes_after_a_completion_event() {
     assert!(d
         .casework
         .decide(&review, "approved", &rfc3339(unix_now()), None));
+    // A `--recovery-only` instance on the same database takes no events:
+    // the completion is refused there (and brings nothing forward).
+    let rport = free_port();
+    let recovery = d
+        .spawn_with(&d.runtime_file(rport), rport, &["--recovery-only"])
+        .await;
+    let (s, body) = FakeCasework::post_completion(
+        &format!("{}/v1/review-completions", recovery.base),
+        COMPLETION_TOKEN,
+        BINDING,
+        &review,
+    )
+    .await
+    .unwrap();
+    assert_eq!(s, 409, "{body}");
+    assert!(body.contains("\"event.recovery-only\""), "{body}");
+    drop(recovery);
     // Wrong credentials are refused and move nothing.
     let url = format!("{}/v1/review-completions", c.base);
     let (s, _) = FakeCasework::post_completion(&url, "not-the-token", BINDING, &review)
