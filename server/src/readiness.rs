@@ -159,7 +159,8 @@ pub async fn holds_in_place(engine: &Engine) -> Result<Vec<&'static str>, &'stat
 /// requests would get (`None`: it can): fenced by a restore hold placed
 /// after it started (`restore.lease-incompatible`), the store unreachable
 /// (`store-unavailable`) or read-only (`database.read-only`), the audit
-/// journal failing (`audit.response-unavailable`), or the active packages
+/// journal failing (`audit.response-unavailable`: known to be failing and
+/// a probe append fails now, so it recovers by itself), or the active packages
 /// changed by an `apply` since it started (`deployment.activation-changed`).
 /// A hold is no reason: it refuses starts ([`holds_in_place`]). A
 /// `--recovery-only` instance admits nothing by design and is ready while
@@ -179,7 +180,7 @@ pub async fn not_ready_reason(engine: &Engine) -> Option<&'static str> {
     if engine.health.recovery_only() {
         return None;
     }
-    if !engine.health.audit_ready() {
+    if !engine.health.audit_available().await {
         return Some("audit.response-unavailable");
     }
     match engine.admission.activation_current().await {

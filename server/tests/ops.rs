@@ -10,8 +10,8 @@ use std::sync::Arc;
 use coordinator::startup::{check_bindings, BindingStartup};
 use coordinator_engine::Engine;
 use coordinator_fakes::{FakeCasework, FakeIssuer, FakeMessaging, Mint, Reply};
-use coordinator_ports::MemoryRunStore;
-use coordinator_runtime::audit::journal_files;
+use coordinator_ports::{MemoryRunStore, RunFilter, RunReads};
+use coordinator_runtime::audit::{journal_files, AuditJournal};
 use coordinator_runtime::binding::BindingConflict;
 use coordinator_runtime::config::Connection;
 use coordinator_runtime::keys::AuditKey;
@@ -1353,4 +1353,180 @@ async fn ready_stays_200_and_names_the_holds_while_they_are_in_place() {
         metrics.contains("coordinator_hold{hold=\"restore\"} 0"),
         "{metrics}"
     );
+}
+
+/// A tmpfs of 64 KiB mounted on a temporary directory, unmounted on drop:
+/// a file system that fills up, for an audit journal on a full disk.
+/// Mounting needs root (scripts/test.sh runs as root); without it the
+/// test is skipped, and fails under `CI`.
+struct SmallFileSystem {
+    dir: tempfile::TempDir,
+}
+
+impl SmallFileSystem {
+    fn mount(test: &str) -> Option<SmallFileSystem> {
+        let dir = tempfile::tempdir().unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        if mounted {
+            return Some(SmallFileSystem { dir });
+        }
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{test}: cannot mount a tmpfs (run as root)"
+        );
+        eprintln!("{test}: skipped: cannot mount a tmpfs (run as root)");
+        None
+    }
+
+    /// Writes a file until the file system has no room left.
+    fn fill(&self) {
+        use std::io::Write;
+        let mut filler = std::fs::File::create(self.dir.path().join("filler")).unwrap();
+        let chunk = [0u8; 4096];
+        while matches!(filler.write(&chunk), Ok(n) if n > 0) {}
+    }
+
+    /// Removes what [`SmallFileSystem::fill`] wrote.
+    fn free(&self) {
+        std::fs::remove_file(self.dir.path().join("filler")).unwrap();
+    }
+}
+
+impl Drop for SmallFileSystem {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// seed 000 "Codes you see" `service.unavailable`: with the audit journal
+/// on a file system that fills up, the first audited answer whose line
+/// cannot be written is 503 `audit.response-unavailable` (it happened);
+/// from then on, while the journal is known to be failing, a start and an
+/// operator action (a run action, a hold, retention) are 503
+/// `service.unavailable` before anything is done: no run admitted, no
+/// cancel, no hold placed. With room made, the journal recovers by itself:
+/// `/ready` 200, and the same start key creates its run.
+#[tokio::test]
+async fn a_journal_on_a_full_file_system_refuses_starts_and_actions_before_anything_is_done() {
+    let Some(fs) = SmallFileSystem::mount("audit_full_file_system") else {
+        return;
+    };
+    let store = Arc::new(MemoryRunStore::new());
+    let journal = AuditJournal::open(&fs.dir.path().join("audit.jsonl")).unwrap();
+    let env = Env::serve(
+        ops_support::start_with_journal(
+            ops_support::Fakes::start().await,
+            "db-ops-1",
+            false,
+            store.clone(),
+            journal,
+            tempfile::tempdir().unwrap(),
+        )
+        .await,
+        store.clone(),
+    )
+    .await;
+    let (s, run) = env.start("k-1").await;
+    assert_eq!(s, 201, "{run}");
+    let id = run["run"].as_str().unwrap().to_owned();
+
+    // The disk fills: the journal's last page may still take a few lines;
+    // the first answer whose line does not fit is withheld.
+    fs.fill();
+    let mut withheld = None;
+    for i in 0..64 {
+        let (s, p) = env.start(&format!("fill-{i}")).await;
+        if s != 201 {
+            withheld = Some((s, p));
+            break;
+        }
+    }
+    let (s, p) = withheld.expect("an append failed on the full file system");
+    assert_eq!(
+        (s, p["code"].as_str()),
+        (503, Some("audit.response-unavailable")),
+        "{p}"
+    );
+    let runs = || async {
+        let filter = RunFilter {
+            limit: 100,
+            ..RunFilter::default()
+        };
+        store.list(&filter).await.unwrap().runs.len()
+    };
+    let admitted = runs().await;
+
+    // Known to be failing: refused before anything is done.
+    let unavailable = |(s, p): (u16, Value)| {
+        assert_eq!(
+            (s, p["code"].as_str()),
+            (503, Some("service.unavailable")),
+            "{p}"
+        );
+    };
+    unavailable(env.start("while-full").await);
+    assert_eq!(runs().await, admitted, "no run admitted");
+    unavailable(
+        env.call(
+            Some(OPERATOR),
+            &format!("/v1/runs/{id}/cancel"),
+            Some(json!({"reason": "r-1"})),
+        )
+        .await,
+    );
+    let (_, st) = env
+        .call(Some(OPERATOR), &format!("/v1/runs/{id}"), None)
+        .await;
+    assert_eq!(st["state"], "running", "not cancelled: {st}");
+    unavailable(
+        env.call(
+            Some(OPERATOR),
+            "/v1/restore-hold",
+            Some(json!({"reason": "r-1"})),
+        )
+        .await,
+    );
+    unavailable(
+        env.call(
+            Some(OPERATOR),
+            "/v1/retention",
+            Some(json!({"before": "2026-03-02T09:00:00Z", "limit": 10})),
+        )
+        .await,
+    );
+    let (s, d) = env.call(Some(OPERATOR), "/v1/doctor", None).await;
+    assert_eq!(s, 200, "{d}");
+    assert_eq!(d["state"]["auditReady"], false, "{d}");
+    assert_eq!(d["holds"]["restore"], false, "no hold placed: {d}");
+    assert_eq!(
+        env.call(None, "/ready", None).await,
+        (
+            503,
+            json!({"ready": false, "reason": "audit.response-unavailable"})
+        )
+    );
+
+    // Room made: the journal recovers without a restart.
+    fs.free();
+    assert_eq!(
+        env.call(None, "/ready", None).await,
+        (200, json!({"ready": true}))
+    );
+    let (s, p) = env.start("while-full").await;
+    assert_eq!(s, 201, "the refused start admitted nothing: {p}");
+    let (s, p) = env
+        .call(
+            Some(OPERATOR),
+            &format!("/v1/runs/{id}/cancel"),
+            Some(json!({"reason": "r-1"})),
+        )
+        .await;
+    assert_eq!(s, 200, "{p}");
 }
