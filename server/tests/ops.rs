@@ -18,6 +18,7 @@ use coordinator_runtime::keys::AuditKey;
 use serde_json::{json, Value};
 
 mod ops_support;
+mod small_fs;
 
 use ops_support::{Instance, AUDIENCE, OPERATOR, PRODUCER};
 
@@ -1355,56 +1356,6 @@ async fn ready_stays_200_and_names_the_holds_while_they_are_in_place() {
     );
 }
 
-/// A tmpfs of 64 KiB mounted on a temporary directory, unmounted on drop:
-/// a file system that fills up, for an audit journal on a full disk.
-/// Mounting needs root (scripts/test.sh runs as root); without it the
-/// test is skipped, and fails under `CI`.
-struct SmallFileSystem {
-    dir: tempfile::TempDir,
-}
-
-impl SmallFileSystem {
-    fn mount(test: &str) -> Option<SmallFileSystem> {
-        let dir = tempfile::tempdir().unwrap();
-        let mounted = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs"])
-            .arg(dir.path())
-            .status()
-            .is_ok_and(|s| s.success());
-        if mounted {
-            return Some(SmallFileSystem { dir });
-        }
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{test}: cannot mount a tmpfs (run as root)"
-        );
-        eprintln!("{test}: skipped: cannot mount a tmpfs (run as root)");
-        None
-    }
-
-    /// Writes a file until the file system has no room left.
-    fn fill(&self) {
-        use std::io::Write;
-        let mut filler = std::fs::File::create(self.dir.path().join("filler")).unwrap();
-        let chunk = [0u8; 4096];
-        while matches!(filler.write(&chunk), Ok(n) if n > 0) {}
-    }
-
-    /// Removes what [`SmallFileSystem::fill`] wrote.
-    fn free(&self) {
-        std::fs::remove_file(self.dir.path().join("filler")).unwrap();
-    }
-}
-
-impl Drop for SmallFileSystem {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(self.dir.path())
-            .status();
-    }
-}
-
 /// seed 000 "Codes you see" `service.unavailable`: with the audit journal
 /// on a file system that fills up, the first audited answer whose line
 /// cannot be written is 503 `audit.response-unavailable` (it happened);
@@ -1415,7 +1366,7 @@ impl Drop for SmallFileSystem {
 /// `/ready` 200, and the same start key creates its run.
 #[tokio::test]
 async fn a_journal_on_a_full_file_system_refuses_starts_and_actions_before_anything_is_done() {
-    let Some(fs) = SmallFileSystem::mount("audit_full_file_system") else {
+    let Some(fs) = small_fs::SmallFileSystem::mount("audit_full_file_system") else {
         return;
     };
     let store = Arc::new(MemoryRunStore::new());
