@@ -139,7 +139,7 @@ pub(crate) async fn ready(State(s): State<AppState>) -> Response {
 }
 
 /// The holds in place, by the names of the `coordinator_hold` gauge's
-/// `hold` label (`restore`, `admission`), or `store-unavailable` when the
+/// `hold` label (`restore`, `admission`: [`Holds::named`](coordinator_ports::Holds::named)), or `store-unavailable` when the
 /// store does not answer. Under the admission hold every start is refused
 /// `admission.held`; the process serves every other route.
 pub async fn holds_in_place(engine: &Engine) -> Result<Vec<&'static str>, &'static str> {
@@ -148,8 +148,8 @@ pub async fn holds_in_place(engine: &Engine) -> Result<Vec<&'static str>, &'stat
         .holds()
         .await
         .map_err(|_| "store-unavailable")?;
-    let named = [("restore", holds.restore), ("admission", holds.admission)];
-    Ok(named
+    Ok(holds
+        .named()
         .into_iter()
         .filter_map(|(name, placed)| placed.then_some(name))
         .collect())
