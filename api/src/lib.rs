@@ -371,22 +371,29 @@ impl Problem {
 /// `GET /ready` answer.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Ready {
-    /// This process would accept a start now (a `--recovery-only` one:
-    /// its store answers and can be written to).
+    /// This process serves (200): its store answers and can be written
+    /// to, its audit journal is not known to be failing and its packages
+    /// are the active ones. A hold does not make it false: under the
+    /// admission hold it serves every route but starts (see `holds`).
     pub ready: bool,
-    /// Why not, when `ready` is false: the code of the refusal a start
-    /// would get, `store-unavailable` (the database cannot be reached, or
-    /// the process has not passed its startup checks yet),
-    /// `database.read-only` (every server the URL names that answers is a
-    /// standby or read-only), `audit.response-unavailable` (the audit
-    /// journal failed its last append or is gone), `admission.held` (the
-    /// admission hold is in place), `deployment.activation-changed` (an
-    /// `apply` changed the active packages since the process started) or
+    /// Why not, when `ready` is false (503): `store-unavailable` (the
+    /// database cannot be reached, or the process has not passed its
+    /// startup checks yet), `database.read-only` (every server the URL
+    /// names that answers is a standby or read-only),
+    /// `audit.response-unavailable` (the audit journal failed its last
+    /// append or is gone), `deployment.activation-changed` (an `apply`
+    /// changed the active packages since the process started) or
     /// `restore.lease-incompatible` (a restore hold placed after it
     /// started fenced it). Absent when ready (never `null`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "String")]
     pub reason: Option<String>,
+    /// The holds in place when ready, by the names the `coordinator_hold`
+    /// gauge and doctor's `holds` use: `restore` (nothing is dispatched)
+    /// and `admission` (every start is refused `admission.held`). Absent
+    /// when none is in place, and when not ready.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holds: Vec<String>,
 }
 
 /// `GET /v1/doctor` answer (operator only; seed 000 "Apply and start").

@@ -474,7 +474,10 @@ fn inbound_operations(generator: &mut SchemaGenerator, status: &Value) -> Vec<Op
             security: Security::Completion,
             request: Some(schema_of::<ReviewCompletion>(generator)),
             success: vec![(202, "Accepted.", json!({"type": "object"}))],
-            problems: codes(&[&STORE, &BODY], &[&p::AUTHENTICATION_REFUSED]),
+            problems: codes(
+                &[&STORE, &BODY],
+                &[&p::AUTHENTICATION_REFUSED, &p::EVENT_RECOVERY_ONLY],
+            ),
             parameters: vec![header_param(
                 "registry-recipient-binding",
                 "The recipient binding of the connection's `completion` block.",

@@ -62,6 +62,8 @@ problems! {
         "The activation, runtime file, or state key custody check failed. Run `deployment-status`.", true);
     EVENT_DATA_INVALID = ("event.data-invalid", 422, "The trigger cannot start a run from this event",
         "Send an event whose data the trigger's mappings and the workflow's input schema accept.", false);
+    EVENT_RECOVERY_ONLY = ("event.recovery-only", 409, "This instance runs with --recovery-only and takes no events",
+        "This instance runs with `--recovery-only` and takes no events. Send events to the ordinary service.", true);
     EVENT_SOURCE_MISMATCH = ("event.source-mismatch", 422, "The event's source is not the trigger's event source",
         "Send the event with the `source` of the trigger's event source.", false);
     EVENT_TYPE_MISMATCH = ("event.type-mismatch", 422, "The event's type is not the trigger's eventType",

@@ -38,7 +38,7 @@ pub use http::{
     router, run, ApiError, AppState, Completions, MAX_IDEMPOTENCY_KEY_BYTES,
     RECIPIENT_BINDING_HEADER, SHUTDOWN_GRACE,
 };
-pub use readiness::{not_ready_reason, waiting_router, WaitingReason};
+pub use readiness::{holds_in_place, not_ready_reason, waiting_router, WaitingReason};
 pub use worker_loop::{work, WORKER_LANES};
 
 // The helpers `ops` and `readiness` reach at the crate root.

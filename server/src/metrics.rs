@@ -416,10 +416,11 @@ pub async fn registry(engine: &Engine, counts: &dyn RunCounts) -> Registry {
         "1 while the hold is in place (restore, admission)",
         ByLabel::gauge(
             "hold",
-            vec![
-                ("restore".to_owned(), u64::from(holds.restore)),
-                ("admission".to_owned(), u64::from(holds.admission)),
-            ],
+            holds
+                .named()
+                .into_iter()
+                .map(|(name, placed)| (name.to_owned(), u64::from(placed)))
+                .collect(),
         ),
     );
     registry

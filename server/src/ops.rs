@@ -44,6 +44,25 @@ pub async fn survey(counts: &dyn RunCounts, engine: &Engine) -> Result<LiveCount
         .map_err(|e| engine.health.count_outage(e))
 }
 
+/// 503 `service.unavailable` while the audit journal is known to be
+/// failing and a probe append fails now
+/// ([`Health::audit_available`](coordinator_engine::Health::audit_available)):
+/// every audited route (a start, an event start, a recovery action, a hold
+/// change, retention) asks this before it does anything, so no effect
+/// exists without its audit record. A failure found only while writing
+/// the record is [`audited`]'s `audit.response-unavailable`.
+pub(crate) async fn audit_available(engine: &Engine) -> Result<(), ApiError> {
+    if engine.health.audit_available().await {
+        return Ok(());
+    }
+    tracing::warn!(
+        code = "service.unavailable",
+        "audit journal failing; request refused before anything was done"
+    );
+    Err(ApiError::of(&problems::SERVICE_UNAVAILABLE)
+        .detail("the audit journal is failing (a full disk, a removed file): nothing was done; try again after it recovers"))
+}
+
 /// Appends the record `build` makes to the audit journal (fsynced) on a
 /// blocking thread; a failed append is 503 `audit.response-unavailable`
 /// and the answer is not released.
@@ -221,6 +240,7 @@ pub(crate) async fn restore_hold(
     let who = operator(&s, &headers, "restore-hold").await?;
     let req: api::HoldReason = strict::from_slice(&body(bytes)?).map_err(ApiError::bad_request)?;
     reference("reason", &req.reason)?;
+    audit_available(&s.engine).await?;
     let (after, _held_back) = s
         .engine
         .operator
@@ -271,6 +291,7 @@ pub(crate) async fn complete_execution_recovery(
         ("executionHistoryComplete", req.execution_history_complete),
         req.prior_deployment_fenced,
     )?;
+    audit_available(&s.engine).await?;
     let after = s
         .engine
         .operator
@@ -303,6 +324,7 @@ pub(crate) async fn release_restore_hold(
     let who = operator(&s, &headers, "release-restore-hold").await?;
     let req: api::HoldReason = strict::from_slice(&body(bytes)?).map_err(ApiError::bad_request)?;
     reference("reason", &req.reason)?;
+    audit_available(&s.engine).await?;
     let after = s
         .engine
         .operator
@@ -332,6 +354,7 @@ pub(crate) async fn release_admission_hold(
         ("admissionHistoryComplete", req.admission_history_complete),
         req.prior_deployment_fenced,
     )?;
+    audit_available(&s.engine).await?;
     let after = s
         .engine
         .operator
@@ -371,6 +394,7 @@ pub(crate) async fn retention(
     let Some(before) = coordinator_ports::clock::Instant::parse(&req.before).ok() else {
         return Err(ApiError::bad_request("before must be an RFC 3339 instant"));
     };
+    audit_available(&s.engine).await?;
     let done = s
         .engine
         .operator

@@ -1,8 +1,9 @@
 //! Readiness: what `GET /ready` answers, while `coordinator` waits for its
 //! store ([`waiting_router`], with the [`WaitingReason`] of the last failed
 //! attempt) and once it serves ([`not_ready_reason`]): 200 when this
-//! process would accept a start now, else 503 with the code of the refusal
-//! a start would get (docs/operations.md "doctor").
+//! process serves, naming the holds in place ([`holds_in_place`]: under
+//! the admission hold it serves every route but starts), else 503 with the
+//! code of the reason it cannot (docs/operations.md "doctor").
 
 use std::sync::Arc;
 
@@ -102,43 +103,68 @@ fn reason_past_deadline() -> &'static str {
     }
 }
 
-/// `GET /ready`: 200 when this process would accept a start now, else 503
-/// with the reason ([`not_ready_reason`]); within [`READY_DEADLINE`].
+/// `GET /ready`: 200 when this process serves, with the holds in place
+/// ([`holds_in_place`]: a hold refuses starts or dispatches, not the
+/// operator's routes, so a probe must not take the only instance out of
+/// rotation during a restore), else 503 with the reason
+/// ([`not_ready_reason`]); within [`READY_DEADLINE`].
 pub(crate) async fn ready(State(s): State<AppState>) -> Response {
     let engine = Arc::clone(&s.engine);
     let check = tokio::spawn(async move {
-        let reason = not_ready_reason(&engine).await;
+        let found = match not_ready_reason(&engine).await {
+            Some(reason) => Err(reason),
+            None => holds_in_place(&engine).await,
+        };
         if let Ok(mut last) = LAST_FINISHED.lock() {
-            *last = Some(reason);
+            *last = Some(found.as_ref().err().copied());
         }
-        reason
+        found
     });
-    let reason = match tokio::time::timeout(READY_DEADLINE, check).await {
-        Ok(Ok(reason)) => reason,
-        _ => Some(reason_past_deadline()),
+    let found = match tokio::time::timeout(READY_DEADLINE, check).await {
+        Ok(Ok(found)) => found,
+        _ => Err(reason_past_deadline()),
     };
-    log_change(reason);
-    match reason {
-        None => json(
+    log_change(found.as_ref().err().copied());
+    match found {
+        Ok(holds) => json(
             StatusCode::OK,
             &api::Ready {
                 ready: true,
                 reason: None,
+                holds: holds.into_iter().map(str::to_owned).collect(),
             },
         ),
-        Some(reason) => not_ready(reason),
+        Err(reason) => not_ready(reason),
     }
 }
 
-/// Why this process would refuse a start now for a reason of its own or
-/// its deployment's, as the code of that refusal (`None`: it would not):
-/// fenced by a restore hold placed after it started
-/// (`restore.lease-incompatible`), the store unreachable
+/// The holds in place, by the names of the `coordinator_hold` gauge's
+/// `hold` label (`restore`, `admission`: [`Holds::named`](coordinator_ports::Holds::named)), or `store-unavailable` when the
+/// store does not answer. Under the admission hold every start is refused
+/// `admission.held`; the process serves every other route.
+pub async fn holds_in_place(engine: &Engine) -> Result<Vec<&'static str>, &'static str> {
+    let holds = engine
+        .operator
+        .holds()
+        .await
+        .map_err(|_| "store-unavailable")?;
+    Ok(holds
+        .named()
+        .into_iter()
+        .filter_map(|(name, placed)| placed.then_some(name))
+        .collect())
+}
+
+/// Why this process cannot serve now, as the code of the refusal its
+/// requests would get (`None`: it can): fenced by a restore hold placed
+/// after it started (`restore.lease-incompatible`), the store unreachable
 /// (`store-unavailable`) or read-only (`database.read-only`), the audit
-/// journal failing (`audit.response-unavailable`), the admission hold in
-/// place (`admission.held`), or the active packages changed by an `apply`
-/// since it started (`deployment.activation-changed`). A `--recovery-only`
-/// instance admits nothing by design and is ready while its store is.
+/// journal failing (`audit.response-unavailable`: known to be failing and
+/// a probe append fails now, so it recovers by itself), or the active packages
+/// changed by an `apply` since it started (`deployment.activation-changed`).
+/// A hold is no reason: it refuses starts ([`holds_in_place`]). A
+/// `--recovery-only` instance admits nothing by design and is ready while
+/// its store is.
 pub async fn not_ready_reason(engine: &Engine) -> Option<&'static str> {
     if engine.health.fenced() {
         return Some("restore.lease-incompatible");
@@ -154,13 +180,8 @@ pub async fn not_ready_reason(engine: &Engine) -> Option<&'static str> {
     if engine.health.recovery_only() {
         return None;
     }
-    if !engine.health.audit_ready() {
+    if !engine.health.audit_available().await {
         return Some("audit.response-unavailable");
-    }
-    match engine.operator.holds().await {
-        Ok(holds) if holds.admission => return Some("admission.held"),
-        Ok(_) => {}
-        Err(_) => return Some("store-unavailable"),
     }
     match engine.admission.activation_current().await {
         Ok(true) => None,
@@ -176,6 +197,7 @@ fn not_ready(reason: &str) -> Response {
         &api::Ready {
             ready: false,
             reason: Some(reason.to_owned()),
+            holds: Vec::new(),
         },
     )
 }

@@ -17,7 +17,9 @@ use coordinator_adapters::{HttpAdapter, MemorySecrets};
 use coordinator_engine::{Engine, EngineConfig};
 use coordinator_fakes::{FakeBreg, FakeIssuer, KeyKind, Mint, TestKey};
 use coordinator_ir::Definition;
-use coordinator_ports::{Clock, ManualClock, MemoryRunStore, StoreError};
+use coordinator_ports::{
+    Clock, JobQueue, ManualClock, MemoryRunStore, RunFilter, RunReads, StoreError,
+};
 use coordinator_runtime::config::{
     Authentication, Authorization, BregConnection, Connection, Policy, SecretRef,
 };
@@ -397,11 +399,19 @@ async fn events_that_do_not_fit_are_refused() {
     assert_eq!(s, 201, "{p}");
 }
 
+/// seed 000: a `--recovery-only` instance takes no events. A signed event
+/// start is a start: 409 `admission.recovery-only`, and nothing is stored
+/// (no run, no job); the sender is still authenticated first. (The other
+/// inbound event, a review completion: server/tests/service.rs
+/// `a_recovery_only_instance_refuses_a_review_completion_and_changes_nothing`.)
 #[tokio::test]
 async fn recovery_only_takes_no_events() {
     let env = Env::new(true).await;
     let (s, p) = env.post(&event("evt-1", "app-1")).await;
     assert_eq!((s, code(&p)), (409, "admission.recovery-only"), "{p}");
+    let stored = env.store.list(&RunFilter::default()).await.unwrap();
+    assert!(stored.runs.is_empty(), "{:?}", stored.runs);
+    assert_eq!(env.store.next_due().await.unwrap(), None, "no job stored");
     // Still authenticated first.
     let (s, p) = env
         .post_raw(&route(WORKFLOW, TRIGGER), &event("evt-1", "app-1"), None)

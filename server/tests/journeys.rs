@@ -15,6 +15,7 @@
 mod bulk;
 mod console;
 mod flow;
+mod small_fs;
 mod support;
 mod traces;
 mod tutorial;
@@ -566,6 +567,23 @@ async fn reviewed_notice_finishes_after_a_completion_event() {
     assert!(d
         .casework
         .decide(&review, "approved", &rfc3339(unix_now()), None));
+    // A `--recovery-only` instance on the same database takes no events:
+    // the completion is refused there (and brings nothing forward).
+    let rport = free_port();
+    let recovery = d
+        .spawn_with(&d.runtime_file(rport), rport, &["--recovery-only"])
+        .await;
+    let (s, body) = FakeCasework::post_completion(
+        &format!("{}/v1/review-completions", recovery.base),
+        COMPLETION_TOKEN,
+        BINDING,
+        &review,
+    )
+    .await
+    .unwrap();
+    assert_eq!(s, 409, "{body}");
+    assert!(body.contains("\"event.recovery-only\""), "{body}");
+    drop(recovery);
     // Wrong credentials are refused and move nothing.
     let url = format!("{}/v1/review-completions", c.base);
     let (s, _) = FakeCasework::post_completion(&url, "not-the-token", BINDING, &review)
@@ -936,6 +954,86 @@ async fn startup_refuses_a_changed_binding_unless_recovery_only() {
     let c = d.spawn_with(&file, port, &["--recovery-only"]).await;
     let status = d.get(&c, &format!("/v1/runs/{run}")).await.unwrap();
     assert_eq!(status["state"], "running", "{status}");
+    drop(c);
+    d.cleanup().await;
+}
+
+/// seed 000 `service.unavailable`, through the built binary: its audit
+/// journal (`deployment.auditFile`) on a 64 KiB tmpfs that fills up. The
+/// first start whose line does not fit is 503 `audit.response-unavailable`;
+/// from then on a start and an operator action are 503
+/// `service.unavailable` before anything is done, and `/ready` is 503
+/// `audit.response-unavailable`. Room made: ready again without a restart,
+/// and the refused start's key creates its run.
+#[tokio::test]
+async fn a_full_audit_disk_refuses_starts_and_actions_before_anything_is_done() {
+    let Some(urls) = urls("a_full_audit_disk") else {
+        return;
+    };
+    let Some(fs) = small_fs::SmallFileSystem::mount("a_full_audit_disk") else {
+        return;
+    };
+    let d = Deployment::new(urls, 2_000).await;
+    let port = free_port();
+    let file = d.runtime_file(port);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let audit = d.dir.path().join("audit.jsonl").display().to_string();
+    let on_tmpfs = fs.dir.path().join("audit.jsonl").display().to_string();
+    assert!(text.contains(&audit));
+    std::fs::write(&file, text.replace(&audit, &on_tmpfs)).unwrap();
+    let c = d.spawn_with(&file, port, &[]).await;
+    let later = rfc3339(unix_now() + 3_600);
+    let first = d.start(&c, "app-first", &later).await;
+
+    fs.fill();
+    let mut withheld = None;
+    for i in 0..64 {
+        let (status, p) = d
+            .try_start(&c, &format!("app-fill-{i}"), &d.revision, &later)
+            .await;
+        if status != 201 {
+            withheld = Some((status, p));
+            break;
+        }
+    }
+    let (status, p) = withheld.expect("an append failed on the full file system");
+    assert_eq!(
+        (status, p["code"].as_str()),
+        (503, Some("audit.response-unavailable")),
+        "{p}"
+    );
+    let (status, p) = d.try_start(&c, "app-refused", &d.revision, &later).await;
+    assert_eq!(
+        (status, p["code"].as_str()),
+        (503, Some("service.unavailable")),
+        "{p}"
+    );
+    let (status, p) = d
+        .operate(
+            &c,
+            &format!("/v1/runs/{first}/cancel"),
+            json!({"reason": "full-1"}),
+        )
+        .await;
+    assert_eq!(
+        (status, p["code"].as_str()),
+        (503, Some("service.unavailable")),
+        "{p}"
+    );
+    let st = d.get(&c, &format!("/v1/runs/{first}")).await.unwrap();
+    assert_eq!(st["state"], "running", "not cancelled: {st}");
+    assert_eq!(
+        d.ready_answer(&c).await,
+        (
+            503,
+            json!({"ready": false, "reason": "audit.response-unavailable"})
+        )
+    );
+
+    fs.free();
+    assert_eq!(d.ready_answer(&c).await, (200, json!({"ready": true})));
+    let (status, p) = d.try_start(&c, "app-refused", &d.revision, &later).await;
+    assert_eq!(status, 201, "the refused start admitted nothing: {p}");
     drop(c);
     d.cleanup().await;
 }
@@ -1605,8 +1703,20 @@ async fn restore_rehearsal_reviews_every_restored_command_and_sends_nothing_twic
     );
 
     // The ordinary service: W's timers fire and their sends replay under
-    // the original keys; V is retried with its original command.
+    // the original keys; V is retried with its original command. Behind
+    // the admission hold it is ready (a probe keeps it in rotation) and
+    // names the hold; starts get the hold's code.
     let ordinary = d.spawn().await;
+    assert_eq!(
+        d.ready_answer(&ordinary).await,
+        (200, json!({"ready": true, "holds": ["admission"]}))
+    );
+    let (status, p) = d.try_start(&ordinary, "app-held", &d.revision, &past).await;
+    assert_eq!(
+        (status, p["code"].as_str()),
+        (409, Some("admission.held")),
+        "{p}"
+    );
     for run in &w {
         let st = d
             .wait_state(&ordinary, run, "finished", Duration::from_secs(60))
@@ -1632,6 +1742,10 @@ async fn restore_rehearsal_reviews_every_restored_command_and_sends_nothing_twic
         )
         .await;
     assert_eq!(code, 200, "{body}");
+    assert_eq!(
+        d.ready_answer(&ordinary).await,
+        (200, json!({"ready": true}))
+    );
     let x = d.start(&ordinary, "app-x", &past).await;
     let mut all = vec![f, u, v, s, t, x];
     all.extend(w);

@@ -10,14 +10,15 @@ use std::sync::Arc;
 use coordinator::startup::{check_bindings, BindingStartup};
 use coordinator_engine::Engine;
 use coordinator_fakes::{FakeCasework, FakeIssuer, FakeMessaging, Mint, Reply};
-use coordinator_ports::MemoryRunStore;
-use coordinator_runtime::audit::journal_files;
+use coordinator_ports::{MemoryRunStore, RunFilter, RunReads};
+use coordinator_runtime::audit::{journal_files, AuditJournal};
 use coordinator_runtime::binding::BindingConflict;
 use coordinator_runtime::config::Connection;
 use coordinator_runtime::keys::AuditKey;
 use serde_json::{json, Value};
 
 mod ops_support;
+mod small_fs;
 
 use ops_support::{Instance, AUDIENCE, OPERATOR, PRODUCER};
 
@@ -1284,10 +1285,12 @@ async fn recovery_refusals_and_an_unwritable_journal_answer_their_codes() {
     );
 }
 
-/// `/ready` is 503 with the reason while the admission hold is in place
-/// (every start would be `admission.held`).
+/// `/ready` stays 200 while a hold is in place and names it: a hold
+/// refuses starts (`admission.held`) or dispatches, never the operator's
+/// routes, so a probe must not take the only instance out of rotation
+/// during a restore (docs/operations.md "Restore from a backup", 7-8).
 #[tokio::test]
-async fn ready_answers_503_admission_held_under_the_admission_hold() {
+async fn ready_stays_200_and_names_the_holds_while_they_are_in_place() {
     let env = Env::new(false).await;
     assert_eq!(
         env.call(None, "/ready", None).await,
@@ -1301,10 +1304,180 @@ async fn ready_answers_503_admission_held_under_the_admission_hold() {
         )
         .await;
     assert_eq!(s, 200, "{p}");
-    // The restore hold places the admission hold: every start would be
-    // refused (this instance runs no worker, so nothing fenced it yet).
+    // The restore hold places the admission hold (this instance runs no
+    // worker, so nothing fenced it yet): still ready, the holds named.
     assert_eq!(
         env.call(None, "/ready", None).await,
-        (503, json!({"ready": false, "reason": "admission.held"}))
+        (
+            200,
+            json!({"ready": true, "holds": ["restore", "admission"]})
+        )
     );
+    let (s, p) = env
+        .call(
+            Some(OPERATOR),
+            "/v1/release-restore-hold",
+            Some(json!({"reason": "r-1"})),
+        )
+        .await;
+    assert_eq!(s, 200, "{p}");
+    assert_eq!(
+        env.call(None, "/ready", None).await,
+        (200, json!({"ready": true, "holds": ["admission"]}))
+    );
+    // Starts are still answered with the hold's problem code, and the
+    // gauge and doctor name the hold.
+    let (s, p) = env.start("held-after-ready").await;
+    assert_eq!(
+        (s, p["code"].as_str()),
+        (409, Some("admission.held")),
+        "{p}"
+    );
+    let (s, doctor) = env.call(Some(OPERATOR), "/v1/doctor", None).await;
+    assert_eq!(s, 200, "{doctor}");
+    assert_eq!(doctor["holds"]["admission"], json!(true), "{doctor}");
+    assert_eq!(doctor["holds"]["restore"], json!(false), "{doctor}");
+    let metrics = env
+        .http
+        .get(&env.metrics)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("coordinator_hold{hold=\"admission\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("coordinator_hold{hold=\"restore\"} 0"),
+        "{metrics}"
+    );
+}
+
+/// seed 000 "Codes you see" `service.unavailable`: with the audit journal
+/// on a file system that fills up, the first audited answer whose line
+/// cannot be written is 503 `audit.response-unavailable` (it happened);
+/// from then on, while the journal is known to be failing, a start and an
+/// operator action (a run action, a hold, retention) are 503
+/// `service.unavailable` before anything is done: no run admitted, no
+/// cancel, no hold placed. With room made, the journal recovers by itself:
+/// `/ready` 200, and the same start key creates its run.
+#[tokio::test]
+async fn a_journal_on_a_full_file_system_refuses_starts_and_actions_before_anything_is_done() {
+    let Some(fs) = small_fs::SmallFileSystem::mount("audit_full_file_system") else {
+        return;
+    };
+    let store = Arc::new(MemoryRunStore::new());
+    let journal = AuditJournal::open(&fs.dir.path().join("audit.jsonl")).unwrap();
+    let env = Env::serve(
+        ops_support::start_with_journal(
+            ops_support::Fakes::start().await,
+            "db-ops-1",
+            false,
+            store.clone(),
+            journal,
+            tempfile::tempdir().unwrap(),
+        )
+        .await,
+        store.clone(),
+    )
+    .await;
+    let (s, run) = env.start("k-1").await;
+    assert_eq!(s, 201, "{run}");
+    let id = run["run"].as_str().unwrap().to_owned();
+
+    // The disk fills: the journal's last page may still take a few lines;
+    // the first answer whose line does not fit is withheld.
+    fs.fill();
+    let mut withheld = None;
+    for i in 0..64 {
+        let (s, p) = env.start(&format!("fill-{i}")).await;
+        if s != 201 {
+            withheld = Some((s, p));
+            break;
+        }
+    }
+    let (s, p) = withheld.expect("an append failed on the full file system");
+    assert_eq!(
+        (s, p["code"].as_str()),
+        (503, Some("audit.response-unavailable")),
+        "{p}"
+    );
+    let runs = || async {
+        let filter = RunFilter {
+            limit: 100,
+            ..RunFilter::default()
+        };
+        store.list(&filter).await.unwrap().runs.len()
+    };
+    let admitted = runs().await;
+
+    // Known to be failing: refused before anything is done.
+    let unavailable = |(s, p): (u16, Value)| {
+        assert_eq!(
+            (s, p["code"].as_str()),
+            (503, Some("service.unavailable")),
+            "{p}"
+        );
+    };
+    unavailable(env.start("while-full").await);
+    assert_eq!(runs().await, admitted, "no run admitted");
+    unavailable(
+        env.call(
+            Some(OPERATOR),
+            &format!("/v1/runs/{id}/cancel"),
+            Some(json!({"reason": "r-1"})),
+        )
+        .await,
+    );
+    let (_, st) = env
+        .call(Some(OPERATOR), &format!("/v1/runs/{id}"), None)
+        .await;
+    assert_eq!(st["state"], "running", "not cancelled: {st}");
+    unavailable(
+        env.call(
+            Some(OPERATOR),
+            "/v1/restore-hold",
+            Some(json!({"reason": "r-1"})),
+        )
+        .await,
+    );
+    unavailable(
+        env.call(
+            Some(OPERATOR),
+            "/v1/retention",
+            Some(json!({"before": "2026-03-02T09:00:00Z", "limit": 10})),
+        )
+        .await,
+    );
+    let (s, d) = env.call(Some(OPERATOR), "/v1/doctor", None).await;
+    assert_eq!(s, 200, "{d}");
+    assert_eq!(d["state"]["auditReady"], false, "{d}");
+    assert_eq!(d["holds"]["restore"], false, "no hold placed: {d}");
+    assert_eq!(
+        env.call(None, "/ready", None).await,
+        (
+            503,
+            json!({"ready": false, "reason": "audit.response-unavailable"})
+        )
+    );
+
+    // Room made: the journal recovers without a restart.
+    fs.free();
+    assert_eq!(
+        env.call(None, "/ready", None).await,
+        (200, json!({"ready": true}))
+    );
+    let (s, p) = env.start("while-full").await;
+    assert_eq!(s, 201, "the refused start admitted nothing: {p}");
+    let (s, p) = env
+        .call(
+            Some(OPERATOR),
+            &format!("/v1/runs/{id}/cancel"),
+            Some(json!({"reason": "r-1"})),
+        )
+        .await;
+    assert_eq!(s, 200, "{p}");
 }

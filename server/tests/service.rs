@@ -327,9 +327,27 @@ fn build_engine(
     connections: &BTreeMap<String, Connection>,
     definitions: &[Definition],
 ) -> Engine {
+    build_engine_with(
+        EngineConfig::new("db-test-1", worker),
+        store,
+        clock,
+        secrets,
+        connections,
+        definitions,
+    )
+}
+
+fn build_engine_with(
+    config: EngineConfig,
+    store: &Arc<MemoryRunStore>,
+    clock: &ManualClock,
+    secrets: &MemorySecrets,
+    connections: &BTreeMap<String, Connection>,
+    definitions: &[Definition],
+) -> Engine {
     let adapter = HttpAdapter::new(Arc::new(secrets.clone())).unwrap();
     Engine::new(
-        EngineConfig::new("db-test-1", worker),
+        config,
         store.clone(),
         Arc::new(clock.clone()),
         Arc::new(adapter),
@@ -352,6 +370,73 @@ fn effect(inspection: &Value, step: &str) -> Value {
         .find(|s| s["name"] == step)
         .unwrap_or_else(|| panic!("step {step} in {inspection}"))["effect"]
         .clone()
+}
+
+/// seed 000: a `--recovery-only` instance takes no events. A review
+/// completion (authenticated, else 401 as anywhere) is refused 409
+/// `event.recovery-only` and changes nothing: the review's result check is
+/// not brought forward, so the ordinary service, back on the same store,
+/// still waits for it; the same completion sent there finishes the run.
+#[tokio::test]
+async fn a_recovery_only_instance_refuses_a_review_completion_and_changes_nothing() {
+    let mut env = Env::new().await;
+    let (status, run) = env
+        .start(PRODUCER, "k-1", "reviewed-notice", review_input())
+        .await;
+    assert_eq!(status, 201, "{run}");
+    let id = run["run"].as_str().unwrap().to_owned();
+    env.idle().await;
+    let review = env.review_id();
+    env.clock.advance(120);
+    assert!(env
+        .casework
+        .decide(&review, "approved", &env.clock.now_rfc3339(), None));
+
+    let ordinary = env.engine.clone();
+    let mut config = EngineConfig::new("db-test-1", "worker-recovery");
+    config.recovery_only = true;
+    env.engine = Arc::new(build_engine_with(
+        config,
+        &env.store,
+        &env.clock,
+        &env.secrets,
+        &env.connections,
+        &env.definitions,
+    ));
+    env.serve().await;
+    let url = format!("{}/v1/review-completions", env.base);
+    let (s, body) = FakeCasework::post_completion(&url, "wrong", BINDING, &review)
+        .await
+        .unwrap();
+    assert_eq!(s, 401, "authenticated first: {body}");
+    let (s, body) = FakeCasework::post_completion(&url, COMPLETION_TOKEN, BINDING, &review)
+        .await
+        .unwrap();
+    assert_eq!(s, 409, "{body}");
+    let problem: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(problem["code"], "event.recovery-only", "{problem}");
+    env.idle().await;
+
+    // Back to the ordinary service: nothing was brought forward, the run
+    // still waits for its review and nothing was sent.
+    env.engine = ordinary;
+    env.serve().await;
+    env.idle().await;
+    let (_, status) = env.get(PRODUCER, &format!("/v1/runs/{id}")).await;
+    assert_eq!(status["state"], "running", "{status}");
+    assert!(env.messaging.messages().is_empty());
+    let url = format!("{}/v1/review-completions", env.base);
+    let (s, _) = FakeCasework::post_completion(&url, COMPLETION_TOKEN, BINDING, &review)
+        .await
+        .unwrap();
+    assert_eq!(s, 202);
+    env.idle().await;
+    let (_, status) = env.get(PRODUCER, &format!("/v1/runs/{id}")).await;
+    assert_eq!(
+        (&status["state"], &status["outcome"]),
+        (&json!("finished"), &json!("approval-notice-sent")),
+        "{status}"
+    );
 }
 
 #[tokio::test]

@@ -3,8 +3,11 @@
 //! virtual clock (SPEC §7).
 //!
 //! Prints `PASS id` / `FAIL id` (with the first difference) per case, then
-//! `N passed, M failed`. Exit 0 when every case passes, 1 on any failure or
-//! on a fault of the project or the scenario file, 3 when a file is missing.
+//! `N passed, M failed`, and `, K errors` when K cases were stopped by a
+//! fault of the scenario file (each fault printed above as a diagnostic;
+//! the JSON report counts `passed`, `failed` and `errors` always). Exit 0
+//! when every case passes, 1 on any failure or on a fault of the project
+//! or the scenario file, 3 when a file is missing.
 //! With `--coverage` (or `--fail-under`), what the cases reached of the
 //! workflow follows ([`coverage`], docs/coverage.md); exit 1 as well when
 //! it is below `--fail-under`; 2 when `--fail-under` is not a percentage.
@@ -53,6 +56,9 @@ pub struct TestArgs {
 /// The scenarios of a compiled project, all run.
 pub struct ScenarioRun {
     pub reports: Vec<run::CaseReport>,
+    /// Cases selected to run that a fault of the scenario file stopped
+    /// (their diagnostics are in `diagnostics`): neither passed nor failed.
+    pub errors: usize,
     pub diagnostics: Vec<Diagnostic>,
     /// The compiled workflow as explain's data (when it compiled).
     pub explain: Option<ExplainData>,
@@ -76,24 +82,33 @@ pub fn compile_and_run(project: &Path, only: Option<&str>) -> (Option<Program>, 
             None,
             ScenarioRun {
                 reports: Vec::new(),
+                errors: 0,
                 diagnostics,
                 explain: None,
             },
         );
     };
-    let reports = match read_scenarios(project, &display, &program) {
+    let (reports, errors) = match read_scenarios(project, &display, &program) {
         Ok((doc, scenarios, targets)) => {
-            run_cases(&program, &doc, &scenarios, &targets, only, &mut diagnostics)
+            let selected = scenarios
+                .cases
+                .iter()
+                .filter(|c| only.is_none_or(|id| id == c.id))
+                .count();
+            let reports = run_cases(&program, &doc, &scenarios, &targets, only, &mut diagnostics);
+            let errors = selected.saturating_sub(reports.len());
+            (reports, errors)
         }
         Err(mut d) => {
             diagnostics.append(&mut d);
-            Vec::new()
+            (Vec::new(), 0)
         }
     };
     (
         Some(program),
         ScenarioRun {
             reports,
+            errors,
             diagnostics,
             explain: compiled.explain_data,
         },
@@ -192,6 +207,8 @@ pub(crate) fn run_cases(
 struct TestExtra<'a> {
     passed: usize,
     failed: usize,
+    /// Cases a fault of the scenario file stopped.
+    errors: usize,
     cases: &'a [run::CaseReport],
     /// Only with `--coverage` or `--fail-under`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -276,6 +293,7 @@ pub fn run(args: TestArgs) -> u8 {
                 TestExtra {
                     passed,
                     failed,
+                    errors: outcome.errors,
                     cases: &outcome.reports,
                     coverage: coverage.as_ref(),
                 },
@@ -311,7 +329,11 @@ fn print_text(outcome: &ScenarioRun, passed: usize, failed: usize) {
             }
         }
     }
-    if !outcome.reports.is_empty() || outcome.diagnostics.is_empty() {
-        outln!("{passed} passed, {failed} failed");
+    if !outcome.reports.is_empty() || outcome.errors > 0 || outcome.diagnostics.is_empty() {
+        match outcome.errors {
+            0 => outln!("{passed} passed, {failed} failed"),
+            1 => outln!("{passed} passed, {failed} failed, 1 error"),
+            errors => outln!("{passed} passed, {failed} failed, {errors} errors"),
+        }
     }
 }

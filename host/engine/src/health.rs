@@ -144,6 +144,20 @@ impl Health {
             .unwrap_or(false)
     }
 
+    /// Whether an audited action may begin (a start, an operator action):
+    /// the journal is not known to be failing ([`Health::audit_ready`]),
+    /// or, known to be failing, a probe line is appended and synced now
+    /// and the journal is healthy after it (room was made on its disk):
+    /// so the journal recovers by itself, and while it fails nothing is
+    /// done that its audit record could not follow. True without a
+    /// journal.
+    pub async fn audit_available(&self) -> bool {
+        if self.audit_ready() {
+            return true;
+        }
+        self.audit_probe().await && self.audit_ready()
+    }
+
     /// Appends the record `build` makes with the audit key, `fsync`ed before
     /// this returns. Records nothing (and succeeds) when no journal is
     /// attached.

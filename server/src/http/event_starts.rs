@@ -72,6 +72,7 @@ pub(crate) async fn event_start(
     }
     let event: serde_json::Value = strict::from_slice(&bytes).map_err(ApiError::bad_request)?;
     events::check_event(&event).map_err(ApiError::bad_request)?;
+    crate::ops::audit_available(&s.engine).await?;
     let result = s
         .engine
         .admission

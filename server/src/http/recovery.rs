@@ -35,6 +35,7 @@ pub(crate) async fn recover(
     let recovery: api::Recovery = strict::from_slice(&bytes).map_err(ApiError::bad_request)?;
     ops::reference("reason", &recovery.reason)?;
     let run = visible_run(&s, &who, &run, name).await?;
+    ops::audit_available(&s.engine).await?;
     // A reconcile that found the receipt expired happened all the same: it
     // is audited, then answered 409 `receipt.expired`.
     let (after, expired) = match s.engine.operator.act(&run.id, act).await {

@@ -1,6 +1,8 @@
 //! `POST /v1/review-completions`: Casework's word that a review request
 //! is done, authenticated by a (recipient binding, bearer token) pair of
 //! the configured [`Completions`], which brings the waiting run forward.
+//! A `--recovery-only` instance refuses it (409 `event.recovery-only`)
+//! and brings nothing forward.
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -8,6 +10,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use coordinator_api as api;
+use coordinator_api::problems;
 use subtle::{Choice, ConstantTimeEq};
 
 use super::request::{bearer, body};
@@ -64,6 +67,11 @@ pub(crate) async fn review_completion(
         .ok_or_else(ApiError::refused)?;
     if !s.completions.accepts(binding, token.as_bytes()) {
         return Err(ApiError::refused());
+    }
+    // A `--recovery-only` instance takes no events (seed 000): refused
+    // once the sender is authenticated, before anything is changed.
+    if s.engine.health.recovery_only() {
+        return Err(ApiError::of(&problems::EVENT_RECOVERY_ONLY));
     }
     let bytes = body(bytes)?;
     let event: api::ReviewCompletion = strict::from_slice(&bytes).map_err(ApiError::bad_request)?;

@@ -50,6 +50,7 @@ pub(crate) async fn start(
         input: request.input,
         trace_parent: crate::telemetry::inbound_trace_parent(&headers),
     };
+    ops::audit_available(&s.engine).await?;
     let result = s.engine.admission.admit(&who, start, &key).await;
     admitted(&s, result, ops::principal_value(&who), None).await
 }

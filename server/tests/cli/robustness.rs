@@ -262,3 +262,85 @@ fn a_closed_stdout_ends_quietly_and_a_failing_one_is_refused() {
     );
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// The starter's `scenarios.yaml` with `from` replaced by `to` (once).
+fn edit_scenarios(dir: &Path, from: &str, to: &str) {
+    let f = dir.join("follow-up/scenarios.yaml");
+    let src = std::fs::read_to_string(&f).expect("read");
+    assert!(src.contains(from), "{from} in {src}");
+    std::fs::write(&f, src.replacen(from, to, 1)).expect("write");
+}
+
+/// A case stopped by a fault of the scenario file (here a reply it never
+/// uses) is counted: `5 passed, 0 failed, 1 error`, and `errors` in the
+/// JSON report, never a bare exit 1 beside "5 passed, 0 failed".
+#[test]
+fn a_case_stopped_by_a_scenario_file_error_is_counted_as_an_error() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    starter(tmp.path());
+    edit_scenarios(
+        tmp.path(),
+        "          noticeAllowed: false\n          applicantEmail: applicant@example.org\n  expect:",
+        "          noticeAllowed: false\n          applicantEmail: applicant@example.org\n    notify:\n    - type: success\n      value:\n        id: never-used\n        status: accepted\n  expect:",
+    );
+    let out = ctl(tmp.path(), &["test", "--project", "follow-up"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.ends_with("\n5 passed, 0 failed, 1 error\n"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("PASS permission-withdrawn"), "{stdout}");
+    assert!(
+        stderr(&out).contains("coordinator.scenario.unused-reply"),
+        "{}",
+        stderr(&out)
+    );
+    let out = ctl(
+        tmp.path(),
+        &["test", "--project", "follow-up", "--format", "json"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(
+        (&report["passed"], &report["failed"], &report["errors"]),
+        (
+            &serde_json::json!(5),
+            &serde_json::json!(0),
+            &serde_json::json!(1)
+        ),
+        "{report}"
+    );
+    assert_eq!(report["ok"], false, "{report}");
+}
+
+/// A reply whose whole answer the operation's output schema refuses is
+/// named at the root as `/`, not as an empty pointer ("at ``").
+#[test]
+fn a_refused_answer_at_the_root_is_shown_at_slash() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    starter(tmp.path());
+    edit_scenarios(
+        tmp.path(),
+        "      value:\n        id: 6f1c2a4e-8b7d-4c3e-9a2f-1d5e7b9c0a11\n        status: accepted\n",
+        "      value: accepted\n",
+    );
+    let out = ctl(
+        tmp.path(),
+        &[
+            "test",
+            "--project",
+            "follow-up",
+            "--case",
+            "notice-accepted-after-virtual-wait",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("the response of `notices-submit-message` at `/`: is not of type object"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("at ``"), "{stdout}");
+    assert!(stdout.ends_with("\n0 passed, 1 failed\n"), "{stdout}");
+}

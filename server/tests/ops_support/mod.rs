@@ -203,16 +203,6 @@ pub async fn start_journaled(
     store: Arc<MemoryRunStore>,
     failing_journal: Option<bool>,
 ) -> Instance {
-    let kept = fakes.clone();
-    let Fakes {
-        issuer,
-        casework,
-        messaging,
-        secrets,
-        connections,
-    } = fakes;
-    let mut config = EngineConfig::new(database_id, "worker-1");
-    config.recovery_only = recovery_only;
     let audit_dir = tempfile::tempdir().unwrap();
     let journal = if failing_journal == Some(true) {
         let full = std::fs::OpenOptions::new()
@@ -223,6 +213,29 @@ pub async fn start_journaled(
     } else {
         AuditJournal::open(&audit_dir.path().join("audit.jsonl")).unwrap()
     };
+    start_with_journal(fakes, database_id, recovery_only, store, journal, audit_dir).await
+}
+
+/// [`start_with`] appending to `journal` (`audit_dir` is kept with the
+/// instance).
+pub async fn start_with_journal(
+    fakes: Fakes,
+    database_id: &str,
+    recovery_only: bool,
+    store: Arc<MemoryRunStore>,
+    journal: AuditJournal,
+    audit_dir: tempfile::TempDir,
+) -> Instance {
+    let kept = fakes.clone();
+    let Fakes {
+        issuer,
+        casework,
+        messaging,
+        secrets,
+        connections,
+    } = fakes;
+    let mut config = EngineConfig::new(database_id, "worker-1");
+    config.recovery_only = recovery_only;
     let clock = Arc::new(ManualClock::at("2026-03-02T09:00:00Z"));
     let engine = Engine::new(
         config,

@@ -641,8 +641,7 @@ database:
     }
 
     /// [`Deployment::launch`], then waits until it serves: `/ready` answers
-    /// 200, or 503 `admission.held` (it serves everything but starts while
-    /// the admission hold is in place).
+    /// 200 (also while a hold is in place: it then names the hold).
     pub async fn spawn_with(&self, file: &Path, port: u16, args: &[&str]) -> Coordinator {
         self.spawn_env(file, port, args, &[]).await
     }
@@ -671,8 +670,8 @@ database:
         }
     }
 
-    /// Whether `/ready` says the process serves: 200, or 503 with the
-    /// reason `admission.held`.
+    /// Whether `/ready` says the process serves: 200. A 503 never counts,
+    /// whatever its reason: the process cannot serve then.
     pub async fn serving(&self, c: &Coordinator) -> bool {
         let Ok(r) = self
             .http
@@ -683,9 +682,23 @@ database:
         else {
             return false;
         };
+        r.status().as_u16() == 200
+    }
+
+    /// `/ready`'s status and JSON body.
+    pub async fn ready_answer(&self, c: &Coordinator) -> (u16, Value) {
+        let r = self
+            .http
+            .get(format!("{}/ready", c.base))
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await
+            .unwrap();
         let status = r.status().as_u16();
-        let body = r.text().await.unwrap_or_default();
-        status == 200 || (status == 503 && body.contains("\"admission.held\""))
+        (
+            status,
+            serde_json::from_str(&r.text().await.unwrap()).unwrap(),
+        )
     }
 
     pub async fn ready(&self, c: &Coordinator) -> Option<u16> {

@@ -183,8 +183,9 @@ impl<'v> Run<'v> {
                 call.step,
                 FailureCode::InvalidResponse,
                 format!(
-                    "the response of `{}` at `{pointer}`: {message}",
-                    call.binding.alias
+                    "the response of `{}` at `{}`: {message}",
+                    call.binding.alias,
+                    super::shown_pointer(&pointer)
                 ),
                 None,
                 None,

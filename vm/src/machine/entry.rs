@@ -22,7 +22,7 @@ impl Vm {
         if let Err((pointer, message)) = self.check_schema(self.program.input, &input) {
             return Err(reject(
                 RejectCode::InputInvalid,
-                format!("input at `{pointer}`: {message}"),
+                format!("input at `{}`: {message}", super::shown_pointer(&pointer)),
             ));
         }
         let admitted = writable(admitted_at)?;

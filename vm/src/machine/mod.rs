@@ -127,6 +127,18 @@ impl Vm {
     }
 }
 
+/// A JSON Pointer as a message shows it: the root (the empty pointer) as
+/// `/`, so a whole value refused reads "at `/`", never "at ``". Only for
+/// text: a pointer kept as data (a [`FunctionError`](crate::FunctionError)'s)
+/// stays empty at the root.
+pub(crate) fn shown_pointer(pointer: &str) -> String {
+    if pointer.is_empty() {
+        "/".to_owned()
+    } else {
+        pointer.to_owned()
+    }
+}
+
 /// Every Function's entrypoint exists once in `functions.rhai`, with the
 /// declared inputs as its parameters, in order.
 fn check_entrypoints(program: &Program, sandbox: &Sandbox) -> Result<(), LoadError> {

@@ -88,7 +88,11 @@ impl Run<'_> {
             self.fail_at(
                 id,
                 FailureCode::InvalidCommand,
-                format!("the input of `{}` at `{pointer}`: {message}", binding.alias),
+                format!(
+                    "the input of `{}` at `{}`: {message}",
+                    binding.alias,
+                    super::shown_pointer(&pointer)
+                ),
                 pointer,
             );
             return Ok(Entered::Stopped);
@@ -258,8 +262,9 @@ impl Run<'_> {
                 id,
                 FailureCode::MappingInvalid,
                 format!(
-                    "the output of outcome `{}` at `{pointer}`: {message}",
-                    outcome.name
+                    "the output of outcome `{}` at `{}`: {message}",
+                    outcome.name,
+                    super::shown_pointer(&pointer)
                 ),
                 pointer,
             );

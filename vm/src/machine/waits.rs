@@ -117,7 +117,10 @@ impl Run<'_> {
                 self.fail(
                     step,
                     FailureCode::InvalidResponse,
-                    format!("the completion value at `{pointer}`: {message}"),
+                    format!(
+                        "the completion value at `{}`: {message}",
+                        super::shown_pointer(&pointer)
+                    ),
                     None,
                     None,
                 );

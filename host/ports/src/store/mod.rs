@@ -51,6 +51,15 @@ pub struct Holds {
     pub restore_epoch: u64,
 }
 
+impl Holds {
+    /// The two holds by their names (`restore`, `admission`), each with
+    /// whether it is in place: the `coordinator_hold` gauge's `hold` label
+    /// and the holds `/ready` names.
+    pub fn named(&self) -> [(&'static str, bool); 2] {
+        [("restore", self.restore), ("admission", self.admission)]
+    }
+}
+
 /// Who started a run: the starting token's `iss` and `sub` (SPEC §8).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Owner {
