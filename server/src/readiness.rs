@@ -15,6 +15,7 @@ use coordinator_api as api;
 use coordinator_engine::Engine;
 use coordinator_ports::StoreError;
 
+use crate::clock_skew::CLOCK_SKEW;
 use crate::{health, json, no_store, ApiError, AppState};
 
 /// Why a process waiting for its store is not ready yet: the code of the
@@ -124,8 +125,10 @@ pub(crate) async fn ready(State(s): State<AppState>) -> Response {
             &api::Ready {
                 ready: true,
                 reason: None,
+                clock_offset_seconds: None,
             },
         ),
+        Some(CLOCK_SKEW) => not_ready_with(CLOCK_SKEW, s.engine.health.clock_offset_seconds()),
         Some(reason) => not_ready(reason),
     }
 }
@@ -134,7 +137,9 @@ pub(crate) async fn ready(State(s): State<AppState>) -> Response {
 /// its deployment's, as the code of that refusal (`None`: it would not):
 /// fenced by a restore hold placed after it started
 /// (`restore.lease-incompatible`), the store unreachable
-/// (`store-unavailable`) or read-only (`database.read-only`), the audit
+/// (`store-unavailable`) or read-only (`database.read-only`), this
+/// process's clock beyond its bound from the database's (`clock.skew`,
+/// [`crate::clock_skew`]; a `--recovery-only` instance too), the audit
 /// journal failing (`audit.response-unavailable`), the admission hold in
 /// place (`admission.held`), or the active packages changed by an `apply`
 /// since it started (`deployment.activation-changed`). A `--recovery-only`
@@ -150,6 +155,9 @@ pub async fn not_ready_reason(engine: &Engine) -> Option<&'static str> {
         };
         tracing::debug!(code = reason, error = %e, "not ready");
         return Some(reason);
+    }
+    if engine.health.clock_out_of_service() {
+        return Some(CLOCK_SKEW);
     }
     if engine.health.recovery_only() {
         return None;
@@ -171,11 +179,18 @@ pub async fn not_ready_reason(engine: &Engine) -> Option<&'static str> {
 
 /// `/ready`'s 503 answer with its reason code.
 fn not_ready(reason: &str) -> Response {
+    not_ready_with(reason, None)
+}
+
+/// `/ready`'s 503 answer with its reason code and, for `clock.skew`, the
+/// measured clock offset in seconds.
+fn not_ready_with(reason: &str, clock_offset_seconds: Option<f64>) -> Response {
     json(
         StatusCode::SERVICE_UNAVAILABLE,
         &api::Ready {
             ready: false,
             reason: Some(reason.to_owned()),
+            clock_offset_seconds,
         },
     )
 }

@@ -216,6 +216,7 @@ impl Text for api::Doctor {
             recovery_only,
             state,
             holds,
+            clock,
         } = self;
         let api::DoctorState {
             audit_ready,
@@ -241,6 +242,11 @@ impl Text for api::Doctor {
             Some(&count(*review_required)),
         );
         out.push_str(&holds.text());
+        let offset = clock
+            .offset_seconds
+            .map_or_else(|| "unknown".to_owned(), |o| format!("{o:.3}"));
+        line(&mut out, "clock.offsetSeconds", Some(&offset));
+        line(&mut out, "clock.outOfService", Some(&clock.out_of_service));
         out
     }
 }
