@@ -259,12 +259,12 @@ async fn serve_checked(args: Args, worker_threads: NonZeroUsize) -> Result<ExitC
     clock_watch.measure().await;
     let state = AppState {
         engine: engine.clone(),
-        clock,
+        clock: clock.clone(),
         counts: store.clone(),
-        verifier: Arc::new(Verifier::new(
-            &runtime.deployment.authentication,
-            secrets.key_source,
-        )),
+        verifier: Arc::new(
+            Verifier::new(&runtime.deployment.authentication, secrets.key_source)
+                .with_clock(clock.clone()),
+        ),
         completions: Arc::new(secrets.completions),
         events: Arc::new(secrets.event_sources),
     };

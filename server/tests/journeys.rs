@@ -13,6 +13,7 @@
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
 mod bulk;
+mod clock_skew;
 mod console;
 mod flow;
 mod support;
