@@ -16,6 +16,7 @@ mod bulk;
 mod clock_skew;
 mod console;
 mod flow;
+mod partition;
 mod support;
 mod traces;
 mod typed_callers;
