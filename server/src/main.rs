@@ -199,8 +199,16 @@ fn init_json_logging() {
 /// serving, `Ok` the exit code of a service that served and stopped.
 async fn serve_checked(args: Args, worker_threads: NonZeroUsize) -> Result<ExitCode, ExitCode> {
     let runtime = read_runtime_file(&args.runtime_config)?;
+    // The engine's clock follows the database's (docs/decisions.md "One
+    // time for every process"), aligned by the clock watch before the
+    // first start or lease; the adapter stamps its client assertions
+    // with it too.
+    let system: Arc<dyn Clock> = Arc::new(SystemClock);
+    let aligned = DatabaseAlignedClock::new(system.clone());
+    let clock: Arc<dyn Clock> = Arc::new(aligned.clone());
     let traces = start_traces(&runtime.config)?;
     let mut secrets = read_deployment_secrets(&runtime.config, &runtime.deployment)?;
+    secrets.adapter = secrets.adapter.with_clock(clock.clone());
     if let Some(t) = &traces {
         secrets.adapter = secrets.adapter.with_tracer(t.tracer());
     }
@@ -224,11 +232,6 @@ async fn serve_checked(args: Args, worker_threads: NonZeroUsize) -> Result<ExitC
         StoreStartup::Stopped => return Ok(stop_before_store_open(servers).await),
     };
     tracing::info!(namespace = %runtime.config.namespace, "run store: PostgreSQL");
-    // The engine's clock follows the database's (docs/decisions.md "One
-    // time for every process"), aligned by the clock watch below.
-    let system: Arc<dyn Clock> = Arc::new(SystemClock);
-    let aligned = DatabaseAlignedClock::new(system.clone());
-    let clock: Arc<dyn Clock> = Arc::new(aligned.clone());
     let engine = build_engine(
         &runtime,
         clock.clone(),

@@ -368,7 +368,8 @@ mod tests {
             "state": {"auditReady": true, "storeReady": false, "uncertain": null,
                       "attention": null, "live": null, "reviewRequired": null},
             "holds": {"restore": true, "admission": true,
-                      "executionRecoveryCompleted": false, "restoreEpoch": 3}
+                      "executionRecoveryCompleted": false, "restoreEpoch": 3},
+            "clock": {"offsetSeconds": -300.0004, "outOfService": true}
         });
         assert_eq!(
             read::<api::Doctor>(&answer).unwrap(),
@@ -377,7 +378,7 @@ mod tests {
              state.storeReady: false\nstate.uncertain: unknown\nstate.attention: unknown\n\
              state.live: unknown\nstate.reviewRequired: unknown\nholds.restore: true\n\
              holds.admission: true\nholds.executionRecoveryCompleted: false\n\
-             holds.restoreEpoch: 3\n"
+             holds.restoreEpoch: 3\nclock.offsetSeconds: -300.000\nclock.outOfService: true\n"
         );
     }
 
