@@ -74,6 +74,17 @@ if [ ! -x /usr/sbin/pgbouncer ]; then
   scripts/pgbouncer.sh install
 fi
 
+# Debian's libfaketime for the clock skew journey (server/tests/clock_skew/:
+# one coordinator's wall clock shifted, loaded into that process alone).
+if ! find /usr/lib -path '*faketime/libfaketimeMT.so.1' -print -quit 2>/dev/null | grep -q .; then
+  echo "== installing faketime (Debian package)"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "test.sh: libfaketime is missing: apt-get install faketime as root" >&2
+    exit 1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends faketime >/dev/null
+fi
+
 started17=""
 started15=""
 stop_postgres() {

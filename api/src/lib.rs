@@ -384,7 +384,9 @@ pub struct Ready {
     /// append or is gone), `deployment.activation-changed` (an `apply`
     /// changed the active packages since the process started) or
     /// `restore.lease-incompatible` (a restore hold placed after it
-    /// started fenced it). Absent when ready (never `null`).
+    /// started fenced it), or `clock.skew` (this process's clock stands
+    /// further from the database's than the deployment's bound; it is out
+    /// of service until it is back). Absent when ready (never `null`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "String")]
     pub reason: Option<String>,
@@ -394,6 +396,15 @@ pub struct Ready {
     /// when none is in place, and when not ready.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub holds: Vec<String>,
+    /// With `clock.skew`: the measured offset in seconds, this process's
+    /// clock minus the database's (positive: ahead). Absent otherwise.
+    #[serde(
+        rename = "clockOffsetSeconds",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "f64")]
+    pub clock_offset_seconds: Option<f64>,
 }
 
 /// `GET /v1/doctor` answer (operator only; seed 000 "Apply and start").
@@ -414,6 +425,24 @@ pub struct Doctor {
     pub state: DoctorState,
     /// The deployment-wide holds.
     pub holds: Holds,
+    /// This process's clock against the database's (docs/operations.md
+    /// "Clock skew").
+    #[serde(default)]
+    pub clock: DoctorClock,
+}
+
+/// The `clock` member of [`Doctor`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DoctorClock {
+    /// The last measured offset in seconds: this process's clock minus the
+    /// database's (`clock_timestamp()`; positive: ahead). `None` (`null`)
+    /// before a first measurement.
+    #[schemars(with = "Nullable<f64>")]
+    pub offset_seconds: Option<f64>,
+    /// The offset is beyond `deployment.clockSkewBoundMilliseconds`: this
+    /// process admits nothing and leases nothing until it is back.
+    pub out_of_service: bool,
 }
 
 /// The `version` member of [`Doctor`]: the build a binary reports (seed

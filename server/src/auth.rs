@@ -11,7 +11,12 @@
 //! `iat` not more than [`IAT_LEEWAY_SECONDS`] ahead, `nbf` (when present)
 //! not in the future; `exp − iat` at most one hour; `sub` and `client_id`
 //! present; no `crit` header (RFC 7515 §4.1.11: we implement no extension).
-//! Token times are checked against the system clock, not the engine's clock.
+//! Token times (`exp`, `nbf`, `iat`) are checked against the verifier's
+//! clock ([`Verifier::with_clock`]): in the service, the engine's clock,
+//! aligned with the database's (docs/decisions.md "One time for every
+//! process"), so a process whose wall clock is off neither refuses a valid
+//! token nor accepts an expired one; jsonwebtoken's own checks, which read
+//! the system clock, are off.
 //!
 //! A token that fails any rule is [`AuthError::Refused`] (401). When the
 //! issuer's keys cannot be fetched (the discovery document or the JWKS does
@@ -19,7 +24,7 @@
 //! `service.unavailable`, never a 401.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use coordinator_ports::clock::{Clock, SystemClock};
@@ -79,6 +84,9 @@ struct Claims {
     client_id: String,
     exp: u64,
     iat: u64,
+    /// Checked when present.
+    #[serde(default)]
+    nbf: Option<u64>,
     iss: String,
     /// RFC 9068 §2.2 requires it (absent: refused).
     #[serde(default)]
@@ -94,6 +102,8 @@ pub struct Verifier {
     http: reqwest::Client,
     cache: tokio::sync::Mutex<Option<JwkSet>>,
     last_fetch: Mutex<Option<Instant>>,
+    /// What token times are checked against.
+    clock: Arc<dyn Clock>,
 }
 
 /// What a policy says about one request.
@@ -124,7 +134,16 @@ impl Verifier {
                 .unwrap_or_default(),
             cache: tokio::sync::Mutex::new(None),
             last_fetch: Mutex::new(None),
+            clock: Arc::new(SystemClock),
         }
+    }
+
+    /// Checks token times (`exp`, `nbf`, `iat`) against `clock` instead of
+    /// the system clock: the service gives it the engine's clock.
+    #[must_use]
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Verifier {
+        self.clock = clock;
+        self
     }
 
     /// The key source a runtime file's `jwks` names (reading a file now).
@@ -170,15 +189,22 @@ impl Verifier {
         validation.set_issuer(&[&self.issuer]);
         validation.set_audience(&[&self.audience]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
-        validation.leeway = LEEWAY_SECONDS;
-        // jsonwebtoken leaves `nbf` unchecked unless asked.
-        validation.validate_nbf = true;
+        // Times are checked below against this verifier's clock, not
+        // jsonwebtoken's reading of the system clock.
+        validation.validate_exp = false;
+        validation.validate_nbf = false;
         let data = decode::<Claims>(token, &key, &validation)
             .map_err(|e| refused(format!("claims: {e}")))?;
         let c = data.claims;
-        // The same operating-system clock jsonwebtoken checks `exp` and
-        // `nbf` against, read through the clock port.
-        let now = u64::try_from(SystemClock.now_unix()).unwrap_or_default();
+        let now = u64::try_from(self.clock.now_unix()).unwrap_or_default();
+        if c.exp.saturating_add(LEEWAY_SECONDS) < now {
+            return Err(refused("expired"));
+        }
+        if c.nbf
+            .is_some_and(|nbf| nbf > now.saturating_add(LEEWAY_SECONDS))
+        {
+            return Err(refused("nbf in the future"));
+        }
         if c.iat > now.saturating_add(IAT_LEEWAY_SECONDS) {
             return Err(refused("iat in the future"));
         }

@@ -17,11 +17,13 @@
 //! [`gate`] (serving before the store is open), [`telemetry`] (the
 //! OpenTelemetry traces' provider and exporter, off unless configured),
 //! [`version`] (the package version and source revision both binaries
-//! report) and [`worker_loop`].
+//! report), [`clock_skew`] (this process's clock against the database's)
+//! and [`worker_loop`].
 
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
 pub mod auth;
+pub mod clock_skew;
 pub mod events;
 pub mod gate;
 pub mod http;

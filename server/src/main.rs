@@ -41,6 +41,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use coordinator::auth::{KeySource, Verifier};
+use coordinator::clock_skew::ClockWatch;
 use coordinator::events::EventSources;
 use coordinator::gate::Gate;
 use coordinator::startup::{self, StoreStart, StoreStartup, StoreWait};
@@ -50,6 +51,7 @@ use coordinator_adapters::HttpAdapter;
 use coordinator_engine::{Engine, EngineConfig};
 use coordinator_ports::{Clock, SystemClock};
 use coordinator_runtime::audit::AuditJournal;
+use coordinator_runtime::clock::DatabaseAlignedClock;
 use coordinator_runtime::config::{Connection, Deployment};
 use coordinator_runtime::secrets::{load_keys, DeploymentKeys, SecretError, SecretResolver};
 use coordinator_runtime::{check_runtime_file, Mode, RuntimeCheck, RuntimeConfig};
@@ -197,8 +199,16 @@ fn init_json_logging() {
 /// serving, `Ok` the exit code of a service that served and stopped.
 async fn serve_checked(args: Args, worker_threads: NonZeroUsize) -> Result<ExitCode, ExitCode> {
     let runtime = read_runtime_file(&args.runtime_config)?;
+    // The engine's clock follows the database's (docs/decisions.md "One
+    // time for every process"), aligned by the clock watch before the
+    // first start or lease; the adapter stamps its client assertions
+    // with it too.
+    let system: Arc<dyn Clock> = Arc::new(SystemClock);
+    let aligned = DatabaseAlignedClock::new(system.clone());
+    let clock: Arc<dyn Clock> = Arc::new(aligned.clone());
     let traces = start_traces(&runtime.config)?;
     let mut secrets = read_deployment_secrets(&runtime.config, &runtime.deployment)?;
+    secrets.adapter = secrets.adapter.with_clock(clock.clone());
     if let Some(t) = &traces {
         secrets.adapter = secrets.adapter.with_tracer(t.tracer());
     }
@@ -227,7 +237,6 @@ async fn serve_checked(args: Args, worker_threads: NonZeroUsize) -> Result<ExitC
         }
     };
     tracing::info!(namespace = %runtime.config.namespace, "run store: PostgreSQL");
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let engine = build_engine(
         &runtime,
         clock.clone(),
@@ -247,14 +256,23 @@ async fn serve_checked(args: Args, worker_threads: NonZeroUsize) -> Result<ExitC
             .with_flow_control(store.clone()),
     );
     adopt_restore_epoch(&engine, args.recovery_only).await;
+    let clock_watch = ClockWatch::new(
+        store.clone(),
+        system,
+        aligned,
+        Duration::from_millis(runtime.deployment.clock_skew_bound_milliseconds),
+        engine.health.clone(),
+    );
+    // Measured before the first start is admitted or lease taken.
+    clock_watch.measure().await;
     let state = AppState {
         engine: engine.clone(),
-        clock,
+        clock: clock.clone(),
         counts: store.clone(),
-        verifier: Arc::new(Verifier::new(
-            &runtime.deployment.authentication,
-            secrets.key_source,
-        )),
+        verifier: Arc::new(
+            Verifier::new(&runtime.deployment.authentication, secrets.key_source)
+                .with_clock(clock.clone()),
+        ),
         completions: Arc::new(secrets.completions),
         events: Arc::new(secrets.event_sources),
     };
@@ -262,6 +280,7 @@ async fn serve_checked(args: Args, worker_threads: NonZeroUsize) -> Result<ExitC
     servers
         .metrics_gate
         .open(coordinator::metrics::router(engine.clone(), store.clone()));
+    tokio::spawn(clock_watch.watch(servers.stop_rx.clone()));
     // A `--recovery-only` instance runs the worker too: its leases are
     // receipt lookups only (reads, for `reconcile`), never dispatches.
     let mut worker = tokio::spawn(coordinator::work(

@@ -423,6 +423,13 @@ pub async fn registry(engine: &Engine, counts: &dyn RunCounts) -> Registry {
                 .collect(),
         ),
     );
+    if let Some(offset) = engine.health.clock_offset_seconds() {
+        registry.register(
+            "coordinator_clock_offset_seconds",
+            "This process's clock minus the database's at the last measurement, in seconds (positive: ahead)",
+            ConstGauge::<f64>::new(offset),
+        );
+    }
     registry
 }
 

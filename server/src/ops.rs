@@ -224,6 +224,10 @@ pub(crate) async fn doctor(
             review_required: survey.map(|c| c.review_required),
         },
         holds: holds_body(&holds),
+        clock: api::DoctorClock {
+            offset_seconds: s.engine.health.clock_offset_seconds(),
+            out_of_service: s.engine.health.clock_out_of_service(),
+        },
     };
     Ok(json(StatusCode::OK, &body))
 }

@@ -16,6 +16,7 @@ use coordinator_api as api;
 use coordinator_engine::Engine;
 use coordinator_ports::StoreError;
 
+use crate::clock_skew::CLOCK_SKEW;
 use crate::{health, json, no_store, ApiError, AppState};
 
 /// Why a process waiting for its store is not ready yet: the code of the
@@ -132,8 +133,10 @@ pub(crate) async fn ready(State(s): State<AppState>) -> Response {
                 ready: true,
                 reason: None,
                 holds: holds.into_iter().map(str::to_owned).collect(),
+                clock_offset_seconds: None,
             },
         ),
+        Err(CLOCK_SKEW) => not_ready_with(CLOCK_SKEW, s.engine.health.clock_offset_seconds()),
         Err(reason) => not_ready(reason),
     }
 }
@@ -158,7 +161,9 @@ pub async fn holds_in_place(engine: &Engine) -> Result<Vec<&'static str>, &'stat
 /// Why this process cannot serve now, as the code of the refusal its
 /// requests would get (`None`: it can): fenced by a restore hold placed
 /// after it started (`restore.lease-incompatible`), the store unreachable
-/// (`store-unavailable`) or read-only (`database.read-only`), the audit
+/// (`store-unavailable`) or read-only (`database.read-only`), this
+/// process's clock beyond its bound from the database's (`clock.skew`,
+/// [`crate::clock_skew`]; a `--recovery-only` instance too), the audit
 /// journal failing (`audit.response-unavailable`: known to be failing and
 /// a probe append fails now, so it recovers by itself), or the active packages
 /// changed by an `apply` since it started (`deployment.activation-changed`).
@@ -177,6 +182,9 @@ pub async fn not_ready_reason(engine: &Engine) -> Option<&'static str> {
         tracing::debug!(code = reason, error = %e, "not ready");
         return Some(reason);
     }
+    if engine.health.clock_out_of_service() {
+        return Some(CLOCK_SKEW);
+    }
     if engine.health.recovery_only() {
         return None;
     }
@@ -192,12 +200,19 @@ pub async fn not_ready_reason(engine: &Engine) -> Option<&'static str> {
 
 /// `/ready`'s 503 answer with its reason code.
 fn not_ready(reason: &str) -> Response {
+    not_ready_with(reason, None)
+}
+
+/// `/ready`'s 503 answer with its reason code and, for `clock.skew`, the
+/// measured clock offset in seconds.
+fn not_ready_with(reason: &str, clock_offset_seconds: Option<f64>) -> Response {
     json(
         StatusCode::SERVICE_UNAVAILABLE,
         &api::Ready {
             ready: false,
             reason: Some(reason.to_owned()),
             holds: Vec::new(),
+            clock_offset_seconds,
         },
     )
 }

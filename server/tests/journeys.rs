@@ -13,8 +13,10 @@
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
 mod bulk;
+mod clock_skew;
 mod console;
 mod flow;
+mod partition;
 mod small_fs;
 mod support;
 mod traces;

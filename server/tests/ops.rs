@@ -207,6 +207,18 @@ async fn doctor_reports_readiness_holds_and_uncertain_runs() {
     assert_eq!(d["state"]["uncertain"], 0);
     assert_eq!(d["holds"]["restore"], false);
     assert_eq!(d["holds"]["admission"], false);
+    // No clock measured in process: unknown, in service.
+    assert_eq!(
+        d["clock"],
+        json!({"offsetSeconds": null, "outOfService": false})
+    );
+    env.engine.health.set_clock_standing(-2.5, false);
+    let (_, d) = env.call(Some(OPERATOR), "/v1/doctor", None).await;
+    assert_eq!(
+        d["clock"],
+        json!({"offsetSeconds": -2.5, "outOfService": true})
+    );
+    env.engine.health.set_clock_standing(0.0, true);
 
     env.uncertain_run("k-1").await;
     let (_, d) = env.call(Some(OPERATOR), "/v1/doctor", None).await;

@@ -1216,6 +1216,81 @@ async fn ready_and_health() {
     assert_eq!(s, 200);
 }
 
+/// A process whose clock stands beyond its bound from the database's is
+/// out of service (docs/operations.md "Clock skew"): `/ready` 503
+/// `clock.skew` with the offset, a start 503 `service.unavailable` before
+/// its token is read (a bad token too, never 401), reads answered, no
+/// lease taken (a due wait waits); back within the bound it serves again.
+#[tokio::test]
+async fn a_process_whose_clock_is_out_of_its_bound_admits_and_leases_nothing() {
+    let env = Env::new().await;
+    env.breg.put_record(
+        "applications",
+        "app-7",
+        "r1",
+        json!({"noticeAllowed": true, "applicantEmail": "applicant@example.org"}),
+    );
+    let (s, run) = env
+        .start(
+            PRODUCER,
+            "k-skew",
+            "follow-up",
+            json!({"applicationId": "app-7", "sendAfter": "2026-03-02T09:01:00Z"}),
+        )
+        .await;
+    assert_eq!(s, 201, "{run}");
+    let id = run["run"].as_str().unwrap().to_owned();
+    env.idle().await;
+
+    assert!(env.engine.health.set_clock_standing(300.25, false));
+    assert!(!env.engine.health.set_clock_standing(300.5, false));
+    let (s, _, body) = env
+        .send(reqwest::Method::GET, "/ready", None, None, None)
+        .await;
+    assert_eq!(
+        (s, body),
+        (
+            503,
+            json!({"ready": false, "reason": "clock.skew", "clockOffsetSeconds": 300.5})
+        )
+    );
+    let (s, refused) = env
+        .start(
+            PRODUCER,
+            "k-skew-2",
+            "follow-up",
+            json!({"applicationId": "app-7", "sendAfter": "2026-03-02T09:01:00Z"}),
+        )
+        .await;
+    assert_eq!((s, &refused["code"]), (503, &json!("service.unavailable")));
+    let (s, _, refused) = env
+        .send(
+            reqwest::Method::POST,
+            "/v1/runs",
+            Some("not-a-token"),
+            Some("k-skew-3"),
+            Some("{}".into()),
+        )
+        .await;
+    assert_eq!((s, &refused["code"]), (503, &json!("service.unavailable")));
+    // The wait falls due, and nothing is leased.
+    env.clock.advance(120);
+    env.idle().await;
+    assert!(env.messaging.messages().is_empty());
+    let (s, status) = env.get(PRODUCER, &format!("/v1/runs/{id}")).await;
+    assert_eq!((s, &status["state"]), (200, &json!("running")));
+
+    assert!(env.engine.health.set_clock_standing(-0.25, true));
+    let (s, _, body) = env
+        .send(reqwest::Method::GET, "/ready", None, None, None)
+        .await;
+    assert_eq!((s, body), (200, json!({"ready": true})));
+    env.idle().await;
+    assert_eq!(env.messaging.messages().len(), 1);
+    let (_, status) = env.get(PRODUCER, &format!("/v1/runs/{id}")).await;
+    assert_eq!(status["state"], "finished", "{status}");
+}
+
 #[tokio::test]
 async fn retryable_answers_are_resent_with_the_same_key_after_backoff() {
     let env = Env::new().await;

@@ -78,6 +78,15 @@ impl HttpAdapter {
         self
     }
 
+    /// The adapter stamping its client assertions (`iat`, `exp`) with
+    /// `clock` instead of the operating system's: the service gives it the
+    /// engine's database-aligned clock.
+    #[must_use]
+    pub fn with_clock(mut self, clock: Arc<dyn coordinator_runtime::clock::Clock>) -> Self {
+        self.tokens = self.tokens.with_clock(clock);
+        self
+    }
+
     /// The token client (for diagnostics and tests).
     pub fn tokens(&self) -> &TokenClient {
         &self.tokens

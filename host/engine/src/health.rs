@@ -4,7 +4,7 @@
 //! and `/metrics` read (the fence, the audit journal, the store's ping, the
 //! counters).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use coordinator_ports::store::{Maintenance, StoreError};
@@ -18,6 +18,9 @@ use crate::metrics::Counters;
 /// ([`Fence::fence_if_incompatible`]); from then on it leases nothing.
 pub(crate) struct Fence {
     fenced: AtomicBool,
+    /// Set while this process's clock stands further from the database's
+    /// than the bound ([`Health::set_clock_standing`]): it leases nothing.
+    clock_out_of_service: AtomicBool,
     counters: Arc<Counters>,
 }
 
@@ -26,8 +29,15 @@ impl Fence {
     pub(crate) fn new(counters: Arc<Counters>) -> Self {
         Fence {
             fenced: AtomicBool::new(false),
+            clock_out_of_service: AtomicBool::new(false),
             counters,
         }
+    }
+
+    /// Whether this process's clock is out of its bound now: no lease is
+    /// taken (neither by a worker nor on a commit's new jobs).
+    pub(crate) fn clock_out_of_service(&self) -> bool {
+        self.clock_out_of_service.load(Ordering::SeqCst)
     }
 
     /// Whether the store refused this process's lease as
@@ -74,6 +84,10 @@ pub struct Health {
     maintenance: Arc<dyn Maintenance>,
     audit: OnceLock<(Arc<AuditJournal>, AuditKey)>,
     recovery_only: bool,
+    /// The last measured clock offset (`f64` bits, seconds; this process
+    /// minus the database), valid once `clock_measured` is set.
+    clock_offset_bits: AtomicU64,
+    clock_measured: AtomicBool,
 }
 
 impl Health {
@@ -91,7 +105,42 @@ impl Health {
             maintenance,
             audit: OnceLock::new(),
             recovery_only,
+            clock_offset_bits: AtomicU64::new(0),
+            clock_measured: AtomicBool::new(false),
         }
+    }
+
+    /// Records the last measured clock offset, `offset_seconds` (this
+    /// process's wall clock minus the database's), and whether it is
+    /// within the deployment's bound. Out of bound, the process leases
+    /// nothing until a later measurement is within it; the server refuses
+    /// starts meanwhile (docs/operations.md "Clock skew"). Returns whether
+    /// this changed the process's standing (in service or not).
+    pub fn set_clock_standing(&self, offset_seconds: f64, within_bound: bool) -> bool {
+        self.clock_offset_bits
+            .store(offset_seconds.to_bits(), Ordering::SeqCst);
+        self.clock_measured.store(true, Ordering::SeqCst);
+        let was_out = self
+            .fence
+            .clock_out_of_service
+            .swap(!within_bound, Ordering::SeqCst);
+        was_out == within_bound
+    }
+
+    /// The last measured clock offset in seconds (this process's wall
+    /// clock minus the database's; positive: ahead), `None` before the
+    /// first measurement. Doctor, `/ready` and `/metrics` read it.
+    pub fn clock_offset_seconds(&self) -> Option<f64> {
+        self.clock_measured
+            .load(Ordering::SeqCst)
+            .then(|| f64::from_bits(self.clock_offset_bits.load(Ordering::SeqCst)))
+    }
+
+    /// Whether this process is out of service because its clock stands
+    /// further from the database's than the bound
+    /// ([`Health::set_clock_standing`]).
+    pub fn clock_out_of_service(&self) -> bool {
+        self.fence.clock_out_of_service()
     }
 
     /// Attaches the audit journal and key; `false` when one is attached

@@ -59,9 +59,10 @@ impl LeaseRule {
 
     /// The lease new jobs are inserted under ([`LeaseOnInsert`]): this
     /// process's worker id and adopted restore epoch; none on a
-    /// `--recovery-only` instance or before an epoch is adopted.
+    /// `--recovery-only` instance, before an epoch is adopted, or while
+    /// this process's clock is out of its bound.
     pub(crate) fn on_insert(&self, now: &Instant) -> Option<LeaseOnInsert> {
-        if self.recovery_only {
+        if self.recovery_only || self.fence.clock_out_of_service() {
             return None;
         }
         let epoch = self.adopted_epoch()?;

@@ -74,7 +74,9 @@ impl Worker {
     /// off, or else leases the due jobs and carries each out. Returns how
     /// many jobs it took. Under the restore hold, and on a
     /// `--recovery-only` instance, only receipt lookups are leased (reads,
-    /// never dispatches). A fenced engine leases nothing.
+    /// never dispatches). A fenced engine leases nothing, nor does one
+    /// whose clock is out of its bound
+    /// ([`Health::clock_out_of_service`](crate::Health::clock_out_of_service)).
     ///
     /// # Errors
     /// The store's; [`StoreError::LeaseIncompatible`] when a restore hold
@@ -104,6 +106,11 @@ impl Worker {
             }))
             .await;
             return Ok(n);
+        }
+        if self.parts.fence.clock_out_of_service() {
+            // This process's clock is beyond its bound: it leases nothing
+            // (docs/operations.md "Clock skew").
+            return Ok(0);
         }
         let leases = self.parts.committer.leases();
         let epoch = leases.lease_epoch().await?;

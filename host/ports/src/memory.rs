@@ -679,6 +679,15 @@ impl Maintenance for MemoryRunStore {
     async fn ping(&self) -> Result<(), StoreError> {
         self.lock().map(|_| ())
     }
+
+    /// None: the in-memory store has no clock of its own.
+    async fn sample_database_clock(
+        &self,
+        _local: &dyn coordinator_runtime::clock::Clock,
+        _count: usize,
+    ) -> Result<Vec<coordinator_runtime::clock::ClockSample>, StoreError> {
+        Ok(Vec::new())
+    }
 }
 
 #[async_trait]

@@ -6,7 +6,12 @@
 //! It lives here, below the ports crate, because the audit journal
 //! ([`crate::audit`]) stamps its lines with it too;
 //! `coordinator_ports::clock` re-exports it beside the engine's
-//! conversions.
+//! conversions. [`offset`] aligns it with the database's clock
+//! ([`DatabaseAlignedClock`], the service's engine clock).
+
+pub mod offset;
+
+pub use offset::{ClockOffset, ClockSample, DatabaseAlignedClock};
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;

@@ -12,6 +12,8 @@ coordinator_source::diagnostic_codes! {
         "The runtime file's `apiVersion` is not `id.registrystack.org/formats/coordinator/runtime/v1beta1`.");
     RUNTIME_CALL_LIMITS = ("coordinator.runtime.call-limits", Error,
         "A connection's `limits` holds a value out of range, or `burst` without `perSecond`.");
+    RUNTIME_CLOCK_SKEW_BOUND = ("coordinator.runtime.clock-skew-bound", Error,
+        "`deployment.clockSkewBoundMilliseconds` is outside 100 to 10,000.");
     RUNTIME_CONNECTION_MISSING = ("coordinator.runtime.connection-missing", Error,
         "The workflow (or a pinned package) calls an operation on a connection that the runtime file does not define.");
     RUNTIME_CONNECTION_TYPE = ("coordinator.runtime.connection-type", Error,

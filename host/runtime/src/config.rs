@@ -560,6 +560,19 @@ pub struct Deployment {
     pub active_state_key: u32,
     /// The admission key (never rotates).
     pub admission_key_ref: SecretRef,
+    /// Milliseconds: how far this process's clock may stand from the
+    /// database's before the process takes itself out of service
+    /// (docs/operations.md "Clock skew"; 100 ..= 10,000, default 1,000).
+    #[serde(default = "default_clock_skew_bound")]
+    #[schemars(range(min = 100, max = 10000))]
+    pub clock_skew_bound_milliseconds: u64,
+}
+
+/// `deployment.clockSkewBoundMilliseconds` when unset: one second.
+pub const DEFAULT_CLOCK_SKEW_BOUND_MILLISECONDS: u64 = 1_000;
+
+fn default_clock_skew_bound() -> u64 {
+    DEFAULT_CLOCK_SKEW_BOUND_MILLISECONDS
 }
 
 /// One `deployment.packages` entry.

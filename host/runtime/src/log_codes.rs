@@ -53,6 +53,8 @@ log_codes! {
         "Runs that have not ended recorded another binding of a connection than the runtime file gives.");
     RESTORE_LEASE_INCOMPATIBLE = ("restore.lease-incompatible", "restore.lease-incompatible",
         "A restore hold was placed after this process started; it does no more work.");
+    CLOCK_SKEW = ("clock.skew", "clock.skew",
+        "This process's clock stands further from the database's than the bound; it is out of service until it is back.");
     METRICS_ENCODING = ("metrics.encoding", "metrics.encoding",
         "The metrics could not be encoded for a scrape; the scrape is answered 500.");
 }

@@ -745,6 +745,16 @@ fn refuses_other_faults_each_with_its_code() {
         "coordinator.runtime.observation-floor",
         "minimumIntervalSeconds: |10",
     );
+    // A clock skew bound below the measurement's own error.
+    refuses(
+        &f.text,
+        "auditFile: /var/lib",
+        "clockSkewBoundMilliseconds: 20\n  auditFile: /var/lib",
+        Mode::Deployment,
+        false,
+        "coordinator.runtime.clock-skew-bound",
+        "clockSkewBoundMilliseconds: |20",
+    );
     refuses(
         &f.text,
         "auditFile: /var/lib",

@@ -1658,3 +1658,29 @@ async fn a_changed_binding_is_refused_while_a_run_is_live() {
     store.close().await;
     fx.cleanup(&[]).await;
 }
+
+#[tokio::test]
+async fn the_database_clock_is_sampled_with_round_trips_and_stands_near_this_host() {
+    use coordinator_ports::store::Maintenance;
+    use coordinator_runtime::clock::{ClockOffset, SystemClock};
+    let Some(urls) = urls("database_clock") else {
+        return;
+    };
+    let fx = Fx::new(urls);
+    fx.apply(&[]).await.expect("apply");
+    let store = fx.store().await.expect("store");
+    let samples = store
+        .sample_database_clock(&SystemClock, 3)
+        .await
+        .expect("samples");
+    assert_eq!(samples.len(), 3);
+    // PostgreSQL runs on this host: one clock, so the measured offset is
+    // within a second (it is the round trip's half at most, plus the
+    // microseconds PostgreSQL rounds to).
+    let offset = ClockOffset::best_of(&samples).expect("an offset");
+    assert!(
+        offset.within(std::time::Duration::from_secs(1)),
+        "{offset:?}"
+    );
+    assert!(samples.iter().all(|s| s.round_trip >= offset.round_trip));
+}

@@ -17,6 +17,7 @@ use super::response::json;
 use super::review_completions::review_completion;
 use super::runs::{inspect, list, start, status};
 use super::{ApiError, AppState};
+use crate::clock_skew::refuse_while_clock_skewed;
 use crate::{ops, readiness};
 
 /// The router of SPEC §8's implemented routes.
@@ -51,6 +52,10 @@ pub fn router(state: AppState) -> Router {
             ApiError::of(&problems::METHOD_NOT_ALLOWED)
                 .detail("see docs/openapi.json for each route's method")
         })
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            refuse_while_clock_skewed,
+        ))
         .layer(DefaultBodyLimit::max(api::MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn(single_valued_headers))
         .layer(axum::middleware::map_response(no_store))

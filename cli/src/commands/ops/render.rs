@@ -216,6 +216,7 @@ impl Text for api::Doctor {
             recovery_only,
             state,
             holds,
+            clock,
         } = self;
         let api::DoctorState {
             audit_ready,
@@ -241,6 +242,11 @@ impl Text for api::Doctor {
             Some(&count(*review_required)),
         );
         out.push_str(&holds.text());
+        let offset = clock
+            .offset_seconds
+            .map_or_else(|| "unknown".to_owned(), |o| format!("{o:.3}"));
+        line(&mut out, "clock.offsetSeconds", Some(&offset));
+        line(&mut out, "clock.outOfService", Some(&clock.out_of_service));
         out
     }
 }
@@ -362,7 +368,8 @@ mod tests {
             "state": {"auditReady": true, "storeReady": false, "uncertain": null,
                       "attention": null, "live": null, "reviewRequired": null},
             "holds": {"restore": true, "admission": true,
-                      "executionRecoveryCompleted": false, "restoreEpoch": 3}
+                      "executionRecoveryCompleted": false, "restoreEpoch": 3},
+            "clock": {"offsetSeconds": -300.0004, "outOfService": true}
         });
         assert_eq!(
             read::<api::Doctor>(&answer).unwrap(),
@@ -371,7 +378,7 @@ mod tests {
              state.storeReady: false\nstate.uncertain: unknown\nstate.attention: unknown\n\
              state.live: unknown\nstate.reviewRequired: unknown\nholds.restore: true\n\
              holds.admission: true\nholds.executionRecoveryCompleted: false\n\
-             holds.restoreEpoch: 3\n"
+             holds.restoreEpoch: 3\nclock.offsetSeconds: -300.000\nclock.outOfService: true\n"
         );
     }
 

@@ -327,6 +327,10 @@ impl Operator {
                 .carry_out(h.job, h.lease_until, Some(h.run))
                 .await;
         }
+        if self.parts.fence.clock_out_of_service() {
+            // No lease while this process's clock is out of its bound.
+            return;
+        }
         let leases = committer.leases();
         let epoch = match leases.lease_epoch().await {
             Ok(e) => e,

@@ -17,6 +17,7 @@
 use async_trait::async_trait;
 use coordinator_ir::instant::Instant;
 use coordinator_ir::Definition;
+use coordinator_runtime::clock::{Clock, ClockSample};
 
 use super::{
     Admitted, Commit, Committed, Erasure, Holds, Job, JobKind, LeaseOnInsert, LeaseRequest,
@@ -294,6 +295,21 @@ pub trait Maintenance: Send + Sync {
     /// `database.read-only` when it answers but cannot be written (its
     /// server is a standby or read-only). Callers wait both out.
     async fn ping(&self) -> Result<(), StoreError>;
+
+    /// `count` readings of the database server's own clock (PostgreSQL's
+    /// `clock_timestamp()`), one after another on one connection, each
+    /// with `local`'s reading and the monotonic instant when it was sent
+    /// and its round trip, for the process's clock offset
+    /// ([`ClockOffset::best_of`](coordinator_runtime::clock::ClockOffset::best_of)).
+    /// Empty for a store without a clock of its own (the in-memory store).
+    ///
+    /// # Errors
+    /// `Unavailable` when the database cannot be reached.
+    async fn sample_database_clock(
+        &self,
+        local: &dyn Clock,
+        count: usize,
+    ) -> Result<Vec<ClockSample>, StoreError>;
 }
 
 /// The whole run store: every narrow trait. A store implements the narrow

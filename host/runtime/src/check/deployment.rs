@@ -21,6 +21,21 @@ impl Checker<'_> {
         self.authentication(cfg, &d.authentication);
         self.absolute("/deployment/auditFile", &d.audit_file);
         self.state_keys(d);
+        self.clock_skew_bound(d);
+    }
+
+    /// clockSkewBoundMilliseconds: 100 to 10,000 (a bound below the
+    /// measurement's own error, or near the lease length, keeps nothing).
+    fn clock_skew_bound(&mut self, d: &Deployment) {
+        let bound = d.clock_skew_bound_milliseconds;
+        if !(100..=10_000).contains(&bound) {
+            self.err(
+                codes::RUNTIME_CLOCK_SKEW_BOUND,
+                self.doc.locate("/deployment/clockSkewBoundMilliseconds"),
+                format!("clockSkewBoundMilliseconds is {bound}; it must be between 100 and 10000"),
+                "Use 1000 (the default) unless the processes' clocks are known to be kept closer.",
+            );
+        }
     }
 
     /// databaseId: 1 to 128 characters without spaces; runtimeRole: a

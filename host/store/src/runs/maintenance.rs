@@ -8,6 +8,7 @@ use coordinator_ir::instant::Instant;
 use coordinator_ports::store::{
     Erasure, Maintenance, Owner, StoreError as PortError, MAX_ERASE_LIMIT,
 };
+use coordinator_runtime::clock::{Clock, ClockSample};
 use sqlx::Row;
 
 use super::columns::at_instant;
@@ -112,5 +113,50 @@ impl Maintenance for Store {
         } else {
             Err(port(failed))
         }
+    }
+
+    /// Reads `clock_timestamp()` `count` times on one pooled connection
+    /// (the simple query protocol: one round trip, nothing prepared, so a
+    /// pooler in transaction mode passes it through), as microseconds
+    /// since 1970, each timed on the monotonic clock; within
+    /// [`PING_TIMEOUT`].
+    async fn sample_database_clock(
+        &self,
+        local: &dyn Clock,
+        count: usize,
+    ) -> Result<Vec<ClockSample>, PortError> {
+        let read = async {
+            let mut connection = self.db.pool().acquire().await.map_err(pdb)?;
+            let mut samples = Vec::with_capacity(count);
+            for _ in 0..count {
+                let sent_at = local.now();
+                let sent_monotonic = std::time::Instant::now();
+                let row = sqlx::Executor::fetch_one(
+                    &mut *connection,
+                    "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint",
+                )
+                .await
+                .map_err(pdb)?;
+                let round_trip = sent_monotonic.elapsed();
+                let micros: i64 = row.try_get(0).map_err(pdb)?;
+                samples.push(ClockSample {
+                    sent_at,
+                    sent_monotonic,
+                    round_trip,
+                    database: Instant::from_unix_seconds_and_nanos(
+                        micros.div_euclid(1_000_000),
+                        u32::try_from(micros.rem_euclid(1_000_000) * 1_000).unwrap_or(0),
+                    ),
+                });
+            }
+            Ok(samples)
+        };
+        tokio::time::timeout(PING_TIMEOUT, read)
+            .await
+            .unwrap_or_else(|_| {
+                Err(PortError::Unavailable(
+                    "store-unavailable: the database did not answer in time".into(),
+                ))
+            })
     }
 }
