@@ -31,6 +31,7 @@ pub mod metrics;
 pub mod ops;
 pub mod readiness;
 pub mod startup;
+pub mod stopping;
 pub mod strict;
 pub mod telemetry;
 pub mod version;

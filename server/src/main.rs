@@ -45,7 +45,7 @@ use coordinator::clock_skew::ClockWatch;
 use coordinator::events::EventSources;
 use coordinator::gate::Gate;
 use coordinator::startup::{self, StoreStart, StoreStartup, StoreWait};
-use coordinator::{AppState, Completions, SHUTDOWN_GRACE};
+use coordinator::{stopping, AppState, Completions};
 use coordinator_adapters::token::{check_signing_key, TokenError};
 use coordinator_adapters::HttpAdapter;
 use coordinator_engine::{Engine, EngineConfig};
@@ -231,8 +231,8 @@ async fn serve_checked(args: Args, worker_threads: NonZeroUsize) -> Result<ExitC
         StoreStartup::Refused => return Err(ExitCode::from(1)),
         StoreStartup::Stopped => {
             let stopping = std::time::Instant::now();
-            let exit = stop_before_store_open(servers, drain_budget(&traces)).await;
-            flush_traces(traces, stopping).await;
+            let exit = stop_before_store_open(servers, stopping::drain_budget(&traces)).await;
+            stopping::flush_traces(traces, stopping).await;
             return Ok(exit);
         }
     };
@@ -289,61 +289,12 @@ async fn serve_checked(args: Args, worker_threads: NonZeroUsize) -> Result<ExitC
         servers.stop_rx.clone(),
     ));
     tracing::info!(bind = %runtime.deployment.listener.bind, recovery_only = args.recovery_only, "serving");
-    tell_service_manager(sd_notify::NotifyState::Ready);
+    stopping::tell_service_manager(sd_notify::NotifyState::Ready);
     let exit = serve_until_stop_or_fence(&mut signal, &mut worker).await;
     let stopping = std::time::Instant::now();
-    shut_down(servers, worker, &journal, drain_budget(&traces)).await;
-    flush_traces(traces, stopping).await;
+    shut_down(servers, worker, &journal, stopping::drain_budget(&traces)).await;
+    stopping::flush_traces(traces, stopping).await;
     Ok(exit)
-}
-
-/// Tells systemd (a `Type=notify` unit, deploy/systemd/coordinator.service)
-/// that the service is serving (`READY=1`: the store is open and checked,
-/// the listener routes every request) or stopping (`STOPPING=1`), through
-/// `NOTIFY_SOCKET`; nothing where the variable is unset. A failure is
-/// logged and never stops the service.
-fn tell_service_manager(state: sd_notify::NotifyState<'_>) {
-    if std::env::var_os("NOTIFY_SOCKET").is_none() {
-        return;
-    }
-    if let Err(e) = sd_notify::notify(false, &[state]) {
-        tracing::warn!(error = %e, "could not notify the service manager (NOTIFY_SOCKET)");
-    }
-}
-
-/// The part of [`SHUTDOWN_GRACE`] the trace flush always gets, however
-/// long the drain took (docs/operations.md "Stopping").
-const TRACE_FLUSH_FLOOR: Duration = Duration::from_secs(1);
-
-/// Kept back from [`SHUTDOWN_GRACE`] for the process's own exit after the
-/// drain and the flush.
-const EXIT_MARGIN: Duration = Duration::from_millis(500);
-
-/// How long the drain (open requests, the worker, the metrics listener)
-/// may take: the grace less the exit margin and, with traces on, less the
-/// flush's floor — so the drain and the flush share one grace.
-fn drain_budget(traces: &Option<coordinator::telemetry::Traces>) -> Duration {
-    let flush = if traces.is_some() {
-        TRACE_FLUSH_FLOOR
-    } else {
-        Duration::ZERO
-    };
-    SHUTDOWN_GRACE - EXIT_MARGIN - flush
-}
-
-/// Exports the spans still queued within what the grace has left since
-/// `stopping` (at least [`TRACE_FLUSH_FLOOR`]); an OTLP receiver that
-/// does not answer in time loses them (logged), never delays the stop
-/// past the grace.
-async fn flush_traces(
-    traces: Option<coordinator::telemetry::Traces>,
-    stopping: std::time::Instant,
-) {
-    let Some(traces) = traces else { return };
-    let left = (SHUTDOWN_GRACE - EXIT_MARGIN).saturating_sub(stopping.elapsed());
-    let budget = left.max(TRACE_FLUSH_FLOOR);
-    // The batch processor's last export blocks: off the runtime's threads.
-    let _ = tokio::task::spawn_blocking(move || traces.shutdown(budget)).await;
 }
 
 /// The service's traces (`coordinator::telemetry`), `None` when off. A
@@ -741,7 +692,7 @@ where
 }
 
 /// Stops the servers and the worker and waits for them for at most
-/// `drain` ([`drain_budget`]); after a full drain, removes this process's
+/// `drain` ([`stopping::drain_budget`]); after a full drain, removes this process's
 /// audit journal if it holds nothing.
 async fn shut_down(
     servers: GatedServers,
@@ -750,7 +701,7 @@ async fn shut_down(
     drain: Duration,
 ) {
     tracing::info!("stopping");
-    tell_service_manager(sd_notify::NotifyState::Stopping);
+    stopping::tell_service_manager(sd_notify::NotifyState::Stopping);
     let _ = servers.stop_tx.send(true);
     let drained = tokio::time::timeout(drain, async {
         if !worker.is_finished() {

@@ -598,9 +598,10 @@ mod tests {
             );
             assert!(RUNTIME_GRANTS.iter().any(|(t, _)| *t == table));
         }
-        assert_eq!(statements(V4).count(), 29);
+        assert_eq!(statements(V4).count(), 30);
         assert_eq!(amend_v4_flow("coordinator_x").len(), 4);
         assert_eq!(amend_v4_trace("coordinator_x").len(), 1);
+        assert_eq!(amend_v4_sealed_definitions("coordinator_x").len(), 1);
         // The counted measures are exactly the counts table's columns.
         for (name, _) in COUNTED {
             assert!(
