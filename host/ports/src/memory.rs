@@ -22,6 +22,8 @@ use crate::store::{
     RunRecord, StoreError, MAX_ERASE_LIMIT,
 };
 
+mod moves;
+
 /// Whether the run's state holds an `unknown` effect.
 fn holds_unknown(r: &RunRecord) -> bool {
     r.state
