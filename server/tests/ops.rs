@@ -17,6 +17,7 @@ use coordinator_runtime::config::Connection;
 use coordinator_runtime::keys::AuditKey;
 use serde_json::{json, Value};
 
+mod moves;
 mod ops_support;
 
 use ops_support::{Instance, AUDIENCE, OPERATOR, PRODUCER};

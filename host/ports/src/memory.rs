@@ -150,7 +150,7 @@ impl MemoryRunStore {
         }
     }
 
-    /// Makes the next commit fail with [`StoreError::Conflict`], as if
+    /// Makes the next commit (or move) fail with [`StoreError::Conflict`], as if
     /// another process had changed the run after it was read (tests).
     pub fn conflict_next_commit(&self) {
         if let Ok(mut m) = self.inner.lock() {

@@ -17,6 +17,7 @@ use crate::events;
 mod error;
 mod event_starts;
 pub(crate) mod middleware;
+mod moves;
 mod recovery;
 pub(crate) mod request;
 pub(crate) mod response;

@@ -74,6 +74,7 @@ pub fn policies() -> BTreeMap<String, Policy> {
                 "cancel",
                 "retry-same",
                 "reconcile",
+                "move",
                 "doctor",
                 "restore-hold",
                 "release-restore-hold",
@@ -203,6 +204,28 @@ pub async fn start_journaled(
     store: Arc<MemoryRunStore>,
     failing_journal: Option<bool>,
 ) -> Instance {
+    let served = [definition("reviewed-notice")];
+    start_serving(
+        fakes,
+        database_id,
+        recovery_only,
+        store,
+        failing_journal,
+        &served,
+    )
+    .await
+}
+
+/// [`start_journaled`] serving `definitions` (the active revisions) rather
+/// than `reviewed-notice`'s example: a process restarted after an `apply`.
+pub async fn start_serving(
+    fakes: Fakes,
+    database_id: &str,
+    recovery_only: bool,
+    store: Arc<MemoryRunStore>,
+    failing_journal: Option<bool>,
+    definitions: &[Definition],
+) -> Instance {
     let kept = fakes.clone();
     let Fakes {
         issuer,
@@ -231,7 +254,7 @@ pub async fn start_journaled(
         Arc::new(HttpAdapter::new(Arc::new(secrets)).unwrap()),
         AdmissionKey::new(&[7u8; 32]).unwrap(),
         connections.clone(),
-        &[definition("reviewed-notice")],
+        definitions,
     )
     .unwrap()
     .with_audit(Arc::new(journal), AuditKey::new(&[9u8; 32]).unwrap());

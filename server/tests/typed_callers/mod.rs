@@ -126,6 +126,9 @@ fn generated_callers_declare_the_api_documents() {
         payload_erased: true,
         review: Some("required".into()),
         waiting_for: Some("notices".into()),
+        // A run's moves are an operator's record, which the typed callers
+        // (a producer's) do not declare: absent here.
+        moves: vec![],
     })
     .unwrap();
     let bare = serde_json::to_value(coordinator_api::RunStatus {
@@ -144,6 +147,7 @@ fn generated_callers_declare_the_api_documents() {
         payload_erased: false,
         review: None,
         waiting_for: None,
+        moves: vec![],
     })
     .unwrap();
     holds("RunStatus", RUN_STATUS_FIELDS, &full, &bare);

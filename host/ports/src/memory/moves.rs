@@ -10,6 +10,9 @@ use crate::store::{JobKind, RunMove, RunMoves, StoreError};
 impl RunMoves for MemoryRunStore {
     async fn commit_move(&self, run_move: &RunMove) -> Result<u64, StoreError> {
         let mut m = self.lock()?;
+        if std::mem::take(&mut m.conflict_next_commit) {
+            return Err(StoreError::Conflict);
+        }
         let run = m
             .runs
             .get_mut(&run_move.run_id)
