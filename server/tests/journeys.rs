@@ -15,6 +15,7 @@
 mod bulk;
 mod console;
 mod flow;
+mod move_apply;
 mod support;
 mod traces;
 mod typed_callers;

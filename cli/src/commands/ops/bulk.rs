@@ -1,6 +1,12 @@
 //! The bulk form of `cancel`, `retry-same` and `reconcile`: `--filter`
 //! instead of `--run` (docs/operations.md "Bulk actions";
-//! docs/decisions.md "Bulk actions drive the single-run actions").
+//! docs/decisions.md "Bulk actions drive the single-run actions"); and
+//! `move apply`, which drives `POST /v1/runs/{run}/move` the same way
+//! ([`Moving`]: the certificate's workflow joins the filter, a run is
+//! skipped without a request unless it is listed `running` on the
+//! certificate's revision A at a wait the certificate says movable, and
+//! the dry run counts the runs that would move and those skipped, by
+//! reason).
 //!
 //! 1. The filter is read ([`super::filter::parse_filter`]); an empty one,
 //!    an unknown key or a bad value is refused before any request.
@@ -31,7 +37,7 @@
 //! reached or answers 503 (the rest is left; run the command again);
 //! 130 interrupted.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -64,8 +70,18 @@ pub const DRY_RUN_SHOWN: usize = 10;
 /// not held with an unknown effect any more, or changed between the
 /// service's read and its commit. Counted `skipped` (here and by the
 /// console's bulk actions).
-pub(crate) const NO_LONGER_NEEDED: [&str; 3] =
-    ["reconcile.refused", "retry.refused", "reconcile.raced"];
+pub(crate) const NO_LONGER_NEEDED: [&str; 9] = [
+    "reconcile.refused",
+    "retry.refused",
+    "reconcile.raced",
+    // A move's: the run moved on, or moved already (`move apply` again).
+    "move.raced",
+    "move.revision-differs",
+    "move.run-ended",
+    "move.run-held",
+    "move.run-not-waiting",
+    "move.wait-refused",
+];
 
 /// The bulk actions.
 pub(crate) const ACTIONS: [&str; 3] = ["reconcile", "retry-same", "cancel"];
@@ -86,7 +102,27 @@ pub(crate) struct Bulk {
     pub max_per_second: u32,
     /// `--url`, `--token-file`, `--format`.
     pub conn: Conn,
+    /// `move apply`'s certificate; `None` for the recovery actions.
+    pub moving: Option<Moving>,
 }
+
+/// What `move apply` adds to a bulk action: the certificate it sends and
+/// what the listing is held to.
+pub(crate) struct Moving {
+    /// The certificate as read (the request's `certificate`).
+    pub certificate: serde_json::Map<String, Value>,
+    /// The certificate's workflow (added to the filter).
+    pub workflow: String,
+    /// Revision A: only runs on it are moved.
+    pub from_revision: String,
+    /// Each wait step of A, and whether the certificate says it movable.
+    pub waits: Vec<(String, bool)>,
+}
+
+/// Where each listed run waits (`move apply`): its wait step of A and
+/// whether the certificate says it movable; a run not listed here is not
+/// at a wait.
+type AtWait = HashMap<String, (String, bool)>;
 
 /// What became of one run.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -137,12 +173,20 @@ pub(crate) async fn run(b: Bulk) -> u8 {
             return refuse(&b, e.code, &at, &e.message, next);
         }
     };
-    let runs = match matching_runs(&b, query).await {
+    let query = match moving_query(&b, query) {
+        Ok(q) => q,
+        Err(exit) => return exit,
+    };
+    let runs = match matching_runs(&b, query.clone()).await {
         Ok(runs) => runs,
         Err(exit) => return exit,
     };
+    let at_wait = match runs_at_waits(&b, &query).await {
+        Ok(at) => at,
+        Err(exit) => return exit,
+    };
     if b.dry_run {
-        print_dry_run(&b, &runs);
+        print_dry_run(&b, &runs, &at_wait);
         return EXIT_OK;
     }
     if !runs.is_empty() {
@@ -150,7 +194,57 @@ pub(crate) async fn run(b: Bulk) -> u8 {
             return exit;
         }
     }
-    act_on_all(&b, &runs).await
+    act_on_all(&b, &runs, &at_wait).await
+}
+
+/// `move apply`: the certificate's workflow added to the filter (a filter
+/// naming another workflow is refused); the query as it is otherwise.
+fn moving_query(
+    b: &Bulk,
+    mut query: Vec<(&'static str, String)>,
+) -> Result<Vec<(&'static str, String)>, u8> {
+    let Some(m) = &b.moving else {
+        return Ok(query);
+    };
+    match query.iter().find(|(k, _)| *k == "workflow") {
+        Some((_, w)) if *w != m.workflow => Err(refuse(
+            b,
+            codes::BULK_FILTER_VALUE,
+            "--filter",
+            &format!(
+                "the filter names workflow `{w}`, the certificate workflow `{}`",
+                m.workflow
+            ),
+            "leave `workflow` out of the filter (the certificate's is added) or use the certificate of that workflow",
+        )),
+        Some(_) => Ok(query),
+        None => {
+            query.push(("workflow", m.workflow.clone()));
+            Ok(query)
+        }
+    }
+}
+
+/// `move apply`: where the runs `query` matches wait, listed once per wait
+/// step of A (`step` and `state=running` in place of the filter's own).
+async fn runs_at_waits(b: &Bulk, query: &[(&'static str, String)]) -> Result<AtWait, u8> {
+    let mut at = AtWait::new();
+    let Some(m) = &b.moving else {
+        return Ok(at);
+    };
+    for (wait, movable) in &m.waits {
+        let mut at_this: Vec<(&'static str, String)> = query
+            .iter()
+            .filter(|(k, _)| *k != "step" && *k != "state")
+            .cloned()
+            .collect();
+        at_this.push(("step", wait.clone()));
+        at_this.push(("state", "running".to_owned()));
+        for run in matching_runs(b, at_this).await? {
+            at.insert(run.run, (wait.clone(), *movable));
+        }
+    }
+    Ok(at)
 }
 
 /// Every run `query` matches, newest first, listed page by page to the
@@ -183,8 +277,12 @@ async fn matching_runs(
     }
 }
 
-/// `--dry-run`: the count and the first [`DRY_RUN_SHOWN`] runs.
-fn print_dry_run(b: &Bulk, runs: &[api::RunStatus]) {
+/// `--dry-run`: the count and the first [`DRY_RUN_SHOWN`] runs (for
+/// `move apply`, how many would move and how many are skipped, by reason).
+fn print_dry_run(b: &Bulk, runs: &[api::RunStatus], at_wait: &AtWait) {
+    if b.moving.is_some() {
+        return print_moving_dry_run(b, runs, at_wait);
+    }
     let shown = &runs[..runs.len().min(DRY_RUN_SHOWN)];
     match b.conn.format {
         Format::Json => report::print_json_line(
@@ -210,6 +308,59 @@ fn print_dry_run(b: &Bulk, runs: &[api::RunStatus]) {
             }
             if runs.len() > shown.len() {
                 outln!("  ... and {} more", runs.len() - shown.len());
+            }
+        }
+    }
+}
+
+/// `move apply --dry-run`: how many runs would move, how many are
+/// skipped by reason, and the first [`DRY_RUN_SHOWN`] runs that would move.
+fn print_moving_dry_run(b: &Bulk, runs: &[api::RunStatus], at_wait: &AtWait) {
+    let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
+    let mut moving: Vec<&api::RunStatus> = Vec::new();
+    for r in runs {
+        match skip_reason(b, r, at_wait) {
+            Some(why) => *skipped.entry(why).or_default() += 1,
+            None => moving.push(r),
+        }
+    }
+    let shown = &moving[..moving.len().min(DRY_RUN_SHOWN)];
+    let skipped_total: usize = skipped.values().sum();
+    match b.conn.format {
+        Format::Json => {
+            let reasons: Vec<Value> = skipped
+                .iter()
+                .map(|(why, n)| json!({"reason": why, "runs": n}))
+                .collect();
+            report::print_json_line(
+                b.action,
+                true,
+                "dry-run",
+                json!({"matched": runs.len(), "wouldMove": moving.len(),
+                       "skipped": skipped_total, "skippedBy": reasons, "first": shown}),
+            );
+        }
+        Format::Text => {
+            outln!(
+                "{} --dry-run: {} runs match the filter: {} would move, {skipped_total} skipped; nothing was done",
+                b.action,
+                runs.len(),
+                moving.len()
+            );
+            for (why, n) in &skipped {
+                outln!("  skipped  {why:<56} {n}");
+            }
+            for r in shown {
+                outln!(
+                    "  {}  {}  {}  admitted {}",
+                    r.run,
+                    r.workflow,
+                    r.state,
+                    r.admitted_at
+                );
+            }
+            if moving.len() > shown.len() {
+                outln!("  ... and {} more", moving.len() - shown.len());
             }
         }
     }
@@ -276,7 +427,7 @@ struct Sender {
 }
 
 /// The action on each of `runs` in turn, with progress and the summary.
-async fn act_on_all(b: &Bulk, runs: &[api::RunStatus]) -> u8 {
+async fn act_on_all(b: &Bulk, runs: &[api::RunStatus], at_wait: &AtWait) -> u8 {
     let sender = match sender(b) {
         Ok(s) => s,
         Err(exit) => return exit,
@@ -293,7 +444,7 @@ async fn act_on_all(b: &Bulk, runs: &[api::RunStatus]) -> u8 {
         if stop.load(Ordering::SeqCst) {
             break;
         }
-        let outcome = match not_needed(b.action, &listed.state) {
+        let outcome = match skip_reason(b, listed, at_wait) {
             Some(why) => Outcome::Skipped { why },
             None => {
                 ticks.tick().await;
@@ -343,10 +494,37 @@ fn sender(b: &Bulk) -> Result<Sender, u8> {
     Ok(Sender {
         client,
         token,
-        body: Method::Post(Body::Recovery(api::Recovery {
-            reason: b.reason.clone(),
-        })),
+        body: Method::Post(match &b.moving {
+            Some(m) => Body::Move(api::MoveRun {
+                certificate: m.certificate.clone(),
+                reason: b.reason.clone(),
+            }),
+            None => Body::Recovery(api::Recovery {
+                reason: b.reason.clone(),
+            }),
+        }),
     })
+}
+
+/// Why `listed` is skipped without a request, or `None` when the action
+/// is asked for: the listed state ([`not_needed`]); for a move, a run on
+/// another revision than A, not `running`, not at a wait, or at a wait
+/// the certificate refuses.
+fn skip_reason(b: &Bulk, listed: &api::RunStatus, at_wait: &AtWait) -> Option<String> {
+    let Some(m) = &b.moving else {
+        return not_needed(b.action, &listed.state);
+    };
+    if listed.revision != m.from_revision {
+        return Some("on another revision than the certificate's from".to_owned());
+    }
+    if listed.state != "running" {
+        return Some(format!("state {}", listed.state));
+    }
+    match at_wait.get(&listed.run) {
+        None => Some("not waiting (in a call)".to_owned()),
+        Some((wait, false)) => Some(format!("at wait {wait}, which the certificate refuses")),
+        Some((_, true)) => None,
+    }
 }
 
 /// Whether a run in the listed `state` takes `action` in bulk: retry-same
