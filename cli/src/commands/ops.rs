@@ -23,6 +23,7 @@
 
 pub(crate) mod bulk;
 mod filter;
+pub(crate) mod moving;
 
 pub(crate) use bulk::{takes_action, ACTIONS as BULK_ACTIONS, NO_LONGER_NEEDED};
 mod render;

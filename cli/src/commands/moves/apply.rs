@@ -20,7 +20,8 @@ use coordinator_ir::moves::MoveCertificate;
 use serde_json::json;
 
 use crate::codes;
-use crate::commands::ops::bulk::{self, Bulk, Moving};
+use crate::commands::ops::bulk::{self, Bulk};
+use crate::commands::ops::moving::Moving;
 use crate::report::{self, EXIT_UNAVAILABLE, EXIT_USAGE};
 use crate::service_client::Conn;
 use crate::Format;

@@ -37,7 +37,7 @@
 //! reached or answers 503 (the rest is left; run the command again);
 //! 130 interrupted.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -48,6 +48,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::filter::parse_filter;
+use super::moving::{self, AtWait, Moving};
 use crate::codes;
 use crate::report::{self, EXIT_OK, EXIT_REFUSED, EXIT_UNAVAILABLE, EXIT_USAGE};
 use crate::service_client::{
@@ -105,24 +106,6 @@ pub(crate) struct Bulk {
     /// `move apply`'s certificate; `None` for the recovery actions.
     pub moving: Option<Moving>,
 }
-
-/// What `move apply` adds to a bulk action: the certificate it sends and
-/// what the listing is held to.
-pub(crate) struct Moving {
-    /// The certificate as read (the request's `certificate`).
-    pub certificate: serde_json::Map<String, Value>,
-    /// The certificate's workflow (added to the filter).
-    pub workflow: String,
-    /// Revision A: only runs on it are moved.
-    pub from_revision: String,
-    /// Each wait step of A, and whether the certificate says it movable.
-    pub waits: Vec<(String, bool)>,
-}
-
-/// Where each listed run waits (`move apply`): its wait step of A and
-/// whether the certificate says it movable; a run not listed here is not
-/// at a wait.
-type AtWait = HashMap<String, (String, bool)>;
 
 /// What became of one run.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -197,32 +180,24 @@ pub(crate) async fn run(b: Bulk) -> u8 {
     act_on_all(&b, &runs, &at_wait).await
 }
 
-/// `move apply`: the certificate's workflow added to the filter (a filter
-/// naming another workflow is refused); the query as it is otherwise.
+/// `move apply`: the certificate's workflow added to the filter
+/// ([`Moving::with_workflow`]); the query as it is otherwise.
 fn moving_query(
     b: &Bulk,
-    mut query: Vec<(&'static str, String)>,
+    query: Vec<(&'static str, String)>,
 ) -> Result<Vec<(&'static str, String)>, u8> {
     let Some(m) = &b.moving else {
         return Ok(query);
     };
-    match query.iter().find(|(k, _)| *k == "workflow") {
-        Some((_, w)) if *w != m.workflow => Err(refuse(
+    m.with_workflow(query).map_err(|message| {
+        refuse(
             b,
             codes::BULK_FILTER_VALUE,
             "--filter",
-            &format!(
-                "the filter names workflow `{w}`, the certificate workflow `{}`",
-                m.workflow
-            ),
+            &message,
             "leave `workflow` out of the filter (the certificate's is added) or use the certificate of that workflow",
-        )),
-        Some(_) => Ok(query),
-        None => {
-            query.push(("workflow", m.workflow.clone()));
-            Ok(query)
-        }
-    }
+        )
+    })
 }
 
 /// `move apply`: where the runs `query` matches wait, listed once per wait
@@ -232,16 +207,9 @@ async fn runs_at_waits(b: &Bulk, query: &[(&'static str, String)]) -> Result<AtW
     let Some(m) = &b.moving else {
         return Ok(at);
     };
-    for (wait, movable) in &m.waits {
-        let mut at_this: Vec<(&'static str, String)> = query
-            .iter()
-            .filter(|(k, _)| *k != "step" && *k != "state")
-            .cloned()
-            .collect();
-        at_this.push(("step", wait.clone()));
-        at_this.push(("state", "running".to_owned()));
+    for (wait, movable, at_this) in m.wait_queries(query) {
         for run in matching_runs(b, at_this).await? {
-            at.insert(run.run, (wait.clone(), *movable));
+            at.insert(run.run, (wait.clone(), movable));
         }
     }
     Ok(at)
@@ -280,8 +248,10 @@ async fn matching_runs(
 /// `--dry-run`: the count and the first [`DRY_RUN_SHOWN`] runs (for
 /// `move apply`, how many would move and how many are skipped, by reason).
 fn print_dry_run(b: &Bulk, runs: &[api::RunStatus], at_wait: &AtWait) {
-    if b.moving.is_some() {
-        return print_moving_dry_run(b, runs, at_wait);
+    if let Some(m) = &b.moving {
+        return moving::print_dry_run(b.action, b.conn.format, runs, DRY_RUN_SHOWN, |r| {
+            m.skip_reason(r, at_wait)
+        });
     }
     let shown = &runs[..runs.len().min(DRY_RUN_SHOWN)];
     match b.conn.format {
@@ -308,59 +278,6 @@ fn print_dry_run(b: &Bulk, runs: &[api::RunStatus], at_wait: &AtWait) {
             }
             if runs.len() > shown.len() {
                 outln!("  ... and {} more", runs.len() - shown.len());
-            }
-        }
-    }
-}
-
-/// `move apply --dry-run`: how many runs would move, how many are
-/// skipped by reason, and the first [`DRY_RUN_SHOWN`] runs that would move.
-fn print_moving_dry_run(b: &Bulk, runs: &[api::RunStatus], at_wait: &AtWait) {
-    let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
-    let mut moving: Vec<&api::RunStatus> = Vec::new();
-    for r in runs {
-        match skip_reason(b, r, at_wait) {
-            Some(why) => *skipped.entry(why).or_default() += 1,
-            None => moving.push(r),
-        }
-    }
-    let shown = &moving[..moving.len().min(DRY_RUN_SHOWN)];
-    let skipped_total: usize = skipped.values().sum();
-    match b.conn.format {
-        Format::Json => {
-            let reasons: Vec<Value> = skipped
-                .iter()
-                .map(|(why, n)| json!({"reason": why, "runs": n}))
-                .collect();
-            report::print_json_line(
-                b.action,
-                true,
-                "dry-run",
-                json!({"matched": runs.len(), "wouldMove": moving.len(),
-                       "skipped": skipped_total, "skippedBy": reasons, "first": shown}),
-            );
-        }
-        Format::Text => {
-            outln!(
-                "{} --dry-run: {} runs match the filter: {} would move, {skipped_total} skipped; nothing was done",
-                b.action,
-                runs.len(),
-                moving.len()
-            );
-            for (why, n) in &skipped {
-                outln!("  skipped  {why:<56} {n}");
-            }
-            for r in shown {
-                outln!(
-                    "  {}  {}  {}  admitted {}",
-                    r.run,
-                    r.workflow,
-                    r.state,
-                    r.admitted_at
-                );
-            }
-            if moving.len() > shown.len() {
-                outln!("  ... and {} more", moving.len() - shown.len());
             }
         }
     }
@@ -507,23 +424,12 @@ fn sender(b: &Bulk) -> Result<Sender, u8> {
 }
 
 /// Why `listed` is skipped without a request, or `None` when the action
-/// is asked for: the listed state ([`not_needed`]); for a move, a run on
-/// another revision than A, not `running`, not at a wait, or at a wait
-/// the certificate refuses.
+/// is asked for: the listed state ([`not_needed`]), or for a move
+/// [`Moving::skip_reason`].
 fn skip_reason(b: &Bulk, listed: &api::RunStatus, at_wait: &AtWait) -> Option<String> {
-    let Some(m) = &b.moving else {
-        return not_needed(b.action, &listed.state);
-    };
-    if listed.revision != m.from_revision {
-        return Some("on another revision than the certificate's from".to_owned());
-    }
-    if listed.state != "running" {
-        return Some(format!("state {}", listed.state));
-    }
-    match at_wait.get(&listed.run) {
-        None => Some("not waiting (in a call)".to_owned()),
-        Some((wait, false)) => Some(format!("at wait {wait}, which the certificate refuses")),
-        Some((_, true)) => None,
+    match &b.moving {
+        Some(m) => m.skip_reason(listed, at_wait),
+        None => not_needed(b.action, &listed.state),
     }
 }
 

@@ -12,7 +12,7 @@ use coordinator_ir::moves::MoveCertificate;
 use coordinator_ports::clock::whole_second;
 use coordinator_ports::store::{MoveRecord, RunMove, RunRecord, StoreError};
 use coordinator_runtime::binding;
-use coordinator_vm::{move_waiting_run, MoveRefused, MoveTarget};
+use coordinator_vm::{move_waiting_run, MoveRefused, MoveTarget, RunState, Vm};
 
 use super::Operator;
 
@@ -143,36 +143,7 @@ impl Operator {
                 status: run.status(),
             }));
         }
-        let from_step = from
-            .current_wait(&run.state)
-            .map(|w| w.step.to_owned())
-            .unwrap_or_default();
-        let verdict = certificate.wait(&from_step);
-        let target = MoveTarget {
-            from_step: from_step.clone(),
-            to_step: verdict.map_or_else(|| from_step.clone(), |v| v.to.clone()),
-            carried: verdict.map(|v| v.carried.clone()).unwrap_or_default(),
-        };
-        let moved = move_waiting_run(&from, &to, &run.state, &target);
-        if let Err(
-            refused @ (MoveRefused::Ended { .. }
-            | MoveRefused::Held { .. }
-            | MoveRefused::CancelRequested
-            | MoveRefused::NotWaiting { .. }),
-        ) = moved
-        {
-            return Err(MoveError::NotWaiting(refused));
-        }
-        if !verdict.is_some_and(|v| v.movable) {
-            return Err(MoveError::WaitRefused { step: from_step });
-        }
-        let state = moved
-            .map_err(|e| {
-                MoveError::CertificateInvalid(format!(
-                    "wait `{from_step}` is certified movable, but {e}"
-                ))
-            })?
-            .state;
+        let (target, state) = moved_state(&from, &to, &run, certificate)?;
         if let Some(c) = binding::changed_connection(&run.bindings, &self.parts.connections) {
             return Err(MoveError::BindingChanged {
                 connection: c.to_owned(),
@@ -249,4 +220,51 @@ impl Operator {
         }
         Ok(())
     }
+}
+
+/// The run's state moved from `from` (A) to `to` (B) at the wait it is
+/// in, by `certificate`'s verdict on that wait, and the move's target.
+///
+/// # Errors
+/// [`MoveError::NotWaiting`] (the VM's refusal of the run's state),
+/// [`MoveError::WaitRefused`] (the certificate refuses or lacks the
+/// wait), [`MoveError::CertificateInvalid`] (a certified target the VM
+/// finds does not fit B).
+fn moved_state(
+    from: &Vm,
+    to: &Vm,
+    run: &RunRecord,
+    certificate: &MoveCertificate,
+) -> Result<(MoveTarget, RunState), MoveError> {
+    let from_step = from
+        .current_wait(&run.state)
+        .map(|w| w.step.to_owned())
+        .unwrap_or_default();
+    let verdict = certificate.wait(&from_step);
+    let target = MoveTarget {
+        from_step: from_step.clone(),
+        to_step: verdict.map_or_else(|| from_step.clone(), |v| v.to.clone()),
+        carried: verdict.map(|v| v.carried.clone()).unwrap_or_default(),
+    };
+    let moved = move_waiting_run(from, to, &run.state, &target);
+    if let Err(
+        refused @ (MoveRefused::Ended { .. }
+        | MoveRefused::Held { .. }
+        | MoveRefused::CancelRequested
+        | MoveRefused::NotWaiting { .. }),
+    ) = moved
+    {
+        return Err(MoveError::NotWaiting(refused));
+    }
+    if !verdict.is_some_and(|v| v.movable) {
+        return Err(MoveError::WaitRefused { step: from_step });
+    }
+    let state = moved
+        .map_err(|e| {
+            MoveError::CertificateInvalid(format!(
+                "wait `{from_step}` is certified movable, but {e}"
+            ))
+        })?
+        .state;
+    Ok((target, state))
 }
