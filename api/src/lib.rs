@@ -371,7 +371,7 @@ pub struct Recovery {
 pub struct MoveRun {
     /// The move certificate `coordinatorctl move plan` wrote
     /// (`coordinator-move-certificate/1`), unchanged: its digest must
-    /// verify (else 422 `move.certificate-invalid`).
+    /// verify (else 409 `move.certificate-invalid`: it does not hold against this deployment).
     pub certificate: serde_json::Map<String, Value>,
     /// An investigation reference holding no personal data: 1 to 256
     /// visible ASCII characters (else 400 `request.invalid`).

@@ -76,7 +76,7 @@ problems! {
         "Correct the input at the JSON Pointer the detail names.", false);
     METHOD_NOT_ALLOWED = ("method.not-allowed", 405, "Method not allowed",
         "See docs/openapi.json for each route's method.", false);
-    MOVE_CERTIFICATE_INVALID = ("move.certificate-invalid", 422, "The move certificate is not valid here",
+    MOVE_CERTIFICATE_INVALID = ("move.certificate-invalid", 409, "The move certificate is not valid here",
         "Write the certificate again with `coordinatorctl move plan` from the revision the runs wait on and the revision applied, and send it unchanged.", true);
     MOVE_RACED = ("move.raced", 409, "The run changed meanwhile",
         "The run changed between the read the move was decided on and its commit; nothing was moved. Run the move again: it moves the run if it still waits.", true);

@@ -147,7 +147,7 @@ async fn waiting_runs_move_once_by_a_certificate_and_every_refusal_has_its_code(
     edited["waits"][0]["carried"] = json!([]);
     assert_eq!(
         code(&move_run(&env, OPERATOR, &waiting, &edited).await),
-        (422, Some("move.certificate-invalid"))
+        (409, Some("move.certificate-invalid"))
     );
     // A certificate that refuses the wait (sealed as the compiler would).
     let mut refusing = certificate.clone();
