@@ -17,6 +17,12 @@ use serde_json::Value;
 /// Largest request body the service accepts, in bytes (SPEC §8: 64 KiB).
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
+/// Largest body of `POST /v1/runs/{run}/move`, in bytes (1 MiB): the only
+/// route above [`MAX_BODY_BYTES`], since a move certificate lists every
+/// wait of a workflow with its findings and outgrows 64 KiB for a big one
+/// (docs/decisions.md "Moving waiting runs: the service's part").
+pub const MAX_MOVE_BODY_BYTES: usize = 1024 * 1024;
+
 /// Default page size of `GET /v1/runs`.
 pub const DEFAULT_LIST_LIMIT: u32 = 20;
 /// Largest page size of `GET /v1/runs`.
@@ -139,7 +145,8 @@ pub struct RunStatus {
     pub run: String,
     /// The workflow name.
     pub workflow: String,
-    /// The revision the run was admitted under (`sha256:<hex>`).
+    /// The revision the run is on now (`sha256:<hex>`): the one it was
+    /// admitted under, unless an operator moved it (`moves`).
     pub revision: String,
     /// `running`, `attention`, `cancel-requested`, `finished`, `failed`,
     /// `cancelled`, `cancelled-after-effect` or `expired`.
@@ -195,6 +202,29 @@ pub struct RunStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "String")]
     pub waiting_for: Option<String>,
+    /// The run's moves to another revision of its workflow (`POST
+    /// /v1/runs/{run}/move`), oldest first. Absent when it never moved.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moves: Vec<RunMoveRecord>,
+}
+
+/// One move of a run to another revision of its workflow.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunMoveRecord {
+    /// When the move was committed (RFC 3339, whole seconds).
+    pub at: String,
+    /// The revision the run left (`sha256:<hex>`).
+    pub from_revision: String,
+    /// The revision the run moved to.
+    pub to_revision: String,
+    /// The wait step of the revision it left.
+    pub from_step: String,
+    /// The step of the new revision it waits at.
+    pub to_step: String,
+    /// The digest of the move certificate that allowed it
+    /// (`sha256:<hex>`).
+    pub certificate: String,
 }
 
 /// `GET /v1/runs` answer.
@@ -329,6 +359,20 @@ pub struct CallWaiting {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Recovery {
+    /// An investigation reference holding no personal data: 1 to 256
+    /// visible ASCII characters (else 400 `request.invalid`).
+    #[schemars(length(min = 1, max = 256), regex(pattern = r"^[!-~]+$"))]
+    pub reason: String,
+}
+
+/// `POST /v1/runs/{run}/move` body (at most [`MAX_MOVE_BODY_BYTES`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MoveRun {
+    /// The move certificate `coordinatorctl move plan` wrote
+    /// (`coordinator-move-certificate/1`), unchanged: its digest must
+    /// verify (else 409 `move.certificate-invalid`: it does not hold against this deployment).
+    pub certificate: serde_json::Map<String, Value>,
     /// An investigation reference holding no personal data: 1 to 256
     /// visible ASCII characters (else 400 `request.invalid`).
     #[schemars(length(min = 1, max = 256), regex(pattern = r"^[!-~]+$"))]

@@ -19,8 +19,8 @@ use serde_json::{json, Map, Value};
 
 use crate::problems::{self as p, ProblemType};
 use crate::{
-    AdmissionRecovery, Doctor, ExecutionRecovery, HoldReason, Holds, Inspection, Problem, Ready,
-    Recovery, Retained, Retention, ReviewCompletion, RunList, RunStatus, StartRun,
+    AdmissionRecovery, Doctor, ExecutionRecovery, HoldReason, Holds, Inspection, MoveRun, Problem,
+    Ready, Recovery, Retained, Retention, ReviewCompletion, RunList, RunStatus, StartRun,
 };
 
 /// The OpenAPI version the document declares.
@@ -373,7 +373,39 @@ fn run_operations(generator: &mut SchemaGenerator, status: &Value) -> Vec<Operat
         recovery_operation("/v1/runs/{run}/cancel", "cancelRun", "Cancel a run (action `cancel`); never undoes an accepted effect.", generator, status),
         recovery_operation("/v1/runs/{run}/retry-same", "retrySame", "Send an uncertain call again with the same bytes and key (action `retry-same`).", generator, status),
         recovery_operation("/v1/runs/{run}/reconcile", "reconcile", "Settle an uncertain call from the product's receipt (action `reconcile`).", generator, status),
+        move_operation(generator, status),
     ]
+}
+
+/// `POST /v1/runs/{run}/move`: a waiting run moved to the revision a move
+/// certificate names (action `move`, operators only); the run's `status`
+/// after it. Its body may be up to [`crate::MAX_MOVE_BODY_BYTES`].
+fn move_operation(generator: &mut SchemaGenerator, status: &Value) -> Operation {
+    caller_action(
+        (
+            "/v1/runs/{run}/move",
+            "moveRun",
+            "Move a waiting run to the revision a move certificate names (action `move`, operators only; a body of at most 1 MiB).",
+        ),
+        schema_of::<MoveRun>(generator),
+        ("The run on its new revision, the move listed in `moves`.", status.clone()),
+        &[
+            &p::RUN_NOT_FOUND,
+            &p::EXECUTION_HELD,
+            &p::BINDING_LIVE_CONFLICT,
+            &p::RESTORE_LEASE_INCOMPATIBLE,
+            &p::AUDIT_RESPONSE_UNAVAILABLE,
+            &p::MOVE_CERTIFICATE_INVALID,
+            &p::MOVE_RACED,
+            &p::MOVE_REVISION_DIFFERS,
+            &p::MOVE_RUN_ENDED,
+            &p::MOVE_RUN_HELD,
+            &p::MOVE_RUN_NOT_WAITING,
+            &p::MOVE_TARGET_NOT_ACTIVE,
+            &p::MOVE_WAIT_REFUSED,
+        ],
+        vec![path_param("run", "The run id.")],
+    )
 }
 
 /// A recovery action on one run at `path` (`cancel`, `retry-same`,
@@ -616,7 +648,7 @@ pub fn document() -> Value {
         "info": {
             "title": "Registry Coordinator",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "The coordinator service API (SPEC §8). JSON bodies of at most 64 KiB; a duplicate member is refused (400); every answer carries `Cache-Control: no-store`; errors are RFC 9457 problem documents with a stable `code`."
+            "description": "The coordinator service API (SPEC §8). JSON bodies of at most 64 KiB (1 MiB for a run's move); a duplicate member is refused (400); every answer carries `Cache-Control: no-store`; errors are RFC 9457 problem documents with a stable `code`."
         },
         "paths": paths,
         "x-problem-codes": p::ALL.iter().map(|t| json!({

@@ -78,6 +78,22 @@ problems! {
         "Correct the input at the JSON Pointer the detail names.", false);
     METHOD_NOT_ALLOWED = ("method.not-allowed", 405, "Method not allowed",
         "See docs/openapi.json for each route's method.", false);
+    MOVE_CERTIFICATE_INVALID = ("move.certificate-invalid", 409, "The move certificate is not valid here",
+        "Write the certificate again with `coordinatorctl move plan` from the revision the runs wait on and the revision applied, and send it unchanged.", true);
+    MOVE_RACED = ("move.raced", 409, "The run changed meanwhile",
+        "The run changed between the read the move was decided on and its commit; nothing was moved. Run the move again: it moves the run if it still waits.", true);
+    MOVE_REVISION_DIFFERS = ("move.revision-differs", 409, "The run is not on the certificate's revision",
+        "The run is on another revision than the certificate's `from` (it may have moved already); nothing was moved.", true);
+    MOVE_RUN_ENDED = ("move.run-ended", 409, "The run has ended",
+        "An ended run is never moved; nothing was moved.", true);
+    MOVE_RUN_HELD = ("move.run-held", 409, "The run is held in attention",
+        "Settle the held call first (reconcile, retry-same or cancel); a held run is never moved.", true);
+    MOVE_RUN_NOT_WAITING = ("move.run-not-waiting", 409, "The run is not waiting",
+        "The run is in a call or a cancel was requested; only a run waiting at a wait step moves. Run the move again once it waits.", true);
+    MOVE_TARGET_NOT_ACTIVE = ("move.target-not-active", 409, "The certificate's target revision is not active in this service",
+        "`apply` the certificate's target revision and restart the service on its package before moving runs to it.", true);
+    MOVE_WAIT_REFUSED = ("move.wait-refused", 409, "The certificate refuses the wait the run is at",
+        "The certificate does not find the wait this run is at movable; read its findings, fix the new revision and plan again, or let the run drain.", true);
     RECEIPT_EXPIRED = ("receipt.expired", 409, "The product no longer holds the original receipt",
         "The product no longer holds the original receipt. This is not evidence the command was never sent.", true);
     RECONCILE_RACED = ("reconcile.raced", 409, "The run changed meanwhile",
@@ -89,7 +105,7 @@ problems! {
     REQUEST_INVALID = ("request.invalid", 400, "The request is not valid",
         "Correct the request as the detail says.", false);
     REQUEST_TOO_LARGE = ("request.too-large", 413, "The request body is too large",
-        "Send a body of at most 64 KiB.", false);
+        "Send a body of at most 64 KiB (1 MiB for a run's move).", false);
     REQUEST_UNSUPPORTED_MEDIA_TYPE = ("request.unsupported-media-type", 415, "The request body must be JSON",
         "Send the body with `Content-Type: application/json`.", false);
     RESTORE_HOLD_REQUIRED = ("restore.hold-required", 409, "A restore step is out of order, or held work still needs review",

@@ -43,6 +43,8 @@ coordinator_source::diagnostic_codes! {
         "The directory's base name is not a valid project id, and `init` writes it into `project.id`.");
     INIT_WRITE = ("coordinator.init.write", Error,
         "`init` could not create the directory.");
+    MOVE_CERTIFICATE = ("coordinator.move.certificate", Error,
+        "`move apply --certificate` cannot be read, or is not a move certificate whose digest verifies.");
     MOVE_OUTPUT = ("coordinator.move.output", Error,
         "The `--output` of `move plan` exists and is not a regular file (a directory, a symbolic link, a device), or its directory does not exist.");
     MOVE_TO_PACKAGE = ("coordinator.move.to-package", Error,

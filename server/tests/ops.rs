@@ -17,6 +17,7 @@ use coordinator_runtime::config::Connection;
 use coordinator_runtime::keys::AuditKey;
 use serde_json::{json, Value};
 
+mod moves;
 mod ops_support;
 mod small_fs;
 
@@ -1389,8 +1390,8 @@ async fn a_journal_on_a_full_file_system_refuses_starts_and_actions_before_anyth
             "db-ops-1",
             false,
             store.clone(),
-            journal,
-            tempfile::tempdir().unwrap(),
+            (journal, tempfile::tempdir().unwrap()),
+            &[ops_support::definition("reviewed-notice")],
         )
         .await,
         store.clone(),

@@ -21,8 +21,9 @@
 //! 2 usage; 3 the service cannot be reached or answers 503, or the token
 //! file cannot be read.
 
-mod bulk;
+pub(crate) mod bulk;
 mod filter;
+pub(crate) mod moving;
 
 pub(crate) use bulk::{takes_action, ACTIONS as BULK_ACTIONS, NO_LONGER_NEEDED};
 mod render;
@@ -243,6 +244,7 @@ fn bulk_action(command: OpsCommand) -> Result<bulk::Bulk, OpsCommand> {
         yes: a.yes,
         max_per_second: a.max_per_second.unwrap_or(bulk::DEFAULT_MAX_PER_SECOND),
         conn: a.conn,
+        moving: None,
     })
 }
 

@@ -25,6 +25,7 @@ pub(crate) enum Body {
     Execution(api::ExecutionRecovery),
     Admission(api::AdmissionRecovery),
     Retention(api::Retention),
+    Move(api::MoveRun),
 }
 
 /// The HTTP client of every request to the service: no redirects

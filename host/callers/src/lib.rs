@@ -299,6 +299,10 @@ pub enum FieldTy {
     /// The output of the outcome beside it: that outcome's output type, or
     /// `null` (`None`) in the variant without an outcome.
     Output,
+    /// A list of a run's moves (`coordinator_api::RunMoveRecord`: objects
+    /// of string members `at`, `fromRevision`, `toRevision`, `fromStep`,
+    /// `toStep`, `certificate`).
+    Moves,
 }
 
 /// One member of a response document as the generated callers declare it.
@@ -324,7 +328,8 @@ const fn field(name: &'static str, ty: FieldTy, always: bool) -> Field {
 /// `failurePath` (string or `null`), `outcome` and `output` (always
 /// present, `null` until a finish was reached or after retention erased
 /// them), and, only when they apply, `refusalCode` (string),
-/// `payloadErased` (`true`), `review` and `waitingFor` (strings). A test holds this list
+/// `payloadErased` (`true`), `review` and `waitingFor` (strings), `moves`
+/// (a list of the run's moves to another revision). A test holds this list
 /// to the api crate and to `docs/openapi.json`.
 pub const RUN_STATUS_FIELDS: &[Field] = &[
     field("run", FieldTy::String, true),
@@ -342,6 +347,7 @@ pub const RUN_STATUS_FIELDS: &[Field] = &[
     field("payloadErased", FieldTy::Boolean, false),
     field("review", FieldTy::String, false),
     field("waitingFor", FieldTy::String, false),
+    field("moves", FieldTy::Moves, false),
 ];
 
 /// The members of `Problem`, the RFC 9457 document of every non-2xx answer,

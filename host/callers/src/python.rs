@@ -122,6 +122,7 @@ fn field_type(ty: FieldTy) -> &'static str {
         FieldTy::Integer => "int",
         FieldTy::Boolean => "bool",
         FieldTy::State => "RunState",
+        FieldTy::Moves => "list[dict[str, str]]",
         FieldTy::Outcome | FieldTy::Output => "Never",
     }
 }

@@ -85,6 +85,7 @@ fn field_type(ty: FieldTy) -> &'static str {
         FieldTy::Integer => "number",
         FieldTy::Boolean => "boolean",
         FieldTy::State => "RunState",
+        FieldTy::Moves => "Array<{ at: string; fromRevision: string; toRevision: string; fromStep: string; toStep: string; certificate: string }>",
         FieldTy::Outcome | FieldTy::Output => "never",
     }
 }

@@ -192,6 +192,7 @@ fn json_types(ty: FieldTy) -> Option<BTreeSet<&'static str>> {
         FieldTy::NullableString | FieldTy::Outcome => set(&["string", "null"]),
         FieldTy::Integer => set(&["integer"]),
         FieldTy::Boolean => set(&["boolean"]),
+        FieldTy::Moves => set(&["array"]),
         FieldTy::Output => None,
     }
 }

@@ -14,7 +14,7 @@ use coordinator_ports::clock::Clock;
 use coordinator_ports::flow::FlowControl;
 pub use coordinator_ports::store::Holds;
 use coordinator_ports::store::{
-    Definitions, HoldsAndReviews, JobQueue, Maintenance, RunAdmission, RunReads, RunStore,
+    Definitions, HoldsAndReviews, JobQueue, Maintenance, RunAdmission, RunMoves, RunReads, RunStore,
 };
 use coordinator_runtime::audit::AuditJournal;
 use coordinator_runtime::config::Connection;
@@ -81,7 +81,8 @@ impl Engine {
         let runs: Arc<dyn RunReads> = store.clone();
         let holds: Arc<dyn HoldsAndReviews> = store.clone();
         let definitions_port: Arc<dyn Definitions> = store.clone();
-        let maintenance: Arc<dyn Maintenance> = store;
+        let maintenance: Arc<dyn Maintenance> = store.clone();
+        let moves: Arc<dyn RunMoves> = store;
         let connections = Arc::new(connections);
         let counters = Arc::new(Counters::default());
         let fence = Arc::new(Fence::new(counters.clone()));
@@ -154,6 +155,7 @@ impl Engine {
                     holds,
                     maintenance,
                     queue,
+                    moves,
                 },
                 worker.runner(),
                 parts,

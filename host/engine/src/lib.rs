@@ -52,10 +52,14 @@ pub use engine::Engine;
 pub use flow_gate::MAX_RETRY_AFTER_SECONDS;
 pub use health::Health;
 pub use operator::actions::{Action, ActionError, InspectedStep};
+pub use operator::moves::{MoveError, MovedRun};
 pub use operator::restore::HoldError;
 pub use operator::Operator;
 pub use worker::Worker;
 
+/// The move certificate a move takes (`Operator::move_run`), as the
+/// compiler writes it.
+pub use coordinator_ir::moves::MoveCertificate;
 /// The VM's run state names and effect states, re-exported for `server/`
 /// (which depends on the hosts and `api/` only).
-pub use coordinator_vm::{EffectState, RejectCode, RunStatus};
+pub use coordinator_vm::{EffectState, MoveRefused, RejectCode, RunStatus};

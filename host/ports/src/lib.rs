@@ -47,6 +47,7 @@ pub use flow::{
     FlowControl, FlowLimit, MemoryFlowControl, SlotAnswer, SlotRequest, SlotsAsk, TokensAsk,
 };
 pub use memory::MemoryRunStore;
+pub use store::{moves_of, MoveRecord, RunMove, RunMoves};
 pub use store::{
     Admitted, Commit, Committed, Erasure, Holds, Job, JobKind, JobState, LeaseOnInsert,
     LeaseRequest, NewJob, NewRun, Owner, Review, ReviewSurvey, RunFilter, RunPage, RunRecord,

@@ -22,6 +22,8 @@ use crate::store::{
     RunRecord, StoreError, MAX_ERASE_LIMIT,
 };
 
+mod moves;
+
 /// Whether the run's state holds an `unknown` effect.
 fn holds_unknown(r: &RunRecord) -> bool {
     r.state
@@ -148,7 +150,7 @@ impl MemoryRunStore {
         }
     }
 
-    /// Makes the next commit fail with [`StoreError::Conflict`], as if
+    /// Makes the next commit (or move) fail with [`StoreError::Conflict`], as if
     /// another process had changed the run after it was read (tests).
     pub fn conflict_next_commit(&self) {
         if let Ok(mut m) = self.inner.lock() {

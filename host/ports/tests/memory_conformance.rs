@@ -34,6 +34,7 @@ conformance_tests!(
     bring_forward_respects_the_floor_and_lists_page(admission, queue, reads, maintenance),
     restore_hold_leases_lookups_only_and_fences_old_epochs(admission, queue, holds),
     reviews_are_recorded_surveyed_and_attested(admission, queue, reads, holds),
+    moves_are_fenced_by_version_and_revision(admission, queue, reads, moves),
 );
 
 #[tokio::test]

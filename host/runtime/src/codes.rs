@@ -63,7 +63,7 @@ coordinator_source::diagnostic_codes! {
     RUNTIME_POLICY_EMPTY = ("coordinator.runtime.policy-empty", Error,
         "An authentication policy grants no action.");
     RUNTIME_POLICY_OPERATOR_REQUIRED = ("coordinator.runtime.policy-operator-required", Error,
-        "A policy grants a deployment-wide action without `operator: true`.");
+        "A policy grants a deployment-wide action, or `move`, without `operator: true`.");
     RUNTIME_POLICY_UNKNOWN_ACTION = ("coordinator.runtime.policy-unknown-action", Error,
         "A policy grants something that is not an action.");
     RUNTIME_POLICY_UNKNOWN_WORKFLOW = ("coordinator.runtime.policy-unknown-workflow", Error,

@@ -674,10 +674,11 @@ pub struct Policy {
     /// Workflows the run actions apply to; absent: every workflow.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workflows: Option<Vec<String>>,
-    /// Granted actions (see [`super::check::RUN_ACTIONS`] and
+    /// Granted actions (see [`super::check::RUN_ACTIONS`],
+    /// [`super::check::OPERATOR_RUN_ACTIONS`] and
     /// [`super::check::DEPLOYMENT_ACTIONS`]).
     #[schemars(extend("items" = {"enum": [
-        "start", "status", "inspect", "retry-same", "cancel", "reconcile",
+        "start", "status", "inspect", "retry-same", "cancel", "reconcile", "move",
         "doctor", "restore-hold", "release-restore-hold", "release-admission-hold",
         "complete-execution-recovery", "retain"
     ]}, "minItems" = 1))]

@@ -299,6 +299,16 @@ fn refuses_deployment_wide_actions_without_operator() {
         "coordinator.runtime.policy-operator-required",
         "status, |doctor]",
     );
+    // `move`, a run action, is an operator's too.
+    refuses(
+        &f.text,
+        "actions: [start, status]",
+        "actions: [start, status, move]",
+        Mode::Deployment,
+        false,
+        "coordinator.runtime.policy-operator-required",
+        "status, |move]",
+    );
     // Without `operator: true`, each deployment-wide action is refused.
     let text = f.text.replacen("        operator: true\n", "", 1);
     let r = check(&text, Mode::Deployment, false);

@@ -43,6 +43,8 @@
 //!   erasure, the readiness ping); `counts.rs`: the live counts;
 //!   `flow.rs`: [`FlowControl`](coordinator_ports::flow::FlowControl)
 //!   (a connection's `limits`, shared through the `connection_*` tables);
+//!   `moves.rs`: [`RunMoves`](coordinator_ports::store::RunMoves) (a
+//!   waiting run moved to another revision, one statement);
 //! - `new_jobs.rs` (a new job's columns as written), `sealing.rs` (payloads
 //!   sealed to their binding), `columns.rs` (instants, epochs and the
 //!   columns computed from a state) and `errors.rs` (errors as the port's).
@@ -65,6 +67,7 @@ mod flow;
 mod holds;
 mod job_queue;
 mod maintenance;
+mod moves;
 mod new_jobs;
 mod open;
 mod reads;

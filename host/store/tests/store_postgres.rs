@@ -1001,6 +1001,7 @@ conformance_tests! {
     run_store_retention_erases_only_ended_payloads => "run_store_retention", retention_erases_only_ended_payloads(admission, queue, reads, maintenance);
     run_store_restore_hold_leases_lookups_only => "run_store_restore_hold", restore_hold_leases_lookups_only_and_fences_old_epochs(admission, queue, holds);
     run_store_reviews_are_recorded_and_attested => "run_store_reviews", reviews_are_recorded_surveyed_and_attested(admission, queue, reads, holds);
+    run_store_moves_are_fenced_by_version_and_revision => "run_store_moves", moves_are_fenced_by_version_and_revision(admission, queue, reads, moves);
 }
 
 /// Every store behaviour again with `database.poolingMode: transaction`
@@ -1053,6 +1054,7 @@ async fn run_store_behaves_the_same_in_transaction_pooling_mode() {
         bring_forward_respects_the_floor_and_lists_page(admission, queue, reads, maintenance),
         retention_erases_only_ended_payloads(admission, queue, reads, maintenance),
         reviews_are_recorded_surveyed_and_attested(admission, queue, reads, holds),
+        moves_are_fenced_by_version_and_revision(admission, queue, reads, moves),
     );
 }
 

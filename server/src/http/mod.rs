@@ -18,6 +18,7 @@ mod document;
 mod error;
 mod event_starts;
 pub(crate) mod middleware;
+mod moves;
 mod recovery;
 pub(crate) mod request;
 pub(crate) mod response;

@@ -45,6 +45,17 @@ pub(crate) fn run_status(r: &RunRecord) -> api::RunStatus {
         payload_erased: r.payload_erased,
         review: r.review.map(|v| v.as_str().to_owned()),
         waiting_for: waiting_for(r),
+        moves: coordinator_ports::store::moves_of(&r.ledger)
+            .into_iter()
+            .map(|m| api::RunMoveRecord {
+                at: coordinator_ports::clock::instant_to_rfc3339(&m.at),
+                from_revision: m.from_revision.clone(),
+                to_revision: m.to_revision.clone(),
+                from_step: m.from_step.clone(),
+                to_step: m.to_step.clone(),
+                certificate: m.certificate.clone(),
+            })
+            .collect(),
     }
 }
 

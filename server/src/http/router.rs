@@ -12,6 +12,7 @@ use coordinator_api::problems;
 use super::document::openapi_document;
 use super::event_starts::event_start;
 use super::middleware::{json_bodies_only, no_store, single_valued_headers};
+use super::moves::move_run;
 use super::recovery::recover;
 use super::response::json;
 use super::review_completions::review_completion;
@@ -28,6 +29,12 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/runs", json_post(start).get(list))
         .route("/v1/runs/{run}", get(status))
         .route("/v1/runs/{run}/inspect", get(inspect))
+        // A move certificate may outgrow 64 KiB: this route alone reads up
+        // to 1 MiB (the inner limit wins over the router's).
+        .route(
+            "/v1/runs/{run}/move",
+            json_post(move_run).layer(DefaultBodyLimit::max(api::MAX_MOVE_BODY_BYTES)),
+        )
         .route("/v1/runs/{run}/{action}", json_post(recover))
         .route("/v1/events/{workflow}/{trigger}", json_post(event_start))
         .route("/v1/review-completions", json_post(review_completion))

@@ -29,7 +29,7 @@ use serde_json::Value;
 use crate::support::{rfc3339, unix_now, urls, Coordinator, Deployment, OPERATOR, WORKFLOW};
 
 /// `coordinatorctl` with `args`, its output.
-fn ctl(args: &[String]) -> Output {
+pub(crate) fn ctl(args: &[String]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_coordinatorctl"))
         .args(args)
         .stdin(Stdio::null())
@@ -38,7 +38,7 @@ fn ctl(args: &[String]) -> Output {
 }
 
 /// The JSON lines of `out`'s stdout.
-fn json_lines(out: &[u8]) -> Vec<Value> {
+pub(crate) fn json_lines(out: &[u8]) -> Vec<Value> {
     String::from_utf8_lossy(out)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
@@ -46,7 +46,7 @@ fn json_lines(out: &[u8]) -> Vec<Value> {
 }
 
 /// The runs reported `done` in JSON `lines`.
-fn done_runs(lines: &[Value]) -> Vec<String> {
+pub(crate) fn done_runs(lines: &[Value]) -> Vec<String> {
     lines
         .iter()
         .filter(|l| l["kind"] == "BulkProgress" && l["result"] == "done")
@@ -55,7 +55,7 @@ fn done_runs(lines: &[Value]) -> Vec<String> {
 }
 
 /// How many runs are in `state`, paging `GET /v1/runs` to the end.
-async fn count_in(d: &Deployment, c: &Coordinator, state: &str) -> usize {
+pub(crate) async fn count_in(d: &Deployment, c: &Coordinator, state: &str) -> usize {
     let mut count = 0;
     let mut cursor = String::new();
     loop {
@@ -93,7 +93,7 @@ async fn hold_runs(d: &Deployment, c: &Coordinator, n: usize) {
 }
 
 /// An owner-only file holding the operator's token.
-fn token_file(d: &Deployment) -> PathBuf {
+pub(crate) fn token_file(d: &Deployment) -> PathBuf {
     let path = d.dir.path().join("operator.token");
     std::fs::write(&path, d.token(OPERATOR)).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -102,7 +102,7 @@ fn token_file(d: &Deployment) -> PathBuf {
 
 /// A bulk reconcile that is sent SIGINT once it reported `after` runs;
 /// its exit code and JSON lines.
-fn interrupted_after(args: Vec<String>, after: usize) -> (Option<i32>, Vec<Value>) {
+pub(crate) fn interrupted_after(args: Vec<String>, after: usize) -> (Option<i32>, Vec<Value>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_coordinatorctl"))
         .args(&args)
         .stdin(Stdio::null())

@@ -534,3 +534,50 @@ fn the_certificate_fits_its_committed_schema() {
         .collect();
     assert!(errors.is_empty(), "{errors:#?}");
 }
+
+/// `move apply` reads its certificate before it asks the service anything:
+/// a file it cannot read is exit 3, a certificate edited after `move
+/// plan` wrote it exit 2, each `coordinator.move.certificate`.
+#[test]
+fn move_apply_refuses_a_certificate_it_cannot_read_or_verify() {
+    let tmp = starter_pair();
+    let dir = tmp.path();
+    edit(
+        dir,
+        "b/functions.rhai",
+        &[("\"application-follow-up\"", "\"application-reminder\"")],
+    );
+    assert_eq!(status(&plan(dir, &[])), 0);
+    let token = dir.join("token");
+    std::fs::write(&token, "t").expect("write the token");
+    let apply = |cert: &str| {
+        ctl(
+            dir,
+            &[
+                "move",
+                "apply",
+                "--certificate",
+                cert,
+                "--filter",
+                "state=running",
+                "--reason",
+                "inc-34",
+                "--url",
+                "http://127.0.0.1:9",
+                "--token-file",
+                "token",
+                "--dry-run",
+            ],
+        )
+    };
+    let out = apply("missing.json");
+    assert_eq!(status(&out), 3, "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("error[coordinator.move.certificate] missing.json"));
+    let body = std::fs::read_to_string(dir.join("cert.json")).expect("read the certificate");
+    let edited = body.replacen("\"movable\": true", "\"movable\": false", 1);
+    assert_ne!(edited, body);
+    std::fs::write(dir.join("edited.json"), edited).expect("write");
+    let out = apply("edited.json");
+    assert_eq!(status(&out), 2, "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("error[coordinator.move.certificate] edited.json"));
+}

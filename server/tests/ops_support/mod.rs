@@ -74,6 +74,7 @@ pub fn policies() -> BTreeMap<String, Policy> {
                 "cancel",
                 "retry-same",
                 "reconcile",
+                "move",
                 "doctor",
                 "restore-hold",
                 "release-restore-hold",
@@ -203,6 +204,28 @@ pub async fn start_journaled(
     store: Arc<MemoryRunStore>,
     failing_journal: Option<bool>,
 ) -> Instance {
+    let served = [definition("reviewed-notice")];
+    start_serving(
+        fakes,
+        database_id,
+        recovery_only,
+        store,
+        failing_journal,
+        &served,
+    )
+    .await
+}
+
+/// [`start_journaled`] serving `definitions` (the active revisions) rather
+/// than `reviewed-notice`'s example: a process restarted after an `apply`.
+pub async fn start_serving(
+    fakes: Fakes,
+    database_id: &str,
+    recovery_only: bool,
+    store: Arc<MemoryRunStore>,
+    failing_journal: Option<bool>,
+    definitions: &[Definition],
+) -> Instance {
     let audit_dir = tempfile::tempdir().unwrap();
     let journal = if failing_journal == Some(true) {
         let full = std::fs::OpenOptions::new()
@@ -213,18 +236,26 @@ pub async fn start_journaled(
     } else {
         AuditJournal::open(&audit_dir.path().join("audit.jsonl")).unwrap()
     };
-    start_with_journal(fakes, database_id, recovery_only, store, journal, audit_dir).await
+    start_with_journal(
+        fakes,
+        database_id,
+        recovery_only,
+        store,
+        (journal, audit_dir),
+        definitions,
+    )
+    .await
 }
 
-/// [`start_with`] appending to `journal` (`audit_dir` is kept with the
-/// instance).
+/// [`start_with`] appending to `journal` (its directory is kept with the
+/// instance), serving `definitions`.
 pub async fn start_with_journal(
     fakes: Fakes,
     database_id: &str,
     recovery_only: bool,
     store: Arc<MemoryRunStore>,
-    journal: AuditJournal,
-    audit_dir: tempfile::TempDir,
+    (journal, audit_dir): (AuditJournal, tempfile::TempDir),
+    definitions: &[Definition],
 ) -> Instance {
     let kept = fakes.clone();
     let Fakes {
@@ -244,7 +275,7 @@ pub async fn start_with_journal(
         Arc::new(HttpAdapter::new(Arc::new(secrets)).unwrap()),
         AdmissionKey::new(&[7u8; 32]).unwrap(),
         connections.clone(),
-        &[definition("reviewed-notice")],
+        definitions,
     )
     .unwrap()
     .with_audit(Arc::new(journal), AuditKey::new(&[9u8; 32]).unwrap());

@@ -43,6 +43,12 @@ fn of_kind(ty: FieldTy, v: &Value) -> bool {
         FieldTy::Boolean => v.is_boolean(),
         FieldTy::State => v.as_str().is_some_and(|s| RUN_STATES.contains(&s)),
         FieldTy::Output => true,
+        FieldTy::Moves => v.as_array().is_some_and(|moves| {
+            moves.iter().all(|m| {
+                m.as_object()
+                    .is_some_and(|o| o.values().all(Value::is_string))
+            })
+        }),
     }
 }
 
@@ -126,6 +132,14 @@ fn generated_callers_declare_the_api_documents() {
         payload_erased: true,
         review: Some("required".into()),
         waiting_for: Some("notices".into()),
+        moves: vec![coordinator_api::RunMoveRecord {
+            at: "2026-01-01T00:00:30Z".into(),
+            from_revision: "sha256:00".into(),
+            to_revision: "sha256:01".into(),
+            from_step: "due".into(),
+            to_step: "due".into(),
+            certificate: "sha256:02".into(),
+        }],
     })
     .unwrap();
     let bare = serde_json::to_value(coordinator_api::RunStatus {
@@ -144,6 +158,7 @@ fn generated_callers_declare_the_api_documents() {
         payload_erased: false,
         review: None,
         waiting_for: None,
+        moves: vec![],
     })
     .unwrap();
     holds("RunStatus", RUN_STATUS_FIELDS, &full, &bare);

@@ -1,6 +1,12 @@
 //! The bulk form of `cancel`, `retry-same` and `reconcile`: `--filter`
 //! instead of `--run` (docs/operations.md "Bulk actions";
-//! docs/decisions.md "Bulk actions drive the single-run actions").
+//! docs/decisions.md "Bulk actions drive the single-run actions"); and
+//! `move apply`, which drives `POST /v1/runs/{run}/move` the same way
+//! ([`Moving`]: the certificate's workflow joins the filter, a run is
+//! skipped without a request unless it is listed `running` on the
+//! certificate's revision A at a wait the certificate says movable, and
+//! the dry run counts the runs that would move and those skipped, by
+//! reason).
 //!
 //! 1. The filter is read ([`super::filter::parse_filter`]); an empty one,
 //!    an unknown key or a bad value is refused before any request.
@@ -42,6 +48,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::filter::parse_filter;
+use super::moving::{self, AtWait, Moving};
 use crate::codes;
 use crate::report::{self, EXIT_OK, EXIT_REFUSED, EXIT_UNAVAILABLE, EXIT_USAGE};
 use crate::service_client::{
@@ -64,8 +71,18 @@ pub const DRY_RUN_SHOWN: usize = 10;
 /// not held with an unknown effect any more, or changed between the
 /// service's read and its commit. Counted `skipped` (here and by the
 /// console's bulk actions).
-pub(crate) const NO_LONGER_NEEDED: [&str; 3] =
-    ["reconcile.refused", "retry.refused", "reconcile.raced"];
+pub(crate) const NO_LONGER_NEEDED: [&str; 9] = [
+    "reconcile.refused",
+    "retry.refused",
+    "reconcile.raced",
+    // A move's: the run moved on, or moved already (`move apply` again).
+    "move.raced",
+    "move.revision-differs",
+    "move.run-ended",
+    "move.run-held",
+    "move.run-not-waiting",
+    "move.wait-refused",
+];
 
 /// The bulk actions.
 pub(crate) const ACTIONS: [&str; 3] = ["reconcile", "retry-same", "cancel"];
@@ -86,6 +103,8 @@ pub(crate) struct Bulk {
     pub max_per_second: u32,
     /// `--url`, `--token-file`, `--format`.
     pub conn: Conn,
+    /// `move apply`'s certificate; `None` for the recovery actions.
+    pub moving: Option<Moving>,
 }
 
 /// What became of one run.
@@ -137,12 +156,20 @@ pub(crate) async fn run(b: Bulk) -> u8 {
             return refuse(&b, e.code, &at, &e.message, next);
         }
     };
-    let runs = match matching_runs(&b, query).await {
+    let query = match moving_query(&b, query) {
+        Ok(q) => q,
+        Err(exit) => return exit,
+    };
+    let runs = match matching_runs(&b, query.clone()).await {
         Ok(runs) => runs,
         Err(exit) => return exit,
     };
+    let at_wait = match runs_at_waits(&b, &query).await {
+        Ok(at) => at,
+        Err(exit) => return exit,
+    };
     if b.dry_run {
-        print_dry_run(&b, &runs);
+        print_dry_run(&b, &runs, &at_wait);
         return EXIT_OK;
     }
     if !runs.is_empty() {
@@ -150,7 +177,42 @@ pub(crate) async fn run(b: Bulk) -> u8 {
             return exit;
         }
     }
-    act_on_all(&b, &runs).await
+    act_on_all(&b, &runs, &at_wait).await
+}
+
+/// `move apply`: the certificate's workflow added to the filter
+/// ([`Moving::with_workflow`]); the query as it is otherwise.
+fn moving_query(
+    b: &Bulk,
+    query: Vec<(&'static str, String)>,
+) -> Result<Vec<(&'static str, String)>, u8> {
+    let Some(m) = &b.moving else {
+        return Ok(query);
+    };
+    m.with_workflow(query).map_err(|message| {
+        refuse(
+            b,
+            codes::BULK_FILTER_VALUE,
+            "--filter",
+            &message,
+            "leave `workflow` out of the filter (the certificate's is added) or use the certificate of that workflow",
+        )
+    })
+}
+
+/// `move apply`: where the runs `query` matches wait, listed once per wait
+/// step of A (`step` and `state=running` in place of the filter's own).
+async fn runs_at_waits(b: &Bulk, query: &[(&'static str, String)]) -> Result<AtWait, u8> {
+    let mut at = AtWait::new();
+    let Some(m) = &b.moving else {
+        return Ok(at);
+    };
+    for (wait, movable, at_this) in m.wait_queries(query) {
+        for run in matching_runs(b, at_this).await? {
+            at.insert(run.run, (wait.clone(), movable));
+        }
+    }
+    Ok(at)
 }
 
 /// Every run `query` matches, newest first, listed page by page to the
@@ -183,8 +245,14 @@ async fn matching_runs(
     }
 }
 
-/// `--dry-run`: the count and the first [`DRY_RUN_SHOWN`] runs.
-fn print_dry_run(b: &Bulk, runs: &[api::RunStatus]) {
+/// `--dry-run`: the count and the first [`DRY_RUN_SHOWN`] runs (for
+/// `move apply`, how many would move and how many are skipped, by reason).
+fn print_dry_run(b: &Bulk, runs: &[api::RunStatus], at_wait: &AtWait) {
+    if let Some(m) = &b.moving {
+        return moving::print_dry_run(b.action, b.conn.format, runs, DRY_RUN_SHOWN, |r| {
+            m.skip_reason(r, at_wait)
+        });
+    }
     let shown = &runs[..runs.len().min(DRY_RUN_SHOWN)];
     match b.conn.format {
         Format::Json => report::print_json_line(
@@ -276,7 +344,7 @@ struct Sender {
 }
 
 /// The action on each of `runs` in turn, with progress and the summary.
-async fn act_on_all(b: &Bulk, runs: &[api::RunStatus]) -> u8 {
+async fn act_on_all(b: &Bulk, runs: &[api::RunStatus], at_wait: &AtWait) -> u8 {
     let sender = match sender(b) {
         Ok(s) => s,
         Err(exit) => return exit,
@@ -293,7 +361,7 @@ async fn act_on_all(b: &Bulk, runs: &[api::RunStatus]) -> u8 {
         if stop.load(Ordering::SeqCst) {
             break;
         }
-        let outcome = match not_needed(b.action, &listed.state) {
+        let outcome = match skip_reason(b, listed, at_wait) {
             Some(why) => Outcome::Skipped { why },
             None => {
                 ticks.tick().await;
@@ -343,10 +411,26 @@ fn sender(b: &Bulk) -> Result<Sender, u8> {
     Ok(Sender {
         client,
         token,
-        body: Method::Post(Body::Recovery(api::Recovery {
-            reason: b.reason.clone(),
-        })),
+        body: Method::Post(match &b.moving {
+            Some(m) => Body::Move(api::MoveRun {
+                certificate: m.certificate.clone(),
+                reason: b.reason.clone(),
+            }),
+            None => Body::Recovery(api::Recovery {
+                reason: b.reason.clone(),
+            }),
+        }),
     })
+}
+
+/// Why `listed` is skipped without a request, or `None` when the action
+/// is asked for: the listed state ([`not_needed`]), or for a move
+/// [`Moving::skip_reason`].
+fn skip_reason(b: &Bulk, listed: &api::RunStatus, at_wait: &AtWait) -> Option<String> {
+    match &b.moving {
+        Some(m) => m.skip_reason(listed, at_wait),
+        None => not_needed(b.action, &listed.state),
+    }
 }
 
 /// Whether a run in the listed `state` takes `action` in bulk: retry-same

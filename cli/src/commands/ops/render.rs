@@ -90,6 +90,7 @@ impl Text for api::RunStatus {
             payload_erased,
             review,
             waiting_for,
+            moves,
         } = self;
         let mut out = String::new();
         line(&mut out, "run", Some(run));
@@ -106,6 +107,13 @@ impl Text for api::RunStatus {
         line(&mut out, "payloadErased", flag(*payload_erased));
         line(&mut out, "review", if_set(review));
         line(&mut out, "waitingFor", if_set(waiting_for));
+        for m in moves {
+            let _ = writeln!(
+                out,
+                "moved: {} {} {} -> {} {} (certificate {})",
+                m.at, m.from_revision, m.from_step, m.to_revision, m.to_step, m.certificate
+            );
+        }
         // Compact JSON, members in the service's order.
         line(&mut out, "output", if_set(output));
         out

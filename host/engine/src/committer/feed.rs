@@ -119,7 +119,7 @@ impl Committer {
             retry_conflicts,
         } = feeding;
         let owner = self.leases.owner().to_owned();
-        let Some(vm) = self.programs.load(&run.revision).await? else {
+        let Some(mut vm) = self.programs.load(&run.revision).await? else {
             return Err(StoreError::NotFound);
         };
         let answered = matches!(event, Event::CallAnswered { .. });
@@ -199,9 +199,11 @@ impl Committer {
             match failed {
                 StoreError::Conflict if retry_conflicts && conflicts < 8 => {
                     conflicts += 1;
+                    let was = std::mem::take(&mut run.revision);
                     run = self
                         .read_again(&run.id, complete.is_some(), &mut outage)
                         .await?;
+                    self.reload_if_moved(&was, &run, &mut vm).await?;
                 }
                 // A worker holds an answer (a request may have left): it is
                 // never dropped for an outage; the commit is tried again
@@ -253,5 +255,25 @@ impl Committer {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// `vm` made the Program of `run`'s revision when an operator moved
+    /// the run from revision `was` (`vm`'s) to another one (`POST
+    /// /v1/runs/{run}/move` won the race with this commit): an event is
+    /// always fed to the Program of the revision the run is on.
+    async fn reload_if_moved(
+        &self,
+        was: &str,
+        run: &RunRecord,
+        vm: &mut std::sync::Arc<coordinator_vm::Vm>,
+    ) -> Result<(), StoreError> {
+        if run.revision != was {
+            *vm = self
+                .programs
+                .load(&run.revision)
+                .await?
+                .ok_or(StoreError::NotFound)?;
+        }
+        Ok(())
     }
 }

@@ -2,14 +2,16 @@
 //! `retry-same`, `reconcile`, inspection, listing, retention and review
 //! completions; [`restore`]: the deployment-wide holds and the restore
 //! sequence (the restore epoch, review of restored prepared commands,
-//! attestations). Both are `impl Operator`, over the one commit path.
+//! attestations); [`moves`]: a waiting run moved to another revision by a
+//! move certificate. All are `impl Operator`.
 
 pub mod actions;
+pub mod moves;
 pub mod restore;
 
 use std::sync::Arc;
 
-use coordinator_ports::store::{HoldsAndReviews, JobQueue, Maintenance, RunReads};
+use coordinator_ports::store::{HoldsAndReviews, JobQueue, Maintenance, RunMoves, RunReads};
 
 use crate::job_runner::JobRunner;
 use crate::parts::Parts;
@@ -27,6 +29,8 @@ pub(crate) struct OperatorPorts {
     /// The jobs it leases (a reconcile's lookup), claims (the restore
     /// hold's sweep), discards and brings forward.
     pub(crate) queue: Arc<dyn JobQueue>,
+    /// A waiting run moved to another revision ([`moves`]).
+    pub(crate) moves: Arc<dyn RunMoves>,
 }
 
 /// One role of the engine: operator actions (`cancel`, `retry-same`,

@@ -24,8 +24,10 @@ use serde_json::Value;
 
 pub use coordinator_runtime::binding::LiveBinding;
 
+mod moves;
 mod ports;
 
+pub use moves::{moves_of, MoveRecord, RunMove, RunMoves};
 pub use ports::{
     Definitions, HoldsAndReviews, JobQueue, Maintenance, RunAdmission, RunReads, RunStore,
 };
@@ -135,6 +137,11 @@ pub struct StepLedger {
     /// Kinds and codes only: never a body.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub answers: Vec<AnswerRecord>,
+    /// Wait steps: the moves to another revision made while the run
+    /// waited here ([`RunMoves::commit_move`]), oldest first; on the entry
+    /// of the step the run left (A's name).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moves: Vec<MoveRecord>,
 }
 
 /// How many answers a [`StepLedger`] keeps per step (the latest).

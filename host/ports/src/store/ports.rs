@@ -20,8 +20,8 @@ use coordinator_ir::Definition;
 use coordinator_runtime::clock::{Clock, ClockSample};
 
 use super::{
-    Admitted, Commit, Committed, Erasure, Holds, Job, JobKind, LeaseOnInsert, LeaseRequest,
-    LiveBinding, NewRun, ReviewSurvey, RunFilter, RunPage, RunRecord, StoreError,
+    moves::RunMoves, Admitted, Commit, Committed, Erasure, Holds, Job, JobKind, LeaseOnInsert,
+    LeaseRequest, LiveBinding, NewRun, ReviewSurvey, RunFilter, RunPage, RunRecord, StoreError,
 };
 
 /// The one answer of a batch of one; a store that answered none broke the
@@ -315,11 +315,18 @@ pub trait Maintenance: Send + Sync {
 /// The whole run store: every narrow trait. A store implements the narrow
 /// traits; this is implemented for any type that has them all.
 pub trait RunStore:
-    RunAdmission + JobQueue + RunReads + HoldsAndReviews + Definitions + Maintenance
+    RunAdmission + JobQueue + RunReads + HoldsAndReviews + Definitions + Maintenance + RunMoves
 {
 }
 
 impl<T> RunStore for T where
-    T: RunAdmission + JobQueue + RunReads + HoldsAndReviews + Definitions + Maintenance + ?Sized
+    T: RunAdmission
+        + JobQueue
+        + RunReads
+        + HoldsAndReviews
+        + Definitions
+        + Maintenance
+        + RunMoves
+        + ?Sized
 {
 }

@@ -1,7 +1,7 @@
 //! `deployment.authentication`: the token issuer, audience and JWKS, and the
 //! policies that grant run and deployment-wide actions.
 
-use super::{ptr, Checker, DEPLOYMENT_ACTIONS, RUN_ACTIONS};
+use super::{ptr, Checker, DEPLOYMENT_ACTIONS, OPERATOR_RUN_ACTIONS, RUN_ACTIONS};
 use crate::codes;
 use crate::config::{Authentication, Jwks, Policy, RuntimeConfig};
 
@@ -48,12 +48,16 @@ impl Checker<'_> {
             let at = self.doc.locate(&format!("{base}/actions/{i}"));
             if RUN_ACTIONS.contains(&a.as_str()) {
                 run_actions += 1;
-            } else if DEPLOYMENT_ACTIONS.contains(&a.as_str()) {
+            }
+            if RUN_ACTIONS.contains(&a.as_str()) && !OPERATOR_RUN_ACTIONS.contains(&a.as_str()) {
+                continue;
+            }
+            if RUN_ACTIONS.contains(&a.as_str()) || DEPLOYMENT_ACTIONS.contains(&a.as_str()) {
                 if !policy.operator {
                     self.err(
                         codes::RUNTIME_POLICY_OPERATOR_REQUIRED,
                         at,
-                        format!("policy `{client}` grants the deployment-wide action `{a}` without `operator: true`"),
+                        format!("policy `{client}` grants the operator's action `{a}` without `operator: true`"),
                         "Add `operator: true` to an operator's policy, keeping producers and operators in separate policies.",
                     );
                 }

@@ -45,15 +45,22 @@ pub enum Mode {
     Deployment,
 }
 
-/// Run actions a policy may grant, scoped by its `workflows` (seed 000).
-pub const RUN_ACTIONS: [&str; 6] = [
+/// Run actions a policy may grant, scoped by its `workflows` (seed 000;
+/// `move`, issue 34).
+pub const RUN_ACTIONS: [&str; 7] = [
     "start",
     "status",
     "inspect",
     "retry-same",
     "cancel",
     "reconcile",
+    "move",
 ];
+
+/// The run actions that also need `operator: true`: moving a waiting run
+/// to another revision (`POST /v1/runs/{run}/move`) is an operator's
+/// decision over every run of a workflow, never a caller's over its own.
+pub const OPERATOR_RUN_ACTIONS: [&str; 1] = ["move"];
 
 /// Deployment-wide actions; they need `operator: true` (seed 000).
 pub const DEPLOYMENT_ACTIONS: [&str; 6] = [

@@ -4,9 +4,10 @@
 //! fresh, empty store. A failed check panics (they are test assertions).
 //!
 //! Each check takes the narrow ports it tests ([`RunAdmission`],
-//! [`JobQueue`], [`RunReads`], [`HoldsAndReviews`], [`Maintenance`]), one
-//! parameter per port in that order, then the fixture; a caller passes the
-//! same store for each.
+//! [`JobQueue`], [`RunReads`], [`HoldsAndReviews`], [`Maintenance`],
+//! [`RunMoves`](coordinator_ports::store::RunMoves)), one parameter per
+//! port in that order, then the fixture; a caller passes the same store
+//! for each.
 //!
 //! Times are small Unix seconds chosen by the checks (the engine's clock
 //! drives a store, never the store's own).
@@ -15,6 +16,7 @@ mod admission;
 mod commits;
 mod flow;
 mod job_queue;
+mod moves;
 mod operations;
 mod retention;
 
@@ -22,6 +24,7 @@ pub use admission::*;
 pub use commits::*;
 pub use flow::*;
 pub use job_queue::*;
+pub use moves::*;
 pub use operations::*;
 pub use retention::*;
 
