@@ -385,6 +385,16 @@ fn timeline_table(i: &api::Inspection) -> Markup {
     }
 }
 
+/// The project of `projects` that draws the run of `s`: the one of its
+/// workflow at the revision it is on, else at a revision it moved from
+/// (the moved wait is drawn under either name, [`RunView::of`]).
+fn project_of<'p>(projects: &'p [ExplainData], s: &api::RunStatus) -> Option<&'p ExplainData> {
+    let of_workflow = || projects.iter().filter(|p| p.workflow == s.workflow);
+    of_workflow()
+        .find(|p| p.revision == s.revision)
+        .or_else(|| of_workflow().find(|p| s.moves.iter().any(|m| m.from_revision == p.revision)))
+}
+
 /// The run's moves to another revision, oldest first: when, from which
 /// revision and wait step to which, and the certificate's digest, each in
 /// full (`#moves`, one row per move with `data-from-step` and
@@ -453,10 +463,7 @@ pub(super) fn run(
                     }
                 }
                 section #graph {
-                    @let whole = projects
-                        .iter()
-                        .find(|p| p.workflow == s.workflow && p.revision == s.revision)
-                        .and_then(|p| workflow_graph(p, i));
+                    @let whole = project_of(projects, s).and_then(|p| workflow_graph(p, i));
                     @if let Some(drawn) = whole {
                         h3 { "Workflow" }
                         (drawn)
