@@ -271,8 +271,7 @@ async fn moved_journey(
     let a_text = std::fs::read_to_string(d.runtime_file(port)).unwrap();
     let b_text = a_text
         .replace(&d.package.0, &b_root.display().to_string())
-        .replace(&d.package.1, &b_digest)
-        .replace("release-admission-hold]", "release-admission-hold, move]");
+        .replace(&d.package.1, &b_digest);
     assert_ne!(b_text, a_text);
     let b_file = scratch.path().join("runtime-b.yaml");
     std::fs::write(&b_file, b_text).unwrap();
