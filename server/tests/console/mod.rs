@@ -245,8 +245,10 @@ async fn timeline_journey(
 /// A run waiting an hour at `due` of revision A is moved to revision B (a
 /// shorter `deadlineSeconds`) the way docs/operations.md "Moving waiting
 /// runs" orders it: B applied, the service restarted on B's package (on
-/// `c`'s port, so the console keeps its `--url`), the certificate
-/// `plan_move` writes sent to `POST /v1/runs/{run}/move`. The Run page
+/// `c`'s port, so the console keeps its `--url`), then on the Moves page
+/// the run counted on A, the certificate `plan_move` writes read from its
+/// path with its wait movable, and the run moved (once: a second move is
+/// skipped with the service's code); screenshot `moves`. The Run page
 /// then shows B as the run's revision with a link to its moves, the move
 /// in the wait's timeline row and in **Moves** in full, and the drawing
 /// labels the wait with it; screenshot `run-moved`. Returns the service
@@ -291,15 +293,89 @@ async fn moved_journey(
     .expect("a plan");
     let certificate = serde_json::to_value(&plan.certificate).unwrap();
     let digest = certificate["digest"].as_str().unwrap().to_owned();
-    let (s, moved) = d
-        .operate(
-            &c,
-            &format!("/v1/runs/{run}/move"),
-            json!({"certificate": certificate, "reason": "ticket-34"}),
-        )
-        .await;
-    assert_eq!(s, 200, "{moved}");
+    let certificate_file = scratch.path().join("move-certificate.json");
+    std::fs::write(&certificate_file, certificate.to_string()).unwrap();
+
+    // The Moves page: the running run counted on A, the certificate read
+    // from its path, its wait movable, the listed run moved.
+    client.goto(&format!("{base}/moves")).await.unwrap();
+    wait_text(
+        client,
+        &format!("#by-revision tr[data-revision='{}'] td.count", a.revision),
+        "1",
+    )
+    .await;
+    let form = client
+        .find(Locator::Css("#certificate-path"))
+        .await
+        .unwrap();
+    form.find(Locator::Css("input[name=path]"))
+        .await
+        .unwrap()
+        .send_keys(&certificate_file.display().to_string())
+        .await
+        .unwrap();
+    form.find(Locator::Css("button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(client, "#movable-waits", "1 of 1").await;
+    let due = client
+        .find(Locator::Css("#certificate tr[data-wait='due']"))
+        .await
+        .unwrap();
+    assert_eq!(
+        due.attr("data-movable").await.unwrap().as_deref(),
+        Some("true")
+    );
+    wait_text(client, "#move-runs", "1 running run(s)").await;
+    let move_form = client.find(Locator::Css("#move")).await.unwrap();
+    move_form
+        .find(Locator::Css("input[name=reason]"))
+        .await
+        .unwrap()
+        .send_keys("ticket-34")
+        .await
+        .unwrap();
+    screenshot(client, "moves").await;
+    move_form
+        .find(Locator::Css("button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let asked = Instant::now();
+    while client.accept_alert().await.is_err() {
+        assert!(
+            asked.elapsed() < Duration::from_secs(10),
+            "no confirmation asked"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    wait_text(client, "#move-result", "moved: 1").await;
+    let moved = d.get(&c, &format!("/v1/runs/{run}")).await.unwrap();
     assert_eq!(moved["revision"], b.revision.as_str(), "{moved}");
+    // Moved once: the same move again is refused by the service, counted
+    // as skipped with its code.
+    client
+        .find(Locator::Css("#move button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let asked = Instant::now();
+    while client.accept_alert().await.is_err() {
+        assert!(
+            asked.elapsed() < Duration::from_secs(10),
+            "no confirmation asked"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    wait_text(client, "#move-result", "skipped coordinator.move.").await;
 
     client.goto(&format!("{base}/runs/{run}")).await.unwrap();
     wait_text(client, "#run-state", "running").await;

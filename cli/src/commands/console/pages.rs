@@ -23,16 +23,17 @@ const ENDED: [&str; 5] = [
 
 /// Which page the navigation marks.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Nav {
+pub(super) enum Nav {
     Runs,
     Run,
+    Moves,
     Deployment,
 }
 
 /// The frame of every page; `base` is the console's path prefix
 /// (`/s/<secret>`), before every link. `secret` (the Run page only) is the session
 /// secret the page's script sends in `X-Console-Secret` with a change.
-fn layout(
+pub(super) fn layout(
     base: &str,
     title: &str,
     nav: Nav,
@@ -59,6 +60,7 @@ fn layout(
                     nav {
                         a href={ (base) "/" } class=[(nav == Nav::Runs).then_some("active")] { "Runs" }
                         @if nav == Nav::Run { a class="active" { "Run" } }
+                        a href={ (base) "/moves" } class=[(nav == Nav::Moves).then_some("active")] { "Moves" }
                         a href={ (base) "/deployment" } class=[(nav == Nav::Deployment).then_some("active")] { "Deployment" }
                     }
                     @if refresh {
