@@ -4,11 +4,15 @@
 //! OpenMetrics 1.0.0 text when the scraper's `Accept` asks for
 //! `application/openmetrics-text` (as Prometheus does); see [`Exposition`].
 //!
-//! No series has a workflow, run or principal label: labels are drawn from
-//! small fixed sets (states, outcomes, answer kinds). Series read from the
-//! store (`coordinator_dispatch_jobs`, `coordinator_runs`,
-//! `coordinator_waits`, `coordinator_uncertain_runs`) are left out of a
-//! scrape when the store does not answer, so alert on
+//! No series has a run or principal label: labels are drawn from small
+//! fixed sets (states, outcomes, answer kinds), the connections of the
+//! runtime file, and, for `coordinator_live_runs` only, the workflow and
+//! revision of each active revision and each revision that still has runs
+//! that have not ended (so an operator sees an old revision drain; a
+//! drained revision leaves the exposition). Series read from the store
+//! (`coordinator_dispatch_jobs`, `coordinator_runs`, `coordinator_waits`,
+//! `coordinator_uncertain_runs`, `coordinator_live_runs`) are left out of
+//! a scrape when the store does not answer, so alert on
 //! `coordinator_dispatch_jobs` going absent as well as on its value
 //! (seed 000). Counters count since the process started.
 //!
@@ -323,6 +327,45 @@ async fn register_connection_flows(
     );
 }
 
+/// `coordinator_live_runs{workflow,revision}`: the runs that have not
+/// ended on each revision ([`RunCounts::live_runs_by_revision`], kept by
+/// the store: a moved run counts on the revision it moved to), and each
+/// revision this process serves as active with 0 when none of its runs is
+/// live; left out (and counted as a store error) when the store does not
+/// answer. The labels are bounded by the revisions still live, never by
+/// runs.
+async fn register_live_runs(registry: &mut Registry, engine: &Engine, counts: &dyn RunCounts) {
+    let live = match counts.live_runs_by_revision().await {
+        Ok(live) => live,
+        Err(e) => {
+            let e = engine.health.count_outage(e);
+            tracing::warn!(code = "store-unavailable", error = %e, "metrics: live runs by revision not read");
+            return;
+        }
+    };
+    let mut by: BTreeMap<(String, String), u64> = engine
+        .admission
+        .active_revisions()
+        .iter()
+        .map(|(workflow, revision)| ((workflow.clone(), revision.clone()), 0))
+        .collect();
+    for l in live {
+        by.insert((l.workflow, l.revision), l.live);
+    }
+    registry.register(
+        "coordinator_live_runs",
+        "Runs that have not ended, by workflow and the revision they are on (active revisions and revisions with such runs)",
+        ByLabel {
+            kind: MetricType::Gauge,
+            labels: vec!["workflow", "revision"],
+            values: by
+                .into_iter()
+                .map(|((workflow, revision), n)| (vec![workflow, revision], n))
+                .collect(),
+        },
+    );
+}
+
 /// Counter values for each fixed label, then any other label seen (in
 /// label order).
 fn with_fixed(fixed: &[&str], mut seen: BTreeMap<String, u64>) -> Vec<(String, u64)> {
@@ -384,6 +427,7 @@ pub async fn registry(engine: &Engine, counts: &dyn RunCounts) -> Registry {
         }
     }
     register_store_ready(&mut registry, surveyed.is_ok());
+    register_live_runs(&mut registry, engine, counts).await;
     register_connection_flows(&mut registry, engine, &counters).await;
     registry.register(
         "coordinator_admissions",

@@ -989,15 +989,15 @@ async fn metrics_are_prometheus_text_without_run_labels() {
     ] {
         assert!(text.lines().any(|l| l == line), "no `{line}` in\n{text}");
     }
-    for forbidden in [
-        id.as_str(),
-        "reviewed-notice",
-        PRODUCER,
-        "workflow=",
-        "run=",
-        "principal=",
-    ] {
+    for forbidden in [id.as_str(), PRODUCER, "run=", "principal="] {
         assert!(!text.contains(forbidden), "`{forbidden}` in metrics");
+    }
+    // Only the live runs by revision name a workflow (and a revision).
+    for l in text.lines().filter(|l| l.contains("reviewed-notice")) {
+        assert!(
+            l.starts_with("coordinator_live_runs{workflow=\"reviewed-notice\",revision=\"sha256:"),
+            "{l}"
+        );
     }
     // Every sample line is `name{labels} value` or `name value`.
     for l in text.lines().filter(|l| !l.starts_with('#')) {
@@ -1013,30 +1013,33 @@ async fn metrics_are_prometheus_text_without_run_labels() {
     assert_eq!(resp.status().as_u16(), 404);
 }
 
-/// The series of docs/operations.md "Metrics": sample name, type, label.
-const SERIES: [(&str, &str, Option<&str>); 10] = [
-    ("coordinator_dispatch_jobs", "gauge", Some("state")),
-    ("coordinator_runs", "gauge", Some("state")),
-    ("coordinator_waits", "gauge", Some("kind")),
-    ("coordinator_uncertain_runs", "gauge", None),
-    ("coordinator_store_ready", "gauge", None),
-    ("coordinator_admissions_total", "counter", Some("outcome")),
+/// The series of docs/operations.md "Metrics": sample name, type, labels
+/// (sorted).
+const SERIES: [(&str, &str, &[&str]); 11] = [
+    ("coordinator_dispatch_jobs", "gauge", &["state"]),
+    ("coordinator_runs", "gauge", &["state"]),
+    ("coordinator_waits", "gauge", &["kind"]),
+    ("coordinator_uncertain_runs", "gauge", &[]),
+    ("coordinator_live_runs", "gauge", &["revision", "workflow"]),
+    ("coordinator_store_ready", "gauge", &[]),
+    ("coordinator_admissions_total", "counter", &["outcome"]),
     (
         "coordinator_dispatch_attempts_total",
         "counter",
-        Some("result"),
+        &["result"],
     ),
-    ("coordinator_runs_ended_total", "counter", Some("state")),
-    ("coordinator_store_errors_total", "counter", None),
-    ("coordinator_hold", "gauge", Some("hold")),
+    ("coordinator_runs_ended_total", "counter", &["state"]),
+    ("coordinator_store_errors_total", "counter", &[]),
+    ("coordinator_hold", "gauge", &["hold"]),
 ];
 
 /// Read from the store: absent while it does not answer.
-const FROM_STORE: [&str; 4] = [
+const FROM_STORE: [&str; 5] = [
     "coordinator_dispatch_jobs",
     "coordinator_runs",
     "coordinator_waits",
     "coordinator_uncertain_runs",
+    "coordinator_live_runs",
 ];
 
 /// Parses a Prometheus text 0.0.4 answer whole (`prometheus-parse`): every
@@ -1063,11 +1066,9 @@ fn parse_prometheus_text(text: &str) -> Vec<String> {
             | (prometheus_parse::Value::Counter(_), "counter") => {}
             (v, _) => panic!("{} is {v:?}, documented as a {kind}", s.metric),
         }
-        let keys: Vec<&String> = s.labels.keys().collect();
-        match label {
-            Some(l) => assert_eq!(keys, [l], "{}", s.metric),
-            None => assert!(keys.is_empty(), "{}", s.metric),
-        }
+        let mut keys: Vec<&str> = s.labels.keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(&keys, label, "{}", s.metric);
         assert!(
             scrape.docs.contains_key(&s.metric),
             "no HELP for {}",
@@ -1100,6 +1101,92 @@ fn check_openmetrics(text: &str) -> Vec<String> {
         seen.push(name.to_owned());
     }
     seen
+}
+
+/// `coordinator_live_runs`: the active revision with its runs that have
+/// not ended; a run moved to another revision (committed by the store's
+/// move, as the operator's move does) counts there and no more on the
+/// active one; a revision whose last live run ended leaves the exposition
+/// while the active one stays, at 0 once drained.
+#[tokio::test]
+async fn live_runs_are_counted_by_revision_and_follow_a_move() {
+    use coordinator_ports::{Commit, JobQueue, RunMove, RunMoves, RunReads};
+    let env = Env::new(false).await;
+    let active = env.engine.admission.active_revisions()["reviewed-notice"].clone();
+    let other = format!("sha256:{}", "b".repeat(64));
+    let sample = |revision: &str, n: u64| {
+        format!("coordinator_live_runs{{workflow=\"reviewed-notice\",revision=\"{revision}\"}} {n}")
+    };
+    let scrape = || async {
+        let text = env
+            .http
+            .get(&env.metrics)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .filter(|l| l.starts_with("coordinator_live_runs{"))
+            .map(str::to_owned)
+            .collect::<Vec<String>>()
+    };
+    assert_eq!(scrape().await, [sample(&active, 0)], "no run yet");
+    let mut ids = Vec::new();
+    for key in ["k-1", "k-2"] {
+        let (s, run) = env.start(key).await;
+        assert_eq!(s, 201, "{run}");
+        ids.push(run["run"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(scrape().await, [sample(&active, 2)]);
+
+    let moved = env.store.get(&ids[0]).await.unwrap().unwrap();
+    let version = env
+        .store
+        .commit_move(&RunMove {
+            run_id: moved.id.clone(),
+            at: moved.state.now,
+            expected_version: moved.version,
+            from_revision: active.clone(),
+            to_revision: other.clone(),
+            from_step: "submit-review".into(),
+            to_step: "submit-review".into(),
+            state: moved.state.clone(),
+            ledger: moved.ledger.clone(),
+            bindings: moved.bindings.clone(),
+        })
+        .await
+        .unwrap();
+    let mut expected = [sample(&active, 1), sample(&other, 1)];
+    expected.sort();
+    assert_eq!(
+        scrape().await,
+        expected,
+        "the moved run counts on its new revision"
+    );
+
+    let mut ended = moved.state.clone();
+    ended.status = coordinator_vm::RunStatus::Cancelled;
+    ended.ended_at = Some(ended.now);
+    env.store
+        .commit(Commit {
+            review: None,
+            run_id: moved.id.clone(),
+            expected_version: version,
+            at: ended.now,
+            state: ended,
+            ledger: moved.ledger.clone(),
+            complete: None,
+            jobs: vec![],
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        scrape().await,
+        [sample(&active, 1)],
+        "a drained revision leaves"
+    );
 }
 
 #[tokio::test]

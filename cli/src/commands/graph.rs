@@ -548,7 +548,7 @@ fn run_view(data: &ExplainData, run: &str, url: &str, token_file: &Path) -> Resu
     }
     if inspection.status.revision != data.revision {
         errln!(
-            "warning[{code}] run {run}\n  the run was admitted under {}, and the project compiles to {}; steps may have changed since\n  next: Draw the run with the project as it was at its revision (the package it was deployed from).",
+            "warning[{code}] run {run}\n  the run is on revision {} (admitted or moved there), and the project compiles to {}; steps may have changed since\n  next: Draw the run with the project as it was at its revision (the package it was deployed from).",
             inspection.status.revision,
             data.revision, code = codes::GRAPH_RUN_REVISION);
     }

@@ -3,7 +3,9 @@
 //! visited step ([`Standing`]); per visited step when it started and ended,
 //! its answers and its wait's due time and end, read from the run's
 //! inspection only; the edges the run took (the others are drawn faint);
-//! and the time its waits took against the run's deadline.
+//! and the time its waits took against the run's deadline; and the run's
+//! moves to another revision (when, from which revision and step to which,
+//! under which certificate: [`move_line`]), on the wait it moved at.
 
 use coordinator_api as api;
 use coordinator_compiler::explain_data::StepKind;
@@ -113,22 +115,58 @@ pub struct RunView {
 }
 
 impl RunView {
-    /// The view of the run `inspection` describes.
+    /// The view of the run `inspection` describes. A wait the run moved at
+    /// ([`api::RunStatus::moves`]) carries its move lines ([`move_line`]);
+    /// when the new revision names it otherwise, it is also drawn under
+    /// that name (its standing, lines and edges), so the drawing of either
+    /// revision shows it.
     pub fn of(inspection: &api::Inspection) -> RunView {
         let steps = &inspection.steps;
-        RunView {
+        let moves = &inspection.status.moves;
+        let mut view = RunView {
             run: true,
             standings: standings(inspection),
             details: steps
                 .iter()
-                .map(|s| (s.name.clone(), step_lines(s)))
+                .map(|s| {
+                    let mut lines = step_lines(s);
+                    lines.extend(moves_at(moves, &s.name).map(move_line));
+                    (s.name.clone(), lines)
+                })
                 .collect(),
             taken: steps
                 .windows(2)
                 .map(|w| (w[0].name.clone(), w[1].name.clone()))
                 .collect(),
             summary: Some(summary(inspection)),
+        };
+        for m in moves.iter().filter(|m| m.from_step != m.to_step) {
+            view.alias(&m.from_step, &m.to_step);
         }
+        view
+    }
+
+    /// Draws what the view holds of step `from` under `to` as well
+    /// (unless `to` was visited itself): standing, lines and edges.
+    fn alias(&mut self, from: &str, to: &str) {
+        if self.standing(to).is_some() {
+            return;
+        }
+        if let Some(standing) = self.standing(from) {
+            self.standings.push((to.to_owned(), standing));
+        }
+        let lines = self.details(from).to_vec();
+        self.details.push((to.to_owned(), lines));
+        let renamed: Vec<(String, String)> = self
+            .taken
+            .iter()
+            .filter(|(f, t)| f == from || t == from)
+            .map(|(f, t)| {
+                let name = |s: &String| if s == from { to.to_owned() } else { s.clone() };
+                (name(f), name(t))
+            })
+            .collect();
+        self.taken.extend(renamed);
     }
 
     /// Where the run stands at `step`, if it visited it.
@@ -207,6 +245,37 @@ pub fn wait_line(step: &api::InspectedStep) -> Option<String> {
     Some(format!("due {}, {end}", clock_time(due)))
 }
 
+/// A revision or certificate digest shortened for a label:
+/// `sha256:` and the first 12 hex digits (the whole text when shorter).
+pub fn short_digest(digest: &str) -> &str {
+    digest.get(..19).unwrap_or(digest)
+}
+
+/// One move as `moved 12:00:05 from sha256:3f0c… due to sha256:9a41…
+/// due-b (certificate sha256:77aa…)`: when, the revision and wait step it
+/// left, the revision and step it waits at since, the certificate's
+/// digest (each digest shortened, [`short_digest`]).
+pub fn move_line(m: &api::RunMoveRecord) -> String {
+    format!(
+        "moved {} from {}… {} to {}… {} (certificate {}…)",
+        clock_time(&m.at),
+        short_digest(&m.from_revision),
+        m.from_step,
+        short_digest(&m.to_revision),
+        m.to_step,
+        short_digest(&m.certificate)
+    )
+}
+
+/// The moves of `moves` made while the run waited at `step` (the name of
+/// the revision it left, as its path keeps it).
+pub fn moves_at<'a>(
+    moves: &'a [api::RunMoveRecord],
+    step: &'a str,
+) -> impl Iterator<Item = &'a api::RunMoveRecord> {
+    moves.iter().filter(move |m| m.from_step == step)
+}
+
 /// The lines a visited step's label gains: its times, its wait, its
 /// answers.
 pub fn step_lines(step: &api::InspectedStep) -> Vec<String> {
@@ -239,7 +308,9 @@ pub fn waited_seconds(inspection: &api::Inspection) -> i64 {
 }
 
 /// `run R: admitted A, deadline D (window W); waited X (P% of the
-/// deadline)`, P to a tenth, rounded down.
+/// deadline)`, P to a tenth, rounded down; then, for a run that moved,
+/// `; moved N times, last at T to REVISION` (the deadline is kept by a
+/// move).
 pub fn summary(inspection: &api::Inspection) -> String {
     let st = &inspection.status;
     let window = seconds_between(&st.admitted_at, &st.deadline_at).unwrap_or(0);
@@ -251,8 +322,22 @@ pub fn summary(inspection: &api::Inspection) -> String {
         0
     };
     let share = format!("{}.{}", tenths / 10, tenths % 10);
+    let moved = match st.moves.last() {
+        None => String::new(),
+        Some(last) => format!(
+            "; moved {} {} at {} to {}",
+            st.moves.len(),
+            if st.moves.len() == 1 {
+                "time, last"
+            } else {
+                "times, last"
+            },
+            last.at,
+            last.to_revision
+        ),
+    };
     format!(
-        "run {}: admitted {}, deadline {} ({}); waited {} ({share}% of the deadline)",
+        "run {}: admitted {}, deadline {} ({}); waited {} ({share}% of the deadline){moved}",
         st.run,
         st.admitted_at,
         st.deadline_at,
@@ -369,6 +454,49 @@ mod tests {
             summary(&inspection()),
             "run r1: admitted 2026-01-01T00:00:00Z, deadline 2026-01-01T01:40:00Z (1h 40m); waited 10m 0s (10.0% of the deadline)"
         );
+    }
+
+    /// A run waiting at `due` of revision A moved to B, where the wait
+    /// is `due-b`; it went on to `notify` on B.
+    fn moved() -> api::Inspection {
+        let mut i = inspection();
+        i.status.moves = vec![api::RunMoveRecord {
+            at: "2026-01-01T00:05:00Z".into(),
+            from_revision: format!("sha256:{}", "a".repeat(64)),
+            to_revision: format!("sha256:{}", "b".repeat(64)),
+            from_step: "due".into(),
+            to_step: "due-b".into(),
+            certificate: format!("sha256:{}", "c".repeat(64)),
+        }];
+        i
+    }
+
+    #[test]
+    fn a_move_is_on_the_wait_it_left_under_both_names_and_in_the_summary() {
+        let i = moved();
+        let line = "moved 00:05:00 from sha256:aaaaaaaaaaaa… due to sha256:bbbbbbbbbbbb… due-b (certificate sha256:cccccccccccc…)";
+        assert_eq!(move_line(&i.status.moves[0]), line);
+        let v = RunView::of(&i);
+        assert_eq!(v.details("due").last().map(String::as_str), Some(line));
+        assert_eq!(v.details("due-b"), v.details("due"));
+        assert_eq!(v.details("notify").len(), 3, "no move line elsewhere");
+        assert_eq!(v.standing("due-b"), Some(Standing::Done));
+        assert!(!v.faint_edge("due-b", "notify") && !v.faint_edge("due", "notify"));
+        assert!(!v.faint_step("due-b"));
+        assert!(
+            summary(&i).ends_with(&format!(
+                "(10.0% of the deadline); moved 1 time, last at 2026-01-01T00:05:00Z to sha256:{}",
+                "b".repeat(64)
+            )),
+            "{}",
+            summary(&i)
+        );
+        // A move that keeps the step's name adds no second name.
+        let mut same = moved();
+        same.status.moves[0].to_step = "due".into();
+        let v = RunView::of(&same);
+        assert_eq!(v.standings.len(), 3);
+        assert_eq!(v.details("due").len(), 3);
     }
 
     #[test]

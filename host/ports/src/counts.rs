@@ -2,8 +2,9 @@
 //! review, and how many dispatch jobs in each state, read without visiting
 //! every run (doctor and `/metrics` read it at each request and scrape).
 //!
-//! The PostgreSQL store keeps the run counts in a table the statements
-//! that change runs update (`coordinator-store`, `run_counts`), and counts
+//! The PostgreSQL store keeps the run counts in tables the statements
+//! that change runs update (`coordinator-store`, `run_counts` and
+//! `revision_counts`), and counts
 //! dispatch jobs through an index of them only, so a read costs the same
 //! with a million waiting runs as with none; the in-memory store counts
 //! its maps.
@@ -77,6 +78,20 @@ impl LiveCounts {
     }
 }
 
+/// How many runs that have not ended are on one revision of a workflow
+/// (the revision a run is on now: a moved run counts on the revision it
+/// moved to, docs/decisions.md "Moving waiting runs").
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RevisionLiveRuns {
+    /// The workflow's name.
+    pub workflow: String,
+    /// The revision (`sha256:<hex>`).
+    pub revision: String,
+    /// Runs on it that have not ended (at least 1 in
+    /// [`RunCounts::live_runs_by_revision`]).
+    pub live: u64,
+}
+
 /// Reads [`LiveCounts`] in time independent of the number of runs.
 #[async_trait::async_trait]
 pub trait RunCounts: Send + Sync {
@@ -85,4 +100,13 @@ pub trait RunCounts: Send + Sync {
     /// # Errors
     /// [`StoreError::Unavailable`] when the store cannot be reached.
     async fn live_counts(&self) -> Result<LiveCounts, StoreError>;
+
+    /// The runs that have not ended, by workflow and revision: one entry
+    /// per revision with at least one such run (a drained revision is left
+    /// out), ordered by workflow then revision. Read in time independent
+    /// of the number of runs (it depends on the number of revisions).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when the store cannot be reached.
+    async fn live_runs_by_revision(&self) -> Result<Vec<RevisionLiveRuns>, StoreError>;
 }

@@ -42,7 +42,7 @@ pub use adapter::{
     ReceiptRequest,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use counts::{LiveCounts, RunCounts};
+pub use counts::{LiveCounts, RevisionLiveRuns, RunCounts};
 pub use flow::{
     FlowControl, FlowLimit, MemoryFlowControl, SlotAnswer, SlotRequest, SlotsAsk, TokensAsk,
 };

@@ -729,4 +729,25 @@ impl crate::counts::RunCounts for MemoryRunStore {
         }
         Ok(c)
     }
+
+    async fn live_runs_by_revision(
+        &self,
+    ) -> Result<Vec<crate::counts::RevisionLiveRuns>, StoreError> {
+        let m = self.lock()?;
+        let mut by: std::collections::BTreeMap<(&str, &str), u64> =
+            std::collections::BTreeMap::new();
+        for r in m.runs.values().filter(|r| !r.status().is_terminal()) {
+            *by.entry((&r.workflow, &r.revision)).or_default() += 1;
+        }
+        Ok(by
+            .into_iter()
+            .map(
+                |((workflow, revision), live)| crate::counts::RevisionLiveRuns {
+                    workflow: workflow.to_owned(),
+                    revision: revision.to_owned(),
+                    live,
+                },
+            )
+            .collect())
+    }
 }

@@ -49,6 +49,21 @@ async fn counts_follow_every_change() {
 }
 
 #[tokio::test]
+async fn live_runs_by_revision_follow_admissions_ends_and_moves() {
+    let store = MemoryRunStore::new();
+    let other = format!("sha256:{}", "b".repeat(64));
+    conformance::live_runs_by_revision_follow_admissions_ends_and_moves(
+        &store,
+        &store,
+        &store,
+        &store,
+        &Fixture::any(),
+        &other,
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn flow_in_flight_slots() {
     let flow = coordinator_ports::MemoryFlowControl::new();
     conformance::in_flight_slots_are_held_until_given_back_or_their_lease_ends(&flow).await;

@@ -24,7 +24,7 @@ pub const MIN_SERVER_VERSION_NUM: i32 = 170_000;
 
 /// Tables of the namespace, in creation order (the no-plaintext test reads
 /// every one of them).
-pub const TABLES: [&str; 11] = [
+pub const TABLES: [&str; 12] = [
     "deployment",
     "definitions",
     "active_workflows",
@@ -33,6 +33,7 @@ pub const TABLES: [&str; 11] = [
     "jobs",
     "spent_keys",
     "run_counts",
+    "revision_counts",
     "connection_flow",
     "connection_calls",
     "connection_waits",
@@ -257,6 +258,24 @@ CREATE TABLE {ns}.run_counts (
         autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_cost_delay = 0);
 INSERT INTO {ns}.run_counts (slot) SELECT s FROM generate_series(0, 63) s;
 
+-- The runs that have not ended by the revision they are on (/metrics'
+-- `coordinator_live_runs`: an old revision draining, a moved run counted
+-- on its new revision), kept by the same statement triggers as
+-- `run_counts` and sharded the same way: a row per revision and session
+-- slot, written only by a statement that admits, ends or moves a run (a
+-- step of a live run changes no row). A reader sums the rows of each
+-- revision: its cost depends on the number of revisions, not of runs.
+-- (Its own statement, REVISION_COUNTS_TABLE: a namespace laid out before
+-- it gets it from `apply`, `amend_v4_revision_counts`.)
+CREATE TABLE {ns}.revision_counts (
+    revision text NOT NULL,
+    slot smallint NOT NULL CHECK (slot >= 0 AND slot < 64),
+    workflow text NOT NULL,
+    live bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (revision, slot)
+) WITH (fillfactor = 50, autovacuum_vacuum_threshold = 1000,
+        autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_cost_delay = 0);
+
 -- Flow control of the calls to each connection (runtime file `limits`,
 -- a product's Retry-After), shared by every process of the deployment
 -- (docs/decisions.md "Flow control is shared through PostgreSQL"). Unlogged:
@@ -410,12 +429,15 @@ pub const COUNTED: [(&str, &str); 8] = [
 ];
 
 /// The trigger functions and statement triggers that keep `run_counts`
-/// (each string one statement, run whole: the bodies hold `;`). After each
+/// and `revision_counts` (each string one statement, run whole: the
+/// bodies hold `;`; the functions first, then the triggers). After each
 /// INSERT, UPDATE or DELETE statement on `runs`, one UPDATE adds the
 /// statement's net change of every measure ([`COUNTED`]: the rows after
 /// count +1, the rows before −1) to the row of the statement's session,
-/// and only when something changed; in the statement's transaction, so a
-/// rolled-back statement counts nothing.
+/// and only when something changed; then the net change of the runs that
+/// have not ended on each revision is added to that revision's row of the
+/// session (`revision_count_change`); in the statement's transaction,
+/// so a rolled-back statement counts nothing.
 pub fn count_routines(ns: &str) -> Vec<String> {
     let sums: Vec<String> = COUNTED
         .iter()
@@ -429,8 +451,9 @@ pub fn count_routines(ns: &str) -> Vec<String> {
         .iter()
         .map(|(name, _)| format!("d.{name} <> 0"))
         .collect();
-    let columns = "state, ended, effect_unknown, review, wait";
-    let mut out = Vec::new();
+    let columns = "state, ended, effect_unknown, review, wait, workflow, revision";
+    let mut functions = Vec::new();
+    let mut triggers = Vec::new();
     for (event, rows) in [
         (
             "INSERT",
@@ -449,30 +472,89 @@ pub fn count_routines(ns: &str) -> Vec<String> {
         ),
     ] {
         let function = format!("{ns}.count_runs_{}", event.to_ascii_lowercase());
-        out.push(format!(
+        functions.push(format!(
             "CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $body$
              BEGIN
                UPDATE {ns}.run_counts c SET {sets}
                  FROM (SELECT {sums} FROM ({rows}) x) d
                 WHERE c.slot = pg_backend_pid() % {slots} AND ({changed});
+               {revisions};
                RETURN NULL;
              END $body$",
             sets = sets.join(", "),
             sums = sums.join(", "),
             changed = changed.join(" OR "),
             slots = COUNT_SLOTS,
+            revisions = revision_count_change(ns, &rows),
         ));
         let referencing = match event {
             "INSERT" => "NEW TABLE AS new_rows",
             "UPDATE" => "OLD TABLE AS old_rows NEW TABLE AS new_rows",
             _ => "OLD TABLE AS old_rows",
         };
-        out.push(format!(
+        triggers.push(format!(
             "CREATE TRIGGER count_runs_{lower} AFTER {event} ON {ns}.runs
                REFERENCING {referencing} FOR EACH STATEMENT EXECUTE FUNCTION {function}()",
             lower = event.to_ascii_lowercase(),
         ));
     }
+    functions.extend(triggers);
+    functions
+}
+
+/// The statement of a count trigger that keeps `revision_counts`: the net
+/// change of the runs that have not ended, by revision, over `rows` (the
+/// statement's rows as `sign` +1 after, −1 before, with `ended`,
+/// `workflow` and `revision`), added to each revision's row of the
+/// session's slot; no row is written for a revision whose count did not
+/// change (a step of a live run on the same revision).
+fn revision_count_change(ns: &str, rows: &str) -> String {
+    format!(
+        "INSERT INTO {ns}.revision_counts AS c (revision, slot, workflow, live)
+         SELECT x.revision, pg_backend_pid() % {slots}, min(x.workflow), sum(x.sign)
+           FROM ({rows}) x WHERE NOT x.ended
+          GROUP BY x.revision HAVING sum(x.sign) <> 0
+         ON CONFLICT (revision, slot) DO UPDATE SET live = c.live + excluded.live",
+        slots = COUNT_SLOTS,
+    )
+}
+
+/// The statement that counts the runs as they are into `revision_counts`
+/// (slot 0), once, when `apply` creates the table in a namespace that has
+/// runs ([`amend_v4`], [`amend_v4_revision_counts`]).
+fn seed_revision_counts(ns: &str) -> String {
+    format!(
+        "INSERT INTO {ns}.revision_counts (revision, slot, workflow, live)
+         SELECT revision, 0, min(workflow), count(*) FROM {ns}.runs
+          WHERE NOT ended GROUP BY revision"
+    )
+}
+
+/// The statement of [`V4`] that creates `revision_counts`
+/// ([`amend_v4_revision_counts`]).
+const REVISION_COUNTS_TABLE: &str = "CREATE TABLE {ns}.revision_counts";
+
+/// What brings a namespace laid out by an earlier build of version 4
+/// without `revision_counts` to this build's layout, run by `apply` when
+/// that table is missing: the runs locked against writers until `apply`
+/// commits (so no run is admitted, ended or moved between the count below
+/// and the triggers' new bodies), the table from `V4`, the count routines'
+/// functions of this build (which also keep `revision_counts`; the
+/// triggers are kept), then one count of the live runs as they are into
+/// slot 0.
+pub fn amend_v4_revision_counts(ns: &str) -> Vec<String> {
+    let mut out = vec![format!("LOCK TABLE {ns}.runs IN SHARE ROW EXCLUSIVE MODE")];
+    out.extend(
+        statements(V4)
+            .filter(|s| s.contains(REVISION_COUNTS_TABLE))
+            .map(|s| in_namespace(s, ns)),
+    );
+    out.extend(
+        count_routines(ns)
+            .into_iter()
+            .filter(|s| s.starts_with("CREATE OR REPLACE FUNCTION")),
+    );
+    out.push(seed_revision_counts(ns));
     out
 }
 
@@ -513,7 +595,7 @@ pub fn amend_v4_trace(ns: &str) -> Vec<String> {
 /// What brings a namespace laid out by an earlier build of version 4
 /// (without `run_counts`) to this build's layout, run by `apply` when
 /// `run_counts` is missing: the `wait` column, the dispatch index, the
-/// counts table and its triggers ([`count_routines`], whose creation locks
+/// counts tables and their triggers ([`count_routines`], whose creation locks
 /// `runs` against writers until `apply` commits), then one count of the
 /// runs as they are into slot 0. Runs waiting since before have no `wait`
 /// yet, so they count in no wait until their next step.
@@ -539,6 +621,7 @@ pub fn amend_v4(ns: &str) -> Vec<String> {
         "UPDATE {ns}.run_counts SET {} WHERE slot = 0",
         counts.join(", ")
     ));
+    out.push(seed_revision_counts(ns));
     out
 }
 
@@ -552,7 +635,7 @@ pub const STORAGE_PARAMETERS: [(&str, &str); 1] = [("runs", "fillfactor = 60")];
 
 /// What the runtime role may do on each table: exactly what serving needs.
 /// `apply` revokes everything else on every run, so drift is repaired.
-pub const RUNTIME_GRANTS: [(&str, &str); 11] = [
+pub const RUNTIME_GRANTS: [(&str, &str); 12] = [
     ("deployment", "SELECT, UPDATE"),
     ("definitions", "SELECT"),
     ("active_workflows", "SELECT"),
@@ -561,6 +644,7 @@ pub const RUNTIME_GRANTS: [(&str, &str); 11] = [
     ("jobs", "SELECT, INSERT, UPDATE, DELETE"),
     ("spent_keys", "SELECT, INSERT"),
     ("run_counts", "SELECT, UPDATE"),
+    ("revision_counts", "SELECT, INSERT, UPDATE"),
     ("connection_flow", "SELECT, INSERT, UPDATE"),
     ("connection_calls", "SELECT, INSERT, UPDATE, DELETE"),
     ("connection_waits", "SELECT, INSERT, UPDATE, DELETE"),
@@ -610,5 +694,7 @@ mod tests {
             );
         }
         assert_eq!(count_routines("coordinator_x").len(), 6);
+        // The amendment: the lock, the table, three functions, the count.
+        assert_eq!(amend_v4_revision_counts("coordinator_x").len(), 6);
     }
 }

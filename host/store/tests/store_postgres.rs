@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 use coordinator_ir::{Definition, Program};
 use coordinator_ports::{
     Admitted, Commit, Erasure, Holds, HoldsAndReviews, JobKind, JobQueue, LeaseRequest,
-    Maintenance, NewJob, NewRun, Owner, RunAdmission, RunReads, StoreError as PortError,
+    Maintenance, NewJob, NewRun, Owner, RunAdmission, RunCounts, RunMoves, RunReads,
+    StoreError as PortError,
 };
 use coordinator_runtime::audit::{journal_files, AuditJournal, AuditRecord};
 use coordinator_runtime::binding::binding_digests;
@@ -1501,6 +1502,155 @@ async fn run_store_counts_follow_every_change() {
         return;
     };
     conformance::counts_follow_every_change(&s, &s, &s, &fixture).await;
+    s.close().await;
+    fx.cleanup(&[]).await;
+}
+
+/// A fresh namespace where the example's workflow has two revisions: the
+/// active one (the fixture's) and an earlier one it replaced (kept, as
+/// every revision ever applied), which is returned too.
+async fn fresh_with_an_earlier_revision(test: &str) -> Option<(Fx, Store, Fixture, String)> {
+    let mut fx = Fx::new(urls(test)?);
+    let first = fx.packages[0].clone();
+    let earlier = fx.other_package();
+    fx.packages = vec![earlier.clone()];
+    fx.apply(&[]).await.expect("apply the earlier revision");
+    fx.packages = vec![first];
+    fx.apply(&[]).await.expect("apply the active revision");
+    let store = fx.store().await.expect("store");
+    let active = store.active_workflows().await.expect("active");
+    let first = active.first().expect("one workflow");
+    let fixture = Fixture {
+        workflow: first.workflow.clone(),
+        revision: first.revision.clone(),
+    };
+    let earlier = coordinator_runtime::package::load_package(Path::new(&earlier.0), None)
+        .expect("load")
+        .definition
+        .revision;
+    assert_ne!(earlier, fixture.revision);
+    Some((fx, store, fixture, earlier))
+}
+
+#[tokio::test]
+async fn run_store_live_runs_by_revision_follow_admissions_ends_and_moves() {
+    let Some((fx, s, fixture, earlier)) =
+        fresh_with_an_earlier_revision("run_store_live_revisions").await
+    else {
+        return;
+    };
+    conformance::live_runs_by_revision_follow_admissions_ends_and_moves(
+        &s, &s, &s, &s, &fixture, &earlier,
+    )
+    .await;
+    s.close().await;
+    fx.cleanup(&[]).await;
+}
+
+/// Lays `fx`'s namespace out as a build without `revision_counts` did:
+/// the table dropped and each count trigger's function without the
+/// statement that keeps it (as the functions read before it).
+async fn lay_out_without_revision_counts(fx: &Fx) {
+    let mut admin = fx.admin().await;
+    let ns = &fx.ns;
+    for event in ["insert", "update", "delete"] {
+        let definition: String = sqlx::query_scalar(&format!(
+            "SELECT pg_get_functiondef('{ns}.count_runs_{event}'::regproc)"
+        ))
+        .fetch_one(&mut admin)
+        .await
+        .expect("the count function");
+        let start = definition
+            .find(&format!("INSERT INTO {ns}.revision_counts"))
+            .expect("the revision counts statement");
+        let end = start + definition[start..].find("RETURN NULL").expect("its end");
+        let earlier = format!("{}{}", &definition[..start], &definition[end..]);
+        admin
+            .execute(earlier.as_str())
+            .await
+            .expect("the earlier function");
+    }
+    admin
+        .execute(format!("DROP TABLE {ns}.revision_counts").as_str())
+        .await
+        .expect("an earlier layout");
+}
+
+/// A namespace laid out before `revision_counts` existed, with live and
+/// ended runs: the service refuses it until `apply` amends it; `apply`
+/// counts the live runs as they are, and from then on the triggers keep
+/// the counts (an admission, a move).
+#[tokio::test]
+async fn apply_carries_a_namespace_without_revision_counts_through() {
+    let Some((fx, s, fixture, earlier)) =
+        fresh_with_an_earlier_revision("revision_counts_amended").await
+    else {
+        return;
+    };
+    lay_out_without_revision_counts(&fx).await;
+    let mut ids = Vec::new();
+    for marker in ["old-a", "old-b", "old-c"] {
+        let mut run = conformance::new_run(&fixture, marker, "alice", &format!("id-{marker}"), "d");
+        // No binding recorded: `apply` below compares none with its file.
+        run.bindings.clear();
+        match s.admit(run).await.expect("admit on the earlier layout") {
+            Admitted::Created(r) => ids.push(r.id),
+            other => panic!("not created: {other:?}"),
+        }
+    }
+    let mut done = conformance::state(&ids[2]);
+    done.status = RunStatus::Finished;
+    done.output = Some(json!({}));
+    done.ended_at = Some(unix(100));
+    s.commit(Commit {
+        review: None,
+        run_id: ids[2].clone(),
+        expected_version: 1,
+        at: unix(100),
+        state: done,
+        ledger: Default::default(),
+        complete: None,
+        jobs: vec![],
+    })
+    .await
+    .expect("end one run");
+    s.close().await;
+    assert_eq!(code(fx.store().await), "deployment.schema-version");
+
+    fx.apply(&[]).await.expect("apply amends it");
+    let s = fx.store().await.expect("store");
+    let live = |revision: &str, live: u64| coordinator_ports::RevisionLiveRuns {
+        workflow: fixture.workflow.clone(),
+        revision: revision.to_owned(),
+        live,
+    };
+    assert_eq!(
+        s.live_runs_by_revision().await.expect("counts"),
+        vec![live(&fixture.revision, 2)],
+        "the live runs as they were"
+    );
+    s.admit(conformance::new_run(
+        &fixture, "new-d", "alice", "id-new-d", "d",
+    ))
+    .await
+    .expect("admit");
+    s.commit_move(&coordinator_ports::RunMove {
+        run_id: ids[0].clone(),
+        at: unix(30),
+        expected_version: 1,
+        from_revision: fixture.revision.clone(),
+        to_revision: earlier.clone(),
+        from_step: "due".into(),
+        to_step: "due".into(),
+        state: conformance::state(&ids[0]),
+        ledger: Default::default(),
+        bindings: Default::default(),
+    })
+    .await
+    .expect("move");
+    let mut expected = vec![live(&fixture.revision, 2), live(&earlier, 1)];
+    expected.sort();
+    assert_eq!(s.live_runs_by_revision().await.expect("counts"), expected);
     s.close().await;
     fx.cleanup(&[]).await;
 }

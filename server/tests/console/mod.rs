@@ -6,10 +6,13 @@
 //! it finished. On the Runs page a running run is selected and cancelled
 //! in bulk, after the confirmation, with its summary. A run that waited
 //! and retried shows its timeline (a table and the labelled drawing, the
-//! untaken branch faint). The guard refuses a request without the secret, with a
+//! untaken branch faint). A waiting run moved to another revision shows
+//! its move (in the status, the timeline, **Moves** and the drawing). The
+//! guard refuses a request without the secret, with a
 //! foreign `Host`, and a cross-origin or header-less change (403).
 //!
-//! Screenshots of the three pages and of the timeline are written to
+//! Screenshots of the three pages, of the timeline and of a moved run are
+//! written to
 //! `target/console-screenshots/` (and to `docs/console/` with
 //! `UPDATE_SCREENSHOTS=1`).
 //!
@@ -237,6 +240,176 @@ async fn timeline_journey(
         .await
         .unwrap();
     screenshot(client, "timeline").await;
+}
+
+/// A run waiting an hour at `due` of revision A is moved to revision B (a
+/// shorter `deadlineSeconds`) the way docs/operations.md "Moving waiting
+/// runs" orders it: B applied, the service restarted on B's package (on
+/// `c`'s port, so the console keeps its `--url`), then on the Moves page
+/// the run counted on A, the certificate `plan_move` writes read from its
+/// path with its wait movable, and the run moved (once: a second move is
+/// skipped with the service's code); screenshot `moves`. The Run page
+/// then shows B as the run's revision with a link to its moves, the move
+/// in the wait's timeline row and in **Moves** in full, and the drawing
+/// labels the wait with it; screenshot `run-moved`. Returns the service
+/// now serving B.
+async fn moved_journey(
+    d: &Deployment,
+    mut c: crate::support::Coordinator,
+    client: &Client,
+    base: &str,
+) -> crate::support::Coordinator {
+    let run = d.start(&c, "app-moved", &rfc3339(unix_now() + 3600)).await;
+    let scratch = tempfile::tempdir().unwrap();
+    let a = d.example.compile(scratch.path());
+    assert_eq!(a.revision, d.revision);
+    let b_example = d.example.clone().with_deadline_seconds(2_592_000 - 60);
+    let b_dir = scratch.path().join("b");
+    let b = b_example.compile(&b_dir);
+    assert_ne!(b.revision, a.revision, "B is another revision");
+    let b_root = scratch.path().join("package-b");
+    let b_digest = coordinator_runtime::package::write_package(&b_root, &b).unwrap();
+    let port: u16 = c.base.rsplit(':').next().unwrap().parse().unwrap();
+    let a_text = std::fs::read_to_string(d.runtime_file(port)).unwrap();
+    let b_text = a_text
+        .replace(&d.package.0, &b_root.display().to_string())
+        .replace(&d.package.1, &b_digest);
+    assert_ne!(b_text, a_text);
+    let b_file = scratch.path().join("runtime-b.yaml");
+    std::fs::write(&b_file, b_text).unwrap();
+    d.apply_file(&b_file).await.expect("apply B");
+    let status = c.terminate(Duration::from_secs(15)).await;
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", c.log_text());
+    drop(c);
+    let c = d.spawn_with(&b_file, port, &[]).await;
+
+    let b_project = coordinator_compiler::compile_project(&b_dir.join("source"), "b");
+    let plan = coordinator_compiler::moves::plan_move(
+        &a.program,
+        &b_project,
+        &Default::default(),
+        &Default::default(),
+    )
+    .expect("a plan");
+    let certificate = serde_json::to_value(&plan.certificate).unwrap();
+    let digest = certificate["digest"].as_str().unwrap().to_owned();
+    let certificate_file = scratch.path().join("move-certificate.json");
+    std::fs::write(&certificate_file, certificate.to_string()).unwrap();
+
+    // The Moves page: the running run counted on A, the certificate read
+    // from its path, its wait movable, the listed run moved.
+    client.goto(&format!("{base}/moves")).await.unwrap();
+    wait_text(
+        client,
+        &format!("#by-revision tr[data-revision='{}'] td.count", a.revision),
+        "1",
+    )
+    .await;
+    let form = client
+        .find(Locator::Css("#certificate-path"))
+        .await
+        .unwrap();
+    form.find(Locator::Css("input[name=path]"))
+        .await
+        .unwrap()
+        .send_keys(&certificate_file.display().to_string())
+        .await
+        .unwrap();
+    form.find(Locator::Css("button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(client, "#movable-waits", "1 of 1").await;
+    let due = client
+        .find(Locator::Css("#certificate tr[data-wait='due']"))
+        .await
+        .unwrap();
+    assert_eq!(
+        due.attr("data-movable").await.unwrap().as_deref(),
+        Some("true")
+    );
+    wait_text(client, "#move-runs", "1 running run(s)").await;
+    let move_form = client.find(Locator::Css("#move")).await.unwrap();
+    move_form
+        .find(Locator::Css("input[name=reason]"))
+        .await
+        .unwrap()
+        .send_keys("ticket-34")
+        .await
+        .unwrap();
+    screenshot(client, "moves").await;
+    move_form
+        .find(Locator::Css("button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let asked = Instant::now();
+    while client.accept_alert().await.is_err() {
+        assert!(
+            asked.elapsed() < Duration::from_secs(10),
+            "no confirmation asked"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    wait_text(client, "#move-result", "moved: 1").await;
+    let moved = d.get(&c, &format!("/v1/runs/{run}")).await.unwrap();
+    assert_eq!(moved["revision"], b.revision.as_str(), "{moved}");
+    // Moved once: the same move again is refused by the service, counted
+    // as skipped with its code.
+    client
+        .find(Locator::Css("#move button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let asked = Instant::now();
+    while client.accept_alert().await.is_err() {
+        assert!(
+            asked.elapsed() < Duration::from_secs(10),
+            "no confirmation asked"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    wait_text(client, "#move-result", "skipped coordinator.move.").await;
+
+    client.goto(&format!("{base}/runs/{run}")).await.unwrap();
+    wait_text(client, "#run-state", "running").await;
+    wait_text(client, "#status a[href='#moves']", "moved 1×").await;
+    let row = client
+        .find(Locator::Css("#moves tr[data-from-step='due']"))
+        .await
+        .unwrap();
+    assert_eq!(
+        row.attr("data-to-step").await.unwrap().as_deref(),
+        Some("due")
+    );
+    let text = row.text().await.unwrap();
+    for full in [&a.revision, &b.revision, &digest] {
+        assert!(text.contains(full.as_str()), "{full} not in {text}");
+    }
+    wait_text(
+        client,
+        "#timeline tr[data-step='due'] td.wait .moved",
+        "moved ",
+    )
+    .await;
+    wait_text(client, "#timeline-summary", "moved 1 time, last at").await;
+    let drawing = client.find(Locator::Css("#graph svg")).await.unwrap();
+    assert!(
+        drawing.html(true).await.unwrap().contains(">moved "),
+        "the drawing labels the wait with its move"
+    );
+    client
+        .execute("document.getElementById('moves').scrollIntoView();", vec![])
+        .await
+        .unwrap();
+    screenshot(client, "run-moved").await;
+    c
 }
 
 fn owner_only(path: &PathBuf, text: &str) {
@@ -588,6 +761,7 @@ async fn the_console_lists_draws_and_reconciles_a_held_run_in_chromium() {
     .unwrap();
     assert_eq!(ended, json!({"runs": [{"run": later, "takes": []}]}));
     timeline_journey(&d, &c, &client, &base).await;
+    let c = moved_journey(&d, c, &client, &base).await;
 
     client.goto(&format!("{base}/deployment")).await.unwrap();
     wait_text(&client, "#doctor", "activation ready").await;

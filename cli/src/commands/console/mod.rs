@@ -20,6 +20,7 @@
 //! not compile); 3 the address cannot be bound, the token file cannot be
 //! read, or the URL cannot be printed (stdout closed).
 
+mod moves;
 mod pages;
 
 use std::net::SocketAddr;
@@ -93,6 +94,8 @@ pub(crate) struct Console {
     origin: String,
     /// The compiled `--project`s (their explain data).
     projects: Vec<ExplainData>,
+    /// The move certificates read on the Moves page.
+    certificates: moves::Certificates,
 }
 
 /// Runs the command; returns the exit code.
@@ -192,6 +195,7 @@ async fn serve(args: ConsoleArgs) -> u8 {
         secret,
         host,
         projects,
+        certificates: moves::Certificates::default(),
     });
     let url = format!("{}{}/", console.origin, console.base);
     // The URL is the only way in: a closed or broken stdout ends the
@@ -241,6 +245,9 @@ fn routes(console: Arc<Console>) -> Router {
         .route("/runs/{run}", get(run_page))
         .route("/runs/{run}/{action}", post(run_action))
         .route("/matching", get(matching))
+        .route("/moves", get(moves::moves_page))
+        .route("/moves/certificates", post(moves::upload))
+        .route("/moves/{certificate}/runs/{run}", post(moves::move_run))
         .route("/deployment", get(deployment_page))
         .route("/assets/console.js", get(script))
         .route("/assets/console.css", get(style))

@@ -23,16 +23,17 @@ const ENDED: [&str; 5] = [
 
 /// Which page the navigation marks.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Nav {
+pub(super) enum Nav {
     Runs,
     Run,
+    Moves,
     Deployment,
 }
 
 /// The frame of every page; `base` is the console's path prefix
 /// (`/s/<secret>`), before every link. `secret` (the Run page only) is the session
 /// secret the page's script sends in `X-Console-Secret` with a change.
-fn layout(
+pub(super) fn layout(
     base: &str,
     title: &str,
     nav: Nav,
@@ -59,6 +60,7 @@ fn layout(
                     nav {
                         a href={ (base) "/" } class=[(nav == Nav::Runs).then_some("active")] { "Runs" }
                         @if nav == Nav::Run { a class="active" { "Run" } }
+                        a href={ (base) "/moves" } class=[(nav == Nav::Moves).then_some("active")] { "Moves" }
                         a href={ (base) "/deployment" } class=[(nav == Nav::Deployment).then_some("active")] { "Deployment" }
                     }
                     @if refresh {
@@ -362,15 +364,60 @@ fn timeline_table(i: &api::Inspection) -> Markup {
                                 Some(t) => (timeline::duration(t)),
                                 None => span.none { "—" },
                             } }
-                            td.wait { @match timeline::wait_line(step) {
-                                Some(w) => (w),
-                                None => span.none { "—" },
-                            } }
+                            td.wait {
+                                @match timeline::wait_line(step) {
+                                    Some(w) => (w),
+                                    None => span.none { "—" },
+                                }
+                                @for m in timeline::moves_at(&i.status.moves, &step.name) {
+                                    div.moved { (timeline::move_line(m)) }
+                                }
+                            }
                             td.answers {
                                 @if step.answers.is_empty() { span.none { "—" } }
                                 @else { ol { @for a in &step.answers {
                                     li data-kind=(a.kind) { (timeline::answer_line(a)) }
                                 } } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The project of `projects` that draws the run of `s`: the one of its
+/// workflow at the revision it is on, else at a revision it moved from
+/// (the moved wait is drawn under either name, [`RunView::of`]).
+fn project_of<'p>(projects: &'p [ExplainData], s: &api::RunStatus) -> Option<&'p ExplainData> {
+    let of_workflow = || projects.iter().filter(|p| p.workflow == s.workflow);
+    of_workflow()
+        .find(|p| p.revision == s.revision)
+        .or_else(|| of_workflow().find(|p| s.moves.iter().any(|m| m.from_revision == p.revision)))
+}
+
+/// The run's moves to another revision, oldest first: when, from which
+/// revision and wait step to which, and the certificate's digest, each in
+/// full (`#moves`, one row per move with `data-from-step` and
+/// `data-to-step`); nothing for a run that never moved.
+fn moves_table(s: &api::RunStatus) -> Markup {
+    html! {
+        @if !s.moves.is_empty() {
+            section #moves {
+                h3 { "Moves" }
+                table.moves {
+                    thead { tr {
+                        th scope="col" { "at" } th scope="col" { "from" } th scope="col" { "to" }
+                        th scope="col" { "certificate" }
+                    } }
+                    tbody {
+                        @for m in &s.moves {
+                            tr data-from-step=(m.from_step) data-to-step=(m.to_step) {
+                                td.at { (m.at) }
+                                td.from { code { (m.from_revision) } " " (m.from_step) }
+                                td.to { code { (m.to_revision) } " " (m.to_step) }
+                                td.certificate { code { (m.certificate) } }
                             }
                         }
                     }
@@ -404,7 +451,8 @@ pub(super) fn run(
                     dl {
                         dt { "state" } dd #run-state { (state_badge(&s.state)) }
                         dt { "workflow" } dd { (s.workflow) }
-                        dt { "revision" } dd { code { (s.revision) } }
+                        dt { "revision" } dd { code { (s.revision) }
+                            @if !s.moves.is_empty() { " " a href="#moves" { "moved " (s.moves.len()) "×" } } }
                         dt { "admitted" } dd { (s.admitted_at) }
                         dt { "deadline" } dd { (s.deadline_at) }
                         dt { "ended" } dd { (optional(&s.ended_at)) }
@@ -417,10 +465,7 @@ pub(super) fn run(
                     }
                 }
                 section #graph {
-                    @let whole = projects
-                        .iter()
-                        .find(|p| p.workflow == s.workflow && p.revision == s.revision)
-                        .and_then(|p| workflow_graph(p, i));
+                    @let whole = project_of(projects, s).and_then(|p| workflow_graph(p, i));
                     @if let Some(drawn) = whole {
                         h3 { "Workflow" }
                         (drawn)
@@ -455,6 +500,7 @@ pub(super) fn run(
                 }
             }
             (timeline_table(i))
+            (moves_table(s))
             @if ENDED.contains(&s.state.as_str()) {
                 section #actions {
                     h3 { "Recovery" }
@@ -599,4 +645,67 @@ pub(super) fn deployment(base: &str, doctor: &Fetched<api::Doctor>) -> Markup {
         }
     };
     layout(base, "Deployment", Nav::Deployment, true, None, body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A run of `w` waiting at `due-b` of revision B since it moved from
+    /// `due` of revision A, as the service inspects it (`moves` listed).
+    fn moved_run() -> api::Inspection {
+        serde_json::from_value(json!({
+            "status": {
+                "run": "r1", "workflow": "w", "revision": format!("sha256:{}", "b".repeat(64)),
+                "state": "running", "admittedAt": "2026-01-01T00:00:00Z",
+                "deadlineAt": "2026-01-02T00:00:00Z", "endedAt": null, "outcome": null,
+                "output": null, "failure": null, "failurePath": null,
+                "moves": [{
+                    "at": "2026-01-01T00:05:00Z",
+                    "fromRevision": format!("sha256:{}", "a".repeat(64)),
+                    "toRevision": format!("sha256:{}", "b".repeat(64)),
+                    "fromStep": "due", "toStep": "due-b",
+                    "certificate": format!("sha256:{}", "c".repeat(64))
+                }]
+            },
+            "steps": [
+                {"name": "read", "kind": "call", "effect": "accepted", "attempts": 1,
+                 "dueAt": null, "observations": null,
+                 "startedAt": "2026-01-01T00:00:00Z", "endedAt": "2026-01-01T00:00:01Z"},
+                {"name": "due", "kind": "wait-until", "effect": null, "attempts": null,
+                 "dueAt": null, "observations": null, "startedAt": "2026-01-01T00:00:01Z",
+                 "waitDueAt": "2026-01-01T06:00:00Z"}
+            ]
+        }))
+        .expect("an inspection")
+    }
+
+    #[test]
+    fn the_run_page_shows_a_move_in_the_timeline_and_in_full() {
+        let mut inspection = moved_run();
+        let page = run("/s/x", "x", "r1", &Fetched::Answer(inspection.clone()), &[]).into_string();
+        let moves = page.split("<section id=\"moves\">").nth(1).expect("#moves");
+        for full in ["a", "b", "c"].map(|c| format!("sha256:{}", c.repeat(64))) {
+            assert!(moves.contains(&full), "{full} in\n{moves}");
+        }
+        assert!(
+            moves.contains("data-from-step=\"due\" data-to-step=\"due-b\""),
+            "{moves}"
+        );
+        let wait = page
+            .split("<tr data-step=\"due\">")
+            .nth(2)
+            .expect("the timeline's row of the wait");
+        let cell = wait.split("</td></tr>").next().unwrap_or_default();
+        assert!(
+            cell.contains("<div class=\"moved\">moved 00:05:00 from sha256:aaaaaaaaaaaa… due to sha256:bbbbbbbbbbbb… due-b"),
+            "{cell}"
+        );
+        assert!(page.contains("href=\"#moves\">moved 1×</a>"), "{page}");
+        // A run that never moved has neither.
+        inspection.status.moves.clear();
+        let page = run("/s/x", "x", "r1", &Fetched::Answer(inspection), &[]).into_string();
+        assert!(!page.contains("id=\"moves\"") && !page.contains("class=\"moved\""));
+    }
 }

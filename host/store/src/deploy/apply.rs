@@ -136,7 +136,8 @@ pub async fn apply(
 /// ([`check_database_id`]) and brings it to this build's layout: lays out
 /// state schema version [`SCHEMA_VERSION`] where there is none
 /// ([`lay_out_schema`]), or amends a namespace laid out by an earlier build
-/// of that version ([`schema::amend_v4`], [`schema::amend_v4_flow`]), and
+/// of that version ([`schema::amend_v4`], [`schema::amend_v4_flow`],
+/// [`schema::amend_v4_revision_counts`]), and
 /// (re)creates the flow-control routine ([`schema::flow_routines`]). On a namespace already applied,
 /// refuses what `plan` refuses ([`check_applied_namespace`]). Returns
 /// whether this apply laid the schema out.
@@ -160,6 +161,9 @@ async fn check_and_migrate_namespace(
     check_database_id(&d.database_id, &deployment.database_id)?;
     if !migrated && !has_table(tx, ns, "run_counts").await? {
         execute_each(tx, schema::amend_v4(ns)).await?;
+    }
+    if !migrated && !has_table(tx, ns, "revision_counts").await? {
+        execute_each(tx, schema::amend_v4_revision_counts(ns)).await?;
     }
     if !migrated && !has_table(tx, ns, "connection_flow").await? {
         execute_each(tx, schema::amend_v4_flow(ns)).await?;

@@ -331,7 +331,7 @@ pub(crate) async fn verify_runtime(
     if !matches!(found, Layout::Versioned(_)) {
         return Err(not_applied(ns));
     }
-    for table in ["run_counts", "connection_flow"] {
+    for table in ["run_counts", "revision_counts", "connection_flow"] {
         if !has_table(conn, ns, table).await? {
             return Err(DatabaseError::refused(
                 codes::DEPLOYMENT_SCHEMA_VERSION,

@@ -195,8 +195,9 @@ pub(crate) async fn live_bindings(
 }
 
 /// Whether the namespace has table `table` (a namespace laid out by an
-/// earlier build of version 4 may lack `run_counts` or `connection_flow`;
-/// `apply` amends it, [`crate::schema::amend_v4`],
+/// earlier build of version 4 may lack `run_counts`, `revision_counts` or
+/// `connection_flow`; `apply` amends it, [`crate::schema::amend_v4`],
+/// [`crate::schema::amend_v4_revision_counts`],
 /// [`crate::schema::amend_v4_flow`]).
 pub(super) async fn has_table(
     conn: &mut Transaction,

@@ -2,7 +2,7 @@
 //! time independent of the number of runs (docs/decisions.md "Doctor's and
 //! `/metrics`' counts are kept by statement triggers").
 
-use coordinator_ports::counts::{LiveCounts, RunCounts};
+use coordinator_ports::counts::{LiveCounts, RevisionLiveRuns, RunCounts};
 use coordinator_ports::store::StoreError as PortError;
 use sqlx::Row;
 
@@ -52,5 +52,30 @@ impl RunCounts for Store {
             dispatch_leased: count("leased")?,
             dispatch_sending: count("sending")?,
         })
+    }
+
+    /// The sums of `revision_counts` by revision (kept by the same
+    /// statements, `schema::count_routines`): at most one row per revision
+    /// and session slot is read, whatever the number of runs.
+    async fn live_runs_by_revision(&self) -> Result<Vec<RevisionLiveRuns>, PortError> {
+        let ns = &self.ns;
+        let rows = sqlx::query(&format!(
+            "SELECT min(workflow) AS workflow, revision, sum(live)::bigint AS live
+               FROM {ns}.revision_counts GROUP BY revision HAVING sum(live) > 0
+              ORDER BY min(workflow) COLLATE \"C\", revision COLLATE \"C\""
+        ))
+        .fetch_all(&self.db)
+        .await
+        .map_err(pdb)?;
+        rows.iter()
+            .map(|row| {
+                let live: i64 = row.try_get("live").map_err(pdb)?;
+                Ok(RevisionLiveRuns {
+                    workflow: row.try_get("workflow").map_err(pdb)?,
+                    revision: row.try_get("revision").map_err(pdb)?,
+                    live: u64::try_from(live).unwrap_or(0),
+                })
+            })
+            .collect()
     }
 }

@@ -69,6 +69,85 @@
     });
   });
 
+  // The Moves page: a certificate uploaded is read by the console, which
+  // keeps it and names it; the page then opens with it. The move posts
+  // each listed run's move (at most ten a second) and sums up the
+  // answers by result and problem code.
+  function say(where, kind, texts) {
+    where.className = kind;
+    where.textContent = "";
+    texts.forEach(function (line) {
+      var p = document.createElement("p");
+      p.textContent = line;
+      where.appendChild(p);
+    });
+  }
+
+  var upload = document.getElementById("certificate-upload");
+  if (upload) {
+    upload.addEventListener("submit", function (event) {
+      event.preventDefault();
+      var out = document.getElementById("certificate-result");
+      var file = document.getElementById("certificate-file").files[0];
+      if (!file) { say(out, "refused", ["choose the certificate's file first"]); return; }
+      file.text().then(function (text) {
+        return fetch(upload.getAttribute("data-endpoint"), {
+          method: "POST",
+          credentials: "same-origin",
+          headers: { "content-type": "application/json", "x-console-secret": secret },
+          body: text
+        });
+      }).then(function (response) {
+        return response.json().then(function (doc) {
+          if (response.ok && doc.certificate) {
+            location.assign(upload.getAttribute("data-page") + "?certificate=" + encodeURIComponent(doc.certificate));
+          } else {
+            say(out, "refused", ["refused: coordinator." + doc.code, doc.detail || ""]);
+          }
+        });
+      }).catch(function (error) { say(out, "refused", ["the console did not answer: " + error]); });
+    });
+  }
+
+  var moveForm = document.getElementById("move");
+  if (moveForm) {
+    moveForm.addEventListener("submit", function (event) {
+      event.preventDefault();
+      var out = document.getElementById("move-result");
+      var ids = (moveForm.getAttribute("data-runs") || "").split(" ").filter(Boolean);
+      var reason = moveForm.elements.reason.value;
+      if (!confirm("Move " + ids.length + " run(s) to revision B (" + reason + ")?")) return;
+      body.classList.add("busy");
+      var counts = {};
+      var i = 0;
+      function next() {
+        if (i >= ids.length) {
+          body.classList.remove("busy");
+          say(out, "ok", ["done: " + ids.length].concat(Object.keys(counts).sort().map(function (k) {
+            return k + ": " + counts[k];
+          })));
+          return;
+        }
+        var id = ids[i++];
+        say(out, "pending", ["moving " + i + " of " + ids.length + " …"]);
+        fetch(moveForm.getAttribute("data-endpoint") + encodeURIComponent(id), {
+          method: "POST",
+          credentials: "same-origin",
+          headers: { "content-type": "application/json", "x-console-secret": secret },
+          body: JSON.stringify({ reason: reason })
+        }).then(function (response) {
+          return response.json().then(function (doc) {
+            var key = response.ok ? "moved" : "skipped coordinator." + doc.code;
+            counts[key] = (counts[key] || 0) + 1;
+          });
+        }).catch(function () {
+          counts["not answered"] = (counts["not answered"] || 0) + 1;
+        }).then(function () { setTimeout(next, 100); });
+      }
+      next();
+    });
+  }
+
   // The bulk actions of the Runs page: the selected runs, or every run
   // matching the filter; confirmed, then one single-run action a run that
   // takes it (at most ten a second), with progress and a summary.
