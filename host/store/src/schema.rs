@@ -682,7 +682,7 @@ mod tests {
             );
             assert!(RUNTIME_GRANTS.iter().any(|(t, _)| *t == table));
         }
-        assert_eq!(statements(V4).count(), 30);
+        assert_eq!(statements(V4).count(), 31);
         assert_eq!(amend_v4_flow("coordinator_x").len(), 4);
         assert_eq!(amend_v4_trace("coordinator_x").len(), 1);
         assert_eq!(amend_v4_sealed_definitions("coordinator_x").len(), 1);

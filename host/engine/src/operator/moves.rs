@@ -158,6 +158,9 @@ impl Operator {
             certificate: certificate.digest.clone(),
         };
         let mut ledger = run.ledger.clone();
+        // A run moved before its first commit keeps its admission's step
+        // times, as every commit records them.
+        crate::timeline::record_admission(&from, &run.state, &mut ledger);
         ledger
             .entry(target.from_step.clone())
             .or_default()
