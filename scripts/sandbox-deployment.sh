@@ -116,7 +116,7 @@ deployment:
         workflows: [$workflow]
         actions: [start, status, inspect]
       $SANDBOX_OPERATOR_CLIENT:
-        actions: [status, inspect, cancel, retry-same, reconcile, doctor, restore-hold, release-restore-hold, complete-execution-recovery, release-admission-hold, retain]
+        actions: [status, inspect, cancel, retry-same, reconcile, move, doctor, restore-hold, release-restore-hold, complete-execution-recovery, release-admission-hold, retain]
         operator: true
   auditFile: "$audit/audit.jsonl"
   auditKeyRef: secret:file/audit-key

@@ -81,6 +81,8 @@ coordinator_source::diagnostic_codes! {
         "`move plan --accept-skipped STEP` names no call step of revision B.");
     MOVE_TARGET_KIND = ("coordinator.move.target-kind", Error,
         "The step of revision B a wait of revision A would move to is of another kind.");
+    MOVE_SAME_REVISION = ("coordinator.move.same-revision", Error,
+        "`move plan --from A --to B` was given the same revision twice: a run is already on it.");
     MOVE_TARGET_MISSING = ("coordinator.move.target-missing", Error,
         "Revision B has no step with the id a wait of revision A would move to.");
     MOVE_WORKFLOW_DIFFERS = ("coordinator.move.workflow-differs", Error,

@@ -266,6 +266,17 @@ pub fn plan_move(
             ),
         )]));
     }
+    if from.revision() == b_program.revision() {
+        return Err(PlanRefused::Refused(vec![Diagnostic::error(
+            codes::MOVE_SAME_REVISION,
+            b.doc.locate(""),
+            format!(
+                "revision A and this project (revision B) are the same revision {}; a run waiting on it is already there",
+                from.revision()
+            ),
+            "Give --to the project of the new revision (a changed copy of the workflow).",
+        )]));
+    }
     if !cases.faults.is_empty() {
         return Err(PlanRefused::Refused(cases.faults.clone()));
     }

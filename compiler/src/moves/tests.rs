@@ -485,6 +485,18 @@ fn another_workflow_or_a_broken_b_is_refused() {
         }
         other => panic!("expected a refusal, got {other:?}"),
     }
+    let same = compiled("b", &w, &f);
+    match plan_move(
+        program(&a),
+        &same,
+        &MoveOptions::default(),
+        &MovedCases::default(),
+    ) {
+        Err(PlanRefused::Refused(d)) => {
+            assert_eq!(codes(&d), ["coordinator.move.same-revision"]);
+        }
+        other => panic!("expected a refusal of the same revision, got {other:?}"),
+    }
     let broken = compile_sources(
         "b",
         &edited(&w, &[("start: due", "start: nowhere")]),
@@ -531,9 +543,10 @@ fn a_function_bound_to_b_input_type_that_a_input_does_not_fit_is_refused() {
 }
 
 #[test]
-fn every_example_moves_every_wait_to_itself() {
-    // The same revision on both sides: nothing differs, so every wait is
-    // movable and carries every call completed on every route to it.
+fn every_example_moves_every_wait_to_a_copy_of_itself() {
+    // The same workflow on both sides (B differs only by a comment in its
+    // Functions, so it is another revision): nothing differs, so every wait
+    // is movable and carries every call completed on every route to it.
     let mut waits = 0;
     for name in [
         "decision-follow-up",
@@ -545,7 +558,8 @@ fn every_example_moves_every_wait_to_itself() {
     ] {
         let (w, f) = texts(name);
         let c = compiled(name, &w, &f);
-        let p = plan(&c, &c, &MoveOptions::default());
+        let b = compiled(name, &w, &format!("{f}\n// revision B\n"));
+        let p = plan(&c, &b, &MoveOptions::default());
         assert!(p.diagnostics.is_empty(), "{name}: {:#?}", p.diagnostics);
         let steps = c.program.as_ref().map_or(0, |p| {
             p.steps.iter().filter(|s| s.op.kind().is_wait()).count()

@@ -149,6 +149,23 @@ async fn waiting_runs_move_once_by_a_certificate_and_every_refusal_has_its_code(
         code(&move_run(&env, OPERATOR, &waiting, &edited).await),
         (409, Some("move.certificate-invalid"))
     );
+    // Re-sealed after an edit (the digest recomputed, as anyone can): the
+    // steps it carries are checked against the two Programs, so a forged
+    // list is refused, and so is a certificate from a revision to itself.
+    let mut forged = certificate.clone();
+    for wait in &mut forged.waits {
+        wait.carried.push("not-a-step".into());
+    }
+    let forged = serde_json::to_value(forged.sealed()).unwrap();
+    assert_eq!(
+        code(&move_run(&env, OPERATOR, &waiting, &forged).await),
+        (409, Some("move.certificate-invalid"))
+    );
+    let mut to_itself = certificate.clone();
+    to_itself.from.revision = to_itself.to.revision.clone();
+    let to_itself = serde_json::to_value(to_itself.sealed()).unwrap();
+    let refused = move_run(&env, OPERATOR, &waiting, &to_itself).await;
+    assert_eq!(code(&refused), (409, Some("move.certificate-invalid")));
     // A certificate that refuses the wait (sealed as the compiler would).
     let mut refusing = certificate.clone();
     for wait in &mut refusing.waits {

@@ -18,6 +18,7 @@
 //! and 502 `coordinator.unreachable` (the decision stands: the
 //! coordinator's periodic read finds it).
 
+use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -257,7 +258,10 @@ fn decide_report(status: u16, answer: &Value) -> Result<(), (u8, String)> {
     match (status, answer["code"].as_str()) {
         (200, _) => {
             let completion = answer["completionStatus"].as_u64().unwrap_or(0);
-            println!(
+            // A closed stdout (`| head -0`) loses the line, never the
+            // decision, which is made already.
+            let _ = writeln!(
+                std::io::stdout(),
                 "review request {id}: {} in Casework; review completion sent, the coordinator answered {completion}",
                 answer["outcome"].as_str().unwrap_or("-")
             );

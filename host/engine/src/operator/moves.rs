@@ -7,6 +7,7 @@
 //!
 //! [`RunMoves::commit_move`]: coordinator_ports::store::RunMoves::commit_move
 
+use coordinator_ir::carried::carried_steps;
 use coordinator_ir::instant::Instant;
 use coordinator_ir::moves::MoveCertificate;
 use coordinator_ports::clock::whole_second;
@@ -133,6 +134,11 @@ impl Operator {
                     certificate.from.revision
                 ))
             })?;
+        if certificate.from.revision == certificate.to.revision {
+            return Err(MoveError::CertificateInvalid(
+                "it moves runs to the revision they are on".into(),
+            ));
+        }
         if run.workflow != certificate.workflow || run.revision != certificate.from.revision {
             return Err(MoveError::RevisionDiffers {
                 revision: run.revision,
@@ -261,6 +267,16 @@ fn moved_state(
     }
     if !verdict.is_some_and(|v| v.movable) {
         return Err(MoveError::WaitRefused { step: from_step });
+    }
+    // The steps kept are the one rule's over the two Programs this process
+    // holds, never the certificate's word alone.
+    let carried = carried_steps(from.program(), to.program(), &from_step);
+    if target.carried != carried {
+        return Err(MoveError::CertificateInvalid(format!(
+            "its steps carried from wait `{from_step}` ({}) are not the ones the two revisions carry ({})",
+            target.carried.join(", "),
+            carried.join(", ")
+        )));
     }
     let state = moved
         .map_err(|e| {
