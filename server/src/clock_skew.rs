@@ -8,7 +8,7 @@
 //! `deployment.clockSkewBoundMilliseconds` the process is out of service
 //! ([`Health::set_clock_standing`]): `/ready` 503 `clock.skew` with the
 //! offset, every `POST` of the API 503 `service.unavailable` before its
-//! token is read ([`refuse_while_clock_skewed`]), no lease taken. It logs
+//! token is read (`refuse_while_clock_skewed`), no lease taken. It logs
 //! `clock.skew` once when this begins and once when it ends.
 
 use std::sync::Arc;

@@ -23,11 +23,11 @@ pub fn tell_service_manager(state: sd_notify::NotifyState<'_>) {
 
 /// The part of [`SHUTDOWN_GRACE`] the trace flush always gets, however
 /// long the drain took (docs/operations.md "Stopping").
-const TRACE_FLUSH_FLOOR: Duration = Duration::from_secs(1);
+pub const TRACE_FLUSH_FLOOR: Duration = Duration::from_secs(1);
 
 /// Kept back from [`SHUTDOWN_GRACE`] for the process's own exit after the
 /// drain and the flush.
-const EXIT_MARGIN: Duration = Duration::from_millis(500);
+pub const EXIT_MARGIN: Duration = Duration::from_millis(500);
 
 /// How long the drain (open requests, the worker, the metrics listener)
 /// may take: the grace less the exit margin and, with traces on, less the
