@@ -49,6 +49,12 @@ fn starter_pair() -> tempfile::TempDir {
     let tmp = tempfile::tempdir().expect("temp dir");
     copy_example("delayed-follow-up", tmp.path(), "a");
     copy_example("delayed-follow-up", tmp.path(), "b");
+    // B is another revision of the same workflow (a comment in its
+    // Functions changes the revision, nothing else): a plan refuses the
+    // same revision twice.
+    let functions = tmp.path().join("b/functions.rhai");
+    let body = std::fs::read_to_string(&functions).expect("read");
+    std::fs::write(&functions, format!("{body}\n// revision B\n")).expect("write");
     tmp
 }
 

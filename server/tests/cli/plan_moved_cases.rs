@@ -54,6 +54,8 @@ fn layout(edits: &[(&str, &str)]) -> tempfile::TempDir {
         assert!(body.contains(from), "functions.rhai has {from:?}");
         body = body.replacen(from, to, 1);
     }
+    // Always another revision than A (a plan refuses the same one twice).
+    body.push_str("\n// revision B\n");
     std::fs::write(&functions, body).expect("write");
     tmp
 }
