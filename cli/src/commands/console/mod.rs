@@ -493,11 +493,36 @@ async fn deployment_page(State(console): State<Arc<Console>>) -> Response {
     response
 }
 
-/// The body of a recovery action from the Run page.
+/// The body of an action from a console page (a recovery action on the
+/// Run page, a move on the Moves page): `{"reason": REF}`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ActionBody {
     reason: String,
+}
+
+/// The `reason` of an action's body, or the console problem for a body
+/// over [`MAX_ACTION_BYTES`] (413 `request.too-large`) or not
+/// `{"reason": "..."}` (400 `request.invalid`).
+pub(crate) fn action_reason(body: &[u8]) -> Result<String, Response> {
+    if body.len() > MAX_ACTION_BYTES {
+        return Err(console_problem(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request.too-large",
+            "The request body is too large",
+            format!("at most {MAX_ACTION_BYTES} bytes"),
+        ));
+    }
+    serde_json::from_slice::<ActionBody>(body)
+        .map(|b| b.reason)
+        .map_err(|e| {
+            console_problem(
+                StatusCode::BAD_REQUEST,
+                "request.invalid",
+                "The request body is not {\"reason\": \"...\"}",
+                e.to_string(),
+            )
+        })
 }
 
 /// A console problem (`application/problem+json`) for the page's script.
@@ -528,24 +553,9 @@ async fn run_action(
         "cancel" => "cancel",
         _ => return not_found().await,
     };
-    if body.len() > MAX_ACTION_BYTES {
-        return console_problem(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "request.too-large",
-            "The request body is too large",
-            format!("at most {MAX_ACTION_BYTES} bytes"),
-        );
-    }
-    let reason = match serde_json::from_slice::<ActionBody>(&body) {
-        Ok(b) => b.reason,
-        Err(e) => {
-            return console_problem(
-                StatusCode::BAD_REQUEST,
-                "request.invalid",
-                "The request body is not {\"reason\": \"...\"}",
-                e.to_string(),
-            )
-        }
+    let reason = match action_reason(&body) {
+        Ok(reason) => reason,
+        Err(problem) => return problem,
     };
     let answer: Fetched<api::RunStatus> = console
         .fetch(

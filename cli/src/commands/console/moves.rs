@@ -26,7 +26,7 @@ use maud::{html, Markup};
 use serde::Deserialize;
 
 use super::pages::{layout, Nav};
-use super::{console_problem, forwarded_problem, unanswered, Console, Fetched, MAX_ACTION_BYTES};
+use super::{console_problem, forwarded_problem, unanswered, Console, Fetched};
 use crate::codes;
 use crate::commands::timeline::short_digest;
 use crate::service_client::{Body, Method};
@@ -193,13 +193,6 @@ pub(crate) async fn upload(
     }
 }
 
-/// The body of a run's move from the Moves page.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct MoveBody {
-    reason: String,
-}
-
 /// `POST /moves/{certificate}/runs/{run}` with `{"reason": REF}`: the
 /// kept certificate sent with the reason to `POST /v1/runs/{run}/move`;
 /// answers `{"state", "revision"}` of the moved run, or the service's
@@ -221,24 +214,9 @@ pub(crate) async fn move_run(
             "read the certificate again on the Moves page".into(),
         );
     };
-    if body.len() > MAX_ACTION_BYTES {
-        return console_problem(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "request.too-large",
-            "The request body is too large",
-            format!("at most {MAX_ACTION_BYTES} bytes"),
-        );
-    }
-    let reason = match serde_json::from_slice::<MoveBody>(&body) {
-        Ok(b) => b.reason,
-        Err(e) => {
-            return console_problem(
-                StatusCode::BAD_REQUEST,
-                "request.invalid",
-                "The request body is not {\"reason\": \"...\"}",
-                e.to_string(),
-            )
-        }
+    let reason = match super::action_reason(&body) {
+        Ok(reason) => reason,
+        Err(problem) => return problem,
     };
     let answer: Fetched<api::RunStatus> = console
         .fetch(
