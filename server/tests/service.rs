@@ -943,6 +943,61 @@ async fn a_crash_during_the_token_request_holds_nothing_and_sends_once() {
     assert_eq!(list["runs"].as_array().map(Vec::len), Some(0), "{list}");
 }
 
+/// A crash between a read's answer and the call after it (the starter's
+/// notice): the notice's access token is being fetched, the read's answer
+/// is not yet committed, nothing is `sending`. Another worker reads again
+/// (a read is safe to resend) and sends the notice once; no run is held.
+/// After that point the read's answer and the notice's `sending` mark are
+/// one commit (docs/decisions.md, "The commit of a read's answer marks the
+/// next command"), so a crash there holds the notice as `unknown`
+/// (`kill_9_during_a_mutation_leaves_it_unknown_and_sent_once`).
+#[tokio::test]
+async fn a_crash_between_a_read_answer_and_the_notice_loses_nothing_and_sends_once() {
+    let env = Env::new().await;
+    env.breg.put_record(
+        "applications",
+        "app-chain",
+        "r1",
+        json!({"noticeAllowed": true, "applicantEmail": "applicant@example.org"}),
+    );
+    // The read's token is answered; the notice's is held.
+    env.issuer
+        .fake()
+        .script("/token", [Reply::Normal, Reply::Hang]);
+    let (s, run) = env
+        .start(
+            PRODUCER,
+            "k-chain",
+            "follow-up",
+            json!({"applicationId": "app-chain", "sendAfter": "2026-03-01T09:00:00Z"}),
+        )
+        .await;
+    assert_eq!(s, 201, "{run}");
+    let id = run["run"].as_str().unwrap().to_owned();
+    let tokens = || env.issuer.fake().requests_to("/token").len();
+    env.crash_worker_when(|| tokens().saturating_sub(1)).await;
+    assert_eq!(env.breg.fake().requests().len(), 1, "the read was answered");
+    assert_eq!(env.messaging.messages().len(), 0);
+    let jobs = env.store.jobs(&id).await.unwrap();
+    assert!(
+        jobs.iter()
+            .all(|j| j.state == coordinator_ports::JobState::Ready),
+        "the notice's token was not in hand, so nothing is `sending`: {jobs:?}"
+    );
+
+    // Worker 2 takes the read once its lease ran out, reads again and
+    // sends the notice once.
+    let engine2 = env.second_worker();
+    env.clock.advance(611);
+    engine2.worker.run_until_idle(10).await.unwrap();
+    assert_eq!(env.breg.fake().requests().len(), 2, "the read went again");
+    assert_eq!(env.messaging.messages().len(), 1);
+    let (_, status) = env.get(PRODUCER, &format!("/v1/runs/{id}")).await;
+    assert_eq!(status["state"], "finished", "{status}");
+    let (_, list) = env.get(OPERATOR, "/v1/runs?attention=true").await;
+    assert_eq!(list["runs"].as_array().map(Vec::len), Some(0), "{list}");
+}
+
 #[tokio::test]
 async fn bad_tokens_are_refused_with_401() {
     let env = Env::new().await;

@@ -22,7 +22,7 @@ use crate::spans::Spans;
 
 mod feed;
 
-pub(crate) use feed::{Fed, Feeding, StoreWait};
+pub(crate) use feed::{Fed, Feeding, LedgerUpdate, MarkOnInsert, StoreWait};
 
 /// The parts a [`Committer`] is made of besides its ports.
 pub(crate) struct CommitterParts {

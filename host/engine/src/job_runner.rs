@@ -27,6 +27,8 @@ use crate::flow_gate::{FlowGate, Turn};
 use crate::health::Health;
 use crate::parts::Parts;
 
+mod chain;
+
 /// The store ports and the product adapter the worker may touch: nothing
 /// else of the store.
 pub(crate) struct WorkerPorts {
@@ -439,12 +441,24 @@ impl JobRunner {
             }
         };
         let kept = crate::timeline::answer_record(&answer, attempt, &answered_at);
-        self.feed_call_answer(run, job, step, answer, answered_at, &|l| {
+        let update = |l: &mut StepLedger| {
             l.attempts = attempt;
             l.keep_answer(kept.clone());
             l.waiting = None;
-        })
-        .await
+        };
+        // A read's answer may carry the next call's `sending` mark.
+        if resend_safe && job.state == JobState::Ready {
+            let read = chain::ReadAnswer {
+                job,
+                step,
+                answer,
+                at: answered_at,
+                update: &update,
+            };
+            return self.answer_read(run, read).await;
+        }
+        self.feed_call_answer(run, job, step, answer, answered_at, &update)
+            .await
     }
 
     /// Feeds the VM `answer` to call step `step`, answered at `at`, in the

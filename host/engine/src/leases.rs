@@ -71,6 +71,7 @@ impl LeaseRule {
             now: *now,
             lease_until: self.lease_until(now),
             epoch,
+            mark_sending: None,
         })
     }
 

@@ -61,20 +61,26 @@ impl Memory {
     ) -> Vec<Job> {
         let lease = lease.filter(|l| !self.holds.restore && l.epoch == self.holds.restore_epoch);
         let mut leased = Vec::new();
-        for j in jobs {
+        for (index, j) in jobs.into_iter().enumerate() {
             self.next_job += 1;
+            let lease_now = lease.filter(|l| whole_second(&j.due_at) <= whole_second(&l.now));
+            // The job the committing lane writes next is marked `sending`
+            // by this commit, when it is leased to that lane.
+            let marked = lease_now.is_some_and(|l| l.mark_sending == Some(index));
             let job = Job {
                 id: self.next_job,
                 run_id: run_id.to_owned(),
-                lease: lease
-                    .filter(|l| whole_second(&j.due_at) <= whole_second(&l.now))
-                    .map(|l| Lease {
-                        owner: l.owner.clone(),
-                        expires_at: whole_second(&l.lease_until),
-                    }),
+                lease: lease_now.map(|l| Lease {
+                    owner: l.owner.clone(),
+                    expires_at: whole_second(&l.lease_until),
+                }),
                 kind: j.kind,
                 due_at: whole_second(&j.due_at),
-                state: JobState::Ready,
+                state: if marked {
+                    JobState::Sending
+                } else {
+                    JobState::Ready
+                },
             };
             if job.lease.is_some() {
                 leased.push(job.clone());
@@ -325,6 +331,7 @@ impl JobQueue for MemoryRunStore {
             now,
             lease_until,
             epoch: m.holds.restore_epoch,
+            mark_sending: None,
         });
         let mut out = Vec::new();
         for (due, run_id) in deadlines {

@@ -8,8 +8,10 @@
 use std::collections::BTreeMap;
 
 use coordinator_ir::instant::Instant;
-use coordinator_ports::store::{Commit, Committed, Review, RunRecord, StepLedger, StoreError};
-use coordinator_vm::{Command, Event, RejectCode, Rejected};
+use coordinator_ports::store::{
+    Commit, Committed, Job, JobKind, JobState, Review, RunRecord, StepLedger, StoreError,
+};
+use coordinator_vm::{Command, Event, RejectCode, Rejected, Resumed};
 
 use super::Committer;
 
@@ -32,6 +34,59 @@ pub(crate) struct Feeding<'a> {
     /// On a version conflict, read the run again and apply the event anew
     /// (a worker's answer is never dropped); `false` answers the conflict.
     pub(crate) retry_conflicts: bool,
+    /// The VM's answer to the event on the run as given, when the caller
+    /// computed it already: used on the first try (a conflict's retry
+    /// resumes the run read again).
+    pub(crate) resumed: Option<Resumed>,
+    /// A dispatch the caller writes next, marked `sending` by this commit
+    /// ([`MarkOnInsert`]).
+    pub(crate) mark: Option<&'a MarkOnInsert>,
+}
+
+/// A dispatch job a lane writes as soon as the commit that makes it is
+/// durable: the commit inserts it already marked `sending` and leased to
+/// this process ([`LeaseOnInsert::mark_sending`]), so its request needs
+/// no `sending` mark of its own, and puts it here instead of handing it
+/// to another lane. Used by the lane that answers a read whose next
+/// command is a call not safe to resend (docs/decisions.md, "The commit
+/// of a read's answer marks the next command").
+///
+/// [`LeaseOnInsert::mark_sending`]: coordinator_ports::store::LeaseOnInsert::mark_sending
+pub(crate) struct MarkOnInsert {
+    /// The job's kind as the lane prepared it (its command and its
+    /// idempotency key): the new job of the commit with this kind, due by
+    /// the commit's now, is the one marked. When a conflict's retry makes
+    /// other commands, none is marked.
+    pub(crate) kind: JobKind,
+    /// The job as inserted, marked and leased to this process; `None`
+    /// until a commit marks it (an unleased insert marks nothing).
+    pub(crate) marked: std::sync::Mutex<Option<Job>>,
+}
+
+impl MarkOnInsert {
+    /// A mark of the job of `kind`, not yet made.
+    pub(crate) fn new(kind: JobKind) -> Self {
+        MarkOnInsert {
+            kind,
+            marked: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// The job the commit marked, if it did.
+    pub(crate) fn marked(&self) -> Option<Job> {
+        self.marked.lock().ok().and_then(|m| m.clone())
+    }
+
+    /// Takes the marked job (the one `sending`) out of a commit's `leased`
+    /// jobs: it is the caller's to write, not a lane's.
+    fn take_from(&self, leased: &mut Vec<Job>) {
+        if let Some(i) = leased.iter().position(|j| j.state == JobState::Sending) {
+            let job = leased.remove(i);
+            if let Ok(mut slot) = self.marked.lock() {
+                *slot = Some(job);
+            }
+        }
+    }
 }
 
 impl Default for Feeding<'_> {
@@ -42,6 +97,8 @@ impl Default for Feeding<'_> {
             review: None,
             refuse_dispatch: false,
             retry_conflicts: true,
+            resumed: None,
+            mark: None,
         }
     }
 }
@@ -117,6 +174,8 @@ impl Committer {
             review,
             refuse_dispatch,
             retry_conflicts,
+            resumed: mut computed,
+            mark,
         } = feeding;
         let owner = self.leases.owner().to_owned();
         let Some(mut vm) = self.programs.load(&run.revision).await? else {
@@ -126,11 +185,13 @@ impl Committer {
         let mut conflicts = 0;
         let mut outage = StoreWait::new();
         loop {
-            let resumed = match vm.resume(&run.state, event) {
-                Ok(r) => r,
-                Err(rejected) => return self.refused(&run.id, complete, rejected).await,
+            let resumed = match computed.take() {
+                Some(r) => r,
+                None => match vm.resume(&run.state, event) {
+                    Ok(r) => crate::jobs::take_due_waits(&vm, r, &now, false),
+                    Err(rejected) => return self.refused(&run.id, complete, rejected).await,
+                },
             };
-            let resumed = crate::jobs::take_due_waits(&vm, resumed, &now, false);
             if refuse_dispatch
                 && resumed
                     .commands
@@ -147,22 +208,8 @@ impl Committer {
                 self.jobs
                     .jobs_for(&run.start_identity, &resumed.commands, &now, answered)
             };
-            let mut ledger = run.ledger.clone();
-            crate::timeline::record_admission(&vm, &run.state, &mut ledger);
-            if let Some(update) = ledger_update {
-                update(&mut ledger);
-            }
-            let traced = self.spans.trace_before(&vm, &run);
-            self.spans
-                .trace_entered(traced.as_ref(), &resumed.state.path, &mut ledger);
-            crate::timeline::record_steps(
-                &vm,
-                &run.state,
-                &resumed.state,
-                event,
-                &now,
-                &mut ledger,
-            );
+            let (ledger, traced) =
+                self.ledger_after(&vm, &run, (&resumed, event, &now), ledger_update);
             let commit = Commit {
                 run_id: run.id.clone(),
                 expected_version: run.version,
@@ -174,11 +221,17 @@ impl Committer {
                 review,
             };
             let scheduled_due_now = commit.jobs.iter().any(|j| j.due_at <= now);
-            let lease = self.leases.on_insert(&now);
+            let lease = self.lease_marking(&now, mark, &commit.jobs);
             let failed = match self.commit(commit, lease.clone()).await {
-                Ok(Committed { version, leased }) => {
+                Ok(Committed {
+                    version,
+                    mut leased,
+                }) => {
                     if scheduled_due_now && leased.is_empty() {
                         self.hand_off.wake_one();
+                    }
+                    if let Some(mark) = mark {
+                        mark.take_from(&mut leased);
                     }
                     if resumed.status.is_terminal() {
                         tracing::info!(run = %run.id, state = resumed.status.as_str(), "run ended");
@@ -216,6 +269,46 @@ impl Committer {
             // Tried anew: a new step of work, at the clock's new reading.
             now = self.clock.now();
         }
+    }
+
+    /// The ledger of `run` after the VM's answer `resumed` to `event` at
+    /// `now`: the admission and steps recorded, `update` applied, the
+    /// steps entered traced (with what the trace of the event needs).
+    fn ledger_after(
+        &self,
+        vm: &coordinator_vm::Vm,
+        run: &RunRecord,
+        (resumed, event, now): (&Resumed, &Event, &Instant),
+        update: Option<&LedgerUpdate<'_>>,
+    ) -> (BTreeMap<String, StepLedger>, Option<crate::trace::Before>) {
+        let mut ledger = run.ledger.clone();
+        crate::timeline::record_admission(vm, &run.state, &mut ledger);
+        if let Some(update) = update {
+            update(&mut ledger);
+        }
+        let traced = self.spans.trace_before(vm, run);
+        self.spans
+            .trace_entered(traced.as_ref(), &resumed.state.path, &mut ledger);
+        crate::timeline::record_steps(vm, &run.state, &resumed.state, event, now, &mut ledger);
+        (ledger, traced)
+    }
+
+    /// The lease on insert of a commit at `now` (none outside this
+    /// process's restore epoch), marking the job of `jobs` that `mark`
+    /// names, if any.
+    fn lease_marking(
+        &self,
+        now: &Instant,
+        mark: Option<&MarkOnInsert>,
+        jobs: &[coordinator_ports::store::NewJob],
+    ) -> Option<coordinator_ports::store::LeaseOnInsert> {
+        let mut lease = self.leases.on_insert(now);
+        if let (Some(lease), Some(mark)) = (lease.as_mut(), mark) {
+            lease.mark_sending = jobs
+                .iter()
+                .position(|j| j.kind == mark.kind && j.due_at <= *now);
+        }
+        lease
     }
 
     /// The VM refused the event on run `run_id`: the leased job it answers

@@ -571,6 +571,14 @@ pub struct LeaseOnInsert {
     /// deployment is under it and no restore hold is in place (the jobs are
     /// then inserted unleased, for whoever may lease them).
     pub epoch: u64,
+    /// The index, in the commit's `jobs`, of a dispatch job the committing
+    /// lane writes next: inserted already marked `sending` when it is
+    /// leased on insert (the commit is its `sending` mark; unleased it is
+    /// inserted `ready`), and returned in [`Committed::leased`] with state
+    /// [`JobState::Sending`]. `None` for every other commit
+    /// (docs/decisions.md, "The commit of a read's answer marks the next
+    /// command").
+    pub mark_sending: Option<usize>,
 }
 
 /// What [`JobQueue::commit_leasing`] did.

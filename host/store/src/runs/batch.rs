@@ -107,9 +107,17 @@ impl Store {
                 } else {
                     new_jobs
                 };
+                let mark = lease.as_ref().and_then(|l| l.mark_sending);
                 let values = jobs
                     .iter()
-                    .map(|job| self.job_values(run_id, job, lease.as_ref()))
+                    .enumerate()
+                    .map(|(index, job)| {
+                        let mut values = self.job_values(run_id, job, lease.as_ref());
+                        // Marked `sending` only when leased on insert to the
+                        // lane that writes it next.
+                        values.sending = mark == Some(index);
+                        values
+                    })
                     .collect();
                 Prepared { item, jobs, values }
             })
@@ -157,7 +165,7 @@ impl<'a> StateColumns<'a> {
     }
 
     /// Runs a group statement whose item columns `query` binds: the new
-    /// jobs' twelve arrays follow them, and the `wait` column comes last.
+    /// jobs' thirteen arrays follow them, and the `wait` column comes last.
     async fn fetch<'q>(
         &'q self,
         store: &Store,

@@ -70,23 +70,28 @@ pub(super) struct JobValues<'a> {
     pub(super) key_version: Option<i32>,
     pub(super) due_at: OffsetDateTime,
     pub(super) lease: Option<&'a LeaseOnInsert>,
+    /// Inserted `sending` when leased on insert
+    /// ([`LeaseOnInsert::mark_sending`] names it).
+    pub(super) sending: bool,
 }
 
 /// The job `job_id` as leased on insert (`owner` set), for the lane that
-/// inserted it; `None` when it was inserted unleased.
+/// inserted it, in `state` (`sending` when the insert marked it); `None`
+/// when it was inserted unleased.
 pub(super) fn leased_job(
     run_id: &str,
     job: &NewJob,
     lease: Option<&LeaseOnInsert>,
     job_id: i64,
     owner: Option<String>,
+    state: JobState,
 ) -> Option<Job> {
     owner.zip(lease).map(|(owner, l)| Job {
         id: u64::try_from(job_id).unwrap_or(0),
         run_id: run_id.to_owned(),
         kind: job.kind.clone(),
         due_at: whole_second(&job.due_at),
-        state: JobState::Ready,
+        state,
         lease: Some(Lease {
             owner,
             expires_at: whole_second(&l.lease_until),
@@ -130,6 +135,7 @@ impl Store {
             key_version,
             due_at: at_instant(&job.due_at),
             lease: lease.filter(|l| whole_second(&job.due_at) <= whole_second(&l.now)),
+            sending: false,
         }
     }
 }

@@ -176,6 +176,7 @@ pub async fn group_admissions_answer_each_start_as_alone(
         now: unix(100),
         lease_until: unix(200),
         epoch: 0,
+        mark_sending: None,
     };
     let start = |id: &str, identity: &str, digest: &str| {
         (

@@ -41,6 +41,7 @@ pub async fn commits_lease_new_due_jobs_to_the_committer(
         now: unix(100),
         lease_until: unix(200),
         epoch: 0,
+        mark_sending: None,
     };
     let mut first = due_now("now");
     first.push(NewJob {
@@ -94,6 +95,7 @@ pub async fn commits_lease_new_due_jobs_to_the_committer(
             step(2, due_now("held")),
             Some(&LeaseOnInsert {
                 epoch: 1,
+                mark_sending: None,
                 ..on_insert.clone()
             }),
         )
@@ -116,6 +118,78 @@ pub async fn commits_lease_new_due_jobs_to_the_committer(
         jobs.iter().filter(|j| j.lease.is_some()).count(),
         2,
         "w2's lease and the one job leased on insert: {jobs:?}"
+    );
+    commits_mark_the_job_their_lane_writes_next(queue, reads, &on_insert).await;
+}
+
+/// The job a commit's lane writes next ([`LeaseOnInsert::mark_sending`])
+/// is inserted `sending` when leased on insert, the others `ready`; a
+/// release makes it `ready` again; unleased (a stale epoch) it is `ready`.
+/// Run `run-l` is at version 4 under restore epoch 1.
+async fn commits_mark_the_job_their_lane_writes_next(
+    queue: &dyn JobQueue,
+    reads: &dyn RunReads,
+    on_insert: &coordinator_ports::store::LeaseOnInsert,
+) {
+    use coordinator_ports::store::{JobState, LeaseOnInsert};
+    let step = |version: u64, names: &[&str]| Commit {
+        review: None,
+        run_id: "run-l".into(),
+        expected_version: version,
+        at: committed_at(&state("run-l")),
+        state: state("run-l"),
+        ledger: BTreeMap::new(),
+        complete: None,
+        jobs: names
+            .iter()
+            .map(|name| NewJob {
+                kind: dispatch(name, 1),
+                due_at: unix(100),
+            })
+            .collect(),
+    };
+    let marking = LeaseOnInsert {
+        epoch: 1,
+        mark_sending: Some(1),
+        ..on_insert.clone()
+    };
+    let marked = queue
+        .commit_leasing(step(4, &["read", "notify"]), Some(&marking))
+        .await
+        .expect("commit");
+    let states: Vec<JobState> = marked.leased.iter().map(|j| j.state).collect();
+    assert_eq!(states, [JobState::Ready, JobState::Sending]);
+    let notify = marked.leased.get(1).expect("the marked job").id;
+    let stored = |jobs: &[coordinator_ports::store::Job]| {
+        jobs.iter().find(|j| j.id == notify).map(|j| j.state)
+    };
+    let jobs = reads.jobs("run-l").await.expect("jobs");
+    assert_eq!(stored(&jobs), Some(JobState::Sending), "{jobs:?}");
+    queue
+        .release(notify, "w1", unix(100), None)
+        .await
+        .expect("release");
+    let jobs = reads.jobs("run-l").await.expect("jobs");
+    assert_eq!(stored(&jobs), Some(JobState::Ready), "{jobs:?}");
+    let stale = LeaseOnInsert {
+        epoch: 0,
+        mark_sending: Some(0),
+        ..on_insert.clone()
+    };
+    let unleased = queue
+        .commit_leasing(step(5, &["stale-mark"]), Some(&stale))
+        .await
+        .expect("commit");
+    assert!(unleased.leased.is_empty());
+    let jobs = reads.jobs("run-l").await.expect("jobs");
+    let stale_mark = jobs.iter().find(|j| {
+        matches!(&j.kind, coordinator_ports::store::JobKind::Dispatch { dispatch, .. }
+            if dispatch.step == "stale-mark")
+    });
+    assert_eq!(
+        stale_mark.map(|j| (j.state, j.lease.is_some())),
+        Some((JobState::Ready, false)),
+        "an unleased job is never marked: {jobs:?}"
     );
 }
 
@@ -213,6 +287,7 @@ async fn commit_the_group_one_outcome_each(
         now: unix(100),
         lease_until: unix(200),
         epoch: 0,
+        mark_sending: None,
     };
     queue
         .commit_batch(vec![

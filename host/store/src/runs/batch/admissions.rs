@@ -178,7 +178,7 @@ impl AdmissionColumns<'_> {
 ///
 /// Parameters: `$1`..`$19` the starts' columns, `$20` the activation
 /// generation, `$21` the active state key version, `$22` the trace
-/// contexts, `$23`..`$34` the new jobs' arrays, `$35` the `wait` column.
+/// contexts, `$23`..`$35` the new jobs' arrays, `$36` the `wait` column.
 fn admission_statement(ns: &str) -> String {
     format!(
             "WITH a AS (
@@ -186,7 +186,7 @@ fn admission_statement(ns: &str) -> String {
                    $5::text[], $6::text[], $7::text[], $8::boolean[], $9::boolean[], $10::timestamptz[],
                    $11::timestamptz[], $12::timestamptz[], $13::timestamptz[], $14::bytea[],
                    $15::bytea[], $16::bytea[], $17::bytea[], $18::text[], $19::boolean[],
-                   $35::text[], $22::text[])
+                   $36::text[], $22::text[])
                  WITH ORDINALITY AS a(run_id, workflow, revision, owner_ref, start_identity,
                    request_fingerprint, state, attention, ended, deadline_at, created_at,
                    updated_at, ended_at, sealed_input, sealed_state, sealed_output, sealed_owner,

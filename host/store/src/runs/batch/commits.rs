@@ -169,14 +169,14 @@ impl CommitColumns<'_> {
 /// insert.
 ///
 /// Parameters: `$1`..`$14` the commits' columns, `$15` the active state key
-/// version, `$16`..`$27` the new jobs' arrays, `$28` the `wait` column.
+/// version, `$16`..`$28` the new jobs' arrays, `$29` the `wait` column.
 fn commit_statement(ns: &str) -> String {
     format!(
         "WITH c AS (
                SELECT * FROM unnest((SELECT $1::text[]), $2::bigint[], $3::text[], $4::boolean[],
                    $5::boolean[], $6::timestamptz[], $7::timestamptz[], $8::bytea[], $9::bytea[],
                    $10::text[], $11::boolean[], $12::text[], $13::bigint[], $14::text[],
-                   $28::text[])
+                   $29::text[])
                  WITH ORDINALITY AS c(run_id, expected_version, state, attention, ended,
                    updated_at, ended_at, sealed_state, sealed_output, ledger, effect_unknown,
                    review, complete_job, complete_owner, wait, k)),

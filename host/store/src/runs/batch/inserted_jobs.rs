@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use coordinator_ports::store::{Job, NewJob};
+use coordinator_ports::store::{Job, JobState, NewJob};
 use serde_json::Value;
 use sqlx::Row;
 use time::OffsetDateTime;
@@ -30,6 +30,7 @@ pub(super) struct JobArrays<'a> {
     owners: Vec<Option<&'a str>>,
     untils: Vec<Option<OffsetDateTime>>,
     epochs: Vec<Option<i64>>,
+    sendings: Vec<bool>,
 }
 
 impl<'a> JobArrays<'a> {
@@ -52,41 +53,46 @@ impl<'a> JobArrays<'a> {
             self.untils
                 .push(v.lease.map(|l| at_instant(&l.lease_until)));
             self.epochs.push(v.lease.map(|l| epoch_column(l.epoch)));
+            self.sendings.push(v.lease.is_some() && v.sending);
         }
     }
 
-    /// Binds the twelve arrays, in [`new_jobs_sql`]'s order, after the
+    /// Binds the thirteen arrays, in [`new_jobs_sql`]'s order, after the
     /// parameters bound before.
     pub(super) fn bind<'q>(&'q self, query: GroupQuery<'q>) -> GroupQuery<'q> {
         bind_in_order!(query;
             &self.k, &self.kinds, &self.steps, &self.dues, &self.details, &self.review_requests,
             &self.keys, &self.key_versions, &self.sealed_commands, &self.owners, &self.untils,
-            &self.epochs)
+            &self.epochs, &self.sendings)
     }
 }
 
 /// The CTEs (each with a leading comma) that insert a batch's new jobs
-/// ([`JobArrays`], parameters `$first`..`$first+11`) for the items that
+/// ([`JobArrays`], parameters `$first`..`$first+12`) for the items that
 /// went ahead: `made` is a CTE with columns `k` and `run_id`, one row per
 /// item whose run was inserted or updated. Each job is leased on insert to
 /// its owner until its expiry when the deployment is under the job's
 /// restore epoch and no restore hold (`ins` returns what
-/// [`LEASED_COLUMNS`] reads), and its idempotency key is recorded spent.
+/// [`LEASED_COLUMNS`] reads), inserted `sending` when leased and marked
+/// ([`JobValues::sending`]), and its idempotency key is recorded spent.
 pub(super) fn new_jobs_sql(ns: &str, first: usize, made: &str) -> String {
-    let [k, kind, step, due, detail, review, key, kv, sealed, owner, until, epoch] =
+    let [k, kind, step, due, detail, review, key, kv, sealed, owner, until, epoch, sending] =
         std::array::from_fn(|i| format!("${}", first + i));
     format!(
         ", nj AS (
                SELECT * FROM unnest((SELECT {k}::integer[]), {kind}::text[], {step}::text[],
                    {due}::timestamptz[], {detail}::text[], {review}::text[], {key}::text[],
                    {kv}::integer[], {sealed}::bytea[], {owner}::text[], {until}::timestamptz[],
-                   {epoch}::bigint[])
+                   {epoch}::bigint[], {sending}::boolean[])
                  WITH ORDINALITY AS nj(k, kind, step, due_at, detail, review_request_id,
-                   idempotency_key, key_version, sealed_command, owner, lease_until, epoch, n)),
+                   idempotency_key, key_version, sealed_command, owner, lease_until, epoch,
+                   sending, n)),
              ins AS (
                INSERT INTO {ns}.jobs (run_id, kind, step, state, due_at, detail, review_request_id,
                    idempotency_key, key_version, sealed_command, lease_owner, lease_expires_at)
-               SELECT m.run_id, nj.kind, nj.step, 'ready', nj.due_at, nj.detail::jsonb,
+               SELECT m.run_id, nj.kind, nj.step,
+                      CASE WHEN o.owner IS NOT NULL AND nj.sending THEN 'sending' ELSE 'ready' END,
+                      nj.due_at, nj.detail::jsonb,
                       nj.review_request_id, nj.idempotency_key, nj.key_version, nj.sealed_command,
                       o.owner, CASE WHEN o.owner IS NOT NULL THEN nj.lease_until END
                  FROM nj JOIN {made} m ON m.k = nj.k
@@ -151,12 +157,18 @@ impl LeasedRows {
             let Some(lease) = v.lease else { continue };
             if let Some(row) = rows.iter_mut().find(|r| !r.taken && r.is(v)) {
                 row.taken = true;
+                let state = if v.sending {
+                    JobState::Sending
+                } else {
+                    JobState::Ready
+                };
                 leased.extend(leased_job(
                     run_id,
                     job,
                     Some(lease),
                     row.job_id,
                     Some(lease.owner.clone()),
+                    state,
                 ));
             }
         }
