@@ -191,6 +191,13 @@ impl Vm {
         )
     }
 
+    /// When the run's cancel request arrived (the cancel event's `at`), once
+    /// one did; `None` for a run never asked to cancel. What a scenario
+    /// case exported from the run delivers its `cancel` at.
+    pub fn cancel_requested_at(&self, state: &RunState) -> Option<Instant> {
+        state.cancel.as_ref().map(|c| c.at)
+    }
+
     /// The call step the run is in (dispatched, looking up its receipt or
     /// held), if any.
     pub fn current_call<'s>(&'s self, state: &'s RunState) -> Option<&'s str> {
