@@ -267,12 +267,12 @@ fn expect(state: &RunState, timed: bool) -> Value {
     Value::Object(expect)
 }
 
+/// Members of a case's map (`replies`, `recovery`, ...), by step name.
+type Members = Map<String, Value>;
+
 /// Each visited call's replies, in the order answered, and the recovery
 /// the operator applied after its unknown answers.
-fn calls(
-    vm: &Vm,
-    history: &RunHistory<'_>,
-) -> Result<(Map<String, Value>, Map<String, Value>), ExportRefused> {
+fn calls(vm: &Vm, history: &RunHistory<'_>) -> Result<(Members, Members), ExportRefused> {
     let (mut replies, mut recovery) = (Map::new(), Map::new());
     for step in &history.state.path {
         if vm.step_kind(step) != Some(coordinator_ir::StepKind::Call) || replies.contains_key(step)
@@ -301,10 +301,8 @@ fn calls(
             .collect::<Result<Vec<_>, _>>()?;
         replies.insert(step.clone(), Value::Array(list));
         let holds = coordinator_vm::recovery_support(vm.program(), step).is_some_and(|s| s.holds);
-        if let Some(action) = holds.then(|| recovery_of(step, &h.answers)).transpose()? {
-            if let Some(action) = action {
-                recovery.insert(step.clone(), json!(action));
-            }
+        if let Some(Some(action)) = holds.then(|| recovery_of(step, &h.answers)).transpose()? {
+            recovery.insert(step.clone(), json!(action));
         }
     }
     Ok((replies, recovery))
