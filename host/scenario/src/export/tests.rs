@@ -204,3 +204,24 @@ fn a_running_run_or_an_unscriptable_answer_is_refused() {
         "{refused:?}"
     );
 }
+
+#[test]
+fn a_run_cancelled_while_it_waited_exports_its_cancel() {
+    let vm = starter();
+    let input = json!({"applicationId": "app-77", "sendAfter": "2026-10-09T09:16:00Z"});
+    let waiting = vm.admit(input, at("2026-10-09T09:00:00Z")).unwrap().state;
+    let cancel = Event::CancelRequested {
+        at: at("2026-10-09T09:05:30Z"),
+    };
+    let state = vm.resume(&waiting, &cancel).unwrap().state;
+    let history = RunHistory {
+        run_id: "r",
+        state: &state,
+        steps: BTreeMap::new(),
+    };
+    let case = export_case(&vm, &history, &[]).unwrap();
+    let c = &case.document["cases"][0];
+    assert_eq!(c["cancel"]["afterSeconds"], 330);
+    assert_eq!(c["expect"]["state"], "cancelled");
+    assert_eq!(c["expect"]["workflowElapsedSeconds"], 330);
+}
