@@ -1,6 +1,8 @@
 //! `coordinatorctl test --project D [--case ID] [--format text|json]
-//! [--coverage] [--fail-under PERCENT]`: runs the project's scenarios on a
-//! virtual clock (SPEC §7).
+//! [--coverage] [--fail-under PERCENT] [--cases FILE_OR_DIR]...`: runs the
+//! project's scenarios on a virtual clock (SPEC §7), and the cases in the
+//! `--cases` files beside them ([`replay`]: cases exported from runs, each
+//! failing one with its difference; counted with the others).
 //!
 //! Prints `PASS id` / `FAIL id` (with the first difference) per case, then
 //! `N passed, M failed`, and `, K errors` when K cases were stopped by a
