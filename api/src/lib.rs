@@ -373,9 +373,11 @@ pub struct Recovery {
 pub struct ExportRun {
     /// Members of the run's input to replace by placeholders of their type
     /// everywhere in the case, as JSON Pointers into the input
-    /// (`/applicationId`); else 400 `export.redact-invalid`.
+    /// (`/applicationId`; one that does not start with `/` is 400
+    /// `request.invalid`); a pointer the run's input has no member at is
+    /// 409 `export.redact-invalid`.
     #[serde(default)]
-    #[schemars(length(max = 64))]
+    #[schemars(length(max = 64), extend("items" = {"type": "string", "pattern": "^/"}))]
     pub redact: Vec<String>,
     /// An investigation reference holding no personal data: 1 to 256
     /// visible ASCII characters (else 400 `request.invalid`).

@@ -74,7 +74,7 @@ problems! {
         "The detail says what the case cannot say (a run that has not ended, an answer no reply scripts, answers no longer kept) or where the case differs from the run; nothing was exported.", true);
     EXPORT_PAYLOAD_ERASED = ("export.payload-erased", 409, "Retention erased the run's payloads",
         "Retention erased the run's input and answers; a run is exported before its retention period ends.", true);
-    EXPORT_REDACT_INVALID = ("export.redact-invalid", 400, "A redaction names no member of the run's input, or a value it cannot hide",
+    EXPORT_REDACT_INVALID = ("export.redact-invalid", 409, "A redaction names no member of the run's input, or a value it cannot hide",
         "Name a member of the run's input as a JSON Pointer (`/applicationId`); a value that is also a step name or a word of the format cannot be hidden.", false);
     IDEMPOTENCY_KEY_REQUIRED = ("idempotency.key-required", 400, "A valid Idempotency-Key is required",
         "Send an `Idempotency-Key` header of 1 to 255 visible ASCII characters.", false);

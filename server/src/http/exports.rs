@@ -36,6 +36,11 @@ pub(crate) async fn export_run(
     let bytes = body(bytes)?;
     let request: api::ExportRun = strict::from_slice(&bytes).map_err(ApiError::bad_request)?;
     ops::reference("reason", &request.reason)?;
+    if let Some(p) = request.redact.iter().find(|p| !p.starts_with('/')) {
+        return Err(ApiError::bad_request(format!(
+            "redact: `{p}` is not a JSON Pointer into the input (it starts with `/`)"
+        )));
+    }
     if request.redact.len() > api::MAX_EXPORT_REDACTIONS {
         return Err(ApiError::bad_request(format!(
             "redact: at most {} pointers",
