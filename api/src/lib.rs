@@ -365,6 +365,45 @@ pub struct Recovery {
     pub reason: String,
 }
 
+/// `POST /v1/runs/{run}/export` body: the run written as one scenario
+/// case (docs/scenarios.md "Cases exported from runs"; action `export`,
+/// operators only, audited as `run.export`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExportRun {
+    /// Members of the run's input to replace by placeholders of their type
+    /// everywhere in the case, as JSON Pointers into the input
+    /// (`/applicationId`; one that does not start with `/` is 400
+    /// `request.invalid`); a pointer the run's input has no member at is
+    /// 409 `export.redact-invalid`.
+    #[serde(default)]
+    #[schemars(length(max = 64), extend("items" = {"type": "string", "pattern": "^/"}))]
+    pub redact: Vec<String>,
+    /// An investigation reference holding no personal data: 1 to 256
+    /// visible ASCII characters (else 400 `request.invalid`).
+    #[schemars(length(min = 1, max = 256), regex(pattern = r"^[!-~]+$"))]
+    pub reason: String,
+}
+
+/// `POST /v1/runs/{run}/export` answer: the case, checked to pass on the
+/// run's own revision before it was answered.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExportedCase {
+    /// The run id.
+    pub run: String,
+    /// The revision the case passes on (the run's, `sha256:<hex>`).
+    pub revision: String,
+    /// A scenarios document (`CoordinatorScenarios`) holding the one case.
+    pub document: serde_json::Map<String, Value>,
+    /// The file to write: the document as JSON (which YAML 1.2 reads as
+    /// itself) after comment lines naming the run and the redactions.
+    pub text: String,
+}
+
+/// Most `redact` pointers one export takes.
+pub const MAX_EXPORT_REDACTIONS: usize = 64;
+
 /// `POST /v1/runs/{run}/move` body (at most [`MAX_MOVE_BODY_BYTES`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

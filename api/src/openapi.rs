@@ -19,8 +19,9 @@ use serde_json::{json, Map, Value};
 
 use crate::problems::{self as p, ProblemType};
 use crate::{
-    AdmissionRecovery, Doctor, ExecutionRecovery, HoldReason, Holds, Inspection, MoveRun, Problem,
-    Ready, Recovery, Retained, Retention, ReviewCompletion, RunList, RunStatus, StartRun,
+    AdmissionRecovery, Doctor, ExecutionRecovery, ExportRun, ExportedCase, HoldReason, Holds,
+    Inspection, MoveRun, Problem, Ready, Recovery, Retained, Retention, ReviewCompletion, RunList,
+    RunStatus, StartRun,
 };
 
 /// The OpenAPI version the document declares.
@@ -374,7 +375,30 @@ fn run_operations(generator: &mut SchemaGenerator, status: &Value) -> Vec<Operat
         recovery_operation("/v1/runs/{run}/retry-same", "retrySame", "Send an uncertain call again with the same bytes and key (action `retry-same`).", generator, status),
         recovery_operation("/v1/runs/{run}/reconcile", "reconcile", "Settle an uncertain call from the product's receipt (action `reconcile`).", generator, status),
         move_operation(generator, status),
+        export_operation(generator),
     ]
+}
+
+/// `POST /v1/runs/{run}/export`: the run written as one scenario case
+/// (action `export`, operators only; audited as `run.export`).
+fn export_operation(generator: &mut SchemaGenerator) -> Operation {
+    caller_action(
+        (
+            "/v1/runs/{run}/export",
+            "exportRun",
+            "Write an ended run as one scenario case that passes on its revision, input members redacted (action `export`, operators only).",
+        ),
+        schema_of::<ExportRun>(generator),
+        ("The case.", schema_of::<ExportedCase>(generator)),
+        &[
+            &p::RUN_NOT_FOUND,
+            &p::AUDIT_RESPONSE_UNAVAILABLE,
+            &p::EXPORT_NOT_REPRODUCIBLE,
+            &p::EXPORT_PAYLOAD_ERASED,
+            &p::EXPORT_REDACT_INVALID,
+        ],
+        vec![path_param("run", "The run id.")],
+    )
 }
 
 /// `POST /v1/runs/{run}/move`: a waiting run moved to the revision a move

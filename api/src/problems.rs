@@ -70,6 +70,12 @@ problems! {
         "Send the event with the trigger's `eventType` as `type`.", false);
     EXECUTION_HELD = ("execution.held", 409, "The restore hold is in place",
         "The restore hold or the admission hold is in place.", true);
+    EXPORT_NOT_REPRODUCIBLE = ("export.not-reproducible", 409, "The run cannot be written as a scenario case that passes",
+        "The detail says what the case cannot say (a run that has not ended, an answer no reply scripts, answers no longer kept) or where the case differs from the run; nothing was exported.", true);
+    EXPORT_PAYLOAD_ERASED = ("export.payload-erased", 409, "Retention erased the run's payloads",
+        "Retention erased the run's input and answers; a run is exported before its retention period ends.", true);
+    EXPORT_REDACT_INVALID = ("export.redact-invalid", 409, "A redaction names no member of the run's input, or a value it cannot hide",
+        "Name a member of the run's input as a JSON Pointer (`/applicationId`); a value that is also a step name or a word of the format cannot be hidden.", false);
     IDEMPOTENCY_KEY_REQUIRED = ("idempotency.key-required", 400, "A valid Idempotency-Key is required",
         "Send an `Idempotency-Key` header of 1 to 255 visible ASCII characters.", false);
     IDEMPOTENCY_KEY_REUSED = ("idempotency.key-reused", 409, "The key was used with another revision or input",

@@ -27,6 +27,10 @@ coordinator_source::diagnostic_codes! {
         "The file given with `--token-file` is missing.");
     COMMAND_UNEXPECTED_ANSWER = ("coordinator.command.unexpected-answer", Error,
         "The service at `--url` answered with something that is neither the expected JSON body nor an RFC 9457 problem document.");
+    EXPORT_OUTPUT = ("coordinator.export.output", Error,
+        "The `--output` of `scenario export` exists, or its directory does not; an exported case never replaces a file.");
+    EXPORT_WRITE = ("coordinator.export.write", Error,
+        "`scenario export` could not write the case to `--output`; nothing was written.");
     GRAPH_LAYOUT = ("coordinator.graph.layout", Error,
         "`graph --format svg` could not lay out the drawing.");
     GRAPH_RUN_REVISION = ("coordinator.graph.run-revision", Warning,
@@ -59,6 +63,8 @@ coordinator_source::diagnostic_codes! {
         "`package` could not write the package directory.");
     SCENARIO_UNKNOWN_CASE = ("coordinator.scenario.unknown-case", Error,
         "`test --case ID` names a case id that `scenarios.yaml` does not have.");
+    TEST_CASES = ("coordinator.test.cases", Error,
+        "A `test --cases` path is missing, or a file there is neither one scenario case nor a scenarios document.");
     TEST_FAIL_UNDER = ("coordinator.test.fail-under", Error,
         "`test --fail-under PERCENT` was given something other than a number from 0 to 100.");
     TYPES_WRITE = ("coordinator.types.write", Error,

@@ -78,6 +78,9 @@ enum Command {
     /// Move waiting runs to a new revision: `move plan` proves offline which
     /// can move and writes the certificate.
     Move(commands::moves::MoveArgs),
+    /// Scenario cases from real runs: `scenario export` writes an ended run
+    /// as a case that passes on its revision (through the service).
+    Scenario(commands::scenario::ScenarioArgs),
     /// Show what `apply` would do to each workflow (runtime credential only).
     Plan(commands::deploy::PlanArgs),
     /// Migrate, grant the runtime role and record the active packages (the
@@ -121,6 +124,7 @@ pub fn main(version: &'static str) -> ExitCode {
         Command::Schema(args) => commands::schema::run(args),
         Command::Openapi => commands::openapi::run(),
         Command::Move(args) => commands::moves::run(args),
+        Command::Scenario(args) => commands::scenario::run(args),
         Command::Plan(a) => deploy(
             Which::Plan,
             &a.runtime_config.or(cli.runtime_config),

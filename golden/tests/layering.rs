@@ -111,6 +111,9 @@ fn allowed() -> BTreeMap<&'static str, Vec<&'static str>> {
                 "coordinator-api",
                 "coordinator-ir",
                 "coordinator-source",
+                // An exported run's case runs on its Program before it is
+                // answered (docs/decisions.md "Exporting a run as a case").
+                "coordinator-scenario",
             ],
         ),
     ])

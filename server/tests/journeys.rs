@@ -15,6 +15,7 @@
 mod bulk;
 mod clock_skew;
 mod console;
+mod export_replay;
 mod flow;
 mod move_apply;
 mod partition;

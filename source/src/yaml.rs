@@ -143,6 +143,26 @@ impl YamlDocument {
         best.map(|(p, k, _)| (p.to_owned(), k))
     }
 
+    /// This document placed inside `outer` at `pointer` (which `outer`
+    /// must hold: the node there is replaced by this document's value),
+    /// every position kept and every node's pointer prefixed by `pointer`.
+    /// A file holding one member of a larger format (one scenario case) is
+    /// read and located as that member: diagnostics name this file and
+    /// its own lines. `None` when `outer` has no node at `pointer`.
+    pub fn placed_in(self, mut outer: Value, pointer: &str) -> Option<YamlDocument> {
+        *outer.pointer_mut(pointer)? = self.value;
+        let spans = self
+            .spans
+            .into_iter()
+            .map(|(p, span)| (format!("{pointer}{p}"), span))
+            .collect();
+        Some(YamlDocument {
+            file: self.file,
+            value: outer,
+            spans,
+        })
+    }
+
     /// Reads the document into `T` ([`read_typed`]). On failure, returns
     /// one located diagnostic, its code chosen from the fault's kind
     /// ([`YamlDocument::typed_diagnostic`]).

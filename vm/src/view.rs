@@ -10,7 +10,7 @@ use coordinator_ir::instant::Instant;
 use coordinator_ir::{Program, StepKind, StepOp};
 
 use crate::machine::Vm;
-use crate::model::{CallPhase, Pending, RunState};
+use crate::model::{CallPhase, Pending, RunState, RunStatus};
 
 /// An event a host is about to deliver, for [`Vm::expects`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -189,6 +189,23 @@ impl Vm {
                 ..
             })
         )
+    }
+
+    /// When the run's cancel request arrived, once one did: the cancel
+    /// event's `at` as recorded, or, for a run the cancel ended at once
+    /// (nothing recorded), its end; `None` for a run never asked to
+    /// cancel. What a scenario case exported from the run delivers its
+    /// `cancel` at.
+    pub fn cancel_requested_at(&self, state: &RunState) -> Option<Instant> {
+        let ended_by_cancel = matches!(
+            state.status,
+            RunStatus::Cancelled | RunStatus::CancelledAfterEffect
+        );
+        state
+            .cancel
+            .as_ref()
+            .map(|c| c.at)
+            .or(state.ended_at.filter(|_| ended_by_cancel))
     }
 
     /// The call step the run is in (dispatched, looking up its receipt or

@@ -11,6 +11,7 @@ pub mod moves;
 pub mod openapi;
 pub mod ops;
 pub mod package;
+pub mod scenario;
 pub mod schema;
 pub mod test;
 pub mod timeline;

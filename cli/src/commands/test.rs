@@ -1,6 +1,8 @@
 //! `coordinatorctl test --project D [--case ID] [--format text|json]
-//! [--coverage] [--fail-under PERCENT]`: runs the project's scenarios on a
-//! virtual clock (SPEC §7).
+//! [--coverage] [--fail-under PERCENT] [--cases FILE_OR_DIR]...`: runs the
+//! project's scenarios on a virtual clock (SPEC §7), and the cases in the
+//! `--cases` files beside them ([`replay`]: cases exported from runs, each
+//! failing one with its difference; counted with the others).
 //!
 //! Prints `PASS id` / `FAIL id` (with the first difference) per case, then
 //! `N passed, M failed`, and `, K errors` when K cases were stopped by a
@@ -14,6 +16,7 @@
 
 pub(crate) mod coverage;
 pub mod moves;
+pub mod replay;
 
 use std::path::{Path, PathBuf};
 
@@ -51,6 +54,12 @@ pub struct TestArgs {
     /// implies --coverage).
     #[arg(long = "fail-under", value_name = "PERCENT")]
     pub fail_under: Option<String>,
+    /// Also run the cases in this file (one case or a scenarios document)
+    /// or directory (its `*.yaml` files, recursively), such as cases
+    /// `scenario export` wrote from runs; a case that differs on this
+    /// revision fails with the difference (repeatable).
+    #[arg(long = "cases", value_name = "FILE_OR_DIR")]
+    pub cases: Vec<PathBuf>,
 }
 
 /// The scenarios of a compiled project, all run.
@@ -213,6 +222,9 @@ struct TestExtra<'a> {
     /// Only with `--coverage` or `--fail-under`.
     #[serde(skip_serializing_if = "Option::is_none")]
     coverage: Option<&'a coverage::Coverage>,
+    /// Only with `--cases`: the cases run from those files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replayed: Option<&'a [replay::Replayed]>,
 }
 
 /// `--fail-under`'s value: a percentage from 0 to 100 (a decimal number
@@ -271,12 +283,18 @@ pub fn run(args: TestArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let (program, outcome) = compile_and_run(&args.project, args.case.as_deref());
+    let (program, mut outcome) = compile_and_run(&args.project, args.case.as_deref());
+    let replayed = match (&program, args.cases.is_empty()) {
+        (Some(p), false) => Some(replay::replay(&args.cases, p, &mut outcome.diagnostics)),
+        _ => None,
+    };
+    let replay_failed = replayed.iter().flatten().filter(|r| !r.passed).count();
     let coverage = (args.coverage || threshold.is_some())
         .then(|| coverage_of(&args.project, &outcome, program.as_ref(), threshold))
         .flatten();
     let passed = outcome.reports.iter().filter(|r| r.passed).count();
-    let failed = outcome.reports.len() - passed;
+    let failed = outcome.reports.len() - passed + replay_failed;
+    let passed = passed + replayed.iter().flatten().filter(|r| r.passed).count();
     let code = match report::exit_code(&outcome.diagnostics) {
         EXIT_OK if failed > 0 || coverage.as_ref().is_some_and(|c| c.below_fail_under) => {
             EXIT_REFUSED
@@ -296,11 +314,17 @@ pub fn run(args: TestArgs) -> u8 {
                     errors: outcome.errors,
                     cases: &outcome.reports,
                     coverage: coverage.as_ref(),
+                    replayed: replayed.as_deref(),
                 },
             );
         }
         Format::Text => {
-            print_text(&outcome, passed, failed);
+            print_text(
+                &outcome,
+                replayed.as_deref().unwrap_or_default(),
+                passed,
+                failed,
+            );
             if let Some(c) = &coverage {
                 out!("{}", coverage::render_text(c));
             }
@@ -309,7 +333,7 @@ pub fn run(args: TestArgs) -> u8 {
     code
 }
 
-fn print_text(outcome: &ScenarioRun, passed: usize, failed: usize) {
+fn print_text(outcome: &ScenarioRun, replayed: &[replay::Replayed], passed: usize, failed: usize) {
     report::print_diagnostics(&outcome.diagnostics);
     for r in &outcome.reports {
         if r.passed {
@@ -329,7 +353,14 @@ fn print_text(outcome: &ScenarioRun, passed: usize, failed: usize) {
             }
         }
     }
-    if !outcome.reports.is_empty() || outcome.errors > 0 || outcome.diagnostics.is_empty() {
+    for line in replay::render_text(replayed) {
+        outln!("{line}");
+    }
+    if !outcome.reports.is_empty()
+        || !replayed.is_empty()
+        || outcome.errors > 0
+        || outcome.diagnostics.is_empty()
+    {
         match outcome.errors {
             0 => outln!("{passed} passed, {failed} failed"),
             1 => outln!("{passed} passed, {failed} failed, 1 error"),

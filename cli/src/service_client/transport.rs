@@ -26,6 +26,7 @@ pub(crate) enum Body {
     Admission(api::AdmissionRecovery),
     Retention(api::Retention),
     Move(api::MoveRun),
+    Export(api::ExportRun),
 }
 
 /// The HTTP client of every request to the service: no redirects

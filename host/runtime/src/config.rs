@@ -679,7 +679,7 @@ pub struct Policy {
     /// [`super::check::DEPLOYMENT_ACTIONS`]).
     #[schemars(extend("items" = {"enum": [
         "start", "status", "inspect", "retry-same", "cancel", "reconcile", "move",
-        "doctor", "restore-hold", "release-restore-hold", "release-admission-hold",
+        "export", "doctor", "restore-hold", "release-restore-hold", "release-admission-hold",
         "complete-execution-recovery", "retain"
     ]}, "minItems" = 1))]
     pub actions: Vec<String>,

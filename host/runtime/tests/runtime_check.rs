@@ -309,6 +309,16 @@ fn refuses_deployment_wide_actions_without_operator() {
         "coordinator.runtime.policy-operator-required",
         "status, |move]",
     );
+    // So is `export`, a run's payloads written as a scenario case.
+    refuses(
+        &f.text,
+        "actions: [start, status]",
+        "actions: [start, status, export]",
+        Mode::Deployment,
+        false,
+        "coordinator.runtime.policy-operator-required",
+        "status, |export]",
+    );
     // Without `operator: true`, each deployment-wide action is refused.
     let text = f.text.replacen("        operator: true\n", "", 1);
     let r = check(&text, Mode::Deployment, false);

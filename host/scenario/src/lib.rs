@@ -13,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod codes;
+pub mod export;
 pub mod file;
 pub mod moves;
 pub mod run;

@@ -368,21 +368,25 @@ fn end_state(end: &End) -> &RunState {
 fn scenario_state(end: &End) -> (&'static str, &RunState) {
     match end {
         End::Retryable(s) => ("retryable", s),
-        End::Settled(s) => (
-            match s.status {
-                RunStatus::Finished => "completed",
-                RunStatus::Failed => match s.failure.as_ref().map(|f| f.code) {
-                    Some(FailureCode::ProductRefused) => "refused",
-                    _ => "failed",
-                },
-                RunStatus::Attention => "uncertain",
-                RunStatus::Running | RunStatus::CancelRequested => "retryable",
-                RunStatus::Expired => "expired",
-                RunStatus::Cancelled => "cancelled",
-                RunStatus::CancelledAfterEffect => "cancelled-after-effect",
-            },
-            s,
-        ),
+        End::Settled(s) => (settled_state_name(s), s),
+    }
+}
+
+/// The scenario state (`expect.state`'s word) of a run that settled in
+/// `s`: the one mapping from the VM's run status, which `test` compares
+/// with and an exported case expects.
+pub(crate) fn settled_state_name(s: &RunState) -> &'static str {
+    match s.status {
+        RunStatus::Finished => "completed",
+        RunStatus::Failed => match s.failure.as_ref().map(|f| f.code) {
+            Some(FailureCode::ProductRefused) => "refused",
+            _ => "failed",
+        },
+        RunStatus::Attention => "uncertain",
+        RunStatus::Running | RunStatus::CancelRequested => "retryable",
+        RunStatus::Expired => "expired",
+        RunStatus::Cancelled => "cancelled",
+        RunStatus::CancelledAfterEffect => "cancelled-after-effect",
     }
 }
 

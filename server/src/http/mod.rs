@@ -17,6 +17,7 @@ use crate::events;
 mod document;
 mod error;
 mod event_starts;
+mod exports;
 pub(crate) mod middleware;
 mod moves;
 mod recovery;

@@ -11,6 +11,7 @@ use coordinator_api::problems;
 
 use super::document::openapi_document;
 use super::event_starts::event_start;
+use super::exports::export_run;
 use super::middleware::{json_bodies_only, no_store, single_valued_headers};
 use super::moves::move_run;
 use super::recovery::recover;
@@ -35,6 +36,7 @@ pub fn router(state: AppState) -> Router {
             "/v1/runs/{run}/move",
             json_post(move_run).layer(DefaultBodyLimit::max(api::MAX_MOVE_BODY_BYTES)),
         )
+        .route("/v1/runs/{run}/export", json_post(export_run))
         .route("/v1/runs/{run}/{action}", json_post(recover))
         .route("/v1/events/{workflow}/{trigger}", json_post(event_start))
         .route("/v1/review-completions", json_post(review_completion))

@@ -7,7 +7,8 @@
 //! (`deploy_postgres`), the caller and operator commands over a real
 //! service (`ops`), explain's typed IR (`explain`), the drawn graph
 //! (`graph`), `move plan` (`moves`) holding waits to the moved scenario
-//! cases (`plan_moved_cases`), both binaries' `--version` (`version`), and
+//! cases (`plan_moved_cases`), exported cases replayed with `test
+//! --cases` (`replay_cases`), both binaries' `--version` (`version`), and
 //! the installation files under `deploy/` (`install_files`).
 
 mod coverage;
@@ -19,6 +20,7 @@ mod lsp;
 mod moves;
 mod ops;
 mod plan_moved_cases;
+mod replay_cases;
 mod rich;
 mod robustness;
 mod scenario_moves;

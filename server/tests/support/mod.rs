@@ -462,7 +462,7 @@ database:
         workflows: [{workflow}]
         actions: [start, status, inspect]
       {OPERATOR}:
-        actions: [status, inspect, cancel, retry-same, reconcile, move, doctor, restore-hold,
+        actions: [status, inspect, cancel, retry-same, reconcile, move, export, doctor, restore-hold,
           release-restore-hold, complete-execution-recovery, release-admission-hold]
         operator: true
   auditFile: {audit}

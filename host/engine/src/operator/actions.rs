@@ -1,6 +1,8 @@
 //! Operator actions and inspection (SPEC §8 recovery routes, `GET
 //! /v1/runs`, inspect), retention and review completions.
 
+use std::sync::Arc;
+
 use coordinator_ir::instant::Instant;
 use coordinator_ir::StepKind;
 use coordinator_ports::clock::whole_second;
@@ -8,7 +10,7 @@ use coordinator_ports::store::{
     Erasure, JobKind, LeaseRequest, Review, RunFilter, RunPage, RunRecord, StepLedger, StoreError,
 };
 use coordinator_runtime::binding;
-use coordinator_vm::{EffectState, Event, Rejected};
+use coordinator_vm::{EffectState, Event, Rejected, Vm};
 
 use super::Operator;
 use crate::committer::{Fed, Feeding};
@@ -128,6 +130,16 @@ impl Operator {
             .list(&filter)
             .await
             .map_err(|e| self.parts.fence.count_outage(e))
+    }
+
+    /// The VM of `revision` (the Program a run of it runs on): loaded from
+    /// the store's definitions when this process does not serve it;
+    /// `None` when no definition of it can be served.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn program_of(&self, revision: &str) -> Result<Option<Arc<Vm>>, StoreError> {
+        self.parts.committer.programs().load(revision).await
     }
 
     /// Each visited step with its effect, attempts, and the current wait's

@@ -46,8 +46,8 @@ pub enum Mode {
 }
 
 /// Run actions a policy may grant, scoped by its `workflows` (seed 000;
-/// `move`, issue 34).
-pub const RUN_ACTIONS: [&str; 7] = [
+/// `move`, issue 34; `export`, issue 38).
+pub const RUN_ACTIONS: [&str; 8] = [
     "start",
     "status",
     "inspect",
@@ -55,12 +55,15 @@ pub const RUN_ACTIONS: [&str; 7] = [
     "cancel",
     "reconcile",
     "move",
+    "export",
 ];
 
 /// The run actions that also need `operator: true`: moving a waiting run
 /// to another revision (`POST /v1/runs/{run}/move`) is an operator's
-/// decision over every run of a workflow, never a caller's over its own.
-pub const OPERATOR_RUN_ACTIONS: [&str; 1] = ["move"];
+/// decision over every run of a workflow, never a caller's over its own;
+/// so is exporting a run's payloads as a scenario case
+/// (`POST /v1/runs/{run}/export`: personal data, audited).
+pub const OPERATOR_RUN_ACTIONS: [&str; 2] = ["move", "export"];
 
 /// Deployment-wide actions; they need `operator: true` (seed 000).
 pub const DEPLOYMENT_ACTIONS: [&str; 6] = [
