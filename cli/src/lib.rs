@@ -75,6 +75,9 @@ enum Command {
     Schema(commands::schema::SchemaArgs),
     /// Print the OpenAPI 3.1 document of the service's HTTP API.
     Openapi,
+    /// Translate a project of the earlier format (v1alpha1) into this one
+    /// (docs/convert.md).
+    Convert(commands::convert::ConvertArgs),
     /// Move waiting runs to a new revision: `move plan` proves offline which
     /// can move and writes the certificate.
     Move(commands::moves::MoveArgs),
@@ -121,6 +124,7 @@ pub fn main(version: &'static str) -> ExitCode {
         Command::Schema(args) => commands::schema::run(args),
         Command::Openapi => commands::openapi::run(),
         Command::Move(args) => commands::moves::run(args),
+        Command::Convert(args) => commands::convert::run(args),
         Command::Plan(a) => deploy(
             Which::Plan,
             &a.runtime_config.or(cli.runtime_config),
