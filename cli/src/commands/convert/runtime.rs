@@ -114,7 +114,24 @@ fn product_connections(
             format!("connection `{name}`: `product: {product}` became `type: {product}`"),
             "nothing to do",
         );
+        renamed_connection(doc, &at, name, findings);
         out.insert(new_name(name), Value::Object(new));
+    }
+}
+
+/// Records the rule when a connection's name loses `_`.
+fn renamed_connection(doc: &YamlDocument, at: &str, name: &str, findings: &mut Findings) {
+    if new_name(name) != name {
+        findings.rule(
+            "name-without-underscore",
+            doc,
+            at,
+            format!(
+                "connection `{name}` is named `{}` (names have no `_`)",
+                new_name(name)
+            ),
+            "nothing to do: the operations name it so too",
+        );
     }
 }
 
