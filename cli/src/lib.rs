@@ -1,6 +1,6 @@
 //! `coordinatorctl`: the offline toolchain (`init`, `check`, `explain`,
-//! `test`, `package`, `types`, `schema`, `move plan`, and `lsp`, the
-//! language server),
+//! `test`, `package`, `types`, `schema`, `move plan`, `convert` (a
+//! project of the earlier format), and `lsp`, the language server),
 //! the deployment commands (`plan`,
 //! `apply`, `deployment-status`) and the caller and operator commands over
 //! the service's HTTP API (`status`, `list`, `inspect`, `cancel`,

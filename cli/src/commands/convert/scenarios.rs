@@ -258,7 +258,7 @@ fn request_sent(
             _ => return Err(format!("`{entry}` takes more than the run input")),
         }
     }
-    coordinator_vm::functions::call_outside_run(context.old_source, entry, &values)
+    coordinator_scenario::call_outside_run(context.old_source, entry, &values)
 }
 
 fn evaluation_answer(doc: &YamlDocument, at: &str, reply: &mut Value, findings: &mut Findings) {
