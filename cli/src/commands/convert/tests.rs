@@ -210,3 +210,38 @@ fn a_project_of_this_format_is_not_converted() {
     assert_eq!(diagnostics[0].code, codes::CONVERT_NOT_V1ALPHA1);
     assert_eq!(diagnostics[0].pointer, "/apiVersion");
 }
+
+#[test]
+fn a_failing_case_is_pointed_at_the_function_to_edit() {
+    let (_dir, new, converted) = convert_fixture("permit-reminder");
+    let functions = new.join("functions.rhai");
+    let text = std::fs::read_to_string(&functions).expect("functions.rhai");
+    let broken = text.replace(
+        "#{ reminderId: receipt.id }",
+        "#{ reminderId: receipt.missing }",
+    );
+    assert_ne!(broken, text);
+    std::fs::write(&functions, broken).expect("write");
+    let summary = test_new(&new, &converted);
+    let failed = summary
+        .cases
+        .iter()
+        .find(|c| c.id == "reminder-sent")
+        .expect("the case");
+    assert!(!failed.passed);
+    let edit = failed.edit.as_ref().expect("a Function to edit");
+    assert_eq!(
+        (
+            edit.step.as_str(),
+            edit.function.as_str(),
+            edit.entrypoint.as_str()
+        ),
+        ("reminded", "sent-result", "sent_result")
+    );
+    let untouched = summary
+        .cases
+        .iter()
+        .find(|c| c.id == "already-renewed")
+        .expect("case");
+    assert!(untouched.passed && untouched.edit.is_none());
+}
