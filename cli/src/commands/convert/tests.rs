@@ -145,6 +145,28 @@ fn items_for_a_person_are_listed_where_they_are_and_check_refuses_only_there() {
         .people
         .iter()
         .all(|d| !d.next.is_empty() && d.message.contains('`')));
+    let evaluation = converted
+        .findings
+        .rules
+        .iter()
+        .find(|r| r.rule == "evaluation-answer")
+        .expect("the evaluation answer rule");
+    assert_eq!(evaluation.pointer, "/cases/1/replies/screen/0");
+    assert_eq!(
+        (evaluation.line, evaluation.column),
+        (20, 7),
+        "{evaluation:?}"
+    );
+    let scenarios = std::fs::read_to_string(new.join("scenarios.yaml")).expect("scenarios.yaml");
+    assert!(
+        scenarios.contains("model: screening-2027-01"),
+        "{scenarios}"
+    );
+    assert!(
+        !scenarios.contains("returnedModel") && !scenarios.contains("protocol"),
+        "{scenarios}"
+    );
+    assert!(scenarios.contains("usage: {}"), "{scenarios}");
     let summary = test_new(&new, &converted);
     let refused: Vec<(&str, &str)> = summary
         .diagnostics
