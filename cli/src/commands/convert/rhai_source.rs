@@ -16,6 +16,8 @@ pub struct RhaiSource {
     pub functions: Vec<ScriptFn>,
     /// Wrappers generated so far, appended to NEW's functions.rhai.
     wrappers: Vec<String>,
+    /// (wrapped function, its wrapper) for each wrapper generated.
+    wrapped: Vec<(String, String)>,
 }
 
 impl RhaiSource {
@@ -28,6 +30,7 @@ impl RhaiSource {
             text,
             functions,
             wrappers: Vec::new(),
+            wrapped: Vec::new(),
         })
     }
 
@@ -64,10 +67,17 @@ impl RhaiSource {
     /// relative, `external.get/v1`'s start with `/`). Returns the
     /// wrapper's name; the wrapper takes the same parameters.
     pub fn wrap_path_slash(&mut self, name: &str) -> String {
-        let wrapper = format!("{name}_path");
-        if self.functions.iter().any(|f| f.name == wrapper) {
-            return wrapper;
+        if let Some((_, wrapper)) = self.wrapped.iter().find(|(wrapped, _)| wrapped == name) {
+            return wrapper.clone();
         }
+        // A name OLD does not use already.
+        let mut wrapper = format!("{name}_path");
+        let mut n = 1;
+        while self.functions.iter().any(|f| f.name == wrapper) {
+            n += 1;
+            wrapper = format!("{name}_path_{n}");
+        }
+        self.wrapped.push((name.to_owned(), wrapper.clone()));
         let params = self.parameters(name).unwrap_or_default().join(", ");
         self.wrappers.push(format!(
             "// convert: `{name}` with a path that starts with `/` (external.get/v1).\n\
@@ -99,5 +109,27 @@ impl RhaiSource {
             }
         }
         text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RhaiSource;
+
+    #[test]
+    fn a_wrapper_takes_a_name_old_does_not_use_and_is_written_once() {
+        let text = "fn req(input) { #{ path: \"a\" } }\nfn req_path() { 1 }\n".to_owned();
+        let mut source = RhaiSource::read("functions.rhai", text).expect("parses");
+        assert_eq!(source.wrap_path_slash("req"), "req_path_2");
+        assert_eq!(source.wrap_path_slash("req"), "req_path_2");
+        let new = source.new_text();
+        assert_eq!(new.matches("fn req_path_2(input)").count(), 1, "{new}");
+        assert!(new.contains("fn req_path() { 1 }"), "{new}");
+        let back = RhaiSource::read("functions.rhai", new).expect("NEW's source parses");
+        assert_eq!(
+            back.parameters("req_path_2"),
+            Some(&["input".to_owned()][..])
+        );
+        assert_eq!(source.locate("req_path").line, 2);
     }
 }
