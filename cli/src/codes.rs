@@ -27,6 +27,32 @@ coordinator_source::diagnostic_codes! {
         "The file given with `--token-file` is missing.");
     COMMAND_UNEXPECTED_ANSWER = ("coordinator.command.unexpected-answer", Error,
         "The service at `--url` answered with something that is neither the expected JSON body nor an RFC 9457 problem document.");
+    CONVERT_BREG_ACTION = ("coordinator.convert.breg-action", Warning,
+        "`convert`: a v1alpha1 `invoke-breg-action` call needs its alias's `action: {id, kind}`, which only the registry's owner can confirm.");
+    CONVERT_DECISION_BEARER = ("coordinator.convert.decision-bearer", Warning,
+        "`convert`: a v1alpha1 decision connection authenticates with a bearer token; its `authorization` was left out.");
+    CONVERT_FUNCTION_MISSING = ("coordinator.convert.function-missing", Warning,
+        "`convert`: a step calls a function that OLD's functions.rhai does not define, or passes another number of arguments than it takes.");
+    CONVERT_MISSING_INPUT = ("coordinator.convert.missing-input", Warning,
+        "`convert`: OLD's workflow.yaml has no `input` schema.");
+    CONVERT_NOT_V1ALPHA1 = ("coordinator.convert.not-v1alpha1", Error,
+        "`convert --from v1alpha1`: a file of `--project` is not of the v1alpha1 format (its `apiVersion`).");
+    CONVERT_OPERATION_MISSING = ("coordinator.convert.operation-missing", Warning,
+        "`convert`: a v1alpha1 operation has no counterpart in the catalogue (such as `read-scheduling`).");
+    CONVERT_OUTPUT_EXISTS = ("coordinator.convert.output-exists", Error,
+        "The `--output` of `convert` exists and is not an empty directory.");
+    CONVERT_REPLY = ("coordinator.convert.reply", Warning,
+        "`convert`: a scripted reply needs members convert could not compute.");
+    CONVERT_REQUEST_SHAPE = ("coordinator.convert.request-shape", Warning,
+        "`convert`: a Rhai function builds an operation's request in the v1alpha1 shape, which differs beyond a reshaping.");
+    CONVERT_RUNTIME_SECTION = ("coordinator.convert.runtime-section", Warning,
+        "`convert`: a section of OLD's runtime.yaml (such as `deployment`) was not converted, or OLD has no runtime.yaml.");
+    CONVERT_STEP_KIND = ("coordinator.convert.step-kind", Warning,
+        "`convert`: a step of a kind convert does not translate was copied as it was.");
+    CONVERT_TASK_AUTHORITY = ("coordinator.convert.task-authority", Warning,
+        "`convert`: a connection's Casework task authority (`taskAuthority`, `observationAuthorization`) was left out.");
+    CONVERT_WRITE = ("coordinator.convert.write", Error,
+        "`convert` could not write the project to `--output`.");
     EXPORT_OUTPUT = ("coordinator.export.output", Error,
         "The `--output` of `scenario export` exists, or its directory does not; an exported case never replaces a file.");
     EXPORT_WRITE = ("coordinator.export.write", Error,

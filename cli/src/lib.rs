@@ -1,6 +1,6 @@
 //! `coordinatorctl`: the offline toolchain (`init`, `check`, `explain`,
-//! `test`, `package`, `types`, `schema`, `move plan`, and `lsp`, the
-//! language server),
+//! `test`, `package`, `types`, `schema`, `move plan`, `convert` (a
+//! project of the earlier format), and `lsp`, the language server),
 //! the deployment commands (`plan`,
 //! `apply`, `deployment-status`) and the caller and operator commands over
 //! the service's HTTP API (`status`, `list`, `inspect`, `cancel`,
@@ -75,6 +75,9 @@ enum Command {
     Schema(commands::schema::SchemaArgs),
     /// Print the OpenAPI 3.1 document of the service's HTTP API.
     Openapi,
+    /// Translate a project of the earlier format (v1alpha1) into this one
+    /// (docs/convert.md).
+    Convert(commands::convert::ConvertArgs),
     /// Move waiting runs to a new revision: `move plan` proves offline which
     /// can move and writes the certificate.
     Move(commands::moves::MoveArgs),
@@ -125,6 +128,7 @@ pub fn main(version: &'static str) -> ExitCode {
         Command::Openapi => commands::openapi::run(),
         Command::Move(args) => commands::moves::run(args),
         Command::Scenario(args) => commands::scenario::run(args),
+        Command::Convert(args) => commands::convert::run(args),
         Command::Plan(a) => deploy(
             Which::Plan,
             &a.runtime_config.or(cli.runtime_config),

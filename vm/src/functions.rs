@@ -152,6 +152,29 @@ impl Sandbox {
     }
 }
 
+/// Calls script function `entrypoint` of the Rhai `source` with the JSON
+/// `arguments` in order, in the sandbox a run's Functions use (the same
+/// engine, limits and refused symbols), and returns its result as JSON.
+/// For tools that evaluate a pure Function outside any run
+/// (`coordinatorctl convert` computes what a request Function sends for a
+/// scenario's input). `Err` carries a sentence: the source does not
+/// compile, an argument is not representable, the call failed (with Rhai's
+/// position), or the result is not JSON.
+pub fn call_outside_run(
+    source: &str,
+    entrypoint: &str,
+    arguments: &[Value],
+) -> Result<Value, String> {
+    let sandbox = Sandbox::new(source)?;
+    let args = arguments
+        .iter()
+        .map(to_dynamic)
+        .collect::<Result<Vec<_>, _>>()?;
+    let result = sandbox.call(entrypoint, args)?;
+    from_dynamic(&result)
+        .map_err(|(pointer, message)| format!("the result at `{pointer}`: {message}"))
+}
+
 fn describe(e: &EvalAltResult) -> String {
     // Rhai's error enum is non-exhaustive: every other error keeps its own
     // message (which carries the position).

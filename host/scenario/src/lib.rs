@@ -18,3 +18,11 @@ pub mod file;
 pub mod moves;
 pub mod run;
 pub mod targets;
+
+/// Calls a script function of a `functions.rhai` source with JSON
+/// arguments in the VM's sandbox, outside any run, and returns its result
+/// as JSON (`Err`: a sentence). For tools that compute what a Function
+/// sends for a scenario's input (`coordinatorctl convert` completes a
+/// scripted read-record answer with its request's `collection` and
+/// `recordId`); the scenario host is the offline toolchain's way to the VM.
+pub use coordinator_vm::functions::call_outside_run;

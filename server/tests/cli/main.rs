@@ -8,9 +8,11 @@
 //! service (`ops`), explain's typed IR (`explain`), the drawn graph
 //! (`graph`), `move plan` (`moves`) holding waits to the moved scenario
 //! cases (`plan_moved_cases`), exported cases replayed with `test
-//! --cases` (`replay_cases`), both binaries' `--version` (`version`), and
-//! the installation files under `deploy/` (`install_files`).
+//! --cases` (`replay_cases`), both binaries' `--version` (`version`), the
+//! installation files under `deploy/` (`install_files`), and `convert
+//! --from v1alpha1` on the v1alpha1 fixtures (`convert`).
 
+mod convert;
 mod coverage;
 mod deploy_postgres;
 mod explain;
