@@ -8,7 +8,8 @@
 #   - /etc/ssl/certs/ca-certificates.crt (Debian's ca-certificates), the
 #     roots rustls reads for TLS to PostgreSQL and the products;
 #   - /etc/passwd and /etc/group with one user, registry-coordinator
-#     (uid/gid 10001), whom the image runs as.
+#     (uid/gid 10001), whom the image runs as, and its directory for the
+#     audit journal, /var/lib/registry-coordinator (0700);
 # No shell, no package manager, nothing else. Entrypoint `coordinator`
 # (command: --runtime-config /etc/registry-coordinator/runtime.yaml);
 # labels org.opencontainers.image.{version,revision,source,licenses}.
@@ -86,7 +87,7 @@ cleanup() {
 }
 trap cleanup EXIT
 rootfs="$stage/rootfs"
-install -d -m 0755 "$rootfs/usr/local/bin" "$rootfs/etc/ssl/certs" "$rootfs/etc/registry-coordinator"
+install -d -m 0755 "$rootfs/usr/local/bin" "$rootfs/etc/ssl/certs" "$rootfs/etc/registry-coordinator" "$rootfs/var/lib"
 install -m 0755 "${binaries[@]}" "$rootfs/usr/local/bin/"
 
 # Every library ldd names with a path (`name => /path (addr)` or the
@@ -113,6 +114,11 @@ find "$rootfs" -exec touch --no-dereference --date="@$SOURCE_DATE_EPOCH" {} +
 
 container="$(buildah "${storage[@]}" from --quiet scratch)"
 buildah "${storage[@]}" copy --quiet --chown 0:0 "$container" "$rootfs/" / >/dev/null
+# The audit journal's directory, the one the service writes: its user's,
+# 0700 (a volume mounted there starts as a copy of it).
+install -d -m 0700 "$stage/state/registry-coordinator"
+touch --date="@$SOURCE_DATE_EPOCH" "$stage/state/registry-coordinator"
+buildah "${storage[@]}" copy --quiet --chown 10001:10001 "$container" "$stage/state/" /var/lib/ >/dev/null
 buildah "${storage[@]}" config \
   --user 10001:10001 \
   --workingdir / \
