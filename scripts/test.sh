@@ -63,6 +63,19 @@ if ! command -v systemd-analyze >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd >/dev/null
 fi
 
+# Debian's Podman, buildah and runc for the image journey
+# (server/tests/image/: scripts/image.sh, scripts/image-journey.sh); the
+# test fails under CI=true without them.
+if ! command -v podman >/dev/null || ! command -v buildah >/dev/null || ! command -v runc >/dev/null; then
+  echo "== installing podman, buildah and runc (Debian packages)"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "test.sh: podman, buildah or runc is missing: apt-get install podman buildah runc as root" >&2
+    exit 1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends podman buildah runc >/dev/null
+fi
+
 # Debian's PgBouncer for the journey through a pooler in transaction mode
 # (server/tests/production.rs, scripts/pgbouncer.sh), without its service.
 if [ ! -x /usr/sbin/pgbouncer ]; then

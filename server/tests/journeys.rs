@@ -16,6 +16,7 @@ mod bulk;
 mod clock_skew;
 mod console;
 mod flow;
+mod image;
 mod move_apply;
 mod partition;
 mod small_fs;
