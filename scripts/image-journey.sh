@@ -98,9 +98,9 @@ chmod 0644 runtime.yaml
 
 common=(--ulimit nofile=16384:16384 --ulimit nproc=4096:4096 --network host
   --user 10001:10001 --read-only --read-only-tmpfs=false --security-opt no-new-privileges --cap-drop all
-  --volume "$work/runtime.yaml:$etc/runtime.yaml:ro"
-  --volume "$work/secrets:$etc/secrets:ro"
   --volume "$work/follow-up-package:$etc/packages/follow-up:ro")
+# The Podman way: the runtime file and the secret files from the host.
+host_secrets=(--volume "$work/runtime.yaml:$etc/runtime.yaml:ro" --volume "$work/secrets:$etc/secrets:ro")
 
 # The audit journal on a named volume (apply writes there too): podman
 # copies the image's /var/lib/registry-coordinator (uid 10001, 0700) into it.
@@ -110,7 +110,7 @@ common+=(--volume "$volume:/var/lib/registry-coordinator:rw")
 # 2. plan, apply, deployment-status from the image.
 for command in plan apply deployment-status; do
   rc=0
-  "${podman[@]}" run --rm "${common[@]}" --entrypoint /usr/local/bin/coordinatorctl "$image" \
+  "${podman[@]}" run --rm "${common[@]}" "${host_secrets[@]}" --entrypoint /usr/local/bin/coordinatorctl "$image" \
     --runtime-config "$etc/runtime.yaml" "$command" >"logs/$command.txt" 2>&1 || rc=$?
   [ "$rc" -eq 0 ] || { cat "logs/$command.txt" >&2; die "coordinatorctl $command from the image exited $rc"; }
   echo "image-journey: $command from the image: exit 0"
@@ -118,22 +118,24 @@ done
 
 # 3. The service.
 base="http://127.0.0.1:$SANDBOX_LISTENER_PORT"
+# serve N ARGS...: container N with the mounts ARGS, until /ready 200.
 serve() {
   local name="coordinator-$suffix-$1"
+  shift
   containers+=("$name")
-  "${podman[@]}" run --detach --name "$name" "${common[@]}" \
+  "${podman[@]}" run --detach --name "$name" "${common[@]}" "$@" \
     --env RUST_LOG=info,sqlx=warn "$image" >/dev/null
   for _ in $(seq 1 240); do
     if [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$base/ready")" = 200 ]; then
-      echo "image-journey: container $1 /ready 200"
+      echo "image-journey: container ${name##*-} /ready 200"
       return 0
     fi
     [ "$("${podman[@]}" inspect --format '{{.State.Running}}' "$name")" = true ] \
-      || { "${podman[@]}" logs "$name" >&2; die "container $1 exited before it was ready"; }
+      || { "${podman[@]}" logs "$name" >&2; die "container ${name##*-} exited before it was ready"; }
     sleep 0.25
   done
   "${podman[@]}" logs "$name" >&2
-  die "container $1 did not answer /ready 200 within 60 s"
+  die "container ${name##*-} did not answer /ready 200 within 60 s"
 }
 # 4. podman stop: SIGTERM, the drain, SIGKILL only after 30 s.
 stop() {
@@ -146,7 +148,7 @@ stop() {
   echo "image-journey: container $1 stopped in $((took / 1000)).$(printf '%03d' $((took % 1000))) s, exit code $code"
 }
 
-serve 1
+serve 1 "${host_secrets[@]}"
 header="$work/sandbox/producer-authorization"
 (umask 077 && printf 'Authorization: Bearer %s\n' "$(<"$SANDBOX_PRODUCER_TOKEN_FILE")" >"$header")
 body="{\"workflow\":\"follow-up\",\"revision\":\"$revision\",\"input\":{\"applicationId\":\"$SANDBOX_APPLICATION_ID\",\"sendAfter\":\"$(date -u +%Y-%m-%dT%H:%M:%SZ)\"}}"
@@ -174,8 +176,36 @@ follow
 echo "image-journey: run $run finished through container 1"
 stop 1
 
-# 5. A second container on the same volume serves the same deployment.
-serve 2
+# 5. The Kubernetes way (deploy/kubernetes/deployment.yaml) for a second
+# container on the same volume: the Secret as the kubelet mounts it
+# (root-owned files of group 10001, the pod's fsGroup, mode 0440, the
+# names links into ..data/), which the service refuses as it is; the init
+# step `coordinatorctl copy-secrets` copies it into an emptyDir (0777, in
+# memory under Kubernetes), and the service reads the copies read-only.
+kubelet="$work/kubelet-secret"
+stamp="..2026_01_01_00_00_00.000000001"
+rm -rf "$kubelet" "$work/emptydir"
+install -d -m 0755 "$kubelet/$stamp"
+for file in secrets/*; do
+  install -m 0440 -o 0 -g 10001 "$file" "$kubelet/$stamp/"
+  ln -s "..data/${file#secrets/}" "$kubelet/${file#secrets/}"
+done
+ln -s "$stamp" "$kubelet/..data"
+install -d -m 0777 "$work/emptydir"
+kube=/run/registry-coordinator
+sed "s|root: $etc/secrets|root: $kube/secrets|" runtime.yaml >runtime-kubernetes.yaml
+sed "s|root: $etc/secrets|root: /var/run/secrets/registry-coordinator|" runtime.yaml >runtime-kubelet.yaml
+chmod 0644 runtime-kubernetes.yaml runtime-kubelet.yaml
+rc=0
+"${podman[@]}" run --rm "${common[@]}" --volume "$work/runtime-kubelet.yaml:$etc/runtime.yaml:ro" \
+  --volume "$kubelet:/var/run/secrets/registry-coordinator:ro" "$image" >logs/kubelet-refused.log 2>&1 || rc=$?
+echo "image-journey: the service on the kubelet's Secret files as mounted: exit $rc, $(grep -o 'coordinator\.secret\.[a-z-]*' logs/kubelet-refused.log | head -n 1)"
+"${podman[@]}" run --rm "${common[@]}" --volume "$kubelet:/var/run/secrets/registry-coordinator:ro" \
+  --volume "$work/emptydir:$kube:rw" --entrypoint /usr/local/bin/coordinatorctl "$image" \
+  copy-secrets --from /var/run/secrets/registry-coordinator --to "$kube/secrets" >logs/copy-secrets.txt 2>&1 \
+  || { cat logs/copy-secrets.txt >&2; die "copy-secrets from the kubelet's layout failed"; }
+echo "image-journey: init step: $(head -n 1 logs/copy-secrets.txt)"
+serve 2 --volume "$work/runtime-kubernetes.yaml:$etc/runtime.yaml:ro" --volume "$work/emptydir:$kube:ro"
 follow
 echo "image-journey: run $run finished through container 2"
 stop 2

@@ -27,6 +27,10 @@ coordinator_source::diagnostic_codes! {
         "The file given with `--token-file` is missing.");
     COMMAND_UNEXPECTED_ANSWER = ("coordinator.command.unexpected-answer", Error,
         "The service at `--url` answered with something that is neither the expected JSON body nor an RFC 9457 problem document.");
+    COPY_SECRETS_SOURCE = ("coordinator.copy-secrets.source", Error,
+        "`copy-secrets --from` is not a readable directory of secret files: missing, empty, or an entry that is not a regular file, links outside it, or is over 1 MiB.");
+    COPY_SECRETS_WRITE = ("coordinator.copy-secrets.write", Error,
+        "`copy-secrets --to` already exists, or the new directory or a copy could not be written.");
     GRAPH_LAYOUT = ("coordinator.graph.layout", Error,
         "`graph --format svg` could not lay out the drawing.");
     GRAPH_RUN_REVISION = ("coordinator.graph.run-revision", Warning,

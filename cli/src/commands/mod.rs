@@ -2,6 +2,7 @@
 
 pub mod check;
 pub mod console;
+pub mod copy_secrets;
 pub mod deploy;
 pub mod explain;
 pub mod graph;

@@ -8,8 +8,10 @@
 //! service (`ops`), explain's typed IR (`explain`), the drawn graph
 //! (`graph`), `move plan` (`moves`) holding waits to the moved scenario
 //! cases (`plan_moved_cases`), both binaries' `--version` (`version`), and
-//! the installation files under `deploy/` (`install_files`).
+//! the installation files under `deploy/` (`install_files`), and
+//! `copy-secrets`, the Kubernetes init step (`copy_secrets`).
 
+mod copy_secrets;
 mod coverage;
 mod deploy_postgres;
 mod explain;

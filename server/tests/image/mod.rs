@@ -6,7 +6,10 @@
 //! against the test PostgreSQL 17: plan, apply and deployment-status from
 //! the image, the service non-root on a read-only root file system, one run
 //! finished, `podman stop` ending it by its SIGTERM drain (exit code 0, not
-//! 137), a second container on the same audit volume serving the same run.
+//! 137), a second container on the same audit volume serving the same run
+//! from secrets laid out as the kubelet mounts a Secret, which the service
+//! refuses as they are and reads once `coordinatorctl copy-secrets` (the
+//! Deployment's init step) copied them.
 //! Prints the wall times. Needs Podman and buildah (scripts/test.sh
 //! installs them); without them the test fails under `CI=true`.
 
