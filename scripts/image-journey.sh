@@ -55,6 +55,7 @@ podman=(podman "${storage[@]}")
 suffix="$(head -c 4 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 volume="coordinator-audit-$suffix"
 containers=()
+serve_args=()
 sandbox_pid=""
 cleanup() {
   local rc=$?
@@ -71,7 +72,7 @@ cleanup() {
 trap cleanup EXIT
 
 cd "$work"
-rm -rf follow-up follow-up-package sandbox runtime.yaml secrets logs
+rm -rf follow-up follow-up-package sandbox runtime.yaml runtime-kubernetes secrets logs
 mkdir -m 0700 logs
 "$ctl" init --directory follow-up >/dev/null
 "$ctl" package --project follow-up --output follow-up-package >logs/package.txt
@@ -97,10 +98,11 @@ chown -R 10001:10001 secrets
 chmod 0644 runtime.yaml
 
 common=(--ulimit nofile=16384:16384 --ulimit nproc=4096:4096 --network host
-  --user 10001:10001 --read-only --read-only-tmpfs=false --security-opt no-new-privileges --cap-drop all
+  --user 10001:10001 --read-only --read-only-tmpfs=false --security-opt no-new-privileges --cap-drop all)
+# The Podman way: the runtime file, the secret files and the package from
+# the host.
+host_secrets=(--volume "$work/runtime.yaml:$etc/runtime.yaml:ro" --volume "$work/secrets:$etc/secrets:ro"
   --volume "$work/follow-up-package:$etc/packages/follow-up:ro")
-# The Podman way: the runtime file and the secret files from the host.
-host_secrets=(--volume "$work/runtime.yaml:$etc/runtime.yaml:ro" --volume "$work/secrets:$etc/secrets:ro")
 
 # The audit journal on a named volume (apply writes there too): podman
 # copies the image's /var/lib/registry-coordinator (uid 10001, 0700) into it.
@@ -124,7 +126,7 @@ serve() {
   shift
   containers+=("$name")
   "${podman[@]}" run --detach --name "$name" "${common[@]}" "$@" \
-    --env RUST_LOG=info,sqlx=warn "$image" >/dev/null
+    --env RUST_LOG=info,sqlx=warn "$image" "${serve_args[@]}" >/dev/null
   for _ in $(seq 1 240); do
     if [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$base/ready")" = 200 ]; then
       echo "image-journey: container ${name##*-} /ready 200"
@@ -177,35 +179,55 @@ echo "image-journey: run $run finished through container 1"
 stop 1
 
 # 5. The Kubernetes way (deploy/kubernetes/deployment.yaml) for a second
-# container on the same volume: the Secret as the kubelet mounts it
-# (root-owned files of group 10001, the pod's fsGroup, mode 0440, the
-# names links into ..data/), which the service refuses as it is; the init
-# step `coordinatorctl copy-secrets` copies it into an emptyDir (0777, in
-# memory under Kubernetes), and the service reads the copies read-only.
-kubelet="$work/kubelet-secret"
-stamp="..2026_01_01_00_00_00.000000001"
-rm -rf "$kubelet" "$work/emptydir"
-install -d -m 0755 "$kubelet/$stamp"
-for file in secrets/*; do
-  install -m 0440 -o 0 -g 10001 "$file" "$kubelet/$stamp/"
-  ln -s "..data/${file#secrets/}" "$kubelet/${file#secrets/}"
-done
-ln -s "$stamp" "$kubelet/..data"
-install -d -m 0777 "$work/emptydir"
+# container on the same volume, every file mounted as the kubelet mounts a
+# Secret or a ConfigMap: each name a link into ..data/, a link to a
+# timestamped directory of root-owned files. The Secret's files are of
+# group 10001 (the pod's fsGroup), mode 0440 (defaultMode), which the
+# service refuses as they are; the init step `coordinatorctl copy-secrets`
+# copies them into an emptyDir (0777; in memory under Kubernetes) and the
+# service reads the copies read-only. The runtime file and the package
+# are ConfigMaps (0644): the runtime file read through its link, the
+# package's two files mounted one by one (subPath).
+# kubelet_volume DIR MODE GROUP FILE...: FILEs laid out as the kubelet does.
+kubelet_volume() {
+  local dir="$1" mode="$2" group="$3" stamp="..2026_01_01_00_00_00.000000001" file
+  shift 3
+  rm -rf "$dir"
+  install -d -m 0755 "$dir/$stamp"
+  for file in "$@"; do
+    install -m "$mode" -o 0 -g "$group" "$file" "$dir/$stamp/"
+    ln -s "..data/${file##*/}" "$dir/${file##*/}"
+  done
+  ln -s "$stamp" "$dir/..data"
+}
 kube=/run/registry-coordinator
-sed "s|root: $etc/secrets|root: $kube/secrets|" runtime.yaml >runtime-kubernetes.yaml
+mkdir runtime-kubernetes
+sed "s|root: $etc/secrets|root: $kube/secrets|" runtime.yaml >runtime-kubernetes/runtime.yaml
+kubelet_volume "$work/kubelet-secret" 0440 10001 secrets/*
+kubelet_volume "$work/kubelet-runtime" 0644 0 runtime-kubernetes/runtime.yaml
+kubelet_volume "$work/kubelet-package" 0644 0 follow-up-package/*
+rm -rf "$work/emptydir"
+install -d -m 0777 "$work/emptydir"
+# The package's two files by subPath (a ConfigMap's directory holds the
+# kubelet's ..data entries, which a package may not): bind mounts of the
+# files themselves, as the kubelet makes them.
+kube_files=(--volume "$work/kubelet-runtime:$etc/runtime:ro"
+  --volume "$work/kubelet-package/..data/definition.json:$etc/packages/follow-up/definition.json:ro"
+  --volume "$work/kubelet-package/..data/SHA256SUMS:$etc/packages/follow-up/SHA256SUMS:ro")
 sed "s|root: $etc/secrets|root: /var/run/secrets/registry-coordinator|" runtime.yaml >runtime-kubelet.yaml
-chmod 0644 runtime-kubernetes.yaml runtime-kubelet.yaml
+chmod 0644 runtime-kubelet.yaml
 rc=0
 "${podman[@]}" run --rm "${common[@]}" --volume "$work/runtime-kubelet.yaml:$etc/runtime.yaml:ro" \
-  --volume "$kubelet:/var/run/secrets/registry-coordinator:ro" "$image" >logs/kubelet-refused.log 2>&1 || rc=$?
+  --volume "$work/follow-up-package:$etc/packages/follow-up:ro" \
+  --volume "$work/kubelet-secret:/var/run/secrets/registry-coordinator:ro" "$image" >logs/kubelet-refused.log 2>&1 || rc=$?
 echo "image-journey: the service on the kubelet's Secret files as mounted: exit $rc, $(grep -o 'coordinator\.secret\.[a-z-]*' logs/kubelet-refused.log | head -n 1)"
-"${podman[@]}" run --rm "${common[@]}" --volume "$kubelet:/var/run/secrets/registry-coordinator:ro" \
+"${podman[@]}" run --rm "${common[@]}" --volume "$work/kubelet-secret:/var/run/secrets/registry-coordinator:ro" \
   --volume "$work/emptydir:$kube:rw" --entrypoint /usr/local/bin/coordinatorctl "$image" \
   copy-secrets --from /var/run/secrets/registry-coordinator --to "$kube/secrets" >logs/copy-secrets.txt 2>&1 \
   || { cat logs/copy-secrets.txt >&2; die "copy-secrets from the kubelet's layout failed"; }
 echo "image-journey: init step: $(head -n 1 logs/copy-secrets.txt)"
-serve 2 --volume "$work/runtime-kubernetes.yaml:$etc/runtime.yaml:ro" --volume "$work/emptydir:$kube:ro"
+serve_args=(--runtime-config "$etc/runtime/runtime.yaml")
+serve 2 "${kube_files[@]}" --volume "$work/emptydir:$kube:ro"
 follow
 echo "image-journey: run $run finished through container 2"
 stop 2

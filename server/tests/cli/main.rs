@@ -8,7 +8,8 @@
 //! service (`ops`), explain's typed IR (`explain`), the drawn graph
 //! (`graph`), `move plan` (`moves`) holding waits to the moved scenario
 //! cases (`plan_moved_cases`), both binaries' `--version` (`version`), and
-//! the installation files under `deploy/` (`install_files`), and
+//! the installation files under `deploy/` (`install_files`,
+//! `kubernetes_files`), and
 //! `copy-secrets`, the Kubernetes init step (`copy_secrets`).
 
 mod copy_secrets;
@@ -17,6 +18,7 @@ mod deploy_postgres;
 mod explain;
 mod graph;
 mod install_files;
+mod kubernetes_files;
 mod lsp;
 mod moves;
 mod ops;
