@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The image journey (issue 39 item 2; run by server/tests/image.rs): the
+# The image journey (issue 39 item 2; run by server/tests/image/): the
 # starter served from the OCI image of scripts/image.sh with Podman, as an
 # operator runs it.
 #
@@ -16,11 +16,16 @@
 #  4. `podman stop` (SIGTERM, SIGKILL only after 30 s): prints the seconds
 #     it took and the container's exit code (0 is a drained stop, 137 a
 #     kill);
-#  5. a second container with the same volume: /ready 200, the same run
-#     `finished` through it; stopped the same way.
+#  5. the Kubernetes way: the secrets, the runtime file and the package
+#     laid out as the kubelet mounts a Secret and ConfigMaps; the service
+#     on the Secret as mounted exits 1; `coordinatorctl copy-secrets` (the
+#     Deployment's init step) copies it into an emptyDir stand-in; a second
+#     container with those mounts and the same audit volume: /ready 200,
+#     the same run `finished` through it; stopped the same way.
 # Prints `image-journey: ...` lines the test reads; exits 0 only when every
 # step did what it says. Everything it started (containers, the volume,
-# the sandbox) is removed on exit.
+# the sandbox) is removed on exit; the namespace it applied (`namespace:`
+# in WORK/runtime.yaml) is left to the caller.
 #
 # COORDINATOR_RUN_BIN_DIR=D  coordinatorctl and coordinator-sandbox on the
 #                            host (required).
