@@ -28,12 +28,19 @@ if [ ! -d "$tools/schemathesis/schemathesis" ]; then
   echo "== installing schemathesis into $tools/schemathesis"
   python3 -m pip install --quiet --disable-pip-version-check --target "$tools/schemathesis" schemathesis
 fi
+# kubernetes-validate (PyPI, pinned) for deploy/kubernetes
+# (server/tests/cli/kubernetes_files.rs: the Kubernetes version is pinned there).
+if [ ! -d "$tools/kubernetes-validate/kubernetes_validate-1.37.0.dist-info" ]; then
+  echo "== installing kubernetes-validate into $tools/kubernetes-validate"
+  python3 -m pip install --quiet --disable-pip-version-check --upgrade --target "$tools/kubernetes-validate" kubernetes-validate==1.37.0
+fi
 if [ ! -x "$tools/openapi-typescript/node_modules/.bin/openapi-typescript" ]; then
   echo "== installing openapi-typescript and openapi-fetch into $tools/openapi-typescript"
   npm install --silent --no-audit --no-fund --prefix "$tools/openapi-typescript" openapi-typescript openapi-fetch >/dev/null
 fi
 export TSC="$tools/tsc/node_modules/.bin/tsc" MYPY_PATH="$tools/mypy"
 export SCHEMATHESIS_PATH="$tools/schemathesis" OPENAPI_TYPESCRIPT_DIR="$tools/openapi-typescript"
+export KUBERNETES_VALIDATE_PATH="$tools/kubernetes-validate"
 [ -x "$TSC" ] && [ -d "$MYPY_PATH/mypy" ] || { echo "test.sh: tsc or mypy is missing" >&2; exit 1; }
 [ -d "$SCHEMATHESIS_PATH/schemathesis" ] && [ -d "$OPENAPI_TYPESCRIPT_DIR/node_modules/openapi-fetch" ] \
   || { echo "test.sh: schemathesis or openapi-typescript is missing" >&2; exit 1; }
@@ -61,6 +68,19 @@ if ! command -v systemd-analyze >/dev/null; then
   fi
   DEBIAN_FRONTEND=noninteractive apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd >/dev/null
+fi
+
+# Debian's Podman, buildah and runc for the image journey
+# (server/tests/image/: scripts/image.sh, scripts/image-journey.sh); the
+# test fails under CI=true without them.
+if ! command -v podman >/dev/null || ! command -v buildah >/dev/null || ! command -v runc >/dev/null; then
+  echo "== installing podman, buildah and runc (Debian packages)"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "test.sh: podman, buildah or runc is missing: apt-get install podman buildah runc as root" >&2
+    exit 1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends podman buildah runc >/dev/null
 fi
 
 # Debian's PgBouncer for the journey through a pooler in transaction mode

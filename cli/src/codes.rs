@@ -53,6 +53,10 @@ coordinator_source::diagnostic_codes! {
         "`convert`: a connection's Casework task authority (`taskAuthority`, `observationAuthorization`) was left out.");
     CONVERT_WRITE = ("coordinator.convert.write", Error,
         "`convert` could not write the project to `--output`.");
+    COPY_SECRETS_SOURCE = ("coordinator.copy-secrets.source", Error,
+        "`copy-secrets --from` is not a readable directory of secret files: missing, empty, or an entry that is not a regular file, links outside it, or is over 1 MiB.");
+    COPY_SECRETS_WRITE = ("coordinator.copy-secrets.write", Error,
+        "`copy-secrets --to` already exists, or the new directory or a copy could not be written.");
     EXPORT_OUTPUT = ("coordinator.export.output", Error,
         "The `--output` of `scenario export` exists, or its directory does not; an exported case never replaces a file.");
     EXPORT_WRITE = ("coordinator.export.write", Error,

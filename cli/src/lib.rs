@@ -91,6 +91,9 @@ enum Command {
     Apply(commands::deploy::PlanArgs),
     /// Verify the deployment as the service would and print its status.
     DeploymentStatus(commands::deploy::StatusArgs),
+    /// Copy secret files owned by another user (a Kubernetes Secret volume)
+    /// into a new owner-only directory the service reads (docs/install.md).
+    CopySecrets(commands::copy_secrets::CopySecretsArgs),
     #[command(flatten)]
     Ops(commands::ops::OpsCommand),
     /// Serve the Language Server Protocol on stdin and stdout (diagnostics
@@ -126,6 +129,7 @@ pub fn main(version: &'static str) -> ExitCode {
         Command::Types(args) => commands::types::run(args),
         Command::Schema(args) => commands::schema::run(args),
         Command::Openapi => commands::openapi::run(),
+        Command::CopySecrets(args) => commands::copy_secrets::run(&args),
         Command::Move(args) => commands::moves::run(args),
         Command::Scenario(args) => commands::scenario::run(args),
         Command::Convert(args) => commands::convert::run(args),

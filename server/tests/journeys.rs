@@ -17,6 +17,7 @@ mod clock_skew;
 mod console;
 mod export_replay;
 mod flow;
+mod image;
 mod move_apply;
 mod partition;
 mod small_fs;

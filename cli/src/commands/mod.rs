@@ -3,6 +3,7 @@
 pub mod check;
 pub mod console;
 pub mod convert;
+pub mod copy_secrets;
 pub mod deploy;
 pub mod explain;
 pub mod graph;

@@ -9,15 +9,19 @@
 //! (`graph`), `move plan` (`moves`) holding waits to the moved scenario
 //! cases (`plan_moved_cases`), exported cases replayed with `test
 //! --cases` (`replay_cases`), both binaries' `--version` (`version`), the
-//! installation files under `deploy/` (`install_files`), and `convert
-//! --from v1alpha1` on the v1alpha1 fixtures (`convert`).
+//! installation files under `deploy/` (`install_files`,
+//! `kubernetes_files`), `copy-secrets`, the Kubernetes init step
+//! (`copy_secrets`), and `convert --from v1alpha1` on the v1alpha1
+//! fixtures (`convert`).
 
 mod convert;
+mod copy_secrets;
 mod coverage;
 mod deploy_postgres;
 mod explain;
 mod graph;
 mod install_files;
+mod kubernetes_files;
 mod lsp;
 mod moves;
 mod ops;

@@ -23,7 +23,7 @@ use crate::support::{urls, Urls};
 /// and `coordinator-sandbox`, which `cargo test --workspace` builds for
 /// the fakes' own tests); `None` after a notice (a failure under CI=true)
 /// when the sandbox is not built.
-fn binaries(test: &str) -> Option<PathBuf> {
+pub(crate) fn binaries(test: &str) -> Option<PathBuf> {
     let dir = Path::new(env!("CARGO_BIN_EXE_coordinator"))
         .parent()
         .unwrap()
