@@ -64,6 +64,10 @@ pub fn idempotency_key_valid(key: &str) -> bool {
         && key.bytes().all(|b| b.is_ascii_graphic())
 }
 
+/// The longest wait `GET /v1/runs/{run}` takes with `Prefer: wait=N`
+/// (RFC 7240), in seconds; a longer one is 400 `request.wait-too-long`.
+pub const MAX_RUN_WAIT_SECONDS: u64 = 60;
+
 /// Every state a run can be in, as `RunStatus.state` spells it and
 /// `GET /v1/runs?state=` accepts it (the engine's run statuses; a server
 /// test holds the two equal).

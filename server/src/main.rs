@@ -265,6 +265,7 @@ async fn serve_checked(args: Args, worker_threads: NonZeroUsize) -> Result<ExitC
     );
     // Measured before the first start is admitted or lease taken.
     clock_watch.measure().await;
+    let run_ends = engine.run_ends.clone();
     let state = AppState {
         engine: engine.clone(),
         clock: clock.clone(),
@@ -292,6 +293,8 @@ async fn serve_checked(args: Args, worker_threads: NonZeroUsize) -> Result<ExitC
     stopping::tell_service_manager(sd_notify::NotifyState::Ready);
     let exit = serve_until_stop_or_fence(&mut signal, &mut worker).await;
     let stopping = std::time::Instant::now();
+    // Waits for runs' ends answer at once, so the drain is not held up.
+    run_ends.close();
     shut_down(servers, worker, &journal, stopping::drain_budget(&traces)).await;
     stopping::flush_traces(traces, stopping).await;
     Ok(exit)

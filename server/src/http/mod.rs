@@ -19,6 +19,7 @@ mod error;
 mod event_starts;
 pub(crate) mod middleware;
 mod moves;
+mod prefer;
 mod recovery;
 pub(crate) mod request;
 pub(crate) mod response;
