@@ -82,6 +82,18 @@ pub const RUN_STATES: [&str; 8] = [
     "expired",
 ];
 
+/// The states of [`RUN_STATES`] a run has ended in (the engine's
+/// terminal statuses; a server test holds the two equal): what
+/// `Prefer: wait=N` waits for. `attention` and `cancel-requested` have not
+/// ended.
+pub const ENDED_RUN_STATES: [&str; 5] = [
+    "finished",
+    "failed",
+    "cancelled",
+    "cancelled-after-effect",
+    "expired",
+];
+
 /// Every effect a call step can have, as `InspectedStep.effect` spells it
 /// and `GET /v1/runs?effect=` accepts it (the engine's effect states; a
 /// server test holds the two equal).

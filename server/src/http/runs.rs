@@ -420,6 +420,21 @@ mod tests {
         assert_eq!(api::RUN_STATES.len(), 8);
     }
 
+    /// `ENDED_RUN_STATES` (what `Prefer: wait` waits for, and what
+    /// `coordinatorctl start --wait` tells ended) are exactly the engine's
+    /// terminal statuses.
+    #[test]
+    fn the_ended_run_states_are_the_engines_terminal_ones() {
+        for name in api::RUN_STATES {
+            let state = super::parse_state(name).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(
+                state.is_terminal(),
+                api::ENDED_RUN_STATES.contains(&name),
+                "{name}"
+            );
+        }
+    }
+
     /// `EFFECT_STATES` (the document's `enum` of `effect`) names exactly
     /// the engine's effect states, as inspection spells them.
     #[test]
