@@ -282,6 +282,11 @@ async fn serve_checked(args: Args, worker_threads: NonZeroUsize) -> Result<ExitC
         .metrics_gate
         .open(coordinator::metrics::router(engine.clone(), store.clone()));
     tokio::spawn(clock_watch.watch(servers.stop_rx.clone()));
+    tokio::spawn(coordinator::run_end_relay::relay(
+        store.clone(),
+        engine.clone(),
+        servers.stop_rx.clone(),
+    ));
     // A `--recovery-only` instance runs the worker too: its leases are
     // receipt lookups only (reads, for `reconcile`), never dispatches.
     let mut worker = tokio::spawn(coordinator::work(

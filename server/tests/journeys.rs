@@ -18,6 +18,7 @@ mod console;
 mod flow;
 mod move_apply;
 mod partition;
+mod run_wait_across;
 mod small_fs;
 mod support;
 mod traces;

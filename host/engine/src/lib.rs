@@ -58,7 +58,9 @@ pub use operator::actions::{Action, ActionError, InspectedStep};
 pub use operator::moves::{MoveError, MovedRun};
 pub use operator::restore::HoldError;
 pub use operator::Operator;
-pub use run_end_waiters::{RunEndWait, RunEndWaiters, WaitOutcome, MAX_RUN_END_WAITS};
+pub use run_end_waiters::{
+    RunEndSignal, RunEndWait, RunEndWaiters, WaitOutcome, MAX_RUN_END_WAITS,
+};
 pub use worker::Worker;
 
 /// The move certificate a move takes (`Operator::move_run`), as the

@@ -9,29 +9,70 @@
 //! ([`RunEndWaiters::register`]) *before* the caller reads the run again,
 //! so an end committed after that read always wakes it, and one committed
 //! before it is seen by the read.
+//!
+//! Runs another process of the deployment ends reach a wait through a
+//! relay the embedding process attaches ([`RunEndWaiters::attach_relay`]:
+//! the service's is PostgreSQL `NOTIFY`): this process says which runs
+//! its callers wait for ([`RunEndSignal::Waiting`]), the others keep them
+//! ([`RunEndWaiters::waited_elsewhere`]) and say when they end one
+//! ([`RunEndSignal::Ended`]), and this process wakes its waits
+//! ([`RunEndWaiters::ended_elsewhere`]). Nothing is relayed for a run
+//! nobody waits for.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 
 /// How many waits one process holds at most; a caller past it is answered
 /// at once with the run as it is (the preference ignored, RFC 7240).
 pub const MAX_RUN_END_WAITS: usize = 1024;
 
+/// How long a run another process waits for is kept here: the longest
+/// wait (60 s) and a margin for the relay's delivery.
+const KEPT_FOR_ELSEWHERE: Duration = Duration::from_secs(75);
+
+/// What this process tells the other processes of the deployment through
+/// the relay ([`RunEndWaiters::attach_relay`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunEndSignal {
+    /// A caller here waits for this run to end.
+    Waiting(String),
+    /// This process ended this run, which a caller elsewhere waits for.
+    Ended(String),
+}
+
 /// The registry of waits for runs' ends in this process. Held in an
 /// `Arc` by the engine (`Engine::run_ends`) and its committer.
 pub struct RunEndWaiters {
-    /// The waits registered now; read without the lock on the commit path.
+    /// The waits registered here plus the runs kept for other processes;
+    /// read without the lock on the commit path.
+    watched: AtomicUsize,
+    /// The waits registered here (the limit counts these).
     waits: AtomicUsize,
-    /// The runs waited for, by id.
-    runs: Mutex<HashMap<String, RunWaited>>,
+    runs: Mutex<Watched>,
     /// Set once by [`RunEndWaiters::close`]: every wait answers at once.
     closing: watch::Sender<bool>,
     /// [`MAX_RUN_END_WAITS`], or less in tests.
     limit: usize,
+    /// Where [`RunEndSignal`]s go, once attached.
+    relay: OnceLock<mpsc::UnboundedSender<RunEndSignal>>,
+    /// This process among the relay's senders (random, per process).
+    process: String,
+}
+
+/// The runs watched, under one lock.
+#[derive(Default)]
+struct Watched {
+    /// Runs callers of this process wait for, by id.
+    here: HashMap<String, RunWaited>,
+    /// Runs callers of other processes wait for, with when each was said.
+    elsewhere: HashMap<String, Instant>,
+    /// When `elsewhere` was last rid of entries past [`KEPT_FOR_ELSEWHERE`].
+    pruned: Option<Instant>,
 }
 
 /// One run waited for: the signal its end sends, and how many wait on it.
@@ -43,8 +84,8 @@ struct RunWaited {
 /// How a [`RunEndWait`] ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WaitOutcome {
-    /// This process committed the run's end (or was told of one,
-    /// [`RunEndWaiters::run_ended`]).
+    /// The run's end was committed here or elsewhere, or the relay lost
+    /// what it was told ([`RunEndWaiters::recheck_all`]): read it again.
     Ended,
     /// The time given passed first.
     TimedOut,
@@ -62,25 +103,37 @@ impl RunEndWaiters {
     /// A registry holding at most `limit` waits at once.
     pub fn with_limit(limit: usize) -> Self {
         RunEndWaiters {
+            watched: AtomicUsize::new(0),
             waits: AtomicUsize::new(0),
-            runs: Mutex::new(HashMap::new()),
+            runs: Mutex::new(Watched::default()),
             closing: watch::Sender::new(false),
             limit,
+            relay: OnceLock::new(),
+            process: uuid::Uuid::new_v4().simple().to_string(),
         }
+    }
+
+    /// This process's name among the relay's senders: a signal it reads
+    /// back from the relay with this name is its own.
+    pub fn process(&self) -> &str {
+        &self.process
+    }
+
+    /// Sends this process's [`RunEndSignal`]s to `relay` from now on.
+    /// `false` (and nothing changes) when one is attached already.
+    pub fn attach_relay(&self, relay: mpsc::UnboundedSender<RunEndSignal>) -> bool {
+        self.relay.set(relay).is_ok()
     }
 
     /// Registers a wait for run `run_id`'s end. `None` when
     /// [`MAX_RUN_END_WAITS`] waits are held already or the process is
     /// stopping: the caller answers at once. The wait is released when
     /// the returned [`RunEndWait`] is dropped (the request answered, or
-    /// its client gone).
+    /// its client gone). The first wait on a run here is relayed.
     pub fn register(self: &Arc<Self>, run_id: &str) -> Option<RunEndWait> {
         if *self.closing.borrow() {
             return None;
         }
-        // Counted before the run is inserted (and so before the caller
-        // reads the run again): a commit that reads zero here ended the
-        // run before that read.
         if self
             .waits
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
@@ -90,15 +143,25 @@ impl RunEndWaiters {
         {
             return None;
         }
-        let ended = {
+        // Counted before the run is inserted (and so before the caller
+        // reads the run again): a commit that reads zero here ended the
+        // run before that read.
+        self.watched.fetch_add(1, Ordering::SeqCst);
+        let (ended, first) = {
             let mut runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
-            let waited = runs.entry(run_id.to_owned()).or_insert_with(|| RunWaited {
-                ended: watch::Sender::new(false),
-                waits: 0,
-            });
+            let waited = runs
+                .here
+                .entry(run_id.to_owned())
+                .or_insert_with(|| RunWaited {
+                    ended: watch::Sender::new(false),
+                    waits: 0,
+                });
             waited.waits += 1;
-            waited.ended.subscribe()
+            (waited.ended.subscribe(), waited.waits == 1)
         };
+        if first {
+            self.relay(RunEndSignal::Waiting(run_id.to_owned()));
+        }
         Some(RunEndWait {
             waiters: self.clone(),
             run_id: run_id.to_owned(),
@@ -107,18 +170,59 @@ impl RunEndWaiters {
         })
     }
 
-    /// Run `run_id` has ended (its end is committed): wakes its waits.
-    /// One atomic load when nobody waits in this process.
+    /// Run `run_id` has ended (its end is committed by this process, or
+    /// read after another process said a caller waits for it): wakes its
+    /// waits here, and relays the end when a caller elsewhere waits for
+    /// it. One atomic load when nothing is watched.
     pub fn run_ended(&self, run_id: &str) {
-        if self.waits.load(Ordering::SeqCst) == 0 {
+        if self.watched.load(Ordering::SeqCst) == 0 {
             return;
         }
-        let waited = self
-            .runs
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(run_id);
-        if let Some(waited) = waited {
+        if self.forget(run_id) {
+            self.relay(RunEndSignal::Ended(run_id.to_owned()));
+        }
+    }
+
+    /// Another process ended run `run_id`: wakes its waits here; relays
+    /// nothing.
+    pub fn ended_elsewhere(&self, run_id: &str) {
+        self.forget(run_id);
+    }
+
+    /// A caller of another process waits for run `run_id`: this process
+    /// relays its end if it commits it within [`KEPT_FOR_ELSEWHERE`]. The
+    /// caller then reads the run (an end committed before this call) and
+    /// calls [`RunEndWaiters::run_ended`] if it has ended.
+    pub fn waited_elsewhere(&self, run_id: &str) {
+        let now = Instant::now();
+        let mut runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
+        if runs
+            .pruned
+            .is_none_or(|at| now.duration_since(at) >= KEPT_FOR_ELSEWHERE)
+        {
+            let before = runs.elsewhere.len();
+            runs.elsewhere
+                .retain(|_, said| now.duration_since(*said) < KEPT_FOR_ELSEWHERE);
+            self.watched
+                .fetch_sub(before - runs.elsewhere.len(), Ordering::SeqCst);
+            runs.pruned = Some(now);
+        }
+        if runs.elsewhere.insert(run_id.to_owned(), now).is_none() {
+            self.watched.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// The relay may have lost signals (its connection was lost): every
+    /// wait here is woken to read its run again, and waits on anew.
+    pub fn recheck_all(&self) {
+        let here = std::mem::take(
+            &mut self
+                .runs
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .here,
+        );
+        for waited in here.into_values() {
             waited.ended.send_replace(true);
         }
     }
@@ -129,23 +233,48 @@ impl RunEndWaiters {
         self.closing.send_replace(true);
     }
 
-    /// The waits registered now.
+    /// The waits registered here now.
     pub fn waiting(&self) -> usize {
         self.waits.load(Ordering::SeqCst)
+    }
+
+    /// Wakes the waits here on `run_id` and forgets it; whether a caller
+    /// elsewhere waited for it.
+    fn forget(&self, run_id: &str) -> bool {
+        let (here, elsewhere) = {
+            let mut runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
+            (runs.here.remove(run_id), runs.elsewhere.remove(run_id))
+        };
+        if let Some(waited) = here {
+            waited.ended.send_replace(true);
+        }
+        if elsewhere.is_some() {
+            self.watched.fetch_sub(1, Ordering::SeqCst);
+        }
+        elsewhere.is_some()
+    }
+
+    /// `signal` to the relay, when one is attached.
+    fn relay(&self, signal: RunEndSignal) {
+        if let Some(relay) = self.relay.get() {
+            // A relay gone (its task ended) leaves waits to their N.
+            let _ = relay.send(signal);
+        }
     }
 
     /// Wait on `run_id` released.
     fn release(&self, run_id: &str) {
         {
             let mut runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some(waited) = runs.get_mut(run_id) {
+            if let Some(waited) = runs.here.get_mut(run_id) {
                 waited.waits = waited.waits.saturating_sub(1);
                 if waited.waits == 0 {
-                    runs.remove(run_id);
+                    runs.here.remove(run_id);
                 }
             }
         }
         self.waits.fetch_sub(1, Ordering::SeqCst);
+        self.watched.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -201,7 +330,8 @@ mod tests {
         assert_eq!(waiters.waiting(), 1);
         drop(other);
         assert_eq!(waiters.waiting(), 0);
-        assert!(waiters.runs.lock().expect("lock").is_empty());
+        assert!(waiters.runs.lock().expect("lock").here.is_empty());
+        assert_eq!(waiters.watched.load(Ordering::SeqCst), 0);
     }
 
     #[tokio::test]
@@ -230,5 +360,54 @@ mod tests {
         );
         drop(held);
         assert!(waiters.register("run-b").is_none(), "stopping");
+    }
+
+    #[tokio::test]
+    async fn waits_and_ends_are_relayed_only_where_a_caller_waits() {
+        let (tx, mut relayed) = mpsc::unbounded_channel();
+        let waiters = Arc::new(RunEndWaiters::default());
+        assert!(waiters.attach_relay(tx));
+        // An end nobody waits for relays nothing.
+        waiters.run_ended("run-a");
+        let first = waiters.register("run-a").expect("room");
+        let second = waiters.register("run-a").expect("room");
+        assert_eq!(
+            relayed.try_recv(),
+            Ok(RunEndSignal::Waiting("run-a".into()))
+        );
+        assert!(relayed.try_recv().is_err(), "one signal a run");
+        drop((first, second));
+        // Another process's caller waits for run-b: its end here is relayed
+        // once; one ended elsewhere is not relayed back.
+        waiters.waited_elsewhere("run-b");
+        waiters.waited_elsewhere("run-c");
+        waiters.run_ended("run-b");
+        waiters.run_ended("run-b");
+        assert_eq!(relayed.try_recv(), Ok(RunEndSignal::Ended("run-b".into())));
+        assert!(relayed.try_recv().is_err());
+        let mut here = waiters.register("run-c").expect("room");
+        let _ = relayed.try_recv();
+        waiters.ended_elsewhere("run-c");
+        assert_eq!(
+            here.wait(Duration::from_secs(3600)).await,
+            WaitOutcome::Ended
+        );
+        assert!(relayed.try_recv().is_err());
+        drop(here);
+        assert_eq!(waiters.watched.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn a_recheck_wakes_every_wait_here() {
+        let waiters = Arc::new(RunEndWaiters::default());
+        let mut a = waiters.register("run-a").expect("room");
+        let mut b = waiters.register("run-b").expect("room");
+        waiters.recheck_all();
+        let long = Duration::from_secs(3600);
+        assert_eq!(a.wait(long).await, WaitOutcome::Ended);
+        assert_eq!(b.wait(long).await, WaitOutcome::Ended);
+        drop((a, b));
+        assert_eq!(waiters.waiting(), 0);
+        assert_eq!(waiters.watched.load(Ordering::SeqCst), 0);
     }
 }

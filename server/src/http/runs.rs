@@ -286,24 +286,36 @@ pub(crate) async fn status(
     if run.state.status.is_terminal() {
         return Ok(wait_applied(seconds, &run));
     }
-    // Registered before the run is read again: an end committed after
-    // that read wakes the wait, one committed before it is in the read.
-    // No room (or the process stopping): the run as it is, the
-    // preference not applied.
-    let Some(mut waiting) = s.engine.run_ends.register(&run.id) else {
-        return Ok(json(StatusCode::OK, &run_status(&run)));
-    };
-    let run = read_again(&s, &run.id).await?;
-    if run.state.status.is_terminal() {
-        return Ok(wait_applied(seconds, &run));
+    let until = tokio::time::Instant::now() + Duration::from_secs(seconds);
+    let mut run = run;
+    loop {
+        // Registered before the run is read again: an end committed after
+        // that read wakes the wait, one committed before it is in the
+        // read. No room (or the process stopping): the run as it is, the
+        // preference not applied.
+        let Some(mut waiting) = s.engine.run_ends.register(&run.id) else {
+            return Ok(json(StatusCode::OK, &run_status(&run)));
+        };
+        run = read_again(&s, &run.id).await?;
+        if run.state.status.is_terminal() {
+            return Ok(wait_applied(seconds, &run));
+        }
+        let outcome = waiting
+            .wait(until.saturating_duration_since(tokio::time::Instant::now()))
+            .await;
+        drop(waiting);
+        run = read_again(&s, &run.id).await?;
+        match outcome {
+            WaitOutcome::Closing => return Ok(json(StatusCode::OK, &run_status(&run))),
+            WaitOutcome::TimedOut => return Ok(wait_applied(seconds, &run)),
+            WaitOutcome::Ended if run.state.status.is_terminal() => {
+                return Ok(wait_applied(seconds, &run))
+            }
+            // Woken without an end (the relay to other processes lost
+            // its connection): wait again for the time left.
+            WaitOutcome::Ended => {}
+        }
     }
-    let outcome = waiting.wait(Duration::from_secs(seconds)).await;
-    drop(waiting);
-    let run = read_again(&s, &run.id).await?;
-    Ok(match outcome {
-        WaitOutcome::Closing => json(StatusCode::OK, &run_status(&run)),
-        WaitOutcome::Ended | WaitOutcome::TimedOut => wait_applied(seconds, &run),
-    })
 }
 
 /// Run `run_id` read again (it was visible to the caller a moment ago).
