@@ -8,9 +8,16 @@
 //! Under `poolingMode: transaction` there is no relay: a wait for a run
 //! another process ends is answered at N.
 //!
-//! A notice is JSON: `{"from": <process>, "waiting": <run id>}` or
-//! `{"from": <process>, "ended": <run id>}`; a process ignores its own.
+//! A notice is JSON: `{"from": <process>, "waiting": <run id>}`,
+//! `{"from": <process>, "ended": <run id>}`, or a process's presence:
+//! `{"from": <process>, "hello": true}` when it starts hearing (each
+//! process that hears it answers `{"hello": false}`), `{"gone": true}`
+//! when it stops. A process tells its waits only while it knows another
+//! ([`RunEndWaiters::others_hear`](coordinator_engine::RunEndWaiters::others_hear)),
+//! so a lone process sends one notice when it starts and one when it
+//! stops, none for its runs. A process ignores its own notices.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,6 +47,11 @@ enum Signal {
     Waiting(String),
     /// The sender ended this run.
     Ended(String),
+    /// The sender hears the channel; `true` from a process that has just
+    /// started (answered with `false` by each that hears it).
+    Hello(bool),
+    /// The sender stops hearing the channel.
+    Gone(bool),
 }
 
 /// Relays run ends for `engine` through `store` until `stop` says stop.
@@ -69,32 +81,58 @@ pub async fn relay(store: Arc<Store>, engine: Arc<Engine>, mut stop: watch::Rece
     if !engine.run_ends.attach_relay(signals) {
         return;
     }
-    let hearing = tokio::spawn(hear(listener, engine.clone()));
     let process = engine.run_ends.process().to_owned();
+    let (presence, mut to_announce) = mpsc::unbounded_channel();
+    let hearing = tokio::spawn(hear(listener, engine.clone(), presence));
+    send(&store, encode(&process, Signal::Hello(true)));
     loop {
-        tokio::select! {
+        let signal = tokio::select! {
             _ = stop.changed() => break,
-            signal = to_send.recv() => {
-                let Some(signal) = signal else { break };
-                let store = store.clone();
-                let payload = encode(&process, signal);
-                // Sent apart, so a slow statement holds up no other notice.
-                tokio::spawn(async move {
-                    if let Err(e) = store.notify_run_ends(&payload).await {
-                        tracing::warn!(code = "store-unavailable", error = %e, "a run-end notice was not sent; its wait is answered at its N");
-                    }
-                });
-            }
-        }
+            signal = to_send.recv() => match signal {
+                Some(RunEndSignal::Waiting(run)) => Signal::Waiting(run),
+                Some(RunEndSignal::Ended(run)) => Signal::Ended(run),
+                None => break,
+            },
+            answer = to_announce.recv() => match answer {
+                Some(signal) => signal,
+                None => break,
+            },
+        };
+        send(&store, encode(&process, signal));
     }
     hearing.abort();
+    // Said before the process stops (within the drain), so the others stop
+    // telling their waits when it was the last to hear them.
+    if let Err(e) = store
+        .notify_run_ends(&encode(&process, Signal::Gone(true)))
+        .await
+    {
+        tracing::warn!(code = "store-unavailable", error = %e, "the run-end channel was not told this process stops");
+    }
 }
 
-/// Hands every notice of another process to the engine's waits.
-async fn hear(mut listener: RunEndListener, engine: Arc<Engine>) {
+/// Sends `payload` on the run-end channel in a task of its own, so a slow
+/// statement holds up no other notice.
+fn send(store: &Arc<Store>, payload: String) {
+    let store = store.clone();
+    tokio::spawn(async move {
+        if let Err(e) = store.notify_run_ends(&payload).await {
+            tracing::warn!(code = "store-unavailable", error = %e, "a run-end notice was not sent; its wait is answered at its N");
+        }
+    });
+}
+
+/// Hands every notice of another process to the engine's waits; the
+/// presence answers to send go to `presence`.
+async fn hear(
+    mut listener: RunEndListener,
+    engine: Arc<Engine>,
+    presence: mpsc::UnboundedSender<Signal>,
+) {
+    let mut others: HashSet<String> = HashSet::new();
     loop {
         match listener.heard().await {
-            Ok(Heard::Notice(payload)) => heard(&engine, &payload),
+            Ok(Heard::Notice(payload)) => heard(&engine, &payload, &mut others, &presence),
             Ok(Heard::Reconnected) => engine.run_ends.recheck_all(),
             Err(e) => {
                 tracing::warn!(code = "store-unavailable", error = %e, "LISTEN for run ends failed; trying again");
@@ -105,9 +143,15 @@ async fn hear(mut listener: RunEndListener, engine: Arc<Engine>) {
 }
 
 /// One notice heard: another process's caller waits for a run (kept, and
-/// the run read once: it may have ended here already), or another process
-/// ended one. A notice that does not read is ignored.
-fn heard(engine: &Arc<Engine>, payload: &str) {
+/// the run read once: it may have ended here already), another process
+/// ended one, or a process came or went (`others`, the processes known to
+/// hear). A notice that does not read is ignored.
+fn heard(
+    engine: &Arc<Engine>,
+    payload: &str,
+    others: &mut HashSet<String>,
+    presence: &mpsc::UnboundedSender<Signal>,
+) {
     let Ok(notice) = serde_json::from_str::<Notice>(payload) else {
         tracing::warn!(payload, "a run-end notice that does not read; ignored");
         return;
@@ -130,15 +174,26 @@ fn heard(engine: &Arc<Engine>, payload: &str) {
                 }
             });
         }
+        Signal::Hello(new) => {
+            if new {
+                let _ = presence.send(Signal::Hello(false));
+            }
+            // A process learnt of is told every wait held now.
+            if others.insert(notice.from) {
+                engine.run_ends.others_hear();
+            }
+        }
+        Signal::Gone(_) => {
+            others.remove(&notice.from);
+            if others.is_empty() {
+                engine.run_ends.others_gone();
+            }
+        }
     }
 }
 
 /// `signal` of `process` as a notice's payload.
-fn encode(process: &str, signal: RunEndSignal) -> String {
-    let signal = match signal {
-        RunEndSignal::Waiting(run) => Signal::Waiting(run),
-        RunEndSignal::Ended(run) => Signal::Ended(run),
-    };
+fn encode(process: &str, signal: Signal) -> String {
     let notice = Notice {
         from: process.to_owned(),
         signal,
@@ -152,7 +207,7 @@ mod tests {
 
     #[test]
     fn a_notice_is_its_process_and_one_signal() {
-        let text = encode("p1", RunEndSignal::Waiting("run-a".into()));
+        let text = encode("p1", Signal::Waiting("run-a".into()));
         assert_eq!(text, r#"{"from":"p1","waiting":"run-a"}"#);
         let read: Notice =
             serde_json::from_str(r#"{"from":"p2","ended":"run-b"}"#).expect("a notice");
@@ -164,5 +219,9 @@ mod tests {
             }
         );
         assert!(serde_json::from_str::<Notice>(r#"{"from":"p2"}"#).is_err());
+        assert_eq!(
+            encode("p1", Signal::Hello(true)),
+            r#"{"from":"p1","hello":true}"#
+        );
     }
 }

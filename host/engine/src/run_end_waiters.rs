@@ -12,15 +12,16 @@
 //!
 //! Runs another process of the deployment ends reach a wait through a
 //! relay the embedding process attaches ([`RunEndWaiters::attach_relay`]:
-//! the service's is PostgreSQL `NOTIFY`): this process says which runs
-//! its callers wait for ([`RunEndSignal::Waiting`]), the others keep them
+//! the service's is PostgreSQL `NOTIFY`): once another process is known
+//! to hear it ([`RunEndWaiters::others_hear`]), this process says which
+//! runs its callers wait for ([`RunEndSignal::Waiting`]), the others keep them
 //! ([`RunEndWaiters::waited_elsewhere`]) and say when they end one
 //! ([`RunEndSignal::Ended`]), and this process wakes its waits
 //! ([`RunEndWaiters::ended_elsewhere`]). Nothing is relayed for a run
 //! nobody waits for.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
@@ -62,6 +63,9 @@ pub struct RunEndWaiters {
     relay: OnceLock<mpsc::UnboundedSender<RunEndSignal>>,
     /// This process among the relay's senders (random, per process).
     process: String,
+    /// Whether another process of the deployment is known to hear the
+    /// relay ([`RunEndWaiters::others_hear`]): waits are told only then.
+    others: AtomicBool,
 }
 
 /// The runs watched, under one lock.
@@ -110,6 +114,7 @@ impl RunEndWaiters {
             limit,
             relay: OnceLock::new(),
             process: uuid::Uuid::new_v4().simple().to_string(),
+            others: AtomicBool::new(false),
         }
     }
 
@@ -125,11 +130,38 @@ impl RunEndWaiters {
         self.relay.set(relay).is_ok()
     }
 
+    /// Another process of the deployment hears the relay (it said so, or
+    /// was told of anew): from now on each run waited for here is told
+    /// ([`RunEndSignal::Waiting`]), and those waited for now are told at
+    /// once. Until the first call, nothing is told: a lone process sends
+    /// nothing for its waits.
+    pub fn others_hear(&self) {
+        self.others.store(true, Ordering::SeqCst);
+        let waited: Vec<String> = self
+            .runs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .here
+            .keys()
+            .cloned()
+            .collect();
+        for run_id in waited {
+            self.relay(RunEndSignal::Waiting(run_id));
+        }
+    }
+
+    /// No other process is known to hear the relay any more: waits are
+    /// no longer told.
+    pub fn others_gone(&self) {
+        self.others.store(false, Ordering::SeqCst);
+    }
+
     /// Registers a wait for run `run_id`'s end. `None` when
     /// [`MAX_RUN_END_WAITS`] waits are held already or the process is
     /// stopping: the caller answers at once. The wait is released when
     /// the returned [`RunEndWait`] is dropped (the request answered, or
-    /// its client gone). The first wait on a run here is relayed.
+    /// its client gone). The first wait on a run here is relayed once
+    /// another process hears the relay ([`RunEndWaiters::others_hear`]).
     pub fn register(self: &Arc<Self>, run_id: &str) -> Option<RunEndWait> {
         if *self.closing.borrow() {
             return None;
@@ -159,7 +191,9 @@ impl RunEndWaiters {
             waited.waits += 1;
             (waited.ended.subscribe(), waited.waits == 1)
         };
-        if first {
+        // Read after the insert: a process learnt of meanwhile is told
+        // of this wait by `others_hear`, if not here.
+        if first && self.others.load(Ordering::SeqCst) {
             self.relay(RunEndSignal::Waiting(run_id.to_owned()));
         }
         Some(RunEndWait {
@@ -367,8 +401,17 @@ mod tests {
         let (tx, mut relayed) = mpsc::unbounded_channel();
         let waiters = Arc::new(RunEndWaiters::default());
         assert!(waiters.attach_relay(tx));
-        // An end nobody waits for relays nothing.
+        // An end nobody waits for relays nothing; a wait is not told
+        // while no other process hears, and is told when one does.
         waiters.run_ended("run-a");
+        let lone = waiters.register("run-z").expect("room");
+        assert!(relayed.try_recv().is_err());
+        waiters.others_hear();
+        assert_eq!(
+            relayed.try_recv(),
+            Ok(RunEndSignal::Waiting("run-z".into()))
+        );
+        drop(lone);
         let first = waiters.register("run-a").expect("room");
         let second = waiters.register("run-a").expect("room");
         assert_eq!(
