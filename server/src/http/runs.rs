@@ -283,7 +283,7 @@ pub(crate) async fn status(
     let Some(seconds) = wait else {
         return Ok(json(StatusCode::OK, &run_status(&run)));
     };
-    if run.state.status.is_terminal() {
+    if seconds == 0 || run.state.status.is_terminal() {
         return Ok(wait_applied(seconds, &run));
     }
     let until = tokio::time::Instant::now() + Duration::from_secs(seconds);
