@@ -81,3 +81,49 @@ async fn a_wait_on_one_process_is_woken_by_an_end_another_commits() {
     drop((a, b));
     d.cleanup().await;
 }
+
+/// A process stopped (SIGTERM) while a caller waits answers the caller at
+/// once with the run as it is, without `Preference-Applied`, and exits
+/// within the 15 s drain.
+#[tokio::test]
+async fn a_stopping_process_answers_its_waits_and_drains_in_time() {
+    let Some(urls) = urls("a_stopping_process_answers_its_waits") else {
+        return;
+    };
+    let d = Deployment::new(urls, 2_000).await;
+    let (a, mut b) = (d.spawn().await, d.spawn().await);
+    let mut channel = PgListener::connect(&d.urls.admin).await.unwrap();
+    channel.listen(&d.ns).await.unwrap();
+    let run = d.start(&a, "app-s", &rfc3339(unix_now() + 86_400)).await;
+    let waiting = tokio::spawn({
+        let url = format!("{}/v1/runs/{run}", b.base);
+        let token = d.token(OPERATOR);
+        async move {
+            let answer = reqwest::Client::new()
+                .get(url)
+                .bearer_auth(token)
+                .header("prefer", "wait=60")
+                .send()
+                .await
+                .unwrap();
+            let applied = answer.headers().get("preference-applied").cloned();
+            let body: Value = serde_json::from_str(&answer.text().await.unwrap()).unwrap();
+            (applied, body)
+        }
+    });
+    notice_heard(&mut channel, "waiting", &run).await;
+    let exited = b.terminate(Duration::from_secs(15)).await;
+    assert!(
+        exited.is_some_and(|s| s.success()),
+        "{exited:?}\n{}",
+        b.log_text()
+    );
+    let (applied, body) = tokio::time::timeout(WOKEN_WITHIN, waiting)
+        .await
+        .expect("answered at the stop")
+        .unwrap();
+    assert_eq!(applied, None, "{body}");
+    assert_eq!(body["state"], "running", "{body}");
+    drop((a, b));
+    d.cleanup().await;
+}
