@@ -36,8 +36,8 @@
 #     `finished` (message-accepted) and Messaging's requests one per
 #     idempotency key, none performed twice (from the sandbox's log);
 #  2. p50/p99 admission-to-finished latency of one client in a closed loop
-#     (start a run, GET it every 2 ms until finished, next), --latency-runs
-#     runs (200);
+#     (start a run, then one GET with `Prefer: wait=60`, which the service
+#     answers when the run ends, next), --latency-runs runs (200);
 #  3. transactions and statements per run (pg_stat_database
 #     xact_commit + xact_rollback, pg_stat_statements calls), WAL per run,
 #     and the statements by calls per run;
@@ -412,7 +412,7 @@ gen_run throughput warmup "$base1" -- --runs "$warmup_runs" --concurrency "$conc
 
 gen_run throughput one "$base1" -- --runs "$runs" --concurrency "$concurrency"
 echo
-gen_run latency latency "$base1" -- --runs "$latency_runs" --poll-ms 2
+gen_run latency latency "$base1" -- --runs "$latency_runs"
 echo
 # Then --rounds times: two processes, and one process again. The tables
 # grow from phase to phase and the shared machine drifts (one run measured

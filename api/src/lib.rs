@@ -64,6 +64,10 @@ pub fn idempotency_key_valid(key: &str) -> bool {
         && key.bytes().all(|b| b.is_ascii_graphic())
 }
 
+/// The longest wait `GET /v1/runs/{run}` takes with `Prefer: wait=N`
+/// (RFC 7240), in seconds; a longer one is 400 `request.wait-too-long`.
+pub const MAX_RUN_WAIT_SECONDS: u64 = 60;
+
 /// Every state a run can be in, as `RunStatus.state` spells it and
 /// `GET /v1/runs?state=` accepts it (the engine's run statuses; a server
 /// test holds the two equal).
@@ -71,6 +75,18 @@ pub const RUN_STATES: [&str; 8] = [
     "running",
     "attention",
     "cancel-requested",
+    "finished",
+    "failed",
+    "cancelled",
+    "cancelled-after-effect",
+    "expired",
+];
+
+/// The states of [`RUN_STATES`] a run has ended in (the engine's
+/// terminal statuses; a server test holds the two equal): what
+/// `Prefer: wait=N` waits for. `attention` and `cancel-requested` have not
+/// ended.
+pub const ENDED_RUN_STATES: [&str; 5] = [
     "finished",
     "failed",
     "cancelled",

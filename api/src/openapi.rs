@@ -101,6 +101,27 @@ fn traceparent_param() -> Value {
            "schema": {"type": "string"}})
 }
 
+/// The optional RFC 7240 `Prefer` header of `GET /v1/runs/{run}`: its
+/// `wait` preference, at most [`crate::MAX_RUN_WAIT_SECONDS`].
+fn prefer_wait_param() -> Value {
+    json!({"name": "Prefer", "in": "header", "required": false,
+           "description": format!("RFC 7240 preferences; `wait=N` (N whole seconds, 0 to {max}) answers once the run has ended (`finished`, `failed`, `cancelled`, `cancelled-after-effect`, `expired`; not `attention`) or N seconds have passed, with `Preference-Applied: wait=N`. N over {max} is 400 `{code}`; a `wait` that is not whole seconds, and other preferences, are ignored.", max = crate::MAX_RUN_WAIT_SECONDS, code = p::REQUEST_WAIT_TOO_LONG.code),
+           "schema": {"type": "string"},
+           "examples": ["wait=30"]})
+}
+
+/// The operations whose success answers may carry `Preference-Applied`
+/// ([`prefer_wait_param`]).
+const PREFERENCE_APPLIED_ON: [&str; 1] = ["runStatus"];
+
+/// The `headers` object of an answer to a `Prefer: wait=N` request.
+fn preference_applied_headers() -> Value {
+    json!({"Preference-Applied": {
+        "description": "`wait=N` when the service honoured the request's `wait` preference (RFC 7240 §3): the run has ended, or N seconds passed, or it had ended already. Absent when the preference was not applied (none given, not whole seconds, the service's waits all taken, or the service stopping): the run as it was.",
+        "schema": {"type": "string", "pattern": "^wait=[0-9]+$"}
+    }})
+}
+
 /// The operations a start's answer links to (OpenAPI `links`): each reads
 /// the run id from the answer's `run`, so a client (and Schemathesis'
 /// stateful phase) can chain them.
@@ -356,9 +377,9 @@ fn run_operations(generator: &mut SchemaGenerator, status: &Value) -> Vec<Operat
             summary: "A run's status (action `status`).",
             security: Security::Caller,
             request: None,
-            success: vec![(200, "The run.", status.clone())],
-            problems: codes(&[&STORE, &CALLER], &[&p::RUN_NOT_FOUND]),
-            parameters: vec![run.clone()],
+            success: vec![(200, "The run; with `Prefer: wait=N`, once it has ended or N seconds have passed.", status.clone())],
+            problems: codes(&[&STORE, &CALLER], &[&p::RUN_NOT_FOUND, &p::REQUEST_WAIT_TOO_LONG]),
+            parameters: vec![run.clone(), prefer_wait_param()],
         },
         Operation {
             method: "get",
@@ -614,6 +635,9 @@ pub fn document() -> Value {
                    "content": {"application/json": {"schema": schema}}});
             if LINKED_FROM.contains(&op.id) {
                 response["links"] = run_links();
+            }
+            if PREFERENCE_APPLIED_ON.contains(&op.id) {
+                response["headers"] = preference_applied_headers();
             }
             responses.insert(code.to_string(), response);
         }

@@ -114,6 +114,8 @@ problems! {
         "Send a body of at most 64 KiB (1 MiB for a run's move).", false);
     REQUEST_UNSUPPORTED_MEDIA_TYPE = ("request.unsupported-media-type", 415, "The request body must be JSON",
         "Send the body with `Content-Type: application/json`.", false);
+    REQUEST_WAIT_TOO_LONG = ("request.wait-too-long", 400, "The Prefer header asks for a wait longer than 60 seconds",
+        "Ask for `Prefer: wait=N` with N at most 60, and ask again when it answers with the run not ended.", false);
     RESTORE_HOLD_REQUIRED = ("restore.hold-required", 409, "A restore step is out of order, or held work still needs review",
         "A restore step is out of order, or held work still needs review.", true);
     RESTORE_LEASE_INCOMPATIBLE = ("restore.lease-incompatible", 409, "A restore step is out of order, or held work still needs review",

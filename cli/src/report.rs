@@ -11,6 +11,9 @@ pub const EXIT_REFUSED: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
 /// Exit code: a resource (file, service) is unavailable.
 pub const EXIT_UNAVAILABLE: u8 = 3;
+/// Exit code of `start --wait`: the run had not ended when the wait was
+/// over (the service's `Prefer: wait=N` answered at N).
+pub const EXIT_NOT_ENDED: u8 = 4;
 
 /// `apiVersion` of the JSON report.
 pub const REPORT_API_VERSION: &str = "id.registrystack.org/formats/coordinator/ctl-report/v1beta1";

@@ -17,8 +17,9 @@
 //! [`gate`] (serving before the store is open), [`telemetry`] (the
 //! OpenTelemetry traces' provider and exporter, off unless configured),
 //! [`version`] (the package version and source revision both binaries
-//! report), [`clock_skew`] (this process's clock against the database's)
-//! and [`worker_loop`].
+//! report), [`clock_skew`] (this process's clock against the database's),
+//! [`run_end_relay`] (run ends told between processes, for the callers
+//! waiting for them) and [`worker_loop`].
 
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
@@ -30,6 +31,7 @@ pub mod http;
 pub mod metrics;
 pub mod ops;
 pub mod readiness;
+pub mod run_end_relay;
 pub mod startup;
 pub mod stopping;
 pub mod strict;

@@ -265,6 +265,7 @@ async fn serve_checked(args: Args, worker_threads: NonZeroUsize) -> Result<ExitC
     );
     // Measured before the first start is admitted or lease taken.
     clock_watch.measure().await;
+    let run_ends = engine.run_ends.clone();
     let state = AppState {
         engine: engine.clone(),
         clock: clock.clone(),
@@ -281,6 +282,11 @@ async fn serve_checked(args: Args, worker_threads: NonZeroUsize) -> Result<ExitC
         .metrics_gate
         .open(coordinator::metrics::router(engine.clone(), store.clone()));
     tokio::spawn(clock_watch.watch(servers.stop_rx.clone()));
+    tokio::spawn(coordinator::run_end_relay::relay(
+        store.clone(),
+        engine.clone(),
+        servers.stop_rx.clone(),
+    ));
     // A `--recovery-only` instance runs the worker too: its leases are
     // receipt lookups only (reads, for `reconcile`), never dispatches.
     let mut worker = tokio::spawn(coordinator::work(
@@ -292,6 +298,8 @@ async fn serve_checked(args: Args, worker_threads: NonZeroUsize) -> Result<ExitC
     stopping::tell_service_manager(sd_notify::NotifyState::Ready);
     let exit = serve_until_stop_or_fence(&mut signal, &mut worker).await;
     let stopping = std::time::Instant::now();
+    // Waits for runs' ends answer at once, so the drain is not held up.
+    run_ends.close();
     shut_down(servers, worker, &journal, stopping::drain_budget(&traces)).await;
     stopping::flush_traces(traces, stopping).await;
     Ok(exit)

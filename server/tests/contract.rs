@@ -138,6 +138,13 @@ fn schemathesis(
         .args(["--request-timeout", "20"])
         .arg("--header")
         .arg(format!("Authorization: Bearer {token}"))
+        // `GET /v1/runs/{run}` holds a request with `Prefer: wait=N` for
+        // up to 60 s while the run has not ended, as documented; a
+        // generated `wait` would outlast the request timeout (and make the
+        // run minutes long). Parsing the header is unit-tested
+        // (`server/src/http/prefer.rs`), the waits in `tests/run_wait.rs`.
+        .arg("--header")
+        .arg("Prefer: wait=0")
         .args(["--report", "junit", "--report-dir"])
         .arg(report)
         .env("PYTHONPATH", tool);

@@ -20,6 +20,7 @@ mod flow;
 mod image;
 mod move_apply;
 mod partition;
+mod run_wait_across;
 mod small_fs;
 mod support;
 mod traces;

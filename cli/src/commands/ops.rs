@@ -1,5 +1,5 @@
 //! The caller and operator commands over the HTTP API (SPEC §8, seed 000):
-//! `status`, `list`, `inspect`, `cancel`, `retry-same`, `reconcile`,
+//! `start` (`ops/starting.rs`), `status`, `list`, `inspect`, `cancel`, `retry-same`, `reconcile`,
 //! `doctor`, `restore-hold`, `release-restore-hold`,
 //! `complete-execution-recovery`, `release-admission-hold` and `retain`.
 //!
@@ -19,7 +19,8 @@
 //!
 //! Exit codes: 0 ok; 1 refused (a problem document, an unsafe token file);
 //! 2 usage; 3 the service cannot be reached or answers 503, or the token
-//! file cannot be read.
+//! file cannot be read; 4 (`start --wait`) the run had not ended when the
+//! wait was over.
 
 pub(crate) mod bulk;
 mod filter;
@@ -27,6 +28,7 @@ pub(crate) mod moving;
 
 pub(crate) use bulk::{takes_action, ACTIONS as BULK_ACTIONS, NO_LONGER_NEEDED};
 mod render;
+mod starting;
 
 use clap::{Args, Subcommand};
 use coordinator_api as api;
@@ -167,6 +169,9 @@ pub struct RetainArgs {
 /// The commands over the API (flattened into `coordinatorctl`'s commands).
 #[derive(Subcommand, Debug)]
 pub enum OpsCommand {
+    /// Start a run of a workflow's active revision; with --wait, wait for
+    /// its end (at most 60 s).
+    Start(starting::StartArgs),
     /// Show a run's status.
     Status(RunArgs),
     /// List runs, newest first.
@@ -211,6 +216,10 @@ struct OperatorCall {
 }
 
 async fn execute(command: OpsCommand) -> u8 {
+    let command = match command {
+        OpsCommand::Start(a) => return starting::run(a).await,
+        other => other,
+    };
     let command = match bulk_action(command) {
         Ok(b) => return bulk::run(b).await,
         Err(command) => command,
@@ -252,6 +261,8 @@ fn bulk_action(command: OpsCommand) -> Result<bulk::Bulk, OpsCommand> {
 /// error (a `--limit` out of range, a missing attestation) was printed.
 fn operator_call(command: OpsCommand) -> Result<OperatorCall, u8> {
     Ok(match command {
+        // Sent by `starting::run`, which `execute` calls first.
+        OpsCommand::Start(_) => return Err(EXIT_USAGE),
         OpsCommand::Status(a) => get(
             "status",
             &["v1", "runs", &a.run],

@@ -14,6 +14,12 @@ pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 pub(crate) enum Method {
     Get,
     Post(Body),
+    /// A start: `POST` of the body with its `Idempotency-Key`.
+    PostKeyed(Body, String),
+    /// `GET` with `Prefer: wait=N` (RFC 7240): the service answers when
+    /// the run ends or after N seconds, so the request's timeout is N
+    /// seconds longer than [`REQUEST_TIMEOUT`].
+    GetWaiting(u64),
 }
 
 /// A request body: always one of the API's request types.
@@ -27,6 +33,7 @@ pub(crate) enum Body {
     Retention(api::Retention),
     Move(api::MoveRun),
     Export(api::ExportRun),
+    Start(api::StartRun),
 }
 
 /// The HTTP client of every request to the service: no redirects
@@ -77,6 +84,15 @@ pub(crate) async fn send(
             .post(url)
             .header("content-type", "application/json")
             .body(serde_json::to_string(body).map_err(SendFailure::Encode)?),
+        Method::PostKeyed(body, key) => client
+            .post(url)
+            .header("content-type", "application/json")
+            .header("idempotency-key", key)
+            .body(serde_json::to_string(body).map_err(SendFailure::Encode)?),
+        Method::GetWaiting(seconds) => client
+            .get(url)
+            .header("prefer", format!("wait={seconds}"))
+            .timeout(REQUEST_TIMEOUT + Duration::from_secs(*seconds)),
     };
     if !query.is_empty() {
         request = request.query(query);

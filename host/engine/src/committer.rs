@@ -18,6 +18,7 @@ use crate::jobs::JobMaker;
 use crate::leases::LeaseRule;
 use crate::metrics::Counters;
 use crate::programs::Programs;
+use crate::run_end_waiters::RunEndWaiters;
 use crate::spans::Spans;
 
 mod feed;
@@ -51,6 +52,9 @@ pub(crate) struct Committer {
     jobs: JobMaker,
     leases: LeaseRule,
     hand_off: HandOff,
+    /// The callers waiting for runs' ends, woken by the commits that end
+    /// them.
+    run_ends: Arc<RunEndWaiters>,
     counters: Arc<Counters>,
     spans: Arc<Spans>,
     clock: Arc<dyn Clock>,
@@ -84,6 +88,7 @@ impl Committer {
             jobs,
             leases,
             hand_off: HandOff::new(),
+            run_ends: Arc::new(RunEndWaiters::default()),
             counters,
             spans,
             clock,
@@ -110,6 +115,11 @@ impl Committer {
     /// The hand-off of jobs leased on insert, and the wake of idle lanes.
     pub(crate) fn hand_off(&self) -> &HandOff {
         &self.hand_off
+    }
+
+    /// The callers waiting for runs' ends in this process.
+    pub(crate) fn run_ends(&self) -> &Arc<RunEndWaiters> {
+        &self.run_ends
     }
 
     /// Commits through the group commit ([`crate::group`]): written with

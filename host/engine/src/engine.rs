@@ -32,6 +32,7 @@ use crate::metrics::Counters;
 use crate::operator::{Operator, OperatorPorts};
 use crate::parts::Parts;
 use crate::programs::Programs;
+use crate::run_end_waiters::RunEndWaiters;
 use crate::spans::Spans;
 use crate::worker::Worker;
 
@@ -51,6 +52,9 @@ pub struct Engine {
     /// The fence, the audit journal, the store's ping, the counters
     /// ([`Health`]).
     pub health: Arc<Health>,
+    /// The callers waiting for runs' ends ([`RunEndWaiters`]), woken by
+    /// the commits of this process that end them.
+    pub run_ends: Arc<RunEndWaiters>,
     /// The spans' tracer, handed over by [`Engine::with_tracer`].
     spans: Arc<Spans>,
 }
@@ -114,6 +118,7 @@ impl Engine {
                 clock: clock.clone(),
             },
         );
+        let run_ends = committer.run_ends().clone();
         let parts = Parts {
             committer: Arc::new(committer),
             clock,
@@ -164,6 +169,7 @@ impl Engine {
             ),
             worker,
             health,
+            run_ends,
             spans,
         })
     }

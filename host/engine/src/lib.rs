@@ -15,6 +15,8 @@
 //!   (`programs.rs`), the lease rule (`leases.rs`), the hand-off of jobs
 //!   leased on insert (`handoff.rs`); [`jobs`] turns the VM's commands into
 //!   jobs.
+//! - [`run_end_waiters`]: the callers waiting for runs' ends, woken by
+//!   the commits that end them.
 //! - [`metrics`]: the process's counters.
 //! - [`trace`]: the OpenTelemetry spans of runs, through a tracer the
 //!   embedding process hands over ([`Engine::with_tracer`]); none without.
@@ -41,6 +43,7 @@ pub mod metrics;
 pub mod operator;
 pub(crate) mod parts;
 pub(crate) mod programs;
+pub mod run_end_waiters;
 pub(crate) mod spans;
 pub(crate) mod timeline;
 pub mod trace;
@@ -55,6 +58,9 @@ pub use operator::actions::{Action, ActionError, InspectedStep};
 pub use operator::moves::{MoveError, MovedRun};
 pub use operator::restore::HoldError;
 pub use operator::Operator;
+pub use run_end_waiters::{
+    RunEndSignal, RunEndWait, RunEndWaiters, WaitOutcome, MAX_RUN_END_WAITS,
+};
 pub use worker::Worker;
 
 /// The move certificate a move takes (`Operator::move_run`), as the

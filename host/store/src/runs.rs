@@ -45,6 +45,8 @@
 //!   (a connection's `limits`, shared through the `connection_*` tables);
 //!   `moves.rs`: [`RunMoves`](coordinator_ports::store::RunMoves) (a
 //!   waiting run moved to another revision, one statement);
+//!   `run_ends.rs`: run ends relayed between processes for the callers
+//!   waiting for them (`NOTIFY` and one `LISTEN` connection a process);
 //! - `new_jobs.rs` (a new job's columns as written), `sealing.rs` (payloads
 //!   sealed to their binding), `columns.rs` (instants, epochs and the
 //!   columns computed from a state) and `errors.rs` (errors as the port's).
@@ -71,6 +73,7 @@ mod moves;
 mod new_jobs;
 mod open;
 mod reads;
+mod run_ends;
 mod sealing;
 
 use coordinator_runtime::keys::{AdmissionKey, StateKeyring};
@@ -79,6 +82,7 @@ use super::session::Database;
 
 pub(crate) use definitions::read_definition;
 pub use maintenance::PING_TIMEOUT;
+pub use run_ends::{Heard, RunEndListener};
 
 /// The run store: a pool of runtime connections, the namespace, the
 /// database id, the state keyring and the admission key (for owner

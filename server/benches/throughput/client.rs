@@ -149,6 +149,36 @@ impl Client {
         Err(format!("GET {base}{path} failed 5 times: {last}"))
     }
 
+    /// `GET /v1/runs/{run}` on process 0 with `Prefer: wait=60`: the run
+    /// once it has ended (or after 60 s), as the service answers it when
+    /// the commit that ends it wakes the request. Fails unless 200 with
+    /// `Preference-Applied: wait=60` (the service waited).
+    pub(crate) async fn wait_for_end(&self, run: &str) -> Result<Value, Failure> {
+        let url = format!("{}/v1/runs/{run}", self.bases[0]);
+        let r = self
+            .http
+            .get(&url)
+            .bearer_auth(self.operator.get())
+            .header("prefer", "wait=60")
+            .timeout(Duration::from_secs(90))
+            .send()
+            .await
+            .map_err(|e| format!("GET {url} (Prefer: wait=60): {e}"))?;
+        let status = r.status().as_u16();
+        let applied = r
+            .headers()
+            .get("preference-applied")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let text = r.text().await.unwrap_or_default();
+        if status != 200 || applied.as_deref() != Some("wait=60") {
+            return Err(format!(
+                "GET {url} (Prefer: wait=60) answered {status}, Preference-Applied {applied:?}: {text}"
+            ));
+        }
+        serde_json::from_str(&text).map_err(|e| format!("GET {url}: not JSON: {e}"))
+    }
+
     /// `POST path` on process 0 as the operator with `body`; the JSON
     /// answer (transport failures retried, any answer but 200 fails).
     pub(crate) async fn operate(&self, path: &str, body: Value) -> Result<Value, Failure> {

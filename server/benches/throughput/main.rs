@@ -7,9 +7,9 @@
 //!   the past, so the timer is due at once); completed runs per second from
 //!   the first admission to the last run seen finished (listing
 //!   `state=running` every 100 ms once every run is admitted);
-//! - `latency`: one client in a closed loop (start a run, poll
-//!   `GET /v1/runs/{id}` every 2 ms until it is finished, next);
-//!   admission-to-finished percentiles;
+//! - `latency`: one client in a closed loop (start a run, then one
+//!   `GET /v1/runs/{id}` with `Prefer: wait=60`, which the service answers
+//!   when the run ends, next); admission-to-finished percentiles;
 //! - `scale`: many runs waiting on far timers, then a few due each second;
 //!   the coordinator's RSS over time and the CPU per second while waiting;
 //! - `otlp-sink`: an OTLP/HTTP traces receiver that counts spans, for the
@@ -156,8 +156,6 @@ struct LatencyArgs {
     target: Target,
     #[arg(long, default_value_t = 200)]
     runs: usize,
-    #[arg(long, default_value_t = 2)]
-    poll_ms: u64,
 }
 
 type Failure = String;
@@ -363,8 +361,8 @@ async fn latency(a: LatencyArgs) -> Result<(), Failure> {
     let client = Arc::new(Client::new(t)?);
     let m = Meter::new(t).await?;
     println!(
-        "== latency: 1 client in a closed loop, {} runs, GET /v1/runs/{{id}} every {} ms until finished",
-        a.runs, a.poll_ms
+        "== latency: 1 client in a closed loop, {} runs, one GET /v1/runs/{{id}} with Prefer: wait=60 each",
+        a.runs
     );
     if client.any_running().await? {
         return Err("runs of an earlier phase are still running".into());
@@ -376,21 +374,14 @@ async fn latency(a: LatencyArgs) -> Result<(), Failure> {
     let mut to_finish = Vec::with_capacity(a.runs);
     let mut to_admit = Vec::with_capacity(a.runs);
     let mut runs = Vec::with_capacity(a.runs);
-    let mut polls = 0usize;
     for i in 0..a.runs {
         let past = rfc3339(time::OffsetDateTime::now_utc() - time::Duration::minutes(1));
         let sent = Instant::now();
         let run = client.start(i, &past).await?;
         let admitted = Instant::now();
-        loop {
-            polls += 1;
-            let v = client.get(&format!("/v1/runs/{run}")).await?;
-            match v["state"].as_str() {
-                Some("finished") => break,
-                Some("running") => {}
-                other => return Err(format!("run {run} is {other:?}, not finished: {v}")),
-            }
-            tokio::time::sleep(Duration::from_millis(a.poll_ms)).await;
+        let v = client.wait_for_end(&run).await?;
+        if v["state"].as_str() != Some("finished") {
+            return Err(format!("run {run} is not finished after its wait: {v}"));
         }
         to_finish.push(admitted.duration_since(sent) + admitted.elapsed());
         to_admit.push(admitted.duration_since(sent));
@@ -410,7 +401,7 @@ async fn latency(a: LatencyArgs) -> Result<(), Failure> {
     to_admit.sort_unstable();
     finish_only.sort_unstable();
     println!(
-        "  admission to finished      p50 {} ms, p99 {} ms, max {} ms  (from the POST's answer to the first GET seeing finished)",
+        "  admission to finished      p50 {} ms, p99 {} ms, max {} ms  (from the POST's answer to the waiting GET's answer)",
         ms(percentile(&finish_only, 0.50)),
         ms(percentile(&finish_only, 0.99)),
         ms(finish_only.last().copied().unwrap_or_default())
@@ -430,8 +421,8 @@ async fn latency(a: LatencyArgs) -> Result<(), Failure> {
         a.runs as f64 / costs.seconds
     );
     println!(
-        "  observer                   {polls} status requests ({:.1} per run; included below)",
-        polls as f64 / a.runs as f64
+        "  observer                   {} status requests with Prefer: wait=60 (1 per run; included below)",
+        a.runs
     );
     println!("  service's backends         {waits}");
     let mut r = Report::new(t);

@@ -19,6 +19,12 @@ impl ApiError {
     pub(crate) fn of(kind: &api::problems::ProblemType) -> Self {
         ApiError(kind.problem(None))
     }
+    /// The problem's code (unit tests read it).
+    #[cfg(test)]
+    pub(crate) fn code(&self) -> &str {
+        &self.0.code
+    }
+
     pub(crate) fn detail(mut self, detail: impl Into<String>) -> Self {
         self.0.detail = Some(detail.into());
         self

@@ -20,6 +20,7 @@ mod event_starts;
 mod exports;
 pub(crate) mod middleware;
 mod moves;
+mod prefer;
 mod recovery;
 pub(crate) mod request;
 pub(crate) mod response;

@@ -6,16 +6,21 @@
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use std::time::Duration;
+
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
 use coordinator_api as api;
 use coordinator_api::problems;
-use coordinator_engine::{AdmitError, EffectState, Principal, RunStatus, StartRequest};
+use coordinator_engine::{
+    AdmitError, EffectState, Principal, RunStatus, StartRequest, WaitOutcome,
+};
 use coordinator_ports::clock::instant_to_rfc3339;
 use coordinator_ports::{RunFilter, RunRecord};
 use coordinator_runtime::audit::AuditRecord;
 use serde::Deserialize;
 
+use super::prefer::{requested_wait, PREFERENCE_APPLIED};
 use super::request::{body, path_segments, principal};
 use super::response::{json, run_status};
 use super::{ApiError, AppState};
@@ -262,13 +267,74 @@ async fn requested_run(
     visible_run(s, &who, &run, action).await
 }
 
+/// `GET /v1/runs/{run}`: the run's status; with `Prefer: wait=N` (RFC
+/// 7240, N whole seconds, at most [`api::MAX_RUN_WAIT_SECONDS`]) answered
+/// when the run ends or N seconds have passed, whichever is first, with
+/// `Preference-Applied: wait=N` (docs/decisions.md "Waiting for a run's
+/// end"). The wait is woken by the commit that ends the run, never by
+/// reading the run on a timer.
 pub(crate) async fn status(
     State(s): State<AppState>,
     headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let run = requested_run(&s, &headers, path, "status").await?;
-    Ok(json(StatusCode::OK, &run_status(&run)))
+    let wait = requested_wait(&headers)?;
+    let Some(seconds) = wait else {
+        return Ok(json(StatusCode::OK, &run_status(&run)));
+    };
+    if seconds == 0 || run.state.status.is_terminal() {
+        return Ok(wait_applied(seconds, &run));
+    }
+    let until = tokio::time::Instant::now() + Duration::from_secs(seconds);
+    let mut run = run;
+    loop {
+        // Registered before the run is read again: an end committed after
+        // that read wakes the wait, one committed before it is in the
+        // read. No room (or the process stopping): the run as it is, the
+        // preference not applied.
+        let Some(mut waiting) = s.engine.run_ends.register(&run.id) else {
+            return Ok(json(StatusCode::OK, &run_status(&run)));
+        };
+        run = read_again(&s, &run.id).await?;
+        if run.state.status.is_terminal() {
+            return Ok(wait_applied(seconds, &run));
+        }
+        let outcome = waiting
+            .wait(until.saturating_duration_since(tokio::time::Instant::now()))
+            .await;
+        drop(waiting);
+        run = read_again(&s, &run.id).await?;
+        match outcome {
+            WaitOutcome::Closing => return Ok(json(StatusCode::OK, &run_status(&run))),
+            WaitOutcome::TimedOut => return Ok(wait_applied(seconds, &run)),
+            WaitOutcome::Ended if run.state.status.is_terminal() => {
+                return Ok(wait_applied(seconds, &run))
+            }
+            // Woken without an end (the relay to other processes lost
+            // its connection): wait again for the time left.
+            WaitOutcome::Ended => {}
+        }
+    }
+}
+
+/// Run `run_id` read again (it was visible to the caller a moment ago).
+async fn read_again(s: &AppState, run_id: &str) -> Result<RunRecord, ApiError> {
+    s.engine
+        .operator
+        .get(run_id)
+        .await
+        .map_err(|e| ApiError::store(&e))?
+        .ok_or_else(ApiError::not_found)
+}
+
+/// The run's status, with `Preference-Applied: wait=N`.
+fn wait_applied(seconds: u64, run: &RunRecord) -> Response {
+    let mut answer = json(StatusCode::OK, &run_status(run));
+    if let Ok(applied) = HeaderValue::from_str(&format!("wait={seconds}")) {
+        answer.headers_mut().insert(PREFERENCE_APPLIED, applied);
+    }
+    answer
 }
 
 pub(crate) async fn inspect(
@@ -364,6 +430,21 @@ mod tests {
             assert!(listed(state), "{state:?}");
         }
         assert_eq!(api::RUN_STATES.len(), 8);
+    }
+
+    /// `ENDED_RUN_STATES` (what `Prefer: wait` waits for, and what
+    /// `coordinatorctl start --wait` tells ended) are exactly the engine's
+    /// terminal statuses.
+    #[test]
+    fn the_ended_run_states_are_the_engines_terminal_ones() {
+        for name in api::RUN_STATES {
+            let state = super::parse_state(name).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(
+                state.is_terminal(),
+                api::ENDED_RUN_STATES.contains(&name),
+                "{name}"
+            );
+        }
     }
 
     /// `EFFECT_STATES` (the document's `enum` of `effect`) names exactly

@@ -705,3 +705,108 @@ fn bulk_cancel_by_filter_acts_once_on_each_matching_run() {
         "{summary}"
     );
 }
+
+/// `start` starts a run with its key; `--wait` waits for its end through
+/// `Prefer: wait=N`: exit 0 with the ended run when a cancel ends it
+/// meanwhile, exit 4 with the run as it is when N passes first; a wait
+/// over 60 s is a usage error.
+#[test]
+fn start_waits_for_the_run_to_end_and_says_whether_it_did() {
+    let svc = Service::start();
+    let revision = svc.engine.admission.active_revisions()["reviewed-notice"].clone();
+    let input = r#"{"applicationId": "app-1", "applicantEmail": "a@example.org"}"#;
+    let start = |key: &str, wait: &[&str]| {
+        let mut args = vec![
+            "start",
+            "--workflow",
+            "reviewed-notice",
+            "--revision",
+            &revision,
+            "--input",
+            input,
+        ];
+        args.extend(["--idempotency-key", key]);
+        args.extend(wait);
+        args.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+
+    let out = svc.ctl(PRODUCER, &as_strs(&start("k-wait-1", &["--wait", "1"])));
+    assert_eq!(out.code, 4, "{}", out.stderr);
+    assert!(out.stdout.contains("state: running\n"), "{}", out.stdout);
+    assert!(
+        out.stderr.contains("had not ended after 1 s"),
+        "{}",
+        out.stderr
+    );
+    let id = out
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("run: "))
+        .unwrap()
+        .to_owned();
+    // The same key starts no second run.
+    let out = svc.ctl(
+        PRODUCER,
+        &as_strs(&start("k-wait-1", &["--format", "json"])),
+    );
+    assert_eq!((out.code, &out.json()["result"]["run"]), (0, &json!(id)));
+
+    // A bare --wait waits up to 60 s; the cancel's end wakes it.
+    let file = svc.token_file(PRODUCER);
+    let mut args = start("k-wait-2", &["--wait"]);
+    args.extend([
+        "--url".to_owned(),
+        svc.base.clone(),
+        "--token-file".to_owned(),
+        file.display().to_string(),
+    ]);
+    let waiting = Command::new(env!("CARGO_BIN_EXE_coordinatorctl"))
+        .args(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    svc.rt.block_on(async {
+        tokio::time::timeout(std::time::Duration::from_secs(30), async {
+            while svc.engine.run_ends.waiting() != 1 {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the CLI's wait is held");
+    });
+    let run = svc
+        .rt
+        .block_on(svc.engine.operator.list(&coordinator_ports::RunFilter {
+            limit: 1,
+            ..coordinator_ports::RunFilter::default()
+        }))
+        .unwrap()
+        .runs
+        .remove(0);
+    let out = svc.ctl(OPERATOR, &["cancel", "--run", &run.id, "--reason", "t-1"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    svc.rt
+        .block_on(svc.engine.worker.run_until_idle(10))
+        .unwrap();
+    let done = waiting.wait_with_output().unwrap();
+    let stdout = String::from_utf8(done.stdout).unwrap();
+    assert_eq!(
+        done.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert!(stdout.contains(&format!("run: {}\n", run.id)), "{stdout}");
+    assert!(
+        stdout.contains("state: cancelled-after-effect\n"),
+        "{stdout}"
+    );
+
+    let out = svc.ctl(PRODUCER, &as_strs(&start("k-wait-3", &["--wait", "61"])));
+    assert_eq!(out.code, 2, "{}", out.stderr);
+}
+
+fn as_strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}

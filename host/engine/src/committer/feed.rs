@@ -236,6 +236,7 @@ impl Committer {
                     if resumed.status.is_terminal() {
                         tracing::info!(run = %run.id, state = resumed.status.as_str(), "run ended");
                         self.counters.run_ended(resumed.status.as_str());
+                        self.run_ends.run_ended(&run.id);
                     }
                     run.state = resumed.state;
                     run.ledger = ledger;
