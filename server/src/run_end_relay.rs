@@ -57,7 +57,7 @@ enum Signal {
 /// Relays run ends for `engine` through `store` until `stop` says stop.
 /// Returns at once under `poolingMode: transaction`. A `LISTEN`
 /// connection that cannot be made is tried again every
-/// [`RECONNECT_PAUSE`]; each time it is made again, every wait of this
+/// second (`RECONNECT_PAUSE`); each time it is made again, every wait of this
 /// process reads its run anew ([`RunEndWaiters::recheck_all`](coordinator_engine::RunEndWaiters::recheck_all)), since
 /// notices sent meanwhile are lost.
 pub async fn relay(store: Arc<Store>, engine: Arc<Engine>, mut stop: watch::Receiver<bool>) {

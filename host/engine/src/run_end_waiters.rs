@@ -224,7 +224,7 @@ impl RunEndWaiters {
     }
 
     /// A caller of another process waits for run `run_id`: this process
-    /// relays its end if it commits it within [`KEPT_FOR_ELSEWHERE`]. The
+    /// relays its end if it commits it within `KEPT_FOR_ELSEWHERE`. The
     /// caller then reads the run (an end committed before this call) and
     /// calls [`RunEndWaiters::run_ended`] if it has ended.
     pub fn waited_elsewhere(&self, run_id: &str) {

@@ -297,7 +297,7 @@ struct CommitOfAnswer<'a> {
 impl MarkSending for CommitOfAnswer<'_> {
     /// Commits the read's answer, inserting the call's job marked; `Ok`
     /// only when the job was marked and leased here (otherwise nothing is
-    /// sent: [`AdapterError::NotSent`]).
+    /// sent: [`AdapterError::NotSent`](coordinator_ports::adapter::AdapterError::NotSent)).
     async fn mark_sending(&self) -> Result<(), StoreError> {
         let resumed = self.resumed.lock().ok().and_then(|mut r| r.take());
         let feeding = Feeding {

@@ -122,7 +122,7 @@ pub async fn commits_lease_new_due_jobs_to_the_committer(
     commits_mark_the_job_their_lane_writes_next(queue, reads, &on_insert).await;
 }
 
-/// The job a commit's lane writes next ([`LeaseOnInsert::mark_sending`])
+/// The job a commit's lane writes next ([`LeaseOnInsert::mark_sending`](coordinator_ports::store::LeaseOnInsert::mark_sending))
 /// is inserted `sending` when leased on insert, the others `ready`; a
 /// release makes it `ready` again; unleased (a stale epoch) it is `ready`.
 /// Run `run-l` is at version 4 under restore epoch 1.
