@@ -35,6 +35,8 @@ coordinator_source::diagnostic_codes! {
         "`convert`: a step calls a function that OLD's functions.rhai does not define, or passes another number of arguments than it takes.");
     CONVERT_MISSING_INPUT = ("coordinator.convert.missing-input", Warning,
         "`convert`: OLD's workflow.yaml has no `input` schema.");
+    CONVERT_NAME_COLLISION = ("coordinator.convert.name-collision", Error,
+        "`convert`: two steps or two outcomes of OLD have one name once `_` is dropped (`read_record` and `read-record`).");
     CONVERT_NOT_V1ALPHA1 = ("coordinator.convert.not-v1alpha1", Error,
         "`convert --from v1alpha1`: a file of `--project` is not of the v1alpha1 format (its `apiVersion`).");
     CONVERT_OPERATION_MISSING = ("coordinator.convert.operation-missing", Warning,

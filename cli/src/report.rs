@@ -1,6 +1,6 @@
 //! Shared output: exit codes, the JSON report, and diagnostic printing.
 
-use coordinator_source::{diagnostic, Diagnostic};
+use coordinator_source::{diagnostic, Diagnostic, Located};
 use serde::Serialize;
 
 /// Exit code: accepted.
@@ -113,4 +113,18 @@ pub fn io_runtime() -> Result<tokio::runtime::Runtime, u8> {
             errln!("coordinatorctl: cannot start the I/O runtime: {e}");
             EXIT_UNAVAILABLE
         })
+}
+
+/// An error about a path given on the command line (the file itself, no
+/// line or column): `code`, what is wrong (`message`) and the `next` step.
+pub fn path_error(path: &std::path::Path, code: &str, message: String, next: &str) -> Diagnostic {
+    Diagnostic::error(
+        code,
+        Located {
+            file: path.display().to_string(),
+            ..Located::default()
+        },
+        message,
+        next,
+    )
 }

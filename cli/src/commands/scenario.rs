@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 use coordinator_api as api;
-use coordinator_source::{Diagnostic, Located};
+use coordinator_source::Diagnostic;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -73,16 +73,9 @@ pub fn run(args: ScenarioArgs) -> u8 {
     }
 }
 
+/// A diagnostic about a path given on the command line.
 fn about(path: &Path, code: &str, message: String, next: &str) -> Diagnostic {
-    Diagnostic::error(
-        code,
-        Located {
-            file: path.display().to_string(),
-            ..Located::default()
-        },
-        message,
-        next,
-    )
+    crate::report::path_error(path, code, message, next)
 }
 
 /// `--output` must be a new path in an existing directory.
@@ -112,8 +105,11 @@ fn output_fault(output: &Path) -> Option<Diagnostic> {
 
 /// Writes `text` to the new file `output` whole: into a fresh file beside
 /// it, then linked to its name (refused if the name appeared meanwhile),
-/// so no reader ever sees part of it and nothing is replaced.
+/// so no reader ever sees part of it and nothing is replaced. The file is
+/// its owner's alone (0600): a case holds a run's answers, which
+/// `--redact` (input members) may not reach.
 fn write_new(output: &Path, text: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     let name = output
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -122,6 +118,7 @@ fn write_new(output: &Path, text: &str) -> std::io::Result<()> {
     let written = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
+        .mode(0o600)
         .open(&temp)
         .and_then(|mut f| {
             f.write_all(text.as_bytes())?;

@@ -223,7 +223,7 @@ fn the_kubernetes_manifests_hold_the_security_settings() {
         (
             dir.join("kustomization.yaml"),
             vec![
-                "serviceaccount.yaml",
+                "apply/serviceaccount.yaml",
                 "deployment.yaml",
                 "service.yaml",
                 "service-metrics.yaml",
@@ -231,7 +231,7 @@ fn the_kubernetes_manifests_hold_the_security_settings() {
         ),
         (
             dir.join("apply/kustomization.yaml"),
-            vec!["../serviceaccount.yaml", "job.yaml"],
+            vec!["serviceaccount.yaml", "job.yaml"],
         ),
     ] {
         let doc = &documents(&tool, &kustomization)[0];
@@ -240,6 +240,16 @@ fn the_kubernetes_manifests_hold_the_security_settings() {
             assert!(
                 kustomization.parent().unwrap().join(file).is_file(),
                 "{file}"
+            );
+            // kustomize loads nothing outside a kustomization's directory
+            // unless told (`--load-restrictor`), so `kubectl apply -k`
+            // refuses a `..` path.
+            assert!(
+                !Path::new(file)
+                    .components()
+                    .any(|c| c == std::path::Component::ParentDir),
+                "{}: {file} is outside its directory",
+                kustomization.display()
             );
         }
     }

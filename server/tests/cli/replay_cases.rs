@@ -59,6 +59,8 @@ fn layout() -> tempfile::TempDir {
 #[test]
 fn cases_in_files_and_directories_run_beside_the_projects() {
     let tmp = layout();
+    // A link back to its parent is not followed: the cases count once.
+    std::os::unix::fs::symlink("..", tmp.path().join("cases/more/loop")).expect("link");
     let out = ctl(
         tmp.path(),
         &["test", "--project", "follow-up", "--cases", "cases"],
@@ -187,4 +189,38 @@ fn scenario_export_refuses_an_existing_output_before_asking() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("coordinator.export.output"), "{stderr}");
     assert_eq!(std::fs::read_to_string(kept).expect("read"), ONE_CASE);
+}
+
+#[test]
+fn a_case_the_revision_refuses_before_its_first_step_shares_no_step() {
+    let tmp = layout();
+    // The revision requires an input member the run did not have.
+    let workflow = tmp.path().join("follow-up/workflow.yaml");
+    let yaml = std::fs::read_to_string(&workflow).expect("workflow.yaml");
+    let yaml = yaml.replacen(
+        "    required:\n    - applicationId\n",
+        "    required:\n    - locale\n    - applicationId\n",
+        1,
+    );
+    let yaml = yaml.replacen(
+        "    properties:\n      applicationId:\n",
+        "    properties:\n      locale:\n        type: string\n      applicationId:\n",
+        1,
+    );
+    std::fs::write(&workflow, yaml).expect("write");
+    let out = ctl(
+        tmp.path(),
+        &[
+            "test",
+            "--project",
+            "follow-up",
+            "--cases",
+            "cases/one.yaml",
+        ],
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("FAIL sent-once"), "{stdout}");
+    assert!(stdout.contains("locale"), "{stdout}");
+    assert!(stdout.contains("last shared step: none"), "{stdout}");
 }

@@ -219,12 +219,41 @@ fn parse_old(display: &str, text: &str, kind: &str) -> Result<YamlDocument, Refu
     Ok(doc)
 }
 
+/// Refuses OLD when two of its steps, or two of its outcomes, have one
+/// name once `_` is dropped ([`new_name`]): one would replace the other.
+fn refuse_name_collisions(wf: &YamlDocument) -> Result<(), Refusal> {
+    let mut diagnostics = Vec::new();
+    for section in ["steps", "outcomes"] {
+        let Some(Value::Object(names)) = wf.value.get(section) else {
+            continue;
+        };
+        let mut seen: std::collections::BTreeMap<String, &str> = std::collections::BTreeMap::new();
+        for old in names.keys() {
+            let new = new_name(old);
+            if let Some(first) = seen.insert(new.clone(), old) {
+                diagnostics.push(Diagnostic::error(
+                    codes::CONVERT_NAME_COLLISION,
+                    wf.locate(&format!("/{section}/{}", escape(old))),
+                    format!("`{first}` and `{old}` are both named `{new}` once `_` is dropped"),
+                    "Rename one of them in OLD (and where it is named), then convert again.",
+                ));
+            }
+        }
+    }
+    if diagnostics.is_empty() {
+        Ok(())
+    } else {
+        Err((EXIT_REFUSED, diagnostics))
+    }
+}
+
 fn convert_project(old: &Path) -> Result<Converted, Refusal> {
     let max = coordinator_source::yaml::MAX_FILE_BYTES;
     let Some((wf_display, wf_text)) = read_old(old, "workflow.yaml", false, max)? else {
         return Err((EXIT_UNAVAILABLE, Vec::new()));
     };
     let wf = parse_old(&wf_display, &wf_text, "project")?;
+    refuse_name_collisions(&wf)?;
     let functions_file = wf
         .value
         .get("functionsFile")

@@ -267,3 +267,38 @@ fn a_failing_case_is_pointed_at_the_function_to_edit() {
         .expect("case");
     assert!(untouched.passed && untouched.edit.is_none());
 }
+
+#[test]
+fn two_steps_named_alike_once_underscores_go_are_refused_and_nothing_is_written() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let old = dir.path().join("old");
+    std::fs::create_dir(&old).expect("dir");
+    for entry in std::fs::read_dir(fixture("permit-reminder")).expect("fixture") {
+        let path = entry.expect("entry").path();
+        let name = path.file_name().expect("name").to_owned();
+        std::fs::copy(&path, old.join(name)).expect("copy");
+    }
+    // A second step `read-permit` beside `read_permit`.
+    let workflow = old.join("workflow.yaml");
+    let text = std::fs::read_to_string(&workflow).expect("workflow.yaml");
+    let text = text.replacen(
+        "\n  read_permit:\n",
+        "\n  read-permit:\n    type: finish\n    outcome: nothing-to-remind\n  read_permit:\n",
+        1,
+    );
+    std::fs::write(&workflow, text).expect("write");
+    let Err((code, diagnostics)) = convert_project(&old) else {
+        panic!("two steps named alike converted");
+    };
+    assert_eq!(code, crate::report::EXIT_REFUSED);
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+    assert_eq!(diagnostics[0].code, codes::CONVERT_NAME_COLLISION);
+    assert!(
+        diagnostics[0].pointer.starts_with("/steps/read"),
+        "{diagnostics:?}"
+    );
+    assert!(
+        diagnostics[0].message.contains("`read-permit`"),
+        "{diagnostics:?}"
+    );
+}

@@ -40,7 +40,7 @@ use coordinator_compiler::Compiled;
 use coordinator_ir::moves::MoveCertificate;
 use coordinator_ir::Program;
 use coordinator_runtime::package::{load_package, PackageError, DEFINITION_FILE, SUMS_FILE};
-use coordinator_source::{Diagnostic, Located};
+use coordinator_source::Diagnostic;
 use serde::Serialize;
 
 use crate::codes;
@@ -101,15 +101,7 @@ impl Stop {
 
 /// A diagnostic about a path given on the command line.
 fn about(path: &Path, code: &str, message: String, next: &str) -> Diagnostic {
-    Diagnostic::error(
-        code,
-        Located {
-            file: path.display().to_string(),
-            ..Located::default()
-        },
-        message,
-        next,
-    )
+    crate::report::path_error(path, code, message, next)
 }
 
 /// `--output` must be a new path in an existing directory, or a regular

@@ -85,6 +85,12 @@ pub(super) async fn run(a: StartArgs) -> u8 {
         print_answer(&start, &answer, &text(&answer));
         return EXIT_OK;
     };
+    // Said first, so that a wait given up (Ctrl-C) still names the run,
+    // which was admitted.
+    errln!(
+        "coordinatorctl start: run {} admitted; waiting up to {seconds} s for its end",
+        status.run
+    );
     let waited = ServiceCall {
         command: "start",
         method: Method::GetWaiting(seconds),
@@ -92,21 +98,32 @@ pub(super) async fn run(a: StartArgs) -> u8 {
         query: vec![],
         conn: start.conn,
     };
+    let asked = std::time::Instant::now();
     let (answer, status) = match fetch_answer(&waited, read_status).await {
         Ok(fetched) => fetched,
         Err(exit) => return exit,
     };
     print_answer(&waited, &answer, &text(&answer));
     if ended(&status) {
-        EXIT_OK
+        return EXIT_OK;
+    }
+    let after = asked.elapsed().as_secs();
+    if after + 1 < seconds {
+        // The service answered before the wait was over (it is stopping,
+        // or it holds too many waits).
+        errln!(
+            "coordinatorctl start: the service answered after {after} s, before the {seconds} s wait was over; run {} is {} (ask again with `coordinatorctl status`)",
+            status.run,
+            status.state
+        );
     } else {
         errln!(
             "coordinatorctl start: run {} had not ended after {seconds} s (state {})",
             status.run,
             status.state
         );
-        EXIT_NOT_ENDED
     }
+    EXIT_NOT_ENDED
 }
 
 /// The input of `--input` or `--input-file`, read as JSON; `Err` says why

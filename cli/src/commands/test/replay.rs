@@ -19,7 +19,7 @@ use coordinator_scenario::file::{
     self, Case, ExpectedOutcome, SCENARIOS_API_VERSION, SCENARIOS_KIND,
 };
 use coordinator_scenario::run::{self, CaseReport};
-use coordinator_source::{Diagnostic, Located, YamlDocument};
+use coordinator_source::{Diagnostic, YamlDocument};
 use serde::Serialize;
 use serde_json::json;
 
@@ -80,19 +80,17 @@ pub(crate) fn replay(
 }
 
 fn about(path: &Path, message: String) -> Diagnostic {
-    Diagnostic::error(
+    crate::report::path_error(
+        path,
         codes::TEST_CASES,
-        Located {
-            file: path.display().to_string(),
-            ..Located::default()
-        },
         message,
         "Give --cases a file holding one case or a scenarios document, or a directory of them.",
     )
 }
 
 /// `path` itself when it is a file; the `*.yaml` and `*.yml` files under
-/// it, recursively, in name order, when it is a directory.
+/// it, recursively (links to directories not followed), in name order,
+/// when it is a directory.
 fn case_files(path: &Path) -> Result<Vec<PathBuf>, Diagnostic> {
     let meta =
         std::fs::metadata(path).map_err(|e| about(path, format!("--cases cannot be read: {e}")))?;
@@ -107,8 +105,13 @@ fn case_files(path: &Path) -> Result<Vec<PathBuf>, Diagnostic> {
         for entry in entries {
             let entry = entry.map_err(|e| about(&dir, format!("cannot be listed: {e}")))?;
             let p = entry.path();
-            if p.is_dir() {
+            // A link to a directory is not followed (a link to its own
+            // parent would list the same cases again and again).
+            let real_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            if real_dir {
                 dirs.push(p);
+            } else if p.is_dir() {
+                continue;
             } else if p.extension().is_some_and(|e| e == "yaml" || e == "yml") {
                 files.push(p);
             }
@@ -228,11 +231,18 @@ fn replayed(
                 }
             }
             let now = said.join("; ");
+            // A case naming a step this revision lacks shares the steps of
+            // its path that still exist, up to the first that does not; a
+            // case refused before its first step (an input the revision
+            // refuses, a repeated id) shares none.
+            let unknown_step = faults
+                .iter()
+                .any(|d| d.code == coordinator_scenario::codes::SCENARIO_UNKNOWN_STEP);
             let existing: Vec<String> = case
                 .expect
                 .path
                 .iter()
-                .take_while(|s| program.step_id(s).is_some())
+                .take_while(|s| unknown_step && program.step_id(s).is_some())
                 .cloned()
                 .collect();
             Some(Difference {
