@@ -115,8 +115,9 @@ enum Outcome {
     /// Not needed: the listed state does not take the action (no request),
     /// or the service's problem code says so ([`NO_LONGER_NEEDED`]).
     Skipped { why: String },
-    /// The service refused the action with this problem code.
-    Refused { code: String },
+    /// The service refused the action with this problem code, saying
+    /// why (the problem's `detail`, else its `title`).
+    Refused { code: String, detail: String },
     /// No answer of the API (unreachable, 503, another answer): the bulk
     /// action stops.
     Failed { code: String, detail: String },
@@ -138,7 +139,7 @@ impl Outcome {
         match self {
             Outcome::Done { .. } => None,
             Outcome::Skipped { why } => Some(why),
-            Outcome::Refused { code } | Outcome::Failed { code, .. } => Some(code),
+            Outcome::Refused { code, .. } | Outcome::Failed { code, .. } => Some(code),
         }
     }
 }
@@ -504,6 +505,7 @@ fn outcome_of(answer: RawAnswer) -> Outcome {
         },
         Some(p) => Outcome::Refused {
             code: cli_code(&p.code),
+            detail: p.detail.unwrap_or(p.title),
         },
         None => unexpected(answer.status),
     }
@@ -556,8 +558,9 @@ impl Progress {
         let detail = match outcome {
             Outcome::Done { state } => state.clone(),
             Outcome::Skipped { why } => why.clone(),
-            Outcome::Refused { code } => code.clone(),
-            Outcome::Failed { code, detail } => format!("{code}: {detail}"),
+            Outcome::Refused { code, detail } | Outcome::Failed { code, detail } => {
+                format!("{code}: {detail}")
+            }
         };
         let line = format!("{:<8} {run}  {detail}", outcome.result());
         match self {
@@ -573,10 +576,16 @@ impl Progress {
                     Outcome::Done { state } => Some(state.as_str()),
                     _ => None,
                 };
+                let said = match outcome {
+                    Outcome::Refused { detail, .. } | Outcome::Failed { detail, .. } => {
+                        Some(detail.as_str())
+                    }
+                    _ => None,
+                };
                 let value = json!({
                     "kind": "BulkProgress", "command": action, "run": run,
                     "result": outcome.result(), "state": state, "code": outcome.code(),
-                    "position": position, "total": total,
+                    "detail": said, "position": position, "total": total,
                 });
                 outln!("{value}");
             }
@@ -683,7 +692,21 @@ mod tests {
         assert_eq!(
             outcome_of(problem(409, "receipt.expired")),
             Outcome::Refused {
-                code: "coordinator.receipt.expired".into()
+                code: "coordinator.receipt.expired".into(),
+                detail: "t".into()
+            }
+        );
+        // The problem's `detail`, when it has one, says why.
+        let said = answer(
+            409,
+            json!({"type": "about:blank", "title": "t", "status": 409,
+                   "code": "move.refused", "detail": "the run waits at `due`"}),
+        );
+        assert_eq!(
+            outcome_of(said),
+            Outcome::Refused {
+                code: "coordinator.move.refused".into(),
+                detail: "the run waits at `due`".into()
             }
         );
         assert!(matches!(
