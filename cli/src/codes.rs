@@ -33,6 +33,8 @@ coordinator_source::diagnostic_codes! {
         "`convert`: a v1alpha1 decision connection authenticates with a bearer token; its `authorization` was left out.");
     CONVERT_FUNCTION_MISSING = ("coordinator.convert.function-missing", Warning,
         "`convert`: a step calls a function that OLD's functions.rhai does not define, or passes another number of arguments than it takes.");
+    CONVERT_FUNCTIONS_FILE = ("coordinator.convert.functions-file", Error,
+        "`convert`: OLD's `functionsFile` is not the name of a file in OLD's directory (a path with `/`, `..` or a root).");
     CONVERT_MISSING_INPUT = ("coordinator.convert.missing-input", Warning,
         "`convert`: OLD's workflow.yaml has no `input` schema.");
     CONVERT_NAME_COLLISION = ("coordinator.convert.name-collision", Error,

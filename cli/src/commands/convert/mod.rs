@@ -260,6 +260,24 @@ fn convert_project(old: &Path) -> Result<Converted, Refusal> {
         .and_then(Value::as_str)
         .unwrap_or("functions.rhai")
         .to_owned();
+    let plain_name = {
+        let mut parts = Path::new(&functions_file).components();
+        matches!(
+            (parts.next(), parts.next()),
+            (Some(std::path::Component::Normal(_)), None)
+        )
+    };
+    if !plain_name {
+        return Err((
+            EXIT_REFUSED,
+            vec![Diagnostic::error(
+                codes::CONVERT_FUNCTIONS_FILE,
+                wf.locate("/functionsFile"),
+                format!("`functionsFile` `{functions_file}` is not a file name in OLD's directory"),
+                "Copy the Functions into OLD's directory and name that file, then convert again.",
+            )],
+        ));
+    }
     let rhai_max = coordinator_compiler::functions::MAX_FUNCTION_SOURCE_BYTES;
     let Some((rhai_display, rhai_text)) = read_old(old, &functions_file, false, rhai_max)? else {
         return Err((EXIT_UNAVAILABLE, Vec::new()));

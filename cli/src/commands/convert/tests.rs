@@ -302,3 +302,35 @@ fn two_steps_named_alike_once_underscores_go_are_refused_and_nothing_is_written(
         "{diagnostics:?}"
     );
 }
+
+#[test]
+fn a_functions_file_outside_the_project_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let old = dir.path().join("old");
+    std::fs::create_dir(&old).expect("dir");
+    for entry in std::fs::read_dir(fixture("permit-reminder")).expect("fixture") {
+        let path = entry.expect("entry").path();
+        let name = path.file_name().expect("name").to_owned();
+        std::fs::copy(&path, old.join(name)).expect("copy");
+    }
+    let workflow = old.join("workflow.yaml");
+    let text = std::fs::read_to_string(&workflow).expect("workflow.yaml");
+    for outside in ["../functions.rhai", "/etc/passwd", "sub/functions.rhai"] {
+        let changed = text.replacen(
+            "functionsFile: functions.rhai",
+            &format!("functionsFile: {outside}"),
+            1,
+        );
+        std::fs::write(&workflow, changed).expect("write");
+        let Err((code, diagnostics)) = convert_project(&old) else {
+            panic!("{outside} was read");
+        };
+        assert_eq!(code, crate::report::EXIT_REFUSED);
+        assert_eq!(
+            diagnostics[0].code,
+            codes::CONVERT_FUNCTIONS_FILE,
+            "{outside}"
+        );
+        assert_eq!(diagnostics[0].pointer, "/functionsFile");
+    }
+}
