@@ -204,7 +204,7 @@ pub(crate) fn run_cases(
                 codes::SCENARIO_UNKNOWN_CASE,
                 doc.locate("/cases"),
                 format!("no case has the id `{id}`"),
-                "Name a case id of scenarios.yaml, or omit --case.",
+                "Name a case id of scenarios.yaml or of the --cases files, or omit --case.",
             ));
         }
     }
@@ -285,9 +285,21 @@ pub fn run(args: TestArgs) -> u8 {
     };
     let (program, mut outcome) = compile_and_run(&args.project, args.case.as_deref());
     let replayed = match (&program, args.cases.is_empty()) {
-        (Some(p), false) => Some(replay::replay(&args.cases, p, &mut outcome.diagnostics)),
+        (Some(p), false) => Some(replay::replay(
+            &args.cases,
+            p,
+            args.case.as_deref(),
+            &mut outcome.diagnostics,
+        )),
         _ => None,
     };
+    // `--case` names a case of scenarios.yaml or of `--cases`: found among
+    // the replayed ones, it is no unknown case.
+    if replayed.as_ref().is_some_and(|r| !r.is_empty()) && args.case.is_some() {
+        outcome
+            .diagnostics
+            .retain(|d| d.code != codes::SCENARIO_UNKNOWN_CASE);
+    }
     let replay_failed = replayed.iter().flatten().filter(|r| !r.passed).count();
     let coverage = (args.coverage || threshold.is_some())
         .then(|| coverage_of(&args.project, &outcome, program.as_ref(), threshold))

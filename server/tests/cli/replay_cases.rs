@@ -224,3 +224,48 @@ fn a_case_the_revision_refuses_before_its_first_step_shares_no_step() {
     assert!(stdout.contains("locale"), "{stdout}");
     assert!(stdout.contains("last shared step: none"), "{stdout}");
 }
+
+#[test]
+fn case_selects_one_case_of_the_cases_files() {
+    let tmp = layout();
+    let out = ctl(
+        tmp.path(),
+        &[
+            "test",
+            "--project",
+            "follow-up",
+            "--cases",
+            "cases",
+            "--case",
+            "sent-once",
+        ],
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("PASS sent-once (cases/one.yaml)"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("permission-withdrawn"), "{stdout}");
+    assert!(stdout.ends_with("1 passed, 0 failed\n"), "{stdout}");
+    let out = ctl(
+        tmp.path(),
+        &[
+            "test",
+            "--project",
+            "follow-up",
+            "--cases",
+            "cases",
+            "--case",
+            "no-such-case",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stdout).contains("coordinator.scenario.unknown-case")
+            || text(&out.stderr).contains("coordinator.scenario.unknown-case"),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}

@@ -55,11 +55,12 @@ pub struct Difference {
     pub last_shared_step: Option<String>,
 }
 
-/// The cases under `paths`, run on `program`; faults of the files go to
-/// `diagnostics`.
+/// The cases under `paths` (only the one with id `only`, when given), run
+/// on `program`; faults of the files go to `diagnostics`.
 pub(crate) fn replay(
     paths: &[PathBuf],
     program: &Program,
+    only: Option<&str>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Vec<Replayed> {
     let mut out = Vec::new();
@@ -70,7 +71,7 @@ pub(crate) fn replay(
             }
             Ok(files) => {
                 for f in files {
-                    out.extend(replay_file(&f, program, diagnostics));
+                    out.extend(replay_file(&f, program, only, diagnostics));
                 }
             }
             Err(d) => diagnostics.push(d),
@@ -144,7 +145,12 @@ fn read_cases(path: &Path) -> Result<YamlDocument, Diagnostic> {
         .ok_or_else(|| about(path, "cannot be read as one case".into()))
 }
 
-fn replay_file(path: &Path, program: &Program, diagnostics: &mut Vec<Diagnostic>) -> Vec<Replayed> {
+fn replay_file(
+    path: &Path,
+    program: &Program,
+    only: Option<&str>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Vec<Replayed> {
     let doc = match read_cases(path) {
         Ok(doc) => doc,
         Err(d) => {
@@ -180,6 +186,9 @@ fn replay_file(path: &Path, program: &Program, diagnostics: &mut Vec<Diagnostic>
     }
     let mut out = Vec::new();
     for (i, case) in scenarios.cases.iter().enumerate() {
+        if only.is_some_and(|id| id != case.id) {
+            continue;
+        }
         let drift: Vec<&Diagnostic> = per_case
             .iter()
             .filter(|d| case_index(&d.pointer) == Some(i))
