@@ -43,11 +43,16 @@ die() {
 
 tag=""
 output=""
+usage() {
+  printf 'usage: scripts/image.sh [--tag NAME] [--output FILE]\n' >&2
+  [ -n "${1:-}" ] && printf 'image.sh: %s\n' "$1" >&2
+  exit 2
+}
 while [ $# -gt 0 ]; do
   case "$1" in
-    --tag) tag="${2:?--tag takes a name}"; shift 2 ;;
-    --output) output="${2:?--output takes a file}"; shift 2 ;;
-    *) printf 'usage: scripts/image.sh [--tag NAME] [--output FILE]\n' >&2; exit 2 ;;
+    --tag) [ -n "${2:-}" ] || usage "--tag takes a name"; tag="$2"; shift 2 ;;
+    --output) [ -n "${2:-}" ] || usage "--output takes a file"; output="$2"; shift 2 ;;
+    *) usage ;;
   esac
 done
 command -v buildah >/dev/null || die "buildah is missing: apt-get install buildah podman runc (Debian packages)"
