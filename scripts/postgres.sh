@@ -650,7 +650,7 @@ cmd_start() {
     log "already running: PostgreSQL $WANT_MAJOR on 127.0.0.1:$rp (dir $BASE)"
   else
     if accepts_tcp "$PORT"; then
-      die "port $PORT on 127.0.0.1 is taken by another program; use --port"
+      die "port $PORT on 127.0.0.1 is taken by another program (or by a cluster of another --dir than $BASE); use another --port, or that cluster's --dir"
     fi
     initdb_cluster
     log "starting PostgreSQL $WANT_MAJOR on 127.0.0.1:$PORT (dir $BASE)"
@@ -804,7 +804,7 @@ cmd_restore() {
   cp -p "$BACKUP/credentials" "$CREDS" || die "copying the credentials failed"
   touch "$READY_MARK"
   if accepts_tcp "$PORT"; then
-    die "port $PORT on 127.0.0.1 is taken by another program; use --port"
+    die "port $PORT on 127.0.0.1 is taken by another program (or by a cluster of another --dir than $BASE); use another --port, or that cluster's --dir"
   fi
   log "starting the restored cluster on 127.0.0.1:$PORT (dir $BASE)"
   as_pg "$BINDIR/pg_ctl" start -D "$DATA" -l "$LOGFILE" -w -t "$START_TIMEOUT" \
@@ -856,7 +856,7 @@ cmd_standby() {
   fi
   rm -f "$READY_MARK"
   if accepts_tcp "$PORT"; then
-    die "port $PORT on 127.0.0.1 is taken by another program; use --port"
+    die "port $PORT on 127.0.0.1 is taken by another program (or by a cluster of another --dir than $BASE); use another --port, or that cluster's --dir"
   fi
   prepare_base
   cp -p "$pbase/credentials" "$CREDS" || die "copying the credentials failed"
