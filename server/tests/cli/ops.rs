@@ -750,6 +750,19 @@ fn start_waits_for_the_run_to_end_and_says_whether_it_did() {
         &as_strs(&start("k-wait-1", &["--format", "json"])),
     );
     assert_eq!((out.code, &out.json()["result"]["run"]), (0, &json!(id)));
+    // In JSON, a wait that ran out says so beside the run's state.
+    let out = svc.ctl(
+        PRODUCER,
+        &as_strs(&start("k-wait-1", &["--wait", "1", "--format", "json"])),
+    );
+    let v = out.json();
+    assert_eq!(out.code, 4, "{}", out.stderr);
+    assert_eq!(
+        (&v["ok"], &v["status"]),
+        (&json!(false), &json!("not-ended")),
+        "{v}"
+    );
+    assert_eq!(v["result"]["state"], "running", "{v}");
 
     // A bare --wait waits up to 60 s; the cancel's end wakes it.
     let file = svc.token_file(PRODUCER);

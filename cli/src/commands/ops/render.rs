@@ -19,11 +19,22 @@ pub(super) type Render = fn(&Value) -> Result<String, serde_json::Error>;
 /// Prints `call`'s answer: with `--format json` the report with the answer
 /// as the service sent it under `result`, in text `rendered` on stdout.
 pub(super) fn print_answer(call: &ServiceCall, answer: &Value, rendered: &str) {
+    print_answer_as(call, answer, rendered, (true, "ok"));
+}
+
+/// [`print_answer`] with the JSON line's `ok` and `status` given (`start
+/// --wait` whose run had not ended: `false`, `not-ended`).
+pub(super) fn print_answer_as(
+    call: &ServiceCall,
+    answer: &Value,
+    rendered: &str,
+    (ok, status): (bool, &str),
+) {
     match call.conn.format {
         Format::Json => report::print_json(
             call.command,
-            true,
-            "ok",
+            ok,
+            status,
             &[],
             AnswerOrFailure::answer(answer),
         ),

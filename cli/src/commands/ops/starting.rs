@@ -15,7 +15,7 @@ use clap::Args;
 use coordinator_api as api;
 use serde_json::Value;
 
-use super::render::{print_answer, read};
+use super::render::{print_answer, print_answer_as, read};
 use crate::report::{EXIT_NOT_ENDED, EXIT_OK, EXIT_USAGE};
 use crate::service_client::{fetch_answer, request_path, Body, Conn, Method, ServiceCall};
 
@@ -103,10 +103,11 @@ pub(super) async fn run(a: StartArgs) -> u8 {
         Ok(fetched) => fetched,
         Err(exit) => return exit,
     };
-    print_answer(&waited, &answer, &text(&answer));
     if ended(&status) {
+        print_answer(&waited, &answer, &text(&answer));
         return EXIT_OK;
     }
+    print_answer_as(&waited, &answer, &text(&answer), (false, "not-ended"));
     let after = asked.elapsed().as_secs();
     if after + 1 < seconds {
         // The service answered before the wait was over (it is stopping,
