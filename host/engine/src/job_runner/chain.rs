@@ -150,10 +150,14 @@ impl JobRunner {
                 outcome.into_answer()
             }
             // Unreachable once marked (an adapter's errors all come before
-            // its mark); answered as `dispatch_job` answers them.
+            // its mark). Were it reached, the request may have left: the
+            // job stays `sending` until its lease runs out, and is then
+            // answered `uncertain` (held for an operator), never released
+            // to be sent again.
             Err(e) => {
                 self.parts.counters.dispatch_attempt("host-fault");
-                return self.hold_job(&marked, &e.to_string()).await;
+                tracing::error!(run = %run.id, step = %call.step, error = %e, "the adapter failed after the sending mark; the call is left sending");
+                return Ok(());
             }
         };
         let attempt = call.attempt;
