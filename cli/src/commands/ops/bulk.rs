@@ -134,6 +134,15 @@ impl Outcome {
         }
     }
 
+    /// Whether the service refused the caller, not the run
+    /// (`authentication.refused`, `authorization.refused`): every other
+    /// run would be refused the same way.
+    fn refuses_the_caller(&self) -> bool {
+        matches!(self, Outcome::Refused { code, .. }
+            if code == "coordinator.authentication.refused"
+                || code == "coordinator.authorization.refused")
+    }
+
     /// The problem code or the skipped run's listed state, if any.
     fn code(&self) -> Option<&str> {
         match self {
@@ -374,8 +383,10 @@ async fn act_on_all(b: &Bulk, runs: &[api::RunStatus], at_wait: &AtWait) -> u8 {
         };
         progress.show(b.action, &listed.run, &outcome, i + 1);
         unavailable = matches!(outcome, Outcome::Failed { .. });
+        // The token itself is refused: every other run would be too.
+        let caller_refused = outcome.refuses_the_caller();
         outcomes.push(outcome);
-        if unavailable {
+        if unavailable || caller_refused {
             break;
         }
     }
@@ -655,6 +666,10 @@ fn print_summary(b: &Bulk, matched: usize, outcomes: &[Outcome], interrupted: bo
             }
             if interrupted || exit == EXIT_UNAVAILABLE {
                 outln!("stopped: run the same command again to go on (a run acted on no longer matches, or the service refuses it again)");
+            } else if outcomes.len() < matched
+                && outcomes.last().is_some_and(Outcome::refuses_the_caller)
+            {
+                outln!("stopped: the service refuses this token the action, so no other run was asked; use a token whose policy grants it (docs/runtime.md) and run the same command again");
             }
         }
     }
@@ -696,6 +711,10 @@ mod tests {
                 detail: "t".into()
             }
         );
+        // A refusal of the token (not of the run) stops the action.
+        assert!(outcome_of(problem(403, "authorization.refused")).refuses_the_caller());
+        assert!(outcome_of(problem(401, "authentication.refused")).refuses_the_caller());
+        assert!(!outcome_of(problem(409, "receipt.expired")).refuses_the_caller());
         // The problem's `detail`, when it has one, says why.
         let said = answer(
             409,
