@@ -138,9 +138,12 @@ impl Outcome {
     /// (`authentication.refused`, `authorization.refused`): every other
     /// run would be refused the same way.
     fn refuses_the_caller(&self) -> bool {
+        let caller = [
+            &api::problems::AUTHENTICATION_REFUSED,
+            &api::problems::AUTHORIZATION_REFUSED,
+        ];
         matches!(self, Outcome::Refused { code, .. }
-            if code == "coordinator.authentication.refused"
-                || code == "coordinator.authorization.refused")
+            if caller.iter().any(|p| *code == cli_code(p.code)))
     }
 
     /// The problem code or the skipped run's listed state, if any.
