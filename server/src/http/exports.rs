@@ -18,12 +18,11 @@ use coordinator_scenario::export::{
     export_case, AnswerHistory, ExportRefused, RunHistory, StepHistory,
 };
 
-use super::request::{body, path_segments, principal};
+use super::request::{action_body, operator_granted, path_segments};
 use super::response::json;
 use super::runs::visible_run;
 use super::{ApiError, AppState};
-use crate::auth::Grant;
-use crate::{ops, strict};
+use crate::ops;
 
 pub(crate) async fn export_run(
     State(s): State<AppState>,
@@ -32,10 +31,8 @@ pub(crate) async fn export_run(
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let run = path_segments(path)?;
-    let who = principal(&s, &headers).await?;
-    let bytes = body(bytes)?;
-    let request: api::ExportRun = strict::from_slice(&bytes).map_err(ApiError::bad_request)?;
-    ops::reference("reason", &request.reason)?;
+    let (who, request) =
+        action_body(&s, &headers, bytes, |r: &api::ExportRun| r.reason.as_str()).await?;
     if let Some(p) = request.redact.iter().find(|p| !p.starts_with('/')) {
         return Err(ApiError::bad_request(format!(
             "redact: `{p}` is not a JSON Pointer into the input (it starts with `/`)"
@@ -47,12 +44,7 @@ pub(crate) async fn export_run(
             api::MAX_EXPORT_REDACTIONS
         )));
     }
-    if !matches!(
-        s.verifier.grant(&who, "export", None),
-        Grant::Allowed { operator: true }
-    ) {
-        return Err(ApiError::forbidden("export"));
-    }
+    operator_granted(&s, &who, "export")?;
     let run = visible_run(&s, &who, &run, "export").await?;
     if run.payload_erased {
         return Err(ApiError::of(&problems::EXPORT_PAYLOAD_ERASED));

@@ -14,12 +14,11 @@ use coordinator_api::problems;
 use coordinator_engine::{MoveCertificate, MoveError, MoveRefused};
 use coordinator_runtime::audit::AuditRecord;
 
-use super::request::{body, path_segments, principal};
+use super::request::{action_body, operator_granted, path_segments};
 use super::response::{json, run_status};
 use super::runs::visible_run;
 use super::{ApiError, AppState};
-use crate::auth::Grant;
-use crate::{ops, strict};
+use crate::ops;
 
 pub(crate) async fn move_run(
     State(s): State<AppState>,
@@ -28,16 +27,9 @@ pub(crate) async fn move_run(
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let run = path_segments(path)?;
-    let who = principal(&s, &headers).await?;
-    let bytes = body(bytes)?;
-    let request: api::MoveRun = strict::from_slice(&bytes).map_err(ApiError::bad_request)?;
-    ops::reference("reason", &request.reason)?;
-    if !matches!(
-        s.verifier.grant(&who, "move", None),
-        Grant::Allowed { operator: true }
-    ) {
-        return Err(ApiError::forbidden("move"));
-    }
+    let (who, request) =
+        action_body(&s, &headers, bytes, |r: &api::MoveRun| r.reason.as_str()).await?;
+    operator_granted(&s, &who, "move")?;
     let run = visible_run(&s, &who, &run, "move").await?;
     let certificate = serde_json::to_vec(&request.certificate)
         .map_err(|e| e.to_string())

@@ -11,11 +11,11 @@ use coordinator_api::problems;
 use coordinator_engine::{Action, ActionError};
 use coordinator_runtime::audit::AuditRecord;
 
-use super::request::{body, path_segments, principal};
+use super::request::{action_body, path_segments};
 use super::response::{json, run_status};
 use super::runs::visible_run;
 use super::{ApiError, AppState};
-use crate::{ops, strict};
+use crate::ops;
 
 pub(crate) async fn recover(
     State(s): State<AppState>,
@@ -30,10 +30,8 @@ pub(crate) async fn recover(
         "reconcile" => ("reconcile", Action::Reconcile),
         _ => return Err(ApiError::of(&problems::ROUTE_NOT_FOUND)),
     };
-    let who = principal(&s, &headers).await?;
-    let bytes = body(bytes)?;
-    let recovery: api::Recovery = strict::from_slice(&bytes).map_err(ApiError::bad_request)?;
-    ops::reference("reason", &recovery.reason)?;
+    let (who, recovery) =
+        action_body(&s, &headers, bytes, |r: &api::Recovery| r.reason.as_str()).await?;
     let run = visible_run(&s, &who, &run, name).await?;
     ops::audit_available(&s.engine).await?;
     // A reconcile that found the receipt expired happened all the same: it
