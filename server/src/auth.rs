@@ -24,6 +24,7 @@
 //! `service.unavailable`, never a 401.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -31,6 +32,8 @@ use coordinator_ports::clock::{Clock, SystemClock};
 
 use coordinator_engine::Principal;
 use coordinator_runtime::config::{Authentication, Jwks, Policy};
+
+use crate::verified_tokens::{TokenTimes, VerifiedTokens};
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
@@ -101,9 +104,14 @@ pub struct Verifier {
     policies: BTreeMap<String, Policy>,
     http: reqwest::Client,
     cache: tokio::sync::Mutex<Option<JwkSet>>,
+    /// Counts the key sets `cache` has held: a token verified against one
+    /// is taken from `verified` only while it is still the one held.
+    key_set_generation: AtomicU64,
     last_fetch: Mutex<Option<Instant>>,
     /// What token times are checked against.
     clock: Arc<dyn Clock>,
+    /// The tokens verified already, until they expire.
+    verified: VerifiedTokens,
 }
 
 /// What a policy says about one request.
@@ -133,8 +141,10 @@ impl Verifier {
                 .build()
                 .unwrap_or_default(),
             cache: tokio::sync::Mutex::new(None),
+            key_set_generation: AtomicU64::new(0),
             last_fetch: Mutex::new(None),
             clock: Arc::new(SystemClock),
+            verified: VerifiedTokens::default(),
         }
     }
 
@@ -168,7 +178,35 @@ impl Verifier {
     ///
     /// # Errors
     /// [`AuthError`] for any refusal (the server answers 401).
+    ///
+    /// A token verified before is answered from [`VerifiedTokens`] while
+    /// its times pass [`time_refusal`] now and the issuer's key set is the
+    /// one it was verified against; any other token is checked whole, and
+    /// kept when it passes.
     pub async fn verify(&self, token: &str) -> Result<Principal, AuthError> {
+        let now = u64::try_from(self.clock.now_unix()).unwrap_or_default();
+        let generation = self.key_set_generation.load(Ordering::Acquire);
+        if let Some(principal) = self.verified.principal(token, generation, |times| {
+            time_refusal(times, now).is_none()
+        }) {
+            return Ok(principal);
+        }
+        let (principal, times, generation) = self.verify_whole(token, now).await?;
+        self.verified
+            .keep(token, &principal, times, generation, |kept| {
+                time_refusal(kept, now).is_some()
+            });
+        Ok(principal)
+    }
+
+    /// Every rule of the module's documentation, checked on `token` at
+    /// `now`: its principal, its times and the key set generation its key
+    /// was found in.
+    async fn verify_whole(
+        &self,
+        token: &str,
+        now: u64,
+    ) -> Result<(Principal, TokenTimes, u64), AuthError> {
         let header = decode_header(token).map_err(|e| refused(format!("header: {e}")))?;
         let typ = header.typ.as_deref().unwrap_or("").to_ascii_lowercase();
         if typ != "at+jwt" && typ != "application/at+jwt" {
@@ -184,7 +222,7 @@ impl Verifier {
             return Err(refused(format!("alg {:?} refused", header.alg)));
         }
         let kid = header.kid.ok_or_else(|| refused("no kid"))?;
-        let key = self.key_for(&kid).await?;
+        let (key, generation) = self.key_for(&kid).await?;
         let mut validation = Validation::new(header.alg);
         validation.set_issuer(&[&self.issuer]);
         validation.set_audience(&[&self.audience]);
@@ -196,17 +234,13 @@ impl Verifier {
         let data = decode::<Claims>(token, &key, &validation)
             .map_err(|e| refused(format!("claims: {e}")))?;
         let c = data.claims;
-        let now = u64::try_from(self.clock.now_unix()).unwrap_or_default();
-        if c.exp.saturating_add(LEEWAY_SECONDS) < now {
-            return Err(refused("expired"));
-        }
-        if c.nbf
-            .is_some_and(|nbf| nbf > now.saturating_add(LEEWAY_SECONDS))
-        {
-            return Err(refused("nbf in the future"));
-        }
-        if c.iat > now.saturating_add(IAT_LEEWAY_SECONDS) {
-            return Err(refused("iat in the future"));
+        let times = TokenTimes {
+            expires: c.exp,
+            not_before: c.nbf,
+            issued: c.iat,
+        };
+        if let Some(reason) = time_refusal(&times, now) {
+            return Err(refused(reason));
         }
         let lifetime = c.exp.saturating_sub(c.iat);
         if lifetime > MAX_LIFETIME_SECONDS {
@@ -218,11 +252,18 @@ impl Verifier {
         if c.jti.is_empty() {
             return Err(refused("no jti (RFC 9068 §2.2)"));
         }
-        Ok(Principal {
+        let principal = Principal {
             iss: c.iss,
             sub: c.sub,
             client_id: c.client_id,
-        })
+        };
+        Ok((principal, times, generation))
+    }
+
+    /// How many verified tokens this verifier keeps now
+    /// ([`VerifiedTokens`]).
+    pub fn verified_tokens_kept(&self) -> usize {
+        self.verified.len()
     }
 
     /// Whether `principal`'s policy grants `action`, for `workflow` when
@@ -255,13 +296,19 @@ impl Verifier {
             .and_then(|p| p.workflows.clone())
     }
 
-    async fn key_for(&self, kid: &str) -> Result<DecodingKey, AuthError> {
+    /// The key `kid` names and the generation of the key set it was found
+    /// in (read under the key set's lock, so a key set fetched meanwhile
+    /// has another).
+    async fn key_for(&self, kid: &str) -> Result<(DecodingKey, u64), AuthError> {
         let mut cache = self.cache.lock().await;
+        let generation = self.key_set_generation.load(Ordering::Acquire);
         if let Some(k) = cache.as_ref().and_then(|s| find(s, kid)) {
-            return k;
+            return k.map(|k| (k, generation));
         }
         if let KeySource::Static(set) = &self.source {
-            return find(set, kid).unwrap_or_else(|| Err(refused("unknown kid")));
+            return find(set, kid)
+                .unwrap_or_else(|| Err(refused("unknown kid")))
+                .map(|k| (k, generation));
         }
         let may_fetch = {
             let mut last = self
@@ -281,7 +328,10 @@ impl Verifier {
         let set = self.fetch().await?;
         let found = find(&set, kid);
         *cache = Some(set);
-        found.unwrap_or_else(|| Err(refused("unknown kid")))
+        let generation = self.key_set_generation.fetch_add(1, Ordering::AcqRel) + 1;
+        found
+            .unwrap_or_else(|| Err(refused("unknown kid")))
+            .map(|k| (k, generation))
     }
 
     async fn fetch(&self) -> Result<JwkSet, AuthError> {
@@ -324,6 +374,27 @@ impl Verifier {
         serde_json::from_slice(&bytes)
             .map_err(|e| AuthError::Unavailable(format!("fetch {url}: {e}")))
     }
+}
+
+/// Why `times` refuse a token at `now` (Unix seconds), if they do: `exp`
+/// passed by more than [`LEEWAY_SECONDS`], `nbf` more than
+/// [`LEEWAY_SECONDS`] ahead, `iat` more than [`IAT_LEEWAY_SECONDS`] ahead.
+/// The one home of the time rules: a whole check and a kept token's reuse
+/// both ask it.
+fn time_refusal(times: &TokenTimes, now: u64) -> Option<&'static str> {
+    if times.expires.saturating_add(LEEWAY_SECONDS) < now {
+        return Some("expired");
+    }
+    if times
+        .not_before
+        .is_some_and(|nbf| nbf > now.saturating_add(LEEWAY_SECONDS))
+    {
+        return Some("nbf in the future");
+    }
+    if times.issued > now.saturating_add(IAT_LEEWAY_SECONDS) {
+        return Some("iat in the future");
+    }
+    None
 }
 
 fn find(set: &JwkSet, kid: &str) -> Option<Result<DecodingKey, AuthError>> {

@@ -36,6 +36,7 @@ pub mod startup;
 pub mod stopping;
 pub mod strict;
 pub mod telemetry;
+pub mod verified_tokens;
 pub mod version;
 pub mod worker_loop;
 
