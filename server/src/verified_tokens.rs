@@ -1,7 +1,7 @@
 //! The access tokens this process has verified, kept until they expire, so
 //! a caller that presents the same token again (every request of a
 //! producer, until its token's `exp`) is not verified again: the
-//! signature check was about a third of the coordinator's CPU per start
+//! signature check was about half of what the coordinator spent on a start
 //! (docs/decisions.md "A verified token is kept until it expires").
 //!
 //! An entry is keyed by the SHA-256 digest of the whole token, so only a
