@@ -88,23 +88,20 @@ struct Args {
     #[arg(long)]
     recovery_only: bool,
     /// Threads of the async runtime that serves the API and runs the
-    /// worker lanes (1 to 256; default: half the available cores,
-    /// rounded up). Audit appends run on the runtime's blocking threads,
-    /// not on these.
+    /// worker lanes (1 to 256; default: the available cores). Audit
+    /// appends run on the runtime's blocking threads, not on these.
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = clap::value_parser!(u16).range(1..=256))]
     worker_threads: Option<u16>,
 }
 
 /// The runtime's worker threads when `--worker-threads` is not given:
-/// half the cores this process may use (`available_parallelism`), rounded
-/// up, 1 when that cannot be read. The coordinator's threads mostly wait
-/// on the store and the products; measured with `scripts/bench.sh` on 2
-/// cores shared with PostgreSQL, two threads per process cost about twice
-/// the context switches per run of one and made two processes slower than
-/// one (docs/decisions.md "The runtime has half the cores' threads").
+/// the cores this process may use (`available_parallelism`), 1 when that
+/// cannot be read. Measured with the peer benchmark on 2 cores shared with
+/// PostgreSQL, the product stand-ins and the load client, a thread per
+/// core served 7% more runs per second than one thread, with one process
+/// and with two (docs/decisions.md "Sixteen lanes and a thread per core").
 fn default_worker_threads() -> NonZeroUsize {
-    let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
-    NonZeroUsize::new(cores.div_ceil(2)).unwrap_or(NonZeroUsize::MIN)
+    std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN)
 }
 
 fn refuse(code: &str, message: &str) -> ExitCode {

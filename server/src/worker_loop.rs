@@ -9,8 +9,12 @@ use std::time::Duration;
 use coordinator_engine::Engine;
 use coordinator_ports::StoreError;
 
-/// How many worker lanes one process runs ([`work`]).
-pub const WORKER_LANES: usize = 8;
+/// How many worker lanes one process runs ([`work`]). Sixteen, with
+/// four jobs each, keep the calls of the peer
+/// benchmark's 16 clients flowing on 2 cores; eight left a queue of
+/// handed-off jobs behind the admissions (docs/decisions.md "Sixteen
+/// lanes and a thread per core").
+pub const WORKER_LANES: usize = 16;
 
 /// The worker: [`WORKER_LANES`] lanes and a due-time timer, until
 /// `shutdown` says stop.

@@ -1133,8 +1133,8 @@ async fn the_service_tells_systemd_when_it_is_ready_and_when_it_stops() {
 }
 
 /// `--worker-threads N` sizes the async runtime (logged as
-/// `worker_threads` when listening); without it the runtime has half the
-/// available cores, rounded up; 0 is refused before anything starts.
+/// `worker_threads` when listening); without it the runtime has a thread
+/// per available core; 0 is refused before anything starts.
 #[tokio::test]
 async fn the_runtime_has_the_worker_threads_asked_for() {
     let Some(urls) = urls("the_runtime_has_the_worker_threads_asked_for") else {
@@ -1162,11 +1162,8 @@ async fn the_runtime_has_the_worker_threads_asked_for() {
 
     let port = free_port();
     let c = d.spawn_with(&d.runtime_file(port), port, &[]).await;
-    let half = std::thread::available_parallelism()
-        .unwrap()
-        .get()
-        .div_ceil(2);
-    assert_eq!(listening(&c)["fields"]["worker_threads"], half);
+    let cores = std::thread::available_parallelism().unwrap().get();
+    assert_eq!(listening(&c)["fields"]["worker_threads"], cores);
     drop(c);
 
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_coordinator"))
