@@ -27,7 +27,9 @@ pub const WORKER_LANES: usize = 16;
 /// completion of this process wakes one lane at once), or for
 /// `safety_poll` at most (which finds what no wake announced: a lease that
 /// ran out after a crash). A lane that leased a full batch leases again at
-/// once and wakes another lane, so a backlog spreads over the lanes.
+/// once and wakes another lane, so a backlog spreads over the lanes. A
+/// lane woken for a hand-off that another lane emptied first leases
+/// nothing from the store ([`Worker::tick_lane`](coordinator_engine::Worker::tick_lane)).
 ///
 /// The timer (`due_timer`) sleeps until the earliest due job in the
 /// store (the due-time index), then wakes a lane: timers and jobs other
@@ -86,14 +88,19 @@ async fn lane(
     // Consecutive failed ticks: the lane backs off (up to 5 s) and logs the
     // first failure and every 20th, so an outage does not flood the log.
     let mut failures: u32 = 0;
+    // Whether the next tick leases from the store even when no wake asked
+    // for it: at the start, after a safety pause, after a full batch
+    // leased. A lane woken for a hand-off it finds emptied leases nothing.
+    let mut lease_store = true;
     loop {
         if *shutdown.borrow() || engine.health.fenced() {
             return;
         }
-        let full_batch = match engine.worker.tick().await {
-            Ok(n) => {
+        let full_batch = match engine.worker.tick_lane(lease_store).await {
+            Ok(tick) => {
                 failures = 0;
-                n >= engine.worker.batch()
+                lease_store = tick.leased;
+                tick.taken >= engine.worker.batch()
             }
             // Logged by the engine (`restore.lease-incompatible`); the
             // lane stops.
@@ -114,8 +121,19 @@ async fn lane(
             }
         };
         if full_batch {
-            // More may be due: lease again, and let another lane help.
-            engine.worker.wake_one();
+            // More may be due (or handed off): take again, and let another
+            // lane help.
+            if lease_store {
+                engine.worker.wake_one();
+            } else {
+                engine.worker.wake_for_hand_off();
+            }
+            continue;
+        }
+        if failures == 0 && engine.worker.store_lease_pending() {
+            // A store wake arrived while this lane carried out handed-off
+            // jobs: it takes it now.
+            lease_store = false;
             continue;
         }
         let pause = if failures == 0 {
@@ -126,8 +144,8 @@ async fn lane(
                 .min(Duration::from_secs(5))
         };
         tokio::select! {
-            _ = tokio::time::sleep(pause) => {}
-            _ = engine.worker.woken(), if failures == 0 => {}
+            _ = tokio::time::sleep(pause) => lease_store = true,
+            _ = engine.worker.woken(), if failures == 0 => lease_store = false,
             _ = shutdown.changed() => {}
         }
     }

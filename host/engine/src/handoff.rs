@@ -5,6 +5,7 @@
 //! out without leasing them or reading the run again.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use coordinator_ir::instant::Instant;
@@ -28,6 +29,12 @@ pub(crate) struct HandOff {
     /// here (an admission, a commit that made the next job, a review
     /// completion), so a due job runs now rather than at the next poll.
     wake: Notify,
+    /// Set by [`HandOff::wake_one`]: a job is due in the store that no
+    /// hand-off carries, so the next lane woken leases from the store. A
+    /// lane woken by a hand-off that finds the queue emptied by another
+    /// lane leases nothing (docs/decisions.md "A lane woken for a
+    /// hand-off leases nothing from the store").
+    store_due: AtomicBool,
 }
 
 impl HandOff {
@@ -36,6 +43,7 @@ impl HandOff {
         HandOff {
             queue: Mutex::new(VecDeque::new()),
             wake: Notify::new(),
+            store_due: AtomicBool::new(false),
         }
     }
 
@@ -79,10 +87,32 @@ impl HandOff {
         }
     }
 
-    /// Wakes one idle worker lane of this process ([`HandOff::woken`]); a
-    /// wake while no lane waits is kept for the next lane that does.
+    /// Wakes one idle worker lane of this process ([`HandOff::woken`]) to
+    /// lease from the store: a job is due there that no hand-off carries
+    /// (a commit or admission that could not lease it on insert, a timer,
+    /// a job brought forward, a lane's full batch). A wake while no lane
+    /// waits is kept for the next lane that does.
     pub(crate) fn wake_one(&self) {
+        self.store_due.store(true, Ordering::Release);
         self.wake.notify_one();
+    }
+
+    /// Wakes one idle worker lane for the hand-off queue only (a lane's
+    /// full batch of handed-off jobs: more may be queued).
+    pub(crate) fn wake_for_hand_off(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Whether a [`HandOff::wake_one`] asked for a store lease that no
+    /// lane has made yet.
+    pub(crate) fn store_due(&self) -> bool {
+        self.store_due.load(Ordering::Acquire)
+    }
+
+    /// Takes the request of [`HandOff::wake_one`]: true when one was
+    /// pending (the caller leases from the store now).
+    pub(crate) fn take_store_due(&self) -> bool {
+        self.store_due.swap(false, Ordering::AcqRel)
     }
 
     /// Waits for [`HandOff::wake_one`] (at once when a wake is kept).

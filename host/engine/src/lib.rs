@@ -61,7 +61,7 @@ pub use operator::Operator;
 pub use run_end_waiters::{
     RunEndSignal, RunEndWait, RunEndWaiters, WaitOutcome, MAX_RUN_END_WAITS,
 };
-pub use worker::Worker;
+pub use worker::{LaneTick, Worker};
 
 /// The move certificate a move takes (`Operator::move_run`), as the
 /// compiler writes it.

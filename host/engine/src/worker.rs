@@ -16,6 +16,16 @@ use crate::health::Health;
 use crate::job_runner::{JobRunner, WorkerPorts};
 use crate::parts::Parts;
 
+/// What one [`Worker::tick_lane`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LaneTick {
+    /// How many jobs it took.
+    pub taken: usize,
+    /// Whether they were leased from the store (false: handed off by this
+    /// process's commits, or none).
+    pub leased: bool,
+}
+
 /// The worker: leases due jobs and carries each out. `Send + Sync`.
 pub struct Worker {
     /// Leases jobs, gives handed-off ones back, tells the next due time.
@@ -82,12 +92,26 @@ impl Worker {
     /// The store's; [`StoreError::LeaseIncompatible`] when a restore hold
     /// was placed after this process started (it is fenced from then on).
     pub async fn tick(&self) -> Result<usize, StoreError> {
+        self.tick_lane(true).await.map(|tick| tick.taken)
+    }
+
+    /// [`Worker::tick`] for a worker lane: the handed-off jobs first, as
+    /// `tick`; without any, the store is leased from only when
+    /// `lease_store` (a lane's safety tick, or the batch after a full one
+    /// leased) or when a [`Worker::wake_one`] asked for it since the last
+    /// lease. A lane woken for a hand-off that another lane emptied first
+    /// so costs no statement.
+    ///
+    /// # Errors
+    /// As [`Worker::tick`].
+    pub async fn tick_lane(&self, lease_store: bool) -> Result<LaneTick, StoreError> {
         if self.parts.fence.fenced() {
-            return Ok(0);
+            return Ok(LaneTick::default());
         }
         // Jobs this process's own commits leased to it come first: no lease
         // statement and no re-read of the run.
-        let handed = self.parts.committer.hand_off().take(self.batch);
+        let hand_off = self.parts.committer.hand_off();
+        let handed = hand_off.take(self.batch);
         if !handed.is_empty() {
             let n = handed.len();
             let mut by_run: Vec<(String, Vec<HandedOff>)> = Vec::new();
@@ -105,12 +129,18 @@ impl Worker {
                 }
             }))
             .await;
-            return Ok(n);
+            return Ok(LaneTick {
+                taken: n,
+                leased: false,
+            });
+        }
+        if !hand_off.take_store_due() && !lease_store {
+            return Ok(LaneTick::default());
         }
         if self.parts.fence.clock_out_of_service() {
             // This process's clock is beyond its bound: it leases nothing
             // (docs/operations.md "Clock skew").
-            return Ok(0);
+            return Ok(LaneTick::default());
         }
         let leases = self.parts.committer.leases();
         let epoch = leases.lease_epoch().await?;
@@ -147,7 +177,10 @@ impl Worker {
             }
         }))
         .await;
-        Ok(n)
+        Ok(LaneTick {
+            taken: n,
+            leased: true,
+        })
     }
 
     /// Ticks until a tick takes nothing (at most `max_ticks` times);
@@ -184,10 +217,24 @@ impl Worker {
         self.parts.committer.leases().adopt_restore_epoch().await
     }
 
-    /// Wakes one idle worker lane of this process ([`Worker::woken`]); a
-    /// wake while no lane waits is kept for the next lane that does.
+    /// Wakes one idle worker lane of this process ([`Worker::woken`]) to
+    /// lease from the store ([`Worker::tick_lane`]); a wake while no lane
+    /// waits is kept for the next lane that does.
     pub fn wake_one(&self) {
         self.parts.committer.hand_off().wake_one();
+    }
+
+    /// Wakes one idle worker lane for the handed-off jobs only
+    /// ([`Worker::tick_lane`] without a store lease): after a lane's full
+    /// batch of them.
+    pub fn wake_for_hand_off(&self) {
+        self.parts.committer.hand_off().wake_for_hand_off();
+    }
+
+    /// Whether a [`Worker::wake_one`] asked for a store lease that no lane
+    /// has made yet.
+    pub fn store_lease_pending(&self) -> bool {
+        self.parts.committer.hand_off().store_due()
     }
 
     /// Waits for [`Worker::wake_one`] or a job handed off (at once when a

@@ -105,6 +105,8 @@ pub struct Instance {
     pub base: String,
     /// Dropping it stops the API.
     pub stop: tokio::sync::oneshot::Sender<()>,
+    /// The engine's clock.
+    pub clock: Arc<ManualClock>,
 }
 
 impl Instance {
@@ -288,7 +290,7 @@ pub async fn start_with_journal(
     };
     let state = AppState {
         engine: engine.clone(),
-        clock,
+        clock: clock.clone(),
         counts: store.clone(),
         verifier: Arc::new(Verifier::new(&authentication, KeySource::Discovery)),
         completions: Arc::new(Completions::default()),
@@ -310,5 +312,6 @@ pub async fn start_with_journal(
         audit_dir,
         base,
         stop,
+        clock,
     }
 }
