@@ -83,6 +83,7 @@ impl Env {
             audit_dir,
             base,
             stop: tx,
+            clock: _,
         } = instance;
         let mlistener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let metrics = format!("http://{}/metrics", mlistener.local_addr().unwrap());
