@@ -180,7 +180,7 @@ impl Verifier {
     /// [`AuthError`] for any refusal (the server answers 401).
     ///
     /// A token verified before is answered from [`VerifiedTokens`] while
-    /// its times pass [`time_refusal`] now and the issuer's key set is the
+    /// its times pass `time_refusal` now and the issuer's key set is the
     /// one it was verified against; any other token is checked whole, and
     /// kept when it passes.
     pub async fn verify(&self, token: &str) -> Result<Principal, AuthError> {

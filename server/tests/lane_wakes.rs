@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use coordinator_engine::LaneTick;
 use coordinator_ports::MemoryRunStore;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 mod ops_support;
 
@@ -20,23 +20,7 @@ use ops_support::PRODUCER;
 #[tokio::test]
 async fn a_lane_woken_for_a_hand_off_leases_from_the_store_only_when_asked() {
     let instance = ops_support::start("db-lanes-1", false, Arc::new(MemoryRunStore::new())).await;
-    let revision = instance.engine.admission.active_revisions()["reviewed-notice"].clone();
-    let answer = reqwest::Client::new()
-        .post(format!("{}/v1/runs", instance.base))
-        .bearer_auth(instance.token(PRODUCER))
-        .header("idempotency-key", "k-lanes-1")
-        .header("content-type", "application/json")
-        .body(
-            json!({"workflow": "reviewed-notice", "revision": revision,
-                   "input": {"applicationId": "app-7", "applicantEmail": "a@example.org"}})
-            .to_string(),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(answer.status().as_u16(), 201);
-    let body: Value = serde_json::from_str(&answer.text().await.unwrap()).unwrap();
-    let run = body["run"].as_str().unwrap().to_owned();
+    let run = instance.start_reviewed_notice("k-lanes-1").await;
     let worker = &instance.engine.worker;
     // The run's calls, until it waits for its review.
     worker.run_until_idle(20).await.unwrap();

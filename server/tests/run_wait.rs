@@ -60,23 +60,7 @@ fn spawn_status(
 
 /// A `reviewed-notice` run (it waits for a review, so it stays `running`).
 async fn started(instance: &Instance, key: &str) -> String {
-    let revision = instance.engine.admission.active_revisions()["reviewed-notice"].clone();
-    let answer = reqwest::Client::new()
-        .post(format!("{}/v1/runs", instance.base))
-        .bearer_auth(instance.token(PRODUCER))
-        .header("idempotency-key", key)
-        .header("content-type", "application/json")
-        .body(
-            json!({"workflow": "reviewed-notice", "revision": revision,
-                   "input": {"applicationId": "app-7", "applicantEmail": "a@example.org"}})
-            .to_string(),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(answer.status().as_u16(), 201);
-    let body: Value = serde_json::from_str(&answer.text().await.unwrap()).unwrap();
-    body["run"].as_str().unwrap().to_owned()
+    instance.start_reviewed_notice(key).await
 }
 
 /// Until `engine` holds `count` waits (the waiting request got that far).

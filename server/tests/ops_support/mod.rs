@@ -114,6 +114,29 @@ impl Instance {
     pub fn token(&self, client: &str) -> String {
         self.issuer.mint(&Mint::new(client, AUDIENCE))
     }
+
+    /// Starts a `reviewed-notice` run as the producer under idempotency key
+    /// `key` (201 asserted); its id. The run waits for a review, so it
+    /// stays `running`.
+    pub async fn start_reviewed_notice(&self, key: &str) -> String {
+        let revision = self.engine.admission.active_revisions()["reviewed-notice"].clone();
+        let answer = reqwest::Client::new()
+            .post(format!("{}/v1/runs", self.base))
+            .bearer_auth(self.token(PRODUCER))
+            .header("idempotency-key", key)
+            .header("content-type", "application/json")
+            .body(
+                serde_json::json!({"workflow": "reviewed-notice", "revision": revision,
+                       "input": {"applicationId": "app-7", "applicantEmail": "a@example.org"}})
+                .to_string(),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status().as_u16(), 201);
+        let body: serde_json::Value = serde_json::from_str(&answer.text().await.unwrap()).unwrap();
+        body["run"].as_str().unwrap().to_owned()
+    }
 }
 
 /// The fakes and connections of an instance: the issuer, Casework,
