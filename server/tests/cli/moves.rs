@@ -517,6 +517,25 @@ fn a_certificate_that_cannot_be_written_leaves_nothing() {
         text(&out.stderr)
     );
     assert!(!Path::new("/proc/coordinator-move-plan.json").exists());
+    // The JSON report names no certificate file when none was written.
+    let out = plan(
+        dir,
+        &[
+            "--output",
+            "/proc/coordinator-move-plan.json",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(status(&out), 3, "{}", text(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("one report");
+    assert_eq!(report["status"], "refused", "{report}");
+    assert!(report.get("output").is_none(), "{report}");
+    assert_eq!(report["diagnostics"][0]["code"], "coordinator.move.write");
+    // A written one is named.
+    let out = plan(dir, &["--format", "json"]);
+    let report: Value = serde_json::from_slice(&out.stdout).expect("one report");
+    assert_eq!(report["output"], "cert.json", "{report}");
 }
 
 #[test]

@@ -74,13 +74,15 @@ pub struct PlanArgs {
     pub format: Format,
 }
 
-/// The JSON report's members beside the shared ones: the certificate, and
-/// per wait of A the scenario cases held to its move (`case`, `wait`,
-/// `to`, `passed`, `problem`; an empty list when none moves there).
+/// The JSON report's members beside the shared ones: the certificate's
+/// path (`output`, only when it was written), the certificate, and per
+/// wait of A the scenario cases held to its move (`case`, `wait`, `to`,
+/// `passed`, `problem`; an empty list when none moves there).
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct PlanExtra<'a> {
-    output: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     certificate: Option<&'a MoveCertificate>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -285,6 +287,8 @@ fn cases_said(cases: Option<&Vec<MovedCaseRun>>) -> String {
 /// stdout.
 fn finish(args: &PlanArgs, exit: u8, diagnostics: &[Diagnostic], plan: Option<&MovePlan>) {
     let output = args.output.display().to_string();
+    // A plan reaches the report only once its certificate was written.
+    let written = plan.map(|_| output.clone());
     let certificate = plan.map(|p| &p.certificate);
     let moved_cases = plan.map(|p| &p.moved_cases);
     match args.format {
@@ -298,7 +302,7 @@ fn finish(args: &PlanArgs, exit: u8, diagnostics: &[Diagnostic], plan: Option<&M
             },
             diagnostics,
             PlanExtra {
-                output,
+                output: written,
                 certificate,
                 moved_cases,
             },
