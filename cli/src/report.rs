@@ -115,6 +115,28 @@ pub fn io_runtime() -> Result<tokio::runtime::Runtime, u8> {
         })
 }
 
+/// [`path_error`] `code` about `output` when the directory it would be
+/// written in does not exist (a bare file name is in `.`); `None` when it
+/// does. Checked before an output file is written.
+pub fn missing_parent_error(
+    output: &std::path::Path,
+    code: &str,
+    next: &str,
+) -> Option<Diagnostic> {
+    let parent = match output.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => std::path::Path::new("."),
+    };
+    (!parent.is_dir()).then(|| {
+        path_error(
+            output,
+            code,
+            format!("the directory {} does not exist", parent.display()),
+            next,
+        )
+    })
+}
+
 /// An error about a path given on the command line (the file itself, no
 /// line or column): `code`, what is wrong (`message`) and the `next` step.
 pub fn path_error(path: &std::path::Path, code: &str, message: String, next: &str) -> Diagnostic {

@@ -89,18 +89,7 @@ fn output_fault(output: &Path) -> Option<Diagnostic> {
             next,
         ));
     }
-    let parent = match output.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    (!parent.is_dir()).then(|| {
-        about(
-            output,
-            codes::EXPORT_OUTPUT,
-            format!("the directory {} does not exist", parent.display()),
-            next,
-        )
-    })
+    crate::report::missing_parent_error(output, codes::EXPORT_OUTPUT, next)
 }
 
 /// Writes `text` to the new file `output` whole: into a fresh file beside

@@ -121,18 +121,7 @@ fn output_fault(output: &Path) -> Option<Diagnostic> {
         }
         return None;
     }
-    let parent = match output.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    (!parent.is_dir()).then(|| {
-        about(
-            output,
-            codes::MOVE_OUTPUT,
-            format!("the directory {} does not exist", parent.display()),
-            next,
-        )
-    })
+    crate::report::missing_parent_error(output, codes::MOVE_OUTPUT, next)
 }
 
 /// Whether `dir` looks like a package: no `workflow.yaml`, and
