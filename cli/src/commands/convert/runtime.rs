@@ -67,17 +67,27 @@ pub fn convert(doc: &YamlDocument, findings: &mut Findings) -> ConvertedRuntime 
     }
 }
 
+/// The connections of a v1alpha1 runtime section (`/SECTION/NAME`): each
+/// one's name, JSON Pointer and value (none when the section is not an
+/// object).
+fn section_connections<'a>(
+    value: &'a Value,
+    section: &'a str,
+) -> impl Iterator<Item = (&'a String, String, &'a Value)> + 'a {
+    value
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(move |(name, c)| (name, format!("/{section}/{}", escape(name)), c))
+}
+
 fn product_connections(
     doc: &YamlDocument,
     value: &Value,
     out: &mut Map<String, Value>,
     findings: &mut Findings,
 ) {
-    let Some(connections) = value.as_object() else {
-        return;
-    };
-    for (name, c) in connections {
-        let at = format!("/connections/{}", escape(name));
+    for (name, at, c) in section_connections(value, "connections") {
         let mut new = Map::new();
         let product = c.get("product").and_then(Value::as_str).unwrap_or_default();
         new.insert("type".to_owned(), json!(product));
@@ -152,11 +162,7 @@ fn external_connections(
     response_types: &mut BTreeMap<String, Value>,
     findings: &mut Findings,
 ) {
-    let Some(connections) = value.as_object() else {
-        return;
-    };
-    for (name, c) in connections {
-        let at = format!("/externalHttpConnections/{}", escape(name));
+    for (name, at, c) in section_connections(value, "externalHttpConnections") {
         let mut new = Map::new();
         new.insert("type".to_owned(), json!("external-http"));
         for (key, member) in c.as_object().into_iter().flatten() {
@@ -218,11 +224,7 @@ fn decision_connections(
     out: &mut Map<String, Value>,
     findings: &mut Findings,
 ) {
-    let Some(connections) = value.as_object() else {
-        return;
-    };
-    for (name, c) in connections {
-        let at = format!("/decisionConnections/{}", escape(name));
+    for (name, at, c) in section_connections(value, "decisionConnections") {
         let mut new = Map::new();
         new.insert("type".to_owned(), json!("decision"));
         for (key, member) in c.as_object().into_iter().flatten() {

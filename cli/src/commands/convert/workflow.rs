@@ -60,6 +60,12 @@ fn alias_of(connection: &str, operation: &str) -> String {
     format!("{}-{}", new_name(connection), new_name(operation))
 }
 
+/// A v1alpha1 call step's `connection` and `operation` (empty when absent).
+fn call_target(step: &Value) -> (&str, &str) {
+    let member = |key: &str| step.get(key).and_then(Value::as_str).unwrap_or_default();
+    (member("connection"), member("operation"))
+}
+
 /// Where a Function is used, which types its output.
 enum Use<'a> {
     CallInput(&'a str),
@@ -207,14 +213,7 @@ impl Builder<'_> {
         };
         for (name, step) in steps {
             if step.get("type").and_then(Value::as_str) == Some("call") {
-                let connection = step
-                    .get("connection")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                let operation = step
-                    .get("operation")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
+                let (connection, operation) = call_target(step);
                 self.aliases
                     .insert(new_name(name), alias_of(connection, operation));
             }
@@ -310,14 +309,7 @@ impl Builder<'_> {
         out: &mut Map<String, Value>,
         facts: &mut StepFacts,
     ) {
-        let connection = step
-            .get("connection")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let operation = step
-            .get("operation")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+        let (connection, operation) = call_target(step);
         let product = self.products.get(connection).cloned().unwrap_or_default();
         let alias = alias_of(connection, operation);
         let catalogue = catalogue_operation(&product, operation);
