@@ -3,8 +3,8 @@
 //! for a run's end"): the engine's `RunEndWaiters` says which runs its
 //! callers wait for and which watched runs it ended ([`RunEndSignal`]);
 //! this relay sends them as PostgreSQL notices
-//! ([`Store::notify_run_ends`]) and hands the other processes' notices to
-//! it, heard on one `LISTEN` connection ([`Store::listen_run_ends`]).
+//! ([`RunEndChannel::notify_run_ends`]) and hands the other processes' notices to
+//! it, heard on one `LISTEN` connection ([`RunEndChannel::listen_run_ends`]).
 //! Under `poolingMode: transaction` there is no relay: a wait for a run
 //! another process ends is answered at N.
 //!
@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use coordinator_engine::{Engine, RunEndSignal};
-use coordinator_store::{Heard, RunEndListener, Store};
+use coordinator_ports::{Heard, RunEndChannel, RunEndHearing};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, watch};
 
@@ -54,15 +54,20 @@ enum Signal {
     Gone(bool),
 }
 
-/// Relays run ends for `engine` through `store` until `stop` says stop.
+/// Relays run ends for `engine` through `channel` (the store's run-end
+/// channel, the only port the relay takes) until `stop` says stop.
 /// Returns at once under `poolingMode: transaction`. A `LISTEN`
 /// connection that cannot be made is tried again every
 /// second (`RECONNECT_PAUSE`); each time it is made again, every wait of this
 /// process reads its run anew ([`RunEndWaiters::recheck_all`](coordinator_engine::RunEndWaiters::recheck_all)), since
 /// notices sent meanwhile are lost.
-pub async fn relay(store: Arc<Store>, engine: Arc<Engine>, mut stop: watch::Receiver<bool>) {
+pub async fn relay(
+    channel: Arc<dyn RunEndChannel>,
+    engine: Arc<Engine>,
+    mut stop: watch::Receiver<bool>,
+) {
     let listener = loop {
-        match store.listen_run_ends().await {
+        match channel.listen_run_ends().await {
             Ok(Some(listener)) => break listener,
             Ok(None) => {
                 tracing::info!("poolingMode transaction: no LISTEN, so a wait for a run another process ends is answered at its N");
@@ -84,7 +89,7 @@ pub async fn relay(store: Arc<Store>, engine: Arc<Engine>, mut stop: watch::Rece
     let process = engine.run_ends.process().to_owned();
     let (presence, mut to_announce) = mpsc::unbounded_channel();
     let hearing = tokio::spawn(hear(listener, engine.clone(), presence));
-    send(&store, encode(&process, Signal::Hello(true)));
+    send(&channel, encode(&process, Signal::Hello(true)));
     loop {
         let signal = tokio::select! {
             _ = stop.changed() => break,
@@ -98,12 +103,12 @@ pub async fn relay(store: Arc<Store>, engine: Arc<Engine>, mut stop: watch::Rece
                 None => break,
             },
         };
-        send(&store, encode(&process, signal));
+        send(&channel, encode(&process, signal));
     }
     hearing.abort();
     // Said before the process stops (within the drain), so the others stop
     // telling their waits when it was the last to hear them.
-    if let Err(e) = store
+    if let Err(e) = channel
         .notify_run_ends(&encode(&process, Signal::Gone(true)))
         .await
     {
@@ -113,10 +118,10 @@ pub async fn relay(store: Arc<Store>, engine: Arc<Engine>, mut stop: watch::Rece
 
 /// Sends `payload` on the run-end channel in a task of its own, so a slow
 /// statement holds up no other notice.
-fn send(store: &Arc<Store>, payload: String) {
-    let store = store.clone();
+fn send(channel: &Arc<dyn RunEndChannel>, payload: String) {
+    let channel = channel.clone();
     tokio::spawn(async move {
-        if let Err(e) = store.notify_run_ends(&payload).await {
+        if let Err(e) = channel.notify_run_ends(&payload).await {
             tracing::warn!(code = "store-unavailable", error = %e, "a run-end notice was not sent; its wait is answered at its N");
         }
     });
@@ -125,7 +130,7 @@ fn send(store: &Arc<Store>, payload: String) {
 /// Hands every notice of another process to the engine's waits; the
 /// presence answers to send go to `presence`.
 async fn hear(
-    mut listener: RunEndListener,
+    mut listener: Box<dyn RunEndHearing>,
     engine: Arc<Engine>,
     presence: mpsc::UnboundedSender<Signal>,
 ) {

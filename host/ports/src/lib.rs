@@ -33,6 +33,7 @@ pub mod clock;
 pub mod counts;
 pub mod flow;
 pub mod memory;
+pub mod run_ends;
 pub mod store;
 pub mod trace;
 pub mod waiting;
@@ -47,6 +48,7 @@ pub use flow::{
     FlowControl, FlowLimit, MemoryFlowControl, SlotAnswer, SlotRequest, SlotsAsk, TokensAsk,
 };
 pub use memory::MemoryRunStore;
+pub use run_ends::{Heard, RunEndChannel, RunEndHearing};
 pub use store::{moves_of, MoveRecord, RunMove, RunMoves};
 pub use store::{
     Admitted, Commit, Committed, Erasure, Holds, Job, JobKind, JobState, LeaseOnInsert,

@@ -49,7 +49,7 @@ pub use deploy::{
     apply, deployment_status, live_binding_refusal, plan, verify_runtime_role, ApplyReport,
     DeploymentStatus, Plan, PlanAction, PlanEntry, WorkflowStatus,
 };
-pub use runs::{Heard, RunEndListener, Store, PING_TIMEOUT};
+pub use runs::{RunEndListener, Store, PING_TIMEOUT};
 
 /// Most connections one pool (one process) opens.
 pub const MAX_POOL_CONNECTIONS: u32 = 32;

@@ -82,7 +82,7 @@ use super::session::Database;
 
 pub(crate) use definitions::read_definition;
 pub use maintenance::PING_TIMEOUT;
-pub use run_ends::{Heard, RunEndListener};
+pub use run_ends::RunEndListener;
 
 /// The run store: a pool of runtime connections, the namespace, the
 /// database id, the state keyring and the admission key (for owner
