@@ -32,11 +32,11 @@ use coordinator_ports::clock::{Clock, SystemClock};
 
 use coordinator_engine::Principal;
 use coordinator_runtime::config::{Authentication, Jwks, Policy};
-
-use crate::verified_tokens::{TokenTimes, VerifiedTokens};
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
+
+use crate::verified_tokens::{TokenTimes, VerifiedTokens};
 
 /// Longest accepted token lifetime, seconds (SPEC §8: one hour).
 pub const MAX_LIFETIME_SECONDS: u64 = 3600;
@@ -176,13 +176,13 @@ impl Verifier {
 
     /// Verifies `token` and returns its principal.
     ///
-    /// # Errors
-    /// [`AuthError`] for any refusal (the server answers 401).
-    ///
     /// A token verified before is answered from [`VerifiedTokens`] while
     /// its times pass `time_refusal` now and the issuer's key set is the
     /// one it was verified against; any other token is checked whole, and
     /// kept when it passes.
+    ///
+    /// # Errors
+    /// [`AuthError`] for any refusal (the server answers 401).
     pub async fn verify(&self, token: &str) -> Result<Principal, AuthError> {
         let now = u64::try_from(self.clock.now_unix()).unwrap_or_default();
         let generation = self.key_set_generation.load(Ordering::Acquire);
